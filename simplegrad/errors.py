@@ -1,0 +1,43 @@
+"""The exceptions simplegrad raises, each a subclass of the builtin a caller would expect.
+
+Every error is raised before anything is recorded, so a failed call leaves the
+tape exactly as it was.
+"""
+
+from __future__ import annotations
+
+
+class SimplegradError(Exception):
+    """Base class of every error raised by simplegrad."""
+
+
+class ShapeError(SimplegradError, ValueError):
+    """Shapes that do not broadcast, multiply or match what an operation needs."""
+
+
+class AxisError(ShapeError):
+    """An axis out of range for the array it names."""
+
+
+class GraphError(SimplegradError, ValueError):
+    """Misuse of the tape: variables of another Ops, or a gradient asked of the wrong thing."""
+
+
+class DTypeError(SimplegradError, TypeError):
+    """A value whose dtype simplegrad cannot differentiate (complex, object, strings)."""
+
+
+class ArgumentError(SimplegradError, TypeError):
+    """An argument of the wrong kind, such as a number where a Variable is needed."""
+
+
+class OutOfBoundsError(SimplegradError, IndexError):
+    """An index outside the variable it reads."""
+
+
+class NotDifferentiableError(SimplegradError, TypeError):
+    """A derivative was asked of a rule that cannot give it (for example, a raw-numpy backward)."""
+
+
+class GradientCheckError(SimplegradError, AssertionError):
+    """A derivative disagrees with finite differences beyond the stated tolerances."""

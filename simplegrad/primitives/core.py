@@ -1,0 +1,171 @@
+"""The primitive record, the registry, and the helpers every rule shares.
+
+Vocabulary, used everywhere in ``primitives/``:
+
+- ``o`` is the object a rule computes with. During a recorded sweep it is the
+  ``Ops`` (inputs are Variables, results are recorded); without recording it
+  is ``VALUES`` (inputs are numpy arrays, results are plain arrays). The same
+  rule text serves both, which is what makes every order work.
+- ``g`` is the incoming cotangent, ``t`` an incoming tangent, ``out`` the
+  primal output, ``x``, ``y`` the inputs.
+- A vjp rule returns the cotangent of one input; ``None`` in the rule table
+  means "no gradient flows" and keeps zeros off the tape.
+- A jvp rule gets one tangent per input (``None`` for "no tangent") and
+  returns the tangent of the output, or ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Sampler = Callable[[np.random.Generator, tuple], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One check configuration: input shapes, attributes and per-input samplers."""
+
+    shapes: tuple
+    attrs: dict = field(default_factory=dict)
+    domain: tuple | None = None  # one sampler per input; None means the primitive's default
+    label: str = ""
+
+
+class Primitive:
+    """One differentiable operation: forward, vjp, jvp, print rule and check metadata."""
+
+    __slots__ = ("name", "forward", "vjp", "jvp", "fmt", "cases", "domain", "variadic",
+                 "sparse_vjp", "tol", "__weakref__")
+
+    def __init__(self, name: str, forward: Callable, vjp: Sequence, jvp: Callable | None,
+                 fmt: str | Callable, cases: Sequence[Case], domain: tuple | None = None,
+                 variadic: bool = False, sparse_vjp: bool = False, tol: float = 1e-6):
+        self.name = name
+        self.forward = forward
+        self.vjp = tuple(vjp)
+        self.jvp = jvp
+        self.fmt = fmt
+        self.cases = tuple(cases)
+        self.domain = domain
+        self.variadic = variadic
+        self.sparse_vjp = sparse_vjp
+        self.tol = tol
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+    def vjp_rule(self, i: int) -> Callable | None:
+        """The rule giving the cotangent of input ``i`` (variadic primitives share one)."""
+        return self.vjp[0] if self.variadic else self.vjp[i]
+
+
+REGISTRY: dict[str, Primitive] = {}
+
+
+def register(prim: Primitive) -> Primitive:
+    """Add a primitive to the registry; names are unique."""
+    if prim.name in REGISTRY:
+        raise ValueError(f"primitive {prim.name!r} is registered twice")
+    REGISTRY[prim.name] = prim
+    return prim
+
+
+# ---------------------------------------------------------------- value helpers
+
+def shape_of(x: Any) -> tuple:
+    """Shape of a Variable, an array or a Python number."""
+    return getattr(x, "shape", ())
+
+
+def value_of(x: Any) -> Any:
+    """The numpy value behind a Variable; constants and arrays pass through."""
+    return getattr(x, "_value", x)
+
+
+def dtype_of(x: Any) -> np.dtype | None:
+    """dtype of a Variable or array; None for Python numbers."""
+    return getattr(x, "dtype", None)
+
+
+def as_weight(mask: Any, like: Any) -> np.ndarray:
+    """A constant (mask or weight) in the dtype of ``like``, for piecewise rules."""
+    dt = dtype_of(like) or np.float64
+    return np.asarray(mask, dtype=dt)
+
+
+def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    """Axis argument (None, int or tuple) as a sorted tuple of non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        if not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
+            raise IndexError(f"axis {a} is out of range for {ndim} dimension(s)")
+        out.append(int(a) % ndim if ndim else 0)
+    if len(set(out)) != len(out):
+        raise IndexError(f"repeated axis in {axis}")
+    return tuple(sorted(out))
+
+
+def keepdims_shape(shape: tuple, axis: Any) -> tuple:
+    """The shape a reduction over ``axis`` has with keepdims=True."""
+    axes = normalize_axes(axis, len(shape))
+    return tuple(1 if i in axes else n for i, n in enumerate(shape))
+
+
+def unbroadcast(o: Any, g: Any, shape: tuple) -> Any:
+    """Sum a cotangent down to ``shape``, undoing numpy broadcasting with recorded ops."""
+    gshape = shape_of(g)
+    if gshape == shape:
+        return g
+    if shape == ():
+        return o.sum(g)
+    lead = len(gshape) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, n in enumerate(shape) if n == 1 and gshape[i + lead] != 1)
+    if lead == 0:
+        return o.sum(g, axis=_one(axes), keepdims=True)
+    summed = o.sum(g, axis=_one(axes))
+    return summed if shape_of(summed) == shape else o.reshape(summed, shape)
+
+
+def broadcast_to(o: Any, t: Any, shape: tuple) -> Any:
+    """Expand a tangent to ``shape`` when broadcasting left it smaller."""
+    return t if shape_of(t) == shape else o.expand(t, shape)
+
+
+def _one(axes: tuple) -> int | tuple:
+    return axes[0] if len(axes) == 1 else axes
+
+
+# ---------------------------------------------------------------- samplers
+
+def uniform(lo: float, hi: float) -> Sampler:
+    """Sampler of values uniform in [lo, hi)."""
+    return lambda rng, shape: rng.uniform(lo, hi, shape)
+
+
+def away_from_zero(lo: float = 0.3, hi: float = 2.0) -> Sampler:
+    """Sampler of values with |x| in [lo, hi) and random sign (avoids kinks at 0)."""
+    return lambda rng, shape: rng.uniform(lo, hi, shape) * rng.choice([-1.0, 1.0], shape)
+
+
+ANY = uniform(-2.0, 2.0)
+POSITIVE = uniform(0.5, 2.0)
+NONZERO = away_from_zero()
+
+
+# ---------------------------------------------------------------- print rules
+
+def method_fmt(method: str, *params: str) -> Callable:
+    """Print rule ``x.method(k=v, ...)`` naming only attributes set away from None/False."""
+    def fmt(args: list[str], attrs: dict, render: Callable) -> str:
+        shown = [f"{k}={render(attrs[k], k)}" for k in params
+                 if attrs.get(k) is not None and attrs.get(k) is not False]
+        return f"{args[0]}.{method}({', '.join(shown)})"
+    return fmt

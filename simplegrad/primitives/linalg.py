@@ -1,0 +1,66 @@
+"""Linear algebra primitives: matmul with numpy's rules for 1-D, 2-D and batched operands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..variable import Variable
+from .core import Case, Primitive, register, shape_of, unbroadcast
+
+# ---------------------------------------------------------------- matmul
+
+
+def _swap(o, x):
+    """x with its last two axes exchanged (``.T`` for a matrix)."""
+    nd = len(shape_of(x))
+    return o.transpose(x) if nd == 2 else o.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _matmul_vjp(which: int):
+    def vjp(o, g, out, x, y):
+        xs, ys = shape_of(x), shape_of(y)
+        if len(xs) == 1 and len(ys) == 1:          # inner product: out is 0-d
+            return o.mul(g, y) if which == 0 else o.mul(g, x)
+        # promote 1-D operands to matrices the way numpy does, then undo it
+        x2 = o.reshape(x, (1,) + xs) if len(xs) == 1 else x
+        y2 = o.reshape(y, ys + (1,)) if len(ys) == 1 else y
+        gshape = shape_of(g)
+        if len(xs) == 1:
+            gshape = gshape[:-1] + (1, gshape[-1])
+        if len(ys) == 1:
+            gshape = gshape + (1,)
+        g2 = g if gshape == shape_of(g) else o.reshape(g, gshape)
+        if which == 0:
+            d = o.matmul(g2, _swap(o, y2))
+            d = unbroadcast(o, d, shape_of(x2))
+            return d if len(xs) > 1 else o.reshape(d, xs)
+        d = o.matmul(_swap(o, x2), g2)
+        d = unbroadcast(o, d, shape_of(y2))
+        return d if len(ys) > 1 else o.reshape(d, ys)
+    return vjp
+
+
+def _matmul_jvp(o, ts, out, x, y):
+    tx, ty = ts
+    parts = [o.matmul(tx, y) if tx is not None else None,
+             o.matmul(x, ty) if ty is not None else None]
+    parts = [p for p in parts if p is not None]
+    return parts[0] if len(parts) == 1 else o.add(parts[0], parts[1])
+
+
+MATMUL = register(Primitive(
+    "matmul", np.matmul, [_matmul_vjp(0), _matmul_vjp(1)], _matmul_jvp, "{0} @ {1}",
+    [Case(((3,), (3,))), Case(((2, 3), (3, 4))), Case(((3,), (3, 4))), Case(((2, 3), (3,))),
+     Case(((2, 2, 3), (3, 4))), Case(((1, 2, 3), (4, 3, 2))), Case(((3,), (2, 3, 4)))]))
+
+
+class LinalgOps:
+    """The linear algebra primitives as methods of an Ops."""
+
+    def matmul(self, x: Any, y: Any, name: str | None = None) -> Variable:
+        """x @ y with numpy's rules for 1-D, 2-D and batched (broadcast) operands."""
+        return self._apply(MATMUL, (x, y), None, name)
+
+

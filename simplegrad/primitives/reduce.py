@@ -1,0 +1,206 @@
+"""Reductions: sum, mean, max, min, logsumexp, and the softmax pair.
+
+A reduction's vjp spreads the cotangent back over the reduced axes with a
+recorded reshape and expand; its jvp is the same reduction of the tangent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..variable import Variable
+from .core import (
+    Case,
+    Primitive,
+    as_weight,
+    broadcast_to,
+    keepdims_shape,
+    method_fmt,
+    register,
+    shape_of,
+    value_of,
+)
+
+REDUCE = [Case(((),)), Case(((3,),)), Case(((3, 4),), {"axis": 1}),
+          Case(((3, 4),), {"axis": 0, "keepdims": True}), Case(((2, 3, 4),), {"axis": (0, 2)}),
+          Case(((2, 3, 4),), {"axis": -1, "keepdims": True})]
+ALONG = [Case(((3,),), {"axis": -1}), Case(((3, 4),), {"axis": 1}),
+         Case(((3, 4),), {"axis": 0}), Case(((2, 3, 4),), {"axis": -1})]
+
+
+def _spread(o, g, x, axis, keepdims):
+    """Cotangent of a reduction, reshaped to keep its dims and expanded to x's shape."""
+    shape = shape_of(x)
+    if not keepdims:
+        kd = keepdims_shape(shape, axis)
+        if shape_of(g) != kd and axis is not None:
+            g = o.reshape(g, kd)
+    return broadcast_to(o, g, shape)
+
+
+def _keep(o, out, x, axis, keepdims):
+    """The output of a reduction with its reduced dims kept, ready to broadcast against x."""
+    kd = keepdims_shape(shape_of(x), axis)
+    return out if keepdims or shape_of(out) == kd else o.reshape(out, kd)
+
+
+# ---------------------------------------------------------------- sum and mean
+
+def _sum(x, axis=None, keepdims=False):
+    return np.sum(x, axis=axis, keepdims=keepdims)
+
+
+SUM = register(Primitive(
+    "sum", _sum,
+    [lambda o, g, out, x, axis=None, keepdims=False: _spread(o, g, x, axis, keepdims)],
+    lambda o, ts, out, x, axis=None, keepdims=False: o.sum(ts[0], axis=axis, keepdims=keepdims),
+    method_fmt("sum", "axis", "keepdims"), REDUCE))
+
+
+def _mean(x, axis=None, keepdims=False):
+    return np.mean(x, axis=axis, keepdims=keepdims)
+
+
+def _mean_vjp(o, g, out, x, axis=None, keepdims=False):
+    count = int(np.prod(shape_of(x))) // max(int(np.prod(shape_of(out))), 1)
+    return _spread(o, g if count == 1 else o.div(g, count), x, axis, keepdims)
+
+
+MEAN = register(Primitive(
+    "mean", _mean, [_mean_vjp],
+    lambda o, ts, out, x, axis=None, keepdims=False: o.mean(ts[0], axis=axis, keepdims=keepdims),
+    method_fmt("mean", "axis", "keepdims"), REDUCE))
+
+# ---------------------------------------------------------------- max and min
+
+
+def _tie_weights(x, out, axis):
+    """Constant weights that split the gradient evenly among the entries equal to the extreme."""
+    xv = value_of(x)
+    hit = np.equal(xv, np.reshape(value_of(out), keepdims_shape(np.shape(xv), axis)))
+    return as_weight(hit / np.sum(hit, axis=axis, keepdims=True), x)
+
+
+def _extreme(name: str, forward) -> Primitive:
+    def vjp(o, g, out, x, axis=None, keepdims=False):
+        return o.mul(_spread(o, g, x, axis, keepdims), _tie_weights(x, out, axis))
+
+    def jvp(o, ts, out, x, axis=None, keepdims=False):
+        return o.sum(o.mul(ts[0], _tie_weights(x, out, axis)), axis=axis, keepdims=keepdims)
+
+    return register(Primitive(name, forward, [vjp], jvp,
+                              method_fmt(name, "axis", "keepdims"), REDUCE))
+
+
+def _max(x, axis=None, keepdims=False):
+    return np.max(x, axis=axis, keepdims=keepdims)
+
+
+def _min(x, axis=None, keepdims=False):
+    return np.min(x, axis=axis, keepdims=keepdims)
+
+
+MAX = _extreme("max", _max)
+MIN = _extreme("min", _min)
+
+# ---------------------------------------------------------------- logsumexp and softmax
+
+
+def _logsumexp(x, axis=None, keepdims=False):
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    total = np.sum(np.exp(x - m), axis=axis, keepdims=keepdims)
+    with np.errstate(divide="ignore"):
+        return np.log(total) + np.reshape(m, np.shape(total))
+
+
+def _softmax_of(o, out, x, axis, keepdims):
+    """exp(x - logsumexp(x)), with an all -inf slice giving zeros instead of nan."""
+    finite = np.isfinite(value_of(out))
+    if not np.all(finite):
+        out = o.where(finite, out, 0)
+    return o.exp(o.sub(x, _keep(o, out, x, axis, keepdims)))
+
+
+def _lse_vjp(o, g, out, x, axis=None, keepdims=False):
+    return o.mul(_spread(o, g, x, axis, keepdims), _softmax_of(o, out, x, axis, keepdims))
+
+
+def _lse_jvp(o, ts, out, x, axis=None, keepdims=False):
+    p = _softmax_of(o, out, x, axis, keepdims)
+    return o.sum(o.mul(ts[0], p), axis=axis, keepdims=keepdims)
+
+
+LOGSUMEXP = register(Primitive(
+    "logsumexp", _logsumexp, [_lse_vjp], _lse_jvp,
+    method_fmt("logsumexp", "axis", "keepdims"), REDUCE))
+
+
+def _softmax(x, axis=-1):
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _softmax_rule(o, g, out, x, axis=-1):
+    # the Jacobian is symmetric, so one rule serves as vjp and jvp
+    return o.mul(out, o.sub(g, o.sum(o.mul(g, out), axis=axis, keepdims=True)))
+
+
+SOFTMAX = register(Primitive(
+    "softmax", _softmax, [_softmax_rule],
+    lambda o, ts, out, x, axis=-1: _softmax_rule(o, ts[0], out, x, axis),
+    method_fmt("softmax", "axis"), ALONG))
+
+
+def _log_softmax(x, axis=-1):
+    return x - _logsumexp(x, axis=axis, keepdims=True)
+
+
+LOG_SOFTMAX = register(Primitive(
+    "log_softmax", _log_softmax,
+    [lambda o, g, out, x, axis=-1:
+        o.sub(g, o.mul(o.exp(out), o.sum(g, axis=axis, keepdims=True)))],
+    lambda o, ts, out, x, axis=-1:
+        o.sub(ts[0], o.sum(o.mul(o.exp(out), ts[0]), axis=axis, keepdims=True)),
+    method_fmt("log_softmax", "axis"), ALONG))
+
+
+# ---------------------------------------------------------------- Ops methods
+
+class ReduceOps:
+    """The reductions as methods of an Ops."""
+
+    def sum(self, x: Any, axis: Any = None, keepdims: bool = False,
+            name: str | None = None) -> Variable:
+        """Sum over ``axis`` (None for all, an int or a tuple)."""
+        return self._apply(SUM, (x,), {"axis": axis, "keepdims": keepdims}, name)
+
+    def mean(self, x: Any, axis: Any = None, keepdims: bool = False,
+             name: str | None = None) -> Variable:
+        """Mean over ``axis`` (None for all, an int or a tuple)."""
+        return self._apply(MEAN, (x,), {"axis": axis, "keepdims": keepdims}, name)
+
+    def max(self, x: Any, axis: Any = None, keepdims: bool = False,
+            name: str | None = None) -> Variable:
+        """Maximum over ``axis``; tied entries share the gradient evenly."""
+        return self._apply(MAX, (x,), {"axis": axis, "keepdims": keepdims}, name)
+
+    def min(self, x: Any, axis: Any = None, keepdims: bool = False,
+            name: str | None = None) -> Variable:
+        """Minimum over ``axis``; tied entries share the gradient evenly."""
+        return self._apply(MIN, (x,), {"axis": axis, "keepdims": keepdims}, name)
+
+    def logsumexp(self, x: Any, axis: Any = None, keepdims: bool = False,
+                  name: str | None = None) -> Variable:
+        """log(sum(exp(x))) over ``axis``, computed without overflow."""
+        return self._apply(LOGSUMEXP, (x,), {"axis": axis, "keepdims": keepdims}, name)
+
+    def softmax(self, x: Any, axis: int = -1, name: str | None = None) -> Variable:
+        """exp(x) normalised to sum to 1 along ``axis``, computed without overflow."""
+        return self._apply(SOFTMAX, (x,), {"axis": axis}, name)
+
+    def log_softmax(self, x: Any, axis: int = -1, name: str | None = None) -> Variable:
+        """x - logsumexp(x) along ``axis``, computed without overflow."""
+        return self._apply(LOG_SOFTMAX, (x,), {"axis": axis}, name)

@@ -1,0 +1,302 @@
+"""Shape primitives: expand, reshape, transpose, indexing and its adjoint, joins, casts.
+
+They come in adjoint pairs: the vjp of expand is a sum, of sum an expand;
+reshape and transpose invert themselves; the vjp of indexing is
+``scatter_add`` and the vjp of ``scatter_add`` is indexing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..variable import Variable
+from .core import (
+    Case,
+    Primitive,
+    dtype_of,
+    method_fmt,
+    register,
+    shape_of,
+    unbroadcast,
+)
+
+# ---------------------------------------------------------------- expand, reshape, transpose
+
+
+def _expand(x, shape):
+    return np.broadcast_to(x, shape)
+
+
+EXPAND = register(Primitive(
+    "expand", _expand,
+    [lambda o, g, out, x, shape: unbroadcast(o, g, shape_of(x))],
+    lambda o, ts, out, x, shape: o.expand(ts[0], shape),
+    "{0}.expand({shape})",
+    [Case(((),), {"shape": (4,)}), Case(((3, 1),), {"shape": (3, 4)}),
+     Case(((3,),), {"shape": (2, 3)}), Case(((1, 4),), {"shape": (2, 3, 4)})]))
+
+
+def _reshape(x, shape):
+    return np.reshape(x, shape)
+
+
+RESHAPE = register(Primitive(
+    "reshape", _reshape,
+    [lambda o, g, out, x, shape: o.reshape(g, shape_of(x))],
+    lambda o, ts, out, x, shape: o.reshape(ts[0], shape),
+    "{0}.reshape({shape})",
+    [Case(((),), {"shape": (1, 1)}), Case(((3, 4),), {"shape": (12,)}),
+     Case(((2, 3, 4),), {"shape": (6, -1)}), Case(((3, 1),), {"shape": (3,)})]))
+
+
+def _transpose(x, axes=None):
+    return np.transpose(x, axes)
+
+
+def _inverse(axes):
+    return None if axes is None else tuple(int(i) for i in np.argsort(axes))
+
+
+def _transpose_fmt(args, attrs, render):
+    axes = attrs.get("axes")
+    return f"{args[0]}.T" if axes is None else f"{args[0]}.transpose({render(axes, 'axes')})"
+
+
+TRANSPOSE = register(Primitive(
+    "transpose", _transpose,
+    [lambda o, g, out, x, axes=None: o.transpose(g, _inverse(axes))],
+    lambda o, ts, out, x, axes=None: o.transpose(ts[0], axes),
+    _transpose_fmt,
+    [Case(((3,),)), Case(((3, 4),)), Case(((2, 3, 4),), {"axes": (1, 0, 2)}),
+     Case(((2, 3, 4),), {"axes": (2, 0, 1)})]))
+
+# ---------------------------------------------------------------- indexing
+
+
+def _has_array(index: tuple) -> bool:
+    return any(isinstance(i, np.ndarray) for i in index)
+
+
+def _getitem(x, index):
+    return x[index]
+
+
+def _scatter_add(*gs, indices, shape):
+    out = np.zeros(shape, dtype=np.result_type(*gs))
+    for g, index in zip(gs, indices):
+        if _has_array(index):
+            np.add.at(out, index, g)
+        else:
+            out[index] += g
+    return out
+
+
+def _scatter_fmt(args, attrs, render):
+    parts = "".join(f".at[{render_index(i)}].add({a})" for a, i in zip(args, attrs["indices"]))
+    return f"zeros({render(attrs['shape'], 'shape')}){parts}"
+
+
+def render_index(index: tuple) -> str:
+    """An index tuple as the text inside ``x[...]``."""
+    def one(i):
+        if isinstance(i, slice):
+            text = ("" if i.start is None else str(i.start)) + ":" + (
+                "" if i.stop is None else str(i.stop))
+            return text + ("" if i.step is None else f":{i.step}")
+        if i is Ellipsis:
+            return "..."
+        if isinstance(i, np.ndarray):
+            return str(i.tolist())
+        return str(i)
+    return ", ".join(one(i) for i in index) if index else "()"
+
+
+GETITEM = register(Primitive(
+    "getitem", _getitem,
+    [lambda o, g, out, x, index: o.scatter_add([g], [index], shape_of(x))],
+    lambda o, ts, out, x, index: o.getitem(ts[0], index),
+    lambda args, attrs, render: f"{args[0]}[{render_index(attrs['index'])}]",
+    [Case(((4,),), {"index": (1,)}), Case(((4,),), {"index": (slice(1, 3),)}),
+     Case(((3, 4),), {"index": (np.array([0, 2, 2]),)}),
+     Case(((3, 4),), {"index": (slice(None), np.array([3, 0, 3]))}),
+     Case(((2, 3, 4),), {"index": (Ellipsis, None, slice(None, None, 2))})],
+    sparse_vjp=True))
+
+SCATTER_ADD = register(Primitive(
+    "scatter_add", _scatter_add,
+    [lambda o, g, out, i, *gs, indices, shape: o.getitem(g, indices[i])],
+    lambda o, ts, out, *gs, indices, shape: _scatter_jvp(o, ts, indices, shape),
+    _scatter_fmt,
+    [Case(((2,),), {"indices": ((slice(1, 3),),), "shape": (4,)}),
+     Case(((3, 4), ()), {"indices": ((np.array([0, 2, 2]),), (1, 1)), "shape": (3, 4)}),
+     Case(((3,), (3,)), {"indices": ((np.array([1, 1, 0]),), (np.array([0, 1, 1]),)),
+                         "shape": (2,)})],
+    variadic=True))
+
+
+def _scatter_jvp(o, ts, indices, shape):
+    kept = [(t, i) for t, i in zip(ts, indices) if t is not None]
+    if not kept:
+        return None
+    return o.scatter_add([t for t, _ in kept], [i for _, i in kept], shape)
+
+
+def normalize_index(index: Any, shape: tuple) -> tuple:
+    """An index as a tuple whose integer arrays are read-only int64 arrays (masks become arrays)."""
+    items = index if isinstance(index, tuple) else (index,)
+    out = []
+    for i in items:
+        if isinstance(i, Variable):
+            raise TypeError("an index must be a constant, not a Variable")
+        if isinstance(i, (list, np.ndarray)):
+            arr = np.asarray(i)
+            if arr.dtype == bool:
+                out.extend(np.nonzero(arr))
+                continue
+            if arr.dtype.kind not in "iu":
+                raise TypeError(f"index arrays must hold integers, not {arr.dtype}")
+            arr = arr.astype(np.int64, copy=True)
+            arr.flags.writeable = False
+            out.append(arr)
+        elif isinstance(i, (int, np.integer)) and not isinstance(i, bool):
+            out.append(int(i))
+        elif isinstance(i, slice) or i is None or i is Ellipsis:
+            out.append(i)
+        else:
+            raise TypeError(f"unsupported index {i!r}")
+    for a in out:
+        if isinstance(a, np.ndarray):
+            a.flags.writeable = False
+    return tuple(out)
+
+# ---------------------------------------------------------------- joins
+
+
+def _concatenate(*xs, axis=0):
+    return np.concatenate(xs, axis=axis)
+
+
+def _part(i: int, xs: Sequence, axis: int) -> tuple:
+    """The index selecting input i of a concatenate along ``axis`` from its output."""
+    ndim = len(shape_of(xs[0]))
+    ax = axis % ndim
+    start = sum(shape_of(x)[ax] for x in xs[:i])
+    return (slice(None),) * ax + (slice(start, start + shape_of(xs[i])[ax]),)
+
+
+def _zeros_for_missing(ts, xs):
+    if all(t is None for t in ts):
+        return None
+    return [np.zeros(shape_of(x), dtype=dtype_of(x) or np.float64) if t is None else t
+            for t, x in zip(ts, xs)]
+
+
+def _join_fmt(fn):
+    def fmt(args, attrs, render):
+        return f"{fn}([{', '.join(args)}], axis={attrs.get('axis', 0)})"
+    return fmt
+
+
+def _concatenate_jvp(o, ts, out, *xs, axis=0):
+    ts = _zeros_for_missing(ts, xs)
+    return None if ts is None else o.concatenate(ts, axis=axis)
+
+
+CONCATENATE = register(Primitive(
+    "concatenate", _concatenate,
+    [lambda o, g, out, i, *xs, axis=0: o.getitem(g, _part(i, xs, axis))],
+    _concatenate_jvp, _join_fmt("concatenate"),
+    [Case(((3,), (2,))), Case(((3, 4), (1, 4), (2, 4)), {"axis": 0}),
+     Case(((2, 3), (2, 1)), {"axis": -1})],
+    variadic=True))
+
+
+def _stack(*xs, axis=0):
+    return np.stack(xs, axis=axis)
+
+
+def _stack_vjp(o, g, out, i, *xs, axis=0):
+    ax = axis % len(shape_of(out))
+    return o.getitem(g, (slice(None),) * ax + (i,))
+
+
+def _stack_jvp(o, ts, out, *xs, axis=0):
+    ts = _zeros_for_missing(ts, xs)
+    return None if ts is None else o.stack(ts, axis=axis)
+
+
+STACK = register(Primitive(
+    "stack", _stack, [_stack_vjp], _stack_jvp, _join_fmt("stack"),
+    [Case(((), ())), Case(((3,), (3,), (3,))), Case(((3, 4), (3, 4)), {"axis": 1}),
+     Case(((2, 3), (2, 3)), {"axis": -1})],
+    variadic=True))
+
+# ---------------------------------------------------------------- dtype
+
+
+def _cast(x, dtype):
+    return x.astype(dtype)
+
+
+CAST = register(Primitive(
+    "cast", _cast,
+    [lambda o, g, out, x, dtype: o.cast(g, dtype_of(x))],
+    lambda o, ts, out, x, dtype: o.cast(ts[0], dtype),
+    method_fmt("astype", "dtype"),
+    [Case(((3,),), {"dtype": np.dtype(np.float64)})]))
+
+
+# ---------------------------------------------------------------- Ops methods
+
+class ShapeOps:
+    """The shape primitives as methods of an Ops."""
+
+    def expand(self, x: Any, shape: Sequence[int], name: str | None = None) -> Variable:
+        """Broadcast x to ``shape`` (numpy's broadcast_to)."""
+        return self._apply(EXPAND, (x,), {"shape": _shape_tuple(shape)}, name)
+
+    def reshape(self, x: Any, shape: Sequence[int], name: str | None = None) -> Variable:
+        """x with a new shape holding the same number of entries (-1 infers one axis)."""
+        return self._apply(RESHAPE, (x,), {"shape": _shape_tuple(shape)}, name)
+
+    def transpose(self, x: Any, axes: Sequence[int] | None = None,
+                  name: str | None = None) -> Variable:
+        """x with its axes permuted; reversed when ``axes`` is None."""
+        return self._apply(TRANSPOSE, (x,), {"axes": None if axes is None else
+                                             _shape_tuple(axes)}, name)
+
+    def getitem(self, x: Any, index: Any, name: str | None = None) -> Variable:
+        """x[index] for ints, slices, None, Ellipsis, integer arrays and bool masks."""
+        try:
+            index = normalize_index(index, shape_of(x))
+        except TypeError as e:
+            raise self._error("getitem", (x,), str(e), kind="type") from None
+        return self._apply(GETITEM, (x,), {"index": index}, name)
+
+    def scatter_add(self, gs: Sequence[Any], indices: Sequence[tuple], shape: Sequence[int],
+                    name: str | None = None) -> Variable:
+        """zeros(shape) with each gs[k] added at indices[k] (repeated indices accumulate)."""
+        indices = tuple(normalize_index(i, tuple(shape)) for i in indices)
+        return self._apply(SCATTER_ADD, tuple(gs),
+                           {"indices": indices, "shape": _shape_tuple(shape)}, name)
+
+    def concatenate(self, xs: Sequence[Any], axis: int = 0, name: str | None = None) -> Variable:
+        """Join arrays along an existing axis."""
+        return self._apply(CONCATENATE, tuple(xs), {"axis": int(axis)}, name)
+
+    def stack(self, xs: Sequence[Any], axis: int = 0, name: str | None = None) -> Variable:
+        """Join arrays along a new axis."""
+        return self._apply(STACK, tuple(xs), {"axis": int(axis)}, name)
+
+    def cast(self, x: Any, dtype: Any, name: str | None = None) -> Variable:
+        """x converted to a floating ``dtype``."""
+        return self._apply(CAST, (x,), {"dtype": np.dtype(dtype)}, name)
+
+
+def _shape_tuple(shape: Any) -> tuple:
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(int(n) for n in shape)

@@ -1,0 +1,523 @@
+"""Ops: the tape, the v-counter, recording on and off, and the reverse and forward sweeps."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from . import trace
+from .errors import (
+    ArgumentError,
+    AxisError,
+    DTypeError,
+    GraphError,
+    OutOfBoundsError,
+    ShapeError,
+)
+from .primitives import ElementwiseOps, LinalgOps, ReduceOps, ShapeOps
+from .primitives.core import Primitive, dtype_of, value_of
+from .variable import Variable
+
+_new = object.__new__
+_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
+
+class Tape(Sequence):
+    """Read-only view of an Ops' recorded entries; each entry is the Variable it produced."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, entries: list[Variable]):
+        self._entries = entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getitem__(self, i):
+        return self._entries[i]
+
+
+class _Sparse:
+    """Pending cotangent contributions of indexing reads: added into one dense array once."""
+
+    __slots__ = ("dense", "grads", "indices", "shape")
+
+    def __init__(self, g: Any, index: tuple, shape: tuple):
+        self.dense = None
+        self.grads = [g]
+        self.indices = [index]
+        self.shape = shape
+
+
+class ValueOps(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
+    """The same primitive methods run on plain numpy values: nothing is recorded."""
+
+    def _apply(self, prim: Primitive, inputs: tuple, attrs: dict | None, name: str | None):
+        return prim.forward(*inputs, **attrs) if attrs else prim.forward(*inputs)
+
+    def _condition(self, cond: Any) -> Any:
+        return cond
+
+
+VALUES = ValueOps()
+
+
+class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
+    """One tape and one v-counter: every primitive called on it records one entry."""
+
+    def __init__(self, echo: bool = False):
+        self._tape: list[Variable] = []
+        self._marks: list[tuple[int, str, Any]] = []   # (tape position, kind, payload)
+        self._counter = itertools.count()
+        self._recording = True
+        self._accumulations: set[int] = set()     # positions of gradient accumulations
+        self.echo = echo
+
+    # ------------------------------------------------------------ the tape
+
+    @property
+    def tape(self) -> Tape:
+        """The recorded entries, oldest first."""
+        return Tape(self._tape)
+
+    def format_trace(self) -> str:
+        """The whole trace as text, in the seed's format."""
+        return "\n".join(trace.lines(self))
+
+    def print_trace(self, console: Any = None) -> None:
+        """Print the trace with rich colours (forward, gradient blocks, accumulations)."""
+        trace.print_rich(self, console)
+
+    @contextmanager
+    def no_grad(self) -> Iterator[None]:
+        """Within the block, primitives compute values and record nothing."""
+        before = self._recording
+        self._recording = False
+        try:
+            yield
+        finally:
+            self._recording = before
+
+    # ------------------------------------------------------------ leaves
+
+    def var(self, value: Any, name: str | None = None, requires_grad: bool = True) -> Variable:
+        """A leaf holding a float copy of ``value`` (float64 unless it is float16/32/64)."""
+        arr = _float_array(value, name)
+        return self._leaf(arr, _check_name(name), bool(requires_grad), "leaf")
+
+    def named_var(self, value: Any, name: str) -> Variable:
+        """A named leaf; its name prints in the trace and consumes no v-number."""
+        if name is None:
+            raise ArgumentError("named_var needs a name")
+        return self.var(value, name=name)
+
+    def _leaf(self, arr: np.ndarray, name: str | None, requires_grad: bool, kind: str,
+              source: Variable | None = None) -> Variable:
+        if type(arr) is not np.ndarray:
+            arr = np.asarray(arr)
+        arr.flags.writeable = False
+        v = _new(Variable)
+        v._value = arr
+        v.ops = self
+        v._name = next(self._counter) if name is None else name
+        v.grad = None
+        v.requires_grad = requires_grad
+        v.prim = None
+        v.inputs = ()
+        v.attrs = None
+        v._pos = len(self._tape)
+        mark = (v._pos, kind, v if source is None else (v, source))
+        self._marks.append(mark)
+        if self.echo:
+            trace.echo(self, mark)
+        return v
+
+    def _unrecorded(self, value: Any, name: str | None = None) -> Variable:
+        """A Variable of this Ops that is on no tape and takes no v-number."""
+        if type(value) is not np.ndarray and isinstance(value, np.generic):
+            value = np.asarray(value)
+        v = _new(Variable)
+        v._value = value
+        v.ops = self
+        v._name = name
+        v.grad = None
+        v.requires_grad = False
+        v.prim = None
+        v.inputs = ()
+        v.attrs = None
+        v._pos = len(self._tape)
+        return v
+
+    def _detach(self, x: Variable) -> Variable:
+        if not self._recording:
+            return self._unrecorded(x._value)
+        return self._leaf(x._value, None, False, "detach", source=x)
+
+    # ------------------------------------------------------------ recording
+
+    def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
+              name: str | None = None) -> Variable:
+        """Record ``prim`` on ``inputs`` with ``attrs`` (the generic form of every method)."""
+        return self._apply(prim, tuple(inputs), attrs or None, name)
+
+    def _apply(self, prim: Primitive, inputs: tuple, attrs: dict | None, name: str | None):
+        values = []
+        ref = None
+        requires = False
+        convert = False
+        for x in inputs:
+            tx = type(x)
+            if tx is Variable:
+                if x.ops is not self:
+                    raise self._error(prim.name, inputs, "its inputs belong to different Ops",
+                                      GraphError)
+                if ref is None:
+                    ref = x
+                requires = requires or x.requires_grad
+                values.append(x._value)
+            elif tx is float or tx is int:
+                values.append(x)
+            else:
+                convert = True
+                values.append(x)
+        if ref is None:         # constants only: fold, record nothing
+            return prim.forward(*values, **attrs) if attrs else prim.forward(*values)
+        if convert:
+            inputs, values = self._constants(prim, inputs, values, ref)
+        try:
+            value = prim.forward(*values, **attrs) if attrs else prim.forward(*values)
+        except Exception as e:  # numpy's message, with our names and shapes
+            raise self._translate(prim, inputs, e) from e
+        if type(value) is not np.ndarray and isinstance(value, np.generic):
+            value = np.asarray(value)
+        if not self._recording:
+            return self._unrecorded(value)
+        out = _new(Variable)
+        out._value = value
+        out.ops = self
+        out._name = next(self._counter) if name is None else _check_name(name)
+        out.grad = None
+        out.requires_grad = requires
+        out.prim = prim
+        out.inputs = inputs
+        out.attrs = attrs
+        tape = self._tape
+        out._pos = len(tape)
+        tape.append(out)
+        if self.echo:
+            trace.echo(self, out)
+        return out
+
+    def _constants(self, prim: Primitive, inputs: tuple, values: list, ref: Variable):
+        """Convert non-Python-number constants: 0-d become numbers, arrays read-only copies."""
+        dtype = ref._value.dtype
+        inputs = list(inputs)
+        for i, x in enumerate(inputs):
+            if type(x) is Variable or type(x) is float or type(x) is int:
+                continue
+            if isinstance(x, (bool, np.bool_)):
+                x = float(x)
+            elif isinstance(x, (np.ndarray, np.generic, list, tuple, float, int)):
+                arr = np.asarray(x)
+                if arr.dtype.kind not in "biuf":
+                    raise self._error(prim.name, tuple(inputs),
+                                      f"constant of dtype {arr.dtype} is not supported", DTypeError)
+                if arr.ndim == 0:
+                    x = int(arr) if arr.dtype.kind in "iu" else float(arr)
+                else:
+                    x = np.array(arr, dtype=dtype)
+                    x.flags.writeable = False
+            else:
+                raise self._error(prim.name, tuple(inputs),
+                                  f"cannot take a {type(x).__name__} as an operand", ArgumentError)
+            inputs[i] = x
+            values[i] = x
+        return tuple(inputs), values
+
+    def _condition(self, cond: Any) -> np.ndarray:
+        """A where-condition as a read-only bool array (a constant, never a Variable)."""
+        if isinstance(cond, Variable):
+            raise ArgumentError(f"where: the condition {cond.name} is a Variable; pass a bool "
+                                "array such as x > 0 (comparisons give constants)")
+        arr = np.array(cond)
+        if arr.dtype != bool:
+            raise ArgumentError(f"where: the condition must be a bool array, not {arr.dtype}")
+        arr.flags.writeable = False
+        return arr
+
+    def _error(self, op: str, inputs: tuple, reason: str, kind: type) -> Exception:
+        return kind(f"{op}: {reason} ({_describe(inputs)})")
+
+    def _translate(self, prim: Primitive, inputs: tuple, e: Exception) -> Exception:
+        if isinstance(e, np.exceptions.AxisError):
+            kind = AxisError
+        elif isinstance(e, IndexError):
+            kind = OutOfBoundsError
+        elif isinstance(e, ValueError):
+            kind = ShapeError
+        elif isinstance(e, TypeError):
+            kind = ArgumentError
+        else:
+            return e
+        return self._error(prim.name, inputs, str(e), kind)
+
+    # ------------------------------------------------------------ reverse mode
+
+    def grad(self, L: Variable, wrt: Variable | Sequence[Variable], seed: Any = None,
+             create_graph: bool = True) -> Any:
+        """Gradients of L with respect to ``wrt``, computed by recorded primitives.
+
+        Sets ``.grad`` on each of ``wrt`` (replacing it) and returns the gradients
+        in order (a single Variable when ``wrt`` is one).
+        """
+        single = isinstance(wrt, Variable)
+        targets = [wrt] if single else list(wrt)
+        self._check_target("grad", L)
+        for w in targets:
+            self._check_wrt("grad", w)
+        recording = bool(create_graph) and self._recording
+        grads = self._reverse(L, seed, recording)
+        out = []
+        for w in targets:
+            g = grads.get(w)
+            if g is None:
+                g = self._zeros(w, recording)
+            elif not recording:
+                g = self._unrecorded(g, f"d{L.name}_d{w.name}")
+            w.grad = g
+            out.append(g)
+        return out[0] if single else out
+
+    def backward(self, L: Variable, seed: Any = None, create_graph: bool = False) -> None:
+        """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""
+        self._check_target("backward", L)
+        recording = bool(create_graph) and self._recording
+        grads = self._reverse(L, seed, recording)
+        for v, g in grads.items():
+            if v.prim is not None or not v.requires_grad:
+                continue
+            if v.grad is None:
+                v.grad = g if recording else self._unrecorded(g, f"d{L.name}_d{v.name}")
+            elif recording:
+                v.grad = self.add(v.grad, g)
+            else:
+                v.grad = self._unrecorded(v.grad._value + g, v.grad._name)
+
+    def _reverse(self, L: Variable, seed: Any, recording: bool) -> dict:
+        seed_value = self._seed_value("grad", L, seed)
+        if recording:
+            o = self
+            self._marks.append((len(self._tape), "grad_begin", L))
+            if self.echo:
+                trace.echo(self, self._marks[-1])
+            seed_var = seed if isinstance(seed, Variable) else self._leaf(
+                seed_value, None, True, "seed")
+        else:
+            o = VALUES
+            seed_var = seed_value
+        grads = self._sweep(o, L, seed_var, recording)
+        if recording:
+            self._marks.append((len(self._tape), "grad_end", (L, list(grads.items()))))
+            if self.echo:
+                trace.echo(self, self._marks[-1])
+        return grads
+
+    def _sweep(self, o: Any, L: Variable, seed: Any, recording: bool) -> dict:
+        """The reverse sweep: entries leading to L, newest first, each input's cotangent."""
+        grads: dict[Variable, Any] = {L: seed}
+        tape = self._tape
+        if L.prim is not None:
+            for pos in range(L._pos, -1, -1):
+                out = tape[pos]
+                g = grads.get(out)
+                if g is None:
+                    continue
+                if type(g) is _Sparse:
+                    g = grads[out] = self._densify(o, g)
+                prim, inputs, attrs = out.prim, out.inputs, out.attrs
+                if recording:
+                    args, outv = inputs, out
+                else:
+                    args, outv = [getattr(x, "_value", x) for x in inputs], out._value
+                cts = []
+                for i, x in enumerate(inputs):
+                    if type(x) is not Variable or not x.requires_grad:
+                        continue
+                    if prim.sparse_vjp:
+                        ct = _Sparse(g, attrs["index"], x._value.shape)
+                    else:
+                        rule = prim.vjp[0] if prim.variadic else prim.vjp[i]
+                        if rule is None:
+                            continue
+                        if prim.variadic:
+                            ct = rule(o, g, outv, i, *args, **attrs)
+                        elif attrs:
+                            ct = rule(o, g, outv, *args, **attrs)
+                        else:
+                            ct = rule(o, g, outv, *args)
+                        if ct is None:
+                            continue
+                        if dtype_of(ct) != x._value.dtype:
+                            ct = o.cast(ct, x._value.dtype)
+                    cts.append((x, ct))
+                for x, ct in cts:      # all cotangents first, then accumulate in input order
+                    old = grads.get(x)
+                    grads[x] = ct if old is None else self._accumulate(o, old, ct)
+        for v, g in grads.items():
+            if type(g) is _Sparse:
+                grads[v] = self._densify(o, g)
+        return grads
+
+    def _accumulate(self, o: Any, old: Any, new: Any) -> Any:
+        """existing + new, keeping indexing reads sparse until they are needed."""
+        if type(new) is _Sparse:
+            if type(old) is _Sparse:
+                old.grads.extend(new.grads)
+                old.indices.extend(new.indices)
+                if new.dense is not None:
+                    old.dense = (new.dense if old.dense is None
+                                 else self._add_existing(o, old.dense, new.dense))
+                return old
+            new.dense = old
+            return new
+        if type(old) is _Sparse:
+            old.dense = new if old.dense is None else self._add_existing(o, old.dense, new)
+            return old
+        return self._add_existing(o, old, new)
+
+    def _add_existing(self, o: Any, old: Any, new: Any) -> Any:
+        total = o.add(old, new)
+        if o is self:
+            self._accumulations.add(total._pos)
+        return total
+
+    def _densify(self, o: Any, s: _Sparse) -> Any:
+        dense = o.scatter_add(s.grads, s.indices, s.shape)
+        return dense if s.dense is None else self._add_existing(o, s.dense, dense)
+
+    # ------------------------------------------------------------ forward mode
+
+    def jvp(self, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
+            create_graph: bool = True) -> Variable:
+        """The tangent of y along ``tangents`` of ``xs``, by a forward sweep of recorded jvps."""
+        single = isinstance(xs, Variable)
+        xs = [xs] if single else list(xs)
+        tangents = [tangents] if single else list(tangents)
+        self._check_target("jvp", y)
+        if len(xs) != len(tangents):
+            raise ArgumentError(f"jvp: {len(xs)} inputs but {len(tangents)} tangents")
+        recording = bool(create_graph) and self._recording
+        o = self if recording else VALUES
+        known: dict[Variable, Any] = {}
+        for x, t in zip(xs, tangents):
+            self._check_wrt("jvp", x)
+            tv = self._seed_value("jvp", x, t)
+            if recording:
+                known[x] = t if isinstance(t, Variable) else self._leaf(tv, None, True, "seed")
+            else:
+                known[x] = tv
+        if recording:
+            self._marks.append((len(self._tape), "jvp_begin", (y, xs)))
+        tape = self._tape
+        start = min(x._pos if x.prim is None else x._pos + 1 for x in xs)
+        stop = y._pos + 1 if y.prim is not None else 0
+        for pos in range(start, stop):
+            out = tape[pos]
+            inputs = out.inputs
+            ts = [known.get(x) if type(x) is Variable else None for x in inputs]
+            if not any(t is not None for t in ts):
+                continue
+            attrs = out.attrs or {}
+            if recording:
+                t = out.prim.jvp(o, ts, out, *inputs, **attrs)
+            else:
+                t = out.prim.jvp(o, ts, out._value, *[getattr(x, "_value", x) for x in inputs],
+                                 **attrs)
+            if t is not None:
+                if dtype_of(t) != out._value.dtype:
+                    t = o.cast(t, out._value.dtype)
+                known[out] = t
+        t = known.get(y)
+        if t is None:
+            return self._zeros(y, recording)
+        if recording:
+            self._marks.append((len(self._tape), "jvp_end", (y, t)))
+            return t
+        return self._unrecorded(np.asarray(t), f"t{y.name}")
+
+    # ------------------------------------------------------------ checks and helpers
+
+    def _check_target(self, op: str, L: Any) -> None:
+        if not isinstance(L, Variable):
+            raise ArgumentError(f"{op}: expected a Variable to differentiate, got "
+                                f"{type(L).__name__}")
+        if L.ops is not self:
+            raise GraphError(f"{op}: {L.name} belongs to another Ops")
+
+    def _check_wrt(self, op: str, w: Any) -> None:
+        if not isinstance(w, Variable):
+            raise ArgumentError(f"{op}: wrt must be Variables, got {type(w).__name__}")
+        if w.ops is not self:
+            raise GraphError(f"{op}: {w.name} belongs to another Ops")
+        if not w.requires_grad:
+            raise GraphError(f"{op}: {w.name} does not require grad (created with "
+                             "requires_grad=False, detached, or computed without recording)")
+
+    def _seed_value(self, op: str, L: Variable, seed: Any) -> np.ndarray:
+        if seed is None:
+            if L._value.size != 1:
+                raise ShapeError(f"{op}: {L.name} has shape {L.shape}, not a scalar: pass "
+                                 f"seed= of that shape or reduce it with .sum()")
+            return np.ones(L.shape, dtype=L.dtype)
+        if isinstance(seed, Variable) and seed.ops is not self:
+            raise GraphError(f"{op}: the seed {seed.name} belongs to another Ops")
+        arr = np.asarray(value_of(seed))
+        if arr.shape != L.shape:
+            raise ShapeError(f"{op}: seed has shape {arr.shape} but {L.name} has shape {L.shape}")
+        if arr.dtype.kind not in "biuf":
+            raise DTypeError(f"{op}: seed of dtype {arr.dtype} is not supported")
+        return np.array(arr, dtype=L.dtype)
+
+    def _zeros(self, w: Variable, recording: bool) -> Variable:
+        z = np.zeros(w.shape, dtype=w.dtype)
+        if recording:
+            return self._leaf(z, None, True, "zeros")
+        z.flags.writeable = False
+        return self._unrecorded(z)
+
+
+def _float_array(value: Any, name: str | None) -> np.ndarray:
+    """A fresh float array from user data; bool and int become float64."""
+    if isinstance(value, Variable):
+        value = value._value
+    try:
+        arr = np.array(value)
+    except Exception as e:
+        raise DTypeError(f"var {name or ''}: cannot make an array of {type(value).__name__}: "
+                         f"{e}") from None
+    if arr.dtype in _FLOATS:
+        return arr
+    if arr.dtype.kind in "biu":
+        return arr.astype(np.float64)
+    raise DTypeError(f"var {name or ''}: values of dtype {arr.dtype} cannot be differentiated; "
+                     "use real floats (float16, float32 or float64)")
+
+
+def _check_name(name: Any) -> str | None:
+    if name is not None and not isinstance(name, str):
+        raise ArgumentError(f"a name must be a str, got {type(name).__name__}")
+    return name
+
+
+def _describe(inputs: tuple) -> str:
+    parts = []
+    for x in inputs:
+        if isinstance(x, Variable):
+            parts.append(f"{x.name} with shape {x.shape}")
+        else:
+            parts.append(f"constant with shape {np.shape(x)}")
+    return ", ".join(parts)

@@ -1,0 +1,264 @@
+"""Variable: a value on an Ops' tape, with Python operators routed to that Ops."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .tape import Ops
+
+
+class Variable:
+    """A value recorded on an ``Ops``: a leaf, or the output of one primitive.
+
+    A Variable is also its own tape entry: ``prim``, ``inputs`` and ``attrs``
+    say how it was computed (``prim`` is None for a leaf).
+    """
+
+    __slots__ = ("_value", "_name", "ops", "grad", "requires_grad", "prim", "inputs",
+                 "attrs", "_pos", "__weakref__")
+    __array_ufunc__ = None      # numpy defers to our reflected operators
+    __array_priority__ = 1000
+
+    _value: Any
+    ops: Ops
+    grad: Variable | None
+
+    # ------------------------------------------------------------ data
+
+    @property
+    def value(self) -> np.ndarray:
+        """The numpy value, read-only."""
+        v = self._value
+        if type(v) is np.ndarray and v.flags.writeable:
+            v.flags.writeable = False
+        return v
+
+    @property
+    def name(self) -> str:
+        """The given name, or ``v<N>`` from the Ops' counter."""
+        n = self._name
+        if type(n) is str:
+            return n
+        return "(unrecorded)" if n is None else f"v{n}"
+
+    @property
+    def shape(self) -> tuple:
+        """Shape of the value."""
+        return self._value.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """dtype of the value."""
+        return self._value.dtype
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions of the value."""
+        return self._value.ndim
+
+    @property
+    def size(self) -> int:
+        """Number of entries of the value."""
+        return self._value.size
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for a variable created directly, not computed by a primitive."""
+        return self.prim is None
+
+    def item(self) -> float:
+        """The single entry of a size-1 variable as a Python float."""
+        return self._value.item()
+
+    def numpy(self) -> np.ndarray:
+        """The value as a read-only numpy array (same as ``.value``)."""
+        return self.value
+
+    def __repr__(self) -> str:
+        body = np.array2string(np.asarray(self._value), precision=4, separator=", ")
+        return f"Variable({self.name} = {body})"
+
+    def __len__(self) -> int:
+        if not self._value.shape:
+            raise TypeError(f"len() of a 0-d variable {self.name}")
+        return self._value.shape[0]
+
+    def __bool__(self) -> bool:
+        if self._value.size != 1:
+            raise TypeError(f"the truth value of {self.name} with shape {self.shape} "
+                            "is ambiguous; use .value.any() or .value.all()")
+        return bool(self._value)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self.ops.getitem(self, i)
+
+    # ------------------------------------------------------------ operators
+
+    def __add__(self, other: Any) -> Variable:
+        return self.ops.add(self, other)
+
+    def __radd__(self, other: Any) -> Variable:
+        return self.ops.add(other, self)
+
+    def __sub__(self, other: Any) -> Variable:
+        return self.ops.sub(self, other)
+
+    def __rsub__(self, other: Any) -> Variable:
+        return self.ops.sub(other, self)
+
+    def __mul__(self, other: Any) -> Variable:
+        return self.ops.mul(self, other)
+
+    def __rmul__(self, other: Any) -> Variable:
+        return self.ops.mul(other, self)
+
+    def __truediv__(self, other: Any) -> Variable:
+        return self.ops.div(self, other)
+
+    def __rtruediv__(self, other: Any) -> Variable:
+        return self.ops.div(other, self)
+
+    def __pow__(self, other: Any) -> Variable:
+        return self.ops.pow(self, other)
+
+    def __rpow__(self, other: Any) -> Variable:
+        return self.ops.pow(other, self)
+
+    def __matmul__(self, other: Any) -> Variable:
+        return self.ops.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Variable:
+        return self.ops.matmul(other, self)
+
+    def __neg__(self) -> Variable:
+        return self.ops.neg(self)
+
+    def __pos__(self) -> Variable:
+        return self
+
+    def __abs__(self) -> Variable:
+        return self.ops.abs(self)
+
+    def __getitem__(self, index: Any) -> Variable:
+        return self.ops.getitem(self, index)
+
+    # comparisons are constants: they give numpy bool arrays, never Variables
+    def __lt__(self, other: Any) -> np.ndarray:
+        return np.less(self._value, getattr(other, "_value", other))
+
+    def __le__(self, other: Any) -> np.ndarray:
+        return np.less_equal(self._value, getattr(other, "_value", other))
+
+    def __gt__(self, other: Any) -> np.ndarray:
+        return np.greater(self._value, getattr(other, "_value", other))
+
+    def __ge__(self, other: Any) -> np.ndarray:
+        return np.greater_equal(self._value, getattr(other, "_value", other))
+
+    __hash__ = object.__hash__
+
+    # ------------------------------------------------------------ methods
+
+    def sum(self, axis: Any = None, keepdims: bool = False) -> Variable:
+        """Sum over ``axis``."""
+        return self.ops.sum(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis: Any = None, keepdims: bool = False) -> Variable:
+        """Mean over ``axis``."""
+        return self.ops.mean(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis: Any = None, keepdims: bool = False) -> Variable:
+        """Maximum over ``axis``."""
+        return self.ops.max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis: Any = None, keepdims: bool = False) -> Variable:
+        """Minimum over ``axis``."""
+        return self.ops.min(self, axis=axis, keepdims=keepdims)
+
+    def logsumexp(self, axis: Any = None, keepdims: bool = False) -> Variable:
+        """log(sum(exp(self))) over ``axis``, without overflow."""
+        return self.ops.logsumexp(self, axis=axis, keepdims=keepdims)
+
+    def softmax(self, axis: int = -1) -> Variable:
+        """Softmax along ``axis``."""
+        return self.ops.softmax(self, axis=axis)
+
+    def log_softmax(self, axis: int = -1) -> Variable:
+        """Log-softmax along ``axis``."""
+        return self.ops.log_softmax(self, axis=axis)
+
+    def exp(self) -> Variable:
+        """Elementwise e ** self."""
+        return self.ops.exp(self)
+
+    def log(self) -> Variable:
+        """Elementwise natural logarithm."""
+        return self.ops.log(self)
+
+    def sqrt(self) -> Variable:
+        """Elementwise square root."""
+        return self.ops.sqrt(self)
+
+    def sin(self) -> Variable:
+        """Elementwise sine."""
+        return self.ops.sin(self)
+
+    def cos(self) -> Variable:
+        """Elementwise cosine."""
+        return self.ops.cos(self)
+
+    def tanh(self) -> Variable:
+        """Elementwise hyperbolic tangent."""
+        return self.ops.tanh(self)
+
+    def sigmoid(self) -> Variable:
+        """Elementwise logistic function."""
+        return self.ops.sigmoid(self)
+
+    def relu(self) -> Variable:
+        """Elementwise max(self, 0)."""
+        return self.ops.relu(self)
+
+    def abs(self) -> Variable:
+        """Elementwise absolute value."""
+        return self.ops.abs(self)
+
+    def expand(self, *shape: Any) -> Variable:
+        """Broadcast to ``shape`` (given as a sequence or as separate ints)."""
+        return self.ops.expand(self, _shape_args(shape))
+
+    def reshape(self, *shape: Any) -> Variable:
+        """The same entries in a new shape (given as a sequence or as separate ints)."""
+        return self.ops.reshape(self, _shape_args(shape))
+
+    def transpose(self, *axes: Any) -> Variable:
+        """Axes permuted (reversed when none are given)."""
+        return self.ops.transpose(self, _shape_args(axes) if axes else None)
+
+    @property
+    def T(self) -> Variable:  # noqa: N802 - numpy's name
+        """The axes reversed."""
+        return self.ops.transpose(self)
+
+    def astype(self, dtype: Any) -> Variable:
+        """The value converted to a floating ``dtype``."""
+        return self.ops.cast(self, dtype)
+
+    def detach(self) -> Variable:
+        """A new leaf with the same value that no gradient flows through."""
+        return self.ops._detach(self)
+
+    def backward(self, seed: Any = None, create_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires grad."""
+        self.ops.backward(self, seed=seed, create_graph=create_graph)
+
+
+def _shape_args(args: Sequence[Any]) -> tuple:
+    if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+        return tuple(args[0])
+    return tuple(args)
