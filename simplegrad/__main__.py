@@ -1,0 +1,7 @@
+"""``python -m simplegrad``: the seed demo."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
