@@ -16,33 +16,36 @@ import numpy as np
 
 import simplegrad as sg
 
+STEPS = (  # the chain cycles through these four ops
+    lambda x, lib: x * 0.999,
+    lambda x, lib: x + 0.001,
+    lambda x, lib: lib.tanh(x),
+    lambda x, lib: lib.sin(x),
+)
 
-def chain_numpy(x: np.ndarray, n: int) -> np.ndarray:
+
+class _Methods:
+    """tanh/sin as methods, so one chain serves Variables and tensors alike."""
+
+    @staticmethod
+    def tanh(x):
+        return x.tanh()
+
+    @staticmethod
+    def sin(x):
+        return x.sin()
+
+
+def chain(x, n: int, lib=np):
+    """n elementwise ops on x; lib supplies tanh and sin (numpy, or methods of x)."""
     for i in range(n):
-        k = i % 4
-        if k == 0:
-            x = x * 0.999
-        elif k == 1:
-            x = x + 0.001
-        elif k == 2:
-            x = np.tanh(x)
-        else:
-            x = np.sin(x)
+        x = STEPS[i % 4](x, lib)
     return x
 
 
 def chain_sg(x, n: int):
-    for i in range(n):
-        k = i % 4
-        if k == 0:
-            x = x * 0.999
-        elif k == 1:
-            x = x + 0.001
-        elif k == 2:
-            x = x.tanh()
-        else:
-            x = x.sin()
-    return x
+    """The chain on a simplegrad Variable."""
+    return chain(x, n, _Methods)
 
 
 def interleaved_medians(runs: dict, repeat: int) -> dict:
@@ -67,7 +70,7 @@ def main() -> None:
     x0 = np.array([0.1, 0.2, 0.3, 0.4])
 
     def numpy_run():
-        chain_numpy(x0, n)
+        chain(x0, n)
 
     def forward():
         op = sg.Ops()
@@ -98,11 +101,7 @@ def main() -> None:
         def torch_run(create_graph: bool):
             def run():
                 x = torch.tensor(x0, requires_grad=True)
-                y = x
-                for i in range(n):
-                    k = i % 4
-                    y = y * 0.999 if k == 0 else y + 0.001 if k == 1 else (
-                        torch.tanh(y) if k == 2 else torch.sin(y))
+                y = chain(x, n, _Methods)
                 torch.autograd.grad(y.sum(), [x], create_graph=create_graph)
             return run
         runs["torch eager fwd+bwd create_graph=True"] = torch_run(True)
