@@ -1,5 +1,6 @@
 """simplegrad: reverse-mode autodiff on numpy in which gradients are recorded programs."""
 
+from .checks import check_grads, check_jvp_vjp_consistency
 from .errors import (
     ArgumentError,
     AxisError,
@@ -11,8 +12,10 @@ from .errors import (
     ShapeError,
     SimplegradError,
 )
+from .estimators import divergence, hutchinson_trace, hutchpp_trace
 from .primitives import REGISTRY, Case, Primitive
 from .tape import Ops, Tape
+from .transforms import derivative, grad, hessian, hvp, jacobian, jvp, trace, value_and_grad, vjp
 from .variable import Variable
 
 __version__ = "0.1.0"
@@ -21,4 +24,7 @@ __all__ = [
     "Ops", "Variable", "Tape", "Primitive", "Case", "REGISTRY",
     "SimplegradError", "ShapeError", "AxisError", "GraphError", "DTypeError", "ArgumentError",
     "OutOfBoundsError", "NotDifferentiableError", "GradientCheckError",
+    "check_grads", "check_jvp_vjp_consistency",
+    "hutchinson_trace", "hutchpp_trace", "divergence",
+    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "derivative", "trace",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,7 +18,7 @@ from .errors import (
     OutOfBoundsError,
     ShapeError,
 )
-from .primitives import ElementwiseOps, LinalgOps, ReduceOps, ShapeOps
+from .primitives import REGISTRY, ElementwiseOps, LinalgOps, ReduceOps, ShapeOps
 from .primitives.core import Primitive, dtype_of, value_of
 from .variable import Variable
 
@@ -62,6 +62,10 @@ class ValueOps(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
     def _condition(self, cond: Any) -> Any:
         return cond
 
+
+for _prim in REGISTRY.values():
+    if _prim.plain:     # skip the method and _apply layers when only values are wanted
+        setattr(ValueOps, _prim.name, staticmethod(_prim.forward))
 
 VALUES = ValueOps()
 
@@ -191,7 +195,10 @@ class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
         try:
             value = prim.forward(*values, **attrs) if attrs else prim.forward(*values)
         except Exception as e:  # numpy's message, with our names and shapes
-            raise self._translate(prim, inputs, e) from e
+            err = self._translate(prim, inputs, e)
+            if err is e:
+                raise
+            raise err from e
         if type(value) is not np.ndarray and isinstance(value, np.generic):
             value = np.asarray(value)
         if not self._recording:
@@ -263,7 +270,10 @@ class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
             kind = ArgumentError
         else:
             return e
-        return self._error(prim.name, inputs, str(e), kind)
+        reason = str(e).strip()     # numpy's message may already name the function
+        if reason.startswith(prim.name + ": "):
+            reason = reason[len(prim.name) + 2:]
+        return self._error(prim.name, inputs, reason, kind)
 
     # ------------------------------------------------------------ reverse mode
 
@@ -274,7 +284,7 @@ class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
         Sets ``.grad`` on each of ``wrt`` (replacing it) and returns the gradients
         in order (a single Variable when ``wrt`` is one).
         """
-        single = isinstance(wrt, Variable)
+        single = isinstance(wrt, Variable) or not isinstance(wrt, Iterable)
         targets = [wrt] if single else list(wrt)
         self._check_target("grad", L)
         for w in targets:
@@ -354,15 +364,17 @@ class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
                         if rule is None:
                             continue
                         if prim.variadic:
-                            ct = rule(o, g, outv, i, *args, **attrs)
+                            ct = rule(o, g, outv, i, *args, **(attrs or {}))
                         elif attrs:
                             ct = rule(o, g, outv, *args, **attrs)
                         else:
                             ct = rule(o, g, outv, *args)
                         if ct is None:
                             continue
-                        if dtype_of(ct) != x._value.dtype:
-                            ct = o.cast(ct, x._value.dtype)
+                        xd = x._value.dtype
+                        cd = getattr(ct, "dtype", xd)
+                        if cd is not xd and cd != xd:
+                            ct = o.cast(ct, xd)
                     cts.append((x, ct))
                 for x, ct in cts:      # all cotangents first, then accumulate in input order
                     old = grads.get(x)
@@ -404,7 +416,7 @@ class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
     def jvp(self, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
             create_graph: bool = True) -> Variable:
         """The tangent of y along ``tangents`` of ``xs``, by a forward sweep of recorded jvps."""
-        single = isinstance(xs, Variable)
+        single = isinstance(xs, Variable) or not isinstance(xs, Iterable)
         xs = [xs] if single else list(xs)
         tangents = [tangents] if single else list(tangents)
         self._check_target("jvp", y)

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .errors import GraphError
+
 if TYPE_CHECKING:
     from .tape import Ops
 
@@ -146,6 +148,10 @@ class Variable:
 
     def __getitem__(self, index: Any) -> Variable:
         return self.ops.getitem(self, index)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise GraphError(f"{self.name} is recorded and cannot be written into; build a new "
+                         "variable instead (op.where, op.scatter_add, op.concatenate)")
 
     # comparisons are constants: they give numpy bool arrays, never Variables
     def __lt__(self, other: Any) -> np.ndarray:

@@ -39,11 +39,12 @@ class Primitive:
     """One differentiable operation: forward, vjp, jvp, print rule and check metadata."""
 
     __slots__ = ("name", "forward", "vjp", "jvp", "fmt", "cases", "domain", "variadic",
-                 "sparse_vjp", "tol", "__weakref__")
+                 "sparse_vjp", "tol", "plain", "__weakref__")
 
     def __init__(self, name: str, forward: Callable, vjp: Sequence, jvp: Callable | None,
                  fmt: str | Callable, cases: Sequence[Case], domain: tuple | None = None,
-                 variadic: bool = False, sparse_vjp: bool = False, tol: float = 1e-6):
+                 variadic: bool = False, sparse_vjp: bool = False, tol: float = 1e-6,
+                 plain: bool | None = None):
         self.name = name
         self.forward = forward
         self.vjp = tuple(vjp)
@@ -54,6 +55,9 @@ class Primitive:
         self.variadic = variadic
         self.sparse_vjp = sparse_vjp
         self.tol = tol
+        # plain: forward(*inputs, **attrs) has the signature of the Ops method minus name=,
+        # so value-only sweeps may call it directly
+        self.plain = not variadic if plain is None else plain
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

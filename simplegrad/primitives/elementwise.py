@@ -57,7 +57,8 @@ def _jvp_rule(rules: Sequence[Callable]) -> Callable:
 
 
 def elementwise(name: str, forward: Callable, fmt: str, d: Sequence[Callable],
-                domain: Sampler | tuple = ANY, cases: Sequence[Case] | None = None) -> Primitive:
+                domain: Sampler | tuple = ANY, cases: Sequence[Case] | None = None,
+                plain: bool = True) -> Primitive:
     """Register an elementwise primitive from its forward and per-input derivative rules."""
     nin = len(d)
     if cases is None:
@@ -66,7 +67,7 @@ def elementwise(name: str, forward: Callable, fmt: str, d: Sequence[Callable],
         domain = (domain,) * nin
     return register(Primitive(
         name, forward, [_vjp_rule(r, i, nin) for i, r in enumerate(d)], _jvp_rule(d),
-        fmt, cases, domain=domain))
+        fmt, cases, domain=domain, plain=plain))
 
 # ---------------------------------------------------------------- arithmetic
 
@@ -175,7 +176,7 @@ WHERE = elementwise("where", _where, "where({cond}, {0}, {1})", (
            Case(((3, 1), (1, 4)), {"cond": _COND[(3, 4)]}),
            Case(((2, 3, 4), (3, 4)), {"cond": _COND[(2, 3, 4)]}),
            Case(((), (3,)), {"cond": _COND[(3,)]})],
-    domain=uniform(-2.0, 2.0))
+    domain=uniform(-2.0, 2.0), plain=False)
 
 
 # ---------------------------------------------------------------- Ops methods

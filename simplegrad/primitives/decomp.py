@@ -1,0 +1,237 @@
+"""Matrix functions: solve, inv, det, slogdet, cholesky and the 2-norm.
+
+Their rules are written with primitives only (matmul, transpose, solve, inv,
+...), so every gradient is itself differentiable. Matrices are the last two
+axes; leading axes are a batch, broadcast the way numpy.linalg does it.
+The matrix input of each primitive is ``a``, as in numpy.linalg.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .core import Case, Primitive, keepdims_shape, register, shape_of, unbroadcast, value_of
+
+# ---------------------------------------------------------------- helpers
+
+
+def swap_last(o: Any, x: Any) -> Any:
+    """x with its last two axes exchanged (``.T`` for a matrix)."""
+    nd = len(shape_of(x))
+    return o.transpose(x) if nd == 2 else o.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _per_matrix(o: Any, s: Any) -> Any:
+    """A per-matrix scalar (shape = batch) reshaped to (batch, 1, 1) to scale its matrix."""
+    shape = shape_of(s)
+    return s if shape == () else o.reshape(s, shape + (1, 1))
+
+
+def _trace_of_product(o: Any, m: Any, t: Any) -> Any:
+    """trace(m^T @ t) for each matrix of the batch."""
+    return o.sum(o.mul(m, t), axis=(-2, -1))
+
+
+def _call_fmt(fn: str, *params: str):
+    """Print rule ``fn(x, k=v, ...)`` naming only attributes set away from None/False."""
+    def fmt(args: list[str], attrs: dict, render) -> str:
+        shown = [f"{k}={render(attrs[k], k)}" for k in params
+                 if attrs.get(k) is not None and attrs.get(k) is not False]
+        return f"{fn}({', '.join(list(args) + shown)})"
+    return fmt
+
+# ---------------------------------------------------------------- samplers
+
+
+def diagonally_dominant(rng: np.random.Generator, shape: tuple) -> np.ndarray:
+    """Square matrices with entries in [-1, 1) plus n on the diagonal: well conditioned."""
+    n = shape[-1]
+    return rng.uniform(-1.0, 1.0, shape) + n * np.eye(n)
+
+
+def negative_det(rng: np.random.Generator, shape: tuple) -> np.ndarray:
+    """Diagonally dominant matrices with the first row negated (negative determinant)."""
+    a = diagonally_dominant(rng, shape)
+    a[..., 0, :] *= -1.0
+    return a
+
+
+def positive_definite(rng: np.random.Generator, shape: tuple) -> np.ndarray:
+    """Symmetric positive definite matrices B B^T / n + I."""
+    b = rng.uniform(-1.0, 1.0, shape)
+    return b @ np.swapaxes(b, -1, -2) / shape[-1] + np.eye(shape[-1])
+
+
+MATRIX = (diagonally_dominant,)
+
+# ---------------------------------------------------------------- solve
+
+
+def _solve(a, b):
+    return np.linalg.solve(a, b)
+
+
+def _column(o: Any, x: Any) -> Any:
+    """A stack of vectors (..., n) as a stack of one-column matrices (..., n, 1)."""
+    return o.reshape(x, shape_of(x) + (1,))
+
+
+def _solve_gb(o, g, a, b):
+    """solve(a^T, g), with g as columns when b is a vector: the cotangent of b before
+    broadcasting is undone."""
+    return o.solve(swap_last(o, a), _column(o, g) if len(shape_of(b)) == 1 else g)
+
+
+def _solve_vjp_a(o, g, out, a, b):
+    gb = _solve_gb(o, g, a, b)
+    if len(shape_of(b)) == 1:       # x^T of a stack of vectors: (..., 1, n)
+        xs = shape_of(out)
+        xt = o.reshape(out, xs[:-1] + (1, xs[-1]))
+    else:
+        xt = swap_last(o, out)
+    return unbroadcast(o, o.neg(o.matmul(gb, xt)), shape_of(a))
+
+
+def _solve_vjp_b(o, g, out, a, b):
+    gb = _solve_gb(o, g, a, b)
+    bs = shape_of(b)
+    if len(bs) > 1:
+        return unbroadcast(o, gb, bs)
+    gb = unbroadcast(o, gb, bs + (1,))
+    return o.reshape(gb, bs)
+
+
+def _solve_jvp(o, ts, out, a, b):
+    ta, tb = ts
+    if ta is None:
+        return o.solve(a, tb)
+    vector = len(shape_of(b)) == 1
+    ax = o.matmul(ta, _column(o, out) if vector else out)
+    rhs = o.neg(ax) if tb is None else o.sub(_column(o, tb) if vector else tb, ax)
+    t = o.solve(a, rhs)
+    return o.reshape(t, shape_of(out)) if vector else t
+
+
+SOLVE = register(Primitive(
+    "solve", _solve, [_solve_vjp_a, _solve_vjp_b], _solve_jvp, "solve({0}, {1})",
+    [Case(((3, 3), (3,))), Case(((3, 3), (3, 2))), Case(((2, 3, 3), (3,))),
+     Case(((2, 3, 3), (2, 3, 2))), Case(((3, 3), (2, 3, 1))), Case(((1, 3, 3), (2, 3, 2))),
+     Case(((2, 3, 3), (3, 2)))],
+    domain=(diagonally_dominant, lambda rng, shape: rng.uniform(-2.0, 2.0, shape))))
+
+# ---------------------------------------------------------------- inv, det, slogdet
+
+
+def _inv(a):
+    return np.linalg.inv(a)
+
+
+def _inv_vjp(o, g, out, a):
+    it = swap_last(o, out)
+    return o.neg(o.matmul(o.matmul(it, g), it))
+
+
+INV = register(Primitive(
+    "inv", _inv, [_inv_vjp],
+    lambda o, ts, out, a: o.neg(o.matmul(o.matmul(out, ts[0]), out)),
+    "inv({0})", [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((1, 1),))], domain=MATRIX))
+
+
+def _det(a):
+    return np.linalg.det(a)
+
+
+DET = register(Primitive(
+    "det", _det,
+    [lambda o, g, out, a: o.mul(_per_matrix(o, o.mul(g, out)), swap_last(o, o.inv(a)))],
+    lambda o, ts, out, a: o.mul(out, _trace_of_product(o, swap_last(o, o.inv(a)), ts[0])),
+    "det({0})",
+    [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((2, 2),), domain=(negative_det,)),
+     Case(((1, 1),))],
+    domain=MATRIX, tol=1e-5))
+
+
+def _logabsdet(a):
+    return np.linalg.slogdet(a)[1]
+
+
+SLOGDET = register(Primitive(
+    "slogdet", _logabsdet,
+    [lambda o, g, out, a: o.mul(_per_matrix(o, g), swap_last(o, o.inv(a)))],
+    lambda o, ts, out, a: _trace_of_product(o, swap_last(o, o.inv(a)), ts[0]),
+    "slogdet({0}).logabsdet",
+    [Case(((3, 3),)), Case(((3, 3),), domain=(negative_det,)), Case(((2, 3, 3),)),
+     Case(((2, 4, 4),), domain=(negative_det,))],
+    domain=MATRIX))
+
+# ---------------------------------------------------------------- cholesky
+
+
+def _cholesky(a):
+    return np.linalg.cholesky((a + np.swapaxes(a, -1, -2)) / 2)
+
+
+def _phi(out: Any) -> np.ndarray:
+    """The constant mask of Phi: lower triangle of ones with a halved diagonal."""
+    n = shape_of(out)[-1]
+    return np.tril(np.ones((n, n))) - 0.5 * np.eye(n)
+
+
+def _cholesky_vjp(o, g, out, a):
+    # Murray (2016): abar = sym(L^-T Phi(L^T gL) L^-1); here z = (L^-T Phi L^-1)^T
+    lt = swap_last(o, out)
+    p = o.mul(o.matmul(lt, g), _phi(out))
+    z = o.solve(lt, swap_last(o, o.solve(lt, p)))
+    return o.mul(o.add(z, swap_last(o, z)), 0.5)
+
+
+def _cholesky_jvp(o, ts, out, a):
+    # dL = L Phi(L^-1 sym(t) L^-T); sym(t) is symmetric, so solve(L, (L^-1 sym(t))^T) is the
+    # symmetric middle factor
+    st = o.mul(o.add(ts[0], swap_last(o, ts[0])), 0.5)
+    x = o.solve(out, swap_last(o, o.solve(out, st)))
+    return o.matmul(out, o.mul(x, _phi(out)))
+
+
+CHOLESKY = register(Primitive(
+    "cholesky", _cholesky, [_cholesky_vjp], _cholesky_jvp, "cholesky({0})",
+    [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((1, 1),)), Case(((4, 4),))],
+    domain=(positive_definite,)))
+
+# ---------------------------------------------------------------- norm
+
+
+def _norm(x, axis=None, keepdims=False):
+    return np.linalg.norm(x, axis=axis, keepdims=keepdims)
+
+
+def _unit(o, x, out, axis, keepdims):
+    """x / norm, exactly 0 (at every order) where the norm is 0 (the subgradient chosen)."""
+    kd = keepdims_shape(shape_of(x), axis)
+    n = out if keepdims or axis is None or shape_of(out) == kd else o.reshape(out, kd)
+    zero = np.equal(value_of(n), 0)
+    if not np.any(zero):
+        return o.div(x, n)
+    u = o.div(x, o.where(zero, 1, n))
+    return o.where(np.broadcast_to(zero, shape_of(x)), 0, u)
+
+
+def _norm_vjp(o, g, out, x, axis=None, keepdims=False):
+    kd = keepdims_shape(shape_of(x), axis)
+    g = g if shape_of(g) == kd or axis is None else o.reshape(g, kd)
+    return o.mul(g, _unit(o, x, out, axis, keepdims))
+
+
+def _norm_jvp(o, ts, out, x, axis=None, keepdims=False):
+    return o.sum(o.mul(ts[0], _unit(o, x, out, axis, keepdims)), axis=axis, keepdims=keepdims)
+
+
+NORM = register(Primitive(
+    "norm", _norm, [_norm_vjp], _norm_jvp, _call_fmt("norm", "axis", "keepdims"),
+    [Case(((4,),)), Case(((3, 4),)), Case(((3, 4),), {"axis": 1}),
+     Case(((3, 4),), {"axis": 0, "keepdims": True}), Case(((2, 3, 4),), {"axis": (1, 2)}),
+     Case(((2, 3, 4),), {"axis": (0, -1), "keepdims": True}),
+     Case(((2, 3),), {"axis": None, "keepdims": True})],
+    domain=(lambda rng, shape: rng.uniform(-2.0, 2.0, shape),)))
