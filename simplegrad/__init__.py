@@ -1,12 +1,14 @@
 """simplegrad: reverse-mode autodiff on numpy in which gradients are recorded programs."""
 
 from .checks import check_grads, check_jvp_vjp_consistency
+from .custom import checkpoint, custom_vjp
 from .errors import (
     ArgumentError,
     AxisError,
     DTypeError,
     GradientCheckError,
     GraphError,
+    LinAlgError,
     NotDifferentiableError,
     OutOfBoundsError,
     ShapeError,
@@ -23,8 +25,10 @@ __version__ = "0.1.0"
 __all__ = [
     "Ops", "Variable", "Tape", "Primitive", "Case", "REGISTRY",
     "SimplegradError", "ShapeError", "AxisError", "GraphError", "DTypeError", "ArgumentError",
+    "LinAlgError",
     "OutOfBoundsError", "NotDifferentiableError", "GradientCheckError",
     "check_grads", "check_jvp_vjp_consistency",
     "hutchinson_trace", "hutchpp_trace", "divergence",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "derivative", "trace",
+    "custom_vjp", "checkpoint",
 ]

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .render import format_value
 from .tape import Ops
-from .trace import format_value
 from .variable import Variable
 
 

@@ -15,6 +15,10 @@ class ShapeError(SimplegradError, ValueError):
     """Shapes that do not broadcast, multiply or match what an operation needs."""
 
 
+class LinAlgError(SimplegradError, ValueError):
+    """A matrix the operation cannot take: singular, not positive definite, and the like."""
+
+
 class AxisError(ShapeError):
     """An axis out of range for the array it names."""
 

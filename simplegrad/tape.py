@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-import itertools
+import gc
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-from . import trace
+from . import render
 from .errors import (
     ArgumentError,
     AxisError,
     DTypeError,
     GraphError,
+    LinAlgError,
     OutOfBoundsError,
     ShapeError,
+    SimplegradError,
 )
 from .primitives import REGISTRY, ElementwiseOps, LinalgOps, ReduceOps, ShapeOps
-from .primitives.core import Primitive, dtype_of, value_of
+from .primitives.core import ZERO_MASK, Primitive, dtype_of, value_of
 from .variable import Variable
 
 _new = object.__new__
@@ -53,7 +55,16 @@ class _Sparse:
         self.shape = shape
 
 
-class ValueOps(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
+class _Primitives(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
+    """Every primitive as a method, plus the generic form; subclasses say what _apply does."""
+
+    def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
+              name: str | None = None) -> Any:
+        """Run ``prim`` on ``inputs`` with ``attrs`` (the generic form of every method)."""
+        return self._apply(prim, tuple(inputs), attrs or None, name)
+
+
+class ValueOps(_Primitives):
     """The same primitive methods run on plain numpy values: nothing is recorded."""
 
     def _apply(self, prim: Primitive, inputs: tuple, attrs: dict | None, name: str | None):
@@ -70,13 +81,13 @@ for _prim in REGISTRY.values():
 VALUES = ValueOps()
 
 
-class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
+class Ops(_Primitives):
     """One tape and one v-counter: every primitive called on it records one entry."""
 
     def __init__(self, echo: bool = False):
         self._tape: list[Variable] = []
         self._marks: list[tuple[int, str, Any]] = []   # (tape position, kind, payload)
-        self._counter = itertools.count()
+        self._next = 0          # the next v-number
         self._recording = True
         self._accumulations: set[int] = set()     # positions of gradient accumulations
         self.echo = echo
@@ -90,11 +101,11 @@ class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
 
     def format_trace(self) -> str:
         """The whole trace as text, in the seed's format."""
-        return "\n".join(trace.lines(self))
+        return "\n".join(render.lines(self))
 
     def print_trace(self, console: Any = None) -> None:
         """Print the trace with rich colours (forward, gradient blocks, accumulations)."""
-        trace.print_rich(self, console)
+        render.print_rich(self, console)
 
     @contextmanager
     def no_grad(self) -> Iterator[None]:
@@ -124,32 +135,30 @@ class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
         if type(arr) is not np.ndarray:
             arr = np.asarray(arr)
         arr.flags.writeable = False
-        v = _new(Variable)
-        v._value = arr
-        v.ops = self
-        v._name = next(self._counter) if name is None else name
-        v.grad = None
-        v.requires_grad = requires_grad
-        v.prim = None
-        v.inputs = ()
-        v.attrs = None
-        v._pos = len(self._tape)
+        if name is None:
+            name = self._next
+            self._next += 1
+        v = self._bare(arr, name, requires_grad)
         mark = (v._pos, kind, v if source is None else (v, source))
         self._marks.append(mark)
         if self.echo:
-            trace.echo(self, mark)
+            render.echo(self, mark)
         return v
 
     def _unrecorded(self, value: Any, name: str | None = None) -> Variable:
         """A Variable of this Ops that is on no tape and takes no v-number."""
         if type(value) is not np.ndarray and isinstance(value, np.generic):
             value = np.asarray(value)
+        return self._bare(value, name, False)
+
+    def _bare(self, value: Any, name: str | int | None, requires_grad: bool) -> Variable:
+        """A Variable computed by no primitive; ``_pos`` is where its dependents can start."""
         v = _new(Variable)
         v._value = value
         v.ops = self
         v._name = name
         v.grad = None
-        v.requires_grad = False
+        v.requires_grad = requires_grad
         v.prim = None
         v.inputs = ()
         v.attrs = None
@@ -162,11 +171,6 @@ class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
         return self._leaf(x._value, None, False, "detach", source=x)
 
     # ------------------------------------------------------------ recording
-
-    def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
-              name: str | None = None) -> Variable:
-        """Record ``prim`` on ``inputs`` with ``attrs`` (the generic form of every method)."""
-        return self._apply(prim, tuple(inputs), attrs or None, name)
 
     def _apply(self, prim: Primitive, inputs: tuple, attrs: dict | None, name: str | None):
         values = []
@@ -206,7 +210,12 @@ class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
         out = _new(Variable)
         out._value = value
         out.ops = self
-        out._name = next(self._counter) if name is None else _check_name(name)
+        if name is None:
+            name = self._next
+            self._next = name + 1
+        elif type(name) is not str:
+            name = _check_name(name)
+        out._name = name
         out.grad = None
         out.requires_grad = requires
         out.prim = prim
@@ -216,7 +225,7 @@ class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
         out._pos = len(tape)
         tape.append(out)
         if self.echo:
-            trace.echo(self, out)
+            render.echo(self, out)
         return out
 
     def _constants(self, prim: Primitive, inputs: tuple, values: list, ref: Variable):
@@ -260,7 +269,11 @@ class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
         return kind(f"{op}: {reason} ({_describe(inputs)})")
 
     def _translate(self, prim: Primitive, inputs: tuple, e: Exception) -> Exception:
-        if isinstance(e, np.exceptions.AxisError):
+        if isinstance(e, SimplegradError):     # ours already (from a custom forward, say)
+            return e
+        if isinstance(e, np.linalg.LinAlgError):
+            kind = LinAlgError
+        elif isinstance(e, np.exceptions.AxisError):
             kind = AxisError
         elif isinstance(e, IndexError):
             kind = OutOfBoundsError
@@ -290,7 +303,10 @@ class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
         for w in targets:
             self._check_wrt("grad", w)
         recording = bool(create_graph) and self._recording
-        grads = self._reverse(L, seed, recording)
+        # entries older than every wrt cannot lie on a path from them: stop there
+        stop = min((w._pos if w.prim is None else w._pos + 1 for w in targets),
+                   default=len(self._tape))
+        grads = self._reverse(L, seed, recording, stop)
         out = []
         for w in targets:
             g = grads.get(w)
@@ -306,7 +322,7 @@ class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
         """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""
         self._check_target("backward", L)
         recording = bool(create_graph) and self._recording
-        grads = self._reverse(L, seed, recording)
+        grads = self._reverse(L, seed, recording, 0)
         for v, g in grads.items():
             if v.prim is not None or not v.requires_grad:
                 continue
@@ -315,70 +331,115 @@ class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
             elif recording:
                 v.grad = self.add(v.grad, g)
             else:
-                v.grad = self._unrecorded(v.grad._value + g, v.grad._name)
+                v.grad = self._unrecorded(v.grad._value + g, f"d{L.name}_d{v.name}")
 
-    def _reverse(self, L: Variable, seed: Any, recording: bool) -> dict:
+    def _reverse(self, L: Variable, seed: Any, recording: bool, stop: int) -> dict:
         seed_value = self._seed_value("grad", L, seed)
-        if recording:
-            o = self
-            self._marks.append((len(self._tape), "grad_begin", L))
-            if self.echo:
-                trace.echo(self, self._marks[-1])
-            seed_var = seed if isinstance(seed, Variable) else self._leaf(
-                seed_value, None, True, "seed")
-        else:
-            o = VALUES
-            seed_var = seed_value
-        grads = self._sweep(o, L, seed_var, recording)
-        if recording:
-            self._marks.append((len(self._tape), "grad_end", (L, list(grads.items()))))
-            if self.echo:
-                trace.echo(self, self._marks[-1])
+        with self._sweeping():
+            if recording:
+                o = self
+                self._mark("grad_begin", L)
+                seed_var = seed if isinstance(seed, Variable) else self._leaf(
+                    seed_value, None, True, "seed")
+            else:
+                o = VALUES
+                seed_var = seed_value
+            grads = self._sweep(o, L, seed_var, recording, stop)
+            if recording:
+                self._mark("grad_end", (L, list(grads.items())))
         return grads
 
-    def _sweep(self, o: Any, L: Variable, seed: Any, recording: bool) -> dict:
+    @contextmanager
+    def _sweeping(self) -> Iterator[None]:
+        """Scope of a sweep: undo its entries if it fails, and no cyclic GC while it runs.
+
+        A sweep only adds live objects (no garbage cycles), so the collector would walk the
+        growing tape again and again for nothing.
+        """
+        state = (len(self._tape), len(self._marks), self._next)
+        collecting = gc.isenabled()
+        gc.disable()
+        outer_mask = ZERO_MASK[0]       # a sweep nested in a rule starts with no mask
+        ZERO_MASK[0] = None
+        try:
+            yield
+        except BaseException:
+            self._rollback(*state)
+            raise
+        finally:
+            ZERO_MASK[0] = outer_mask
+            if collecting:
+                gc.enable()
+
+    def _rollback(self, entries: int, marks: int, counter: int) -> None:
+        del self._tape[entries:]
+        del self._marks[marks:]
+        self._next = counter
+        self._accumulations = {p for p in self._accumulations if p < entries}
+
+    def _mark(self, kind: str, payload: Any) -> None:
+        self._marks.append((len(self._tape), kind, payload))
+        if self.echo:
+            render.echo(self, self._marks[-1])
+
+    def _sweep(self, o: Any, L: Variable, seed: Any, recording: bool, stop: int) -> dict:
         """The reverse sweep: entries leading to L, newest first, each input's cotangent."""
         grads: dict[Variable, Any] = {L: seed}
+        masks: dict[Variable, np.ndarray] = {}   # cotangent entries that are zero by construction
         tape = self._tape
         if L.prim is not None:
-            for pos in range(L._pos, -1, -1):
+            for pos in range(L._pos, stop - 1, -1):
                 out = tape[pos]
                 g = grads.get(out)
                 if g is None:
                     continue
                 if type(g) is _Sparse:
                     g = grads[out] = self._densify(o, g)
-                prim, inputs, attrs = out.prim, out.inputs, out.attrs
+                prim = out.prim
+                inputs = out.inputs
+                attrs = out.attrs
                 if recording:
                     args, outv = inputs, out
                 else:
-                    args, outv = [getattr(x, "_value", x) for x in inputs], out._value
+                    args = [x._value if type(x) is Variable else x for x in inputs]
+                    outv = out._value
+                m = masks.get(out) if masks else None
+                special = m is not None or prim.zero_masks is not None
+                if m is not None:
+                    ZERO_MASK[0] = m
                 cts = []
                 for i, x in enumerate(inputs):
                     if type(x) is not Variable or not x.requires_grad:
                         continue
-                    if prim.sparse_vjp:
-                        ct = _Sparse(g, attrs["index"], x._value.shape)
+                    if prim.sparse_vjp:    # indexing: same dtype, no masks, added up later
+                        cts.append((x, _Sparse(g, attrs["index"], x._value.shape), None))
+                        continue
+                    if prim.variadic:
+                        ct = prim.vjp[0](o, g, outv, i, *args, **(attrs or {}))
                     else:
-                        rule = prim.vjp[0] if prim.variadic else prim.vjp[i]
+                        rule = prim.vjp[i]
                         if rule is None:
                             continue
-                        if prim.variadic:
-                            ct = rule(o, g, outv, i, *args, **(attrs or {}))
-                        elif attrs:
-                            ct = rule(o, g, outv, *args, **attrs)
-                        else:
-                            ct = rule(o, g, outv, *args)
-                        if ct is None:
-                            continue
-                        xd = x._value.dtype
-                        cd = getattr(ct, "dtype", xd)
-                        if cd is not xd and cd != xd:
-                            ct = o.cast(ct, xd)
-                    cts.append((x, ct))
-                for x, ct in cts:      # all cotangents first, then accumulate in input order
+                        ct = rule(o, g, outv, *args, **attrs) if attrs else rule(o, g, outv, *args)
+                    if ct is None:
+                        continue
+                    if ct.dtype is not x._value.dtype and ct.dtype != x._value.dtype:
+                        ct = o.cast(ct, x._value.dtype)
+                    cts.append((x, ct, _input_mask(prim, attrs, i, m, x, out) if special else None))
+                if m is not None:
+                    ZERO_MASK[0] = None
+                for x, ct, mask in cts:    # all cotangents first, then accumulate in input order
                     old = grads.get(x)
-                    grads[x] = ct if old is None else self._accumulate(o, old, ct)
+                    if old is None:
+                        grads[x] = ct
+                        if mask is not None:
+                            masks[x] = mask
+                    else:
+                        grads[x] = self._accumulate(o, old, ct)
+                        if masks:
+                            before = masks.pop(x, None)
+                            if before is not None and mask is not None:
+                                masks[x] = before & mask
         for v, g in grads.items():
             if type(g) is _Sparse:
                 grads[v] = self._densify(o, g)
@@ -423,43 +484,55 @@ class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
         if len(xs) != len(tangents):
             raise ArgumentError(f"jvp: {len(xs)} inputs but {len(tangents)} tangents")
         recording = bool(create_graph) and self._recording
-        o = self if recording else VALUES
-        known: dict[Variable, Any] = {}
-        for x, t in zip(xs, tangents):
+        for x in xs:
             self._check_wrt("jvp", x)
-            tv = self._seed_value("jvp", x, t)
-            if recording:
-                known[x] = t if isinstance(t, Variable) else self._leaf(tv, None, True, "seed")
-            else:
-                known[x] = tv
-        if recording:
-            self._marks.append((len(self._tape), "jvp_begin", (y, xs)))
-        tape = self._tape
+        values = [self._seed_value("jvp", x, t) for x, t in zip(xs, tangents)]
         start = min(x._pos if x.prim is None else x._pos + 1 for x in xs)
-        stop = y._pos + 1 if y.prim is not None else 0
-        for pos in range(start, stop):
-            out = tape[pos]
-            inputs = out.inputs
-            ts = [known.get(x) if type(x) is Variable else None for x in inputs]
-            if not any(t is not None for t in ts):
-                continue
-            attrs = out.attrs or {}
+        with self._sweeping():
             if recording:
-                t = out.prim.jvp(o, ts, out, *inputs, **attrs)
+                o = self
+                self._mark("jvp_begin", (y, xs))
+                known = {x: t if isinstance(t, Variable) else self._leaf(v, None, True, "seed")
+                         for x, t, v in zip(xs, tangents, values)}
             else:
-                t = out.prim.jvp(o, ts, out._value, *[getattr(x, "_value", x) for x in inputs],
-                                 **attrs)
-            if t is not None:
-                if dtype_of(t) != out._value.dtype:
-                    t = o.cast(t, out._value.dtype)
-                known[out] = t
-        t = known.get(y)
-        if t is None:
-            return self._zeros(y, recording)
-        if recording:
-            self._marks.append((len(self._tape), "jvp_end", (y, t)))
-            return t
+                o = VALUES
+                known = dict(zip(xs, values))
+            tape = self._tape
+            for pos in self._ancestors(y, start):
+                out = tape[pos]
+                inputs = out.inputs
+                ts = [known.get(x) if type(x) is Variable else None for x in inputs]
+                if all(t is None for t in ts):
+                    continue
+                attrs = out.attrs or {}
+                if recording:
+                    t = out.prim.jvp(o, ts, out, *inputs, **attrs)
+                else:
+                    t = out.prim.jvp(o, ts, out._value,
+                                     *[getattr(x, "_value", x) for x in inputs], **attrs)
+                if t is not None:
+                    if dtype_of(t) != out._value.dtype:
+                        t = o.cast(t, out._value.dtype)
+                    known[out] = t
+            t = known.get(y)
+            if t is None:
+                return self._zeros(y, recording)
+            if recording:
+                self._mark("jvp_end", (y, t))
+                return t
         return self._unrecorded(np.asarray(t), f"t{y.name}")
+
+    def _ancestors(self, y: Variable, start: int) -> list[int]:
+        """Positions, oldest first, of the entries at or after ``start`` that lead to y."""
+        seen: set[int] = set()
+        stack = [y]
+        while stack:
+            v = stack.pop()
+            if v.prim is None or v._pos < start or v._pos in seen:
+                continue
+            seen.add(v._pos)
+            stack.extend(x for x in v.inputs if type(x) is Variable)
+        return sorted(seen)
 
     # ------------------------------------------------------------ checks and helpers
 
@@ -500,6 +573,19 @@ class Ops(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
             return self._leaf(z, None, True, "zeros")
         z.flags.writeable = False
         return self._unrecorded(z)
+
+
+def _input_mask(prim: Primitive, attrs: dict | None, i: int, m: np.ndarray | None,
+                x: Variable, out: Variable) -> np.ndarray | None:
+    """Where input i's cotangent is zero by construction: what the primitive declares (where's
+    untaken side), or the incoming mask carried through an elementwise entry of equal shape."""
+    shape = out._value.shape
+    if x._value.shape != shape:
+        return None
+    if prim.zero_masks is not None:
+        own = np.broadcast_to(prim.zero_masks(attrs, i), shape)
+        return own if m is None else own | m
+    return m if prim.elementwise else None
 
 
 def _float_array(value: Any, name: str | None) -> np.ndarray:

@@ -16,7 +16,7 @@ import pytest
 
 import simplegrad as sg
 from simplegrad.primitives.core import ANY
-from simplegrad.trace import format_entry
+from simplegrad.render import format_entry
 
 # what each kind checks: order1 = reverse mode; order2 = every mode at orders 1 and 2
 # (rev of rev, fwd of rev, rev of fwd, fwd of fwd); jvp = forward mode

@@ -39,12 +39,14 @@ class Primitive:
     """One differentiable operation: forward, vjp, jvp, print rule and check metadata."""
 
     __slots__ = ("name", "forward", "vjp", "jvp", "fmt", "cases", "domain", "variadic",
-                 "sparse_vjp", "tol", "plain", "__weakref__")
+                 "sparse_vjp", "tol", "plain", "zero_masks", "elementwise",
+                 "__weakref__")
 
     def __init__(self, name: str, forward: Callable, vjp: Sequence, jvp: Callable | None,
                  fmt: str | Callable, cases: Sequence[Case], domain: tuple | None = None,
                  variadic: bool = False, sparse_vjp: bool = False, tol: float = 1e-6,
-                 plain: bool | None = None):
+                 plain: bool | None = None, zero_masks: Callable | None = None,
+                 elementwise: bool = False):
         self.name = name
         self.forward = forward
         self.vjp = tuple(vjp)
@@ -58,6 +60,9 @@ class Primitive:
         # plain: forward(*inputs, **attrs) has the signature of the Ops method minus name=,
         # so value-only sweeps may call it directly
         self.plain = not variadic if plain is None else plain
+        # zero_masks(attrs, i): where input i's cotangent is zero by construction (bool array)
+        self.zero_masks = zero_masks
+        self.elementwise = elementwise   # same-shape inputs keep the cotangent's zero mask
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -145,6 +150,24 @@ def broadcast_to(o: Any, t: Any, shape: tuple) -> Any:
 
 def _one(axes: tuple) -> int | tuple:
     return axes[0] if len(axes) == 1 else axes
+
+
+# ---------------------------------------------------------------- structural zeros
+
+ZERO_MASK: list = [None]    # during a reverse sweep: where the current cotangent is known zero
+
+
+def zero_masked(o: Any, c: Any, mask: np.ndarray) -> Any:
+    """c with exact zeros where ``mask`` holds, recorded only if c is not already zero there.
+
+    A cotangent entry that is zero by construction (the untaken side of ``where``) times an
+    infinite or undefined local derivative must contribute nothing, not nan.
+    """
+    cv = value_of(c)
+    full = np.broadcast_to(mask, np.shape(cv))
+    if not np.any(np.not_equal(cv, 0)[full]):
+        return c
+    return o.where(full, 0, c)
 
 
 # ---------------------------------------------------------------- samplers

@@ -5,6 +5,14 @@ linear in ``g``. The vjp is that rule with broadcasting undone; the jvp is the
 same rule applied to the tangents and summed. Piecewise rules (relu, abs,
 maximum, minimum) multiply by a constant mask computed from the values: a mask
 is locally constant, so it is exact at every order.
+
+Structural zeros: ``where`` declares which entries of its inputs' cotangents are
+zero by construction (the untaken side). The reverse sweep carries that mask
+down through elementwise entries of the same shape (``ZERO_MASK``), and their
+vjps keep those entries exactly zero, even where the local derivative is
+infinite or undefined (``sqrt`` or ``log`` at 0 on the untaken side). Where the
+cotangent is not structurally zero, IEEE results stand: the gradient of
+``sqrt`` at 0 is ``inf``. Forward mode needs nothing: ``where`` selects tangents.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from .core import (
     ANY,
     NONZERO,
     POSITIVE,
+    ZERO_MASK,
     Case,
     Primitive,
     Sampler,
@@ -29,6 +38,7 @@ from .core import (
     unbroadcast,
     uniform,
     value_of,
+    zero_masked,
 )
 
 UNARY = [Case(((),)), Case(((3,),)), Case(((3, 1),)), Case(((2, 3, 4),))]
@@ -37,11 +47,15 @@ BINARY = [Case(((), ())), Case(((3,), (3,))), Case(((3, 1), (1, 4))),
 
 
 def _vjp_rule(rule: Callable, i: int, nin: int) -> Callable:
-    if nin == 1:
-        return rule
-
     def vjp(o, g, out, *xs, **attrs):
-        return unbroadcast(o, rule(o, g, out, *xs, **attrs), shape_of(xs[i]))
+        c = rule(o, g, out, *xs, **attrs)
+        mask = ZERO_MASK[0]
+        if mask is not None:
+            c = zero_masked(o, c, mask)
+        if nin == 1:
+            return c
+        shape = xs[i].shape     # inputs that get cotangents are Variables or arrays
+        return c if c.shape == shape else unbroadcast(o, c, shape)
     return vjp
 
 
@@ -58,7 +72,7 @@ def _jvp_rule(rules: Sequence[Callable]) -> Callable:
 
 def elementwise(name: str, forward: Callable, fmt: str, d: Sequence[Callable],
                 domain: Sampler | tuple = ANY, cases: Sequence[Case] | None = None,
-                plain: bool = True) -> Primitive:
+                plain: bool = True, zero_masks: Callable | None = None) -> Primitive:
     """Register an elementwise primitive from its forward and per-input derivative rules."""
     nin = len(d)
     if cases is None:
@@ -67,7 +81,7 @@ def elementwise(name: str, forward: Callable, fmt: str, d: Sequence[Callable],
         domain = (domain,) * nin
     return register(Primitive(
         name, forward, [_vjp_rule(r, i, nin) for i, r in enumerate(d)], _jvp_rule(d),
-        fmt, cases, domain=domain, plain=plain))
+        fmt, cases, domain=domain, plain=plain, zero_masks=zero_masks, elementwise=True))
 
 # ---------------------------------------------------------------- arithmetic
 
@@ -176,7 +190,8 @@ WHERE = elementwise("where", _where, "where({cond}, {0}, {1})", (
            Case(((3, 1), (1, 4)), {"cond": _COND[(3, 4)]}),
            Case(((2, 3, 4), (3, 4)), {"cond": _COND[(2, 3, 4)]}),
            Case(((), (3,)), {"cond": _COND[(3,)]})],
-    domain=uniform(-2.0, 2.0), plain=False)
+    domain=uniform(-2.0, 2.0), plain=False,
+    zero_masks=lambda attrs, i: np.logical_not(attrs["cond"]) if i == 0 else attrs["cond"])
 
 
 # ---------------------------------------------------------------- Ops methods

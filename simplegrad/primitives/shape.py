@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ArgumentError, DTypeError
 from ..variable import Variable
 from .core import (
     Case,
@@ -273,7 +274,7 @@ class ShapeOps:
         try:
             index = normalize_index(index, shape_of(x))
         except TypeError as e:
-            raise self._error("getitem", (x,), str(e), kind="type") from None
+            raise self._error("getitem", (x,), str(e), ArgumentError) from None
         return self._apply(GETITEM, (x,), {"index": index}, name)
 
     def scatter_add(self, gs: Sequence[Any], indices: Sequence[tuple], shape: Sequence[int],
@@ -292,8 +293,12 @@ class ShapeOps:
         return self._apply(STACK, tuple(xs), {"axis": int(axis)}, name)
 
     def cast(self, x: Any, dtype: Any, name: str | None = None) -> Variable:
-        """x converted to a floating ``dtype``."""
-        return self._apply(CAST, (x,), {"dtype": np.dtype(dtype)}, name)
+        """x converted to a floating ``dtype`` (float16, float32 or float64)."""
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f" or dtype.itemsize > 8:
+            raise self._error("cast", (x,), f"cannot differentiate values of dtype {dtype}; "
+                              "use float16, float32 or float64", DTypeError)
+        return self._apply(CAST, (x,), {"dtype": dtype}, name)
 
 
 def _shape_tuple(shape: Any) -> tuple:

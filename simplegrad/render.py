@@ -1,4 +1,7 @@
-"""Text and rich rendering of traces: entries are data, text is made here on demand."""
+"""Text and rich rendering of traces: entries are data, text is made here on demand.
+
+(The module is not called trace.py because ``sg.trace`` is the function that records one.)
+"""
 
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ STYLES = {
 def format_value(x: Any) -> str:
     """A value as the seed prints it: four fixed decimals, comma separated, one line."""
     text = np.array2string(np.asarray(x), precision=4, separator=", ", floatmode="fixed",
-                           max_line_width=10**6, threshold=64, edgeitems=3)
+                           suppress_small=True, max_line_width=10**6, threshold=64, edgeitems=3)
     return text.replace("\n", "")
 
 

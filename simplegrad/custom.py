@@ -1,0 +1,373 @@
+"""Custom gradients (``custom_vjp``) and gradient checkpointing (``checkpoint``).
+
+Both turn a Python function into a ``Primitive`` made at run time and kept out
+of ``REGISTRY``. Calling the function records ONE entry, printed as the call a
+reader would write (``v7 = softplus(v3)``, ``v9 = checkpoint(block)(v3, W)``);
+keyword arguments become the entry's attributes (constants, never
+differentiated). The entry's rules use the vocabulary of ``primitives/core.py``:
+given ``o`` = the recording Ops they run the user's code on the recorded
+Variables, so whatever they compute is on the tape and can be differentiated
+again; given ``o`` = VALUES they run the same code on Variables of a scratch Ops
+and hand back arrays.
+
+API choice: ``f = custom_vjp(forward)`` then ``f.defvjp(bwd)`` with
+``bwd(g, out, *inputs, **attrs)`` returning one cotangent per input (``None``
+for "no gradient"). That is the signature of every built-in vjp rule minus
+``o``: the tape already keeps the inputs and the output, so there is nothing
+to save on a ``ctx`` and no class to subclass, the forward stays an ordinary
+function that can be called and tested alone, and one user rule serves the
+recorded and the value-only sweeps alike. A ``bwd`` written with simplegrad
+operations works at every order; one that returns numpy arrays works at first
+order, and differentiating its result again raises ``NotDifferentiableError``.
+The jvp is derived from the vjp: ``J t`` is the gradient with respect to a
+fresh ``u`` of ``<bwd(u), t>`` (linear in ``u``), so forward mode and
+forward-over-reverse Hessians pass through custom functions too.
+
+``checkpoint(fn)`` records the block as one entry on its inputs and keeps none
+of its intermediates; its vjp re-runs ``fn`` and takes the gradient of the
+recomputed output with ``Ops.grad``. Every Variable the block reads must be one
+of its arguments, and the block must be deterministic (both are checked). Memory
+is saved by value-only backward passes (``create_graph=False``, ``backward()``):
+they hold one block's intermediates at a time. A recorded backward keeps the
+recomputed intermediates, since the gradient program refers to them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .errors import (
+    ArgumentError,
+    GraphError,
+    NotDifferentiableError,
+    ShapeError,
+)
+from .primitives.core import Primitive, shape_of, value_of
+from .tape import Ops
+from .variable import Variable
+
+# ---------------------------------------------------------------- shared machinery
+
+
+class _Custom:
+    """A function recorded as one entry of a dynamic primitive (base of both wrappers)."""
+
+    def __init__(self, fn: Callable, label: str):
+        if not callable(fn):
+            raise ArgumentError(f"{label}: expected a function, got {type(fn).__name__}")
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self._label = label
+        # cotangents of one entry, computed once and handed out input by input
+        self._memo: dict[tuple, list] = {}
+        self.primitive = Primitive(label, self._forward, [self._vjp], self._jvp, self._fmt, [],
+                                   variadic=True)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Record one entry on the Ops of the Variable arguments (arrays in, arrays out)."""
+        for k in kwargs:
+            if k.startswith("_"):
+                raise ArgumentError(f"{self._label}: keyword {k!r}: names starting with '_' "
+                                    "are reserved")
+        ops = next((x.ops for x in args if isinstance(x, Variable)), None)
+        if ops is None:     # no Variable: compute the value on a throwaway Ops
+            scratch = Ops()
+            with scratch.no_grad():
+                args = tuple(x if _is_number(x) else scratch.var(x) for x in args)
+                return self(*args, **kwargs).value
+        attrs = dict(kwargs)
+        attrs["_vars"] = tuple(i for i, x in enumerate(args) if isinstance(x, Variable))
+        attrs["_wrt"] = tuple(i for i, x in enumerate(args)
+                              if isinstance(x, Variable) and x.requires_grad)
+        return ops.apply(self.primitive, args, attrs)
+
+    def __repr__(self) -> str:
+        return f"<{self._label}>"
+
+    # ------------------------------------------------------------ the primitive's rules
+
+    def _forward(self, *values: Any, **attrs: Any) -> Any:
+        scratch = Ops()
+        with scratch.no_grad():
+            try:
+                y = self._fn(*_wrap(scratch, values, attrs["_vars"]), **_user(attrs))
+            except GraphError as e:
+                raise GraphError(f"{self._label}: {e}. The function sees its arguments as "
+                                 "Variables of a scratch Ops: pass every Variable it reads as "
+                                 "an argument") from e
+        return self._value(y)
+
+    def _vjp(self, o: Any, g: Any, out: Any, i: int, *inputs: Any, **attrs: Any) -> Any:
+        # the sweep asks input by input; compute every cotangent of this entry once
+        key = (id(g), id(out), *map(id, inputs))
+        entry = self._memo.get(key)
+        if entry is None:
+            cts = self._cotangents(o, g, out, inputs, attrs)
+            # (g, out, inputs) are kept so that the ids in the key stay theirs
+            entry = self._memo[key] = [cts, set(attrs["_wrt"]), (g, out, inputs)]
+        entry[1].discard(i)
+        if not entry[1]:
+            del self._memo[key]
+        return entry[0][i]
+
+    def _fmt(self, args: list[str], attrs: dict, render: Callable) -> str:
+        shown = args + [f"{k}={render(v, k)}" for k, v in attrs.items() if not k.startswith("_")]
+        return f"{self._label}({', '.join(shown)})"
+
+    def _value(self, y: Any) -> np.ndarray:
+        if isinstance(y, (tuple, list)):
+            raise ArgumentError(f"{self._label}: the function must return one array or Variable, "
+                                f"got a {type(y).__name__}")
+        v = value_of(y)
+        return v if hasattr(v, "shape") else np.asarray(v)
+
+    def _cotangents(self, o: Any, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
+        raise NotImplementedError
+
+    def _jvp(self, o: Any, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
+        raise NotImplementedError
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _user(attrs: dict) -> dict:
+    """The attributes the user passed (keyword arguments), without the bookkeeping ones."""
+    return {k: v for k, v in attrs.items() if not k.startswith("_")}
+
+
+def _release(scratch: Ops) -> None:
+    """Empty a scratch Ops' tape, so its arrays are freed now rather than by the cycle collector.
+
+    Variables point to their Ops and the Ops' tape points back to them: without this a
+    scratch tape (a recomputed block) would stay in memory until ``gc`` runs.
+    """
+    scratch._tape.clear()
+    scratch._marks.clear()
+
+
+def _wrap(scratch: Ops, values: tuple, positions: tuple) -> list:
+    """Values as unrecorded Variables of ``scratch`` at ``positions`` (where Variables were)."""
+    args = list(values)
+    for i in positions:
+        args[i] = scratch._unrecorded(values[i])
+    return args
+
+
+# ---------------------------------------------------------------- custom_vjp
+
+
+class CustomVJP(_Custom):
+    """A function whose gradient is a user rule: ``bwd(g, out, *inputs, **attrs)``."""
+
+    def __init__(self, fn: Callable):
+        super().__init__(fn, getattr(fn, "__name__", "custom"))
+        self._bwd: Callable | None = None
+        self._raw = Primitive(f"{self._label}_bwd", _raw_forward, [self._raw_rule],
+                              self._raw_rule, self._raw_fmt, [], variadic=True)
+
+    def defvjp(self, bwd: Callable) -> Callable:
+        """Attach the backward rule (usable as a decorator); returns ``bwd``."""
+        if not callable(bwd):
+            raise ArgumentError(f"{self._label}.defvjp: expected a function, got "
+                                f"{type(bwd).__name__}")
+        self._bwd = bwd
+        return bwd
+
+    def _cotangents(self, o: Any, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
+        if isinstance(o, Ops):
+            return self._call_bwd(o, g, out, inputs, _user(attrs))
+        scratch = Ops()
+        with scratch.no_grad():
+            cts = self._checked(self._run_bwd(scratch._unrecorded(g), scratch._unrecorded(out),
+                                              _wrap(scratch, inputs, attrs["_vars"]),
+                                              _user(attrs)), inputs)
+        return [None if c is None else np.asarray(value_of(c)) for c in cts]
+
+    def _run_bwd(self, g: Any, out: Any, inputs: Any, kw: dict) -> Any:
+        if self._bwd is None:
+            raise NotDifferentiableError(f"{self._label}: no backward rule; attach one with "
+                                         f"@{self._label}.defvjp")
+        return self._bwd(g, out, *inputs, **kw)
+
+    def _call_bwd(self, r: Ops, g: Variable, out: Variable, inputs: Any, kw: dict) -> list:
+        """The user's cotangents, recorded on ``r``; raw arrays go through the _bwd entry."""
+        cts = self._checked(self._run_bwd(g, out, inputs, kw), inputs)
+        for i, c in enumerate(cts):
+            recorded = isinstance(c, Variable) and c.ops is r and (
+                c.requires_grad or not g.requires_grad)
+            if c is not None and not recorded:
+                cts[i] = r.apply(self._raw, (g, out, *inputs),
+                                 {"ct": np.asarray(value_of(c)), "position": i})
+        return cts
+
+    def _checked(self, cts: Any, inputs: Any) -> list:
+        n = len(inputs)
+        if n == 1 and not isinstance(cts, (tuple, list)):
+            cts = (cts,)
+        if not isinstance(cts, (tuple, list)) or len(cts) != n:
+            got = len(cts) if isinstance(cts, (tuple, list)) else type(cts).__name__
+            raise ArgumentError(f"{self._label}: the backward rule must return {n} cotangent(s) "
+                                f"(one per input, None for none), got {got}")
+        for i, (c, x) in enumerate(zip(cts, inputs)):
+            if c is not None and shape_of(c) != shape_of(x):
+                raise ShapeError(f"{self._label}: the backward rule gave a cotangent of shape "
+                                 f"{shape_of(c)} for input {i} of shape {shape_of(x)}")
+        return list(cts)
+
+    def _jvp(self, o: Any, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
+        # J t = d/du <bwd(u), t>, with u a fresh zero cotangent (bwd is linear in u)
+        if all(t is None for t in ts):
+            return None
+        if isinstance(o, Ops):
+            return self._tangent(o, ts, out, inputs, attrs, True)
+        r = Ops()
+        try:
+            jt = self._tangent(r, ts, r._unrecorded(out), _wrap(r, inputs, attrs["_vars"]),
+                               attrs, False)
+            return None if jt is None else jt._value
+        finally:
+            _release(r)
+
+    def _tangent(self, r: Ops, ts: list, out: Variable, inputs: Any, attrs: dict,
+                 create_graph: bool) -> Variable | None:
+        u = r._leaf(np.zeros(out.shape, dtype=out.dtype), None, True, "zeros")
+        pairing = None
+        for c, t in zip(self._call_bwd(r, u, out, inputs, _user(attrs)), ts):
+            if c is not None and t is not None:
+                term = r.sum(r.mul(c, t))
+                pairing = term if pairing is None else r.add(pairing, term)
+        if pairing is None:
+            return None
+        jt = r.grad(pairing, u, create_graph=create_graph)
+        u.grad = None
+        return jt
+
+    # ------------------------------------------------------------ a backward made of raw arrays
+
+    def _raw_rule(self, *args: Any, **attrs: Any) -> Any:
+        raise NotDifferentiableError(
+            f"{self._label}: its backward rule returned numpy arrays instead of Variables, so its "
+            "gradient cannot be differentiated again (grad of grad, or a jvp through it); write "
+            "the backward with simplegrad operations on g, out and the inputs")
+
+    def _raw_fmt(self, args: list[str], attrs: dict, render: Callable) -> str:
+        return f"{self._label}_bwd({', '.join(args)})[{attrs['position']}]"
+
+
+def _raw_forward(*values: Any, ct: np.ndarray, position: int) -> np.ndarray:
+    return ct
+
+
+def custom_vjp(fn: Callable) -> CustomVJP:
+    """``fn`` as one recorded operation whose gradient is the rule given to ``.defvjp``."""
+    return CustomVJP(fn)
+
+
+# ---------------------------------------------------------------- checkpoint
+
+
+class _Gate:
+    """Closed while a checkpoint's own gradient is taken: its input entries stop the sweep."""
+
+    __slots__ = ("closed",)
+
+    def __init__(self) -> None:
+        self.closed = False
+
+
+_OPEN = _Gate()
+
+# The identity entry through which a recomputed block reads an input: the inner sweep
+# stops there (gate closed) instead of running on into the caller's graph, while later
+# sweeps pass through it (gate open), so the cotangents stay functions of the true inputs.
+_ENTER = Primitive(
+    "checkpoint_input", lambda x, gate: x,
+    [lambda o, g, out, x, gate: None if gate.closed else g],
+    lambda o, ts, out, x, gate: ts[0], "{0}", [])
+
+
+class Checkpoint(_Custom):
+    """A block recorded as one entry; its intermediates are recomputed by the backward sweep."""
+
+    def __init__(self, fn: Callable):
+        super().__init__(fn, f"checkpoint({getattr(fn, '__name__', 'block')})")
+
+    def _cotangents(self, o: Any, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
+        wrt = attrs["_wrt"]
+        gate = _Gate()
+        r, args = self._enter(o, inputs, attrs, wrt, gate)
+        recording = r is o
+        try:
+            y = self._recomputed(r, args, attrs, out)
+            cts: list = [None] * len(inputs)
+            if y is None:
+                return cts
+            targets = [args[i] for i in wrt]
+            gate.closed = True
+            try:
+                gs = r.grad(y, targets, seed=g, create_graph=recording)
+            finally:
+                gate.closed = False
+            for i, x, gx in zip(wrt, targets, gs):
+                x.grad = None
+                cts[i] = gx if recording else gx._value
+            return cts
+        finally:
+            if not recording:
+                _release(r)
+
+    def _jvp(self, o: Any, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
+        moving = tuple(i for i, t in enumerate(ts) if t is not None)
+        if not moving:
+            return None
+        r, args = self._enter(o, inputs, attrs, moving, _OPEN)
+        recording = r is o
+        try:
+            y = self._recomputed(r, args, attrs, out)
+            if y is None:
+                return None
+            ty = r.jvp(y, [args[i] for i in moving], [ts[i] for i in moving],
+                       create_graph=recording)
+            return ty if recording else ty._value
+        finally:
+            if not recording:
+                _release(r)
+
+    def _enter(self, o: Any, inputs: tuple, attrs: dict, positions: tuple,
+               gate: _Gate) -> tuple[Ops, list]:
+        """The Ops to recompute on and the block's arguments, fresh entries at ``positions``."""
+        if isinstance(o, Ops):
+            args = list(inputs)
+            for i in positions:
+                args[i] = o.apply(_ENTER, (inputs[i],), {"gate": gate})
+            return o, args
+        r = Ops()
+        args = _wrap(r, inputs, attrs["_vars"])
+        for i in positions:
+            args[i] = r._leaf(inputs[i], None, True, "seed")
+        return r, args
+
+    def _recomputed(self, r: Ops, args: list, attrs: dict, out: Any) -> Variable | None:
+        """The block re-run on ``args``; None when it does not depend on them."""
+        y = self._fn(*args, **_user(attrs))
+        if not isinstance(y, Variable):
+            self._value(y)
+            return None
+        if y.ops is not r:
+            raise GraphError(f"{self._label}: the block returned {y.name}, a Variable of "
+                             "another Ops")
+        if not np.allclose(y._value, value_of(out), rtol=1e-6, atol=1e-12, equal_nan=True):
+            raise GraphError(f"{self._label}: recomputing the block gave a different value than "
+                             "the forward pass; a checkpointed block must be deterministic")
+        return y if y.requires_grad else None
+
+
+def checkpoint(fn: Callable) -> Checkpoint:
+    """``fn`` recorded as one entry whose intermediates are recomputed when differentiated."""
+    return Checkpoint(fn)

@@ -1,0 +1,109 @@
+"""Well-defined programs whose naive gradients are NaN elsewhere get the mathematical answer.
+
+Conventions (README, "Safe gradients"): the untaken side of ``where`` contributes exactly zero
+even where its local derivative is infinite or undefined; the norm of a zero vector has
+subgradient 0; logsumexp over an all -inf slice has gradient 0. IEEE results stay where the
+mathematics itself is infinite (sqrt'(0) = inf). Each is checked at orders 1 and 2 against
+hand-derived values.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import simplegrad as sg
+
+X = np.array([0.0, 1.0, 4.0, -1.0])
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    # the forward values themselves may warn (sqrt(-1), log(0)); the gradients must not be nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+def test_where_sqrt_untaken_branch_is_zero_at_orders_1_and_2():
+    op = sg.Ops()
+    x = op.var(X)
+    y = op.where(x.value > 0, op.sqrt(x), 0.0).sum()
+    g = op.grad(y, x)
+    # d/dx sqrt(x) = 1 / (2 sqrt(x)) on the taken side, 0 elsewhere
+    np.testing.assert_array_equal(g.value, [0.0, 0.5, 0.25, 0.0])
+    h = op.grad(g.sum(), x)
+    # d2/dx2 sqrt(x) = -1 / (4 x^(3/2))
+    np.testing.assert_array_equal(h.value, [0.0, -0.25, -1 / 32, 0.0])
+
+
+def test_where_log_untaken_branch_with_infinite_value():
+    op = sg.Ops()
+    x = op.var(X)
+    g = op.grad(op.where(x.value > 0, op.log(x), 0.0).sum(), x)
+    np.testing.assert_array_equal(g.value, [0.0, 1.0, 0.25, 0.0])
+    h = op.grad(g.sum(), x)
+    np.testing.assert_array_equal(h.value, [0.0, -1.0, -1 / 16, 0.0])
+
+
+def test_where_mask_survives_elementwise_chain_and_other_branch():
+    # where(x > 0, 3 * sqrt(x) ** 3, x * 2): the untaken sides of both branches are masked
+    op = sg.Ops()
+    x = op.var(X)
+    y = op.where(x.value > 0, op.sqrt(x) ** 3 * 3.0, x * 2.0).sum()
+    g = op.grad(y, x)
+    expected = np.where(X > 0, 4.5 * np.sqrt(np.maximum(X, 0)), 2.0)
+    np.testing.assert_allclose(g.value, expected, rtol=1e-15)
+
+
+def test_sqrt_at_zero_keeps_ieee_inf():
+    op = sg.Ops()
+    x = op.var(0.0)
+    assert np.isinf(op.grad(op.sqrt(x), x).value)
+
+
+def test_naive_overflow_stays_nan_not_silently_zero():
+    # log(1 + exp(800)) overflows in the forward: its gradient must not become a silent 0
+    op = sg.Ops()
+    x = op.var(800.0)
+    assert np.isnan(op.grad(op.log(1.0 + op.exp(x)), x).value)
+
+
+def test_where_untaken_branch_in_value_only_sweep():
+    op = sg.Ops()
+    x = op.var(X)
+    g = op.grad(op.where(x.value > 0, op.sqrt(x), 0.0).sum(), x, create_graph=False)
+    np.testing.assert_array_equal(g.value, [0.0, 0.5, 0.25, 0.0])
+    assert len(op.tape) == 3
+
+
+def test_where_forward_mode_selects_tangents():
+    op = sg.Ops()
+    x = op.var(X)
+    y = op.where(x.value > 0, op.sqrt(x), 0.0)
+    t = op.jvp(y, x, np.ones(4))
+    np.testing.assert_array_equal(t.value, [0.0, 0.5, 0.25, 0.0])
+
+
+def test_norm_of_zero_vector_has_zero_subgradient_at_orders_1_and_2():
+    op = sg.Ops()
+    x = op.var(np.zeros(3))
+    g = op.grad(op.norm(x), x)
+    np.testing.assert_array_equal(g.value, np.zeros(3))
+    h = op.grad(g.sum(), x)
+    np.testing.assert_array_equal(h.value, np.zeros(3))
+
+
+def test_logsumexp_all_minus_inf_has_zero_gradient_at_orders_1_and_2():
+    op = sg.Ops()
+    x = op.var(np.array([[-np.inf, -np.inf], [0.0, np.log(3.0)]]))
+    y = op.logsumexp(x, axis=1)
+    assert y.value[0] == -np.inf
+    g = op.grad((y * np.array([1.0, 2.0])).sum(), x)    # the -inf row has cotangent 1
+    # softmax of the finite row is [1/4, 3/4]; the -inf row gets exactly 0
+    np.testing.assert_allclose(g.value, [[0.0, 0.0], [0.5, 1.5]], rtol=1e-15)
+    h = op.grad(g[1, 0], x)
+    # d/dx (2 p0) = 2 p0 (e0 - p)  ->  [2/4 * 3/4, -2/4 * 3/4] on the finite row
+    np.testing.assert_allclose(h.value, [[0.0, 0.0], [0.375, -0.375]], rtol=1e-14)

@@ -1,0 +1,72 @@
+"""The sweeps' bookkeeping: where they stop, what they leave behind when a rule fails."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import simplegrad as sg
+from simplegrad.primitives.core import Case, Primitive
+
+
+def test_grad_does_not_sweep_entries_older_than_every_wrt():
+    op = sg.Ops()
+    a = op.var(np.array([1.0, 2.0]))
+    b = (a * 3.0).sin()                 # older than x: cannot lie on a path from x
+    x = op.var(np.array([0.5, 0.25]))
+    L = (b * x).sum()
+    before = len(op.tape)
+    gx = op.grad(L, x)
+    np.testing.assert_allclose(gx.value, np.sin(np.array([3.0, 6.0])))
+    # sum's expand and mul's two cotangents (g * x for b, g * b for x); nothing for sin or a * 3
+    assert len(op.tape) - before == 3
+    assert [e.prim.name for e in op.tape[before:]] == ["expand", "mul", "mul"]
+
+
+def test_jvp_records_only_entries_that_lead_to_y():
+    op = sg.Ops()
+    x = op.var(np.array([0.1, 0.2]))
+    side = (x * 5.0).exp().sum()        # depends on x but does not lead to y
+    y = (x * 2.0).sum()
+    before = len(op.tape)
+    t = op.jvp(y, x, np.ones(2))
+    assert t.value == pytest.approx(4.0)
+    assert side.prim is not None
+    assert len(op.tape) - before == 2   # mul's tangent and sum's tangent only
+
+
+def _failing_primitive() -> Primitive:
+    def vjp(o, g, out, x):
+        o.mul(g, 2.0)                   # records an entry, then fails
+        raise RuntimeError("rule failed")
+    return Primitive("fails", lambda x: x * 1.0, [vjp], None, "{0}.fails()", [Case(((),))])
+
+
+def test_failed_sweep_leaves_tape_marks_and_counter_unchanged():
+    op = sg.Ops()
+    x = op.var(np.array([1.0, 2.0]))
+    y = op.apply(_failing_primitive(), [x * 3.0]).sum()
+    text, entries, counter = op.format_trace(), len(op.tape), op._next
+    with pytest.raises(RuntimeError, match="rule failed"):
+        op.grad(y, x)
+    assert (op.format_trace(), len(op.tape), op._next) == (text, entries, counter)
+    assert x.grad is None
+    assert (x * 1.0).name == f"v{counter}"
+
+
+@pytest.mark.parametrize("create_graph", [True, False])
+def test_sweeps_restore_the_garbage_collector(create_graph):
+    op = sg.Ops()
+    x = op.var(np.ones(3))
+    assert gc.isenabled()
+    op.grad((x * x).sum(), x, create_graph=create_graph)
+    op.jvp((x * x).sum(), x, np.ones(3), create_graph=create_graph)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        op.grad((x * x).sum(), x)
+        assert not gc.isenabled()       # a caller's choice is kept too
+    finally:
+        gc.enable()
