@@ -14,8 +14,9 @@ A Variable argument enters ``f`` through one identity entry,
 ``x.reshape(x.shape)``. Derivatives are taken with respect to that entry, so
 they count only the paths through ``f``'s use of its argument and not a
 closure's use of the same Variable (``grad(lambda y: x * y)(x)`` is ``x``,
-not ``2 * x``). The reverse sweep still continues past the entry into the
-caller's graph; those extra gradient entries are recorded but unused.
+not ``2 * x``). The reverse sweep stops at that entry (``Ops.grad`` never
+sweeps entries older than its oldest ``wrt``), so the caller's graph is not
+differentiated again.
 Arguments not named by ``argnums`` reach ``f`` unchanged (arrays stay arrays).
 """
 
