@@ -21,7 +21,7 @@ from .errors import (
     SimplegradError,
 )
 from .primitives import REGISTRY, ElementwiseOps, LinalgOps, ReduceOps, ShapeOps
-from .primitives.core import ZERO_MASK, Primitive, dtype_of, value_of
+from .primitives.core import Primitive, dtype_of, value_of
 from .variable import Variable
 
 _new = object.__new__
@@ -57,6 +57,9 @@ class _Sparse:
 
 class _Primitives(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
     """Every primitive as a method, plus the generic form; subclasses say what _apply does."""
+
+    # during a reverse sweep: where the cotangent being pulled back is zero by construction
+    _zero_mask: np.ndarray | None = None
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
               name: str | None = None) -> Any:
@@ -342,7 +345,7 @@ class Ops(_Primitives):
                 seed_var = seed if isinstance(seed, Variable) else self._leaf(
                     seed_value, None, True, "seed")
             else:
-                o = VALUES
+                o = ValueOps()      # its own, so the sweep's zero mask is nobody else's
                 seed_var = seed_value
             grads = self._sweep(o, L, seed_var, recording, stop)
             if recording:
@@ -359,15 +362,15 @@ class Ops(_Primitives):
         state = (len(self._tape), len(self._marks), self._next)
         collecting = gc.isenabled()
         gc.disable()
-        outer_mask = ZERO_MASK[0]       # a sweep nested in a rule starts with no mask
-        ZERO_MASK[0] = None
+        outer_mask = self._zero_mask    # a sweep nested in a rule starts with no mask
+        self._zero_mask = None
         try:
             yield
         except BaseException:
             self._rollback(*state)
             raise
         finally:
-            ZERO_MASK[0] = outer_mask
+            self._zero_mask = outer_mask
             if collecting:
                 gc.enable()
 
@@ -406,7 +409,7 @@ class Ops(_Primitives):
                 m = masks.get(out) if masks else None
                 special = m is not None or prim.zero_masks is not None
                 if m is not None:
-                    ZERO_MASK[0] = m
+                    o._zero_mask = m
                 cts = []
                 for i, x in enumerate(inputs):
                     if type(x) is not Variable or not x.requires_grad:
@@ -427,7 +430,7 @@ class Ops(_Primitives):
                         ct = o.cast(ct, x._value.dtype)
                     cts.append((x, ct, _input_mask(prim, attrs, i, m, x, out) if special else None))
                 if m is not None:
-                    ZERO_MASK[0] = None
+                    o._zero_mask = None
                 for x, ct, mask in cts:    # all cotangents first, then accumulate in input order
                     old = grads.get(x)
                     if old is None:

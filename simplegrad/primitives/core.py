@@ -154,9 +154,6 @@ def _one(axes: tuple) -> int | tuple:
 
 # ---------------------------------------------------------------- structural zeros
 
-ZERO_MASK: list = [None]    # during a reverse sweep: where the current cotangent is known zero
-
-
 def zero_masked(o: Any, c: Any, mask: np.ndarray) -> Any:
     """c with exact zeros where ``mask`` holds, recorded only if c is not already zero there.
 

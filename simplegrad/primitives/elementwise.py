@@ -8,7 +8,7 @@ is locally constant, so it is exact at every order.
 
 Structural zeros: ``where`` declares which entries of its inputs' cotangents are
 zero by construction (the untaken side). The reverse sweep carries that mask
-down through elementwise entries of the same shape (``ZERO_MASK``), and their
+down through elementwise entries of the same shape (``o._zero_mask``), and their
 vjps keep those entries exactly zero, even where the local derivative is
 infinite or undefined (``sqrt`` or ``log`` at 0 on the untaken side). Where the
 cotangent is not structurally zero, IEEE results stand: the gradient of
@@ -27,7 +27,6 @@ from .core import (
     ANY,
     NONZERO,
     POSITIVE,
-    ZERO_MASK,
     Case,
     Primitive,
     Sampler,
@@ -49,7 +48,7 @@ BINARY = [Case(((), ())), Case(((3,), (3,))), Case(((3, 1), (1, 4))),
 def _vjp_rule(rule: Callable, i: int, nin: int) -> Callable:
     def vjp(o, g, out, *xs, **attrs):
         c = rule(o, g, out, *xs, **attrs)
-        mask = ZERO_MASK[0]
+        mask = o._zero_mask
         if mask is not None:
             c = zero_masked(o, c, mask)
         if nin == 1:
