@@ -10,10 +10,9 @@ Run: python benchmarks/higher_order.py [--n 100] [--repeat 15]
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
+from timing import interleaved_medians
 
 import simplegrad as sg
 
@@ -23,19 +22,6 @@ def make_f(A: np.ndarray):
     def f(x):
         return (A @ x).tanh().sum() ** 2
     return f
-
-
-def interleaved_medians(runs: dict, repeat: int) -> dict:
-    """Median time of each run, measured round-robin."""
-    for fn in runs.values():    # warm up
-        fn()
-    times = {label: [] for label in runs}
-    for _ in range(repeat):
-        for label, fn in runs.items():
-            t0 = time.perf_counter()
-            fn()
-            times[label].append(time.perf_counter() - t0)
-    return {label: statistics.median(ts) for label, ts in times.items()}
 
 
 def main() -> None:

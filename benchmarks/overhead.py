@@ -9,10 +9,9 @@ Run: python benchmarks/overhead.py [--ops 1000] [--repeat 15]
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
+from timing import interleaved_medians
 
 import simplegrad as sg
 
@@ -46,19 +45,6 @@ def chain(x, n: int, lib=np):
 def chain_sg(x, n: int):
     """The chain on a simplegrad Variable."""
     return chain(x, n, _Methods)
-
-
-def interleaved_medians(runs: dict, repeat: int) -> dict:
-    """Median time of each run, measured round-robin so machine noise hits all alike."""
-    for fn in runs.values():    # warm up
-        fn()
-    times = {label: [] for label in runs}
-    for _ in range(repeat):
-        for label, fn in runs.items():
-            t0 = time.perf_counter()
-            fn()
-            times[label].append(time.perf_counter() - t0)
-    return {label: statistics.median(ts) for label, ts in times.items()}
 
 
 def main() -> None:

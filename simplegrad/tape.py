@@ -210,7 +210,7 @@ class Ops(_Primitives):
             value = np.asarray(value)
         if not self._recording:
             return self._unrecorded(value)
-        out = _new(Variable)
+        out = _new(Variable)        # _bare's work inlined: this is the hot path
         out._value = value
         out.ops = self
         if name is None:
