@@ -1,4 +1,16 @@
-"""The primitive families and their registry; each primitive is declared once, in its family."""
+"""The primitive families, their registry, and the two objects rules compute with.
+
+Rules call primitives as methods of ``o``: the recording ``Ops`` (simplegrad.tape) or a
+``ValueOps``, which runs the same methods on plain numpy values and records nothing.
+Both share ``PrimitiveMethods``: every primitive as a method, plus ``apply``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 
 from .core import REGISTRY, Case, Primitive, register
 from .elementwise import ElementwiseOps
@@ -6,5 +18,34 @@ from .linalg import LinalgOps
 from .reduce import ReduceOps
 from .shape import ShapeOps
 
-__all__ = ["REGISTRY", "Case", "Primitive", "register", "ElementwiseOps", "LinalgOps",
-           "ReduceOps", "ShapeOps"]
+__all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "ValueOps",
+           "VALUES"]
+
+
+class PrimitiveMethods(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
+    """Every primitive as a method, plus the generic form; subclasses say what _apply does."""
+
+    # during a reverse sweep: where the cotangent being pulled back is zero by construction
+    _zero_mask: np.ndarray | None = None
+
+    def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
+              name: str | None = None) -> Any:
+        """Run ``prim`` on ``inputs`` with ``attrs`` (the generic form of every method)."""
+        return self._apply(prim, tuple(inputs), attrs or None, name)
+
+
+class ValueOps(PrimitiveMethods):
+    """The same primitive methods run on plain numpy values: nothing is recorded."""
+
+    def _apply(self, prim: Primitive, inputs: tuple, attrs: dict | None, name: str | None):
+        return prim.forward(*inputs, **attrs) if attrs else prim.forward(*inputs)
+
+    def _condition(self, cond: Any) -> Any:
+        return cond
+
+
+for _prim in REGISTRY.values():
+    if _prim.plain:     # skip the method and _apply layers when only values are wanted
+        setattr(ValueOps, _prim.name, staticmethod(_prim.forward))
+
+VALUES = ValueOps()
