@@ -55,7 +55,7 @@ class Sweeps:
         # entries older than every wrt cannot lie on a path from them: stop there
         stop = min((w._pos if w.prim is None else w._pos + 1 for w in targets),
                    default=len(self._tape))
-        grads = self._reverse(L, seed, recording, stop)
+        grads = self._reverse(L, seed, recording, stop, keep=set(targets))
         out = []
         for w in targets:
             g = grads.get(w)
@@ -71,7 +71,7 @@ class Sweeps:
         """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""
         self._check_target("backward", L)
         recording = bool(create_graph) and self._recording
-        grads = self._reverse(L, seed, recording, 0)
+        grads = self._reverse(L, seed, recording, 0, keep=set())   # leaves are never swept
         for v, g in grads.items():
             if v.prim is not None or not v.requires_grad:
                 continue
@@ -82,7 +82,8 @@ class Sweeps:
             else:
                 v.grad = self._unrecorded(v.grad._value + g, f"d{L.name}_d{v.name}")
 
-    def _reverse(self, L: Variable, seed: Any, recording: bool, stop: int) -> dict:
+    def _reverse(self, L: Variable, seed: Any, recording: bool, stop: int,
+                 keep: set | None = None) -> dict:
         seed_value = self._seed_value("grad", L, seed)
         with self._sweeping():
             if recording:
@@ -93,7 +94,8 @@ class Sweeps:
             else:
                 o = ValueOps()      # its own, so the sweep's zero mask is nobody else's
                 seed_var = seed_value
-            grads = self._sweep(o, L, seed_var, recording, stop)
+            grads = self._sweep(o, L, seed_var, recording, stop,
+                                None if recording else keep)
             if recording:
                 self._mark("grad_end", (L, list(grads.items())))
         return grads
@@ -131,7 +133,8 @@ class Sweeps:
         if self.echo:
             render.echo(self, self._marks[-1])
 
-    def _sweep(self, o: Any, L: Variable, seed: Any, recording: bool, stop: int) -> dict:
+    def _sweep(self, o: Any, L: Variable, seed: Any, recording: bool, stop: int,
+               keep: set | None = None) -> dict:
         """The reverse sweep: entries leading to L, newest first, each input's cotangent."""
         grads: dict[Variable, Any] = {L: seed}
         masks: dict[Variable, np.ndarray] = {}   # cotangent entries that are zero by construction
@@ -139,9 +142,16 @@ class Sweeps:
         if L.prim is not None:
             for pos in range(L._pos, stop - 1, -1):
                 out = tape[pos]
-                g = grads.get(out)
-                if g is None:
-                    continue
+                if keep is None:
+                    g = grads.get(out)
+                    if g is None:
+                        continue
+                else:               # values only: free each cotangent once it is pulled back
+                    g = grads.pop(out, None)
+                    if g is None:
+                        continue
+                    if out in keep:
+                        grads[out] = g
                 if type(g) is _Sparse:
                     g = grads[out] = self._densify(o, g)
                 prim = out.prim
