@@ -159,6 +159,13 @@ class Sweeps:
                 attrs = out.attrs
                 if recording:
                     args, outv = inputs, out
+                elif len(inputs) == 1:      # (the input of a recorded unary op is a Variable)
+                    args, outv = (inputs[0]._value,), out._value
+                elif len(inputs) == 2:
+                    a, b = inputs
+                    args = (a._value if type(a) is Variable else a,
+                            b._value if type(b) is Variable else b)
+                    outv = out._value
                 else:
                     args = [x._value if type(x) is Variable else x for x in inputs]
                     outv = out._value
