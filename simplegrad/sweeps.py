@@ -183,7 +183,7 @@ class Sweeps:
                     if prim.variadic:
                         ct = prim.vjp[0](o, g, outv, i, *args, **(attrs or {}))
                     else:
-                        rule = prim.vjp[i]
+                        rule = prim.vjp[i] if m is None else (prim.vjp_masked or prim.vjp)[i]
                         if rule is None:
                             continue
                         ct = rule(o, g, outv, *args, **attrs) if attrs else rule(o, g, outv, *args)

@@ -40,7 +40,7 @@ class Primitive:
 
     __slots__ = ("name", "forward", "vjp", "jvp", "fmt", "cases", "domain", "variadic",
                  "sparse_vjp", "tol", "plain", "zero_masks", "elementwise",
-                 "__weakref__")
+                 "vjp_masked", "__weakref__")
 
     def __init__(self, name: str, forward: Callable, vjp: Sequence, jvp: Callable | None,
                  fmt: str | Callable, cases: Sequence[Case], domain: tuple | None = None,
@@ -63,6 +63,8 @@ class Primitive:
         # zero_masks(attrs, i): where input i's cotangent is zero by construction (bool array)
         self.zero_masks = zero_masks
         self.elementwise = elementwise   # same-shape inputs keep the cotangent's zero mask
+        # vjp rules that also zero the entries o._zero_mask marks (elementwise primitives)
+        self.vjp_masked: tuple | None = None
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

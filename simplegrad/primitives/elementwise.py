@@ -9,10 +9,11 @@ is locally constant, so it is exact at every order.
 Structural zeros: ``where`` declares which entries of its inputs' cotangents are
 zero by construction (the untaken side). The reverse sweep carries that mask
 down through elementwise entries of the same shape (``o._zero_mask``), and their
-vjps keep those entries exactly zero, even where the local derivative is
-infinite or undefined (``sqrt`` or ``log`` at 0 on the untaken side). Where the
-cotangent is not structurally zero, IEEE results stand: the gradient of
-``sqrt`` at 0 is ``inf``. Forward mode needs nothing: ``where`` selects tangents.
+masked vjps (``Primitive.vjp_masked``, used only there) keep those entries
+exactly zero, even where the local derivative is infinite or undefined
+(``sqrt`` or ``log`` at 0 on the untaken side). Where the cotangent is not
+structurally zero, IEEE results stand: the gradient of ``sqrt`` at 0 is
+``inf``. Forward mode needs nothing: ``where`` selects tangents.
 """
 
 from __future__ import annotations
@@ -46,15 +47,21 @@ BINARY = [Case(((), ())), Case(((3,), (3,))), Case(((3, 1), (1, 4))),
 
 
 def _vjp_rule(rule: Callable, i: int, nin: int) -> Callable:
+    if nin == 1:
+        return rule
+
     def vjp(o, g, out, *xs, **attrs):
         c = rule(o, g, out, *xs, **attrs)
-        mask = o._zero_mask
-        if mask is not None:
-            c = zero_masked(o, c, mask)
-        if nin == 1:
-            return c
         shape = xs[i].shape     # inputs that get cotangents are Variables or arrays
         return c if c.shape == shape else unbroadcast(o, c, shape)
+    return vjp
+
+
+def _masked_vjp_rule(rule: Callable, i: int, nin: int) -> Callable:
+    """The vjp used below a ``where``: zero where ``o._zero_mask`` holds, then unbroadcast."""
+    def vjp(o, g, out, *xs, **attrs):
+        c = zero_masked(o, rule(o, g, out, *xs, **attrs), o._zero_mask)
+        return c if nin == 1 else unbroadcast(o, c, xs[i].shape)
     return vjp
 
 
@@ -78,9 +85,11 @@ def elementwise(name: str, forward: Callable, fmt: str, d: Sequence[Callable],
         cases = UNARY if nin == 1 else BINARY
     if callable(domain):
         domain = (domain,) * nin
-    return register(Primitive(
+    prim = Primitive(
         name, forward, [_vjp_rule(r, i, nin) for i, r in enumerate(d)], _jvp_rule(d),
-        fmt, cases, domain=domain, plain=plain, zero_masks=zero_masks, elementwise=True))
+        fmt, cases, domain=domain, plain=plain, zero_masks=zero_masks, elementwise=True)
+    prim.vjp_masked = tuple(_masked_vjp_rule(r, i, nin) for i, r in enumerate(d))
+    return register(prim)
 
 # ---------------------------------------------------------------- arithmetic
 
