@@ -36,3 +36,4 @@ def test_readme_examples_run_in_order():
     assert "[0.   0.5  0.25 0.  ]" in printed
     assert "dv3_dv0 = v10" in printed
     assert "8 (3, 3)" in printed
+    assert "[0.66666667 0.5       ]" in printed
