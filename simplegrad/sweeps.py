@@ -33,7 +33,6 @@ class _Sparse:
         self.shape = shape
 
 
-
 class Sweeps:
     """The differentiation half of ``Ops`` (a mixin: the tape and recording live in tape.py)."""
 
