@@ -141,16 +141,6 @@ def _user(attrs: dict) -> dict:
     return {k: v for k, v in attrs.items() if not k.startswith("_")}
 
 
-def _release(scratch: Ops) -> None:
-    """Empty a scratch Ops' tape, so its arrays are freed now rather than by the cycle collector.
-
-    Variables point to their Ops and the Ops' tape points back to them: without this a
-    scratch tape (a recomputed block) would stay in memory until ``gc`` runs.
-    """
-    scratch._tape.clear()
-    scratch._marks.clear()
-
-
 def _wrap(scratch: Ops, values: tuple, positions: tuple) -> list:
     """Values as unrecorded Variables of ``scratch`` at ``positions`` (where Variables were)."""
     args = list(values)
@@ -232,7 +222,7 @@ class CustomVJP(_Custom):
                                attrs, False)
             return None if jt is None else jt._value
         finally:
-            _release(r)
+            r.release()
 
     def _tangent(self, r: Ops, ts: list, out: Variable, inputs: Any, attrs: dict,
                  create_graph: bool) -> Variable | None:
@@ -320,7 +310,7 @@ class Checkpoint(_Custom):
             return cts
         finally:
             if not recording:
-                _release(r)
+                r.release()
 
     def _jvp(self, o: Any, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
         moving = tuple(i for i, t in enumerate(ts) if t is not None)
@@ -337,7 +327,7 @@ class Checkpoint(_Custom):
             return ty if recording else ty._value
         finally:
             if not recording:
-                _release(r)
+                r.release()
 
     def _enter(self, o: Any, inputs: tuple, attrs: dict, positions: tuple,
                gate: _Gate) -> tuple[Ops, list]:

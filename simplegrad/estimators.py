@@ -103,7 +103,10 @@ def divergence(f: Callable[[Variable], Variable], x: Any, method: Method = "exac
         est = _hutchinson(products, n, samples, np.random.default_rng(rng), "rademacher")
     else:
         est = _hutchpp(products, values, n, samples, np.random.default_rng(rng))
-    return est if recorded else float(est)
+    if recorded:
+        return est
+    op.release()    # our own tape: free it now rather than at the next cyclic collection
+    return float(est)
 
 # ---------------------------------------------------------------- estimators
 

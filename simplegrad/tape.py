@@ -69,6 +69,28 @@ class Ops(Sweeps, PrimitiveMethods):
         """Print the trace with rich colours (forward, gradient blocks, accumulations)."""
         render.print_rich(self, console)
 
+    def release(self) -> None:
+        """Forget the recorded history so its memory returns now; Variables keep their values.
+
+        An Ops and its Variables refer to each other, so a dropped tape is otherwise freed only
+        by Python's cyclic garbage collector, which counts objects, not bytes. Afterwards every
+        Variable of this Ops is a leaf (no history) and the trace is empty.
+        """
+        for v in self._tape:
+            v.prim, v.inputs, v.attrs, v._pos = None, (), None, 0
+        for _, kind, payload in self._marks:
+            if kind in ("leaf", "seed", "zeros", "detach"):
+                (payload[0] if kind == "detach" else payload)._pos = 0
+        self._tape.clear()
+        self._marks.clear()
+        self._accumulations.clear()
+
+    def __enter__(self) -> Ops:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
     @contextmanager
     def no_grad(self) -> Iterator[None]:
         """Within the block, primitives compute values and record nothing."""

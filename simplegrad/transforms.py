@@ -25,7 +25,8 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import numpy as np
@@ -58,12 +59,13 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0) -> Callable:
     @functools.wraps(f)
     def value_and_grad_f(*args: Any) -> tuple[Result, Any]:
         ops, nested = _context("grad", args)
-        nums = _resolve("grad", argnums, len(args))
-        call, xs = _primals(ops, args, nums)
-        y = _scalar("grad", _output("grad", ops, f(*call)))
-        gs = ops.grad(y, xs, create_graph=nested)
-        gs = tuple(_result(nested, g) for g in gs)
-        return _result(nested, y), gs[0] if single else gs
+        with _own(ops, nested):
+            nums = _resolve("grad", argnums, len(args))
+            call, xs = _primals(ops, args, nums)
+            y = _scalar("grad", _output("grad", ops, f(*call)))
+            gs = ops.grad(y, xs, create_graph=nested)
+            gs = tuple(_result(nested, g) for g in gs)
+            return _result(nested, y), gs[0] if single else gs
     return value_and_grad_f
 
 
@@ -102,12 +104,13 @@ def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple[Result, Resu
             raise ShapeError(f"jvp: tangent {i} has shape {vshape} but its primal has shape "
                              f"{xshape}")
     ops, nested = _context("jvp", (*xs, *vs))
-    call, prims = _primals(ops, xs, range(len(xs)))
-    y = _output("jvp", ops, f(*call))
-    if not prims:
-        return _result(nested, y), _result(nested, ops._zeros(y, nested))
-    t = ops.jvp(y, prims, list(vs), create_graph=nested)
-    return _result(nested, y), _result(nested, t)
+    with _own(ops, nested):
+        call, prims = _primals(ops, xs, range(len(xs)))
+        y = _output("jvp", ops, f(*call))
+        if not prims:
+            return _result(nested, y), _result(nested, ops._zeros(y, nested))
+        t = ops.jvp(y, prims, list(vs), create_graph=nested)
+        return _result(nested, y), _result(nested, t)
 
 
 def jacobian(f: Callable, argnums: ArgNums = 0,
@@ -126,13 +129,14 @@ def jacobian(f: Callable, argnums: ArgNums = 0,
     @functools.wraps(f)
     def jacobian_f(*args: Any) -> Any:
         ops, nested = _context("jacobian", args)
-        nums = _resolve("jacobian", argnums, len(args))
-        call, xs = _primals(ops, args, nums)
-        y = _output("jacobian", ops, f(*call))
-        n_in = sum(x.size for x in xs)
-        forward = mode == "fwd" or (mode == "auto" and n_in < y.size)
-        jacs = _jac_fwd(ops, y, xs, nested) if forward else _jac_rev(ops, y, xs, nested)
-        return jacs[0] if single else tuple(jacs)
+        with _own(ops, nested):
+            nums = _resolve("jacobian", argnums, len(args))
+            call, xs = _primals(ops, args, nums)
+            y = _output("jacobian", ops, f(*call))
+            n_in = sum(x.size for x in xs)
+            forward = mode == "fwd" or (mode == "auto" and n_in < y.size)
+            jacs = _jac_fwd(ops, y, xs, nested) if forward else _jac_rev(ops, y, xs, nested)
+            return jacs[0] if single else tuple(jacs)
     return jacobian_f
 
 
@@ -148,11 +152,12 @@ def hessian(f: Callable, argnums: int = 0) -> Callable:
     @functools.wraps(f)
     def hessian_f(*args: Any) -> Result:
         ops, nested = _context("hessian", args)
-        nums = _resolve("hessian", argnums, len(args))
-        call, (x,) = _primals(ops, args, nums)
-        y = _scalar("hessian", _output("hessian", ops, f(*call)))
-        g = ops.grad(y, x, create_graph=True)
-        return _jac_fwd(ops, g, [x], nested)[0]
+        with _own(ops, nested):
+            nums = _resolve("hessian", argnums, len(args))
+            call, (x,) = _primals(ops, args, nums)
+            y = _scalar("hessian", _output("hessian", ops, f(*call)))
+            g = ops.grad(y, x, create_graph=True)
+            return _jac_fwd(ops, g, [x], nested)[0]
     return hessian_f
 
 
@@ -163,10 +168,11 @@ def hvp(f: Callable, x: Any, v: Any) -> Result:
     if xshape != vshape:
         raise ShapeError(f"hvp: v has shape {vshape} but x has shape {xshape}")
     ops, nested = _context("hvp", (x, v))
-    call, (xv,) = _primals(ops, (x,), (0,))
-    y = _scalar("hvp", _output("hvp", ops, f(*call)))
-    g = ops.grad(y, xv, create_graph=True)
-    return _result(nested, ops.jvp(g, xv, v, create_graph=nested))
+    with _own(ops, nested):
+        call, (xv,) = _primals(ops, (x,), (0,))
+        y = _scalar("hvp", _output("hvp", ops, f(*call)))
+        g = ops.grad(y, xv, create_graph=True)
+        return _result(nested, ops.jvp(g, xv, v, create_graph=nested))
 
 
 def derivative(f: Callable, order: int = 1) -> Callable:
@@ -183,12 +189,13 @@ def derivative(f: Callable, order: int = 1) -> Callable:
     @functools.wraps(f)
     def derivative_f(x: Any) -> Result:
         ops, nested = _context("derivative", (x,))
-        call, (xv,) = _primals(ops, (x,), (0,))
-        y = _output("derivative", ops, f(*call))
-        ones = np.ones(xv.shape, dtype=xv.dtype)
-        for k in range(order):
-            y = ops.jvp(y, xv, ones, create_graph=nested or k < order - 1)
-        return _result(nested, y)
+        with _own(ops, nested):
+            call, (xv,) = _primals(ops, (x,), (0,))
+            y = _output("derivative", ops, f(*call))
+            ones = np.ones(xv.shape, dtype=xv.dtype)
+            for k in range(order):
+                y = ops.jvp(y, xv, ones, create_graph=nested or k < order - 1)
+            return _result(nested, y)
     return derivative_f
 
 
@@ -264,6 +271,16 @@ def _context(fname: str, args: Sequence[Any]) -> tuple[Ops, bool]:
         raise GraphError(f"{fname}: the Ops of {first.name} is not recording (inside no_grad); "
                          "a transform of Variables must record its derivative")
     return ops, True
+
+
+@contextmanager
+def _own(ops: Ops, nested: bool) -> Iterator[None]:
+    """Release a transform's own Ops when it is done (results are copied out as arrays)."""
+    try:
+        yield
+    finally:
+        if not nested:
+            ops.release()
 
 
 def _primals(ops: Ops, args: Sequence[Any], nums: Sequence[int]) -> tuple[list, list[Variable]]:

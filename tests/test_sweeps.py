@@ -94,3 +94,50 @@ def test_value_only_backward_frees_cotangents_as_it_goes(how):
     assert np.all(np.isfinite(g.value))
     # 200 swept entries: keeping every cotangent would peak near 80 MB; a few arrays suffice
     assert peak < 10 * x.value.nbytes, f"peak {peak / 1e6:.1f} MB"
+
+
+def test_release_frees_a_finished_tape_at_once():
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        for _ in range(5):
+            with sg.Ops() as op:
+                x = op.var(np.ones(250_000))          # 2 MB per array, ~40 arrays per step
+                y = x
+                for _ in range(20):
+                    y = (y * 0.5).sin()
+                g = op.grad(y.sum(), x, create_graph=False)
+            assert len(op.tape) == 0 and op.format_trace() == ""
+        live = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    # without release each step's tape is cyclic garbage (80 MB a step) until gc runs
+    assert live < 20e6, f"{live / 1e6:.0f} MB still live"
+    np.testing.assert_allclose(g.value[:3], g.value[0])
+
+
+def test_released_variables_are_leaves_that_still_work():
+    op = sg.Ops()
+    x = op.var(np.array([1.0, 2.0]))
+    y = (x * 3.0).sin()
+    op.release()
+    assert y.is_leaf and x.is_leaf
+    np.testing.assert_allclose(y.value, np.sin([3.0, 6.0]))
+    z = (y * y).sum()                                  # new history on the same Ops
+    np.testing.assert_allclose(op.grad(z, y).value, 2 * np.sin([3.0, 6.0]))
+    assert op.grad(z, x).value.tolist() == [0.0, 0.0]  # history before release is gone
+
+
+def test_transforms_release_their_own_ops():
+    import gc
+    gc.collect()
+    gc.disable()
+    try:
+        before = sum(isinstance(o, sg.Variable) for o in gc.get_objects())
+        for _ in range(3):
+            sg.hessian(lambda v: (v ** 3).sum())(np.arange(4.0))
+            sg.grad(lambda v: (v.sin() * v).sum())(np.arange(4.0))
+        after = sum(isinstance(o, sg.Variable) for o in gc.get_objects())
+    finally:
+        gc.enable()
+    assert after - before < 10
