@@ -59,15 +59,15 @@ def main() -> None:
         chain(x0, n)
 
     def forward():
-        op = sg.Ops()
-        x = op.var(x0)
-        chain_sg(x, n).sum()
+        with sg.Ops() as op:        # release: the tape is freed now, not by the cycle collector
+            x = op.var(x0)
+            chain_sg(x, n).sum()
 
     def fwd_bwd(create_graph: bool):
         def run():
-            op = sg.Ops()
-            x = op.var(x0)
-            op.grad(chain_sg(x, n).sum(), [x], create_graph=create_graph)
+            with sg.Ops() as op:
+                x = op.var(x0)
+                op.grad(chain_sg(x, n).sum(), [x], create_graph=create_graph)
         return run
 
     runs = {
