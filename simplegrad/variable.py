@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import GraphError
+from .errors import ArgumentError, GraphError
 
 if TYPE_CHECKING:
     from .tape import Ops
@@ -22,7 +22,6 @@ class Variable:
 
     __slots__ = ("_value", "_name", "ops", "grad", "requires_grad", "prim", "inputs",
                  "attrs", "_pos", "__weakref__")
-    __array_ufunc__ = None      # numpy defers to our reflected operators
     __array_priority__ = 1000
 
     _value: Any
@@ -149,6 +148,28 @@ class Variable:
     def __getitem__(self, index: Any) -> Variable:
         return self.ops.getitem(self, index)
 
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        """numpy ufuncs on Variables: recorded as the matching primitive (np.exp(x), A @ x)."""
+        if method == "__call__" and not kwargs:
+            name = _UFUNCS.get(ufunc)
+            if name is not None:
+                return getattr(self.ops, name)(*inputs)
+            if ufunc in _COMPARISONS:       # constants, as with the operators
+                return ufunc(*[getattr(x, "_value", x) for x in inputs])
+            if ufunc is np.equal:           # == stays identity, whichever side numpy is on
+                return inputs[0] is inputs[1]
+            if ufunc is np.not_equal:
+                return inputs[0] is not inputs[1]
+        called = ufunc.__name__ + ("" if method == "__call__" else f".{method}")
+        raise ArgumentError(f"numpy's {called}{' with ' + ', '.join(kwargs) if kwargs else ''} has "
+                        f"no simplegrad rule for {self.name}; use an op.<primitive> method, or "
+                        f"{self.name}.value for the plain value")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise ArgumentError(f"{self.name} is a Variable: numpy would drop it from the tape. Use "
+                        f"{self.name}.value for its (read-only) value, or a simplegrad operation "
+                        "(op.concatenate, op.stack, op.where, ...) to keep it recorded")
+
     def __setitem__(self, index: Any, value: Any) -> None:
         raise GraphError(f"{self.name} is recorded and cannot be written into; build a new "
                          "variable instead (op.where, op.scatter_add, op.concatenate)")
@@ -170,20 +191,28 @@ class Variable:
 
     # ------------------------------------------------------------ methods
 
-    def sum(self, axis: Any = None, keepdims: bool = False) -> Variable:
+    def sum(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
         """Sum over ``axis``."""
+        if numpy_args:
+            _numpy_defaults("sum", self, numpy_args)
         return self.ops.sum(self, axis=axis, keepdims=keepdims)
 
-    def mean(self, axis: Any = None, keepdims: bool = False) -> Variable:
+    def mean(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
         """Mean over ``axis``."""
+        if numpy_args:
+            _numpy_defaults("mean", self, numpy_args)
         return self.ops.mean(self, axis=axis, keepdims=keepdims)
 
-    def max(self, axis: Any = None, keepdims: bool = False) -> Variable:
+    def max(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
         """Maximum over ``axis``."""
+        if numpy_args:
+            _numpy_defaults("max", self, numpy_args)
         return self.ops.max(self, axis=axis, keepdims=keepdims)
 
-    def min(self, axis: Any = None, keepdims: bool = False) -> Variable:
+    def min(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
         """Minimum over ``axis``."""
+        if numpy_args:
+            _numpy_defaults("min", self, numpy_args)
         return self.ops.min(self, axis=axis, keepdims=keepdims)
 
     def logsumexp(self, axis: Any = None, keepdims: bool = False) -> Variable:
@@ -262,6 +291,22 @@ class Variable:
     def backward(self, seed: Any = None, create_graph: bool = False) -> None:
         """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires grad."""
         self.ops.backward(self, seed=seed, create_graph=create_graph)
+
+
+_UFUNCS = {np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",
+           np.negative: "neg", np.power: "pow", np.exp: "exp", np.log: "log", np.sqrt: "sqrt",
+           np.sin: "sin", np.cos: "cos", np.tanh: "tanh", np.absolute: "abs",
+           np.maximum: "maximum", np.minimum: "minimum", np.matmul: "matmul"}
+_COMPARISONS = (np.less, np.less_equal, np.greater, np.greater_equal)
+
+
+def _numpy_defaults(method: str, x: Variable, numpy_args: dict) -> None:
+    """np.sum(x) and friends call x.sum(axis=..., dtype=None, out=None): allow only defaults."""
+    for key, value in numpy_args.items():
+        if key not in ("dtype", "out", "where", "initial") or value is not None and not (
+                key == "where" and value is True):
+            raise ArgumentError(f"{method} of {x.name}: {key}={value!r} is not supported on "
+                                "Variables")
 
 
 def _shape_args(args: Sequence[Any]) -> tuple:
