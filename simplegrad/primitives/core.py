@@ -69,10 +69,6 @@ class Primitive:
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
 
-    def vjp_rule(self, i: int) -> Callable | None:
-        """The rule giving the cotangent of input ``i`` (variadic primitives share one)."""
-        return self.vjp[0] if self.variadic else self.vjp[i]
-
 
 REGISTRY: dict[str, Primitive] = {}
 
