@@ -213,7 +213,8 @@ class Ops(Sweeps, PrimitiveMethods):
         return out
 
     def _constants(self, prim: Primitive, inputs: tuple, values: list, ref: Variable):
-        """Convert non-Python-number constants: 0-d become numbers, arrays read-only copies."""
+        """Convert non-Python-number constants: 0-d become numbers, arrays read-only copies
+        (a read-only array of the right dtype is kept as it is)."""
         dtype = ref._value.dtype
         inputs = list(inputs)
         for i, x in enumerate(inputs):
@@ -228,8 +229,10 @@ class Ops(Sweeps, PrimitiveMethods):
                                       f"constant of dtype {arr.dtype} is not supported", DTypeError)
                 if arr.ndim == 0:
                     x = int(arr) if arr.dtype.kind in "iu" else float(arr)
+                elif arr.dtype == dtype and _frozen(arr):
+                    x = arr         # read-only all the way down (a Variable's value): no copy
                 else:
-                    x = np.array(arr, dtype=dtype)
+                    x = np.array(arr, dtype=dtype)      # the caller may mutate theirs later
                     x.flags.writeable = False
             else:
                 raise self._error(prim.name, tuple(inputs),
@@ -287,6 +290,15 @@ def _float_array(value: Any, name: str | None) -> np.ndarray:
         return arr.astype(np.float64)
     raise DTypeError(f"var {name or ''}: values of dtype {arr.dtype} cannot be differentiated; "
                      "use real floats (float16, float32 or float64)")
+
+
+def _frozen(arr: np.ndarray) -> bool:
+    """True when neither the array nor any array it views can be written through."""
+    while isinstance(arr, np.ndarray):
+        if arr.flags.writeable:
+            return False
+        arr = arr.base
+    return True
 
 
 def _check_name(name: Any) -> str | None:

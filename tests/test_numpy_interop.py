@@ -66,3 +66,18 @@ def test_what_numpy_cannot_record_is_refused_clearly(env, call):
     with pytest.raises(sg.ArgumentError, match="x"):
         call(x)
     assert len(op.tape) == before
+
+
+def test_constants_are_copied_unless_nothing_can_write_them(env):
+    op, x = env
+    y = op.var([3.0, 4.0])
+    kept = y * x.value                      # a leaf's value: read-only all the way down
+    assert kept.inputs[1] is x.value
+    a = np.array([1.0, 2.0])
+    view = a.view()
+    view.flags.writeable = False            # read-only view of a writable array: copied
+    for constant in (a, view):
+        z = y * constant
+        a[0] = 100.0
+        np.testing.assert_array_equal(op.grad(z.sum(), y).value, [1.0, 2.0])
+        a[0] = 1.0
