@@ -122,6 +122,7 @@ class Sweeps:
                 gc.enable()
 
     def _rollback(self, entries: int, marks: int, counter: int) -> None:
+        self._ancestry = None
         del self._tape[entries:]
         del self._marks[marks:]
         self._next = counter
@@ -263,7 +264,13 @@ class Sweeps:
                 o = VALUES
                 known = dict(zip(xs, values))
             tape = self._tape
-            for pos in self._ancestors(y, start):
+            cached = self._ancestry     # a Jacobian asks the same y once per column
+            if cached is not None and cached[0] is y and cached[1] == start:
+                positions = cached[2]
+            else:
+                positions = self._ancestors(y, start)
+                self._ancestry = (y, start, positions)
+            for pos in positions:
                 out = tape[pos]
                 inputs = out.inputs
                 ts = [known.get(x) if type(x) is Variable else None for x in inputs]

@@ -52,6 +52,7 @@ class Ops(Sweeps, PrimitiveMethods):
         self._next = 0          # the next v-number
         self._recording = True
         self._accumulations: set[int] = set()     # positions of gradient accumulations
+        self._ancestry: tuple | None = None       # jvp's last (y, start, entry positions)
         self.echo = echo
 
     # ------------------------------------------------------------ the tape
@@ -84,6 +85,7 @@ class Ops(Sweeps, PrimitiveMethods):
         self._tape.clear()
         self._marks.clear()
         self._accumulations.clear()
+        self._ancestry = None
 
     def __enter__(self) -> Ops:
         return self
