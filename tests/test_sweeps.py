@@ -141,3 +141,16 @@ def test_transforms_release_their_own_ops():
     finally:
         gc.enable()
     assert after - before < 10
+
+
+def test_jvp_ancestor_cache_is_reset_by_release():
+    op = sg.Ops()
+    x = op.var(np.array([0.5, 1.5]))
+    y = (x * x).sin()
+    t1 = op.jvp(y, x, np.ones(2))
+    t2 = op.jvp(y, x, np.array([1.0, 0.0]))        # same y: cached entry positions
+    np.testing.assert_allclose(t1.value, 2 * x.value * np.cos(x.value ** 2))
+    np.testing.assert_allclose(t2.value, [2 * 0.5 * np.cos(0.25), 0.0])
+    op.release()
+    x2 = op.var(np.array([0.5, 1.5]))
+    assert op.jvp(y, x2, np.ones(2)).value.tolist() == [0.0, 0.0]   # y is history-less now
