@@ -37,3 +37,4 @@ def test_readme_examples_run_in_order():
     assert "dv3_dv0 = v10" in printed
     assert "8 (3, 3)" in printed
     assert "[0.66666667 0.5       ]" in printed
+    assert "order 2, mode rev" in printed
