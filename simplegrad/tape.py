@@ -55,6 +55,10 @@ class Ops(Sweeps, PrimitiveMethods):
         self._ancestry: tuple | None = None       # jvp's last (y, start, entry positions)
         self.echo = echo
 
+    def __repr__(self) -> str:
+        state = "" if self._recording else ", not recording"
+        return f"<Ops: {len(self._tape)} entries, next v{self._next}{state}>"
+
     # ------------------------------------------------------------ the tape
 
     @property

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -87,6 +88,8 @@ def vjp(f: Callable, *xs: Any) -> tuple[Result, Callable]:
                              f" but f's output has shape {y.shape}")
         gs = ops.grad(y, prims, seed=u, create_graph=nested)
         return tuple(_result(nested, g) for g in gs)
+    if not nested:      # our own tape lives as long as vjp_fn does, then is released
+        weakref.finalize(vjp_fn, ops.release)
     return _result(nested, y), vjp_fn
 
 

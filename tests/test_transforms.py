@@ -581,3 +581,14 @@ def test_transform_of_variables_inside_no_grad(x3):
     x = op.var(x3, name="x")
     with op.no_grad(), pytest.raises(sg.GraphError, match="no_grad"):
         sg.grad(scalar_sg)(x)
+
+
+def test_vjp_releases_its_own_tape_when_vjp_fn_is_dropped():
+    out, vjp_fn = sg.vjp(lambda x: (x * x).sin(), np.array([0.5, 1.0]))
+    ops = next(c.cell_contents for c in vjp_fn.__closure__
+               if isinstance(c.cell_contents, sg.Ops))
+    (g,) = vjp_fn(np.ones(2))
+    np.testing.assert_allclose(g, 2 * np.array([0.5, 1.0]) * np.cos([0.25, 1.0]))
+    assert len(ops.tape) > 0
+    del vjp_fn
+    assert len(ops.tape) == 0 and repr(ops).startswith("<Ops: 0 entries")
