@@ -67,6 +67,11 @@ class Variable:
         return self._value.size
 
     @property
+    def position(self) -> int:
+        """Where this variable stands on its tape (an entry's index; a leaf's first dependent)."""
+        return self._pos
+
+    @property
     def is_leaf(self) -> bool:
         """True for a variable created directly, not computed by a primitive."""
         return self.prim is None
