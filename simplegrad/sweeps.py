@@ -17,7 +17,7 @@ import numpy as np
 from . import render
 from .errors import ArgumentError, DTypeError, GraphError, ShapeError
 from .primitives import VALUES, ValueOps
-from .primitives.core import Primitive, dtype_of, value_of
+from .primitives.core import dtype_of, value_of
 from .variable import Variable
 
 
@@ -109,15 +109,12 @@ class Sweeps:
         state = (len(self._tape), len(self._marks), self._next)
         collecting = gc.isenabled()
         gc.disable()
-        outer_mask = self._zero_mask    # a sweep nested in a rule starts with no mask
-        self._zero_mask = None
         try:
             yield
         except BaseException:
             self._rollback(*state)
             raise
         finally:
-            self._zero_mask = outer_mask
             if collecting:
                 gc.enable()
 
@@ -170,30 +167,33 @@ class Sweeps:
                     args = [x._value if type(x) is Variable else x for x in inputs]
                     outv = out._value
                 m = masks.get(out) if masks else None
-                special = m is not None or prim.zero_masks is not None
-                if m is not None:
-                    o._zero_mask = m
+                special = prim.mask is not None and (m is not None or prim.mask_source)
                 cts = []
                 for i, x in enumerate(inputs):
                     if type(x) is not Variable or not x.requires_grad:
                         continue
-                    if prim.sparse_vjp:    # indexing: same dtype, no masks, added up later
-                        cts.append((x, _Sparse(g, attrs["index"], x._value.shape), None))
-                        continue
-                    if prim.variadic:
+                    if prim.sparse_vjp:    # indexing: same dtype, added up later
+                        ct = _Sparse(g, attrs["index"], x._value.shape)
+                    elif prim.variadic:
                         ct = prim.vjp[0](o, g, outv, i, *args, **(attrs or {}))
+                    elif m is not None and prim.vjp_masked is not None:
+                        rule = prim.vjp_masked[i]
+                        if rule is None:
+                            continue
+                        ct = rule(o, g, outv, m, *args, **attrs) if attrs else rule(
+                            o, g, outv, m, *args)
                     else:
-                        rule = prim.vjp[i] if m is None else (prim.vjp_masked or prim.vjp)[i]
+                        rule = prim.vjp[i]
                         if rule is None:
                             continue
                         ct = rule(o, g, outv, *args, **attrs) if attrs else rule(o, g, outv, *args)
                     if ct is None:
                         continue
-                    if ct.dtype is not x._value.dtype and ct.dtype != x._value.dtype:
+                    if type(ct) is not _Sparse and ct.dtype is not x._value.dtype and \
+                            ct.dtype != x._value.dtype:
                         ct = o.cast(ct, x._value.dtype)
-                    cts.append((x, ct, _input_mask(prim, attrs, i, m, x, out) if special else None))
-                if m is not None:
-                    o._zero_mask = None
+                    cts.append((x, ct, prim.mask(o, m, i, outv, *args, **(attrs or {}))
+                                if special else None))
                 for x, ct, mask in cts:    # all cotangents first, then accumulate in input order
                     old = grads.get(x)
                     if old is None:
@@ -205,7 +205,8 @@ class Sweeps:
                         if masks:
                             before = masks.pop(x, None)
                             if before is not None and mask is not None:
-                                masks[x] = before & mask
+                                masks[x] = before if before is mask else o.logical_and(
+                                    before, mask)
         for v, g in grads.items():
             if type(g) is _Sparse:
                 grads[v] = self._densify(o, g)
@@ -341,22 +342,7 @@ class Sweeps:
 
     def _zeros(self, w: Variable, recording: bool) -> Variable:
         z = np.zeros(w.shape, dtype=w.dtype)
-        if recording:
-            return self._leaf(z, None, True, "zeros")
+        if recording:       # the tangent of a bool or integer entry is a constant zero
+            return self._leaf(z, None, w.dtype.kind == "f", "zeros")
         z.flags.writeable = False
         return self._unrecorded(z)
-
-
-def _input_mask(prim: Primitive, attrs: dict | None, i: int, m: np.ndarray | None,
-                x: Variable, out: Variable) -> np.ndarray | None:
-    """Where input i's cotangent is zero by construction: what the primitive declares (where's
-    untaken side), or the incoming mask carried through an elementwise entry of equal shape."""
-    shape = out._value.shape
-    if x._value.shape != shape:
-        return None
-    if prim.zero_masks is not None:
-        own = np.broadcast_to(prim.zero_masks(attrs, i), shape)
-        return own if m is None else own | m
-    return m if prim.elementwise else None
-
-

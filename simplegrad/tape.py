@@ -207,7 +207,7 @@ class Ops(Sweeps, PrimitiveMethods):
             name = _check_name(name)
         out._name = name
         out.grad = None
-        out.requires_grad = requires
+        out.requires_grad = requires and prim.differentiable
         out.prim = prim
         out.inputs = inputs
         out.attrs = attrs
@@ -221,7 +221,8 @@ class Ops(Sweeps, PrimitiveMethods):
     def _constants(self, prim: Primitive, inputs: tuple, values: list, ref: Variable):
         """Convert non-Python-number constants: 0-d become numbers, arrays read-only copies
         (a read-only array of the right dtype is kept as it is)."""
-        dtype = ref._value.dtype
+        dtype = next((x._value.dtype for x in inputs if type(x) is Variable
+                      and x._value.dtype.kind == "f"), ref._value.dtype)
         inputs = list(inputs)
         for i, x in enumerate(inputs):
             if type(x) is Variable or type(x) is float or type(x) is int:
@@ -235,6 +236,9 @@ class Ops(Sweeps, PrimitiveMethods):
                                       f"constant of dtype {arr.dtype} is not supported", DTypeError)
                 if arr.ndim == 0:
                     x = int(arr) if arr.dtype.kind in "iu" else float(arr)
+                elif arr.dtype.kind == "b":         # masks and conditions stay bool
+                    x = arr if _frozen(arr) else arr.copy()
+                    x.flags.writeable = False
                 elif arr.dtype == dtype and _frozen(arr):
                     x = arr         # read-only all the way down (a Variable's value): no copy
                 else:
@@ -246,17 +250,6 @@ class Ops(Sweeps, PrimitiveMethods):
             inputs[i] = x
             values[i] = x
         return tuple(inputs), values
-
-    def _condition(self, cond: Any) -> np.ndarray:
-        """A where-condition as a read-only bool array (a constant, never a Variable)."""
-        if isinstance(cond, Variable):
-            raise ArgumentError(f"where: the condition {cond.name} is a Variable; pass a bool "
-                                "array such as x > 0 (comparisons give constants)")
-        arr = np.array(cond)
-        if arr.dtype != bool:
-            raise ArgumentError(f"where: the condition must be a bool array, not {arr.dtype}")
-        arr.flags.writeable = False
-        return arr
 
     def _error(self, op: str, inputs: tuple, reason: str, kind: type) -> Exception:
         return kind(f"{op}: {reason} ({_describe(inputs)})")

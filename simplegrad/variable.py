@@ -159,8 +159,6 @@ class Variable:
             name = _UFUNCS.get(ufunc)
             if name is not None:
                 return getattr(self.ops, name)(*inputs)
-            if ufunc in _COMPARISONS:       # constants, as with the operators
-                return ufunc(*[getattr(x, "_value", x) for x in inputs])
             if ufunc is np.equal:           # == stays identity, whichever side numpy is on
                 return inputs[0] is inputs[1]
             if ufunc is np.not_equal:
@@ -179,18 +177,33 @@ class Variable:
         raise GraphError(f"{self.name} is recorded and cannot be written into; build a new "
                          "variable instead (op.where, op.scatter_add, op.concatenate)")
 
-    # comparisons are constants: they give numpy bool arrays, never Variables
-    def __lt__(self, other: Any) -> np.ndarray:
-        return np.less(self._value, getattr(other, "_value", other))
+    # comparisons record bool entries (no gradient); == and != stay identity
+    def __lt__(self, other: Any) -> Variable:
+        return self.ops.less(self, other)
 
-    def __le__(self, other: Any) -> np.ndarray:
-        return np.less_equal(self._value, getattr(other, "_value", other))
+    def __le__(self, other: Any) -> Variable:
+        return self.ops.less_equal(self, other)
 
-    def __gt__(self, other: Any) -> np.ndarray:
-        return np.greater(self._value, getattr(other, "_value", other))
+    def __gt__(self, other: Any) -> Variable:
+        return self.ops.greater(self, other)
 
-    def __ge__(self, other: Any) -> np.ndarray:
-        return np.greater_equal(self._value, getattr(other, "_value", other))
+    def __ge__(self, other: Any) -> Variable:
+        return self.ops.greater_equal(self, other)
+
+    def __invert__(self) -> Variable:
+        return self.ops.logical_not(self)
+
+    def __and__(self, other: Any) -> Variable:
+        return self.ops.logical_and(self, other)
+
+    def __rand__(self, other: Any) -> Variable:
+        return self.ops.logical_and(other, self)
+
+    def __or__(self, other: Any) -> Variable:
+        return self.ops.logical_or(self, other)
+
+    def __ror__(self, other: Any) -> Variable:
+        return self.ops.logical_or(other, self)
 
     __hash__ = object.__hash__
 
@@ -219,6 +232,22 @@ class Variable:
         if numpy_args:
             _numpy_defaults("min", self, numpy_args)
         return self.ops.min(self, axis=axis, keepdims=keepdims)
+
+    def any(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
+        """Whether any entry over ``axis`` is true (a bool entry)."""
+        if numpy_args:
+            _numpy_defaults("any", self, numpy_args)
+        return self.ops.any(self, axis=axis, keepdims=keepdims)
+
+    def all(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
+        """Whether every entry over ``axis`` is true (a bool entry)."""
+        if numpy_args:
+            _numpy_defaults("all", self, numpy_args)
+        return self.ops.all(self, axis=axis, keepdims=keepdims)
+
+    def sign(self) -> Variable:
+        """Elementwise -1, 0 or 1 (derivative 0)."""
+        return self.ops.sign(self)
 
     def logsumexp(self, axis: Any = None, keepdims: bool = False) -> Variable:
         """log(sum(exp(self))) over ``axis``, without overflow."""
@@ -301,8 +330,11 @@ class Variable:
 _UFUNCS = {np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",
            np.negative: "neg", np.power: "pow", np.exp: "exp", np.log: "log", np.sqrt: "sqrt",
            np.sin: "sin", np.cos: "cos", np.tanh: "tanh", np.absolute: "abs",
-           np.maximum: "maximum", np.minimum: "minimum", np.matmul: "matmul"}
-_COMPARISONS = (np.less, np.less_equal, np.greater, np.greater_equal)
+           np.maximum: "maximum", np.minimum: "minimum", np.matmul: "matmul",
+           np.less: "less", np.less_equal: "less_equal", np.greater: "greater",
+           np.greater_equal: "greater_equal", np.logical_and: "logical_and",
+           np.logical_or: "logical_or", np.logical_not: "logical_not", np.isfinite: "isfinite",
+           np.sign: "sign"}
 
 
 def _numpy_defaults(method: str, x: Variable, numpy_args: dict) -> None:

@@ -406,8 +406,8 @@ COMPARISONS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": oper
 
 @pytest.mark.parametrize("other_kind", ["variable", "number", "numpy-right", "numpy-left"])
 @pytest.mark.parametrize("cmp", list(COMPARISONS))
-def test_comparisons_give_bool_arrays(cmp: str, other_kind: str) -> None:
-    """Comparing Variables gives numpy bool arrays (constants), equal to numpy's answer."""
+def test_comparisons_record_bool_entries(cmp: str, other_kind: str) -> None:
+    """Comparing Variables records a bool entry with no gradient, equal to numpy's answer."""
     op = sg.Ops()
     xv, ov = np.array([1.0, 2.0, 3.0]), np.array([2.0, 2.0, 2.0])
     x = op.var(xv)
@@ -421,9 +421,10 @@ def test_comparisons_give_bool_arrays(cmp: str, other_kind: str) -> None:
     else:
         got = fn(ov, x)
     expected = fn(ov, xv) if other_kind == "numpy-left" else fn(xv, ov)
-    assert type(got) is np.ndarray and got.dtype == bool
-    np.testing.assert_array_equal(got, expected)
-    assert len(op.tape) == 0
+    assert isinstance(got, sg.Variable) and got.dtype == bool and not got.requires_grad
+    assert got.prim is not None and op.tape[-1] is got
+    assert f" {cmp} " in op.format_trace().splitlines()[-1]
+    np.testing.assert_array_equal(got.value, expected)
 
 
 def test_eq_is_identity_and_variables_are_hashable() -> None:

@@ -44,7 +44,9 @@ def sample(prim: sg.Primitive, case: sg.Case, rng: np.random.Generator) -> list[
 def applying(prim: sg.Primitive, case: sg.Case) -> Callable[..., sg.Variable]:
     """The function of Variables that records ``prim`` with the case's attributes."""
     def f(*xs: sg.Variable) -> sg.Variable:
-        return xs[0].ops.apply(prim, xs, case.attrs)
+        op = xs[0].ops
+        args = [op.greater(x, 0) if i in case.conditions else x for i, x in enumerate(xs)]
+        return op.apply(prim, args, case.attrs)
     return f
 
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from .core import REGISTRY, Case, Primitive, register
 from .elementwise import ElementwiseOps
 from .linalg import LinalgOps
+from .logic import LogicOps
 from .reduce import ReduceOps
 from .shape import ShapeOps
 
@@ -22,11 +21,8 @@ __all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "Val
            "VALUES"]
 
 
-class PrimitiveMethods(ElementwiseOps, ReduceOps, ShapeOps, LinalgOps):
+class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps):
     """Every primitive as a method, plus the generic form; subclasses say what _apply does."""
-
-    # during a reverse sweep: where the cotangent being pulled back is zero by construction
-    _zero_mask: np.ndarray | None = None
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
               name: str | None = None) -> Any:
@@ -39,9 +35,6 @@ class ValueOps(PrimitiveMethods):
 
     def _apply(self, prim: Primitive, inputs: tuple, attrs: dict | None, name: str | None):
         return prim.forward(*inputs, **attrs) if attrs else prim.forward(*inputs)
-
-    def _condition(self, cond: Any) -> Any:
-        return cond
 
 
 for _prim in REGISTRY.values():

@@ -33,20 +33,22 @@ class Case:
     attrs: dict = field(default_factory=dict)
     domain: tuple | None = None  # one sampler per input; None means the primitive's default
     label: str = ""
+    conditions: tuple = ()  # inputs given as ``sample > 0`` (recorded bool entries)
 
 
 class Primitive:
     """One differentiable operation: forward, vjp, jvp, print rule and check metadata."""
 
     __slots__ = ("name", "forward", "vjp", "jvp", "fmt", "cases", "domain", "variadic",
-                 "sparse_vjp", "tol", "plain", "zero_masks", "elementwise",
-                 "vjp_masked", "__weakref__")
+                 "sparse_vjp", "tol", "plain", "mask", "mask_source", "elementwise",
+                 "differentiable", "vjp_masked", "__weakref__")
 
     def __init__(self, name: str, forward: Callable, vjp: Sequence, jvp: Callable | None,
                  fmt: str | Callable, cases: Sequence[Case], domain: tuple | None = None,
                  variadic: bool = False, sparse_vjp: bool = False, tol: float = 1e-6,
-                 plain: bool | None = None, zero_masks: Callable | None = None,
-                 elementwise: bool = False):
+                 plain: bool | None = None, mask: Callable | None = None,
+                 mask_source: bool = False, elementwise: bool = False,
+                 differentiable: bool = True):
         self.name = name
         self.forward = forward
         self.vjp = tuple(vjp)
@@ -60,10 +62,16 @@ class Primitive:
         # plain: forward(*inputs, **attrs) has the signature of the Ops method minus name=,
         # so value-only sweeps may call it directly
         self.plain = not variadic if plain is None else plain
-        # zero_masks(attrs, i): where input i's cotangent is zero by construction (bool array)
-        self.zero_masks = zero_masks
-        self.elementwise = elementwise   # same-shape inputs keep the cotangent's zero mask
-        # vjp rules that also zero the entries o._zero_mask marks (elementwise primitives)
+        # mask(o, m, i, out, *inputs, **attrs): where input i's cotangent is zero by
+        # construction, given m, where the output's is (a bool entry or constant, broadcastable
+        # to the output's shape); None when no structural zeros pass through this primitive.
+        self.mask = mask
+        self.mask_source = mask_source  # the mask rule runs even when m is None (where)
+        self.elementwise = elementwise
+        # differentiable=False: the output (bool or integer) carries no gradient or tangent
+        self.differentiable = differentiable
+        # vjp rules taking the mask after ``out``: ``rule(o, g, out, m, *inputs)`` gives the
+        # cotangent with exact zeros where m holds (elementwise primitives)
         self.vjp_masked: tuple | None = None
 
     def __repr__(self) -> str:
@@ -81,11 +89,25 @@ def register(prim: Primitive) -> Primitive:
     return prim
 
 
+# ---------------------------------------------------------------- shared check cases
+
+UNARY = [Case(((),)), Case(((3,),)), Case(((3, 1),)), Case(((2, 3, 4),))]
+BINARY = [Case(((), ())), Case(((3,), (3,))), Case(((3, 1), (1, 4))),
+          Case(((2, 3, 4), (3, 4))), Case(((), (3,)))]
+REDUCE = [Case(((),)), Case(((3,),)), Case(((3, 4),), {"axis": 1}),
+          Case(((3, 4),), {"axis": 0, "keepdims": True}), Case(((2, 3, 4),), {"axis": (0, 2)}),
+          Case(((2, 3, 4),), {"axis": -1, "keepdims": True})]
+
 # ---------------------------------------------------------------- value helpers
 
 def shape_of(x: Any) -> tuple:
     """Shape of a Variable, an array or a Python number."""
     return getattr(x, "shape", ())
+
+
+def is_constant(x: Any) -> bool:
+    """True for anything that is not a Variable (a number or an array)."""
+    return not hasattr(x, "prim")
 
 
 def value_of(x: Any) -> Any:
@@ -125,19 +147,23 @@ def keepdims_shape(shape: tuple, axis: Any) -> tuple:
     return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 
-def unbroadcast(o: Any, g: Any, shape: tuple) -> Any:
-    """Sum a cotangent down to ``shape``, undoing numpy broadcasting with recorded ops."""
+def unbroadcast(o: Any, g: Any, shape: tuple, reduce: str = "sum") -> Any:
+    """Sum a cotangent down to ``shape``, undoing numpy broadcasting with recorded ops.
+
+    ``reduce="all"`` does the same to a bool mask: an entry is masked when all its copies are.
+    """
     gshape = shape_of(g)
     if gshape == shape:
         return g
+    fold = o.sum if reduce == "sum" else o.all
     if shape == ():
-        return o.sum(g)
+        return fold(g)
     lead = len(gshape) - len(shape)
     axes = tuple(range(lead)) + tuple(
         i + lead for i, n in enumerate(shape) if n == 1 and gshape[i + lead] != 1)
     if lead == 0:
-        return o.sum(g, axis=_one(axes), keepdims=True)
-    summed = o.sum(g, axis=_one(axes))
+        return fold(g, axis=_one(axes), keepdims=True)
+    summed = fold(g, axis=_one(axes))
     return summed if shape_of(summed) == shape else o.reshape(summed, shape)
 
 
@@ -151,18 +177,34 @@ def _one(axes: tuple) -> int | tuple:
 
 
 # ---------------------------------------------------------------- structural zeros
+#
+# A cotangent entry can be zero by construction: the untaken side of ``where``. The reverse
+# sweep keeps, per cotangent, a bool mask of those entries, computed by recorded primitives
+# (so the recorded gradient is the same program at any input). Elementwise vjps below a mask
+# zero their result there (``where(m, 0, c)``), so an infinite or undefined local derivative
+# (``sqrt`` or ``log`` at 0 on the untaken side) contributes 0, not nan; shape primitives and
+# reductions carry the mask to their inputs.
 
-def zero_masked(o: Any, c: Any, mask: np.ndarray) -> Any:
-    """c with exact zeros where ``mask`` holds, recorded only if c is not already zero there.
+def zero_masked(o: Any, c: Any, mask: Any) -> Any:
+    """c with exact zeros where ``mask`` holds (the mask broadcasts to c's shape)."""
+    return o.where(mask, 0, c)
 
-    A cotangent entry that is zero by construction (the untaken side of ``where``) times an
-    infinite or undefined local derivative must contribute nothing, not nan.
-    """
-    cv = value_of(c)
-    full = np.broadcast_to(mask, np.shape(cv))
-    if not np.any(np.not_equal(cv, 0)[full]):
-        return c
-    return o.where(full, 0, c)
+
+def full_mask(o: Any, m: Any, shape: tuple) -> Any:
+    """A mask broadcast to ``shape``."""
+    return m if shape_of(m) == shape else o.expand(m, shape)
+
+
+def mask_down(o: Any, m: Any, out_shape: tuple, shape: tuple) -> Any:
+    """The mask of an input of ``shape`` that broadcasting took to ``out_shape``."""
+    if shape == out_shape:
+        return m
+    return unbroadcast(o, full_mask(o, m, out_shape), shape, reduce="all")
+
+
+def elementwise_mask(o: Any, m: Any, i: int, out: Any, *xs: Any, **attrs: Any) -> Any:
+    """Mask rule of elementwise primitives: the output's mask, undone for broadcasting."""
+    return None if m is None else mask_down(o, m, shape_of(out), shape_of(xs[i]))
 
 
 # ---------------------------------------------------------------- samplers

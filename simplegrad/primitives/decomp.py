@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .core import Case, Primitive, keepdims_shape, register, shape_of, unbroadcast, value_of
+from .core import Case, Primitive, keepdims_shape, register, shape_of, unbroadcast
 
 # ---------------------------------------------------------------- helpers
 
@@ -211,11 +211,8 @@ def _unit(o, x, out, axis, keepdims):
     """x / norm, exactly 0 (at every order) where the norm is 0 (the subgradient chosen)."""
     kd = keepdims_shape(shape_of(x), axis)
     n = out if keepdims or axis is None or shape_of(out) == kd else o.reshape(out, kd)
-    zero = np.equal(value_of(n), 0)
-    if not np.any(zero):
-        return o.div(x, n)
-    u = o.div(x, o.where(zero, 1, n))
-    return o.where(np.broadcast_to(zero, shape_of(x)), 0, u)
+    zero = o.equal(n, 0)
+    return o.where(zero, 0, o.div(x, o.where(zero, 1, n)))
 
 
 def _norm_vjp(o, g, out, x, axis=None, keepdims=False):

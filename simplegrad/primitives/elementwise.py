@@ -3,51 +3,52 @@
 Each primitive states one derivative rule per input, ``d(o, g, out, x, y)``,
 linear in ``g``. The vjp is that rule with broadcasting undone; the jvp is the
 same rule applied to the tangents and summed. Piecewise rules (relu, abs,
-maximum, minimum) multiply by a constant mask computed from the values: a mask
-is locally constant, so it is exact at every order.
+maximum, minimum) weigh ``g`` by a mask computed with recorded comparisons
+(``v8 = v3 > 0``): a mask is locally constant, so it is exact at every order,
+and the recorded gradient stays valid at any input.
 
-Structural zeros: ``where`` declares which entries of its inputs' cotangents are
-zero by construction (the untaken side). The reverse sweep carries that mask
-down through elementwise entries of the same shape (``o._zero_mask``), and their
-masked vjps (``Primitive.vjp_masked``, used only there) keep those entries
-exactly zero, even where the local derivative is infinite or undefined
-(``sqrt`` or ``log`` at 0 on the untaken side). Where the cotangent is not
-structurally zero, IEEE results stand: the gradient of ``sqrt`` at 0 is
-``inf``. Forward mode needs nothing: ``where`` selects tangents.
+Structural zeros (see ``core.zero_masked``): ``where`` declares that the
+untaken side of its cotangent is zero by construction; below it, each
+elementwise vjp also zeroes its result there (``vjp_masked``), so ``sqrt`` or
+``log`` at 0 on the untaken side contribute 0, not nan. Elsewhere IEEE results
+stand: the gradient of ``sqrt`` at 0 is ``inf``. Forward mode needs nothing:
+``where`` selects tangents.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..variable import Variable
+from ..errors import ArgumentError
 from .core import (
     ANY,
+    BINARY,
     NONZERO,
     POSITIVE,
+    UNARY,
     Case,
     Primitive,
     Sampler,
-    as_weight,
     broadcast_to,
+    elementwise_mask,
+    is_constant,
+    mask_down,
     register,
     shape_of,
     unbroadcast,
-    uniform,
     value_of,
     zero_masked,
 )
 
-UNARY = [Case(((),)), Case(((3,),)), Case(((3, 1),)), Case(((2, 3, 4),))]
-BINARY = [Case(((), ())), Case(((3,), (3,))), Case(((3, 1), (1, 4))),
-          Case(((2, 3, 4), (3, 4))), Case(((), (3,)))]
+if TYPE_CHECKING:
+    from ..variable import Variable
 
 
-def _vjp_rule(rule: Callable, i: int, nin: int) -> Callable:
-    if nin == 1:
+def _vjp_rule(rule: Callable | None, i: int, nin: int) -> Callable | None:
+    if rule is None or nin == 1:
         return rule
 
     def vjp(o, g, out, *xs, **attrs):
@@ -57,38 +58,48 @@ def _vjp_rule(rule: Callable, i: int, nin: int) -> Callable:
     return vjp
 
 
-def _masked_vjp_rule(rule: Callable, i: int, nin: int) -> Callable:
-    """The vjp used below a ``where``: zero where ``o._zero_mask`` holds, then unbroadcast."""
-    def vjp(o, g, out, *xs, **attrs):
-        c = zero_masked(o, rule(o, g, out, *xs, **attrs), o._zero_mask)
+def _masked_vjp_rule(rule: Callable | None, i: int, nin: int) -> Callable | None:
+    """The vjp used below a ``where``: zero where the mask m holds, then unbroadcast."""
+    if rule is None:
+        return None
+
+    def vjp(o, g, out, m, *xs, **attrs):
+        c = zero_masked(o, rule(o, g, out, *xs, **attrs), m)
         return c if nin == 1 else unbroadcast(o, c, xs[i].shape)
     return vjp
 
 
-def _jvp_rule(rules: Sequence[Callable]) -> Callable:
+def _jvp_rule(rules: Sequence[Callable | None]) -> Callable:
     def jvp(o, ts, out, *xs, **attrs):
         acc = None
         for rule, t in zip(rules, ts):
-            if t is not None:
+            if t is not None and rule is not None:
                 c = rule(o, t, out, *xs, **attrs)
                 acc = c if acc is None else o.add(acc, c)
         return None if acc is None else broadcast_to(o, acc, shape_of(out))
     return jvp
 
 
-def elementwise(name: str, forward: Callable, fmt: str, d: Sequence[Callable],
+def elementwise(name: str, forward: Callable, fmt: str, d: Sequence[Callable | None],
                 domain: Sampler | tuple = ANY, cases: Sequence[Case] | None = None,
-                plain: bool = True, zero_masks: Callable | None = None) -> Primitive:
-    """Register an elementwise primitive from its forward and per-input derivative rules."""
+                jvp: Callable | None = None, mask: Callable = elementwise_mask,
+                mask_source: bool = False, masked: bool = True) -> Primitive:
+    """Register an elementwise primitive from its forward and per-input derivative rules.
+
+    A rule of None means no gradient flows to that input (a derivative that is zero
+    everywhere it exists, or an input that is not differentiable).
+    """
     nin = len(d)
     if cases is None:
         cases = UNARY if nin == 1 else BINARY
     if callable(domain):
         domain = (domain,) * nin
     prim = Primitive(
-        name, forward, [_vjp_rule(r, i, nin) for i, r in enumerate(d)], _jvp_rule(d),
-        fmt, cases, domain=domain, plain=plain, zero_masks=zero_masks, elementwise=True)
-    prim.vjp_masked = tuple(_masked_vjp_rule(r, i, nin) for i, r in enumerate(d))
+        name, forward, [_vjp_rule(r, i, nin) for i, r in enumerate(d)],
+        jvp or _jvp_rule(d), fmt, cases, domain=domain, mask=mask, mask_source=mask_source,
+        elementwise=True)
+    if masked:
+        prim.vjp_masked = tuple(_masked_vjp_rule(r, i, nin) for i, r in enumerate(d))
     return register(prim)
 
 # ---------------------------------------------------------------- arithmetic
@@ -115,7 +126,7 @@ NEG = elementwise("neg", np.negative, "-{0}", (
 
 
 def _pow_dx(o, g, out, x, y):
-    if not isinstance(y, Variable) and np.all(value_of(y) == 2):
+    if is_constant(y) and np.all(value_of(y) == 2):
         return o.mul(g, o.mul(x, 2))
     return o.mul(g, o.mul(y, o.pow(x, o.sub(y, 1))))
 
@@ -162,44 +173,61 @@ def _relu(x: Any) -> Any:
     return np.maximum(x, 0)
 
 
+def _step(o: Any, x: Any) -> Any:
+    """1 where x > 0, else 0, in x's dtype: recorded, so valid at any input."""
+    return o.cast(o.greater(x, 0), x.dtype)
+
+
 RELU = elementwise("relu", _relu, "{0}.relu()", (
-    lambda o, g, out, x: o.mul(g, as_weight(value_of(x) > 0, x)),), domain=NONZERO)
+    lambda o, g, out, x: o.mul(g, _step(o, x)),), domain=NONZERO)
+
+SIGN = elementwise("sign", np.sign, "{0}.sign()", (None,))
 
 ABS = elementwise("abs", np.abs, "{0}.abs()", (
-    lambda o, g, out, x: o.mul(g, as_weight(np.sign(value_of(x)), x)),), domain=NONZERO)
+    lambda o, g, out, x: o.mul(g, o.sign(x)),), domain=NONZERO)
 
 
-def _share(x: Any, y: Any, wins: Callable) -> np.ndarray:
-    """Weight of x in maximum/minimum: 1 where it wins, 0.5 on a tie, 0 where it loses."""
-    xv, yv = value_of(x), value_of(y)
-    return wins(xv, yv) + 0.5 * np.equal(xv, yv)
+def _share(o: Any, x: Any, y: Any, sense: float) -> Any:
+    """Weight of x in maximum (sense 1) or minimum (sense -1): 1 where it wins, 0.5 on a tie,
+    0 where it loses; (sign(x - y) * sense + 1) / 2, recorded."""
+    return o.mul(o.add(o.mul(o.sign(o.sub(x, y)), sense), 1), 0.5)
 
 
 MAXIMUM = elementwise("maximum", np.maximum, "maximum({0}, {1})", (
-    lambda o, g, out, x, y: o.mul(g, as_weight(_share(x, y, np.greater), out)),
-    lambda o, g, out, x, y: o.mul(g, as_weight(_share(y, x, np.greater), out))))
+    lambda o, g, out, x, y: o.mul(g, _share(o, x, y, 1.0)),
+    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, 1.0))))
 
 MINIMUM = elementwise("minimum", np.minimum, "minimum({0}, {1})", (
-    lambda o, g, out, x, y: o.mul(g, as_weight(_share(x, y, np.less), out)),
-    lambda o, g, out, x, y: o.mul(g, as_weight(_share(y, x, np.less), out))))
+    lambda o, g, out, x, y: o.mul(g, _share(o, x, y, -1.0)),
+    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, -1.0))))
 
 
-def _where(x: Any, y: Any, cond: np.ndarray) -> Any:
-    return np.where(cond, x, y)
+def _where_mask(o, m, i, out, cond, x, y):
+    """Input 1's cotangent is zero where cond is false, input 2's where it is true."""
+    own = o.logical_not(cond) if i == 1 else cond
+    if m is not None:
+        own = o.logical_or(own, m)
+    return mask_down(o, own, shape_of(out), shape_of((cond, x, y)[i]))
 
 
-_COND = {(3,): np.array([True, False, True]), (3, 4): np.arange(12).reshape(3, 4) % 3 == 0,
-         (2, 3, 4): np.arange(24).reshape(2, 3, 4) % 2 == 0}
+def _where_jvp(o, ts, out, cond, x, y):
+    _, tx, ty = ts
+    if tx is None and ty is None:
+        return None
+    return broadcast_to(o, o.where(cond, 0 if tx is None else tx, 0 if ty is None else ty),
+                        shape_of(out))
 
-WHERE = elementwise("where", _where, "where({cond}, {0}, {1})", (
-    lambda o, g, out, x, y, cond: o.where(cond, g, 0),
-    lambda o, g, out, x, y, cond: o.where(cond, 0, g)),
-    cases=[Case(((3,), (3,)), {"cond": _COND[(3,)]}),
-           Case(((3, 1), (1, 4)), {"cond": _COND[(3, 4)]}),
-           Case(((2, 3, 4), (3, 4)), {"cond": _COND[(2, 3, 4)]}),
-           Case(((), (3,)), {"cond": _COND[(3,)]})],
-    domain=uniform(-2.0, 2.0), plain=False,
-    zero_masks=lambda attrs, i: np.logical_not(attrs["cond"]) if i == 0 else attrs["cond"])
+
+WHERE = elementwise("where", np.where, "where({0}, {1}, {2})", (
+    None,
+    lambda o, g, out, cond, x, y: o.where(cond, g, 0),
+    lambda o, g, out, cond, x, y: o.where(cond, 0, g)),
+    cases=[Case(((3,), (3,), (3,)), conditions=(0,)),
+           Case(((3, 4), (3, 1), (1, 4)), conditions=(0,)),
+           Case(((2, 3, 4), (2, 3, 4), (3, 4)), conditions=(0,)),
+           Case(((3,), (), (3,)), conditions=(0,)), Case(((3, 1), (3, 4), ()), conditions=(0,))],
+    domain=(NONZERO, ANY, ANY),
+    jvp=_where_jvp, mask=_where_mask, mask_source=True, masked=False)
 
 
 # ---------------------------------------------------------------- Ops methods
@@ -275,6 +303,18 @@ class ElementwiseOps:
         """Elementwise minimum; a tie sends half the gradient to each side."""
         return self._apply(MINIMUM, (x, y), None, name)
 
+    def sign(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise -1, 0 or 1; its derivative is 0."""
+        return self._apply(SIGN, (x,), None, name)
+
     def where(self, cond: Any, x: Any, y: Any, name: str | None = None) -> Variable:
-        """x where the constant bool ``cond`` holds, else y; the untaken side gets zero gradient."""
-        return self._apply(WHERE, (x, y), {"cond": self._condition(cond)}, name)
+        """x where ``cond`` holds, else y; the untaken side gets exactly zero gradient.
+
+        ``cond`` is a recorded bool entry (``x > 0``) or a constant bool array.
+        """
+        if is_constant(cond):
+            cond = np.asarray(cond)
+        if cond.dtype != bool:
+            raise ArgumentError(f"where: the condition must be bool, not {cond.dtype} (compare, "
+                                "as in x > 0)")
+        return self._apply(WHERE, (cond, x, y), None, name)

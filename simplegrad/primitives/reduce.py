@@ -6,26 +6,25 @@ recorded reshape and expand; its jvp is the same reduction of the tangent.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..variable import Variable
 from .core import (
+    REDUCE,
     Case,
     Primitive,
-    as_weight,
     broadcast_to,
+    full_mask,
     keepdims_shape,
     method_fmt,
     register,
     shape_of,
-    value_of,
 )
 
-REDUCE = [Case(((),)), Case(((3,),)), Case(((3, 4),), {"axis": 1}),
-          Case(((3, 4),), {"axis": 0, "keepdims": True}), Case(((2, 3, 4),), {"axis": (0, 2)}),
-          Case(((2, 3, 4),), {"axis": -1, "keepdims": True})]
+if TYPE_CHECKING:
+    from ..variable import Variable
+
 ALONG = [Case(((3,),), {"axis": -1}), Case(((3, 4),), {"axis": 1}),
          Case(((3, 4),), {"axis": 0}), Case(((2, 3, 4),), {"axis": -1})]
 
@@ -46,6 +45,11 @@ def _keep(o, out, x, axis, keepdims):
     return out if keepdims or shape_of(out) == kd else o.reshape(out, kd)
 
 
+def _spread_mask(o, m, i, out, x, axis=None, keepdims=False):
+    """Where a reduction's cotangent is zero, so is the cotangent it spreads over x."""
+    return None if m is None else _spread(o, full_mask(o, m, shape_of(out)), x, axis, keepdims)
+
+
 # ---------------------------------------------------------------- sum and mean
 
 def _sum(x, axis=None, keepdims=False):
@@ -56,7 +60,7 @@ SUM = register(Primitive(
     "sum", _sum,
     [lambda o, g, out, x, axis=None, keepdims=False: _spread(o, g, x, axis, keepdims)],
     lambda o, ts, out, x, axis=None, keepdims=False: o.sum(ts[0], axis=axis, keepdims=keepdims),
-    method_fmt("sum", "axis", "keepdims"), REDUCE))
+    method_fmt("sum", "axis", "keepdims"), REDUCE, mask=_spread_mask))
 
 
 def _mean(x, axis=None, keepdims=False):
@@ -71,24 +75,25 @@ def _mean_vjp(o, g, out, x, axis=None, keepdims=False):
 MEAN = register(Primitive(
     "mean", _mean, [_mean_vjp],
     lambda o, ts, out, x, axis=None, keepdims=False: o.mean(ts[0], axis=axis, keepdims=keepdims),
-    method_fmt("mean", "axis", "keepdims"), REDUCE))
+    method_fmt("mean", "axis", "keepdims"), REDUCE, mask=_spread_mask))
 
 # ---------------------------------------------------------------- max and min
 
 
-def _tie_weights(x, out, axis):
-    """Constant weights that split the gradient evenly among the entries equal to the extreme."""
-    xv = value_of(x)
-    hit = np.equal(xv, np.reshape(value_of(out), keepdims_shape(np.shape(xv), axis)))
-    return as_weight(hit / np.sum(hit, axis=axis, keepdims=True), x)
+def _tie_weights(o, x, out, axis, keepdims):
+    """Weights that split the gradient evenly among the entries equal to the extreme,
+    recorded (so valid at any input)."""
+    hit = o.cast(o.equal(x, _keep(o, out, x, axis, keepdims)), x.dtype)
+    return o.div(hit, o.sum(hit, axis=axis, keepdims=True))
 
 
 def _extreme(name: str, forward) -> Primitive:
     def vjp(o, g, out, x, axis=None, keepdims=False):
-        return o.mul(_spread(o, g, x, axis, keepdims), _tie_weights(x, out, axis))
+        return o.mul(_spread(o, g, x, axis, keepdims), _tie_weights(o, x, out, axis, keepdims))
 
     def jvp(o, ts, out, x, axis=None, keepdims=False):
-        return o.sum(o.mul(ts[0], _tie_weights(x, out, axis)), axis=axis, keepdims=keepdims)
+        w = _tie_weights(o, x, out, axis, keepdims)
+        return o.sum(o.mul(ts[0], w), axis=axis, keepdims=keepdims)
 
     return register(Primitive(name, forward, [vjp], jvp,
                               method_fmt(name, "axis", "keepdims"), REDUCE))
@@ -118,9 +123,7 @@ def _logsumexp(x, axis=None, keepdims=False):
 
 def _softmax_of(o, out, x, axis, keepdims):
     """exp(x - logsumexp(x)), with an all -inf slice giving zeros instead of nan."""
-    finite = np.isfinite(value_of(out))
-    if not np.all(finite):
-        out = o.where(finite, out, 0)
+    out = o.where(o.isfinite(out), out, 0)
     return o.exp(o.sub(x, _keep(o, out, x, axis, keepdims)))
 
 

@@ -8,21 +8,26 @@ reshape and transpose invert themselves; the vjp of indexing is
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ArgumentError, DTypeError
-from ..variable import Variable
 from .core import (
     Case,
     Primitive,
     dtype_of,
+    full_mask,
+    is_constant,
+    mask_down,
     method_fmt,
     register,
     shape_of,
     unbroadcast,
 )
+
+if TYPE_CHECKING:
+    from ..variable import Variable
 
 # ---------------------------------------------------------------- expand, reshape, transpose
 
@@ -36,7 +41,8 @@ EXPAND = register(Primitive(
     [lambda o, g, out, x, shape: unbroadcast(o, g, shape_of(x))],
     lambda o, ts, out, x, shape: o.expand(ts[0], shape),
     "{0}.expand({shape})",
-    [Case(((),), {"shape": (4,)}), Case(((3, 1),), {"shape": (3, 4)}),
+    mask=lambda o, m, i, out, x, shape: None if m is None else mask_down(o, m, shape, shape_of(x)),
+    cases=[Case(((),), {"shape": (4,)}), Case(((3, 1),), {"shape": (3, 4)}),
      Case(((3,),), {"shape": (2, 3)}), Case(((1, 4),), {"shape": (2, 3, 4)})]))
 
 
@@ -49,7 +55,9 @@ RESHAPE = register(Primitive(
     [lambda o, g, out, x, shape: o.reshape(g, shape_of(x))],
     lambda o, ts, out, x, shape: o.reshape(ts[0], shape),
     "{0}.reshape({shape})",
-    [Case(((),), {"shape": (1, 1)}), Case(((3, 4),), {"shape": (12,)}),
+    mask=lambda o, m, i, out, x, shape:
+        None if m is None else o.reshape(full_mask(o, m, shape_of(out)), shape_of(x)),
+    cases=[Case(((),), {"shape": (1, 1)}), Case(((3, 4),), {"shape": (12,)}),
      Case(((2, 3, 4),), {"shape": (6, -1)}), Case(((3, 1),), {"shape": (3,)})]))
 
 
@@ -71,7 +79,9 @@ TRANSPOSE = register(Primitive(
     [lambda o, g, out, x, axes=None: o.transpose(g, _inverse(axes))],
     lambda o, ts, out, x, axes=None: o.transpose(ts[0], axes),
     _transpose_fmt,
-    [Case(((3,),)), Case(((3, 4),)), Case(((2, 3, 4),), {"axes": (1, 0, 2)}),
+    mask=lambda o, m, i, out, x, axes=None:
+        None if m is None else o.transpose(full_mask(o, m, shape_of(out)), _inverse(axes)),
+    cases=[Case(((3,),)), Case(((3, 4),)), Case(((2, 3, 4),), {"axes": (1, 0, 2)}),
      Case(((2, 3, 4),), {"axes": (2, 0, 1)})]))
 
 # ---------------------------------------------------------------- indexing
@@ -120,11 +130,19 @@ GETITEM = register(Primitive(
     [lambda o, g, out, x, index: o.scatter_add([g], [index], shape_of(x))],
     lambda o, ts, out, x, index: o.getitem(ts[0], index),
     lambda args, attrs, render: f"{args[0]}[{render_index(attrs['index'])}]",
-    [Case(((4,),), {"index": (1,)}), Case(((4,),), {"index": (slice(1, 3),)}),
+    mask=lambda o, m, i, out, x, index: None if m is None else _read_mask(o, m, out, x, index),
+    cases=[Case(((4,),), {"index": (1,)}), Case(((4,),), {"index": (slice(1, 3),)}),
      Case(((3, 4),), {"index": (np.array([0, 2, 2]),)}),
      Case(((3, 4),), {"index": (slice(None), np.array([3, 0, 3]))}),
      Case(((2, 3, 4),), {"index": (Ellipsis, None, slice(None, None, 2))})],
     sparse_vjp=True))
+
+
+def _read_mask(o, m, out, x, index):
+    """x's cotangent is zero where no unmasked entry of the output reads it."""
+    unmasked = o.logical_not(full_mask(o, m, shape_of(out)))
+    return o.logical_not(o.scatter_add([unmasked], [index], shape_of(x)))
+
 
 SCATTER_ADD = register(Primitive(
     "scatter_add", _scatter_add,
@@ -150,7 +168,7 @@ def normalize_index(index: Any, shape: tuple) -> tuple:
     items = index if isinstance(index, tuple) else (index,)
     out = []
     for i in items:
-        if isinstance(i, Variable):
+        if not is_constant(i):
             raise TypeError("an index must be a constant, not a Variable")
         if isinstance(i, (list, np.ndarray)):
             arr = np.asarray(i)

@@ -1,0 +1,111 @@
+"""Comparisons, logical operations and truth reductions: entries of dtype bool.
+
+They are recorded like every primitive (``v7 = v3 > 0``) but carry no gradient
+(``differentiable=False``: no vjp, no tangent). Every mask a derivative rule
+needs (relu's, abs's, the ties of max and min, the structural zeros below
+``where``) is computed with them, so a recorded gradient holds no constant
+that depends on the values and is the same program at any input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .core import BINARY, REDUCE, UNARY, Primitive, method_fmt, register
+
+if TYPE_CHECKING:
+    from ..variable import Variable
+
+
+def _none_jvp(o, ts, out, *xs, **attrs):
+    return None
+
+
+def _logic(name: str, forward: Callable, fmt: str | Callable, nin: int, cases=None,
+           plain: bool = True) -> Primitive:
+    """Register a bool-valued primitive of ``nin`` inputs."""
+    if cases is None:
+        cases = UNARY if nin == 1 else BINARY
+    return register(Primitive(name, forward, [None] * nin, _none_jvp, fmt, cases,
+                              plain=plain, differentiable=False))
+
+
+LESS = _logic("less", np.less, "{0} < {1}", 2)
+LESS_EQUAL = _logic("less_equal", np.less_equal, "{0} <= {1}", 2)
+GREATER = _logic("greater", np.greater, "{0} > {1}", 2)
+GREATER_EQUAL = _logic("greater_equal", np.greater_equal, "{0} >= {1}", 2)
+EQUAL = _logic("equal", np.equal, "equal({0}, {1})", 2)
+NOT_EQUAL = _logic("not_equal", np.not_equal, "not_equal({0}, {1})", 2)
+LOGICAL_AND = _logic("logical_and", np.logical_and, "{0} & {1}", 2)
+LOGICAL_OR = _logic("logical_or", np.logical_or, "{0} | {1}", 2)
+LOGICAL_NOT = _logic("logical_not", np.logical_not, "~{0}", 1)
+ISFINITE = _logic("isfinite", np.isfinite, "isfinite({0})", 1)
+
+
+def _any(x, axis=None, keepdims=False):
+    return np.any(x, axis=axis, keepdims=keepdims)
+
+
+def _all(x, axis=None, keepdims=False):
+    return np.all(x, axis=axis, keepdims=keepdims)
+
+
+ANY_ = _logic("any", _any, method_fmt("any", "axis", "keepdims"), 1, cases=REDUCE)
+ALL_ = _logic("all", _all, method_fmt("all", "axis", "keepdims"), 1, cases=REDUCE)
+
+
+class LogicOps:
+    """The bool-valued primitives as methods of an Ops."""
+
+    def less(self, x: Any, y: Any, name: str | None = None) -> Variable:
+        """x < y elementwise (a bool entry, no gradient)."""
+        return self._apply(LESS, (x, y), None, name)
+
+    def less_equal(self, x: Any, y: Any, name: str | None = None) -> Variable:
+        """x <= y elementwise (a bool entry, no gradient)."""
+        return self._apply(LESS_EQUAL, (x, y), None, name)
+
+    def greater(self, x: Any, y: Any, name: str | None = None) -> Variable:
+        """x > y elementwise (a bool entry, no gradient)."""
+        return self._apply(GREATER, (x, y), None, name)
+
+    def greater_equal(self, x: Any, y: Any, name: str | None = None) -> Variable:
+        """x >= y elementwise (a bool entry, no gradient)."""
+        return self._apply(GREATER_EQUAL, (x, y), None, name)
+
+    def equal(self, x: Any, y: Any, name: str | None = None) -> Variable:
+        """x == y elementwise (a bool entry; the ``==`` operator stays identity)."""
+        return self._apply(EQUAL, (x, y), None, name)
+
+    def not_equal(self, x: Any, y: Any, name: str | None = None) -> Variable:
+        """x != y elementwise (a bool entry; the ``!=`` operator stays identity)."""
+        return self._apply(NOT_EQUAL, (x, y), None, name)
+
+    def logical_and(self, x: Any, y: Any, name: str | None = None) -> Variable:
+        """x & y elementwise on bools."""
+        return self._apply(LOGICAL_AND, (x, y), None, name)
+
+    def logical_or(self, x: Any, y: Any, name: str | None = None) -> Variable:
+        """x | y elementwise on bools."""
+        return self._apply(LOGICAL_OR, (x, y), None, name)
+
+    def logical_not(self, x: Any, name: str | None = None) -> Variable:
+        """~x elementwise on bools."""
+        return self._apply(LOGICAL_NOT, (x,), None, name)
+
+    def isfinite(self, x: Any, name: str | None = None) -> Variable:
+        """True where x is neither infinite nor nan."""
+        return self._apply(ISFINITE, (x,), None, name)
+
+    def any(self, x: Any, axis: Any = None, keepdims: bool = False,
+            name: str | None = None) -> Variable:
+        """Whether any entry over ``axis`` is true (nonzero)."""
+        return self._apply(ANY_, (x,), {"axis": axis, "keepdims": keepdims}, name)
+
+    def all(self, x: Any, axis: Any = None, keepdims: bool = False,
+            name: str | None = None) -> Variable:
+        """Whether every entry over ``axis`` is true (nonzero)."""
+        return self._apply(ALL_, (x,), {"axis": axis, "keepdims": keepdims}, name)
