@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import ArgumentError, GraphError
+from .primitives import VariableMethods
 
 if TYPE_CHECKING:
     from .tape import Ops
 
 
-class Variable:
+class Variable(VariableMethods):
     """A value recorded on an ``Ops``: a leaf, or the output of one primitive.
 
     A Variable is also its own tape entry: ``prim``, ``inputs`` and ``attrs``

@@ -18,7 +18,7 @@ from .reduce import ReduceOps
 from .shape import ShapeOps
 
 __all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "ValueOps",
-           "VALUES"]
+           "VALUES", "VariableMethods"]
 
 
 class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps):
@@ -28,6 +28,16 @@ class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps)
               name: str | None = None) -> Any:
         """Run ``prim`` on ``inputs`` with ``attrs`` (the generic form of every method)."""
         return self._apply(prim, tuple(inputs), attrs or None, name)
+
+
+class VariableMethods:
+    """Methods that primitive families add to ``Variable`` (``x.cumsum()``, ...).
+
+    A family keeps its Variable methods in a mixin with ``__slots__ = ()`` beside its records
+    and lists it among these bases; each method calls ``self.ops.<name>(self, ...)``.
+    """
+
+    __slots__ = ()
 
 
 class ValueOps(PrimitiveMethods):

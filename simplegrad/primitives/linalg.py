@@ -6,14 +6,16 @@ The matrix functions (solve, inv, det, slogdet, cholesky, norm) are declared in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..variable import Variable
 from .core import Case, Primitive, register, shape_of, unbroadcast
 from .decomp import CHOLESKY, DET, INV, NORM, SLOGDET, SOLVE
 from .decomp import swap_last as _swap
+
+if TYPE_CHECKING:
+    from ..variable import Variable
 
 # ---------------------------------------------------------------- matmul
 
