@@ -250,4 +250,4 @@ def _compact(x: np.ndarray) -> str:
 
 
 def _shapes(items: Sequence[Any]) -> list[tuple]:
-    return [tuple(np.shape(getattr(a, "_value", a))) for a in items]
+    return [tuple(np.shape(getattr(a, "raw", a))) for a in items]

@@ -99,7 +99,7 @@ class _Custom:
                 raise GraphError(f"{self._label}: {e}. The function sees its arguments as "
                                  "Variables of a scratch Ops: pass every Variable it reads as "
                                  "an argument") from e
-        return self._value(y)
+        return self._as_array(y)
 
     def _vjp(self, o: Any, g: Any, out: Any, i: int, *inputs: Any, **attrs: Any) -> Any:
         # the sweep asks input by input; compute every cotangent of this entry once
@@ -118,7 +118,7 @@ class _Custom:
         shown = args + [f"{k}={render(v, k)}" for k, v in attrs.items() if not k.startswith("_")]
         return f"{self._label}({', '.join(shown)})"
 
-    def _value(self, y: Any) -> np.ndarray:
+    def _as_array(self, y: Any) -> np.ndarray:
         if isinstance(y, (tuple, list)):
             raise ArgumentError(f"{self._label}: the function must return one array or Variable, "
                                 f"got a {type(y).__name__}")
@@ -220,7 +220,7 @@ class CustomVJP(_Custom):
         try:
             jt = self._tangent(r, ts, r._unrecorded(out), _wrap(r, inputs, attrs["_vars"]),
                                attrs, False)
-            return None if jt is None else jt._value
+            return None if jt is None else jt.raw
         finally:
             r.release()
 
@@ -306,7 +306,7 @@ class Checkpoint(_Custom):
                 gate.closed = False
             for i, x, gx in zip(wrt, targets, gs):
                 x.grad = None
-                cts[i] = gx if recording else gx._value
+                cts[i] = gx if recording else gx.raw
             return cts
         finally:
             if not recording:
@@ -324,7 +324,7 @@ class Checkpoint(_Custom):
                 return None
             ty = r.jvp(y, [args[i] for i in moving], [ts[i] for i in moving],
                        create_graph=recording)
-            return ty if recording else ty._value
+            return ty if recording else ty.raw
         finally:
             if not recording:
                 r.release()
@@ -347,12 +347,12 @@ class Checkpoint(_Custom):
         """The block re-run on ``args``; None when it does not depend on them."""
         y = self._fn(*args, **_user(attrs))
         if not isinstance(y, Variable):
-            self._value(y)
+            self._as_array(y)
             return None
         if y.ops is not r:
             raise GraphError(f"{self._label}: the block returned {y.name}, a Variable of "
                              "another Ops")
-        if not np.allclose(y._value, value_of(out), rtol=1e-6, atol=1e-12, equal_nan=True):
+        if not np.allclose(y.raw, value_of(out), rtol=1e-6, atol=1e-12, equal_nan=True):
             raise GraphError(f"{self._label}: recomputing the block gave a different value than "
                              "the forward pass; a checkpointed block must be deterministic")
         return y if y.requires_grad else None

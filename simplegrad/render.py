@@ -41,7 +41,7 @@ def format_value(x: Any) -> str:
 def format_operand(x: Any) -> str:
     """How an input prints inside an entry: a name, a number, or a small constant."""
     if isinstance(x, Variable):
-        return x.name if x._name is not None else format_value(x._value)
+        return x.name if x.label is not None else format_value(x.raw)
     if isinstance(x, (int, float)):
         return repr(x)
     arr = np.asarray(x)
@@ -78,7 +78,7 @@ def format_entry(v: Variable) -> str:
 def format_mark(ops: Ops, kind: str, payload: Any) -> list[tuple[str, str]]:
     """The lines (role, text) of a non-entry event: a leaf, a grad block's start or end."""
     if kind == "leaf":
-        return [("leaf", f"{payload.name} = {format_value(payload._value)}")]
+        return [("leaf", f"{payload.name} = {format_value(payload.raw)}")]
     if kind == "zeros":
         return [("leaf", f"{payload.name} = zeros({list(payload.shape)})")]
     if kind == "detach":

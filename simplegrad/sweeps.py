@@ -52,7 +52,7 @@ class Sweeps:
             self._check_wrt("grad", w)
         recording = bool(create_graph) and self._recording
         # entries older than every wrt cannot lie on a path from them: stop there
-        stop = min((w._pos if w.prim is None else w._pos + 1 for w in targets),
+        stop = min((w.position if w.prim is None else w.position + 1 for w in targets),
                    default=len(self._tape))
         grads = self._reverse(L, seed, recording, stop, keep=set(targets))
         out = []
@@ -79,7 +79,7 @@ class Sweeps:
             elif recording:
                 v.grad = self.add(v.grad, g)
             else:
-                v.grad = self._unrecorded(v.grad._value + g, f"d{L.name}_d{v.name}")
+                v.grad = self._unrecorded(v.grad.raw + g, f"d{L.name}_d{v.name}")
 
     def _reverse(self, L: Variable, seed: Any, recording: bool, stop: int,
                  keep: set | None = None) -> dict:
@@ -137,7 +137,7 @@ class Sweeps:
         masks: dict[Variable, np.ndarray] = {}   # cotangent entries that are zero by construction
         tape = self._tape
         if L.prim is not None:
-            for pos in range(L._pos, stop - 1, -1):
+            for pos in range(L.position, stop - 1, -1):
                 out = tape[pos]
                 if keep is None:
                     g = grads.get(out)
@@ -157,15 +157,15 @@ class Sweeps:
                 if recording:
                     args, outv = inputs, out
                 elif len(inputs) == 1:      # (the input of a recorded unary op is a Variable)
-                    args, outv = (inputs[0]._value,), out._value
+                    args, outv = (inputs[0].raw,), out.raw
                 elif len(inputs) == 2:
                     a, b = inputs
-                    args = (a._value if type(a) is Variable else a,
-                            b._value if type(b) is Variable else b)
-                    outv = out._value
+                    args = (a.raw if type(a) is Variable else a,
+                            b.raw if type(b) is Variable else b)
+                    outv = out.raw
                 else:
-                    args = [x._value if type(x) is Variable else x for x in inputs]
-                    outv = out._value
+                    args = [x.raw if type(x) is Variable else x for x in inputs]
+                    outv = out.raw
                 m = masks.get(out) if masks else None
                 special = prim.mask is not None and (m is not None or prim.mask_source)
                 cts = []
@@ -173,7 +173,7 @@ class Sweeps:
                     if type(x) is not Variable or not x.requires_grad:
                         continue
                     if prim.sparse_vjp:    # indexing: same dtype, added up later
-                        ct = _Sparse(g, attrs["index"], x._value.shape)
+                        ct = _Sparse(g, attrs["index"], x.raw.shape)
                     elif prim.variadic:
                         ct = prim.vjp[0](o, g, outv, i, *args, **(attrs or {}))
                     elif m is not None and prim.vjp_masked is not None:
@@ -189,9 +189,9 @@ class Sweeps:
                         ct = rule(o, g, outv, *args, **attrs) if attrs else rule(o, g, outv, *args)
                     if ct is None:
                         continue
-                    if type(ct) is not _Sparse and ct.dtype is not x._value.dtype and \
-                            ct.dtype != x._value.dtype:
-                        ct = o.cast(ct, x._value.dtype)
+                    if type(ct) is not _Sparse and ct.dtype is not x.raw.dtype and \
+                            ct.dtype != x.raw.dtype:
+                        ct = o.cast(ct, x.raw.dtype)
                     cts.append((x, ct, prim.mask(o, m, i, outv, *args, **(attrs or {}))
                                 if special else None))
                 for x, ct, mask in cts:    # all cotangents first, then accumulate in input order
@@ -232,7 +232,7 @@ class Sweeps:
     def _add_existing(self, o: Any, old: Any, new: Any) -> Any:
         total = o.add(old, new)
         if o is self:
-            self._accumulations.add(total._pos)
+            self._accumulations.add(total.position)
         return total
 
     def _densify(self, o: Any, s: _Sparse) -> Any:
@@ -254,7 +254,7 @@ class Sweeps:
         for x in xs:
             self._check_wrt("jvp", x)
         values = [self._seed_value("jvp", x, t) for x, t in zip(xs, tangents)]
-        start = min(x._pos if x.prim is None else x._pos + 1 for x in xs)
+        start = min(x.position if x.prim is None else x.position + 1 for x in xs)
         with self._sweeping():
             if recording:
                 o = self
@@ -281,11 +281,11 @@ class Sweeps:
                 if recording:
                     t = out.prim.jvp(o, ts, out, *inputs, **attrs)
                 else:
-                    t = out.prim.jvp(o, ts, out._value,
-                                     *[getattr(x, "_value", x) for x in inputs], **attrs)
+                    t = out.prim.jvp(o, ts, out.raw,
+                                     *[getattr(x, "raw", x) for x in inputs], **attrs)
                 if t is not None:
-                    if dtype_of(t) != out._value.dtype:
-                        t = o.cast(t, out._value.dtype)
+                    if dtype_of(t) != out.raw.dtype:
+                        t = o.cast(t, out.raw.dtype)
                     known[out] = t
             t = known.get(y)
             if t is None:
@@ -301,9 +301,9 @@ class Sweeps:
         stack = [y]
         while stack:
             v = stack.pop()
-            if v.prim is None or v._pos < start or v._pos in seen:
+            if v.prim is None or v.position < start or v.position in seen:
                 continue
-            seen.add(v._pos)
+            seen.add(v.position)
             stack.extend(x for x in v.inputs if type(x) is Variable)
         return sorted(seen)
 
@@ -327,7 +327,7 @@ class Sweeps:
 
     def _seed_value(self, op: str, L: Variable, seed: Any) -> np.ndarray:
         if seed is None:
-            if L._value.size != 1:
+            if L.raw.size != 1:
                 raise ShapeError(f"{op}: {L.name} has shape {L.shape}, not a scalar: pass "
                                  f"seed= of that shape or reduce it with .sum()")
             return np.ones(L.shape, dtype=L.dtype)

@@ -82,10 +82,10 @@ class Ops(Sweeps, PrimitiveMethods):
         Variable of this Ops is a leaf (no history) and the trace is empty.
         """
         for v in self._tape:
-            v.prim, v.inputs, v.attrs, v._pos = None, (), None, 0
+            v.prim, v.inputs, v.attrs, v.position = None, (), None, 0
         for _, kind, payload in self._marks:
             if kind in ("leaf", "seed", "zeros", "detach"):
-                (payload[0] if kind == "detach" else payload)._pos = 0
+                (payload[0] if kind == "detach" else payload).position = 0
         self._tape.clear()
         self._marks.clear()
         self._accumulations.clear()
@@ -129,7 +129,7 @@ class Ops(Sweeps, PrimitiveMethods):
             name = self._next
             self._next += 1
         v = self._bare(arr, name, requires_grad)
-        mark = (v._pos, kind, v if source is None else (v, source))
+        mark = (v.position, kind, v if source is None else (v, source))
         self._marks.append(mark)
         if self.echo:
             render.echo(self, mark)
@@ -144,21 +144,21 @@ class Ops(Sweeps, PrimitiveMethods):
     def _bare(self, value: Any, name: str | int | None, requires_grad: bool) -> Variable:
         """A Variable computed by no primitive; ``_pos`` is where its dependents can start."""
         v = _new(Variable)
-        v._value = value
+        v.raw = value
         v.ops = self
-        v._name = name
+        v.label = name
         v.grad = None
         v.requires_grad = requires_grad
         v.prim = None
         v.inputs = ()
         v.attrs = None
-        v._pos = len(self._tape)
+        v.position = len(self._tape)
         return v
 
     def _detach(self, x: Variable) -> Variable:
         if not self._recording:
-            return self._unrecorded(x._value)
-        return self._leaf(x._value, None, False, "detach", source=x)
+            return self._unrecorded(x.raw)
+        return self._leaf(x.raw, None, False, "detach", source=x)
 
     # ------------------------------------------------------------ recording
 
@@ -176,7 +176,7 @@ class Ops(Sweeps, PrimitiveMethods):
                 if ref is None:
                     ref = x
                 requires = requires or x.requires_grad
-                values.append(x._value)
+                values.append(x.raw)
             elif tx is float or tx is int:
                 values.append(x)
             else:
@@ -198,21 +198,21 @@ class Ops(Sweeps, PrimitiveMethods):
         if not self._recording:
             return self._unrecorded(value)
         out = _new(Variable)        # _bare's work inlined: this is the hot path
-        out._value = value
+        out.raw = value
         out.ops = self
         if name is None:
             name = self._next
             self._next = name + 1
         elif type(name) is not str:
             name = _check_name(name)
-        out._name = name
+        out.label = name
         out.grad = None
         out.requires_grad = requires and prim.differentiable
         out.prim = prim
         out.inputs = inputs
         out.attrs = attrs
         tape = self._tape
-        out._pos = len(tape)
+        out.position = len(tape)
         tape.append(out)
         if self.echo:
             render.echo(self, out)
@@ -221,8 +221,8 @@ class Ops(Sweeps, PrimitiveMethods):
     def _constants(self, prim: Primitive, inputs: tuple, values: list, ref: Variable):
         """Convert non-Python-number constants: 0-d become numbers, arrays read-only copies
         (a read-only array of the right dtype is kept as it is)."""
-        dtype = next((x._value.dtype for x in inputs if type(x) is Variable
-                      and x._value.dtype.kind == "f"), ref._value.dtype)
+        dtype = next((x.raw.dtype for x in inputs if type(x) is Variable
+                      and x.raw.dtype.kind == "f"), ref.raw.dtype)
         inputs = list(inputs)
         for i, x in enumerate(inputs):
             if type(x) is Variable or type(x) is float or type(x) is int:
@@ -277,7 +277,7 @@ class Ops(Sweeps, PrimitiveMethods):
 def _float_array(value: Any, name: str | None) -> np.ndarray:
     """A fresh float array from user data; bool and int become float64."""
     if isinstance(value, Variable):
-        value = value._value
+        value = value.raw
     try:
         arr = np.array(value)
     except Exception as e:

@@ -83,8 +83,8 @@ def vjp(f: Callable, *xs: Any) -> tuple[Result, Callable]:
             where = "its own Ops (the primals were arrays)" if not nested else "another Ops"
             raise GraphError(f"vjp: the cotangent {u.name} belongs to {where}; pass an array, "
                              "or a Variable of the primals' Ops")
-        if np.shape(getattr(u, "_value", u)) != y.shape:
-            raise ShapeError(f"vjp: the cotangent has shape {np.shape(getattr(u, '_value', u))}"
+        if np.shape(getattr(u, "raw", u)) != y.shape:
+            raise ShapeError(f"vjp: the cotangent has shape {np.shape(getattr(u, 'raw', u))}"
                              f" but f's output has shape {y.shape}")
         gs = ops.grad(y, prims, seed=u, create_graph=nested)
         return tuple(_result(nested, g) for g in gs)
@@ -102,7 +102,7 @@ def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple[Result, Resu
     if len(xs) != len(vs):
         raise ArgumentError(f"jvp: {len(xs)} primals but {len(vs)} tangents")
     for i, (x, v) in enumerate(zip(xs, vs)):
-        xshape, vshape = np.shape(getattr(x, "_value", x)), np.shape(getattr(v, "_value", v))
+        xshape, vshape = np.shape(getattr(x, "raw", x)), np.shape(getattr(v, "raw", v))
         if xshape != vshape:
             raise ShapeError(f"jvp: tangent {i} has shape {vshape} but its primal has shape "
                              f"{xshape}")
@@ -167,7 +167,7 @@ def hessian(f: Callable, argnums: int = 0) -> Callable:
 def hvp(f: Callable, x: Any, v: Any) -> Result:
     """The Hessian-vector product H(x) v of scalar ``f``, without forming H."""
     _check_callable("hvp", f)
-    xshape, vshape = np.shape(getattr(x, "_value", x)), np.shape(getattr(v, "_value", v))
+    xshape, vshape = np.shape(getattr(x, "raw", x)), np.shape(getattr(v, "raw", v))
     if xshape != vshape:
         raise ShapeError(f"hvp: v has shape {vshape} but x has shape {xshape}")
     ops, nested = _context("hvp", (x, v))
@@ -207,7 +207,7 @@ def trace(fn: Callable, *args: Any) -> Ops:
     _check_callable("trace", fn)
     ops = Ops()
     names = _param_names(fn, len(args))
-    fn(*[ops.var(getattr(a, "_value", a), name=n) for a, n in zip(args, names)])
+    fn(*[ops.var(getattr(a, "raw", a), name=n) for a, n in zip(args, names)])
     return ops
 
 # ---------------------------------------------------------------- Jacobians
@@ -242,7 +242,7 @@ def _assemble(ops: Ops, nested: bool, parts: list[Variable], axis: int, shape: t
     """Stack rows (axis 0) or columns (last axis) and give the Jacobian its full shape."""
     if nested:
         return ops.reshape(ops.stack(parts, axis=axis), shape)
-    return np.stack([p._value for p in parts], axis=axis).reshape(shape)
+    return np.stack([p.raw for p in parts], axis=axis).reshape(shape)
 
 
 def _unit(k: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
@@ -295,7 +295,7 @@ def _primals(ops: Ops, args: Sequence[Any], nums: Sequence[int]) -> tuple[list, 
         if isinstance(a, Variable) and a.requires_grad:
             x = ops.reshape(a, a.shape)     # identity entry: see the module docstring
         else:
-            x = ops.var(getattr(a, "_value", a))
+            x = ops.var(getattr(a, "raw", a))
         call[i] = x
         xs.append(x)
     return call, xs
@@ -322,7 +322,7 @@ def _scalar(fname: str, y: Variable) -> Variable:
 
 
 def _result(nested: bool, v: Variable) -> Result:
-    return v if nested else np.array(v._value)
+    return v if nested else np.array(v.raw)
 
 
 def _argnums_kind(fname: str, argnums: Any) -> bool:

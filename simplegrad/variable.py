@@ -18,14 +18,17 @@ class Variable(VariableMethods):
     """A value recorded on an ``Ops``: a leaf, or the output of one primitive.
 
     A Variable is also its own tape entry: ``prim``, ``inputs`` and ``attrs``
-    say how it was computed (``prim`` is None for a leaf).
+    say how it was computed (``prim`` is None for a leaf). ``raw`` is the stored
+    array for engine code (never mutate it); ``value`` is the same array, read-only.
     """
 
-    __slots__ = ("_value", "_name", "ops", "grad", "requires_grad", "prim", "inputs",
-                 "attrs", "_pos", "__weakref__")
+    __slots__ = ("raw", "label", "ops", "grad", "requires_grad", "prim", "inputs",
+                 "attrs", "position", "__weakref__")
     __array_priority__ = 1000
 
-    _value: Any
+    raw: Any           # the stored value; engine code reads it, users read .value
+    label: int | str | None    # the v-number, the given name, or None (unrecorded)
+    position: int      # an entry's place on the tape; a leaf's: where its dependents can start
     ops: Ops
     grad: Variable | None
 
@@ -34,7 +37,7 @@ class Variable(VariableMethods):
     @property
     def value(self) -> np.ndarray:
         """The numpy value, read-only."""
-        v = self._value
+        v = self.raw
         if type(v) is np.ndarray and v.flags.writeable:
             v.flags.writeable = False
         return v
@@ -42,7 +45,7 @@ class Variable(VariableMethods):
     @property
     def name(self) -> str:
         """The given name, or ``v<N>`` from the Ops' counter."""
-        n = self._name
+        n = self.label
         if type(n) is str:
             return n
         return "(unrecorded)" if n is None else f"v{n}"
@@ -50,27 +53,22 @@ class Variable(VariableMethods):
     @property
     def shape(self) -> tuple:
         """Shape of the value."""
-        return self._value.shape
+        return self.raw.shape
 
     @property
     def dtype(self) -> np.dtype:
         """dtype of the value."""
-        return self._value.dtype
+        return self.raw.dtype
 
     @property
     def ndim(self) -> int:
         """Number of dimensions of the value."""
-        return self._value.ndim
+        return self.raw.ndim
 
     @property
     def size(self) -> int:
         """Number of entries of the value."""
-        return self._value.size
-
-    @property
-    def position(self) -> int:
-        """Where this variable stands on its tape (an entry's index; a leaf's first dependent)."""
-        return self._pos
+        return self.raw.size
 
     @property
     def is_leaf(self) -> bool:
@@ -79,26 +77,26 @@ class Variable(VariableMethods):
 
     def item(self) -> float:
         """The single entry of a size-1 variable as a Python float."""
-        return self._value.item()
+        return self.raw.item()
 
     def numpy(self) -> np.ndarray:
         """The value as a read-only numpy array (same as ``.value``)."""
         return self.value
 
     def __repr__(self) -> str:
-        body = np.array2string(np.asarray(self._value), precision=4, separator=", ")
+        body = np.array2string(np.asarray(self.raw), precision=4, separator=", ")
         return f"Variable({self.name} = {body})"
 
     def __len__(self) -> int:
-        if not self._value.shape:
+        if not self.raw.shape:
             raise TypeError(f"len() of a 0-d variable {self.name}")
-        return self._value.shape[0]
+        return self.raw.shape[0]
 
     def __bool__(self) -> bool:
-        if self._value.size != 1:
+        if self.raw.size != 1:
             raise TypeError(f"the truth value of {self.name} with shape {self.shape} "
                             "is ambiguous; use .value.any() or .value.all()")
-        return bool(self._value)
+        return bool(self.raw)
 
     def __iter__(self):
         for i in range(len(self)):

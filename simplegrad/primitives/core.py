@@ -112,7 +112,7 @@ def is_constant(x: Any) -> bool:
 
 def value_of(x: Any) -> Any:
     """The numpy value behind a Variable; constants and arrays pass through."""
-    return getattr(x, "_value", x)
+    return getattr(x, "raw", x)
 
 
 def dtype_of(x: Any) -> np.dtype | None:
