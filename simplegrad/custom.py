@@ -145,7 +145,7 @@ def _wrap(scratch: Ops, values: tuple, positions: tuple) -> list:
     """Values as unrecorded Variables of ``scratch`` at ``positions`` (where Variables were)."""
     args = list(values)
     for i in positions:
-        args[i] = scratch._unrecorded(values[i])
+        args[i] = scratch.unrecorded(values[i])
     return args
 
 
@@ -174,7 +174,7 @@ class CustomVJP(_Custom):
             return self._call_bwd(o, g, out, inputs, _user(attrs))
         scratch = Ops()
         with scratch.no_grad():
-            cts = self._checked(self._run_bwd(scratch._unrecorded(g), scratch._unrecorded(out),
+            cts = self._checked(self._run_bwd(scratch.unrecorded(g), scratch.unrecorded(out),
                                               _wrap(scratch, inputs, attrs["_vars"]),
                                               _user(attrs)), inputs)
         return [None if c is None else np.asarray(value_of(c)) for c in cts]
@@ -218,7 +218,7 @@ class CustomVJP(_Custom):
             return self._tangent(o, ts, out, inputs, attrs, True)
         r = Ops()
         try:
-            jt = self._tangent(r, ts, r._unrecorded(out), _wrap(r, inputs, attrs["_vars"]),
+            jt = self._tangent(r, ts, r.unrecorded(out), _wrap(r, inputs, attrs["_vars"]),
                                attrs, False)
             return None if jt is None else jt.raw
         finally:
@@ -226,7 +226,7 @@ class CustomVJP(_Custom):
 
     def _tangent(self, r: Ops, ts: list, out: Variable, inputs: Any, attrs: dict,
                  create_graph: bool) -> Variable | None:
-        u = r._leaf(np.zeros(out.shape, dtype=out.dtype), None, True, "zeros")
+        u = r.leaf(np.zeros(out.shape, dtype=out.dtype), None, True, "zeros")
         pairing = None
         for c, t in zip(self._call_bwd(r, u, out, inputs, _user(attrs)), ts):
             if c is not None and t is not None:
@@ -340,7 +340,7 @@ class Checkpoint(_Custom):
         r = Ops()
         args = _wrap(r, inputs, attrs["_vars"])
         for i in positions:
-            args[i] = r._leaf(inputs[i], None, True, "seed")
+            args[i] = r.leaf(inputs[i], None, True, "seed")
         return r, args
 
     def _recomputed(self, r: Ops, args: list, attrs: dict, out: Any) -> Variable | None:

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .events import BlockBegin, Event, Leaf
 from .primitives.shape import render_index
 from .variable import Variable
 
 if TYPE_CHECKING:
-    from .tape import Ops
+    from .tape import Tape
 
 HEADER_DASHES = "-" * 14
 FOOTER = "-" * 18
@@ -75,70 +76,69 @@ def format_entry(v: Variable) -> str:
     return f"{v.name} = {expr}"
 
 
-def format_mark(ops: Ops, kind: str, payload: Any) -> list[tuple[str, str]]:
-    """The lines (role, text) of a non-entry event: a leaf, a grad block's start or end."""
-    if kind == "leaf":
-        return [("leaf", f"{payload.name} = {format_value(payload.raw)}")]
-    if kind == "zeros":
-        return [("leaf", f"{payload.name} = zeros({list(payload.shape)})")]
-    if kind == "detach":
-        v, src = payload
-        return [("leaf", f"{v.name} = {src.name}.detach()")]
-    if kind == "grad_begin":
-        return [("header", f"d{payload.name} {HEADER_DASHES}")]
-    if kind == "grad_end":
-        L, items = payload
-        return [("map", f"d{L.name}_d{v.name} = {g.name}") for v, g in items] + \
+def format_event(event: Event) -> list[tuple[str, str]]:
+    """The lines (role, text) of an event: a leaf, a derivative block's start or end."""
+    if type(event) is Leaf:
+        v = event.var
+        if event.kind == "leaf":
+            return [("leaf", f"{v.name} = {format_value(v.raw)}")]
+        if event.kind == "zeros":
+            return [("leaf", f"{v.name} = zeros({list(v.shape)})")]
+        if event.kind == "detach":
+            return [("leaf", f"{v.name} = {event.source.name}.detach()")]
+        return []       # seeds are not printed
+    if type(event) is BlockBegin:
+        if event.kind == "grad":
+            return [("header", f"d{event.target.name} {HEADER_DASHES}")]
+        names = ", ".join(x.name for x in event.inputs)
+        return [("header", f"jvp {event.target.name} wrt {names} {HEADER_DASHES}")]
+    if event.kind == "grad":
+        return [("map", f"d{event.target.name}_d{v.name} = {g.name}") for v, g in event.pairs] + \
                [("footer", FOOTER)]
-    if kind == "jvp_begin":
-        y, xs = payload
-        return [("header", f"jvp {y.name} wrt {', '.join(x.name for x in xs)} {HEADER_DASHES}")]
-    if kind == "jvp_end":
-        y, t = payload
-        return [("map", f"t{y.name} = {t.name}"), ("footer", FOOTER)]
-    return []       # seeds are not printed
+    return [("map", f"t{y.name} = {t.name}") for y, t in event.pairs] + [("footer", FOOTER)]
 
 
-def roles(ops: Ops) -> Iterator[tuple[str, str]]:
+def roles(tape: Tape) -> Iterator[tuple[str, str]]:
     """Every line of the trace with its role, in recording order."""
-    marks = ops._marks
-    accumulations = ops._accumulations
+    events = tape.events
+    accumulations = tape.accumulations
     m = 0
     depth = 0
-    for pos, v in enumerate(ops._tape):
-        while m < len(marks) and marks[m][0] <= pos:
-            kind = marks[m][1]
-            depth += kind in ("grad_begin", "jvp_begin")
-            depth -= kind in ("grad_end", "jvp_end")
-            yield from format_mark(ops, kind, marks[m][2])
+    for v in tape.entries:
+        pos = v.position
+        while m < len(events) and events[m].position <= pos:
+            event = events[m]
+            if type(event) is not Leaf:
+                depth += 1 if type(event) is BlockBegin else -1
+            yield from format_event(event)
             m += 1
         role = "accumulate" if pos in accumulations else ("grad" if depth else "forward")
         yield role, format_entry(v)
-    for _, kind, payload in marks[m:]:
-        yield from format_mark(ops, kind, payload)
+    for event in events[m:]:
+        yield from format_event(event)
 
 
-def lines(ops: Ops) -> Iterator[str]:
+def lines(tape: Tape) -> Iterator[str]:
     """Every line of the trace, in recording order."""
-    return (text for _, text in roles(ops))
+    return (text for _, text in roles(tape))
 
 
-def echo(ops: Ops, item: Any) -> None:
-    """Print the lines of one newly recorded entry or event."""
+def echo(item: Variable | Event) -> None:
+    """Print the lines of one newly recorded entry or event (a tape listener)."""
     if isinstance(item, Variable):
         print(format_entry(item))
     else:
-        for _, text in format_mark(ops, item[1], item[2]):
+        for _, text in format_event(item):
             print(text)
 
 
-def print_rich(ops: Ops, console: Any = None) -> None:
+def print_rich(tape: Tape, console: Any = None) -> None:
     """Print the trace to a rich console, coloured by role."""
     from rich.console import Console
     from rich.text import Text
 
     console = console or Console()
     text = Text()
-    for role, line in roles(ops):
+    for role, line in roles(tape):
         text.append(line + "\n", style=STYLES[role])
     console.print(text, end="")

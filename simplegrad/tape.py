@@ -1,14 +1,17 @@
-"""Ops: the tape, the v-counter, leaves, recording on and off (the sweeps are in sweeps.py)."""
+"""The Tape (entries, events, v-counter) and Ops (holds a Tape; the recording policy).
+
+The sweeps that differentiate a tape are in sweeps.py, the text made from it in render.py.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-from . import render
+from . import render, sweeps
 from .errors import (
     ArgumentError,
     AxisError,
@@ -19,60 +22,132 @@ from .errors import (
     ShapeError,
     SimplegradError,
 )
+from .events import Event, Leaf, Pullback
 from .primitives import PrimitiveMethods
 from .primitives.core import Primitive
-from .sweeps import Sweeps
 from .variable import Variable
 
 _new = object.__new__
 _FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
+# ---------------------------------------------------------------- the tape
+
 
 class Tape(Sequence):
-    """Read-only view of an Ops' recorded entries; each entry is the Variable it produced."""
+    """The recorded entries of one Ops, oldest first, the events between them, the v-counter.
 
-    __slots__ = ("_entries",)
+    Positions grow forever: an entry's ``position`` is ``base + its index``, and ``clear()``
+    moves ``base`` past everything recorded so far, so Variables from before a clear never
+    look like entries of the new history.
+    """
 
-    def __init__(self, entries: list[Variable]):
-        self._entries = entries
+    __slots__ = ("entries", "events", "base", "counter", "accumulations", "pullbacks",
+                 "listeners", "jvp_cache")
+
+    def __init__(self) -> None:
+        self.entries: list[Variable] = []
+        self.events: list[Event] = []
+        self.base = 0                   # the position of entries[0]
+        self.counter = 0                # the next v-number
+        self.accumulations: set[int] = set()    # positions of gradient accumulations
+        self.pullbacks: list[Pullback] = []
+        self.listeners: list[Callable[[Any], None]] = []    # told of each entry and event
+        self.jvp_cache: tuple | None = None     # the last jvp's (y, start, positions)
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self.entries)
 
     def __getitem__(self, i):
-        return self._entries[i]
+        return self.entries[i]
+
+    def __repr__(self) -> str:
+        return f"<Tape: {len(self.entries)} entries, {len(self.events)} events>"
+
+    @property
+    def end(self) -> int:
+        """The position the next entry will take."""
+        return self.base + len(self.entries)
+
+    def at(self, position: int) -> Variable:
+        """The entry at ``position``."""
+        return self.entries[position - self.base]
+
+    def number(self) -> int:
+        """Take the next v-number."""
+        n = self.counter
+        self.counter = n + 1
+        return n
+
+    def add(self, event: Event) -> None:
+        """Record an event and tell the listeners."""
+        self.events.append(event)
+        for listen in self.listeners:
+            listen(event)
+
+    def snapshot(self) -> tuple:
+        """A mark to ``restore`` to: entries, events, counter and derived state as they are."""
+        return (len(self.entries), len(self.events), self.counter, len(self.pullbacks))
+
+    def restore(self, snap: tuple) -> None:
+        """Forget everything recorded since ``snap`` was taken."""
+        entries, events, counter, pullbacks = snap
+        end = self.base + entries
+        del self.entries[entries:]
+        del self.events[events:]
+        del self.pullbacks[pullbacks:]
+        self.counter = counter
+        self.accumulations = {p for p in self.accumulations if p < end}
+        self.jvp_cache = None
+
+    def clear(self) -> None:
+        """Forget the whole history; the entries become leaves (their values are kept)."""
+        for v in self.entries:
+            v.prim, v.inputs, v.attrs = None, (), None
+        self.base = self.end
+        self.entries.clear()
+        self.events.clear()
+        self.pullbacks.clear()
+        self.accumulations.clear()
+        self.jvp_cache = None
+
+# ---------------------------------------------------------------- Ops
 
 
-class Ops(Sweeps, PrimitiveMethods):
+class Ops(PrimitiveMethods):
     """One tape and one v-counter: every primitive called on it records one entry."""
 
     def __init__(self, echo: bool = False):
-        self._tape: list[Variable] = []
-        self._marks: list[tuple[int, str, Any]] = []   # (tape position, kind, payload)
-        self._next = 0          # the next v-number
-        self._recording = True
-        self._accumulations: set[int] = set()     # positions of gradient accumulations
-        self._ancestry: tuple | None = None       # jvp's last (y, start, entry positions)
+        self.tape = Tape()
+        self.recording = True
+        self.simplify = False
         self.echo = echo
 
     def __repr__(self) -> str:
-        state = "" if self._recording else ", not recording"
-        return f"<Ops: {len(self._tape)} entries, next v{self._next}{state}>"
-
-    # ------------------------------------------------------------ the tape
+        state = "" if self.recording else ", not recording"
+        return f"<Ops: {len(self.tape)} entries, next v{self.tape.counter}{state}>"
 
     @property
-    def tape(self) -> Tape:
-        """The recorded entries, oldest first."""
-        return Tape(self._tape)
+    def echo(self) -> bool:
+        """Whether each line is printed as it is recorded."""
+        return render.echo in self.tape.listeners
+
+    @echo.setter
+    def echo(self, on: bool) -> None:
+        listeners = self.tape.listeners
+        if on and render.echo not in listeners:
+            listeners.append(render.echo)
+        elif not on and render.echo in listeners:
+            listeners.remove(render.echo)
+
+    # ------------------------------------------------------------ the trace
 
     def format_trace(self) -> str:
         """The whole trace as text, in the seed's format."""
-        return "\n".join(render.lines(self))
+        return "\n".join(render.lines(self.tape))
 
     def print_trace(self, console: Any = None) -> None:
         """Print the trace with rich colours (forward, gradient blocks, accumulations)."""
-        render.print_rich(self, console)
+        render.print_rich(self.tape, console)
 
     def release(self) -> None:
         """Forget the recorded history so its memory returns now; Variables keep their values.
@@ -81,15 +156,7 @@ class Ops(Sweeps, PrimitiveMethods):
         by Python's cyclic garbage collector, which counts objects, not bytes. Afterwards every
         Variable of this Ops is a leaf (no history) and the trace is empty.
         """
-        for v in self._tape:
-            v.prim, v.inputs, v.attrs, v.position = None, (), None, 0
-        for _, kind, payload in self._marks:
-            if kind in ("leaf", "seed", "zeros", "detach"):
-                (payload[0] if kind == "detach" else payload).position = 0
-        self._tape.clear()
-        self._marks.clear()
-        self._accumulations.clear()
-        self._ancestry = None
+        self.tape.clear()
 
     def __enter__(self) -> Ops:
         return self
@@ -100,19 +167,39 @@ class Ops(Sweeps, PrimitiveMethods):
     @contextmanager
     def no_grad(self) -> Iterator[None]:
         """Within the block, primitives compute values and record nothing."""
-        before = self._recording
-        self._recording = False
+        before = self.recording
+        self.recording = False
         try:
             yield
         finally:
-            self._recording = before
+            self.recording = before
+
+    # ------------------------------------------------------------ derivatives (sweeps.py)
+
+    def grad(self, L: Variable, wrt: Variable | Sequence[Variable], seed: Any = None,
+             create_graph: bool = True) -> Any:
+        """Gradients of L with respect to ``wrt``, computed by recorded primitives.
+
+        Sets ``.grad`` on each of ``wrt`` (replacing it) and returns the gradients
+        in order (a single Variable when ``wrt`` is one).
+        """
+        return sweeps.grad(self, L, wrt, seed, create_graph)
+
+    def backward(self, L: Variable, seed: Any = None, create_graph: bool = False) -> None:
+        """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""
+        sweeps.backward(self, L, seed, create_graph)
+
+    def jvp(self, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
+            create_graph: bool = True) -> Variable:
+        """The tangent of y along ``tangents`` of ``xs``, by a forward sweep of recorded jvps."""
+        return sweeps.jvp(self, y, xs, tangents, create_graph)
 
     # ------------------------------------------------------------ leaves
 
     def var(self, value: Any, name: str | None = None, requires_grad: bool = True) -> Variable:
         """A leaf holding a float copy of ``value`` (float64 unless it is float16/32/64)."""
         arr = _float_array(value, name)
-        return self._leaf(arr, _check_name(name), bool(requires_grad), "leaf")
+        return self.leaf(arr, _check_name(name), bool(requires_grad))
 
     def named_var(self, value: Any, name: str) -> Variable:
         """A named leaf; its name prints in the trace and consumes no v-number."""
@@ -120,45 +207,52 @@ class Ops(Sweeps, PrimitiveMethods):
             raise ArgumentError("named_var needs a name")
         return self.var(value, name=name)
 
-    def _leaf(self, arr: np.ndarray, name: str | None, requires_grad: bool, kind: str,
-              source: Variable | None = None) -> Variable:
-        if type(arr) is not np.ndarray:
-            arr = np.asarray(arr)
+    def leaf(self, value: Any, name: str | None = None, requires_grad: bool = True,
+             kind: str = "leaf", source: Variable | None = None) -> Variable:
+        """A leaf holding ``value`` itself (made read-only, not copied), with a leaf event."""
+        arr = value if type(value) is np.ndarray else np.asarray(value)
         arr.flags.writeable = False
-        if name is None:
-            name = self._next
-            self._next += 1
-        v = self._bare(arr, name, requires_grad)
-        mark = (v.position, kind, v if source is None else (v, source))
-        self._marks.append(mark)
-        if self.echo:
-            render.echo(self, mark)
+        tape = self.tape
+        v = self._bare(arr, tape.number() if name is None else name, requires_grad)
+        tape.add(Leaf(v.position, v, kind, source))
         return v
 
-    def _unrecorded(self, value: Any, name: str | None = None) -> Variable:
+    def unrecorded(self, value: Any, name: str | None = None) -> Variable:
         """A Variable of this Ops that is on no tape and takes no v-number."""
         if type(value) is not np.ndarray and isinstance(value, np.generic):
             value = np.asarray(value)
         return self._bare(value, name, False)
 
-    def _bare(self, value: Any, name: str | int | None, requires_grad: bool) -> Variable:
-        """A Variable computed by no primitive; ``_pos`` is where its dependents can start."""
+    def zeros_like(self, w: Variable, record: bool = True) -> Variable:
+        """Zeros of w's shape and dtype: a recorded leaf, or unrecorded when ``record`` is off.
+
+        The zeros standing for the tangent of a bool or integer entry require no grad.
+        """
+        z = np.zeros(w.shape, dtype=w.dtype)
+        if record:
+            return self.leaf(z, None, w.dtype.kind == "f", "zeros")
+        z.flags.writeable = False
+        return self.unrecorded(z)
+
+    def detach(self, x: Variable) -> Variable:
+        """A new leaf with x's value through which no gradient flows."""
+        if not self.recording:
+            return self.unrecorded(x.raw)
+        return self.leaf(x.raw, None, False, "detach", source=x)
+
+    def _bare(self, value: Any, label: str | int | None, requires_grad: bool) -> Variable:
+        """A Variable computed by no primitive; its position is where its dependents can start."""
         v = _new(Variable)
         v.raw = value
         v.ops = self
-        v.label = name
+        v.label = label
         v.grad = None
         v.requires_grad = requires_grad
         v.prim = None
         v.inputs = ()
         v.attrs = None
-        v.position = len(self._tape)
+        v.position = self.tape.end
         return v
-
-    def _detach(self, x: Variable) -> Variable:
-        if not self._recording:
-            return self._unrecorded(x.raw)
-        return self._leaf(x.raw, None, False, "detach", source=x)
 
     # ------------------------------------------------------------ recording
 
@@ -195,14 +289,15 @@ class Ops(Sweeps, PrimitiveMethods):
             raise err from e
         if type(value) is not np.ndarray and isinstance(value, np.generic):
             value = np.asarray(value)
-        if not self._recording:
-            return self._unrecorded(value)
+        if not self.recording:
+            return self.unrecorded(value)
+        tape = self.tape
         out = _new(Variable)        # _bare's work inlined: this is the hot path
         out.raw = value
         out.ops = self
         if name is None:
-            name = self._next
-            self._next = name + 1
+            name = tape.counter
+            tape.counter = name + 1
         elif type(name) is not str:
             name = _check_name(name)
         out.label = name
@@ -211,11 +306,12 @@ class Ops(Sweeps, PrimitiveMethods):
         out.prim = prim
         out.inputs = inputs
         out.attrs = attrs
-        tape = self._tape
-        out.position = len(tape)
-        tape.append(out)
-        if self.echo:
-            render.echo(self, out)
+        entries = tape.entries
+        out.position = tape.base + len(entries)
+        entries.append(out)
+        if tape.listeners:
+            for listen in tape.listeners:
+                listen(out)
         return out
 
     def _constants(self, prim: Primitive, inputs: tuple, values: list, ref: Variable):

@@ -111,7 +111,7 @@ def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple[Result, Resu
         call, prims = _primals(ops, xs, range(len(xs)))
         y = _output("jvp", ops, f(*call))
         if not prims:
-            return _result(nested, y), _result(nested, ops._zeros(y, nested))
+            return _result(nested, y), _result(nested, ops.zeros_like(y, nested))
         t = ops.jvp(y, prims, list(vs), create_graph=nested)
         return _result(nested, y), _result(nested, t)
 
@@ -270,7 +270,7 @@ def _context(fname: str, args: Sequence[Any]) -> tuple[Ops, bool]:
                                  f"and {a.name}); create them on one Ops, or pass arrays")
     if ops is None:
         return Ops(), False
-    if not ops._recording:
+    if not ops.recording:
         raise GraphError(f"{fname}: the Ops of {first.name} is not recording (inside no_grad); "
                          "a transform of Variables must record its derivative")
     return ops, True

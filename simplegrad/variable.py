@@ -319,7 +319,7 @@ class Variable(VariableMethods):
 
     def detach(self) -> Variable:
         """A new leaf with the same value that no gradient flows through."""
-        return self.ops._detach(self)
+        return self.ops.detach(self)
 
     def backward(self, seed: Any = None, create_graph: bool = False) -> None:
         """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires grad."""

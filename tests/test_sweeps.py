@@ -48,10 +48,10 @@ def test_failed_sweep_leaves_tape_marks_and_counter_unchanged():
     op = sg.Ops()
     x = op.var(np.array([1.0, 2.0]))
     y = op.apply(_failing_primitive(), [x * 3.0]).sum()
-    text, entries, counter = op.format_trace(), len(op.tape), op._next
+    text, entries, counter = op.format_trace(), len(op.tape), op.tape.counter
     with pytest.raises(RuntimeError, match="rule failed"):
         op.grad(y, x)
-    assert (op.format_trace(), len(op.tape), op._next) == (text, entries, counter)
+    assert (op.format_trace(), len(op.tape), op.tape.counter) == (text, entries, counter)
     assert x.grad is None
     assert (x * 1.0).name == f"v{counter}"
 
