@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .core import REGISTRY, Case, Primitive, register
+from .decomp import DecompOps
 from .elementwise import ElementwiseOps
 from .linalg import LinalgOps
 from .logic import LogicOps
@@ -21,7 +22,7 @@ __all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "Val
            "VALUES", "VariableMethods"]
 
 
-class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps):
+class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps, DecompOps):
     """Every primitive as a method, plus the generic form; subclasses say what _apply does."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,

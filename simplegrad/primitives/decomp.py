@@ -8,11 +8,14 @@ The matrix input of each primitive is ``a``, as in numpy.linalg.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .core import Case, Primitive, keepdims_shape, register, shape_of, unbroadcast
+
+if TYPE_CHECKING:
+    from ..variable import Variable
 
 # ---------------------------------------------------------------- helpers
 
@@ -232,3 +235,38 @@ NORM = register(Primitive(
      Case(((2, 3, 4),), {"axis": (0, -1), "keepdims": True}),
      Case(((2, 3),), {"axis": None, "keepdims": True})],
     domain=(lambda rng, shape: rng.uniform(-2.0, 2.0, shape),)))
+
+
+# ---------------------------------------------------------------- Ops methods
+
+class DecompOps:
+    """The matrix functions as methods of an Ops."""
+
+    def solve(self, a: Any, b: Any, name: str | None = None) -> Variable:
+        """x with a @ x = b; b is a stack of vectors only when it is 1-D (numpy 2's rule)."""
+        return self._apply(SOLVE, (a, b), None, name)
+
+    def inv(self, a: Any, name: str | None = None) -> Variable:
+        """The inverse of each square matrix in the last two axes of a."""
+        return self._apply(INV, (a,), None, name)
+
+    def det(self, a: Any, name: str | None = None) -> Variable:
+        """The determinant of each square matrix in the last two axes of a."""
+        return self._apply(DET, (a,), None, name)
+
+    def slogdet(self, a: Any, name: str | None = None) -> Variable:
+        """log|det a| per matrix; its sign, a constant, is ``np.linalg.slogdet(a.value).sign``."""
+        return self._apply(SLOGDET, (a,), None, name)
+
+    def cholesky(self, a: Any, name: str | None = None) -> Variable:
+        """Lower Cholesky factor L of (a + a^T) / 2, which must be positive definite."""
+        return self._apply(CHOLESKY, (a,), None, name)
+
+    def norm(self, x: Any, axis: Any = None, keepdims: bool = False,
+             name: str | None = None) -> Variable:
+        """2-norm over ``axis`` (None: all entries; int: vectors; 2-tuple: Frobenius)."""
+        if axis is not None and not isinstance(axis, (int, np.integer)):
+            axis = tuple(int(i) for i in axis)
+        elif axis is not None:
+            axis = int(axis)
+        return self._apply(NORM, (x,), {"axis": axis, "keepdims": bool(keepdims)}, name)

@@ -1,8 +1,4 @@
-"""Linear algebra: matmul, and the Ops methods of every linear algebra primitive.
-
-The matrix functions (solve, inv, det, slogdet, cholesky, norm) are declared in
-``decomp.py``; their methods are here so that ``LinalgOps`` is the one mixin.
-"""
+"""Linear algebra: matmul (the matrix functions are in ``decomp.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .core import Case, Primitive, register, shape_of, unbroadcast
-from .decomp import CHOLESKY, DET, INV, NORM, SLOGDET, SOLVE
 from .decomp import swap_last as _swap
 
 if TYPE_CHECKING:
@@ -64,32 +59,3 @@ class LinalgOps:
     def matmul(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """x @ y with numpy's rules for 1-D, 2-D and batched (broadcast) operands."""
         return self._apply(MATMUL, (x, y), None, name)
-
-    def solve(self, a: Any, b: Any, name: str | None = None) -> Variable:
-        """x with a @ x = b; b is a stack of vectors only when it is 1-D (numpy 2's rule)."""
-        return self._apply(SOLVE, (a, b), None, name)
-
-    def inv(self, a: Any, name: str | None = None) -> Variable:
-        """The inverse of each square matrix in the last two axes of a."""
-        return self._apply(INV, (a,), None, name)
-
-    def det(self, a: Any, name: str | None = None) -> Variable:
-        """The determinant of each square matrix in the last two axes of a."""
-        return self._apply(DET, (a,), None, name)
-
-    def slogdet(self, a: Any, name: str | None = None) -> Variable:
-        """log|det a| per matrix; its sign, a constant, is ``np.linalg.slogdet(a.value).sign``."""
-        return self._apply(SLOGDET, (a,), None, name)
-
-    def cholesky(self, a: Any, name: str | None = None) -> Variable:
-        """Lower Cholesky factor L of (a + a^T) / 2, which must be positive definite."""
-        return self._apply(CHOLESKY, (a,), None, name)
-
-    def norm(self, x: Any, axis: Any = None, keepdims: bool = False,
-             name: str | None = None) -> Variable:
-        """2-norm over ``axis`` (None: all entries; int: vectors; 2-tuple: Frobenius)."""
-        if axis is not None and not isinstance(axis, (int, np.integer)):
-            axis = tuple(int(i) for i in axis)
-        elif axis is not None:
-            axis = int(axis)
-        return self._apply(NORM, (x,), {"axis": axis, "keepdims": bool(keepdims)}, name)
