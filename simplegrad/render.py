@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .events import BlockBegin, Event, Leaf
+from .events import BlockBegin, BlockEnd, Event, Leaf
+from .explain import blocks, comments, orders
 from .primitives.shape import render_index
 from .variable import Variable
 
@@ -98,29 +99,60 @@ def format_event(event: Event) -> list[tuple[str, str]]:
     return [("map", f"t{y.name} = {t.name}") for y, t in event.pairs] + [("footer", FOOTER)]
 
 
-def roles(tape: Tape) -> Iterator[tuple[str, str]]:
-    """Every line of the trace with its role, in recording order."""
+def roles(tape: Tape, explain: bool = False, block: int | None = None
+          ) -> Iterator[tuple[str, str]]:
+    """Every line of the trace with its role, in recording order.
+
+    ``explain`` appends to each gradient entry what it differentiates; ``block`` keeps only
+    one derivative block (an index into the blocks in the order they began: -1 the newest).
+    """
+    return ((role, text) for role, text, _ in _items(tape, explain, block))
+
+
+def _items(tape: Tape, explain: bool, block: int | None) -> Iterator[tuple[str, str, Any]]:
+    """(role, text, the entry or event it comes from) for every line, in recording order."""
     events = tape.events
     accumulations = tape.accumulations
-    m = 0
+    notes = comments(tape) if explain else {}
+    first, last, lo, hi = 0, len(events), None, None
+    if block is not None:
+        begins = [i for i, e in enumerate(events) if type(e) is BlockBegin]
+        if not begins:
+            return
+        first = begins[block]
+        depth = 0
+        for last in range(first, len(events)):
+            e = events[last]
+            depth += 1 if type(e) is BlockBegin else -1 if type(e) is BlockEnd else 0
+            if depth == 0:
+                break
+        lo, hi = events[first].position, events[last].position
+        last += 1
+    m = first
     depth = 0
     for v in tape.entries:
         pos = v.position
-        while m < len(events) and events[m].position <= pos:
+        if lo is not None and not lo <= pos < hi:
+            continue
+        while m < last and events[m].position <= pos:
             event = events[m]
             if type(event) is not Leaf:
                 depth += 1 if type(event) is BlockBegin else -1
-            yield from format_event(event)
+            for role, text in format_event(event):
+                yield role, text, event
             m += 1
         role = "accumulate" if pos in accumulations else ("grad" if depth else "forward")
-        yield role, format_entry(v)
-    for event in events[m:]:
-        yield from format_event(event)
+        line = format_entry(v)
+        note = notes.get(pos)
+        yield role, line if note is None else f"{line}    # {note}", v
+    for event in events[m:last]:
+        for role, text in format_event(event):
+            yield role, text, event
 
 
-def lines(tape: Tape) -> Iterator[str]:
-    """Every line of the trace, in recording order."""
-    return (text for _, text in roles(tape))
+def lines(tape: Tape, explain: bool = False, block: int | None = None) -> Iterator[str]:
+    """Every line of the trace, in recording order (see ``roles``)."""
+    return (text for _, text in roles(tape, explain, block))
 
 
 def echo(item: Variable | Event) -> None:
@@ -132,13 +164,41 @@ def echo(item: Variable | Event) -> None:
             print(text)
 
 
-def print_rich(tape: Tape, console: Any = None) -> None:
-    """Print the trace to a rich console, coloured by role."""
+ORDER_STYLES = ("default", "green", "cyan", "yellow", "blue", "red")
+
+
+def print_rich(tape: Tape, console: Any = None, explain: bool = False,
+               block: int | None = None) -> None:
+    """Print the trace to a rich console, gradient entries coloured by derivative order, then a
+    table of the derivative blocks grouped by order with their entry counts."""
     from rich.console import Console
+    from rich.table import Table
     from rich.text import Text
 
     console = console or Console()
+    ords = orders(tape)
     text = Text()
-    for role, line in roles(tape):
-        text.append(line + "\n", style=STYLES[role])
+    for role, line, item in _items(tape, explain, block):
+        style = STYLES[role]
+        if role == "grad":
+            style = ORDER_STYLES[min(ords.get(item, 1), len(ORDER_STYLES) - 1)]
+        text.append(line + "\n", style=style)
     console.print(text, end="")
+    shown = blocks(tape)
+    if block is not None:
+        begins = sorted(b.start for b in shown)
+        shown = [b for b in shown if b.start == begins[block]] if begins else []
+    table = Table(title="derivative blocks by order")
+    for column in ("order", "block", "entries"):
+        table.add_column(column, justify="right" if column != "block" else "left")
+    forward = sum(1 for v in tape.entries if ords.get(v, 0) == 0)
+    if block is None:
+        table.add_row("0", "forward", str(forward), style=ORDER_STYLES[0])
+    for k in sorted({b.order for b in shown}):
+        group = [b for b in shown if b.order == k]
+        style = ORDER_STYLES[min(k, len(ORDER_STYLES) - 1)]
+        for b in group:
+            table.add_row(str(k), b.title, str(b.size), style=style)
+        if len(group) > 1:
+            table.add_row(str(k), "all", str(sum(b.size for b in group)), style="bold " + style)
+    console.print(table)

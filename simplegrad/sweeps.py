@@ -147,7 +147,7 @@ def _sweep(o: Any, tape: Tape, L: Variable, seed: Any, recording: bool, stop: in
             if g is None:
                 continue
         if type(g) is _Sparse:
-            g = _densify(o, tape, g)
+            g = _densify(o, tape, out, g)
             if keep is None:
                 grads[out] = g
         if keep is not None and out in keep:
@@ -207,14 +207,14 @@ def _sweep(o: Any, tape: Tape, L: Variable, seed: Any, recording: bool, stop: in
                 if mask is not None:
                     masks[x] = mask
             else:
-                grads[x] = _accumulate(o, tape, old, ct)
+                grads[x] = _accumulate(o, tape, x, old, ct)
                 if masks:
                     before = masks.pop(x, None)
                     if before is not None and mask is not None:
                         masks[x] = before if before is mask else o.logical_and(before, mask)
     for v, g in grads.items():
         if type(g) is _Sparse:
-            grads[v] = _densify(o, tape, g)
+            grads[v] = _densify(o, tape, v, g)
     return grads
 
 
@@ -231,34 +231,36 @@ def _descendants(tape: Tape, targets: list[Variable], stop: int, L: Variable) ->
     return reached
 
 
-def _accumulate(o: Any, tape: Tape, old: Any, new: Any) -> Any:
-    """existing + new, keeping indexing reads sparse until they are needed."""
+def _accumulate(o: Any, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
+    """existing + new cotangent of x, keeping indexing reads sparse until they are needed."""
     if type(new) is _Sparse:
         if type(old) is _Sparse:
             old.grads.extend(new.grads)
             old.indices.extend(new.indices)
             if new.dense is not None:
                 old.dense = (new.dense if old.dense is None
-                             else _add_existing(o, tape, old.dense, new.dense))
+                             else _add_existing(o, tape, x, old.dense, new.dense))
             return old
         new.dense = old
         return new
     if type(old) is _Sparse:
-        old.dense = new if old.dense is None else _add_existing(o, tape, old.dense, new)
+        old.dense = new if old.dense is None else _add_existing(o, tape, x, old.dense, new)
         return old
-    return _add_existing(o, tape, old, new)
+    return _add_existing(o, tape, x, old, new)
 
 
-def _add_existing(o: Any, tape: Tape, old: Any, new: Any) -> Any:
+def _add_existing(o: Any, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
     total = o.add(old, new)
     if type(total) is Variable:
-        tape.accumulations.add(total.position)
+        tape.accumulations[total.position] = x
     return total
 
 
-def _densify(o: Any, tape: Tape, s: _Sparse) -> Any:
+def _densify(o: Any, tape: Tape, x: Variable, s: _Sparse) -> Any:
     dense = o.scatter_add(s.grads, s.indices, s.shape)
-    return dense if s.dense is None else _add_existing(o, tape, s.dense, dense)
+    if type(dense) is Variable:
+        tape.accumulations[dense.position] = x
+    return dense if s.dense is None else _add_existing(o, tape, x, s.dense, dense)
 
 # ---------------------------------------------------------------- forward mode
 
@@ -308,7 +310,10 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
                 continue
             attrs = out.attrs or {}
             if recording:
+                start = len(entries)
                 t = out.prim.jvp(o, ts, out, *inputs, **attrs)
+                if len(entries) > start:
+                    tape.pullbacks.append((base + start, base + len(entries), out, -1))
             else:
                 t = out.prim.jvp(o, ts, out.raw, *[getattr(x, "raw", x) for x in inputs],
                                  **attrs)

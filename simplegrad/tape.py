@@ -5,13 +5,13 @@ The sweeps that differentiate a tape are in sweeps.py, the text made from it in 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-from . import render, sweeps
+from . import explain, render, sweeps
 from .errors import (
     ArgumentError,
     AxisError,
@@ -49,7 +49,10 @@ class Tape(Sequence):
         self.events: list[Event] = []
         self.base = 0                   # the position of entries[0]
         self.counter = 0                # the next v-number
-        self.accumulations: set[int] = set()    # positions of gradient accumulations
+        # position of each gradient accumulation -> the variable whose cotangent it sums
+        self.accumulations: dict[int, Variable] = {}
+        # (start, stop, entry, input): the entries start <= p < stop were recorded pulling the
+        # cotangent of ``entry`` back to its input ``input`` (-1: pushing a tangent through it)
         self.pullbacks: list[Pullback] = []
         self.listeners: list[Callable[[Any], None]] = []    # told of each entry and event
         self.jvp_cache: tuple | None = None     # the last jvp's (y, start, positions)
@@ -96,7 +99,7 @@ class Tape(Sequence):
         del self.events[events:]
         del self.pullbacks[pullbacks:]
         self.counter = counter
-        self.accumulations = {p for p in self.accumulations if p < end}
+        self.accumulations = {p: x for p, x in self.accumulations.items() if p < end}
         self.jvp_cache = None
 
     def clear(self) -> None:
@@ -141,13 +144,26 @@ class Ops(PrimitiveMethods):
 
     # ------------------------------------------------------------ the trace
 
-    def format_trace(self) -> str:
-        """The whole trace as text, in the seed's format."""
-        return "\n".join(render.lines(self.tape))
+    def format_trace(self, explain: bool = False, block: int | None = None) -> str:
+        """The trace as text, in the seed's format.
 
-    def print_trace(self, console: Any = None) -> None:
-        """Print the trace with rich colours (forward, gradient blocks, accumulations)."""
-        render.print_rich(self.tape, console)
+        ``explain=True`` appends to each gradient entry the forward entry and input it pulls
+        back through (``# d(v1 = v0 * b)/dv0``); ``block`` keeps one derivative block (-1: the
+        newest).
+        """
+        return "\n".join(render.lines(self.tape, explain, block))
+
+    def print_trace(self, console: Any = None, explain: bool = False,
+                    block: int | None = None) -> None:
+        """Print the trace with rich colours by role and derivative order, and a count of the
+        entries per order."""
+        render.print_rich(self.tape, console, explain, block)
+
+    def find_nonfinite(self, v: Variable) -> explain.NonFinite | None:
+        """Where a nan or inf first appears among v's ancestors (None when all are finite)."""
+        if not isinstance(v, Variable) or v.ops is not self:
+            raise ArgumentError("find_nonfinite: expected a Variable of this Ops")
+        return explain.find_nonfinite(self.tape, v)
 
     def release(self) -> None:
         """Forget the recorded history so its memory returns now; Variables keep their values.
@@ -177,13 +193,26 @@ class Ops(PrimitiveMethods):
     # ------------------------------------------------------------ derivatives (sweeps.py)
 
     def grad(self, L: Variable, wrt: Variable | Sequence[Variable], seed: Any = None,
-             create_graph: bool = True) -> Any:
+             create_graph: bool = True, name: str | Sequence[str] | None = None) -> Any:
         """Gradients of L with respect to ``wrt``, computed by recorded primitives.
 
         Sets ``.grad`` on each of ``wrt`` (replacing it) and returns the gradients
-        in order (a single Variable when ``wrt`` is one).
+        in order (a single Variable when ``wrt`` is one). ``name`` names the gradients (one
+        name, or one per ``wrt``), as setting ``.name`` on them would.
         """
-        return sweeps.grad(self, L, wrt, seed, create_graph)
+        if name is None:
+            return sweeps.grad(self, L, wrt, seed, create_graph)
+        single = isinstance(wrt, Variable) or not isinstance(wrt, Iterable)
+        names = [name] if isinstance(name, str) else list(name)
+        count = 1 if single else len(list(wrt))
+        if len(names) != count or not all(isinstance(n, str) and n.isidentifier()
+                                          for n in names):
+            raise ArgumentError(f"grad: name= needs {count} identifier(s), one per wrt, got "
+                                f"{name!r}")
+        grads = sweeps.grad(self, L, wrt, seed, create_graph)
+        for g, n in zip([grads] if single else grads, names):
+            g.name = n
+        return grads
 
     def backward(self, L: Variable, seed: Any = None, create_graph: bool = False) -> None:
         """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""

@@ -44,11 +44,17 @@ class Variable(VariableMethods):
 
     @property
     def name(self) -> str:
-        """The given name, or ``v<N>`` from the Ops' counter."""
+        """The given name, or ``v<N>`` from the Ops' counter; settable (the trace follows)."""
         n = self.label
         if type(n) is str:
             return n
         return "(unrecorded)" if n is None else f"v{n}"
+
+    @name.setter
+    def name(self, name: str) -> None:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ArgumentError(f"a name must be a Python identifier, got {name!r}")
+        self.label = name
 
     @property
     def shape(self) -> tuple:
