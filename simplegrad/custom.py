@@ -17,11 +17,14 @@ for "no gradient"). That is the signature of every built-in vjp rule minus
 to save on a ``ctx`` and no class to subclass, the forward stays an ordinary
 function that can be called and tested alone, and one user rule serves the
 recorded and the value-only sweeps alike. A ``bwd`` written with simplegrad
-operations works at every order; one that returns numpy arrays works at first
-order, and differentiating its result again raises ``NotDifferentiableError``.
-The jvp is derived from the vjp: ``J t`` is the gradient with respect to a
-fresh ``u`` of ``<bwd(u), t>`` (linear in ``u``), so forward mode and
-forward-over-reverse Hessians pass through custom functions too.
+operations works at every order; one that returns numpy arrays, or a nonzero
+cotangent that does not depend on the Variable ``g`` (made from ``g.value``),
+works at first order, and differentiating its result again raises
+``NotDifferentiableError``. The jvp is derived from the vjp: ``J t`` is the
+gradient with respect to a fresh ``u`` (of ones) of ``<bwd(u), t>`` (linear in
+``u``), so forward mode and forward-over-reverse Hessians pass through custom
+functions too. A forward that fails leaves the caller's tape as it was, even if
+it recorded on a Variable it read from a closure.
 
 ``checkpoint(fn)`` records the block as one entry on its inputs and keeps none
 of its intermediates; its vjp re-runs ``fn`` and takes the gradient of the
@@ -35,7 +38,9 @@ recomputed intermediates, since the gradient program refers to them.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -62,8 +67,8 @@ class _Custom:
         functools.update_wrapper(self, fn)
         self._fn = fn
         self._label = label
-        # cotangents of one entry, computed once and handed out input by input
-        self._memo: dict[tuple, list] = {}
+        # cotangents of one entry, computed once and handed out input by input (see _vjp)
+        self._memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.primitive = Primitive(label, self._forward, [self._vjp], self._jvp, self._fmt, [],
                                    variadic=True)
 
@@ -83,7 +88,8 @@ class _Custom:
         attrs["_vars"] = tuple(i for i, x in enumerate(args) if isinstance(x, Variable))
         attrs["_wrt"] = tuple(i for i, x in enumerate(args)
                               if isinstance(x, Variable) and x.requires_grad)
-        return ops.apply(self.primitive, args, attrs)
+        with _undone_on_failure(ops):   # the forward may have recorded on a closure Variable
+            return ops.apply(self.primitive, args, attrs)
 
     def __repr__(self) -> str:
         return f"<{self._label}>"
@@ -102,17 +108,30 @@ class _Custom:
         return self._as_array(y)
 
     def _vjp(self, o: Any, g: Any, out: Any, i: int, *inputs: Any, **attrs: Any) -> Any:
-        # the sweep asks input by input; compute every cotangent of this entry once
+        # The sweep asks input by input; every cotangent of the entry is computed at the first
+        # request and kept until the last one. Nothing may outlive the sweep (a sweep may stop
+        # after some inputs: it raised, or an input stopped requiring grad), so the memo is
+        # keyed weakly by ``o``: a value-only sweep's own ValueOps, which dies with the sweep,
+        # holds the arrays; a recorded sweep's Ops gets only weak references to the cotangents,
+        # which are entries of its tape (the tape holds them, not the memo).
+        memo = self._memo.get(o)
+        if memo is None:
+            memo = self._memo[o] = {}
+        recording = isinstance(o, Ops)
         key = (id(g), id(out), *map(id, inputs))
-        entry = self._memo.get(key)
-        if entry is None:
+        entry = memo.get(key)
+        cts = None if entry is None else entry.cotangents()
+        if cts is None:         # first request (or a recorded cotangent no longer held)
+            for k in [k for k, e in memo.items() if e.cotangents() is None]:
+                del memo[k]     # left by a recorded sweep that stopped early: only weak refs
             cts = self._cotangents(o, g, out, inputs, attrs)
-            # (g, out, inputs) are kept so that the ids in the key stay theirs
-            entry = self._memo[key] = [cts, set(attrs["_wrt"]), (g, out, inputs)]
-        entry[1].discard(i)
-        if not entry[1]:
-            del self._memo[key]
-        return entry[0][i]
+            entry = memo[key] = _Pending(cts, attrs["_wrt"], (g, out, inputs), recording)
+        entry.waiting.discard(i)
+        if not entry.waiting:
+            del memo[key]
+            if not memo:
+                del self._memo[o]
+        return cts[i]
 
     def _fmt(self, args: list[str], attrs: dict, render: Callable) -> str:
         shown = args + [f"{k}={render(v, k)}" for k, v in attrs.items() if not k.startswith("_")]
@@ -130,6 +149,62 @@ class _Custom:
 
     def _jvp(self, o: Any, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
         raise NotImplementedError
+
+
+class _Pending:
+    """The cotangents of one entry while the sweep asks for them input by input.
+
+    Weak (a recorded sweep): the cotangents are entries of the tape, which keeps them alive,
+    and the key's ids are checked through weak references to g and the entry (its inputs are
+    the entry's own). Strong (a value-only sweep): the arrays are held, for as long as the
+    sweep's ValueOps lives.
+    """
+
+    __slots__ = ("held", "waiting", "key_objects", "weak")
+
+    def __init__(self, cts: list, wrt: tuple, key_objects: tuple, weak: bool):
+        self.weak = weak
+        self.held = [weakref.ref(c) if weak and c is not None else c for c in cts]
+        self.key_objects = tuple(weakref.ref(x) for x in key_objects[:2]) if weak else key_objects
+        self.waiting = set(wrt)
+
+    def cotangents(self) -> list | None:
+        """The cotangents, or None when one of them or of the key's objects is gone."""
+        if not self.weak:
+            return self.held
+        if any(r() is None for r in self.key_objects):
+            return None
+        cts = [None if r is None else r() for r in self.held]
+        if any(c is None and r is not None for c, r in zip(cts, self.held)):
+            return None
+        return cts
+
+
+@contextmanager
+def _undone_on_failure(ops: Ops) -> Iterator[None]:
+    """If the block raises, leave the tape, the trace and the v-counter as they were."""
+    snap = ops.tape.snapshot()
+    try:
+        yield
+    except BaseException:
+        ops.tape.restore(snap)
+        raise
+
+
+def _depends_on(c: Variable, g: Variable) -> bool:
+    """True when g is among c's recorded ancestors (walking only entries newer than g)."""
+    start = g.position
+    seen: set[int] = set()
+    stack = [c]
+    while stack:
+        v = stack.pop()
+        if v is g:
+            return True
+        if v.prim is None or v.position < start or id(v) in seen:
+            continue
+        seen.add(id(v))
+        stack.extend(x for x in v.inputs if type(x) is Variable)
+    return False
 
 
 def _is_number(x: Any) -> bool:
@@ -186,14 +261,23 @@ class CustomVJP(_Custom):
         return self._bwd(g, out, *inputs, **kw)
 
     def _call_bwd(self, r: Ops, g: Variable, out: Variable, inputs: Any, kw: dict) -> list:
-        """The user's cotangents, recorded on ``r``; raw arrays go through the _bwd entry."""
+        """The user's cotangents, recorded on ``r``; raw arrays go through the _bwd entry.
+
+        So does a recorded cotangent that does not depend on g (made from ``g.value``, say)
+        although it is nonzero: it is right as a value but not as a function of g, so
+        differentiating it again must raise, not give a wrong answer.
+        """
         cts = self._checked(self._run_bwd(g, out, inputs, kw), inputs)
         for i, c in enumerate(cts):
-            recorded = isinstance(c, Variable) and c.ops is r and (
-                c.requires_grad or not g.requires_grad)
-            if c is not None and not recorded:
+            if c is None:
+                continue
+            recorded = isinstance(c, Variable) and c.ops is r
+            frozen = recorded and g.requires_grad and not _depends_on(c, g) and (
+                np.any(c.raw != 0) or not np.any(g.raw != 0))
+            if not recorded or frozen:
                 cts[i] = r.apply(self._raw, (g, out, *inputs),
-                                 {"ct": np.asarray(value_of(c)), "position": i})
+                                 {"ct": np.asarray(value_of(c)), "position": i,
+                                  "frozen": frozen})
         return cts
 
     def _checked(self, cts: Any, inputs: Any) -> list:
@@ -211,7 +295,8 @@ class CustomVJP(_Custom):
         return list(cts)
 
     def _jvp(self, o: Any, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
-        # J t = d/du <bwd(u), t>, with u a fresh zero cotangent (bwd is linear in u)
+        # J t = d/du <bwd(u), t>, with u a fresh cotangent of ones (bwd is linear in u, so its
+        # value does not matter, but a nonzero one shows a cotangent that ignores u)
         if all(t is None for t in ts):
             return None
         if isinstance(o, Ops):
@@ -226,7 +311,7 @@ class CustomVJP(_Custom):
 
     def _tangent(self, r: Ops, ts: list, out: Variable, inputs: Any, attrs: dict,
                  create_graph: bool) -> Variable | None:
-        u = r.leaf(np.zeros(out.shape, dtype=out.dtype), None, True, "zeros")
+        u = r.leaf(np.ones(out.shape, dtype=out.dtype), None, True, "seed")
         pairing = None
         for c, t in zip(self._call_bwd(r, u, out, inputs, _user(attrs)), ts):
             if c is not None and t is not None:
@@ -241,6 +326,12 @@ class CustomVJP(_Custom):
     # ------------------------------------------------------------ a backward made of raw arrays
 
     def _raw_rule(self, *args: Any, **attrs: Any) -> Any:
+        if attrs.get("frozen"):
+            raise NotDifferentiableError(
+                f"{self._label}: its backward rule returned a cotangent for input "
+                f"{attrs['position']} that does not depend on the cotangent g (computed from "
+                "g.value, say), so its gradient cannot be differentiated again (grad of grad, or "
+                "a jvp through it); write the backward with simplegrad operations on g itself")
         raise NotDifferentiableError(
             f"{self._label}: its backward rule returned numpy arrays instead of Variables, so its "
             "gradient cannot be differentiated again (grad of grad, or a jvp through it); write "
@@ -250,7 +341,7 @@ class CustomVJP(_Custom):
         return f"{self._label}_bwd({', '.join(args)})[{attrs['position']}]"
 
 
-def _raw_forward(*values: Any, ct: np.ndarray, position: int) -> np.ndarray:
+def _raw_forward(*values: Any, ct: np.ndarray, position: int, frozen: bool) -> np.ndarray:
     return ct
 
 
