@@ -1,4 +1,4 @@
-"""Custom gradients (``custom_vjp``) and gradient checkpointing (``checkpoint``).
+"""Custom gradients (``custom_vjp``) and the machinery it shares with ``checkpoint``.
 
 Both turn a Python function into a ``Primitive`` made at run time and kept out
 of ``REGISTRY``. Calling the function records ONE entry, printed as the call a
@@ -26,13 +26,8 @@ gradient with respect to a fresh ``u`` (of ones) of ``<bwd(u), t>`` (linear in
 functions too. A forward that fails leaves the caller's tape as it was, even if
 it recorded on a Variable it read from a closure.
 
-``checkpoint(fn)`` records the block as one entry on its inputs and keeps none
-of its intermediates; its vjp re-runs ``fn`` and takes the gradient of the
-recomputed output with ``Ops.grad``. Every Variable the block reads must be one
-of its arguments, and the block must be deterministic (both are checked). Memory
-is saved by value-only backward passes (``create_graph=False``, ``backward()``):
-they hold one block's intermediates at a time. A recorded backward keeps the
-recomputed intermediates, since the gradient program refers to them.
+``checkpoint`` (checkpoint.py) is the other dynamic primitive built on
+``CustomFunction``.
 """
 
 from __future__ import annotations
@@ -58,8 +53,8 @@ from .variable import Variable
 # ---------------------------------------------------------------- shared machinery
 
 
-class _Custom:
-    """A function recorded as one entry of a dynamic primitive (base of both wrappers)."""
+class CustomFunction:
+    """A function recorded as one entry of a dynamic primitive (CustomVJP, Checkpoint)."""
 
     def __init__(self, fn: Callable, label: str):
         if not callable(fn):
@@ -100,7 +95,7 @@ class _Custom:
         scratch = Ops()
         with scratch.no_grad():
             try:
-                y = self._fn(*_wrap(scratch, values, attrs["_vars"]), **_user(attrs))
+                y = self._fn(*wrap_values(scratch, values, attrs["_vars"]), **user_attrs(attrs))
             except GraphError as e:
                 raise GraphError(f"{self._label}: {e}. The function sees its arguments as "
                                  "Variables of a scratch Ops: pass every Variable it reads as "
@@ -211,12 +206,12 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _user(attrs: dict) -> dict:
+def user_attrs(attrs: dict) -> dict:
     """The attributes the user passed (keyword arguments), without the bookkeeping ones."""
     return {k: v for k, v in attrs.items() if not k.startswith("_")}
 
 
-def _wrap(scratch: Ops, values: tuple, positions: tuple) -> list:
+def wrap_values(scratch: Ops, values: tuple, positions: tuple) -> list:
     """Values as unrecorded Variables of ``scratch`` at ``positions`` (where Variables were)."""
     args = list(values)
     for i in positions:
@@ -227,7 +222,7 @@ def _wrap(scratch: Ops, values: tuple, positions: tuple) -> list:
 # ---------------------------------------------------------------- custom_vjp
 
 
-class CustomVJP(_Custom):
+class CustomVJP(CustomFunction):
     """A function whose gradient is a user rule: ``bwd(g, out, *inputs, **attrs)``."""
 
     def __init__(self, fn: Callable):
@@ -246,12 +241,12 @@ class CustomVJP(_Custom):
 
     def _cotangents(self, o: Any, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
         if isinstance(o, Ops):
-            return self._call_bwd(o, g, out, inputs, _user(attrs))
+            return self._call_bwd(o, g, out, inputs, user_attrs(attrs))
         scratch = Ops()
         with scratch.no_grad():
             cts = self._checked(self._run_bwd(scratch.unrecorded(g), scratch.unrecorded(out),
-                                              _wrap(scratch, inputs, attrs["_vars"]),
-                                              _user(attrs)), inputs)
+                                              wrap_values(scratch, inputs, attrs["_vars"]),
+                                              user_attrs(attrs)), inputs)
         return [None if c is None else np.asarray(value_of(c)) for c in cts]
 
     def _run_bwd(self, g: Any, out: Any, inputs: Any, kw: dict) -> Any:
@@ -303,7 +298,7 @@ class CustomVJP(_Custom):
             return self._tangent(o, ts, out, inputs, attrs, True)
         r = Ops()
         try:
-            jt = self._tangent(r, ts, r.unrecorded(out), _wrap(r, inputs, attrs["_vars"]),
+            jt = self._tangent(r, ts, r.unrecorded(out), wrap_values(r, inputs, attrs["_vars"]),
                                attrs, False)
             return None if jt is None else jt.raw
         finally:
@@ -313,7 +308,7 @@ class CustomVJP(_Custom):
                  create_graph: bool) -> Variable | None:
         u = r.leaf(np.ones(out.shape, dtype=out.dtype), None, True, "seed")
         pairing = None
-        for c, t in zip(self._call_bwd(r, u, out, inputs, _user(attrs)), ts):
+        for c, t in zip(self._call_bwd(r, u, out, inputs, user_attrs(attrs)), ts):
             if c is not None and t is not None:
                 term = r.sum(r.mul(c, t))
                 pairing = term if pairing is None else r.add(pairing, term)
@@ -348,107 +343,3 @@ def _raw_forward(*values: Any, ct: np.ndarray, position: int, frozen: bool) -> n
 def custom_vjp(fn: Callable) -> CustomVJP:
     """``fn`` as one recorded operation whose gradient is the rule given to ``.defvjp``."""
     return CustomVJP(fn)
-
-
-# ---------------------------------------------------------------- checkpoint
-
-
-class _Gate:
-    """Closed while a checkpoint's own gradient is taken: its input entries stop the sweep."""
-
-    __slots__ = ("closed",)
-
-    def __init__(self) -> None:
-        self.closed = False
-
-
-_OPEN = _Gate()
-
-# The identity entry through which a recomputed block reads an input: the inner sweep
-# stops there (gate closed) instead of running on into the caller's graph, while later
-# sweeps pass through it (gate open), so the cotangents stay functions of the true inputs.
-_ENTER = Primitive(
-    "checkpoint_input", lambda x, gate: x,
-    [lambda o, g, out, x, gate: None if gate.closed else g],
-    lambda o, ts, out, x, gate: ts[0], "{0}", [])
-
-
-class Checkpoint(_Custom):
-    """A block recorded as one entry; its intermediates are recomputed by the backward sweep."""
-
-    def __init__(self, fn: Callable):
-        super().__init__(fn, f"checkpoint({getattr(fn, '__name__', 'block')})")
-
-    def _cotangents(self, o: Any, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
-        wrt = attrs["_wrt"]
-        gate = _Gate()
-        r, args = self._enter(o, inputs, attrs, wrt, gate)
-        recording = r is o
-        try:
-            y = self._recomputed(r, args, attrs, out)
-            cts: list = [None] * len(inputs)
-            if y is None:
-                return cts
-            targets = [args[i] for i in wrt]
-            gate.closed = True
-            try:
-                gs = r.grad(y, targets, seed=g, create_graph=recording)
-            finally:
-                gate.closed = False
-            for i, x, gx in zip(wrt, targets, gs):
-                x.grad = None
-                cts[i] = gx if recording else gx.raw
-            return cts
-        finally:
-            if not recording:
-                r.release()
-
-    def _jvp(self, o: Any, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
-        moving = tuple(i for i, t in enumerate(ts) if t is not None)
-        if not moving:
-            return None
-        r, args = self._enter(o, inputs, attrs, moving, _OPEN)
-        recording = r is o
-        try:
-            y = self._recomputed(r, args, attrs, out)
-            if y is None:
-                return None
-            ty = r.jvp(y, [args[i] for i in moving], [ts[i] for i in moving],
-                       create_graph=recording)
-            return ty if recording else ty.raw
-        finally:
-            if not recording:
-                r.release()
-
-    def _enter(self, o: Any, inputs: tuple, attrs: dict, positions: tuple,
-               gate: _Gate) -> tuple[Ops, list]:
-        """The Ops to recompute on and the block's arguments, fresh entries at ``positions``."""
-        if isinstance(o, Ops):
-            args = list(inputs)
-            for i in positions:
-                args[i] = o.apply(_ENTER, (inputs[i],), {"gate": gate})
-            return o, args
-        r = Ops()
-        args = _wrap(r, inputs, attrs["_vars"])
-        for i in positions:
-            args[i] = r.leaf(inputs[i], None, True, "seed")
-        return r, args
-
-    def _recomputed(self, r: Ops, args: list, attrs: dict, out: Any) -> Variable | None:
-        """The block re-run on ``args``; None when it does not depend on them."""
-        y = self._fn(*args, **_user(attrs))
-        if not isinstance(y, Variable):
-            self._as_array(y)
-            return None
-        if y.ops is not r:
-            raise GraphError(f"{self._label}: the block returned {y.name}, a Variable of "
-                             "another Ops")
-        if not np.allclose(y.raw, value_of(out), rtol=1e-6, atol=1e-12, equal_nan=True):
-            raise GraphError(f"{self._label}: recomputing the block gave a different value than "
-                             "the forward pass; a checkpointed block must be deterministic")
-        return y if y.requires_grad else None
-
-
-def checkpoint(fn: Callable) -> Checkpoint:
-    """``fn`` recorded as one entry whose intermediates are recomputed when differentiated."""
-    return Checkpoint(fn)
