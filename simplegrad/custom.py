@@ -160,7 +160,7 @@ class _Pending:
     def __init__(self, cts: list, wrt: tuple, key_objects: tuple, weak: bool):
         self.weak = weak
         self.held = [weakref.ref(c) if weak and c is not None else c for c in cts]
-        self.key_objects = tuple(weakref.ref(x) for x in key_objects[:2]) if weak else key_objects
+        self.key_objects = tuple(map(_weak, key_objects[:2])) if weak else key_objects
         self.waiting = set(wrt)
 
     def cotangents(self) -> list | None:
@@ -173,6 +173,14 @@ class _Pending:
         if any(c is None and r is not None for c, r in zip(cts, self.held)):
             return None
         return cts
+
+
+def _weak(x: Any) -> Callable[[], Any]:
+    """A weak reference to x; a number (which cannot have one, and is small) is held."""
+    try:
+        return weakref.ref(x)
+    except TypeError:
+        return lambda: x
 
 
 @contextmanager
