@@ -1,7 +1,8 @@
 """simplegrad: reverse-mode autodiff on numpy in which gradients are recorded programs."""
 
+from .checkpoint import checkpoint
 from .checks import check_grads, check_jvp_vjp_consistency
-from .custom import checkpoint, custom_vjp
+from .custom import custom_vjp
 from .errors import (
     ArgumentError,
     AxisError,

@@ -4,9 +4,13 @@
 gradient (``op.grad``) and the forward-mode tangent (``op.jvp``) of a function
 of Variables with central differences of its values. An order-k check runs
 the order-1 check on the derivative function recorded with create_graph=True,
-which is itself a function of Variables (reverse: x -> grad of <u, f(x)>,
-forward: x -> jvp of f along v), so a rule that is right at order 1 but wrong
-when differentiated again fails with a message naming "order 2". Each mode is
+which is itself a function of Variables: reverse, (x, u) -> grad of <u, f(x)>;
+forward, (x, v) -> jvp of f along v. The cotangent u and the tangent v are
+arguments of the derivative function, so its derivatives with respect to them
+are checked too: a rule that freezes the VALUE of its cotangent (or tangent)
+is right at order 1 and caught at order 2, as is one that freezes the value of
+an input. A rule that is right at order 1 but wrong when differentiated again
+fails with a message naming "order 2". Each mode is
 checked on both paths of the sweeps: recorded (create_graph=True) and value-only
 (create_graph=False). Cotangents u and tangents v are standard normal draws from
 ``rng`` (a generator seeded with 0 when none is given, so failures reproduce).
@@ -37,7 +41,8 @@ def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 2,
         raise ArgumentError(f"check_grads: order must be a positive int, got {order!r}")
     xs = _arrays("check_grads", args)
     rng = np.random.default_rng(0) if rng is None else rng
-    _check(f, xs, int(order), modes, _Tol(eps, atol, rtol), rng, ())
+    _check(f, xs, [f"argument {i}" for i in range(len(xs))], int(order), modes,
+           _Tol(eps, atol, rtol), rng, ())
 
 
 def check_jvp_vjp_consistency(f: Callable[..., Any], args: Sequence[Any],
@@ -72,41 +77,52 @@ class _Tol:
         self.eps, self.atol, self.rtol = float(eps), float(atol), float(rtol)
 
 
-def _check(f: Callable, xs: list[np.ndarray], order: int, modes: tuple, tol: _Tol,
-           rng: np.random.Generator, path: tuple) -> None:
-    """The order-1 checks of f in each mode, then the same on each derivative function."""
+def _check(f: Callable, xs: list[np.ndarray], labels: list[str], order: int, modes: tuple,
+           tol: _Tol, rng: np.random.Generator, path: tuple) -> None:
+    """The order-1 checks of f in each mode, then the same on each derivative function.
+
+    The derivative function of mode rev takes (x, u), that of mode fwd (x, v): the cotangents
+    and tangents are differentiated at the next order like the arguments.
+    """
     outs = _evaluate(f, xs)
+    n = len(xs)
     for mode in modes:
         if mode == "rev":
             us = [_normal(rng, y.shape) for y in outs]
-            _check_rev(f, xs, us, tol, path)
-            derivative = _vjp_function(f, us)
+            _check_rev(f, xs, labels, us, tol, path)
+            derivative = _vjp_function(f, n)
+            extra, extra_labels = us, [f"the cotangent of output {k}" for k in range(len(us))]
         else:
             vs = [_normal(rng, x.shape) for x in xs]
-            _check_fwd(f, xs, vs, tol, path)
-            derivative = _jvp_function(f, vs)
+            _check_fwd(f, xs, labels, vs, tol, path)
+            derivative = _jvp_function(f, n)
+            extra, extra_labels = vs, [f"the tangent of argument {i}" for i in range(n)]
         if order > 1:
-            _check(derivative, xs, order - 1, modes, tol, rng, path + (mode,))
+            new = [f"argument {n + k} ({text})" for k, text in enumerate(extra_labels)]
+            _check(derivative, xs + extra, labels + new, order - 1, modes, tol, rng,
+                   path + (mode,))
 
 
-def _vjp_function(f: Callable, us: list[np.ndarray]) -> Callable:
-    """x -> gradient of <u, f(x)> with respect to every x, recorded so it can be differentiated."""
+def _vjp_function(f: Callable, n: int) -> Callable:
+    """(x, u) -> gradient of <u, f(x)> with respect to every x, recorded (u is a Variable too)."""
     def vjp_of_f(*ws: Variable) -> tuple:
         op = ws[0].ops
-        return tuple(op.grad(_pairing(op, _outputs(f(*ws)), us), list(ws)))
+        xs, us = list(ws[:n]), list(ws[n:])
+        return tuple(op.grad(_pairing(op, _outputs(f(*xs)), us), xs))
     return vjp_of_f
 
 
-def _jvp_function(f: Callable, vs: list[np.ndarray]) -> Callable:
-    """x -> tangent of each output of f along v, recorded so it can be differentiated."""
+def _jvp_function(f: Callable, n: int) -> Callable:
+    """(x, v) -> tangent of each output of f along v, recorded (v is a Variable too)."""
     def jvp_of_f(*ws: Variable) -> tuple:
         op = ws[0].ops
-        return tuple(op.jvp(y, list(ws), vs) for y in _outputs(f(*ws)))
+        xs, vs = list(ws[:n]), list(ws[n:])
+        return tuple(op.jvp(y, xs, vs) for y in _outputs(f(*xs)))
     return jvp_of_f
 
 
-def _check_rev(f: Callable, xs: list[np.ndarray], us: list[np.ndarray], tol: _Tol,
-               path: tuple) -> None:
+def _check_rev(f: Callable, xs: list[np.ndarray], labels: list[str], us: list[np.ndarray],
+               tol: _Tol, path: tuple) -> None:
     """op.grad of <u, f(x)> (recorded and value-only) against its central differences."""
     op = Ops()
     ws = [op.var(x) for x in xs]
@@ -124,11 +140,11 @@ def _check_rev(f: Callable, xs: list[np.ndarray], us: list[np.ndarray], tol: _To
             numeric[j] = _central(pairing, xs, i, _unit(x.shape, j), tol.eps)[0]
         for mode, analytic in (("rev", recorded[i]), ("rev, create_graph=False", plain[i])):
             _compare(analytic, numeric, tol, path, mode,
-                     f"argument {i} with shape {x.shape}", xs, outs)
+                     f"{labels[i]} with shape {x.shape}", xs, outs)
 
 
-def _check_fwd(f: Callable, xs: list[np.ndarray], vs: list[np.ndarray], tol: _Tol,
-               path: tuple) -> None:
+def _check_fwd(f: Callable, xs: list[np.ndarray], labels: list[str], vs: list[np.ndarray],
+               tol: _Tol, path: tuple) -> None:
     """op.jvp along v, one argument at a time (recorded and value-only), against differences."""
     op = Ops()
     ws = [op.var(x) for x in xs]
@@ -139,7 +155,7 @@ def _check_fwd(f: Callable, xs: list[np.ndarray], vs: list[np.ndarray], tol: _To
             for mode, cg in (("fwd", True), ("fwd, create_graph=False", False)):
                 analytic = op.jvp(y, [ws[i]], [vs[i]], create_graph=cg).value
                 _compare(analytic, numeric[k], tol, path, mode,
-                         f"argument {i} with shape {x.shape} (tangent along it), "
+                         f"{labels[i]} with shape {x.shape} (tangent along it), "
                          f"output {k} with shape {y.shape}", xs, outs)
 
 

@@ -1,4 +1,4 @@
-"""Custom gradients (``custom_vjp``) and gradient checkpointing (``checkpoint``).
+"""Custom gradients (``custom_vjp``) and the machinery it shares with ``checkpoint``.
 
 Both turn a Python function into a ``Primitive`` made at run time and kept out
 of ``REGISTRY``. Calling the function records ONE entry, printed as the call a
@@ -17,25 +17,25 @@ for "no gradient"). That is the signature of every built-in vjp rule minus
 to save on a ``ctx`` and no class to subclass, the forward stays an ordinary
 function that can be called and tested alone, and one user rule serves the
 recorded and the value-only sweeps alike. A ``bwd`` written with simplegrad
-operations works at every order; one that returns numpy arrays works at first
-order, and differentiating its result again raises ``NotDifferentiableError``.
-The jvp is derived from the vjp: ``J t`` is the gradient with respect to a
-fresh ``u`` of ``<bwd(u), t>`` (linear in ``u``), so forward mode and
-forward-over-reverse Hessians pass through custom functions too.
+operations works at every order; one that returns numpy arrays, or a nonzero
+cotangent that does not depend on the Variable ``g`` (made from ``g.value``),
+works at first order, and differentiating its result again raises
+``NotDifferentiableError``. The jvp is derived from the vjp: ``J t`` is the
+gradient with respect to a fresh ``u`` (of ones) of ``<bwd(u), t>`` (linear in
+``u``), so forward mode and forward-over-reverse Hessians pass through custom
+functions too. A forward that fails leaves the caller's tape as it was, even if
+it recorded on a Variable it read from a closure.
 
-``checkpoint(fn)`` records the block as one entry on its inputs and keeps none
-of its intermediates; its vjp re-runs ``fn`` and takes the gradient of the
-recomputed output with ``Ops.grad``. Every Variable the block reads must be one
-of its arguments, and the block must be deterministic (both are checked). Memory
-is saved by value-only backward passes (``create_graph=False``, ``backward()``):
-they hold one block's intermediates at a time. A recorded backward keeps the
-recomputed intermediates, since the gradient program refers to them.
+``checkpoint`` (checkpoint.py) is the other dynamic primitive built on
+``CustomFunction``.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -53,8 +53,8 @@ from .variable import Variable
 # ---------------------------------------------------------------- shared machinery
 
 
-class _Custom:
-    """A function recorded as one entry of a dynamic primitive (base of both wrappers)."""
+class CustomFunction:
+    """A function recorded as one entry of a dynamic primitive (CustomVJP, Checkpoint)."""
 
     def __init__(self, fn: Callable, label: str):
         if not callable(fn):
@@ -62,8 +62,8 @@ class _Custom:
         functools.update_wrapper(self, fn)
         self._fn = fn
         self._label = label
-        # cotangents of one entry, computed once and handed out input by input
-        self._memo: dict[tuple, list] = {}
+        # cotangents of one entry, computed once and handed out input by input (see _vjp)
+        self._memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.primitive = Primitive(label, self._forward, [self._vjp], self._jvp, self._fmt, [],
                                    variadic=True)
 
@@ -83,7 +83,8 @@ class _Custom:
         attrs["_vars"] = tuple(i for i, x in enumerate(args) if isinstance(x, Variable))
         attrs["_wrt"] = tuple(i for i, x in enumerate(args)
                               if isinstance(x, Variable) and x.requires_grad)
-        return ops.apply(self.primitive, args, attrs)
+        with _undone_on_failure(ops):   # the forward may have recorded on a closure Variable
+            return ops.apply(self.primitive, args, attrs)
 
     def __repr__(self) -> str:
         return f"<{self._label}>"
@@ -94,7 +95,7 @@ class _Custom:
         scratch = Ops()
         with scratch.no_grad():
             try:
-                y = self._fn(*_wrap(scratch, values, attrs["_vars"]), **_user(attrs))
+                y = self._fn(*wrap_values(scratch, values, attrs["_vars"]), **user_attrs(attrs))
             except GraphError as e:
                 raise GraphError(f"{self._label}: {e}. The function sees its arguments as "
                                  "Variables of a scratch Ops: pass every Variable it reads as "
@@ -102,17 +103,30 @@ class _Custom:
         return self._as_array(y)
 
     def _vjp(self, o: Any, g: Any, out: Any, i: int, *inputs: Any, **attrs: Any) -> Any:
-        # the sweep asks input by input; compute every cotangent of this entry once
+        # The sweep asks input by input; every cotangent of the entry is computed at the first
+        # request and kept until the last one. Nothing may outlive the sweep (a sweep may stop
+        # after some inputs: it raised, or an input stopped requiring grad), so the memo is
+        # keyed weakly by ``o``: a value-only sweep's own ValueOps, which dies with the sweep,
+        # holds the arrays; a recorded sweep's Ops gets only weak references to the cotangents,
+        # which are entries of its tape (the tape holds them, not the memo).
+        memo = self._memo.get(o)
+        if memo is None:
+            memo = self._memo[o] = {}
+        recording = isinstance(o, Ops)
         key = (id(g), id(out), *map(id, inputs))
-        entry = self._memo.get(key)
-        if entry is None:
+        entry = memo.get(key)
+        cts = None if entry is None else entry.cotangents()
+        if cts is None:         # first request (or a recorded cotangent no longer held)
+            for k in [k for k, e in memo.items() if e.cotangents() is None]:
+                del memo[k]     # left by a recorded sweep that stopped early: only weak refs
             cts = self._cotangents(o, g, out, inputs, attrs)
-            # (g, out, inputs) are kept so that the ids in the key stay theirs
-            entry = self._memo[key] = [cts, set(attrs["_wrt"]), (g, out, inputs)]
-        entry[1].discard(i)
-        if not entry[1]:
-            del self._memo[key]
-        return entry[0][i]
+            entry = memo[key] = _Pending(cts, attrs["_wrt"], (g, out, inputs), recording)
+        entry.waiting.discard(i)
+        if not entry.waiting:
+            del memo[key]
+            if not memo:
+                del self._memo[o]
+        return cts[i]
 
     def _fmt(self, args: list[str], attrs: dict, render: Callable) -> str:
         shown = args + [f"{k}={render(v, k)}" for k, v in attrs.items() if not k.startswith("_")]
@@ -132,16 +146,80 @@ class _Custom:
         raise NotImplementedError
 
 
+class _Pending:
+    """The cotangents of one entry while the sweep asks for them input by input.
+
+    Weak (a recorded sweep): the cotangents are entries of the tape, which keeps them alive,
+    and the key's ids are checked through weak references to g and the entry (its inputs are
+    the entry's own). Strong (a value-only sweep): the arrays are held, for as long as the
+    sweep's ValueOps lives.
+    """
+
+    __slots__ = ("held", "waiting", "key_objects", "weak")
+
+    def __init__(self, cts: list, wrt: tuple, key_objects: tuple, weak: bool):
+        self.weak = weak
+        self.held = [weakref.ref(c) if weak and c is not None else c for c in cts]
+        self.key_objects = tuple(map(_weak, key_objects[:2])) if weak else key_objects
+        self.waiting = set(wrt)
+
+    def cotangents(self) -> list | None:
+        """The cotangents, or None when one of them or of the key's objects is gone."""
+        if not self.weak:
+            return self.held
+        if any(r() is None for r in self.key_objects):
+            return None
+        cts = [None if r is None else r() for r in self.held]
+        if any(c is None and r is not None for c, r in zip(cts, self.held)):
+            return None
+        return cts
+
+
+def _weak(x: Any) -> Callable[[], Any]:
+    """A weak reference to x; a number (which cannot have one, and is small) is held."""
+    try:
+        return weakref.ref(x)
+    except TypeError:
+        return lambda: x
+
+
+@contextmanager
+def _undone_on_failure(ops: Ops) -> Iterator[None]:
+    """If the block raises, leave the tape, the trace and the v-counter as they were."""
+    snap = ops.tape.snapshot()
+    try:
+        yield
+    except BaseException:
+        ops.tape.restore(snap)
+        raise
+
+
+def _depends_on(c: Variable, g: Variable) -> bool:
+    """True when g is among c's recorded ancestors (walking only entries newer than g)."""
+    start = g.position
+    seen: set[int] = set()
+    stack = [c]
+    while stack:
+        v = stack.pop()
+        if v is g:
+            return True
+        if v.prim is None or v.position < start or id(v) in seen:
+            continue
+        seen.add(id(v))
+        stack.extend(x for x in v.inputs if type(x) is Variable)
+    return False
+
+
 def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _user(attrs: dict) -> dict:
+def user_attrs(attrs: dict) -> dict:
     """The attributes the user passed (keyword arguments), without the bookkeeping ones."""
     return {k: v for k, v in attrs.items() if not k.startswith("_")}
 
 
-def _wrap(scratch: Ops, values: tuple, positions: tuple) -> list:
+def wrap_values(scratch: Ops, values: tuple, positions: tuple) -> list:
     """Values as unrecorded Variables of ``scratch`` at ``positions`` (where Variables were)."""
     args = list(values)
     for i in positions:
@@ -152,7 +230,7 @@ def _wrap(scratch: Ops, values: tuple, positions: tuple) -> list:
 # ---------------------------------------------------------------- custom_vjp
 
 
-class CustomVJP(_Custom):
+class CustomVJP(CustomFunction):
     """A function whose gradient is a user rule: ``bwd(g, out, *inputs, **attrs)``."""
 
     def __init__(self, fn: Callable):
@@ -171,12 +249,12 @@ class CustomVJP(_Custom):
 
     def _cotangents(self, o: Any, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
         if isinstance(o, Ops):
-            return self._call_bwd(o, g, out, inputs, _user(attrs))
+            return self._call_bwd(o, g, out, inputs, user_attrs(attrs))
         scratch = Ops()
         with scratch.no_grad():
             cts = self._checked(self._run_bwd(scratch.unrecorded(g), scratch.unrecorded(out),
-                                              _wrap(scratch, inputs, attrs["_vars"]),
-                                              _user(attrs)), inputs)
+                                              wrap_values(scratch, inputs, attrs["_vars"]),
+                                              user_attrs(attrs)), inputs)
         return [None if c is None else np.asarray(value_of(c)) for c in cts]
 
     def _run_bwd(self, g: Any, out: Any, inputs: Any, kw: dict) -> Any:
@@ -186,14 +264,23 @@ class CustomVJP(_Custom):
         return self._bwd(g, out, *inputs, **kw)
 
     def _call_bwd(self, r: Ops, g: Variable, out: Variable, inputs: Any, kw: dict) -> list:
-        """The user's cotangents, recorded on ``r``; raw arrays go through the _bwd entry."""
+        """The user's cotangents, recorded on ``r``; raw arrays go through the _bwd entry.
+
+        So does a recorded cotangent that does not depend on g (made from ``g.value``, say)
+        although it is nonzero: it is right as a value but not as a function of g, so
+        differentiating it again must raise, not give a wrong answer.
+        """
         cts = self._checked(self._run_bwd(g, out, inputs, kw), inputs)
         for i, c in enumerate(cts):
-            recorded = isinstance(c, Variable) and c.ops is r and (
-                c.requires_grad or not g.requires_grad)
-            if c is not None and not recorded:
+            if c is None:
+                continue
+            recorded = isinstance(c, Variable) and c.ops is r
+            frozen = recorded and g.requires_grad and not _depends_on(c, g) and (
+                np.any(c.raw != 0) or not np.any(g.raw != 0))
+            if not recorded or frozen:
                 cts[i] = r.apply(self._raw, (g, out, *inputs),
-                                 {"ct": np.asarray(value_of(c)), "position": i})
+                                 {"ct": np.asarray(value_of(c)), "position": i,
+                                  "frozen": frozen})
         return cts
 
     def _checked(self, cts: Any, inputs: Any) -> list:
@@ -211,14 +298,15 @@ class CustomVJP(_Custom):
         return list(cts)
 
     def _jvp(self, o: Any, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
-        # J t = d/du <bwd(u), t>, with u a fresh zero cotangent (bwd is linear in u)
+        # J t = d/du <bwd(u), t>, with u a fresh cotangent of ones (bwd is linear in u, so its
+        # value does not matter, but a nonzero one shows a cotangent that ignores u)
         if all(t is None for t in ts):
             return None
         if isinstance(o, Ops):
             return self._tangent(o, ts, out, inputs, attrs, True)
         r = Ops()
         try:
-            jt = self._tangent(r, ts, r.unrecorded(out), _wrap(r, inputs, attrs["_vars"]),
+            jt = self._tangent(r, ts, r.unrecorded(out), wrap_values(r, inputs, attrs["_vars"]),
                                attrs, False)
             return None if jt is None else jt.raw
         finally:
@@ -226,9 +314,9 @@ class CustomVJP(_Custom):
 
     def _tangent(self, r: Ops, ts: list, out: Variable, inputs: Any, attrs: dict,
                  create_graph: bool) -> Variable | None:
-        u = r.leaf(np.zeros(out.shape, dtype=out.dtype), None, True, "zeros")
+        u = r.leaf(np.ones(out.shape, dtype=out.dtype), None, True, "seed")
         pairing = None
-        for c, t in zip(self._call_bwd(r, u, out, inputs, _user(attrs)), ts):
+        for c, t in zip(self._call_bwd(r, u, out, inputs, user_attrs(attrs)), ts):
             if c is not None and t is not None:
                 term = r.sum(r.mul(c, t))
                 pairing = term if pairing is None else r.add(pairing, term)
@@ -241,6 +329,12 @@ class CustomVJP(_Custom):
     # ------------------------------------------------------------ a backward made of raw arrays
 
     def _raw_rule(self, *args: Any, **attrs: Any) -> Any:
+        if attrs.get("frozen"):
+            raise NotDifferentiableError(
+                f"{self._label}: its backward rule returned a cotangent for input "
+                f"{attrs['position']} that does not depend on the cotangent g (computed from "
+                "g.value, say), so its gradient cannot be differentiated again (grad of grad, or "
+                "a jvp through it); write the backward with simplegrad operations on g itself")
         raise NotDifferentiableError(
             f"{self._label}: its backward rule returned numpy arrays instead of Variables, so its "
             "gradient cannot be differentiated again (grad of grad, or a jvp through it); write "
@@ -250,114 +344,10 @@ class CustomVJP(_Custom):
         return f"{self._label}_bwd({', '.join(args)})[{attrs['position']}]"
 
 
-def _raw_forward(*values: Any, ct: np.ndarray, position: int) -> np.ndarray:
+def _raw_forward(*values: Any, ct: np.ndarray, position: int, frozen: bool) -> np.ndarray:
     return ct
 
 
 def custom_vjp(fn: Callable) -> CustomVJP:
     """``fn`` as one recorded operation whose gradient is the rule given to ``.defvjp``."""
     return CustomVJP(fn)
-
-
-# ---------------------------------------------------------------- checkpoint
-
-
-class _Gate:
-    """Closed while a checkpoint's own gradient is taken: its input entries stop the sweep."""
-
-    __slots__ = ("closed",)
-
-    def __init__(self) -> None:
-        self.closed = False
-
-
-_OPEN = _Gate()
-
-# The identity entry through which a recomputed block reads an input: the inner sweep
-# stops there (gate closed) instead of running on into the caller's graph, while later
-# sweeps pass through it (gate open), so the cotangents stay functions of the true inputs.
-_ENTER = Primitive(
-    "checkpoint_input", lambda x, gate: x,
-    [lambda o, g, out, x, gate: None if gate.closed else g],
-    lambda o, ts, out, x, gate: ts[0], "{0}", [])
-
-
-class Checkpoint(_Custom):
-    """A block recorded as one entry; its intermediates are recomputed by the backward sweep."""
-
-    def __init__(self, fn: Callable):
-        super().__init__(fn, f"checkpoint({getattr(fn, '__name__', 'block')})")
-
-    def _cotangents(self, o: Any, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
-        wrt = attrs["_wrt"]
-        gate = _Gate()
-        r, args = self._enter(o, inputs, attrs, wrt, gate)
-        recording = r is o
-        try:
-            y = self._recomputed(r, args, attrs, out)
-            cts: list = [None] * len(inputs)
-            if y is None:
-                return cts
-            targets = [args[i] for i in wrt]
-            gate.closed = True
-            try:
-                gs = r.grad(y, targets, seed=g, create_graph=recording)
-            finally:
-                gate.closed = False
-            for i, x, gx in zip(wrt, targets, gs):
-                x.grad = None
-                cts[i] = gx if recording else gx.raw
-            return cts
-        finally:
-            if not recording:
-                r.release()
-
-    def _jvp(self, o: Any, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
-        moving = tuple(i for i, t in enumerate(ts) if t is not None)
-        if not moving:
-            return None
-        r, args = self._enter(o, inputs, attrs, moving, _OPEN)
-        recording = r is o
-        try:
-            y = self._recomputed(r, args, attrs, out)
-            if y is None:
-                return None
-            ty = r.jvp(y, [args[i] for i in moving], [ts[i] for i in moving],
-                       create_graph=recording)
-            return ty if recording else ty.raw
-        finally:
-            if not recording:
-                r.release()
-
-    def _enter(self, o: Any, inputs: tuple, attrs: dict, positions: tuple,
-               gate: _Gate) -> tuple[Ops, list]:
-        """The Ops to recompute on and the block's arguments, fresh entries at ``positions``."""
-        if isinstance(o, Ops):
-            args = list(inputs)
-            for i in positions:
-                args[i] = o.apply(_ENTER, (inputs[i],), {"gate": gate})
-            return o, args
-        r = Ops()
-        args = _wrap(r, inputs, attrs["_vars"])
-        for i in positions:
-            args[i] = r.leaf(inputs[i], None, True, "seed")
-        return r, args
-
-    def _recomputed(self, r: Ops, args: list, attrs: dict, out: Any) -> Variable | None:
-        """The block re-run on ``args``; None when it does not depend on them."""
-        y = self._fn(*args, **_user(attrs))
-        if not isinstance(y, Variable):
-            self._as_array(y)
-            return None
-        if y.ops is not r:
-            raise GraphError(f"{self._label}: the block returned {y.name}, a Variable of "
-                             "another Ops")
-        if not np.allclose(y.raw, value_of(out), rtol=1e-6, atol=1e-12, equal_nan=True):
-            raise GraphError(f"{self._label}: recomputing the block gave a different value than "
-                             "the forward pass; a checkpointed block must be deterministic")
-        return y if y.requires_grad else None
-
-
-def checkpoint(fn: Callable) -> Checkpoint:
-    """``fn`` recorded as one entry whose intermediates are recomputed when differentiated."""
-    return Checkpoint(fn)

@@ -53,6 +53,19 @@ CUBE = _unary("cube", lambda x: x ** 3,
                                                        3.0)))
 
 
+# sin whose vjp takes the cotangent's VALUE (a constant to the tape): every value is right, so
+# order 1 passes, but the recorded gradient no longer depends on the cotangent u, so its
+# derivative with respect to u (order 2) is lost
+FROZEN_COTANGENT = _unary("frozen_cotangent", np.sin,
+                          lambda o, g, out, x: o.mul(value_of(g), o.cos(x)),
+                          lambda o, ts, out, x: o.mul(ts[0], o.cos(x)))
+
+# the same with a jvp that takes the tangent's value
+FROZEN_TANGENT = _unary("frozen_tangent", np.sin,
+                        lambda o, g, out, x: o.mul(g, o.cos(x)),
+                        lambda o, ts, out, x: o.mul(value_of(ts[0]), o.cos(x)))
+
+
 def _outer_vjp_y(o, g, out, x, y):
     n = shape_of(x)[0]
     right = o.sum(o.mul(g, o.reshape(x, (n, 1))), axis=0)
@@ -76,7 +89,8 @@ BAD_OUTER = sg.Primitive(
      _outer_vjp_y],
     _outer_jvp, "outer({0}, {1})", [sg.Case(((2,), (3,)))])
 
-THROWAWAY = [HALF_SQUARE, BAD_JVP, FROZEN_SIN, FROZEN_SQUARE, CUBE, BAD_OUTER]
+THROWAWAY = [HALF_SQUARE, BAD_JVP, FROZEN_SIN, FROZEN_SQUARE, CUBE, BAD_OUTER, FROZEN_COTANGENT,
+             FROZEN_TANGENT]
 
 
 def test_throwaway_primitives_stay_out_of_the_registry() -> None:
@@ -136,6 +150,32 @@ def test_catches_a_wrong_second_order_rule(rng: np.random.Generator) -> None:
     assert message.startswith("order 2, mode rev applied to the rev derivative: argument 0")
     # the recorded gradient does not depend on x, so its derivative is exactly zero
     assert "analytic: [0., 0., 0.]" in message
+
+
+def test_catches_a_vjp_that_freezes_the_cotangent_value(rng: np.random.Generator) -> None:
+    x = [rng.uniform(0.5, 1.5, (3,))]
+    sg.check_grads(_with(FROZEN_COTANGENT), x, order=1, rng=rng)
+    with pytest.raises(sg.GradientCheckError) as info:
+        sg.check_grads(_with(FROZEN_COTANGENT), x, order=2, rng=rng)
+    message = str(info.value)
+    assert message.startswith("order 2, mode rev applied to the rev derivative: argument 1 "
+                              "(the cotangent of output 0) with shape (3,)"), message
+    # d/du of the recorded cos(x) * value(u) is exactly zero; the right one is cos(x) * w
+    assert "analytic: [0., 0., 0.]" in message
+    # the derivative with respect to x (argument 0) was right: only u was wrong
+    with pytest.raises(sg.GradientCheckError, match=r"^order 2, mode fwd applied to the rev "
+                                                    r"derivative: argument 1 \(the cotangent"):
+        sg.check_grads(_with(FROZEN_COTANGENT), x, order=2, modes=("fwd", "rev"), rng=rng)
+
+
+def test_catches_a_jvp_that_freezes_the_tangent_value(rng: np.random.Generator) -> None:
+    x = [rng.uniform(0.5, 1.5, (3,))]
+    sg.check_grads(_with(FROZEN_TANGENT), x, order=1, rng=rng)
+    sg.check_grads(_with(FROZEN_TANGENT), x, order=2, modes=("rev",), rng=rng)
+    with pytest.raises(sg.GradientCheckError, match=r"^order 2, mode rev applied to the fwd "
+                                                    r"derivative: argument 1 \(the tangent of "
+                                                    r"argument 0\) with shape \(3,\)"):
+        sg.check_grads(_with(FROZEN_TANGENT), x, order=2, rng=rng)
 
 
 def test_catches_a_wrong_third_order_rule(rng: np.random.Generator) -> None:

@@ -8,13 +8,16 @@ rtol 1e-12 (the recomputed sweep may add the same terms in another order).
 
 from __future__ import annotations
 
+import gc
 import re
 import tracemalloc
+import weakref
 
 import numpy as np
 import pytest
 
 import simplegrad as sg
+from simplegrad.primitives import ValueOps
 
 EPS = 1e-6
 FD = {"rtol": 1e-6, "atol": 1e-7}
@@ -333,7 +336,131 @@ def test_custom_memo_is_released_after_each_sweep():
     L = (scaled_sin(x, y) ** 2).sum()
     gx, gy = op.grad(L, [x, y])
     op.grad((gx * gy).sum(), [x, y], create_graph=False)
-    assert scaled_sin._memo == {}
+    assert len(scaled_sin._memo) == 0
+
+
+@sg.custom_vjp
+def never_differentiable(x):
+    return x * 1.0          # no backward rule: a sweep through it raises
+
+
+def _partial_sweep(create_graph: bool, failing: bool) -> tuple:
+    """A sweep that asks scaled_sin's entry for only one of its inputs (y stopped requiring
+    grad after the call), and raises further on when ``failing``; weak references to what
+    the sweep saw."""
+    op = sg.Ops()
+    x, y = op.var([0.5, 1.0]), op.var([2.0, 3.0])
+    h = never_differentiable(x) if failing else x * 1.0
+    out = scaled_sin(h, y)
+    y.requires_grad = False
+    try:
+        op.grad((out ** 2).sum(), x, create_graph=create_graph)
+    except sg.NotDifferentiableError:
+        assert failing
+    else:
+        assert not failing
+    return weakref.ref(op), weakref.ref(out), weakref.ref(out.value)
+
+
+@pytest.mark.parametrize("failing", [False, True], ids=["partial", "raised"])
+@pytest.mark.parametrize("create_graph", [True, False], ids=["recorded", "values"])
+def test_custom_memo_retains_nothing_after_a_sweep(create_graph, failing):
+    refs = _partial_sweep(create_graph, failing)
+    gc.collect()
+    assert all(r() is None for r in refs)
+    assert len(scaled_sin._memo) == 0
+
+
+def test_custom_memo_is_weak_when_the_rule_is_driven_by_hand():
+    # a caller that asks for input 0 only, with its own ValueOps: gone with that ValueOps
+    op = sg.Ops()
+    x, y = op.var([0.5, 1.0]), op.var([2.0, 3.0])
+    out = scaled_sin(x, y)
+    o = ValueOps()
+    rule = scaled_sin.primitive.vjp[0]
+    ct = rule(o, np.ones(2), out.value, 0, x.value, y.value, **out.attrs)
+    np.testing.assert_allclose(ct, np.sin([2.0, 3.0]))
+    assert len(scaled_sin._memo) == 1
+    del o
+    assert len(scaled_sin._memo) == 0
+
+
+# ---------------------------------------------------------------- custom_vjp: frozen cotangent
+
+@sg.custom_vjp
+def frozen_sin(x):
+    return x.sin()
+
+
+@frozen_sin.defvjp
+def frozen_sin_bwd(g, out, x):
+    return x.cos() * g.value        # g's value: right as a number, a constant to the tape
+
+
+@pytest.mark.parametrize("create_graph", [True, False], ids=["recorded", "values"])
+def test_frozen_cotangent_first_order_is_right(rng, create_graph):
+    x = rng.normal(size=(3,))
+    op = sg.Ops()
+    xv = op.var(x)
+    dx = op.grad((frozen_sin(xv) ** 2).sum(), xv, create_graph=create_graph)
+    np.testing.assert_allclose(dx.value, 2 * np.sin(x) * np.cos(x), rtol=1e-14)
+
+
+@pytest.mark.parametrize("create_graph", [True, False], ids=["recorded", "values"])
+def test_frozen_cotangent_second_order_raises(rng, create_graph):
+    # d/dx of cos(x) * value(2 sin x) would be -2 sin^2 x: wrong (2 cos 2x), so it must raise
+    op = sg.Ops()
+    xv = op.var(rng.normal(size=(3,)))
+    dx = op.grad((frozen_sin(xv) ** 2).sum(), xv)
+    s = dx.sum()
+    n = len(op.tape)
+    with pytest.raises(sg.NotDifferentiableError,
+                       match=r"frozen_sin: .*input 0 that does not depend on the cotangent g"):
+        op.grad(s, xv, create_graph=create_graph)
+    assert len(op.tape) == n
+
+
+@pytest.mark.parametrize("create_graph", [True, False], ids=["recorded", "values"])
+def test_frozen_cotangent_jvp_raises(rng, create_graph):
+    op = sg.Ops()
+    xv = op.var(rng.normal(size=(3,)))
+    with pytest.raises(sg.NotDifferentiableError, match="does not depend on the cotangent g"):
+        op.jvp(frozen_sin(xv), xv, np.ones(3), create_graph=create_graph)
+
+
+def test_a_zero_cotangent_that_ignores_g_is_kept(rng):
+    @sg.custom_vjp
+    def first(x, y):
+        return x + 0.0 * y
+
+    first.defvjp(lambda g, out, x, y: (g, y * 0.0))     # exactly zero for y: still right
+    x = rng.normal(size=(3,))
+    sg.check_grads(lambda a, b: first(a, b) ** 2, [x, rng.normal(size=(3,))])
+
+
+# ---------------------------------------------------------------- custom_vjp: failing forward
+
+def test_failing_forward_leaves_the_tape_as_it_was():
+    op = sg.Ops()
+    W = op.named_var([1.0, 2.0], "W")
+    x = op.var([0.5, -1.0])
+
+    @sg.custom_vjp
+    def reads_closure(x):
+        return x * (W * 2.0)        # W * 2.0 records on op, then mixing Ops fails
+
+    @sg.custom_vjp
+    def fails_late(x):
+        W.exp()
+        raise FloatingPointError("late failure")
+
+    before = (len(op.tape), op.format_trace(), repr(op))
+    with pytest.raises(sg.GraphError, match="reads_closure"):
+        reads_closure(x)
+    with pytest.raises(FloatingPointError):
+        fails_late(x)
+    assert (len(op.tape), op.format_trace(), repr(op)) == before
+    assert (x * 2.0).name == "v1"      # the v-counter did not move (x is v0)
 
 
 def test_custom_under_functional_grad():

@@ -14,7 +14,12 @@ import pytest
 
 import simplegrad as sg
 from simplegrad.primitives.core import REGISTRY
-from simplegrad.primitives.decomp import diagonally_dominant, negative_det, positive_definite
+from simplegrad.primitives.decomp import (
+    COFACTORS_UP_TO,
+    diagonally_dominant,
+    negative_det,
+    positive_definite,
+)
 
 EPS = 1e-5
 RTOL = 1e-6
@@ -178,6 +183,62 @@ def test_det_gradient_is_det_times_inverse_transpose(rng):
     g = op.grad(op.sum(op.det(x)), x)
     expected = np.linalg.det(a)[:, None, None] * np.linalg.inv(np.swapaxes(a, -1, -2))
     np.testing.assert_allclose(g.value, expected, rtol=1e-12, atol=1e-12)
+
+
+def _adjugate_2x2(a):
+    return np.array([[a[1, 1], -a[0, 1]], [-a[1, 0], a[0, 0]]])
+
+
+def _adjugate_3x3(a):
+    """adj(a) from its definition: adj[j, i] = (-1)^(i+j) det of a without row i, column j."""
+    adj = np.zeros((3, 3))
+    for i in range(3):
+        for j in range(3):
+            rows, cols = [r for r in range(3) if r != i], [c for c in range(3) if c != j]
+            m = a[np.ix_(rows, cols)]
+            adj[j, i] = (-1) ** (i + j) * (m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0])
+    return adj
+
+
+SINGULAR = {
+    "2x2-rank1": np.array([[1.0, 2.0], [-0.5, -1.0]]),
+    "2x2-zero": np.zeros((2, 2)),
+    "3x3-rank2": np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]]),
+    "3x3-rank1": np.outer([1.0, -2.0, 0.5], [3.0, 1.0, -1.0]),
+}
+
+
+@pytest.mark.parametrize("name", list(SINGULAR))
+def test_det_gradient_of_a_singular_matrix_is_the_adjugate_transposed(name, rng):
+    a = SINGULAR[name]
+    adj = _adjugate_2x2(a) if a.shape == (2, 2) else _adjugate_3x3(a)
+    assert np.linalg.matrix_rank(a) < a.shape[0]
+    t = rng.normal(size=a.shape)
+    for create_graph in (True, False):
+        op = sg.Ops()
+        x = op.var(a)
+        d = op.det(x)
+        assert d.item() == pytest.approx(0.0, abs=1e-12)
+        np.testing.assert_allclose(op.grad(d, x, create_graph=create_graph).value, adj.T,
+                                   rtol=1e-12, atol=1e-12)
+        # jvp: d det(a)[t] = trace(adj(a) t)
+        assert op.jvp(d, x, t, create_graph=create_graph).item() == pytest.approx(
+            np.trace(adj @ t), abs=1e-12)
+    # a batch mixing singular and regular matrices, and orders 1 and 2 (both modes) at a
+    # singular point against central differences
+    batch = np.stack([a, a + np.eye(a.shape[0])])
+    sg.check_grads(lambda m: m.ops.det(m), [batch], order=2)
+    sg.check_grads(lambda m: m.ops.det(m), [a], order=3, modes=("rev",))
+
+
+def test_det_gradient_of_a_matrix_above_the_cofactor_size_uses_the_inverse(rng):
+    n = COFACTORS_UP_TO + 1
+    a = diagonally_dominant(rng, (n, n))
+    op = sg.Ops()
+    x = op.var(a)
+    g = op.grad(op.det(x), x)
+    np.testing.assert_allclose(g.value, np.linalg.det(a) * np.linalg.inv(a).T, rtol=1e-10)
+    assert "inv(" in op.format_trace()
 
 
 @pytest.mark.parametrize("sampler", [diagonally_dominant, negative_det],

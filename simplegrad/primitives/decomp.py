@@ -54,6 +54,12 @@ def diagonally_dominant(rng: np.random.Generator, shape: tuple) -> np.ndarray:
     return rng.uniform(-1.0, 1.0, shape) + n * np.eye(n)
 
 
+def near_identity(rng: np.random.Generator, shape: tuple) -> np.ndarray:
+    """I plus entries in [-1/n, 1/n): well conditioned, with a determinant of order 1."""
+    n = shape[-1]
+    return np.eye(n) + rng.uniform(-1.0, 1.0, shape) / n
+
+
 def negative_det(rng: np.random.Generator, shape: tuple) -> np.ndarray:
     """Diagonally dominant matrices with the first row negated (negative determinant)."""
     a = diagonally_dominant(rng, shape)
@@ -146,13 +152,33 @@ def _det(a):
     return np.linalg.det(a)
 
 
+# Up to this size the gradient of det is the cofactor matrix built from minors: exact for
+# every matrix, singular ones included, at a cost of n^2 determinants of size n - 1 (and,
+# differentiated again, n^2 (n-1)^2 of size n - 2). Larger matrices use det(a) inv(a)^T,
+# O(n^3), which needs a regular matrix.
+COFACTORS_UP_TO = 8
+
+
+def _cofactors(o: Any, a: Any, out: Any) -> Any:
+    """The cofactor matrix of each matrix of a: d det(a) / da = adj(a)^T."""
+    n = shape_of(a)[-1]
+    if n > COFACTORS_UP_TO:
+        return o.mul(_per_matrix(o, out), swap_last(o, o.inv(a)))
+    if n == 1:
+        return np.ones(shape_of(a))
+    rest = np.array([[k for k in range(n) if k != i] for i in range(n)])    # (n, n - 1)
+    minors = o.getitem(a, (Ellipsis, rest[:, None, :, None], rest[None, :, None, :]))
+    signs = 1.0 - 2.0 * (np.add.outer(np.arange(n), np.arange(n)) % 2)
+    return o.mul(o.det(minors), signs)          # minors: (..., n, n, n - 1, n - 1)
+
+
 DET = register(Primitive(
     "det", _det,
-    [lambda o, g, out, a: o.mul(_per_matrix(o, o.mul(g, out)), swap_last(o, o.inv(a)))],
-    lambda o, ts, out, a: o.mul(out, _trace_of_product(o, swap_last(o, o.inv(a)), ts[0])),
+    [lambda o, g, out, a: o.mul(_per_matrix(o, g), _cofactors(o, a, out))],
+    lambda o, ts, out, a: _trace_of_product(o, _cofactors(o, a, out), ts[0]),
     "det({0})",
     [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((2, 2),), domain=(negative_det,)),
-     Case(((1, 1),))],
+     Case(((1, 1),)), Case(((2, 9, 9),), domain=(near_identity,), label="inverse-rule")],
     domain=MATRIX, tol=1e-5))
 
 

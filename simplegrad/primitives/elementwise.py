@@ -39,7 +39,6 @@ from .core import (
     register,
     shape_of,
     unbroadcast,
-    value_of,
     zero_masked,
 )
 
@@ -126,15 +125,29 @@ NEG = elementwise("neg", np.negative, "-{0}", (
 
 
 def _pow_dx(o, g, out, x, y):
-    if is_constant(y) and np.all(value_of(y) == 2):
-        return o.mul(g, o.mul(x, 2))
-    return o.mul(g, o.mul(y, o.pow(x, o.sub(y, 1))))
+    """y x ** (y - 1), and 0 where y == 0 (x ** 0 is constant, even at x = 0, where the
+    formula gives 0 * inf); the test is recorded unless y is a constant."""
+    if is_constant(y):
+        zero = np.equal(y, 0)
+        if not zero.any():
+            if np.all(np.equal(y, 2)):
+                return o.mul(g, o.mul(x, 2))
+            return o.mul(g, o.mul(y, o.pow(x, o.sub(y, 1))))
+        if zero.ndim == 0:      # x ** 0 for a constant 0: the derivative is 0 everywhere
+            return o.mul(g, 0.0)
+    else:
+        zero = o.equal(y, 0)
+    return o.mul(g, o.where(zero, 0, o.mul(y, o.pow(x, o.sub(y, 1)))))
 
 
-POW = elementwise("pow", np.power, "{0} ** {1}", (
-    _pow_dx,
-    lambda o, g, out, x, y: o.mul(g, o.mul(out, o.log(x)))),
-    domain=(POSITIVE, ANY))
+def _pow_dy(o, g, out, x, y):
+    """x ** y log x, with log 1 in place of log 0: d/dy 0 ** y = 0 (for y > 0), not 0 * -inf."""
+    if not is_constant(x) or np.any(np.equal(x, 0)):
+        x = o.where(o.equal(x, 0), 1, x)
+    return o.mul(g, o.mul(out, o.log(x)))
+
+
+POW = elementwise("pow", np.power, "{0} ** {1}", (_pow_dx, _pow_dy), domain=(POSITIVE, ANY))
 
 # ---------------------------------------------------------------- transcendental
 
