@@ -18,7 +18,6 @@ identities, common subexpressions, and removal of entries no output needs.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -55,8 +54,7 @@ class Ref(NamedTuple):
         return f"{self.kind}[{self.index}]"
 
 
-@dataclass(frozen=True)
-class Input:
+class Input(NamedTuple):
     """An input slot of a program: its name, shape and dtype."""
 
     name: str
@@ -64,16 +62,14 @@ class Input:
     dtype: np.dtype
 
 
-@dataclass(frozen=True)
-class Constant:
+class Constant(NamedTuple):
     """A value fixed in the program; named when it was a Variable on the tape."""
 
     value: Any      # a Python number or a read-only numpy array
     name: str | None = None
 
 
-@dataclass(frozen=True)
-class Node:
+class Node(NamedTuple):
     """One entry: ``prim.forward(*args, **attrs)``, with its name, shape and dtype."""
 
     prim: Primitive
@@ -88,7 +84,8 @@ class Program:
     """A recorded sub-program independent of any tape: call it on arrays to run it again."""
 
     def __init__(self, inputs: Sequence[Input], constants: Sequence[Constant],
-                 nodes: Sequence[Node], outputs: Sequence[Ref], single: bool = False):
+                 nodes: Sequence[Node], outputs: Sequence[Ref], single: bool = False,
+                 check: bool = True):
         self.inputs = tuple(inputs)
         self.constants = tuple(constants)
         self.nodes = tuple(nodes)
@@ -97,7 +94,7 @@ class Program:
         if self.single and len(self.outputs) != 1:
             raise ArgumentError(f"program: single=True needs one output, got "
                                 f"{len(self.outputs)}")
-        for i, node in enumerate(self.nodes):
+        for i, node in enumerate(self.nodes if check else ()):
             if not isinstance(node.prim, Primitive):
                 raise ArgumentError(f"program: node {i} ({node.name}) has no Primitive")
             for r in node.args:
@@ -126,19 +123,26 @@ class Program:
         env = [*self._arguments(arrays), *(c.value for c in self.constants)]
         env.extend([None] * len(self.nodes))
         k = len(self.inputs) + len(self.constants)
-        for forward, slots, attrs, frees in self._steps():
-            args = [env[s] for s in slots]
-            try:
-                value = forward(*args, **attrs) if attrs else forward(*args)
-            except np.linalg.LinAlgError as e:
-                name = self.nodes[k - len(self.inputs) - len(self.constants)].name
-                raise LinAlgError(f"program: computing {name}: {e}") from e
-            if type(value) is not np.ndarray and isinstance(value, np.generic):
-                value = np.asarray(value)
-            env[k] = value
-            k += 1
-            for s in frees:
-                env[s] = None
+        ndarray, generic, asarray = np.ndarray, np.generic, np.asarray
+        try:
+            for forward, slots, attrs, frees in self._steps():
+                if attrs:
+                    value = forward(*[env[s] for s in slots], **attrs)
+                elif len(slots) == 2:
+                    value = forward(env[slots[0]], env[slots[1]])
+                elif len(slots) == 1:
+                    value = forward(env[slots[0]])
+                else:
+                    value = forward(*[env[s] for s in slots])
+                if type(value) is not ndarray and isinstance(value, generic):
+                    value = asarray(value)
+                env[k] = value
+                k += 1
+                for s in frees:
+                    env[s] = None
+        except np.linalg.LinAlgError as e:
+            name = self.nodes[k - len(self.inputs) - len(self.constants)].name
+            raise LinAlgError(f"program: computing {name}: {e}") from e
         outs = [env[self._slot(r)] for r in self.outputs]
         return outs[0] if self.single else outs
 
@@ -270,13 +274,20 @@ def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
     builder = _Builder([Input(v.name, v.shape, v.dtype) for v in ins])
     refs: dict[int, Ref] = {k: Ref(INPUT, i) for k, i in slots.items()}
     for v in sorted((v for v in found.values() if v.prim is not None), key=_position):
-        args = [refs.get(id(x)) if type(x) is Variable else None for x in v.inputs]
-        if not any(r is not None and r.kind != CONST for r in args):
+        args = []
+        computed = False
+        for x in v.inputs:
+            r = refs.get(id(x)) if type(x) is Variable else None
+            if r is not None and r[0] is not CONST:
+                computed = True
+            args.append(r)
+        if not computed:
             refs[id(v)] = builder.capture(v)      # not computed from the inputs: a constant
             continue
-        args = [r if r is not None else (builder.capture(x) if type(x) is Variable
-                                         else builder.constant(x))
-                for r, x in zip(args, v.inputs)]
+        for i, r in enumerate(args):
+            if r is None:
+                x = v.inputs[i]
+                args[i] = builder.capture(x) if type(x) is Variable else builder.constant(x)
         refs[id(v)] = builder.node(Node(v.prim, tuple(args), v.attrs, v.name, v.shape, v.dtype))
     out_refs = [refs[id(v)] if id(v) in refs else builder.capture(v) for v in outs]
     return builder.program(out_refs, single)
@@ -328,7 +339,7 @@ class _Builder:
         return Ref(NODE, len(self.nodes) - 1)
 
     def program(self, outputs: list[Ref], single: bool) -> Program:
-        return Program(self.inputs, self.constants, self.nodes, outputs, single)
+        return Program(self.inputs, self.constants, self.nodes, outputs, single, check=False)
 
 
 # ---------------------------------------------------------------- simplify
@@ -424,4 +435,4 @@ def _without_dead(b: _Builder, outputs: list[Ref], single: bool) -> Program:
             node_map[i] = Ref(NODE, len(kept))
             kept.append(Node(n.prim, tuple(moved(r) for r in n.args), n.attrs, n.name,
                              n.shape, n.dtype))
-    return Program(b.inputs, constants, kept, [moved(r) for r in outputs], single)
+    return Program(b.inputs, constants, kept, [moved(r) for r in outputs], single, check=False)

@@ -51,11 +51,14 @@ class Operand(NamedTuple):
 
 def constant_key(x: Any) -> Hashable:
     """A hashable key equal for two constants exactly when they are interchangeable."""
+    t = type(x)
+    if t is float or t is int:
+        return (t.__name__, repr(x))            # repr tells -0.0 from 0.0; nan matches nan
     if isinstance(x, np.ndarray | np.generic):
         arr = np.asarray(x)
         return ("array", arr.dtype.str, arr.shape, arr.tobytes())
     if isinstance(x, bool | int | float):
-        return (type(x).__name__, repr(x))      # repr tells -0.0 from 0.0; nan matches nan
+        return (type(x).__name__, repr(x))
     return _freeze(x)
 
 
