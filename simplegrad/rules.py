@@ -7,12 +7,15 @@ caller uses to refer to values: ``Ref``s in a ``Program``, Variables (and Python
 arrays for constants) on a tape. ``describe_variable`` describes tape inputs.
 
 - ``cse_key(prim, inputs, attrs)``: two entries with equal keys compute the same value. Inputs
-  of commutative primitives (add, mul, maximum, minimum) count in either order.
+  of commutative primitives (add, mul, maximum, minimum, equal, not_equal, logical_and,
+  logical_or) count in either order.
 - ``reduces_to(prim, inputs, attrs, describe)``: the input (of the entry or of the entry that
   computed one of them) the entry equals exactly, or None. ``x * 1``, ``1 * x``, ``x + 0``,
-  ``x - 0``, ``x / 1``, ``--x``, an expand or reshape to the same shape, a transpose undone by
-  its inverse (or by nothing), a cast to the same dtype. A rule applies only when the result has
-  the input's shape and dtype (a broadcasting constant of ones does not reduce).
+  ``x - 0``, ``x / 1``, ``--x``, ``~~m``, ``m & m``, ``m | m``, ``where(c, x, x)``, a where
+  that repeats an inner where on the same condition (``where(c, 0, where(c, 0, g))``), an
+  expand or reshape to the same shape, a transpose undone by its inverse (or by nothing), a
+  cast to the same dtype. A rule applies only when the result has the input's shape and dtype
+  (a broadcasting constant of ones does not reduce).
 - ``rewrite(prim, inputs, attrs, describe)``: an equal entry in a simpler form: ``x + x`` is
   ``x * 2.0``.
 
@@ -29,10 +32,13 @@ import numpy as np
 
 from .primitives.core import REGISTRY, Primitive
 
-COMMUTATIVE = frozenset(REGISTRY[n] for n in ("add", "mul", "maximum", "minimum"))
+COMMUTATIVE = frozenset(REGISTRY[n] for n in ("add", "mul", "maximum", "minimum", "equal",
+                                               "not_equal", "logical_and", "logical_or"))
 _ADD, _SUB, _MUL, _DIV, _NEG = (REGISTRY[n] for n in ("add", "sub", "mul", "div", "neg"))
 _EXPAND, _RESHAPE, _TRANSPOSE, _CAST = (REGISTRY[n] for n in
                                         ("expand", "reshape", "transpose", "cast"))
+_AND, _OR, _NOT, _WHERE = (REGISTRY[n] for n in
+                           ("logical_and", "logical_or", "logical_not", "where"))
 
 
 class Operand(NamedTuple):
@@ -128,9 +134,13 @@ def reduces_to(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
         return _unit_side(inputs, describe, 0, (0,))
     if prim is _DIV:
         return _unit_side(inputs, describe, 1, (0,))
-    if prim is _NEG:
+    if prim is _NEG or prim is _NOT:
         x = describe(inputs[0])
-        return x.inputs[0] if x.prim is _NEG else None
+        return x.inputs[0] if x.prim is prim else None
+    if prim is _AND or prim is _OR:
+        return _same_pair(inputs, describe)
+    if prim is _WHERE:
+        return _where_reduces(inputs, describe)
     if prim is _CAST:
         x = describe(inputs[0])
         return inputs[0] if not x.constant and x.dtype == np.dtype(attrs["dtype"]) else None
@@ -150,6 +160,37 @@ def rewrite(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
     if same and not describe(inputs[0]).constant:
         return _MUL, (inputs[0], 2.0), None
     return None
+
+
+def _same_pair(inputs: Sequence[Any], describe: Callable) -> Any:
+    """x for ``x & x`` and ``x | x`` (a computed bool x)."""
+    if operand_key(inputs[0]) != operand_key(inputs[1]):
+        return None
+    x = describe(inputs[0])
+    return None if x.constant or x.dtype != np.dtype(bool) else inputs[0]
+
+
+def _where_reduces(inputs: Sequence[Any], describe: Callable) -> Any:
+    """x for ``where(c, x, x)``; w for ``where(c, a, w)`` when w = where(c, a, ...) already
+    (and the mirror image), provided the result keeps that input's shape."""
+    cond, x, y = inputs
+    c = describe(cond)
+    if operand_key(x) == operand_key(y):
+        return _keeps_shape(x, describe, c)
+    for inner, taken in ((y, 1), (x, 2)):
+        w = describe(inner)
+        if w.prim is _WHERE and operand_key(w.inputs[0]) == operand_key(cond) and \
+                operand_key(w.inputs[taken]) == operand_key(inputs[taken]):
+            return _keeps_shape(inner, describe, c, describe(inputs[taken]))
+    return None
+
+
+def _keeps_shape(x: Any, describe: Callable, *others: Operand) -> Any:
+    d = describe(x)
+    if d.constant:
+        return None
+    shapes = [tuple(d.shape)] + [tuple(o.shape) for o in others]
+    return x if np.broadcast_shapes(*shapes) == tuple(d.shape) else None
 
 
 def _unit_side(inputs: Sequence[Any], describe: Callable, unit: int, kept: tuple) -> Any:

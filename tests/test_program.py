@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import simplegrad as sg
 from simplegrad.program import CONST, INPUT, NODE, Ref
@@ -241,3 +243,77 @@ def test_hand_made_programs_are_checked():
                 [Ref(NODE, 0)])
     with pytest.raises(sg.GraphError, match="an output refers to input\\[1\\]"):
         Program([spec], [], [], [Ref(INPUT, 1)])
+
+
+# ---------------------------------------------------------------- random programs
+
+W = np.array([1.0, -0.5, 0.25, 2.0])
+
+
+def _random_steps():
+    unary = st.sampled_from(["relu", "abs", "max", "min", "where_sqrt", "where_pos", "sin",
+                             "square", "tanh", "sign_mix"])
+    binary = st.sampled_from(["maximum", "minimum", "where_gt", "where_le", "add", "mul",
+                              "sub"])
+    step = st.one_of(st.tuples(st.just(1), unary, st.integers(0, 99)),
+                     st.tuples(st.just(2), binary, st.integers(0, 99), st.integers(0, 99)))
+    return st.lists(step, min_size=1, max_size=7)
+
+
+def _random_step(op, pool, step):
+    if step[0] == 1:
+        _, name, i = step
+        x = pool[i % len(pool)]
+        return {
+            "relu": lambda: x.relu(),
+            "abs": lambda: abs(x),
+            "max": lambda: x - x.max(),          # ties: integer-valued inputs repeat
+            "min": lambda: x * x.min(),
+            "where_sqrt": lambda: op.where(x > 0, x.sqrt() * x, 0),
+            "where_pos": lambda: op.where(x >= 0, x * x, -x),
+            "sin": lambda: x.sin(),
+            "square": lambda: x * x,
+            "tanh": lambda: x.tanh(),
+            "sign_mix": lambda: op.where(x < 0, x.exp(), x + 1.0),
+        }[name]()
+    _, name, i, j = step
+    x, y = pool[i % len(pool)], pool[j % len(pool)]
+    return {
+        "maximum": lambda: op.maximum(x, y),
+        "minimum": lambda: op.minimum(x, y),
+        "where_gt": lambda: op.where(x > y, x, y * 0.5),
+        "where_le": lambda: op.where(x <= y, x * y, y),
+        "add": lambda: x + y,
+        "mul": lambda: x * y,
+        "sub": lambda: x - y,
+    }[name]()
+
+
+def _random_record(steps, a0, b0):
+    """Record the program, its gradient and an order-2 gradient; outputs [L, ga, gb, ha, hb]."""
+    op = sg.Ops()
+    a, b = op.var(a0, name="a"), op.var(b0, name="b")
+    pool = [a, b]
+    for step in steps:
+        pool.append(_random_step(op, pool, step))
+    L = op.sum(op.mul(pool[-1], W), name="L")
+    ga, gb = op.grad(L, [a, b])
+    ha, hb = op.grad(op.sum(ga * ga * W + gb), [a, b])
+    return op, (a, b), [L, ga, gb, ha, hb]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@settings(max_examples=60, deadline=None)
+@given(steps=_random_steps(), seed=st.integers(0, 2**16))
+def test_random_programs_replay_like_a_fresh_recording(steps, seed):
+    rng = np.random.default_rng(seed)
+    # integer values: ties for max/min/maximum/minimum, zeros for relu, abs and where
+    here, there = ([rng.integers(-2, 3, 4).astype(float) for _ in range(2)] for _ in range(2))
+    op, xs, outs = _random_record(steps, *here)
+    prog = op.program(list(xs), outs)
+    simple = sg.simplify(prog)
+    assert simple.duplicates() == []
+    _, _, fresh = _random_record(steps, *there)
+    for got, simplified, want in zip(prog(*there), simple(*there), fresh):
+        np.testing.assert_allclose(got, want.value, rtol=RTOL, atol=0)
+        np.testing.assert_array_equal(simplified, got)

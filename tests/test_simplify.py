@@ -275,3 +275,19 @@ def test_rules_apply_to_tape_variables():
     assert reduces_to(neg, (-x,), None) is x
     assert rewrite(add, (x, x), None) == (mul, (x, 2.0), None)
     assert describe_variable(2.0).constant and not describe_variable(x).constant
+
+
+def test_mask_identities():
+    def f(op, x):
+        m = x > 0
+        a = op.where(op.logical_or(m, m), x, 0.0)                 # m | m -> m
+        b = op.where(op.logical_not(op.logical_not(m)), x.sin(), x.sin())   # ~~m; where(c, s, s)
+        c = op.where(m, 0.0, op.where(m, 0.0, x.cos()))           # a where repeated -> the inner
+        d = op.where(op.logical_and(m, m), op.where(m, x, 1.0), 1.0)   # m & m; mirror image
+        return a + b + c + d
+    prog, simple = one_input(f, [0.5, -1.5, 0.0, 2.0])
+    assert names(simple) == [
+        "v0 = x > 0", "v2 = where(v0, x, 0.0)", "v5 = x.sin()", "v8 = x.cos()",
+        "v9 = where(v0, 0.0, v8)", "v12 = where(v0, x, 1.0)", "v14 = v2 + v5", "v15 = v14 + v9",
+        "v16 = v15 + v12"]
+    assert len(prog) == 17
