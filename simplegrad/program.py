@@ -331,8 +331,7 @@ class _Builder:
 
     def capture(self, v: Variable) -> Ref:
         """A Variable's recorded value as a named constant (an unrecorded one prints inline)."""
-        name = v.name
-        return self.constant(v.value, None if name == "(unrecorded)" else name, ("var", id(v)))
+        return self.constant(v.value, None if v.label is None else v.name, ("var", id(v)))
 
     def node(self, node: Node) -> Ref:
         self.nodes.append(node)
