@@ -16,7 +16,8 @@ from .errors import (
 )
 from .estimators import divergence, hutchinson_trace, hutchpp_trace
 from .primitives import REGISTRY, Case, Primitive
-from .program import Program, simplify
+from .program import Program
+from .simplifier import simplify
 from .tape import Ops, Tape
 from .transforms import derivative, grad, hessian, hvp, jacobian, jvp, trace, value_and_grad, vjp
 from .variable import Variable

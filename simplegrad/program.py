@@ -7,12 +7,11 @@ Leaves that are not inputs, and entries not computed from the inputs, become con
 their recorded values. Nothing refers back to the tape, so a Program can be simplified, saved
 and compiled; calling it runs each primitive's numpy forward on new values.
 
-A Program is fixed at recording time: Python control flow on values (``if float(x) > 0:``)
+A Program is fixed at recording time: Python control flow on values (``if x > 0:``)
 took one branch when the tape was recorded, and the program keeps that branch (as
 ``torch.jit.trace`` and ``jax.make_jaxpr`` do).
 
-``simplify(prog)`` rewrites a Program with the rules of ``simplegrad.rules``: constant folding,
-identities, common subexpressions, and removal of entries no output needs.
+``sg.simplify`` (simplifier.py) rewrites a Program with the rules of ``simplegrad.rules``.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ import numpy as np
 from . import render
 from .errors import ArgumentError, DTypeError, GraphError, LinAlgError, ShapeError
 from .primitives.core import Primitive
-from .rules import (
+from .rules import (  # the rules simplify uses, public here too (for record-time use)
     COMMUTATIVE,
     Operand,
     constant_key,
@@ -37,7 +36,7 @@ from .rules import (
 )
 from .variable import Variable
 
-__all__ = ["Ref", "Input", "Constant", "Node", "Program", "extract", "simplify",
+__all__ = ["Ref", "Input", "Constant", "Node", "Program", "extract",
            "COMMUTATIVE", "Operand", "constant_key", "cse_key", "describe_variable",
            "operand_key", "reduces_to", "rewrite"]
 
@@ -271,7 +270,7 @@ def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
         found[key] = v
         if v.prim is not None:
             stack.extend(x for x in v.inputs if type(x) is Variable)
-    builder = _Builder([Input(v.name, v.shape, v.dtype) for v in ins])
+    builder = Builder([Input(v.name, v.shape, v.dtype) for v in ins])
     refs: dict[int, Ref] = {k: Ref(INPUT, i) for k, i in slots.items()}
     for v in sorted((v for v in found.values() if v.prim is not None), key=_position):
         args = []
@@ -308,7 +307,7 @@ def _position(v: Variable) -> int:
     return v.position
 
 
-class _Builder:
+class Builder:
     """Collects inputs, constants (each once) and nodes into a Program."""
 
     def __init__(self, inputs: list[Input]):
@@ -339,99 +338,3 @@ class _Builder:
 
     def program(self, outputs: list[Ref], single: bool) -> Program:
         return Program(self.inputs, self.constants, self.nodes, outputs, single, check=False)
-
-
-# ---------------------------------------------------------------- simplify
-
-
-def simplify(prog: Program) -> Program:
-    """An equal Program with constants folded, identities applied, common subexpressions shared
-    and entries no output needs removed (see ``simplegrad.rules``)."""
-    if not isinstance(prog, Program):
-        raise ArgumentError(f"simplify: expected a Program, got {type(prog).__name__}")
-    b = _Builder(list(prog.inputs))
-    consts = [b.constant(c.value, c.name) for c in prog.constants]
-    nodes: list[Ref] = []       # old node index -> its ref in the new program
-    table: dict = {}
-
-    def describe(r: Ref) -> Operand:
-        if r.kind == CONST:
-            value = b.constants[r.index].value
-            dtype = None if isinstance(value, bool | int | float) and not isinstance(
-                value, np.generic) else np.asarray(value).dtype
-            return Operand(np.shape(value), dtype, True, value)
-        if r.kind == INPUT:
-            spec = b.inputs[r.index]
-            return Operand(spec.shape, spec.dtype, False)
-        n = b.nodes[r.index]
-        return Operand(n.shape, n.dtype, False, None, n.prim, n.args, n.attrs)
-
-    def new(r: Ref) -> Ref:
-        return r if r.kind == INPUT else consts[r.index] if r.kind == CONST else nodes[r.index]
-
-    for node in prog.nodes:
-        prim, args, attrs = node.prim, tuple(new(r) for r in node.args), node.attrs
-        if all(r.kind == CONST for r in args):
-            nodes.append(_fold(b, prim, args, attrs, node.name))
-            continue
-        same = reduces_to(prim, args, attrs, describe)
-        if same is not None:
-            nodes.append(same)
-            continue
-        simpler = rewrite(prim, args, attrs, describe)
-        if simpler is not None:
-            prim, args, attrs = simpler
-            args = tuple(a if isinstance(a, Ref) else b.constant(a) for a in args)
-        key = cse_key(prim, args, attrs)
-        r = table.get(key)
-        if r is None:
-            r = table[key] = b.node(Node(prim, args, attrs, node.name, node.shape, node.dtype))
-        nodes.append(r)
-    return _without_dead(b, [new(r) for r in prog.outputs], prog.single)
-
-
-def _fold(b: _Builder, prim: Primitive, args: tuple, attrs: dict | None, name: str) -> Ref:
-    """Compute an entry whose arguments are all constants, once, now."""
-    values = [b.constants[r.index].value for r in args]
-    with np.errstate(all="ignore"):     # the plain program gives the same value (and warnings)
-        value = prim.forward(*values, **attrs) if attrs else prim.forward(*values)
-    if type(value) is not np.ndarray and isinstance(value, np.generic):
-        value = np.asarray(value)
-    return b.constant(value, name)
-
-
-def _without_dead(b: _Builder, outputs: list[Ref], single: bool) -> Program:
-    """The builder's program keeping only the nodes and constants the outputs need."""
-    need = [False] * len(b.nodes)
-    used = [False] * len(b.constants)
-    for r in outputs:
-        if r.kind == NODE:
-            need[r.index] = True
-        elif r.kind == CONST:
-            used[r.index] = True
-    for i in range(len(b.nodes) - 1, -1, -1):
-        if need[i]:
-            for r in b.nodes[i].args:
-                if r.kind == NODE:
-                    need[r.index] = True
-                elif r.kind == CONST:
-                    used[r.index] = True
-    const_map = {}
-    constants = []
-    for i, c in enumerate(b.constants):
-        if used[i]:
-            const_map[i] = Ref(CONST, len(constants))
-            constants.append(c)
-    node_map: dict[int, Ref] = {}
-    kept = []
-
-    def moved(r: Ref) -> Ref:
-        return r if r.kind == INPUT else const_map[r.index] if r.kind == CONST else node_map[
-            r.index]
-
-    for i, n in enumerate(b.nodes):
-        if need[i]:
-            node_map[i] = Ref(NODE, len(kept))
-            kept.append(Node(n.prim, tuple(moved(r) for r in n.args), n.attrs, n.name,
-                             n.shape, n.dtype))
-    return Program(b.inputs, constants, kept, [moved(r) for r in outputs], single, check=False)
