@@ -17,7 +17,8 @@ arrays for constants) on a tape. ``describe_variable`` describes tape inputs.
   cast to the same dtype. A rule applies only when the result has the input's shape and dtype
   (a broadcasting constant of ones does not reduce).
 - ``rewrite(prim, inputs, attrs, describe)``: an equal entry in a simpler form: ``x + x`` is
-  ``x * 2.0``.
+  ``x * 2.0``, ``x * -1`` is ``-x``, ``x + -y`` and ``-y + x`` are ``x - y``, ``x - -y`` is
+  ``x + y``.
 
 IEEE arithmetic stays: ``x * 0`` and ``x - x`` are not zero (x may be inf or nan). The one
 rule that can change a bit is ``x + 0`` -> ``x``: -0.0 + 0 is +0.0.
@@ -155,10 +156,21 @@ def reduces_to(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
 
 def rewrite(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
             describe: Callable[[Any], Operand] = describe_variable) -> tuple | None:
-    """An equal entry ``(prim, inputs, attrs)`` in a simpler form (``x + x`` -> ``x * 2.0``)."""
-    same = prim is _ADD and operand_key(inputs[0]) == operand_key(inputs[1])
-    if same and not describe(inputs[0]).constant:
-        return _MUL, (inputs[0], 2.0), None
+    """An equal entry ``(prim, inputs, attrs)`` in a simpler form: ``x + x`` -> ``x * 2.0``,
+    ``x * -1`` -> ``-x``, ``x + -y`` -> ``x - y``, ``x - -y`` -> ``x + y``."""
+    if prim is _ADD or prim is _SUB:
+        x, y = describe(inputs[0]), describe(inputs[1])
+        if prim is _ADD and operand_key(inputs[0]) == operand_key(inputs[1]):
+            return None if x.constant else (_MUL, (inputs[0], 2.0), None)
+        for i in ((1, 0) if prim is _ADD else (1,)):
+            if (x, y)[i].prim is _NEG:     # neg keeps shape and dtype: broadcasting is alike
+                d = (x, y)[i]
+                flipped = _SUB if prim is _ADD else _ADD
+                return flipped, (inputs[1 - i], d.inputs[0]), None
+        return None
+    if prim is _MUL:
+        x = _unit_side(inputs, describe, -1, (0, 1))
+        return None if x is None else (_NEG, (x,), None)
     return None
 
 

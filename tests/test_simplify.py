@@ -139,6 +139,30 @@ def test_x_plus_x_is_x_times_2():
     assert names(simple) == ["v0 = x.exp()", "v2 = v0 * 2.0", "v3 = v2.sin()"]
 
 
+@pytest.mark.parametrize("label,f,text", [
+    ("x * -1", lambda op, x, y: x * -1.0, ["v0 = -x"]),
+    ("-1 * x", lambda op, x, y: -1 * x, ["v0 = -x"]),
+    ("x + -y", lambda op, x, y: x + -y, ["v1 = x - y"]),
+    ("-y + x", lambda op, x, y: -y + x, ["v1 = x - y"]),
+    ("x - -y", lambda op, x, y: x - -y, ["v1 = x + y"]),
+    ("x + -y broadcast", lambda op, x, y: x + -(y.sum()), ["v0 = y.sum()", "v2 = x - v0"]),
+])
+def test_rewrites(label, f, text):
+    op = sg.Ops()
+    x, y = op.var([0.5, -1.5, 2.0], name="x"), op.var([1.0, 0.0, -0.0], name="y")
+    prog = op.program([x, y], f(op, x, y))
+    simple = sg.simplify(prog)
+    assert names(simple) == text
+    rng = np.random.default_rng(4)
+    points = [[np.array([1.0, -0.0, np.inf]), np.array([1.0, 0.0, np.inf])]] + \
+        [[rng.uniform(-2, 2, 3), rng.uniform(-2, 2, 3)] for _ in range(3)]
+    with np.errstate(invalid="ignore"):
+        same_values(prog, simple, points)
+        for args in points:      # signs of zeros too (a nan's sign is not specified)
+            a, b = prog(*args), simple(*args)
+            assert np.array_equal(np.signbit(a)[~np.isnan(a)], np.signbit(b)[~np.isnan(b)])
+
+
 @pytest.mark.parametrize("label,f", [
     ("ones that broadcast x", lambda op, x: x * np.ones((2, 3))),
     ("zeros that broadcast x", lambda op, x: x + np.zeros((2, 3))),
