@@ -115,8 +115,12 @@ def table(title: str, plain_rows: list, simplifying_rows: list | None, points: l
         programs.append(prog)
         other, t_other = "n/a", "n/a"
         if simplifying_rows is not None:
-            _, sys_, st, size = simplifying_rows[n - 1]
+            sxs, sys_, st, size = simplifying_rows[n - 1]
             other, t_other = str(size), f"{st * 1e3:.1f}"
+            repeated = sxs[0].ops.program(sxs, sys_).duplicates()
+            if repeated:
+                failures.append(f"{title} n={n}: Ops(simplify=True) entries share a CSE key: "
+                                f"{repeated[:3]}")
             _same(f"{title} n={n} Ops(simplify=True)", _values(ys), _values(sys_), failures)
             if n == check_half_at and 2 * int(other) > tape:
                 failures.append(f"{title} n={n}: Ops(simplify=True) has {other} entries, more "

@@ -315,3 +315,10 @@ def test_mask_identities():
         "v9 = where(v0, 0.0, v8)", "v12 = where(v0, x, 1.0)", "v14 = v2 + v5", "v15 = v14 + v9",
         "v16 = v15 + v12"]
     assert len(prog) == 17
+
+
+def test_x_plus_0_keeps_the_sign_of_a_zero_the_plain_program_drops():
+    # the one documented difference: -0.0 + 0 is +0.0, the simplified program gives x itself
+    prog, simple = one_input(lambda op, x: x + 0.0, [1.0, 2.0])
+    plain, simplified = prog(np.array([-0.0, 1.0])), simple(np.array([-0.0, 1.0]))
+    assert not np.signbit(plain[0]) and np.signbit(simplified[0])
