@@ -85,7 +85,7 @@ class Program:
     def __init__(self, inputs: Sequence[Input], constants: Sequence[Constant],
                  nodes: Sequence[Node], outputs: Sequence[Ref], single: bool = False,
                  check: bool = True):
-        self.inputs = tuple(inputs)
+        self.inputs = tuple(Input(i.name, tuple(i.shape), np.dtype(i.dtype)) for i in inputs)
         self.constants = tuple(constants)
         self.nodes = tuple(nodes)
         self.outputs = tuple(outputs)
