@@ -27,17 +27,25 @@ def simplify(prog: Program) -> Program:
     nodes: list[Ref] = []       # old node index -> its ref in the new program
     table: dict = {}
 
+    known: dict[Ref, Operand] = {}
+
     def describe(r: Ref) -> Operand:
+        d = known.get(r)
+        if d is not None:
+            return d
         if r.kind == CONST:
             value = b.constants[r.index].value
             dtype = None if isinstance(value, bool | int | float) and not isinstance(
                 value, np.generic) else np.asarray(value).dtype
-            return Operand(np.shape(value), dtype, True, value)
-        if r.kind == INPUT:
+            d = Operand(np.shape(value), dtype, True, value)
+        elif r.kind == INPUT:
             spec = b.inputs[r.index]
-            return Operand(spec.shape, spec.dtype, False)
-        n = b.nodes[r.index]
-        return Operand(n.shape, n.dtype, False, None, n.prim, n.args, n.attrs)
+            d = Operand(spec.shape, spec.dtype, False)
+        else:
+            n = b.nodes[r.index]
+            d = Operand(n.shape, n.dtype, False, None, n.prim, n.args, n.attrs)
+        known[r] = d
+        return d
 
     def new(r: Ref) -> Ref:
         return r if r.kind == INPUT else consts[r.index] if r.kind == CONST else nodes[r.index]
