@@ -379,6 +379,7 @@ class Ops(PrimitiveMethods):
                 raise GraphError(f"program: {v.name} belongs to another Ops")
         return extract(inputs, outputs)
 
+
 def _float_array(value: Any, name: str | None) -> np.ndarray:
     """A fresh float array from user data; bool and int become float64."""
     if isinstance(value, Variable):
