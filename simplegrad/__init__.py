@@ -17,6 +17,8 @@ from .errors import (
 )
 from .estimators import divergence, hutchinson_trace, hutchpp_trace
 from .primitives import REGISTRY, Case, Primitive
+from .program import Program
+from .simplifier import simplify
 from .tape import Ops, Tape
 from .transforms import derivative, grad, hessian, hvp, jacobian, jvp, trace, value_and_grad, vjp
 from .variable import Variable
@@ -31,5 +33,5 @@ __all__ = [
     "check_grads", "check_jvp_vjp_consistency",
     "hutchinson_trace", "hutchpp_trace", "divergence",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "derivative", "trace",
-    "custom_vjp", "checkpoint",
+    "custom_vjp", "checkpoint", "Program", "simplify",
 ]

@@ -399,6 +399,16 @@ class Ops(PrimitiveMethods):
             reason = reason[len(prim.name) + 2:]
         return self._error(prim.name, inputs, reason, kind)
 
+    def program(self, inputs: Variable | Sequence[Variable],
+                outputs: Variable | Sequence[Variable]) -> Any:
+        """The entries between ``inputs`` and ``outputs`` as an ``sg.Program`` (replayable)."""
+        from .program import extract
+        for v in [outputs] if isinstance(outputs, Variable) else list(outputs):
+            if isinstance(v, Variable) and v.ops is not self:
+                raise GraphError(f"program: {v.name} belongs to another Ops")
+        return extract(inputs, outputs)
+
+
 def _float_array(value: Any, name: str | None) -> np.ndarray:
     """A fresh float array from user data; bool and int become float64."""
     if isinstance(value, Variable):
