@@ -352,15 +352,15 @@ class Ops(PrimitiveMethods):
         for i, x in enumerate(inputs):
             if type(x) is Variable or type(x) is float or type(x) is int:
                 continue
-            if isinstance(x, (bool, np.bool_)):
-                x = float(x)
+            if isinstance(x, (bool, np.bool_)):     # a condition or mask: stays bool
+                x = bool(x)
             elif isinstance(x, (np.ndarray, np.generic, list, tuple, float, int)):
                 arr = np.asarray(x)
                 if arr.dtype.kind not in "biuf":
                     raise self._error(prim.name, tuple(inputs),
                                       f"constant of dtype {arr.dtype} is not supported", DTypeError)
                 if arr.ndim == 0:
-                    x = int(arr) if arr.dtype.kind in "iu" else float(arr)
+                    x = {"b": bool, "i": int, "u": int}.get(arr.dtype.kind, float)(arr)
                 elif arr.dtype.kind == "b":         # masks and conditions stay bool
                     x = arr if _frozen(arr) else arr.copy()
                     x.flags.writeable = False

@@ -173,3 +173,13 @@ def test_issue_case_second_derivative_at_zero_with_two_entries():
     x = op.var([0.0, 1.0])
     g = op.grad(op.where(x > 0, x.sqrt() * x, 0.0).sum(), x)
     np.testing.assert_array_equal(op.grad(g.sum(), x).value, [0.0, 0.75])
+
+
+@pytest.mark.parametrize("cond", [True, np.bool_(True), np.array(True), np.array([True])])
+def test_scalar_constant_conditions_stay_bool_and_differentiate(cond):
+    op = sg.Ops()
+    x = op.var([1.0, 2.0])
+    y = op.where(cond, x * x, 0.0).sum()
+    np.testing.assert_array_equal(op.grad(y, x).value, [2.0, 4.0])
+    h = op.grad(op.grad(y, x).sum(), x)
+    np.testing.assert_array_equal(h.value, [2.0, 2.0])
