@@ -90,14 +90,22 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
         if recording:
             o = ops
             tape.add(BlockBegin(tape.end, "grad", L))
-            seed_var = seed if isinstance(seed, Variable) else ops.leaf(
-                seed_value, None, True, "seed")
+            if isinstance(seed, Variable):
+                seed_var = seed
+            elif ops.simplify and seed is None:     # ones, as a constant the rules can see
+                seed_value.flags.writeable = False
+                seed_var = seed_value
+            else:
+                seed_var = ops.leaf(seed_value, None, True, "seed")
         else:
             o = ValueOps()
             seed_var = seed_value
         grads = _sweep(o, tape, L, seed_var, recording, stop, None if recording else keep,
                        only)
         if recording:
+            for v, g in grads.items():  # a constant seed stands for itself as a leaf
+                if type(g) is not Variable:
+                    grads[v] = ops.leaf(g, None, False, "leaf")
             tape.add(BlockEnd(tape.end, "grad", L, tuple(grads.items())))
     return grads
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from . import explain, render, sweeps
+from . import explain, render, rules, sweeps
 from .errors import (
     ArgumentError,
     AxisError,
@@ -117,13 +117,22 @@ class Tape(Sequence):
 
 
 class Ops(PrimitiveMethods):
-    """One tape and one v-counter: every primitive called on it records one entry."""
+    """One tape and one v-counter: every primitive called on it records one entry.
 
-    def __init__(self, echo: bool = False):
+    ``simplify=True`` records with the rules of ``sg.simplify`` (common subexpressions shared,
+    identities removed, a gradient's sweep pruned to the entries on a path from ``wrt`` to L),
+    so a nested derivative is taken of the simplified graph; off by default, so a trace is
+    exactly what the program asked for.
+    """
+
+    def __init__(self, echo: bool = False, simplify: bool = False):
         self.tape = Tape()
         self.recording = True
-        self.simplify = False
+        self.simplify = bool(simplify)
         self.echo = echo
+        if self.simplify:       # the simplifying path replaces the plain one on this Ops only
+            self._cse: dict = {}
+            self._apply = self._apply_simplified
 
     def __repr__(self) -> str:
         state = "" if self.recording else ", not recording"
@@ -173,6 +182,8 @@ class Ops(PrimitiveMethods):
         Variable of this Ops is a leaf (no history) and the trace is empty.
         """
         self.tape.clear()
+        if self.simplify:
+            self._cse.clear()
 
     def __enter__(self) -> Ops:
         return self
@@ -341,6 +352,30 @@ class Ops(PrimitiveMethods):
         if tape.listeners:
             for listen in tape.listeners:
                 listen(out)
+        return out
+
+    def _apply_simplified(self, prim: Primitive, inputs: tuple, attrs: dict | None,
+                          name: str | None):
+        """Record with the rules of ``sg.simplify`` (rules.py): an identity gives back its
+        input, a rewrite records the simpler form, and an entry already on the tape with the
+        same primitive, inputs and attributes is reused (hash-consing)."""
+        if not self.recording or name is not None:     # a named result is recorded as asked
+            return Ops._apply(self, prim, inputs, attrs, name)
+        rewritten = rules.rewrite(prim, inputs, attrs)
+        if rewritten is not None:
+            prim, inputs, attrs = rewritten
+        same = rules.reduces_to(prim, inputs, attrs)
+        if type(same) is Variable and same.ops is self:
+            return same
+        key = rules.cse_key(prim, inputs, attrs)
+        hit = self._cse.get(key)
+        tape = self.tape
+        if hit is not None and tape.base <= hit.position < tape.end and \
+                tape.at(hit.position) is hit:
+            return hit
+        out = Ops._apply(self, prim, inputs, attrs, name)
+        if type(out) is Variable:
+            self._cse[key] = out
         return out
 
     def _constants(self, prim: Primitive, inputs: tuple, values: list, ref: Variable):

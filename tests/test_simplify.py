@@ -342,3 +342,60 @@ def test_x_plus_0_keeps_the_sign_of_a_zero_the_plain_program_drops():
     prog, simple = one_input(lambda op, x: x + 0.0, [1.0, 2.0])
     plain, simplified = prog(np.array([-0.0, 1.0])), simple(np.array([-0.0, 1.0]))
     assert not np.signbit(plain[0]) and np.signbit(simplified[0])
+
+
+# ---------------------------------------------------------------- simplifying while recording
+
+def _seed_on(op):
+    a = op.named_var(np.array([0.4605, 0.4061, 0.9422, 0.3946]), "a")
+    b = op.named_var(np.array([0.0850, 0.3296, 0.9888, 0.6494]), "b")
+    l0 = op.sum(op.mul(op.add(a, b), b), name="L0")
+    da, db = op.grad(l0, [a, b])
+    l1 = op.sum(op.add(op.mul(da, da), op.mul(db, db)), name="L1")
+    op.grad(l1, [a, b])
+    return a, b
+
+
+def test_simplifying_ops_gives_the_seed_values_with_a_smaller_order_two_block():
+    plain, simple = sg.Ops(), sg.Ops(simplify=True)
+    pa, pb = _seed_on(plain)
+    sa, sb = _seed_on(simple)
+    np.testing.assert_allclose(sa.grad.value, pa.grad.value, rtol=1e-15)
+    np.testing.assert_allclose(sb.grad.value, pb.grad.value, rtol=1e-15)
+    from simplegrad.explain import blocks
+    sizes = [b.size for b in blocks(simple.tape)]
+    assert sizes[1] <= blocks(plain.tape)[1].size // 3
+    keys = [cse_key(v.prim, v.inputs, v.attrs) for v in simple.tape]
+    assert len(keys) == len(set(keys))          # no entry computed twice
+
+
+def test_simplifying_ops_reuses_the_forward_and_removes_identities():
+    op = sg.Ops(simplify=True)
+    x = op.var([0.5, 1.0], name="x")
+    s = x.sin()
+    assert x.sin() is s                      # hash-consing
+    assert (x * 1.0) is x and (x + 0.0) is x and -(-x) is x
+    assert (x + x).prim.name == "mul"         # x + x -> x * 2.0
+    named = op.sin(x, name="again")           # a name asked for is recorded as asked
+    assert named is not s and named.name == "again"
+
+
+def test_simplifying_ops_prunes_cotangents_nobody_asked_for():
+    op, plain = sg.Ops(simplify=True), sg.Ops()
+    for o in (op, plain):
+        x, y = o.var([1.0, 2.0], name="x"), o.var([3.0, 4.0], name="y")
+        f = (x * y).sin().sum()
+        g = o.grad(f, x)
+        np.testing.assert_allclose(g.value, np.cos([3.0, 8.0]) * [3.0, 4.0], rtol=1e-15)
+    assert "_dy =" not in op.format_trace() and "_dy =" in plain.format_trace()
+
+
+def test_nested_derivatives_of_the_simplified_graph_are_right():
+    # tanh''' (x) = -2 (1 - t^2)(1 - 3 t^2) with t = tanh x
+    op = sg.Ops(simplify=True)
+    x = op.var(np.array([0.3, -1.2]))
+    g = x.tanh()
+    for _ in range(3):
+        g = op.grad(g.sum(), x)
+    t = np.tanh([0.3, -1.2])
+    np.testing.assert_allclose(g.value, -2 * (1 - t**2) * (1 - 3 * t**2), rtol=1e-13)
