@@ -14,8 +14,10 @@ from .errors import (
     OutOfBoundsError,
     ShapeError,
     SimplegradError,
+    TapeGrowthWarning,
 )
 from .estimators import divergence, hutchinson_trace, hutchpp_trace
+from .params import Parameter
 from .primitives import REGISTRY, Case, Primitive
 from .program import Program
 from .simplifier import simplify
@@ -26,10 +28,10 @@ from .variable import Variable
 __version__ = "0.1.0"
 
 __all__ = [
-    "Ops", "Variable", "Tape", "Primitive", "Case", "REGISTRY",
+    "Ops", "Variable", "Tape", "Parameter", "Primitive", "Case", "REGISTRY",
     "SimplegradError", "ShapeError", "AxisError", "GraphError", "DTypeError", "ArgumentError",
     "LinAlgError",
-    "OutOfBoundsError", "NotDifferentiableError", "GradientCheckError",
+    "OutOfBoundsError", "NotDifferentiableError", "GradientCheckError", "TapeGrowthWarning",
     "check_grads", "check_jvp_vjp_consistency",
     "hutchinson_trace", "hutchpp_trace", "divergence",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "derivative", "trace",

@@ -45,3 +45,7 @@ class NotDifferentiableError(SimplegradError, TypeError):
 
 class GradientCheckError(SimplegradError, AssertionError):
     """A derivative disagrees with finite differences beyond the stated tolerances."""
+
+
+class TapeGrowthWarning(UserWarning):
+    """An Ops reused across training steps keeps every step's entries and arrays alive."""

@@ -61,6 +61,8 @@ def walk(tape: Tape) -> Iterator[tuple[Any, Block | None, int]]:
         return None
 
     for v in tape.entries:
+        if v is None:
+            continue
         while m < len(events) and events[m].position <= v.position:
             block = step(events[m])
             yield events[m], block, block.order if block else (stack[-1][2] if stack else 0)

@@ -131,6 +131,8 @@ def _items(tape: Tape, explain: bool, block: int | None) -> Iterator[tuple[str, 
     m = first
     depth = 0
     for v in tape.entries:
+        if v is None:       # freed (a tape that keeps no trace)
+            continue
         pos = v.position
         if lo is not None and not lo <= pos < hi:
             continue

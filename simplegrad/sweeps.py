@@ -10,14 +10,16 @@ or a ``ValueOps`` when only values are wanted (``create_graph=False``).
 from __future__ import annotations
 
 import gc
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import ArgumentError, DTypeError, GraphError, ShapeError
+from .errors import ArgumentError, DTypeError, GraphError, ShapeError, TapeGrowthWarning
 from .events import BlockBegin, BlockEnd
+from .params import FREE
 from .primitives import VALUES, ValueOps
 from .primitives.core import dtype_of, value_of
 from .variable import Variable
@@ -44,7 +46,8 @@ def grad(ops: Ops, L: Variable, wrt: Variable | Sequence[Variable], seed: Any = 
          create_graph: bool = True) -> Any:
     """Gradients of L with respect to ``wrt``; sets ``.grad`` on each (see ``Ops.grad``)."""
     single = isinstance(wrt, Variable) or not isinstance(wrt, Iterable)
-    targets = [wrt] if single else list(wrt)
+    asked = [wrt] if single else list(wrt)
+    targets = [ops.leaf_for(w) for w in asked]      # a Parameter: its leaf on this Ops
     _check_target(ops, "grad", L)
     for w in targets:
         _check_wrt(ops, "grad", w)
@@ -55,13 +58,13 @@ def grad(ops: Ops, L: Variable, wrt: Variable | Sequence[Variable], seed: Any = 
     only = _descendants(ops.tape, targets, stop, L) if ops.simplify else None
     grads = _reverse(ops, L, seed, recording, stop, set(targets), only)
     out = []
-    for w in targets:
+    for a, w in zip(asked, targets):
         g = grads.get(w)
         if g is None:
             g = ops.zeros_like(w, recording)
         elif not recording:
             g = ops.unrecorded(g, f"d{L.name}_d{w.name}")
-        w.grad = g
+        w.grad = a.grad = g
         out.append(g)
     return out[0] if single else out
 
@@ -73,6 +76,12 @@ def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False
     grads = _reverse(ops, L, seed, recording, 0, set(), None)    # leaves are never swept
     for v, g in grads.items():
         if v.prim is not None or not v.requires_grad:
+            continue
+        p = ops.source_of(v)
+        if p is not None:           # a Parameter's leaf: its gradient lives on the Parameter
+            value = g.raw if type(g) is Variable else g
+            p.grad = FREE.unrecorded(value if p.grad is None else p.grad.raw + value) \
+                if not recording else (g if p.grad is None else ops.add(p.grad, g))
             continue
         if v.grad is None:
             v.grad = g if recording else ops.unrecorded(g, f"d{L.name}_d{v.name}")
@@ -100,6 +109,9 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
         else:
             o = ValueOps()
             seed_var = seed_value
+            _count_pass(tape)
+        if not tape.keep:           # a step on free parameters ends with its backward pass
+            FREE.finish()
         grads = _sweep(o, tape, L, seed_var, recording, stop, None if recording else keep,
                        only)
         if recording:
@@ -141,7 +153,7 @@ def _sweep(o: Any, tape: Tape, L: Variable, seed: Any, recording: bool, stop: in
     masks: dict[Variable, Any] = {}     # cotangents zero by construction there (core.py)
     entries = tape.entries
     base = tape.base
-    pullbacks = tape.pullbacks if recording else None
+    pullbacks = tape.pullbacks if recording and tape.keep else None
     if L.prim is None:
         return grads
     for pos in range(L.position, max(stop, base) - 1, -1):
@@ -226,13 +238,28 @@ def _sweep(o: Any, tape: Tape, L: Variable, seed: Any, recording: bool, stop: in
     return grads
 
 
+GROWTH_PASSES = 100     # value-only backward passes on one tape before it warns
+
+
+def _count_pass(tape: Tape) -> None:
+    """Warn once when one Ops serves many training steps without being released."""
+    tape.passes += 1
+    if tape.passes == GROWTH_PASSES and tape.keep:
+        warnings.warn(
+            f"this Ops has served {GROWTH_PASSES} value-only backward passes and still holds "
+            f"all {len(tape.entries)} entries and their arrays; in a training loop record each "
+            "step on its own Ops (`with sg.Ops() as op:`), call op.release() after each step, "
+            "or keep the weights as sg.Parameter (freed automatically)",
+            TapeGrowthWarning, stacklevel=4)
+
+
 def _descendants(tape: Tape, targets: list[Variable], stop: int, L: Variable) -> set:
     """The entries between ``stop`` and L computed from any of ``targets``."""
     reached = set(targets)
     entries, base = tape.entries, tape.base
     for pos in range(max(stop, base), L.position + 1):
         v = entries[pos - base]
-        for x in v.inputs:
+        for x in () if v is None else v.inputs:
             if type(x) is Variable and x in reached:
                 reached.add(v)
                 break
@@ -259,14 +286,14 @@ def _accumulate(o: Any, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
 
 def _add_existing(o: Any, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
     total = o.add(old, new)
-    if type(total) is Variable:
+    if type(total) is Variable and tape.keep:
         tape.accumulations[total.position] = x
     return total
 
 
 def _densify(o: Any, tape: Tape, x: Variable, s: _Sparse) -> Any:
     dense = o.scatter_add(s.grads, s.indices, s.shape)
-    if type(dense) is Variable:
+    if type(dense) is Variable and tape.keep:
         tape.accumulations[dense.position] = x
     return dense if s.dense is None else _add_existing(o, tape, x, s.dense, dense)
 
@@ -309,7 +336,8 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
             positions = cached[2]
         else:
             positions = _ancestors(tape, y, start)
-            tape.jvp_cache = (y, start, positions)
+            if tape.keep:           # (a tape that keeps no trace holds no Variable)
+                tape.jvp_cache = (y, start, positions)
         for pos in positions:
             out = entries[pos - base]
             inputs = out.inputs
@@ -320,7 +348,7 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
             if recording:
                 start = len(entries)
                 t = out.prim.jvp(o, ts, out, *inputs, **attrs)
-                if len(entries) > start:
+                if len(entries) > start and tape.keep:
                     tape.pullbacks.append((base + start, base + len(entries), out, -1))
             else:
                 t = out.prim.jvp(o, ts, out.raw, *[getattr(x, "raw", x) for x in inputs],

@@ -5,6 +5,7 @@ The sweeps that differentiate a tape are in sweeps.py, the text made from it in 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -12,23 +13,15 @@ from typing import Any
 import numpy as np
 
 from . import explain, render, rules, sweeps
-from .errors import (
-    ArgumentError,
-    AxisError,
-    DTypeError,
-    GraphError,
-    LinAlgError,
-    OutOfBoundsError,
-    ShapeError,
-    SimplegradError,
-)
+from .errors import ArgumentError, GraphError
 from .events import Event, Leaf, Pullback
+from .operands import check_name, constant, error, float_array, translate
+from .params import FREE
 from .primitives import PrimitiveMethods
 from .primitives.core import Primitive
 from .variable import Variable
 
 _new = object.__new__
-_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 # ---------------------------------------------------------------- the tape
 
@@ -42,10 +35,14 @@ class Tape(Sequence):
     """
 
     __slots__ = ("entries", "events", "base", "counter", "accumulations", "pullbacks",
-                 "listeners", "jvp_cache")
+                 "listeners", "jvp_cache", "keep", "passes")
 
-    def __init__(self) -> None:
-        self.entries: list[Variable] = []
+    def __init__(self, keep: bool = True) -> None:
+        # keep=False: the entries are held weakly (a dead one reads as None) and no events are
+        # kept, so the graph is freed by reference counting when its last Variable goes
+        self.keep = keep
+        self.passes = 0                 # value-only backward passes since the last clear
+        self.entries: list[Variable] = [] if keep else _WeakEntries()
         self.events: list[Event] = []
         self.base = 0                   # the position of entries[0]
         self.counter = 0                # the next v-number
@@ -82,8 +79,9 @@ class Tape(Sequence):
         return n
 
     def add(self, event: Event) -> None:
-        """Record an event and tell the listeners."""
-        self.events.append(event)
+        """Record an event (on a tape that keeps its trace) and tell the listeners."""
+        if self.keep:
+            self.events.append(event)
         for listen in self.listeners:
             listen(event)
 
@@ -105,13 +103,30 @@ class Tape(Sequence):
     def clear(self) -> None:
         """Forget the whole history; the entries become leaves (their values are kept)."""
         for v in self.entries:
-            v.prim, v.inputs, v.attrs = None, (), None
+            if v is not None:
+                v.prim, v.inputs, v.attrs = None, (), None
         self.base = self.end
+        self.passes = 0
         self.entries.clear()
         self.events.clear()
         self.pullbacks.clear()
         self.accumulations.clear()
         self.jvp_cache = None
+
+class _WeakEntries(list):
+    """The entries of a tape that keeps no trace: weak references; a dead one reads as None."""
+
+    __slots__ = ()
+
+    def append(self, v: Variable) -> None:
+        list.append(self, weakref.ref(v))
+
+    def __getitem__(self, i):
+        item = list.__getitem__(self, i)
+        return [r() for r in item] if type(i) is slice else item()
+
+    def __iter__(self):
+        return (r() for r in list.__iter__(self))
 
 # ---------------------------------------------------------------- Ops
 
@@ -119,16 +134,22 @@ class Tape(Sequence):
 class Ops(PrimitiveMethods):
     """One tape and one v-counter: every primitive called on it records one entry.
 
+    ``keep_trace=False`` holds the entries weakly and keeps no events: the graph is freed by
+    reference counting when its last Variable goes (what free Parameters record on); there is
+    then no complete trace to print.
+
     ``simplify=True`` records with the rules of ``sg.simplify`` (common subexpressions shared,
     identities removed, a gradient's sweep pruned to the entries on a path from ``wrt`` to L),
     so a nested derivative is taken of the simplified graph; off by default, so a trace is
     exactly what the program asked for.
     """
 
-    def __init__(self, echo: bool = False, simplify: bool = False):
-        self.tape = Tape()
+    def __init__(self, echo: bool = False, simplify: bool = False, keep_trace: bool = True):
+        self.tape = Tape(keep=bool(keep_trace))
         self.recording = True
         self.simplify = bool(simplify)
+        self._adopted: weakref.WeakValueDictionary | None = None  # Parameter -> its leaf here
+        self._sources: weakref.WeakKeyDictionary | None = None    # leaf -> its Parameter
         self.echo = echo
         if self.simplify:       # the simplifying path replaces the plain one on this Ops only
             self._cse: dict = {}
@@ -238,8 +259,8 @@ class Ops(PrimitiveMethods):
 
     def var(self, value: Any, name: str | None = None, requires_grad: bool = True) -> Variable:
         """A leaf holding a float copy of ``value`` (float64 unless it is float16/32/64)."""
-        arr = _float_array(value, name)
-        return self.leaf(arr, _check_name(name), bool(requires_grad))
+        arr = float_array(value, name)
+        return self.leaf(arr, check_name(name), bool(requires_grad))
 
     def named_var(self, value: Any, name: str) -> Variable:
         """A named leaf; its name prints in the trace and consumes no v-number."""
@@ -305,8 +326,14 @@ class Ops(PrimitiveMethods):
             tx = type(x)
             if tx is Variable:
                 if x.ops is not self:
-                    raise self._error(prim.name, inputs, "its inputs belong to different Ops",
-                                      GraphError)
+                    if x.ops is FREE:       # a free value: joins as a leaf (_operands)
+                        convert = True
+                        values.append(x)
+                        continue
+                    raise error(prim.name, inputs, f"{x.name} belongs to another Ops (a released "
+                                "or finished tape, or another computation); pass its .value "
+                                "as a constant, or keep values that live across steps as "
+                                "sg.Parameter", GraphError)
                 if ref is None:
                     ref = x
                 requires = requires or x.requires_grad
@@ -316,14 +343,14 @@ class Ops(PrimitiveMethods):
             else:
                 convert = True
                 values.append(x)
+        if convert:
+            inputs, values, ref, requires = self._operands(prim, inputs, values)
         if ref is None:         # constants only: fold, record nothing
             return prim.forward(*values, **attrs) if attrs else prim.forward(*values)
-        if convert:
-            inputs, values = self._constants(prim, inputs, values, ref)
         try:
             value = prim.forward(*values, **attrs) if attrs else prim.forward(*values)
         except Exception as e:  # numpy's message, with our names and shapes
-            err = self._translate(prim, inputs, e)
+            err = translate(prim, inputs, e)
             if err is e:
                 raise
             raise err from e
@@ -339,7 +366,7 @@ class Ops(PrimitiveMethods):
             name = tape.counter
             tape.counter = name + 1
         elif type(name) is not str:
-            name = _check_name(name)
+            name = check_name(name)
         out.label = name
         out.grad = None
         out.requires_grad = requires and prim.differentiable
@@ -378,61 +405,51 @@ class Ops(PrimitiveMethods):
             self._cse[key] = out
         return out
 
-    def _constants(self, prim: Primitive, inputs: tuple, values: list, ref: Variable):
-        """Convert non-Python-number constants: 0-d become numbers, arrays read-only copies
-        (a read-only array of the right dtype is kept as it is)."""
-        dtype = next((x.raw.dtype for x in inputs if type(x) is Variable
-                      and x.raw.dtype.kind == "f"), ref.raw.dtype)
+    def _operands(self, prim: Primitive, inputs: tuple, values: list) -> tuple:
+        """Inputs other than this Ops' Variables and Python numbers, made recordable: free
+        Variables join as leaves, constants are converted (operands.py). Returns the inputs,
+        their values, the first Variable and whether any input requires grad."""
         inputs = list(inputs)
         for i, x in enumerate(inputs):
-            if type(x) is Variable or type(x) is float or type(x) is int:
-                continue
-            if isinstance(x, (bool, np.bool_)):     # a condition or mask: stays bool
-                x = bool(x)
-            elif isinstance(x, (np.ndarray, np.generic, list, tuple, float, int)):
-                arr = np.asarray(x)
-                if arr.dtype.kind not in "biuf":
-                    raise self._error(prim.name, tuple(inputs),
-                                      f"constant of dtype {arr.dtype} is not supported", DTypeError)
-                if arr.ndim == 0:
-                    x = {"b": bool, "i": int, "u": int}.get(arr.dtype.kind, float)(arr)
-                elif arr.dtype.kind == "b":         # masks and conditions stay bool
-                    x = arr if _frozen(arr) else arr.copy()
-                    x.flags.writeable = False
-                elif arr.dtype == dtype and _frozen(arr):
-                    x = arr         # read-only all the way down (a Variable's value): no copy
-                else:
-                    x = np.array(arr, dtype=dtype)      # the caller may mutate theirs later
-                    x.flags.writeable = False
-            else:
-                raise self._error(prim.name, tuple(inputs),
-                                  f"cannot take a {type(x).__name__} as an operand", ArgumentError)
-            inputs[i] = x
-            values[i] = x
-        return tuple(inputs), values
+            if isinstance(x, Variable) and x.ops is FREE:
+                inputs[i] = self._adopt(x)
+        variables = [x for x in inputs if type(x) is Variable]
+        dtype = next((x.raw.dtype for x in variables if x.raw.dtype.kind == "f"),
+                     variables[0].raw.dtype if variables else None)
+        frozen_inputs = tuple(inputs)
+        for i, x in enumerate(inputs):
+            if type(x) is not Variable and type(x) is not float and type(x) is not int:
+                inputs[i] = constant(prim, frozen_inputs, x, dtype)
+        values = [x.raw if type(x) is Variable else x for x in inputs]
+        ref = variables[0] if variables else None
+        return tuple(inputs), values, ref, any(x.requires_grad for x in variables)
+
+    # ------------------------------------------------------------ parameters (params.py)
+
+    def _adopt(self, p: Variable) -> Variable:
+        """The leaf standing for the free Variable p on this Ops (made on first use, and again
+        after p's value was replaced)."""
+        leaf = self._adopted.get(p) if self._adopted is not None else None
+        if leaf is None or leaf.raw is not p.raw:
+            if self._adopted is None:   # weak both ways: no cycle through the Ops
+                self._adopted = weakref.WeakValueDictionary()
+                self._sources = weakref.WeakKeyDictionary()
+            leaf = self.leaf(p.raw, p.label if type(p.label) is str else None,
+                             p.requires_grad, "leaf", source=p)
+            self._adopted[p] = leaf
+            self._sources[leaf] = p
+        return leaf
+
+    def leaf_for(self, w: Variable) -> Variable:
+        """w itself, or for a free Variable (a Parameter) the leaf standing for it here."""
+        return self._adopt(w) if isinstance(w, Variable) and w.ops is FREE else w
+
+    def source_of(self, leaf: Variable) -> Variable | None:
+        """The free Variable (a Parameter) a leaf of this Ops stands for, if any."""
+        return self._sources.get(leaf) if self._adopted is not None else None
 
     def _error(self, op: str, inputs: tuple, reason: str, kind: type) -> Exception:
-        return kind(f"{op}: {reason} ({_describe(inputs)})")
-
-    def _translate(self, prim: Primitive, inputs: tuple, e: Exception) -> Exception:
-        if isinstance(e, SimplegradError):     # ours already (from a custom forward, say)
-            return e
-        if isinstance(e, np.linalg.LinAlgError):
-            kind = LinAlgError
-        elif isinstance(e, np.exceptions.AxisError):
-            kind = AxisError
-        elif isinstance(e, IndexError):
-            kind = OutOfBoundsError
-        elif isinstance(e, ValueError):
-            kind = ShapeError
-        elif isinstance(e, TypeError):
-            kind = ArgumentError
-        else:
-            return e
-        reason = str(e).strip()     # numpy's message may already name the function
-        if reason.startswith(prim.name + ": "):
-            reason = reason[len(prim.name) + 2:]
-        return self._error(prim.name, inputs, reason, kind)
+        return error(op, inputs, reason, kind)
 
     def program(self, inputs: Variable | Sequence[Variable],
                 outputs: Variable | Sequence[Variable]) -> Any:
@@ -444,43 +461,3 @@ class Ops(PrimitiveMethods):
         return extract(inputs, outputs)
 
 
-def _float_array(value: Any, name: str | None) -> np.ndarray:
-    """A fresh float array from user data; bool and int become float64."""
-    if isinstance(value, Variable):
-        value = value.raw
-    try:
-        arr = np.array(value)
-    except Exception as e:
-        raise DTypeError(f"var {name or ''}: cannot make an array of {type(value).__name__}: "
-                         f"{e}") from None
-    if arr.dtype in _FLOATS:
-        return arr
-    if arr.dtype.kind in "biu":
-        return arr.astype(np.float64)
-    raise DTypeError(f"var {name or ''}: values of dtype {arr.dtype} cannot be differentiated; "
-                     "use real floats (float16, float32 or float64)")
-
-
-def _frozen(arr: np.ndarray) -> bool:
-    """True when neither the array nor any array it views can be written through."""
-    while isinstance(arr, np.ndarray):
-        if arr.flags.writeable:
-            return False
-        arr = arr.base
-    return True
-
-
-def _check_name(name: Any) -> str | None:
-    if name is not None and not isinstance(name, str):
-        raise ArgumentError(f"a name must be a str, got {type(name).__name__}")
-    return name
-
-
-def _describe(inputs: tuple) -> str:
-    parts = []
-    for x in inputs:
-        if isinstance(x, Variable):
-            parts.append(f"{x.name} with shape {x.shape}")
-        else:
-            parts.append(f"constant with shape {np.shape(x)}")
-    return ", ".join(parts)

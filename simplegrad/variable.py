@@ -82,11 +82,11 @@ class Variable(VariableMethods):
         return self.prim is None
 
     def item(self) -> float:
-        """The single entry of a size-1 variable as a Python float."""
-        return self.raw.item()
+        """The single entry of a one-element variable as a Python number."""
+        return self._one("item")
 
     def numpy(self) -> np.ndarray:
-        """The value as a read-only numpy array (same as ``.value``)."""
+        """The value as a read-only numpy array (the same array as ``.value``, no copy)."""
         return self.value
 
     def __repr__(self) -> str:
@@ -103,6 +103,23 @@ class Variable(VariableMethods):
             raise TypeError(f"the truth value of {self.name} with shape {self.shape} "
                             "is ambiguous; use .value.any() or .value.all()")
         return bool(self.raw)
+
+    def __float__(self) -> float:
+        return float(self._one("float"))
+
+    def __int__(self) -> int:
+        return int(self._one("int"))
+
+    def __format__(self, spec: str) -> str:
+        if not spec:
+            return str(self)
+        return format(self._one("format"), spec)
+
+    def _one(self, what: str) -> Any:
+        if self.raw.size != 1:
+            raise TypeError(f"{what}() of {self.name} with shape {self.shape}: only a "
+                            "one-element Variable converts; use .value for the array")
+        return self.raw.item()
 
     def __iter__(self):
         for i in range(len(self)):

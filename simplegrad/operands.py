@@ -1,0 +1,126 @@
+"""What a primitive may be given besides Variables, and the errors that name what it was given.
+
+Constants (Python numbers, bools, numpy arrays and scalars, lists) are converted once, when an
+entry records them: a 0-d constant becomes a Python number, a bool array stays bool, any other
+array becomes a read-only array of the entry's float dtype (copied unless nothing can write
+through it already). User data for leaves becomes a fresh float array.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import (
+    ArgumentError,
+    AxisError,
+    DTypeError,
+    LinAlgError,
+    OutOfBoundsError,
+    ShapeError,
+    SimplegradError,
+)
+from .variable import Variable
+
+if TYPE_CHECKING:
+    from .primitives.core import Primitive
+
+_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+_SCALAR = {"b": bool, "i": int, "u": int}
+
+
+def constant(prim: Primitive, inputs: tuple, x: Any, dtype: np.dtype | None) -> Any:
+    """One constant operand as it is recorded (see the module docstring)."""
+    if isinstance(x, (bool, np.bool_)):     # a condition or mask: stays bool
+        return bool(x)
+    if not isinstance(x, (np.ndarray, np.generic, list, tuple, float, int)):
+        raise error(prim.name, inputs, f"cannot take a {type(x).__name__} as an operand",
+                    ArgumentError)
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "biuf":
+        raise error(prim.name, inputs, f"constant of dtype {arr.dtype} is not supported",
+                    DTypeError)
+    if arr.ndim == 0:
+        return _SCALAR.get(arr.dtype.kind, float)(arr)
+    if arr.dtype.kind == "b":               # masks and conditions stay bool
+        out = arr if frozen(arr) else arr.copy()
+    elif (dtype is None or arr.dtype == dtype) and frozen(arr):
+        return arr          # read-only all the way down (a Variable's value): no copy
+    else:
+        out = np.array(arr, dtype=dtype)    # the caller may mutate theirs later
+    out.flags.writeable = False
+    return out
+
+
+def float_array(value: Any, name: str | None) -> np.ndarray:
+    """A fresh float array from user data; bool and int become float64."""
+    if isinstance(value, Variable):
+        value = value.raw
+    try:
+        arr = np.array(value)
+    except Exception as e:
+        raise DTypeError(f"var {name or ''}: cannot make an array of {type(value).__name__}: "
+                         f"{e}") from None
+    if arr.dtype in _FLOATS:
+        return arr
+    if arr.dtype.kind in "biu":
+        return arr.astype(np.float64)
+    raise DTypeError(f"var {name or ''}: values of dtype {arr.dtype} cannot be differentiated; "
+                     "use real floats (float16, float32 or float64)")
+
+
+def frozen(arr: np.ndarray) -> bool:
+    """True when neither the array nor any array it views can be written through."""
+    while isinstance(arr, np.ndarray):
+        if arr.flags.writeable:
+            return False
+        arr = arr.base
+    return True
+
+
+def check_name(name: Any) -> str | None:
+    """A given name as it is stored: a str, or None for a v-number."""
+    if name is not None and not isinstance(name, str):
+        raise ArgumentError(f"a name must be a str, got {type(name).__name__}")
+    return name
+
+# ---------------------------------------------------------------- errors
+
+
+def describe(inputs: tuple) -> str:
+    """The inputs of an entry as an error message names them."""
+    parts = []
+    for x in inputs:
+        if isinstance(x, Variable):
+            parts.append(f"{x.name} with shape {x.shape}")
+        else:
+            parts.append(f"constant with shape {np.shape(x)}")
+    return ", ".join(parts)
+
+
+def error(op: str, inputs: tuple, reason: str, kind: type) -> Exception:
+    """An error of ``kind`` naming the operation, the reason and the inputs' names and shapes."""
+    return kind(f"{op}: {reason} ({describe(inputs)})")
+
+
+def translate(prim: Primitive, inputs: tuple, e: Exception) -> Exception:
+    """numpy's exception from a forward as ours, with names and shapes (ours pass as they are)."""
+    if isinstance(e, SimplegradError):     # ours already (from a custom forward, say)
+        return e
+    if isinstance(e, np.linalg.LinAlgError):
+        kind = LinAlgError
+    elif isinstance(e, np.exceptions.AxisError):
+        kind = AxisError
+    elif isinstance(e, IndexError):
+        kind = OutOfBoundsError
+    elif isinstance(e, ValueError):
+        kind = ShapeError
+    elif isinstance(e, TypeError):
+        kind = ArgumentError
+    else:
+        return e
+    reason = str(e).strip()     # numpy's message may already name the function
+    if reason.startswith(prim.name + ": "):
+        reason = reason[len(prim.name) + 2:]
+    return error(prim.name, inputs, reason, kind)

@@ -1,0 +1,136 @@
+"""Parameters: leaves that live across steps, bound to no Ops.
+
+A ``Parameter`` (and any other free Variable, such as a parameter's ``.grad``) belongs to no
+tape. Used in a primitive together with Variables of an Ops, it joins that Ops as a leaf
+holding its current value (``W = [...]`` in the trace). Used with constants and other free
+Variables only, it records on an implicit Ops that keeps no trace: that Ops holds its entries
+weakly, so a step's graph is freed by reference counting as soon as its last Variable goes
+(flat memory in a training loop, no ``release()``). Free computations share one implicit Ops
+until a backward pass through it or a parameter update ends the step; the next step starts a
+new one.
+
+``loss.backward()`` accumulates each parameter's gradient into ``p.grad`` (a free Variable
+holding the array); ``p.assign(array)`` replaces the value (tapes recorded before keep the
+value they used); ``p.grad = None`` resets it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from .errors import GraphError, ShapeError
+from .operands import float_array
+from .primitives import PrimitiveMethods
+from .primitives.core import Primitive
+from .variable import Variable
+
+_new = object.__new__
+
+
+class FreeOps(PrimitiveMethods):
+    """The ``ops`` of free Variables: records each primitive on the Ops it belongs on."""
+
+    recording = True
+    simplify = False
+
+    def __init__(self) -> None:
+        self._implicit: weakref.ref | None = None      # the implicit Ops alive, if any
+
+    def __repr__(self) -> str:
+        return "<FreeOps: parameters and values bound to no tape>"
+
+    def _apply(self, prim: Primitive, inputs: tuple, attrs: dict | None, name: str | None):
+        for x in inputs:
+            if isinstance(x, Variable) and x.ops is not self:
+                return x.ops._apply(prim, inputs, attrs, name)
+        return self.implicit()._apply(prim, inputs, attrs, name)
+
+    def implicit(self) -> Any:
+        """The Ops that free computations record on: the one alive, or a new one."""
+        from .tape import Ops
+
+        ops = self._implicit() if self._implicit is not None else None
+        if ops is None:
+            ops = Ops(keep_trace=False)
+            self._implicit = weakref.ref(ops)
+        return ops
+
+    def finish(self) -> None:
+        """Start the next free computation on a new implicit Ops (after a backward pass or a
+        parameter update: a new training step)."""
+        self._implicit = None
+
+    def unrecorded(self, value: Any, name: str | None = None) -> Variable:
+        """A free Variable holding ``value`` (no history)."""
+        return free(value, name, False)
+
+    def detach(self, x: Variable) -> Variable:
+        """A free copy of x's value through which no gradient flows."""
+        return free(x.raw, None, False)
+
+    def grad(self, L: Variable, *args: Any, **kwargs: Any) -> Any:
+        """Refused: a free Variable has no history to differentiate."""
+        raise GraphError(f"grad: {L.name} is bound to no Ops (a parameter or a value), so it "
+                         "has no history; differentiate a result computed from it")
+
+    backward = grad
+    jvp = grad
+
+
+FREE = FreeOps()
+
+
+def free(value: Any, name: str | None, requires_grad: bool) -> Variable:
+    """A Variable bound to no Ops."""
+    v = _new(Variable)
+    _fill(v, value, name, requires_grad)
+    return v
+
+
+def _fill(v: Variable, value: Any, name: str | None, requires_grad: bool) -> None:
+    if type(value) is np.ndarray:
+        value.flags.writeable = False
+    v.raw = value
+    v.ops = FREE
+    v.label = name
+    v.grad = None
+    v.requires_grad = requires_grad
+    v.prim = None
+    v.inputs = ()
+    v.attrs = None
+    v.position = 0
+
+
+class Parameter(Variable):
+    """A leaf that lives across steps, bound to no Ops (see the module docstring)."""
+
+    __slots__ = ()
+
+    def __new__(cls, value: Any, name: str | None = None,
+                requires_grad: bool = True) -> Parameter:
+        p = _new(cls)
+        _fill(p, float_array(value, name).copy(), name, bool(requires_grad))
+        return p
+
+    def __init__(self, value: Any, name: str | None = None, requires_grad: bool = True):
+        """A float copy of ``value`` (float64 unless it is float16/32/64)."""
+
+    def __repr__(self) -> str:
+        body = np.array2string(np.asarray(self.raw), precision=4, separator=", ")
+        return f"Parameter({self.label or ''} = {body})".replace("( = ", "(")
+
+    def __reduce__(self) -> tuple:
+        return (Parameter, (np.array(self.raw), self.label, self.requires_grad))
+
+    def assign(self, value: Any) -> None:
+        """Replace the value by a float copy of ``value`` of the same shape."""
+        arr = np.array(float_array(value, self.label), dtype=self.raw.dtype)
+        if arr.shape != self.raw.shape:
+            raise ShapeError(f"assign: {self.name} has shape {self.raw.shape}, the new value "
+                             f"{arr.shape}")
+        arr.flags.writeable = False
+        self.raw = arr
+        FREE.finish()
