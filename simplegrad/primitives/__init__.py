@@ -13,6 +13,7 @@ from typing import Any
 from .core import REGISTRY, Case, Primitive, register
 from .decomp import DecompOps
 from .elementwise import ElementwiseOps
+from .gather import GatherMethods, GatherOps
 from .layout import LayoutMethods, LayoutOps
 from .linalg import LinalgOps
 from .logic import LogicOps
@@ -25,7 +26,7 @@ __all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "Val
 
 
 class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps, DecompOps,
-                       ProductOps, LayoutOps):
+                       ProductOps, LayoutOps, GatherOps):
     """Every primitive as a method, plus the generic form; subclasses say what _apply does."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
@@ -34,7 +35,7 @@ class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps,
         return self._apply(prim, tuple(inputs), attrs or None, name)
 
 
-class VariableMethods(ProductMethods, LayoutMethods):
+class VariableMethods(ProductMethods, LayoutMethods, GatherMethods):
     """Methods that primitive families add to ``Variable`` (``x.cumsum()``, ...).
 
     A family keeps its Variable methods in a mixin with ``__slots__ = ()`` beside its records

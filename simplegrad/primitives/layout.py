@@ -1,23 +1,13 @@
-"""Layout: numpy's re-arrangements of entries, and sorting and gathering along an axis.
+"""Layout: numpy's re-arrangements of entries (sorting and gathering are in gather.py).
 
 A re-arrangement that is a reshape, transpose or expand in disguise records that primitive,
 whose trace line says the same thing in the engine's own words: ``squeeze``, ``expand_dims``,
 ``ravel`` and ``flatten`` record ``reshape``; ``moveaxis`` and ``swapaxes`` ``transpose``;
 ``broadcast_to`` ``expand``; ``split`` and ``array_split`` one indexing entry per part;
-``hstack`` and ``vstack`` ``concatenate``; ``take`` with constant indices records indexing.
-The rest are primitives here, in adjoint pairs: ``flip`` is its own vjp, ``roll`` rolls back,
-``pad`` is undone by a slice, ``repeat`` and ``tile`` sum over their copies, and
-``take_along_axis`` (a gather) and ``scatter_add_along_axis`` (its adjoint) are each
-other's vjp. Pure re-arrangements (flip, roll) carry the structural-zero mask of ``where``
-to their input, as reshape, transpose and expand do.
-
-Sorting: ``sort`` records an ``argsort`` entry (integer, no gradient) and gathers with it,
-``take_along_axis(x, v2, axis=-1)``; the indices are an input of the gather, so the recorded
-gradient (a scatter by the same entry) is the same program at any input. argsort is stable:
-tied entries keep their order, so at a tie the cotangent of the k-th sorted position goes to
-the k-th of the tied inputs in index order (the derivative of that fixed permutation).
-Integer indices are an input when they are a recorded entry and an attribute when they are a
-constant (as indexing keeps them), so they never pass through a float conversion.
+``hstack`` and ``vstack`` ``concatenate``. So they carry the structural-zero masks of
+``where`` to their input as those primitives do. The rest are primitives here, in adjoint
+pairs: ``flip`` is its own vjp, ``roll`` rolls back, ``pad`` is undone by a slice, ``repeat``
+and ``tile`` sum over their copies. flip, roll and pad carry the masks too.
 """
 
 from __future__ import annotations
@@ -28,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, AxisError, ShapeError
-from .core import Case, Primitive, full_mask, is_constant, method_fmt, register, shape_of
+from .core import Case, Primitive, full_mask, register, shape_of
 
 if TYPE_CHECKING:
     from ..variable import Variable
@@ -145,74 +135,6 @@ TILE = register(Primitive(
     [Case(((3,),), {"reps": (2,)}), Case(((2, 3),), {"reps": (2, 1)}),
      Case(((3,),), {"reps": (2, 2)}), Case(((1, 2),), {"reps": (3, 1)})]))
 
-# ---------------------------------------------------------------- sorting and gathering
-
-
-def _argsort(x, axis=-1):
-    return np.argsort(x, axis=axis, kind="stable")
-
-
-ARGSORT = register(Primitive(
-    "argsort", _argsort, [None], lambda o, ts, out, x, axis=-1: None,
-    method_fmt("argsort", "axis"),
-    [Case(((4,),)), Case(((3, 4),), {"axis": 0}), Case(((2, 3, 4),), {"axis": -1})],
-    differentiable=False))
-
-
-def _take_along_axis(x, indices, axis):
-    return np.take_along_axis(x, indices, axis=axis)
-
-
-def _scatter_add_along_axis(g, indices, axis, shape):
-    grids = []
-    gshape = np.shape(g)
-    for d, n in enumerate(shape):
-        if d == axis:
-            grids.append(indices)
-        else:           # a dimension x broadcast (size 1) collects every copy at 0
-            step = np.zeros(gshape[d], dtype=np.intp) if n == 1 else np.arange(n)
-            grids.append(step.reshape((-1,) + (1,) * (len(shape) - d - 1)))
-    out = np.zeros(shape, dtype=np.result_type(g))
-    np.add.at(out, tuple(grids), g)
-    return out
-
-
-def _take_fmt(args, attrs, render):
-    index = args[1] if len(args) > 1 else render(attrs["indices"], "indices")
-    return f"take_along_axis({args[0]}, {index}, axis={attrs['axis']})"
-
-
-def _scatter_along_fmt(args, attrs, render):
-    index = args[1] if len(args) > 1 else render(attrs["indices"], "indices")
-    return (f"scatter_add_along_axis({args[0]}, {index}, axis={attrs['axis']}, "
-            f"shape={list(attrs['shape'])})")
-
-
-# Variadic: the indices are input 1 when recorded (an argsort entry), an attribute when constant.
-TAKE_ALONG_AXIS = register(Primitive(
-    "take_along_axis", _take_along_axis,
-    [lambda o, g, out, i, x, indices, axis:
-        o.scatter_add_along_axis(g, indices, axis, shape_of(x))],
-    lambda o, ts, out, x, indices, axis: None if ts[0] is None else
-        o.take_along_axis(ts[0], indices, axis),
-    _take_fmt,
-    [Case(((4,),), {"indices": np.array([3, 0, 0, 1]), "axis": 0}),
-     Case(((3, 2),), {"indices": np.array([[2, 0], [2, 2]]), "axis": 0}),
-     Case(((3, 1),), {"indices": np.array([[0, 0, -1]]).T, "axis": 1}),
-     Case(((1, 3),), {"indices": np.array([[0, 2], [1, 1]]), "axis": 1})],
-    variadic=True))
-
-SCATTER_ADD_ALONG_AXIS = register(Primitive(
-    "scatter_add_along_axis", _scatter_add_along_axis,
-    [lambda o, g, out, i, h, indices, axis, shape: o.take_along_axis(g, indices, axis)],
-    lambda o, ts, out, h, indices, axis, shape: None if ts[0] is None else
-        o.scatter_add_along_axis(ts[0], indices, axis, shape),
-    _scatter_along_fmt,
-    [Case(((4,),), {"indices": np.array([3, 0, 0, 1]), "axis": 0, "shape": (4,)}),
-     Case(((2, 2),), {"indices": np.array([[2, 0], [2, 2]]), "axis": 0, "shape": (3, 2)}),
-     Case(((2, 2),), {"indices": np.array([[0, 2], [1, 1]]), "axis": 1, "shape": (1, 3)})],
-    variadic=True))
-
 # ---------------------------------------------------------------- Ops methods
 
 
@@ -221,7 +143,7 @@ class LayoutOps:
 
     def flip(self, x: Any, axis: Any = None, name: str | None = None) -> Variable:
         """x with the order of entries reversed along ``axis`` (every axis when None)."""
-        return self._apply(FLIP, (x,), {"axis": _axes(self, "flip", x, axis)}, name)
+        return self._apply(FLIP, (x,), {"axis": axes_of(self, "flip", x, axis)}, name)
 
     def roll(self, x: Any, shift: Any, axis: Any = None, name: str | None = None) -> Variable:
         """x with entries shifted by ``shift`` along ``axis``, wrapping around."""
@@ -236,7 +158,7 @@ class LayoutOps:
         if shifts.dtype.kind not in "iu" or shifts.ndim > 1 or len(shifts) not in (1, len(axes)):
             raise self._error("roll", (x,), f"shift {shift!r} must be an int or one int per axis",
                               ArgumentError)
-        axes = _axes(self, "roll", x, tuple(int(a) for a in axes), repeats=True)
+        axes = axes_of(self, "roll", x, tuple(int(a) for a in axes), repeats=True)
         shifts = tuple(int(s) for s in np.broadcast_to(shifts, (len(axes),)))
         return self._apply(ROLL, (x,), {"shift": shifts, "axis": axes}, name)
 
@@ -261,16 +183,16 @@ class LayoutOps:
     def repeat(self, x: Any, repeats: Any, axis: int | None = None,
                name: str | None = None) -> Variable:
         """Each entry repeated ``repeats`` times along ``axis`` (flattened first when None)."""
-        if axis is None:
-            x, axis = _flat(self, x), 0
-        (ax,) = _axes(self, "repeat", x, axis)
+        ax = None if axis is None else axes_of(self, "repeat", x, axis)[0]
         reps = np.asarray(repeats)
-        n = shape_of(x)[ax]
+        n = int(np.prod(shape_of(x))) if ax is None else shape_of(x)[ax]
         if reps.dtype.kind not in "iu" or reps.ndim > 1 or np.any(reps < 0) or (
                 reps.ndim == 1 and len(reps) not in (1, n)):
             raise self._error("repeat", (x,), f"repeats must be a non-negative int or {n} of "
                               "them", ArgumentError)
         reps = int(reps.flat[0]) if reps.size == 1 else tuple(int(r) for r in reps)
+        if ax is None:
+            x, ax = flat(self, x), 0
         return self._apply(REPEAT, (x,), {"repeats": reps, "axis": ax}, name)
 
     def tile(self, x: Any, reps: Any, name: str | None = None) -> Variable:
@@ -282,67 +204,13 @@ class LayoutOps:
         reps = (1,) * (nd - len(reps)) + tuple(int(r) for r in reps)
         return self._apply(TILE, (x,), {"reps": reps}, name)
 
-    def argsort(self, x: Any, axis: int | None = -1, name: str | None = None) -> Variable:
-        """Indices that sort x along ``axis`` (stable; an integer entry, no gradient)."""
-        if axis is not None:
-            (axis,) = _axes(self, "argsort", x, axis)
-        return self._apply(ARGSORT, (x,), {"axis": axis}, name)
-
-    def sort(self, x: Any, axis: int | None = -1, name: str | None = None) -> Variable:
-        """x sorted along ``axis``: an argsort entry, then take_along_axis with it."""
-        if axis is None:
-            x, axis = _flat(self, x), 0
-        return self.take_along_axis(x, self.argsort(x, axis=axis), axis, name=name)
-
-    def take_along_axis(self, x: Any, indices: Any, axis: int | None = -1,
-                        name: str | None = None) -> Variable:
-        """Entries of x picked by integer ``indices`` along ``axis`` (numpy's take_along_axis)."""
-        if axis is None:
-            x, axis = _flat(self, x), 0
-        (axis,) = _axes(self, "take_along_axis", x, axis)
-        indices = _indices(self, "take_along_axis", x, indices)
-        if len(shape_of(indices)) != len(shape_of(x)):
-            raise self._error("take_along_axis", (x, indices), "indices and x need the same "
-                              "number of dimensions", ShapeError)
-        if is_constant(indices):
-            return self._apply(TAKE_ALONG_AXIS, (x,), {"indices": indices, "axis": axis}, name)
-        return self._apply(TAKE_ALONG_AXIS, (x, indices), {"axis": axis}, name)
-
-    def scatter_add_along_axis(self, g: Any, indices: Any, axis: int, shape: Sequence[int],
-                               name: str | None = None) -> Variable:
-        """zeros(shape) with g added at ``indices`` along ``axis`` (take_along_axis's adjoint)."""
-        indices = _indices(self, "scatter_add_along_axis", g, indices)
-        attrs = {"axis": int(axis), "shape": tuple(int(n) for n in shape)}
-        if is_constant(indices):
-            return self._apply(SCATTER_ADD_ALONG_AXIS, (g,), {"indices": indices, **attrs}, name)
-        return self._apply(SCATTER_ADD_ALONG_AXIS, (g, indices), attrs, name)
-
-    def take(self, x: Any, indices: Any, axis: int | None = None,
-             name: str | None = None) -> Variable:
-        """Entries of x at integer ``indices`` along ``axis`` (the flattened x when None)."""
-        if axis is None:
-            x, axis = _flat(self, x), 0
-        (axis,) = _axes(self, "take", x, axis)
-        indices = _indices(self, "take", x, indices)
-        if is_constant(indices):
-            return self.getitem(x, (slice(None),) * axis + (indices,), name=name)
-        # a recorded index: x and the indices shaped so that take_along_axis broadcasts them
-        shape, ishape = shape_of(x), shape_of(indices)
-        k = max(len(ishape), 1)
-        xs = shape[:axis + 1] + (1,) * (k - 1) + shape[axis + 1:]
-        idx = (1,) * axis + (ishape or (1,)) + (1,) * (len(shape) - axis - 1)
-        out = self.take_along_axis(x if xs == shape else self.reshape(x, xs),
-                                   self.reshape(indices, idx), axis,
-                                   name=name if ishape else None)
-        return out if ishape else self.reshape(out, shape[:axis] + shape[axis + 1:], name=name)
-
     # ------------------------------------------------------------ recorded as other primitives
 
     def squeeze(self, x: Any, axis: Any = None, name: str | None = None) -> Variable:
         """x without the size-1 axes named by ``axis`` (all of them when None)."""
         shape = shape_of(x)
         axes = tuple(i for i, n in enumerate(shape) if n == 1) if axis is None else \
-            _axes(self, "squeeze", x, axis)
+            axes_of(self, "squeeze", x, axis)
         if any(shape[a] != 1 for a in axes):
             raise self._error("squeeze", (x,), f"axis {axis} does not have size 1", ShapeError)
         return self.reshape(x, tuple(n for i, n in enumerate(shape) if i not in axes), name=name)
@@ -366,8 +234,8 @@ class LayoutOps:
     def moveaxis(self, x: Any, source: Any, destination: Any,
                  name: str | None = None) -> Variable:
         """x with axes ``source`` moved to positions ``destination`` (a transpose)."""
-        src = _axes(self, "moveaxis", x, source, keep_order=True)
-        dst = _axes(self, "moveaxis", x, destination, keep_order=True)
+        src = axes_of(self, "moveaxis", x, source, keep_order=True)
+        dst = axes_of(self, "moveaxis", x, destination, keep_order=True)
         if len(src) != len(dst):
             raise self._error("moveaxis", (x,), "source and destination need as many axes",
                               ArgumentError)
@@ -378,7 +246,7 @@ class LayoutOps:
 
     def swapaxes(self, x: Any, axis1: int, axis2: int, name: str | None = None) -> Variable:
         """x with two axes exchanged (a transpose)."""
-        (a,), (b,) = _axes(self, "swapaxes", x, axis1), _axes(self, "swapaxes", x, axis2)
+        (a,), (b,) = axes_of(self, "swapaxes", x, axis1), axes_of(self, "swapaxes", x, axis2)
         perm = list(range(len(shape_of(x))))
         perm[a], perm[b] = b, a
         return self.transpose(x, tuple(perm), name=name)
@@ -397,7 +265,7 @@ class LayoutOps:
 
     def array_split(self, x: Any, indices_or_sections: Any, axis: int = 0) -> list[Variable]:
         """x cut along ``axis`` into that many near-equal parts, or at those indices."""
-        (ax,) = _axes(self, "array_split", x, axis)
+        (ax,) = axes_of(self, "array_split", x, axis)
         n = shape_of(x)[ax]
         if isinstance(indices_or_sections, (int, np.integer)):
             parts = int(indices_or_sections)
@@ -415,7 +283,7 @@ class LayoutOps:
     def split(self, x: Any, indices_or_sections: Any, axis: int = 0) -> list[Variable]:
         """x cut along ``axis`` into that many equal parts, or at those indices."""
         if isinstance(indices_or_sections, (int, np.integer)):
-            (ax,) = _axes(self, "split", x, axis)
+            (ax,) = axes_of(self, "split", x, axis)
             if indices_or_sections <= 0 or shape_of(x)[ax] % indices_or_sections:
                 raise self._error("split", (x,), f"{indices_or_sections} sections do not divide "
                                   f"axis {axis} equally; use array_split", ShapeError)
@@ -433,7 +301,7 @@ class LayoutOps:
         return self.concatenate(xs, axis=0, name=name)
 
 
-def _axes(ops: Any, op: str, x: Any, axis: Any, repeats: bool = False,
+def axes_of(ops: Any, op: str, x: Any, axis: Any, repeats: bool = False,
           keep_order: bool = False) -> tuple:
     """Axis argument (None, int or sequence) as non-negative axes; AxisError when out of range."""
     nd = len(shape_of(x))
@@ -450,28 +318,9 @@ def _axes(ops: Any, op: str, x: Any, axis: Any, repeats: bool = False,
     return tuple(out) if keep_order or repeats else tuple(sorted(out))
 
 
-def _flat(ops: Any, x: Any) -> Any:
+def flat(ops: Any, x: Any) -> Any:
     """x as a vector: itself when it is one, else a recorded ravel."""
     return x if len(shape_of(x)) == 1 else ops.ravel(x)
-
-
-def _indices(ops: Any, op: str, x: Any, indices: Any) -> Any:
-    """Integer indices: a recorded integer entry as it is, a constant as a read-only int64 array."""
-    if not is_constant(indices):
-        if indices.dtype.kind not in "iu":
-            raise ops._error(op, (x, indices), f"indices must be integers, not {indices.dtype}",
-                             ArgumentError)
-        if is_constant(x):
-            raise ops._error(op, (x, indices), "x is a constant: make it a Variable "
-                             "(op.var(x, requires_grad=False)) to gather with recorded indices",
-                             ArgumentError)
-        return indices
-    arr = np.asarray(indices)
-    if arr.dtype.kind not in "iu":
-        raise ops._error(op, (x,), f"indices must be integers, not {arr.dtype}", ArgumentError)
-    arr = arr.astype(np.int64)
-    arr.flags.writeable = False
-    return arr
 
 
 # ---------------------------------------------------------------- Variable methods
@@ -500,15 +349,3 @@ class LayoutMethods:
     def repeat(self, repeats: Any, axis: int | None = None) -> Variable:
         """Each entry repeated along ``axis``."""
         return self.ops.repeat(self, repeats, axis=axis)
-
-    def take(self, indices: Any, axis: int | None = None) -> Variable:
-        """Entries at integer ``indices`` along ``axis``."""
-        return self.ops.take(self, indices, axis=axis)
-
-    def argsort(self, axis: int | None = -1) -> Variable:
-        """Indices that sort along ``axis`` (stable; an integer entry)."""
-        return self.ops.argsort(self, axis=axis)
-
-    def sort(self, axis: int | None = -1) -> Variable:
-        """A sorted copy along ``axis`` (numpy sorts in place; a Variable is never written)."""
-        return self.ops.sort(self, axis=axis)

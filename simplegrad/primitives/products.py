@@ -6,7 +6,8 @@ the letters directly. The vjp of operand k is an einsum of the cotangent with th
 operands, ending at operand k's letters; a letter repeated in operand k (``'ii->i'``) gets a
 fresh letter and a constant identity matrix joins the contraction (the diagonal embedding), a
 letter found nowhere else gets a constant vector of ones, and a letter that operand k
-broadcasts (size 1 against a larger size elsewhere) is summed away and put back with reshape.
+broadcasts (size 1 against a larger size elsewhere) is summed away and put back with reshape,
+and one that the others broadcast is expanded.
 The jvp is the sum over operands of the same einsum with one operand replaced by its tangent.
 
 Recorded as einsum (one entry each, or einsum and one reshape), since the einsum line reads
@@ -137,6 +138,8 @@ def _einsum_vjp(o, g, out, k, *xs, subscripts):
         others.append(c)
         ops.append(np.ones(sizes[c], dtype=dtype))
     d = o.einsum(",".join(others) + "->" + "".join(letters), *ops)
+    if shape_of(d) != tuple(kept):          # the others broadcast a letter of operand k
+        d = o.expand(d, tuple(kept))
     return d if tuple(kept) == shape else o.reshape(d, shape)
 
 
@@ -162,6 +165,7 @@ EINSUM = register(Primitive(
      Case(((3, 3), (3,)), {"subscripts": "ii,i->i"}),
      Case(((2, 2, 3), (3,), (2,)), {"subscripts": "iij,j,k->ik"}),
      Case(((2, 1, 3), (4, 3)), {"subscripts": "ABi,Bi->AB"}),
+     Case(((2, 1), (3,)), {"subscripts": "ij,j->"}),
      Case(((2, 2, 2),), {"subscripts": "iii->i"})],
     variadic=True))
 
