@@ -199,6 +199,12 @@ def test_layout_errors_raise_before_recording():
         (lambda: op.take_along_axis(np.ones(3), idx0, 0), ArgumentError),
         (lambda: op.take_along_axis(x, x, axis=0), ArgumentError),
         (lambda: op.expand_dims(x, 3), AxisError),
+        (lambda: op.take(x, [6]), OutOfBoundsError),           # after a ravel it would record
+        (lambda: op.take_along_axis(x, np.array([-7]), axis=None), OutOfBoundsError),
+        (lambda: op.take_along_axis(x, np.ones((3, 1), dtype=int), axis=1), ShapeError),
+        (lambda: op.hstack([x, op.var(np.ones(4))]), ShapeError),
+        (lambda: op.vstack([x, op.var(np.ones(4))]), ShapeError),
+        (lambda: op.split(x, [1], axis=2), AxisError),
     ]
     for call, kind in calls:
         before = len(op.tape)

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ArgumentError, ShapeError
-from .core import Case, Primitive, is_constant, method_fmt, register, shape_of
+from ..errors import ArgumentError, OutOfBoundsError, ShapeError
+from .core import Case, Primitive, is_constant, method_fmt, register, shape_of, value_of
 from .layout import axes_of, flat
 
 if TYPE_CHECKING:
@@ -115,12 +115,19 @@ class GatherOps:
                         name: str | None = None) -> Variable:
         """Entries of x picked by integer ``indices`` along ``axis`` (numpy's take_along_axis)."""
         indices = _indices(self, "take_along_axis", x, indices)
+        shape = (int(np.prod(shape_of(x))),) if axis is None else shape_of(x)
+        ax = 0 if axis is None else axes_of(self, "take_along_axis", x, axis)[0]
+        ishape = shape_of(indices)
+        try:
+            if len(ishape) != len(shape):
+                raise ValueError("indices and x need the same number of dimensions")
+            np.broadcast_shapes(shape[:ax] + shape[ax + 1:], ishape[:ax] + ishape[ax + 1:])
+        except ValueError as e:
+            raise self._error("take_along_axis", (x, indices), str(e), ShapeError) from None
+        _check_bounds(self, "take_along_axis", x, indices, shape[ax])
         if axis is None:
-            x, axis = flat(self, x), 0
-        (axis,) = axes_of(self, "take_along_axis", x, axis)
-        if len(shape_of(indices)) != len(shape_of(x)):
-            raise self._error("take_along_axis", (x, indices), "indices and x need the same "
-                              "number of dimensions", ShapeError)
+            x = flat(self, x)
+        axis = ax
         if is_constant(indices):
             return self._apply(TAKE_ALONG_AXIS, (x,), {"indices": indices, "axis": axis}, name)
         return self._apply(TAKE_ALONG_AXIS, (x, indices), {"axis": axis}, name)
@@ -138,6 +145,9 @@ class GatherOps:
              name: str | None = None) -> Variable:
         """Entries of x at integer ``indices`` along ``axis`` (the flattened x when None)."""
         indices = _indices(self, "take", x, indices)
+        n = int(np.prod(shape_of(x))) if axis is None else \
+            shape_of(x)[axes_of(self, "take", x, axis)[0]]
+        _check_bounds(self, "take", x, indices, n)
         if axis is None:
             x, axis = flat(self, x), 0
         (axis,) = axes_of(self, "take", x, axis)
@@ -171,6 +181,14 @@ def _indices(ops: Any, op: str, x: Any, indices: Any) -> Any:
     arr = arr.astype(np.int64)
     arr.flags.writeable = False
     return arr
+
+
+def _check_bounds(ops: Any, op: str, x: Any, indices: Any, n: int) -> None:
+    """Raise before recording when an index falls outside an axis of length n."""
+    values = value_of(indices)
+    if np.size(values) and not (-n <= np.min(values) and np.max(values) < n):
+        raise ops._error(op, (x,) if is_constant(indices) else (x, indices),
+                         f"an index is out of bounds for an axis of size {n}", OutOfBoundsError)
 
 
 # ---------------------------------------------------------------- Variable methods

@@ -265,12 +265,15 @@ class LayoutOps:
 
     def array_split(self, x: Any, indices_or_sections: Any, axis: int = 0) -> list[Variable]:
         """x cut along ``axis`` into that many near-equal parts, or at those indices."""
-        (ax,) = axes_of(self, "array_split", x, axis)
+        return self._parts("array_split", x, indices_or_sections, axis)
+
+    def _parts(self, op: str, x: Any, indices_or_sections: Any, axis: int) -> list[Variable]:
+        (ax,) = axes_of(self, op, x, axis)
         n = shape_of(x)[ax]
         if isinstance(indices_or_sections, (int, np.integer)):
             parts = int(indices_or_sections)
             if parts <= 0:
-                raise self._error("array_split", (x,), "the number of sections must be > 0",
+                raise self._error(op, (x,), "the number of sections must be > 0",
                                   ArgumentError)
             each, extra = divmod(n, parts)
             sizes = [each + 1] * extra + [each] * (parts - extra)
@@ -287,18 +290,34 @@ class LayoutOps:
             if indices_or_sections <= 0 or shape_of(x)[ax] % indices_or_sections:
                 raise self._error("split", (x,), f"{indices_or_sections} sections do not divide "
                                   f"axis {axis} equally; use array_split", ShapeError)
-        return self.array_split(x, indices_or_sections, axis)
+        return self._parts("split", x, indices_or_sections, axis)
 
     def hstack(self, xs: Sequence[Any], name: str | None = None) -> Variable:
         """Arrays joined along axis 1 (axis 0 for vectors; numbers count as vectors)."""
+        shapes = [shape_of(x) or (1,) for x in xs]
+        axis = 0 if all(len(s) == 1 for s in shapes) else 1
+        _check_join(self, "hstack", xs, shapes, axis)
         xs = [x if shape_of(x) else self.reshape(x, (1,)) for x in xs]
-        axis = 0 if all(len(shape_of(x)) == 1 for x in xs) else 1
         return self.concatenate(xs, axis=axis, name=name)
 
     def vstack(self, xs: Sequence[Any], name: str | None = None) -> Variable:
         """Arrays joined along axis 0, vectors and numbers taken as rows."""
+        shapes = [shape_of(x) if len(shape_of(x)) >= 2 else (1, max(int(np.prod(shape_of(x))), 1))
+                  for x in xs]
+        _check_join(self, "vstack", xs, shapes, 0)
         xs = [x if len(shape_of(x)) >= 2 else self.reshape(x, (1, -1)) for x in xs]
         return self.concatenate(xs, axis=0, name=name)
+
+
+def _check_join(ops: Any, op: str, xs: Sequence[Any], shapes: list[tuple], axis: int) -> None:
+    """Raise before recording when the arrays cannot be joined along ``axis``."""
+    if not xs:
+        raise ops._error(op, (), "needs at least one array", ArgumentError)
+    first = shapes[0]
+    for s in shapes[1:]:
+        if len(s) != len(first) or s[:axis] + s[axis + 1:] != first[:axis] + first[axis + 1:]:
+            raise ops._error(op, tuple(xs), f"shapes {first} and {s} do not join along axis "
+                             f"{axis}", ShapeError)
 
 
 def axes_of(ops: Any, op: str, x: Any, axis: Any, repeats: bool = False,

@@ -289,6 +289,9 @@ class ProductOps:
                 raise self._error("tensordot", (x, y), f"bad axes {axes!r}", AxisError) from None
             if len(ax) != len(ay):
                 raise self._error("tensordot", (x, y), "axes must pair up", AxisError)
+        if any(shape_of(x)[a] != shape_of(y)[b] for a, b in zip(ax, ay)):
+            raise self._error("tensordot", (x, y), f"summed axes {ax} of x and {ay} of y differ "
+                              "in size", ShapeError)
         sx, sy = LETTERS[:nx], list(LETTERS[nx:nx + ny])
         for a, b in zip(ax, ay):
             sy[b] = sx[a]
