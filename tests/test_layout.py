@@ -149,6 +149,26 @@ def test_sort_gradient_program_does_not_depend_on_the_values():
     assert lines([3.0, 1.0, 2.0, 0.0]) == lines([0.0, 1.0, 2.0, 3.0])
 
 
+def test_sort_gradient_program_replays_at_new_inputs():
+    # recorded where x is [3, 1, 2, 0], run where the order is reversed: the argsort entry is
+    # part of the program, so the replayed gradient is the fresh recording's, not a stale one
+    w = np.arange(4.0)
+
+    def record(values):
+        op = sg.Ops()
+        x = op.var(np.array(values))
+        g = op.grad((x.sort() ** 2 * w).sum(), x)
+        return op.program([x], [g, op.grad(g.sum(), x)]), g.value
+
+    program, _ = record([3.0, 1.0, 2.0, 0.0])
+    there = [0.5, 1.5, 2.5, 3.5]
+    got = program(np.array(there))
+    _, fresh = record(there)
+    np.testing.assert_allclose(got[0], fresh, rtol=1e-15)
+    np.testing.assert_allclose(got[0], 2 * w * np.array(there), rtol=1e-15)
+    np.testing.assert_allclose(got[1], 2 * w, rtol=1e-15)
+
+
 # ---------------------------------------------------------------- masks of where
 
 # f(x) = where(x > 0, sqrt(x) * x, 0) = x^(3/2) on x > 0: f' = 1.5 sqrt(x), f'' = 0.75 / sqrt(x)

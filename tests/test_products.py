@@ -17,7 +17,7 @@ import pytest
 
 import simplegrad as sg
 from simplegrad.errors import AxisError, ShapeError
-from simplegrad.primitives.products import parse_subscripts
+from simplegrad.primitives.subscripts import parse_subscripts
 
 TOL = {"atol": 1e-6, "rtol": 1e-6}
 

@@ -1,14 +1,13 @@
 """Products: einsum and the products written with it; cross, diagonal, tril and triu.
 
 ``einsum`` is the one contraction primitive. Its subscripts are stored explicit and without
-ellipsis (``'...i,...i'`` on shapes (2, 3) and (3,) records ``'Ai,i->A'``), so each rule reads
-the letters directly. The vjp of operand k is an einsum of the cotangent with the other
+ellipsis (``'...i,...i'`` on shapes (2, 3) and (3,) records ``'ai,i->a'``; subscripts.py
+parses numpy's forms), so each rule reads the letters directly. The vjp of operand k is an einsum of the cotangent with the other
 operands, ending at operand k's letters; a letter repeated in operand k (``'ii->i'``) gets a
 fresh letter and a constant identity matrix joins the contraction (the diagonal embedding), a
 letter found nowhere else gets a constant vector of ones, and a letter that operand k
 broadcasts (size 1 against a larger size elsewhere) is summed away and put back with reshape,
-and one that the others broadcast is expanded.
-The jvp is the sum over operands of the same einsum with one operand replaced by its tangent.
+and one that the others broadcast is expanded. The jvp is the sum over operands of the same einsum with one operand replaced by its tangent.
 
 Recorded as einsum (one entry each, or einsum and one reshape), since the einsum line reads
 as the definition and costs what numpy's own call would: ``tensordot``, ``inner``, ``outer``,
@@ -22,13 +21,11 @@ diagonal), ``tril`` and ``triu`` (each its own vjp). ``trace`` records ``diagona
 
 from __future__ import annotations
 
-import string
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ArgumentError, AxisError, ShapeError
+from ..errors import AxisError, ShapeError
 from .core import (
     Case,
     Primitive,
@@ -37,73 +34,12 @@ from .core import (
     shape_of,
     unbroadcast,
 )
+from .subscripts import LETTERS, from_sublists, letter_sizes, parse_subscripts
 
 if TYPE_CHECKING:
     from ..variable import Variable
 
-LETTERS = string.ascii_letters
-
-# ---------------------------------------------------------------- einsum subscripts
-
-
-def parse_subscripts(subscripts: str, shapes: Sequence[tuple]) -> tuple[list[str], str]:
-    """numpy's einsum subscripts as explicit per-operand letters and output letters, with
-    each ellipsis replaced by letters of its own; raises ValueError on malformed input."""
-    text = subscripts.replace(" ", "")
-    if text.count("->") > 1 or ("-" in text.replace("->", "")) or (">" in text.replace("->", "")):
-        raise ValueError(f"malformed subscripts {subscripts!r}")
-    lhs, arrow, rhs = text.partition("->")
-    terms = lhs.split(",")
-    if len(terms) != len(shapes):
-        raise ValueError(f"{subscripts!r} names {len(terms)} operand(s) but {len(shapes)} "
-                         "were given")
-    for term in [*terms, rhs]:
-        if term.count("...") > 1 or any(c not in LETTERS for c in term.replace("...", "")):
-            raise ValueError(f"bad term {term!r} in {subscripts!r}: letters a-z, A-Z and at "
-                             "most one '...' each")
-    used = set(text)
-    fresh = [c for c in LETTERS if c not in used]
-    ells = []
-    for term, shape in zip(terms, shapes):
-        named = len(term.replace("...", ""))
-        extra = len(shape) - named
-        if extra < 0 or (extra > 0 and "..." not in term):
-            raise ValueError(f"term {term!r} of {subscripts!r} does not match an operand of "
-                             f"shape {tuple(shape)}")
-        ells.append(extra)
-    width = max(ells, default=0)
-    if width > len(fresh):
-        raise ValueError(f"{subscripts!r} needs more letters than einsum has")
-    ell = "".join(fresh[:width])
-    ins = [t.replace("...", ell[width - n:] if n else "") for t, n in zip(terms, ells)]
-    if arrow:
-        if width and "..." not in rhs:
-            raise ValueError(f"{subscripts!r}: the inputs have '...' dimensions, so the "
-                             "output needs '...' too")
-        out = rhs.replace("...", ell)
-    else:
-        counts = {c: sum(t.count(c) for t in ins) for c in set("".join(ins))}
-        out = ell + "".join(sorted(c for c, k in counts.items() if k == 1 and c not in ell))
-    if len(set(out)) != len(out) or any(c not in "".join(ins) for c in out):
-        raise ValueError(f"{subscripts!r}: each output letter must appear once, and in an input")
-    _sizes(ins, shapes, subscripts)
-    return ins, out
-
-
-def _sizes(ins: Sequence[str], shapes: Sequence[tuple], subscripts: str = "") -> dict:
-    """The size of each letter (1 broadcasts against any size, as numpy allows)."""
-    sizes: dict[str, int] = {}
-    for term, shape in zip(ins, shapes):
-        seen: dict[str, int] = {}
-        for c, n in zip(term, shape):
-            if c in seen and seen[c] != n:
-                raise ValueError(f"{subscripts!r}: letter {c!r} repeated in one operand with "
-                                 f"sizes {seen[c]} and {n}")
-            seen[c] = n
-            if sizes.get(c, 1) != 1 and n not in (1, sizes[c]):
-                raise ValueError(f"{subscripts!r}: letter {c!r} has sizes {sizes[c]} and {n}")
-            sizes[c] = max(sizes.get(c, 1), n)
-    return sizes
+# ---------------------------------------------------------------- einsum
 
 
 def _einsum(*xs, subscripts):
@@ -114,7 +50,7 @@ def _einsum_vjp(o, g, out, k, *xs, subscripts):
     lhs, target = subscripts.split("->")
     ins = lhs.split(",")
     shapes = [shape_of(x) for x in xs]
-    sizes = _sizes(ins, shapes)
+    sizes = letter_sizes(ins, shapes)
     mine, shape = ins[k], shapes[k]
     others = [target] + [t for j, t in enumerate(ins) if j != k]
     ops = [g] + [x for j, x in enumerate(xs) if j != k]
@@ -265,7 +201,7 @@ class ProductOps:
     def einsum(self, subscripts: str, *operands: Any, name: str | None = None) -> Variable:
         """numpy's einsum: explicit or implicit output, repeated letters, '...', any arity."""
         if not isinstance(subscripts, str):
-            subscripts, operands = _from_sublists((subscripts, *operands))
+            subscripts, operands = from_sublists((subscripts, *operands))
         shapes = [shape_of(x) for x in operands]
         try:
             ins, out = parse_subscripts(subscripts, shapes)
@@ -395,22 +331,6 @@ def _two_axes(ops: Any, op: str, x: Any, axis1: int, axis2: int) -> tuple[int, i
         raise ops._error(op, (x,), f"axis1={axis1}, axis2={axis2} must be two different axes "
                          f"of a {nd}-d array", AxisError)
     return axis1 % nd, axis2 % nd
-
-
-def _from_sublists(args: tuple) -> tuple[str, tuple]:
-    """einsum(x, [0, 1], y, [1, 2], [0, 2]) as subscripts and operands."""
-    args = list(args)
-    out = args.pop() if len(args) % 2 else None
-    operands, terms = args[0::2], args[1::2]
-
-    def letters(sub):
-        try:
-            return "".join("..." if s is Ellipsis else LETTERS[int(s)] for s in sub)
-        except (IndexError, TypeError, ValueError):
-            raise ArgumentError(f"einsum: bad sublist {sub!r} (integers 0-51 and Ellipsis)") \
-                from None
-    text = ",".join(letters(t) for t in terms) + ("" if out is None else "->" + letters(out))
-    return text, tuple(operands)
 
 
 # ---------------------------------------------------------------- Variable methods
