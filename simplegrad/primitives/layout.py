@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------- flip and roll
 
 
-def _flip(x, axis):
+def _flip(x, axis=None):
     return np.flip(x, axis=axis)
 
 
@@ -45,7 +45,7 @@ FLIP = register(Primitive(
         None if m is None else o.flip(full_mask(o, m, shape_of(out)), axis)))
 
 
-def _roll(x, shift, axis):
+def _roll(x, shift, axis=None):
     return np.roll(x, shift, axis=axis)
 
 
@@ -67,7 +67,7 @@ ROLL = register(Primitive(
 # ---------------------------------------------------------------- pad, repeat, tile
 
 
-def _pad(x, pad_width, constant_values=0.0):
+def _pad(x, pad_width, mode="constant", constant_values=0.0):
     return np.pad(x, pad_width, constant_values=constant_values)
 
 
@@ -94,7 +94,7 @@ PAD = register(Primitive(
         o.getitem(full_mask(o, m, shape_of(out)), _unpad(pad_width, shape_of(x)))))
 
 
-def _repeat(x, repeats, axis):
+def _repeat(x, repeats, axis=None):
     return np.repeat(x, repeats, axis=axis)
 
 

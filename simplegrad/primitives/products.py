@@ -1,13 +1,14 @@
 """Products: einsum and the products written with it; cross, diagonal, tril and triu.
 
 ``einsum`` is the one contraction primitive. Its subscripts are stored explicit and without
-ellipsis (``'...i,...i'`` on shapes (2, 3) and (3,) records ``'ai,i->a'``; subscripts.py
-parses numpy's forms), so each rule reads the letters directly. The vjp of operand k is an einsum of the cotangent with the other
-operands, ending at operand k's letters; a letter repeated in operand k (``'ii->i'``) gets a
-fresh letter and a constant identity matrix joins the contraction (the diagonal embedding), a
-letter found nowhere else gets a constant vector of ones, and a letter that operand k
-broadcasts (size 1 against a larger size elsewhere) is summed away and put back with reshape,
-and one that the others broadcast is expanded. The jvp is the sum over operands of the same einsum with one operand replaced by its tangent.
+ellipsis (``'...i,...i'`` on shapes (2, 3) and (3,) records ``'ai,i->a'``; subscripts.py parses
+numpy's forms), so each rule reads the letters directly. The vjp of operand k is an einsum of
+the cotangent with the other operands, ending at operand k's letters; a letter repeated in
+operand k (``'ii->i'``) gets a fresh letter and a constant identity matrix joins the
+contraction (the diagonal embedding), a letter found nowhere else gets a constant vector of
+ones, and a letter that operand k broadcasts (size 1 against a larger size elsewhere) is summed
+away and put back with reshape, and one that the others broadcast is expanded. The jvp is the
+sum over operands of the same einsum with one operand replaced by its tangent.
 
 Recorded as einsum (one entry each, or einsum and one reshape), since the einsum line reads
 as the definition and costs what numpy's own call would: ``tensordot``, ``inner``, ``outer``,
