@@ -72,6 +72,22 @@ def test_einsum_matches_loops_and_differentiates_at_order_2(subscripts, shapes, 
     sg.check_grads(lambda *vs: vs[0].ops.einsum(subscripts, *vs), arrays, order=2, **TOL)
 
 
+@pytest.mark.parametrize("subscripts, f", [
+    ("i,i", lambda x: (x * x).sum()),                       # one Variable in two places
+    ("ij,ij,ij->", lambda x: (x * x * x).sum()),
+    ("ii,jj->ij", lambda x: x.diagonal().reshape(3, 1) * x.diagonal().reshape(1, 3)),
+])
+def test_einsum_of_one_variable_repeated(subscripts, f, rng):
+    a = rng.uniform(-1.0, 1.0, (3, 3) if "jj" in subscripts else (2, 3))
+    if subscripts == "i,i":
+        a = a[0]
+    n = subscripts.split("->")[0].count(",") + 1
+    op = sg.Ops()
+    x = op.var(a)
+    np.testing.assert_allclose(op.einsum(subscripts, *[x] * n).value, f(x).value, rtol=1e-14)
+    sg.check_grads(lambda v: v.ops.einsum(subscripts, *[v] * n), [a], order=2, **TOL)
+
+
 def test_einsum_records_explicit_subscripts():
     op = sg.Ops()
     a, b = op.var(np.ones((2, 3)), name="A"), op.var(np.ones((3, 4)), name="B")
