@@ -20,12 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ArgumentError, OutOfBoundsError, ShapeError
+from ..errors import ArgumentError, AxisError, OutOfBoundsError, ShapeError
 from .core import Case, Primitive, is_constant, method_fmt, register, shape_of, value_of
 from .layout import axes_of, flat
 
 if TYPE_CHECKING:
     from ..variable import Variable
+
+# ---------------------------------------------------------------- argsort
+
 
 def _argsort(x, axis=-1):
     return np.argsort(x, axis=axis, kind="stable")
@@ -36,6 +39,9 @@ ARGSORT = register(Primitive(
     method_fmt("argsort", "axis"),
     [Case(((4,),)), Case(((3, 4),), {"axis": 0}), Case(((2, 3, 4),), {"axis": -1})],
     differentiable=False))
+
+
+# ---------------------------------------------------------------- the gather and its adjoint
 
 
 def _take_along_axis(x, indices, axis):
@@ -136,7 +142,20 @@ class GatherOps:
                                name: str | None = None) -> Variable:
         """zeros(shape) with g added at ``indices`` along ``axis`` (take_along_axis's adjoint)."""
         indices = _indices(self, "scatter_add_along_axis", g, indices)
-        attrs = {"axis": int(axis), "shape": tuple(int(n) for n in shape)}
+        shape = tuple(int(n) for n in shape)
+        if not -len(shape) <= axis < len(shape):
+            raise self._error("scatter_add_along_axis", (g,), f"axis {axis} is out of range "
+                              f"for shape {shape}", AxisError)
+        axis = int(axis) % len(shape)
+        gshape, ishape = shape_of(g), shape_of(indices)
+        if len(gshape) != len(shape) or len(ishape) != len(shape) or gshape[axis] != \
+                ishape[axis] or np.broadcast_shapes(gshape, ishape) != gshape or any(
+                n not in (1, m) for d, (n, m) in enumerate(zip(shape, gshape)) if d != axis):
+            raise self._error("scatter_add_along_axis", (g, indices), f"cannot add values of "
+                              f"shape {gshape} at indices of shape {ishape} into {shape}",
+                              ShapeError)
+        _check_bounds(self, "scatter_add_along_axis", g, indices, shape[axis])
+        attrs = {"axis": axis, "shape": shape}
         if is_constant(indices):
             return self._apply(SCATTER_ADD_ALONG_AXIS, (g,), {"indices": indices, **attrs}, name)
         return self._apply(SCATTER_ADD_ALONG_AXIS, (g, indices), attrs, name)
