@@ -13,8 +13,11 @@ from typing import Any
 from .core import REGISTRY, Case, Primitive, register
 from .decomp import DecompOps
 from .elementwise import ElementwiseOps
+from .gather import GatherMethods, GatherOps
+from .layout import LayoutMethods, LayoutOps
 from .linalg import LinalgOps
 from .logic import LogicOps
+from .products import ProductMethods, ProductOps
 from .reduce import ReduceOps
 from .shape import ShapeOps
 
@@ -22,7 +25,8 @@ __all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "Val
            "VALUES", "VariableMethods"]
 
 
-class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps, DecompOps):
+class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps, DecompOps,
+                       ProductOps, LayoutOps, GatherOps):
     """Every primitive as a method, plus the generic form; subclasses say what _apply does."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
@@ -31,7 +35,7 @@ class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps,
         return self._apply(prim, tuple(inputs), attrs or None, name)
 
 
-class VariableMethods:
+class VariableMethods(ProductMethods, LayoutMethods, GatherMethods):
     """Methods that primitive families add to ``Variable`` (``x.cumsum()``, ...).
 
     A family keeps its Variable methods in a mixin with ``__slots__ = ()`` beside its records

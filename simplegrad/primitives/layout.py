@@ -1,0 +1,370 @@
+"""Layout: numpy's re-arrangements of entries (sorting and gathering are in gather.py).
+
+A re-arrangement that is a reshape, transpose or expand in disguise records that primitive,
+whose trace line says the same thing in the engine's own words: ``squeeze``, ``expand_dims``,
+``ravel`` and ``flatten`` record ``reshape``; ``moveaxis`` and ``swapaxes`` ``transpose``;
+``broadcast_to`` ``expand``; ``split`` and ``array_split`` one indexing entry per part;
+``hstack`` and ``vstack`` ``concatenate``. So they carry the structural-zero masks of
+``where`` to their input as those primitives do. The rest are primitives here, in adjoint
+pairs: ``flip`` is its own vjp, ``roll`` rolls back, ``pad`` is undone by a slice, ``repeat``
+and ``tile`` sum over their copies. flip, roll and pad carry the masks too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import ArgumentError, AxisError, ShapeError
+from .core import Case, Primitive, full_mask, register, shape_of
+
+if TYPE_CHECKING:
+    from ..variable import Variable
+
+# ---------------------------------------------------------------- flip and roll
+
+
+def _flip(x, axis=None):
+    return np.flip(x, axis=axis)
+
+
+def _axis_text(axis: tuple) -> str:
+    return str(axis[0]) if len(axis) == 1 else str(axis)
+
+
+FLIP = register(Primitive(
+    "flip", _flip,
+    [lambda o, g, out, x, axis: o.flip(g, axis)],
+    lambda o, ts, out, x, axis: o.flip(ts[0], axis),
+    lambda args, attrs, render: f"flip({args[0]}, axis={_axis_text(attrs['axis'])})",
+    [Case(((3,),), {"axis": (0,)}), Case(((3, 4),), {"axis": (1,)}),
+     Case(((2, 3, 4),), {"axis": (0, 2)})],
+    mask=lambda o, m, i, out, x, axis:
+        None if m is None else o.flip(full_mask(o, m, shape_of(out)), axis)))
+
+
+def _roll(x, shift, axis=None):
+    return np.roll(x, shift, axis=axis)
+
+
+def _roll_back(shift: tuple) -> tuple:
+    return tuple(-s for s in shift)
+
+
+ROLL = register(Primitive(
+    "roll", _roll,
+    [lambda o, g, out, x, shift, axis: o.roll(g, _roll_back(shift), axis)],
+    lambda o, ts, out, x, shift, axis: o.roll(ts[0], shift, axis),
+    lambda args, attrs, render: f"roll({args[0]}, {_axis_text(attrs['shift'])}, "
+                                f"axis={_axis_text(attrs['axis'])})",
+    [Case(((4,),), {"shift": (1,), "axis": (0,)}), Case(((3, 4),), {"shift": (-1,), "axis": (1,)}),
+     Case(((2, 3, 4),), {"shift": (1, 5), "axis": (0, 2)})],
+    mask=lambda o, m, i, out, x, shift, axis:
+        None if m is None else o.roll(full_mask(o, m, shape_of(out)), _roll_back(shift), axis)))
+
+# ---------------------------------------------------------------- pad, repeat, tile
+
+
+def _pad(x, pad_width, mode="constant", constant_values=0.0):
+    return np.pad(x, pad_width, constant_values=constant_values)
+
+
+def _unpad(pad_width: tuple, shape: tuple) -> tuple:
+    """The index that takes a padded array back to the original."""
+    return tuple(slice(b, b + n) for (b, _), n in zip(pad_width, shape))
+
+
+def _pad_fmt(args, attrs, render):
+    value = attrs.get("constant_values", 0.0)
+    extra = f", constant_values={value!r}" if value else ""
+    return f"pad({args[0]}, {[list(p) for p in attrs['pad_width']]}{extra})"
+
+
+PAD = register(Primitive(
+    "pad", _pad,
+    [lambda o, g, out, x, pad_width, constant_values=0.0:
+        o.getitem(g, _unpad(pad_width, shape_of(x)))],
+    lambda o, ts, out, x, pad_width, constant_values=0.0: o.pad(ts[0], pad_width),
+    _pad_fmt,
+    [Case(((3,),), {"pad_width": ((1, 2),)}),
+     Case(((2, 3),), {"pad_width": ((0, 1), (2, 0)), "constant_values": 1.5})],
+    mask=lambda o, m, i, out, x, pad_width, constant_values=0.0: None if m is None else
+        o.getitem(full_mask(o, m, shape_of(out)), _unpad(pad_width, shape_of(x)))))
+
+
+def _repeat(x, repeats, axis=None):
+    return np.repeat(x, repeats, axis=axis)
+
+
+def _repeat_vjp(o, g, out, x, repeats, axis):
+    shape = shape_of(x)
+    if isinstance(repeats, int):        # (..., n * r, ...) -> (..., n, r, ...), sum the copies
+        copies = shape[:axis] + (shape[axis], repeats) + shape[axis + 1:]
+        return o.sum(o.reshape(g, copies), axis=axis + 1)
+    source = np.repeat(np.arange(shape[axis]), repeats)     # which entry each copy came from
+    return o.scatter_add([g], [(slice(None),) * axis + (source,)], shape)
+
+
+REPEAT = register(Primitive(
+    "repeat", _repeat, [_repeat_vjp],
+    lambda o, ts, out, x, repeats, axis: o.repeat(ts[0], repeats, axis=axis),
+    lambda args, attrs, render: f"{args[0]}.repeat({attrs['repeats']!r}, axis={attrs['axis']})",
+    [Case(((3,),), {"repeats": 2, "axis": 0}), Case(((2, 3),), {"repeats": 3, "axis": 1}),
+     Case(((3, 2),), {"repeats": (1, 0, 2), "axis": 0})]))
+
+
+def _tile(x, reps):
+    return np.tile(x, reps)
+
+
+def _tile_vjp(o, g, out, x, reps):
+    shape = shape_of(x)
+    full = (1,) * (len(reps) - len(shape)) + shape
+    copies = tuple(n for pair in zip(reps, full) for n in pair)     # (r0, n0, r1, n1, ...)
+    summed = tuple(range(0, 2 * len(reps), 2))
+    d = o.sum(o.reshape(g, copies), axis=summed[0] if len(summed) == 1 else summed)
+    return d if full == shape else o.reshape(d, shape)
+
+
+TILE = register(Primitive(
+    "tile", _tile, [_tile_vjp],
+    lambda o, ts, out, x, reps: o.tile(ts[0], reps),
+    lambda args, attrs, render: f"tile({args[0]}, {list(attrs['reps'])})",
+    [Case(((3,),), {"reps": (2,)}), Case(((2, 3),), {"reps": (2, 1)}),
+     Case(((3,),), {"reps": (2, 2)}), Case(((1, 2),), {"reps": (3, 1)})]))
+
+# ---------------------------------------------------------------- Ops methods
+
+
+class LayoutOps:
+    """The layout operations as methods of an Ops (numpy's names and signatures)."""
+
+    def flip(self, x: Any, axis: Any = None, name: str | None = None) -> Variable:
+        """x with the order of entries reversed along ``axis`` (every axis when None)."""
+        return self._apply(FLIP, (x,), {"axis": axes_of(self, "flip", x, axis)}, name)
+
+    def roll(self, x: Any, shift: Any, axis: Any = None, name: str | None = None) -> Variable:
+        """x with entries shifted by ``shift`` along ``axis``, wrapping around."""
+        if axis is None:
+            if not isinstance(shift, (int, np.integer)):
+                raise self._error("roll", (x,), "axis=None needs an int shift", ArgumentError)
+            if len(shape_of(x)) != 1:
+                rolled = self.roll(self.ravel(x), shift, 0)
+                return self.reshape(rolled, shape_of(x), name=name)
+            axis = 0
+        shifts, axes = (np.atleast_1d(np.asarray(v)) for v in (shift, axis))
+        if shifts.dtype.kind not in "iu" or shifts.ndim > 1 or len(shifts) not in (1, len(axes)):
+            raise self._error("roll", (x,), f"shift {shift!r} must be an int or one int per axis",
+                              ArgumentError)
+        axes = axes_of(self, "roll", x, tuple(int(a) for a in axes), repeats=True)
+        shifts = tuple(int(s) for s in np.broadcast_to(shifts, (len(axes),)))
+        return self._apply(ROLL, (x,), {"shift": shifts, "axis": axes}, name)
+
+    def pad(self, x: Any, pad_width: Any, mode: str = "constant", constant_values: float = 0.0,
+            name: str | None = None) -> Variable:
+        """x with ``pad_width`` entries of ``constant_values`` added before and after each axis."""
+        if mode != "constant" or np.ndim(constant_values) != 0:
+            raise self._error("pad", (x,), "only mode='constant' with one number is supported",
+                              ArgumentError)
+        nd = len(shape_of(x))
+        try:
+            widths = np.broadcast_to(np.asarray(pad_width), (nd, 2))
+        except ValueError:
+            raise self._error("pad", (x,), f"pad_width {pad_width!r} does not fit {nd} axes",
+                              ShapeError) from None
+        if widths.dtype.kind not in "iu" or np.any(widths < 0):
+            raise self._error("pad", (x,), "pad_width must hold non-negative ints", ArgumentError)
+        widths = tuple((int(b), int(a)) for b, a in widths)
+        return self._apply(PAD, (x,), {"pad_width": widths,
+                                       "constant_values": float(constant_values)}, name)
+
+    def repeat(self, x: Any, repeats: Any, axis: int | None = None,
+               name: str | None = None) -> Variable:
+        """Each entry repeated ``repeats`` times along ``axis`` (flattened first when None)."""
+        ax = None if axis is None else axes_of(self, "repeat", x, axis)[0]
+        reps = np.asarray(repeats)
+        n = int(np.prod(shape_of(x))) if ax is None else shape_of(x)[ax]
+        if reps.dtype.kind not in "iu" or reps.ndim > 1 or np.any(reps < 0) or (
+                reps.ndim == 1 and len(reps) not in (1, n)):
+            raise self._error("repeat", (x,), f"repeats must be a non-negative int or {n} of "
+                              "them", ArgumentError)
+        reps = int(reps.flat[0]) if reps.size == 1 else tuple(int(r) for r in reps)
+        if ax is None:
+            x, ax = flat(self, x), 0
+        return self._apply(REPEAT, (x,), {"repeats": reps, "axis": ax}, name)
+
+    def tile(self, x: Any, reps: Any, name: str | None = None) -> Variable:
+        """x repeated as a block ``reps`` times along each axis."""
+        reps = np.atleast_1d(np.asarray(reps))
+        if reps.dtype.kind not in "iu" or reps.ndim != 1 or np.any(reps < 0):
+            raise self._error("tile", (x,), "reps must be non-negative ints", ArgumentError)
+        nd = len(shape_of(x))
+        reps = (1,) * (nd - len(reps)) + tuple(int(r) for r in reps)
+        return self._apply(TILE, (x,), {"reps": reps}, name)
+
+    # ------------------------------------------------------------ recorded as other primitives
+
+    def squeeze(self, x: Any, axis: Any = None, name: str | None = None) -> Variable:
+        """x without the size-1 axes named by ``axis`` (all of them when None)."""
+        shape = shape_of(x)
+        axes = tuple(i for i, n in enumerate(shape) if n == 1) if axis is None else \
+            axes_of(self, "squeeze", x, axis)
+        if any(shape[a] != 1 for a in axes):
+            raise self._error("squeeze", (x,), f"axis {axis} does not have size 1", ShapeError)
+        return self.reshape(x, tuple(n for i, n in enumerate(shape) if i not in axes), name=name)
+
+    def expand_dims(self, x: Any, axis: Any, name: str | None = None) -> Variable:
+        """x with new size-1 axes at the positions ``axis`` of the result."""
+        shape = shape_of(x)
+        count = 1 if isinstance(axis, (int, np.integer)) else len(tuple(axis))
+        nd = len(shape) + count
+        axes = []
+        for a in (axis,) if count == 1 and isinstance(axis, (int, np.integer)) else tuple(axis):
+            if not isinstance(a, (int, np.integer)) or not -nd <= a < nd:
+                raise self._error("expand_dims", (x,), f"axis {a} is out of range for the "
+                                  f"{nd}-d result", AxisError)
+            axes.append(int(a) % nd)
+        if len(set(axes)) != len(axes):
+            raise self._error("expand_dims", (x,), f"repeated axis in {axis}", ArgumentError)
+        it = iter(shape)
+        return self.reshape(x, tuple(1 if i in axes else next(it) for i in range(nd)), name=name)
+
+    def moveaxis(self, x: Any, source: Any, destination: Any,
+                 name: str | None = None) -> Variable:
+        """x with axes ``source`` moved to positions ``destination`` (a transpose)."""
+        src = axes_of(self, "moveaxis", x, source, keep_order=True)
+        dst = axes_of(self, "moveaxis", x, destination, keep_order=True)
+        if len(src) != len(dst):
+            raise self._error("moveaxis", (x,), "source and destination need as many axes",
+                              ArgumentError)
+        perm = [i for i in range(len(shape_of(x))) if i not in src]
+        for d, s in sorted(zip(dst, src)):
+            perm.insert(d, s)
+        return self.transpose(x, tuple(perm), name=name)
+
+    def swapaxes(self, x: Any, axis1: int, axis2: int, name: str | None = None) -> Variable:
+        """x with two axes exchanged (a transpose)."""
+        (a,), (b,) = axes_of(self, "swapaxes", x, axis1), axes_of(self, "swapaxes", x, axis2)
+        perm = list(range(len(shape_of(x))))
+        perm[a], perm[b] = b, a
+        return self.transpose(x, tuple(perm), name=name)
+
+    def ravel(self, x: Any, name: str | None = None) -> Variable:
+        """x as a 1-D array (a reshape)."""
+        return self.reshape(x, (int(np.prod(shape_of(x))),), name=name)
+
+    def flatten(self, x: Any, name: str | None = None) -> Variable:
+        """x as a 1-D array (a reshape; Variables are never written into, so no copy is needed)."""
+        return self.ravel(x, name=name)
+
+    def broadcast_to(self, x: Any, shape: Sequence[int], name: str | None = None) -> Variable:
+        """x broadcast to ``shape`` (records expand)."""
+        return self.expand(x, shape, name=name)
+
+    def array_split(self, x: Any, indices_or_sections: Any, axis: int = 0) -> list[Variable]:
+        """x cut along ``axis`` into that many near-equal parts, or at those indices."""
+        return self._parts("array_split", x, indices_or_sections, axis)
+
+    def _parts(self, op: str, x: Any, indices_or_sections: Any, axis: int) -> list[Variable]:
+        (ax,) = axes_of(self, op, x, axis)
+        n = shape_of(x)[ax]
+        if isinstance(indices_or_sections, (int, np.integer)):
+            parts = int(indices_or_sections)
+            if parts <= 0:
+                raise self._error(op, (x,), "the number of sections must be > 0",
+                                  ArgumentError)
+            each, extra = divmod(n, parts)
+            sizes = [each + 1] * extra + [each] * (parts - extra)
+            bounds = list(np.cumsum([0] + sizes))
+        else:
+            bounds = [0] + [int(i) for i in indices_or_sections] + [n]
+        return [self.getitem(x, (slice(None),) * ax + (slice(a, max(a, b)),))
+                for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def split(self, x: Any, indices_or_sections: Any, axis: int = 0) -> list[Variable]:
+        """x cut along ``axis`` into that many equal parts, or at those indices."""
+        if isinstance(indices_or_sections, (int, np.integer)):
+            (ax,) = axes_of(self, "split", x, axis)
+            if indices_or_sections <= 0 or shape_of(x)[ax] % indices_or_sections:
+                raise self._error("split", (x,), f"{indices_or_sections} sections do not divide "
+                                  f"axis {axis} equally; use array_split", ShapeError)
+        return self._parts("split", x, indices_or_sections, axis)
+
+    def hstack(self, xs: Sequence[Any], name: str | None = None) -> Variable:
+        """Arrays joined along axis 1 (axis 0 for vectors; numbers count as vectors)."""
+        shapes = [shape_of(x) or (1,) for x in xs]
+        axis = 0 if all(len(s) == 1 for s in shapes) else 1
+        _check_join(self, "hstack", xs, shapes, axis)
+        xs = [x if shape_of(x) else self.reshape(x, (1,)) for x in xs]
+        return self.concatenate(xs, axis=axis, name=name)
+
+    def vstack(self, xs: Sequence[Any], name: str | None = None) -> Variable:
+        """Arrays joined along axis 0, vectors and numbers taken as rows."""
+        shapes = [shape_of(x) if len(shape_of(x)) >= 2 else (1, max(int(np.prod(shape_of(x))), 1))
+                  for x in xs]
+        _check_join(self, "vstack", xs, shapes, 0)
+        xs = [x if len(shape_of(x)) >= 2 else self.reshape(x, (1, -1)) for x in xs]
+        return self.concatenate(xs, axis=0, name=name)
+
+
+def _check_join(ops: Any, op: str, xs: Sequence[Any], shapes: list[tuple], axis: int) -> None:
+    """Raise before recording when the arrays cannot be joined along ``axis``."""
+    if not xs:
+        raise ops._error(op, (), "needs at least one array", ArgumentError)
+    first = shapes[0]
+    for s in shapes[1:]:
+        if len(s) != len(first) or s[:axis] + s[axis + 1:] != first[:axis] + first[axis + 1:]:
+            raise ops._error(op, tuple(xs), f"shapes {first} and {s} do not join along axis "
+                             f"{axis}", ShapeError)
+
+
+def axes_of(ops: Any, op: str, x: Any, axis: Any, repeats: bool = False,
+          keep_order: bool = False) -> tuple:
+    """Axis argument (None, int or sequence) as non-negative axes; AxisError when out of range."""
+    nd = len(shape_of(x))
+    axes = tuple(range(nd)) if axis is None else (
+        (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis))
+    out = []
+    for a in axes:
+        if not isinstance(a, (int, np.integer)) or not -nd <= a < nd:
+            raise ops._error(op, (x,), f"axis {a} is out of range for {nd} dimension(s)",
+                             AxisError)
+        out.append(int(a) % nd)
+    if not repeats and len(set(out)) != len(out):
+        raise ops._error(op, (x,), f"repeated axis in {axis}", ArgumentError)
+    return tuple(out) if keep_order or repeats else tuple(sorted(out))
+
+
+def flat(ops: Any, x: Any) -> Any:
+    """x as a vector: itself when it is one, else a recorded ravel."""
+    return x if len(shape_of(x)) == 1 else ops.ravel(x)
+
+
+# ---------------------------------------------------------------- Variable methods
+
+class LayoutMethods:
+    """Variable methods of the layout operations (numpy's ndarray names)."""
+
+    __slots__ = ()
+
+    def squeeze(self, axis: Any = None) -> Variable:
+        """Without the size-1 axes named by ``axis`` (all when None)."""
+        return self.ops.squeeze(self, axis=axis)
+
+    def ravel(self) -> Variable:
+        """As a 1-D array."""
+        return self.ops.ravel(self)
+
+    def flatten(self) -> Variable:
+        """As a 1-D array."""
+        return self.ops.flatten(self)
+
+    def swapaxes(self, axis1: int, axis2: int) -> Variable:
+        """Two axes exchanged."""
+        return self.ops.swapaxes(self, axis1, axis2)
+
+    def repeat(self, repeats: Any, axis: int | None = None) -> Variable:
+        """Each entry repeated along ``axis``."""
+        return self.ops.repeat(self, repeats, axis=axis)
