@@ -16,13 +16,16 @@ from .elementwise import ElementwiseOps
 from .linalg import LinalgOps
 from .logic import LogicOps
 from .reduce import ReduceOps
+from .scans import ScanOps, ScanVariable
 from .shape import ShapeOps
+from .special import SpecialOps, SpecialVariable
 
 __all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "ValueOps",
            "VALUES", "VariableMethods"]
 
 
-class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps, DecompOps):
+class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps, DecompOps,
+                       SpecialOps, ScanOps):
     """Every primitive as a method, plus the generic form; subclasses say what _apply does."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
@@ -31,7 +34,7 @@ class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps,
         return self._apply(prim, tuple(inputs), attrs or None, name)
 
 
-class VariableMethods:
+class VariableMethods(SpecialVariable, ScanVariable):
     """Methods that primitive families add to ``Variable`` (``x.cumsum()``, ...).
 
     A family keeps its Variable methods in a mixin with ``__slots__ = ()`` beside its records
