@@ -221,7 +221,7 @@ def _std_dir(o, out, x, axis, ddof, keepdims):
     return o.where(zero, 0.0, o.div(_centered(o, x, axis), scale))
 
 
-def _moment(name: str, forward, direction) -> Primitive:
+def _moment(name: str, method: str, forward, direction) -> Primitive:
     def vjp(o, g, out, x, axis=None, ddof=0, keepdims=False):
         return o.mul(_spread(o, g, x, axis, keepdims), direction(o, out, x, axis, ddof, keepdims))
 
@@ -233,11 +233,12 @@ def _moment(name: str, forward, direction) -> Primitive:
         Case(((3, 4),), {"axis": 1, "ddof": 1}), Case(((4,),), {"ddof": 1.5}),
         Case(((2, 3, 4),), {"axis": (0, 2), "ddof": 1, "keepdims": True})]
     return register(Primitive(name, forward, [vjp], jvp,
-                              method_fmt(name, "axis", "ddof", "keepdims"), cases))
+                              method_fmt(method, "axis", "ddof", "keepdims"), cases))
 
 
-VAR = _moment("var", _var, _var_dir)
-STD = _moment("std", _std, _std_dir)
+# op.var makes a leaf, so the variance is op.variance (and x.var(), np.var(x) as in numpy)
+VAR = _moment("variance", "var", _var, _var_dir)
+STD = _moment("std", "std", _std, _std_dir)
 
 # ---------------------------------------------------------------- argmax, argmin
 
@@ -268,7 +269,10 @@ ARGMIN = register(Primitive("argmin", _argmin, [None], _no_tangent,
 # ---------------------------------------------------------------- Ops methods
 
 class ScanOps:
-    """prod, the scans, the moments and argmax / argmin as methods of an Ops."""
+    """prod, the scans, the moments and argmax / argmin as methods of an Ops.
+
+    The variance is ``op.variance`` (``op.var`` makes a leaf); on Variables it is ``x.var()``.
+    """
 
     def prod(self, x: Any, axis: Any = None, keepdims: bool = False,
              name: str | None = None) -> Variable:
@@ -286,10 +290,11 @@ class ScanOps:
         axis = _one_axis(self, "cumprod", x, axis)
         return self._apply(CUMPROD, (x,), {"axis": axis} if axis is not None else None, name)
 
-    def var(self, x: Any, axis: Any = None, ddof: float = 0, keepdims: bool = False,
-            name: str | None = None) -> Variable:
-        """Variance over ``axis``, dividing by (entries - ddof)."""
-        return self._apply(VAR, (x,), _moment_attrs(self, "var", x, axis, ddof, keepdims), name)
+    def variance(self, x: Any, axis: Any = None, ddof: float = 0, keepdims: bool = False,
+                 name: str | None = None) -> Variable:
+        """Variance over ``axis``, dividing by (entries - ddof); ``x.var()`` and ``np.var(x)``."""
+        attrs = _moment_attrs(self, "variance", x, axis, ddof, keepdims)
+        return self._apply(VAR, (x,), attrs, name)
 
     def std(self, x: Any, axis: Any = None, ddof: float = 0, keepdims: bool = False,
             name: str | None = None) -> Variable:
@@ -366,7 +371,7 @@ class ScanVariable:
         """Variance over ``axis`` with ``ddof`` (numpy's ``correction=`` is the same)."""
         ddof = numpy_args.pop("correction", ddof)
         _defaults("var", self, dtype=dtype, out=out, **numpy_args)
-        return self.ops.var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+        return self.ops.variance(self, axis=axis, ddof=ddof, keepdims=keepdims)
 
     def std(self, axis: Any = None, dtype: None = None, out: None = None, ddof: float = 0,
             keepdims: bool = False, **numpy_args: Any) -> Variable:
