@@ -8,7 +8,11 @@ out with loops; orders 1 and 2 come from repeated ``op.grad`` and from ``op.jvp`
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -189,6 +193,13 @@ def test_cumprod_along_an_axis_with_zeros_and_its_cost() -> None:
     assert len(op.tape) - start < 100
 
 
+@pytest.mark.parametrize("fn", ["prod", "cumprod"])
+def test_order_3_with_zeros_against_finite_differences(fn: str) -> None:
+    """Third derivatives (all mode combinations) with two zeros in the slice."""
+    xv = np.array([[0.0, 1.5, 0.0, -2.0], [0.5, 0.0, 0.0, 0.0]])
+    sg.check_grads(lambda v: getattr(v, fn)(axis=1), [xv], order=3, atol=1e-6, rtol=1e-6)
+
+
 # ---------------------------------------------------------------- var, std
 
 
@@ -255,11 +266,6 @@ def test_argmax_argmin_match_numpy_and_carry_no_gradient() -> None:
 
 def test_readme_example_prints_what_it_says() -> None:
     """The README's block on products and scans, run as written."""
-    import contextlib
-    import io
-    import re
-    from pathlib import Path
-
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     block = next(b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
                  if "x.prod()" in b)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .binary import BinaryOps, BinaryVariable
 from .core import REGISTRY, Case, Primitive, register
 from .decomp import DecompOps
 from .elementwise import ElementwiseOps
@@ -25,7 +26,7 @@ __all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "Val
 
 
 class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps, DecompOps,
-                       SpecialOps, ScanOps):
+                       SpecialOps, BinaryOps, ScanOps):
     """Every primitive as a method, plus the generic form; subclasses say what _apply does."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
@@ -34,7 +35,7 @@ class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps,
         return self._apply(prim, tuple(inputs), attrs or None, name)
 
 
-class VariableMethods(SpecialVariable, ScanVariable):
+class VariableMethods(SpecialVariable, BinaryVariable, ScanVariable):
     """Methods that primitive families add to ``Variable`` (``x.cumsum()``, ...).
 
     A family keeps its Variable methods in a mixin with ``__slots__ = ()`` beside its records
