@@ -293,3 +293,16 @@ def test_recorded_program_does_not_depend_on_values(fn) -> None:
     plain = np.array([[1.5, -2.0, 0.5], [3.0, 0.7, 2.0]])
     zeros = np.array([[0.0, -2.0, 0.0], [1.0, 1.0, 1.0]])
     assert _program_text(fn, plain) == _program_text(fn, zeros)
+
+
+def test_prod_gradient_program_replays_at_zeros() -> None:
+    """Recorded at a point without zeros, the order-1 and order-2 program is right at zeros."""
+    op = sg.Ops()
+    x = op.var(VECTORS["no zero"])
+    g = op.grad(x.prod(), x)
+    rows = [op.grad(g[i], x) for i in range(4)]
+    prog = op.program([x], [g, *rows])
+    for name in ("one zero", "two zeros", "three zeros"):
+        got = prog(VECTORS[name])
+        np.testing.assert_allclose(got[0], _prod_grad(VECTORS[name]), rtol=1e-15)
+        np.testing.assert_allclose(np.array(got[1:]), _prod_hessian(VECTORS[name]), rtol=1e-15)
