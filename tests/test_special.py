@@ -210,29 +210,32 @@ def test_arctan2_and_hypot_closed_forms() -> None:
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 1 / (1 + np.exp(-z))
+    return np.exp(-np.logaddexp(0.0, -z))       # 1 / (1 + exp(-z)), without overflow
 
 
 @pytest.mark.parametrize(("name", "base"), [("logaddexp", np.e), ("logaddexp2", 2.0)])
 def test_logaddexp_closed_forms_and_stability(name: str, base: float) -> None:
     k = np.log(base)        # d/dx log_b(b^x + b^y) = s, s = sigmoid(k (x - y)); s' = k s (1 - s)
-    xv = np.array([0.3, 1000.0, -1000.0, 800.0, -np.inf, 2.0])
-    yv = np.array([-1.2, 1000.0, 0.0, 1.0, -np.inf, -np.inf])
+    inf = np.inf
+    xv = np.array([0.3, 1000.0, -1000.0, 800.0, 2.0, -inf, inf, -inf, inf])
+    yv = np.array([-1.2, 1000.0, 0.0, 1.0, -inf, 3.0, 3.0, -inf, inf])
     op = sg.Ops()
     x, y = op.var(xv), op.var(yv)
     out = getattr(op, name)(x, y)
     np.testing.assert_array_equal(out.value, getattr(np, name)(xv, yv))
-    gx, gy = op.grad(out.sum(), [x, y])
-    both = np.isneginf(xv) & np.isneginf(yv)
-    with np.errstate(invalid="ignore", over="ignore"):
-        s = np.where(both, 0.0, _sigmoid(k * (xv - yv)))
-        s_other = np.where(both, 0.0, _sigmoid(k * (yv - xv)))
-    np.testing.assert_allclose(gx.value, s, rtol=1e-12, atol=1e-300)
-    np.testing.assert_allclose(gy.value, s_other, rtol=1e-12, atol=1e-300)
-    assert gx.value[4] == 0.0 and gy.value[4] == 0.0        # both -inf: gradient 0
-    hxx = op.grad(gx.sum(), x).value
-    np.testing.assert_allclose(hxx[:4], (k * s * (1 - s))[:4], rtol=1e-12, atol=1e-300)
-    assert np.all(np.isfinite(hxx[:4]))
+    gx, gy = op.grad(out, [x, y], seed=np.ones(9))       # (out.sum() would be inf - inf)
+    s, s_other = _sigmoid(k * (xv[:5] - yv[:5])), _sigmoid(k * (yv[:5] - xv[:5]))
+    # finite and one-infinite operands: the closed form; the same infinity twice: 0.5 each
+    np.testing.assert_allclose(gx.value, [*s, 0.0, 1.0, 0.5, 0.5], rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(gy.value, [*s_other, 1.0, 0.0, 0.5, 0.5], rtol=1e-12,
+                               atol=1e-300)
+    hxx = op.grad(gx, x, seed=np.ones(9)).value
+    # (sigmoid's own rule, out (1 - out), rounds a tail below 1e-16 to 0: absolute error)
+    np.testing.assert_allclose(hxx[:5], k * s * s_other, rtol=1e-12, atol=1e-16)
+    assert np.all(np.isfinite(hxx))
+    with np.errstate(invalid="ignore"):
+        g_nan = op.grad(getattr(op, name)(x, np.nan), x, seed=np.ones(9))
+    assert np.all(np.isnan(g_nan.value))                   # a nan operand gives nan
 
 
 # ---------------------------------------------------------------- dtype and printing
@@ -279,3 +282,21 @@ def test_recorded_program_does_not_depend_on_values(fn, plain, edge) -> None:
     """Ties, bounds, nan and -inf record the same program as ordinary inputs (replayable)."""
     with np.errstate(invalid="ignore"):
         assert _program_text(fn, *map(np.array, plain)) == _program_text(fn, *map(np.array, edge))
+
+
+def test_ufunc_tables_name_primitives_that_compute_the_ufunc() -> None:
+    """The entries offered for Variable.__array_ufunc__: each primitive computes its ufunc."""
+    from simplegrad.primitives import binary, special
+
+    xv, yv = np.array([0.3, 1.7, -2.5]), np.array([0.9, -1.1, 1.3])
+    zv = np.array([0.2, 0.5, 0.9])      # inside every one-input domain but arccosh's
+    op = sg.Ops()
+    x, y, z = op.var(xv), op.var(yv), op.var(zv)
+    for ufunc, name in {**special.UFUNCS, **binary.UFUNCS}.items():
+        assert name in sg.REGISTRY, name
+        args, values = ((x, y), (xv, yv)) if ufunc.nin == 2 else ((z,), (zv,))
+        if name == "arccosh":
+            args, values = (z + 1.0,), (zv + 1.0,)
+        got = getattr(op, name)(*args).value
+        assert np.all(np.isfinite(got)), name
+        np.testing.assert_array_equal(got, ufunc(*values), err_msg=name)

@@ -11,8 +11,9 @@ vjps and the jvp come with it). Conventions, where finite differences cannot dec
 - fmax and fmin give each side of a tie half the gradient (as maximum and minimum); where one
   operand is nan the other one (the result) gets all of it; where both are nan, x does.
 - mod (numpy's remainder, Python's %) is x - floor(x / y) * y: d/dx = 1, d/dy = -floor(x / y).
-- logaddexp and logaddexp2 never overflow, nor do their derivatives exp(x - out) and
-  2 ** (x - out); where both operands are -inf the gradient is 0 (as logsumexp's).
+- logaddexp and logaddexp2 never overflow, nor do their derivatives, sigmoid(x - y) and
+  sigmoid(ln 2 (x - y)): an infinite operand gets 1 (+inf) or 0 (-inf), and where both are the
+  same infinity each gets 0.5. A nan operand gives nan.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
-from .core import ANY, NONZERO, Case, is_constant, uniform
+from .core import ANY, NONZERO, Case, dtype_of, is_constant, uniform
 from .elementwise import elementwise
 
 if TYPE_CHECKING:
     from ..variable import Variable
+
+LN2 = float(np.log(2.0))
 
 # ---------------------------------------------------------------- clip
 
@@ -132,20 +135,23 @@ HYPOT = elementwise("hypot", np.hypot, "hypot({0}, {1})", (
 # ---------------------------------------------------------------- logaddexp, logaddexp2
 
 
-def _finite(o, out):
-    """out where it is finite, else 0: both operands -inf then weigh exp(-inf - 0) = 0."""
-    return o.where(o.isfinite(out), out, 0)
+def _share_of(o, x, y, scale=1.0):
+    """d/dx of logaddexp (scale 1) or logaddexp2 (scale ln 2): sigmoid(scale (x - y)), which
+    never overflows. Infinities are first clipped to +-M (a quarter of the dtype's largest
+    value, so x - y is finite): the same infinity twice gives 0.5, never inf - inf."""
+    floats = [d for d in (dtype_of(x), dtype_of(y)) if d is not None and d.kind == "f"]
+    big = float(np.finfo(min(floats, key=lambda d: d.itemsize) if floats else np.float64).max) / 4
+    d = o.sub(o.clip(x, -big, big), o.clip(y, -big, big))
+    return o.sigmoid(d if scale == 1.0 else o.mul(d, scale))
 
 
 LOGADDEXP = elementwise("logaddexp", np.logaddexp, "logaddexp({0}, {1})", (
-    lambda o, g, out, x, y: o.mul(g, o.exp(o.sub(x, _finite(o, out)))),
-    lambda o, g, out, x, y: o.mul(g, o.exp(o.sub(y, _finite(o, out))))))
+    lambda o, g, out, x, y: o.mul(g, _share_of(o, x, y)),
+    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x))))
 
 LOGADDEXP2 = elementwise("logaddexp2", np.logaddexp2, "logaddexp2({0}, {1})", (
-    lambda o, g, out, x, y: o.mul(g, o.exp2(o.sub(x, _finite(o, out)))),
-    lambda o, g, out, x, y: o.mul(g, o.exp2(o.sub(y, _finite(o, out))))))
-
-# numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
+    lambda o, g, out, x, y: o.mul(g, _share_of(o, x, y, LN2)),
+    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x, LN2))))
 
 # numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
 UFUNCS = {np.fmax: "fmax", np.fmin: "fmin", np.remainder: "mod", np.arctan2: "arctan2",
