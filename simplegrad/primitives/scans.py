@@ -1,4 +1,4 @@
-"""Products, scans and moments: prod, cumsum, cumprod, var, std, and argmax / argmin.
+"""Products, scans and moments: prod, cumsum, cumprod, variance, std, and argmax / argmin.
 
 No rule here divides by x, so entries equal to zero are right at every order. The product of
 every entry but one is ``exclusive cumprod from the left * exclusive cumprod from the right``,
@@ -9,8 +9,9 @@ additions and shifts, whose rules are exact, so prod and cumprod with zeros (one
 number) are right at order 1, order 2 and beyond.
 
 Conventions: ``std`` of a slice whose std is exactly 0 has gradient 0 (as ``norm`` of a zero
-vector). ``var`` and ``std`` refuse a ``ddof`` that leaves no degrees of freedom. ``argmax`` and
-``argmin`` return int64 entries with no gradient (``differentiable=False``).
+vector). ``variance`` (``x.var()``; ``op.var`` makes a leaf) and ``std`` refuse a ``ddof`` that
+leaves no degrees of freedom. ``argmax`` and ``argmin`` return int64 entries with no gradient
+(``differentiable=False``).
 """
 
 from __future__ import annotations
