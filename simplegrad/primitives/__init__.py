@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .binary import BinaryOps, BinaryVariable
 from .core import REGISTRY, Case, Primitive, register
 from .decomp import DecompOps
 from .elementwise import ElementwiseOps
@@ -19,14 +20,16 @@ from .linalg import LinalgOps
 from .logic import LogicOps
 from .products import ProductMethods, ProductOps
 from .reduce import ReduceOps
+from .scans import ScanOps, ScanVariable
 from .shape import ShapeOps
+from .special import SpecialOps, SpecialVariable
 
 __all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "ValueOps",
            "VALUES", "VariableMethods"]
 
 
 class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps, DecompOps,
-                       ProductOps, LayoutOps, GatherOps):
+                       ProductOps, LayoutOps, GatherOps, SpecialOps, BinaryOps, ScanOps):
     """Every primitive as a method, plus the generic form; subclasses say what _apply does."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
@@ -35,7 +38,8 @@ class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps,
         return self._apply(prim, tuple(inputs), attrs or None, name)
 
 
-class VariableMethods(ProductMethods, LayoutMethods, GatherMethods):
+class VariableMethods(ProductMethods, LayoutMethods, GatherMethods, SpecialVariable,
+                      BinaryVariable, ScanVariable):
     """Methods that primitive families add to ``Variable`` (``x.cumsum()``, ...).
 
     A family keeps its Variable methods in a mixin with ``__slots__ = ()`` beside its records

@@ -1,0 +1,225 @@
+"""Elementwise functions of two operands (and clip, of three): clip, fmax, fmin, mod, arctan2,
+hypot, logaddexp, logaddexp2, with numpy's names.
+
+Each is registered with ``elementwise`` from one derivative rule per input (broadcasting, masked
+vjps and the jvp come with it). Conventions, where finite differences cannot decide:
+
+- clip(x, a_min, a_max) is minimum(maximum(x, a_min), a_max), as numpy computes it. The gradient
+  goes to x where a_min <= x <= a_max (bounds inclusive), to a_min where x < a_min, to a_max
+  where x > a_max; where a_min > a_max the output is a_max and so is the gradient's target.
+  A missing bound (None) is recorded as the constant -inf or inf and tests nothing.
+- fmax and fmin give each side of a tie half the gradient (as maximum and minimum); where one
+  operand is nan the other one (the result) gets all of it; where both are nan, x does.
+- mod (numpy's remainder, Python's %) is x - floor(x / y) * y: d/dx = 1, d/dy = -floor(x / y).
+- logaddexp and logaddexp2 never overflow, nor do their derivatives, sigmoid(x - y) and
+  sigmoid(ln 2 (x - y)): an infinite operand gets 1 (+inf) or 0 (-inf), and where both are the
+  same infinity each gets 0.5. A nan operand gives nan.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import ArgumentError
+from .core import ANY, NONZERO, Case, dtype_of, is_constant, uniform
+from .elementwise import elementwise
+
+if TYPE_CHECKING:
+    from ..variable import Variable
+
+LN2 = float(np.log(2.0))
+
+# ---------------------------------------------------------------- clip
+
+
+def _clip_fmt(args, attrs, render):
+    lo = "None" if args[1] == "-inf" else args[1]
+    hi = "None" if args[2] == "inf" else args[2]
+    return f"{args[0]}.clip({lo}, {hi})"
+
+
+def _bound(c: Any, sign: float) -> bool:
+    """True when c is the constant sign * inf (an absent bound): its test is skipped."""
+    return is_constant(c) and np.ndim(c) == 0 and float(c) == sign * np.inf
+
+
+def _inside(o, x, lo, hi):
+    if _bound(lo, -1):
+        return o.less_equal(x, hi)
+    if _bound(hi, 1):
+        return o.greater_equal(x, lo)
+    return o.logical_and(o.greater_equal(x, lo), o.less_equal(x, hi))
+
+
+def _below(o, x, lo, hi):
+    if _bound(hi, 1):
+        return o.less(x, lo)
+    return o.logical_and(o.less(x, lo), o.less_equal(lo, hi))
+
+
+def _above(o, x, lo, hi):
+    if _bound(lo, -1):
+        return o.greater(x, hi)
+    return o.logical_or(o.greater(x, hi), o.greater(lo, hi))
+
+
+CLIP = elementwise("clip", np.clip, _clip_fmt, (
+    lambda o, g, out, x, lo, hi: o.where(_inside(o, x, lo, hi), g, 0),
+    lambda o, g, out, x, lo, hi: o.where(_below(o, x, lo, hi), g, 0),
+    lambda o, g, out, x, lo, hi: o.where(_above(o, x, lo, hi), g, 0)),
+    domain=(ANY, uniform(-1.2, -0.2), uniform(0.2, 1.2)),
+    cases=[Case(((3,), (3,), (3,))), Case(((2, 3), (), ())), Case(((3, 4), (3, 1), (1, 4))),
+           Case(((3,), (), (3,))),
+           Case(((4,), (4,), (4,)), label="crossed", domain=(ANY, uniform(0.2, 1.0),
+                                                             uniform(-1.0, -0.2)))])
+
+# ---------------------------------------------------------------- fmax, fmin
+
+
+def _if_nan(o, v, then, other):
+    """``then`` where v is nan, else ``other``; a constant without nan records nothing."""
+    if is_constant(v) and not np.isnan(v).any():
+        return other
+    return o.where(o.not_equal(v, v), then, other)
+
+
+def _half_share(o, x, y, sense):
+    """(sign(x - y) * sense + 1) / 2: 1 where x wins, 0.5 on a tie, 0 where it loses."""
+    s = o.sign(o.sub(x, y))
+    return o.mul(o.add(s if sense > 0 else o.neg(s), 1), 0.5)
+
+
+def _nan_share(o, x, y, sense):
+    """Weight of x in fmax (sense 1) or fmin (sense -1): 1 where it wins or y is nan, 0.5 on a
+    tie, 0 where it loses or x alone is nan; recorded."""
+    return _if_nan(o, y, 1.0, _if_nan(o, x, 0.0, _half_share(o, x, y, sense)))
+
+
+def _nan_other(o, x, y, sense):
+    """Weight of y: one minus x's (so both nan sends everything to x)."""
+    return _if_nan(o, y, 0.0, _if_nan(o, x, 1.0, _half_share(o, y, x, sense)))
+
+
+FMAX = elementwise("fmax", np.fmax, "fmax({0}, {1})", (
+    lambda o, g, out, x, y: o.mul(g, _nan_share(o, x, y, 1.0)),
+    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, 1.0))))
+
+FMIN = elementwise("fmin", np.fmin, "fmin({0}, {1})", (
+    lambda o, g, out, x, y: o.mul(g, _nan_share(o, x, y, -1.0)),
+    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, -1.0))))
+
+# ---------------------------------------------------------------- mod, arctan2, hypot
+
+MOD = elementwise("mod", np.remainder, "{0} % {1}", (
+    lambda o, g, out, x, y: g,
+    lambda o, g, out, x, y: o.neg(o.mul(g, o.floor(o.div(x, y))))),
+    domain=(ANY, NONZERO))
+
+
+def _radius2(o, x, y):
+    return o.add(o.mul(x, x), o.mul(y, y))
+
+
+ARCTAN2 = elementwise("arctan2", np.arctan2, "arctan2({0}, {1})", (
+    lambda o, g, out, y, x: o.div(o.mul(g, x), _radius2(o, x, y)),
+    lambda o, g, out, y, x: o.neg(o.div(o.mul(g, y), _radius2(o, x, y)))),
+    domain=(NONZERO, NONZERO))
+
+HYPOT = elementwise("hypot", np.hypot, "hypot({0}, {1})", (
+    lambda o, g, out, x, y: o.mul(g, o.div(x, out)),
+    lambda o, g, out, x, y: o.mul(g, o.div(y, out))),
+    domain=(NONZERO, NONZERO))
+
+# ---------------------------------------------------------------- logaddexp, logaddexp2
+
+
+def _share_of(o, x, y, scale=1.0):
+    """d/dx of logaddexp (scale 1) or logaddexp2 (scale ln 2): sigmoid(scale (x - y)), which
+    never overflows. Infinities are first clipped to +-M (a quarter of the dtype's largest
+    value, so x - y is finite): the same infinity twice gives 0.5, never inf - inf."""
+    floats = [d for d in (dtype_of(x), dtype_of(y)) if d is not None and d.kind == "f"]
+    big = float(np.finfo(min(floats, key=lambda d: d.itemsize) if floats else np.float64).max) / 4
+    d = o.sub(o.clip(x, -big, big), o.clip(y, -big, big))
+    return o.sigmoid(d if scale == 1.0 else o.mul(d, scale))
+
+
+LOGADDEXP = elementwise("logaddexp", np.logaddexp, "logaddexp({0}, {1})", (
+    lambda o, g, out, x, y: o.mul(g, _share_of(o, x, y)),
+    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x))))
+
+LOGADDEXP2 = elementwise("logaddexp2", np.logaddexp2, "logaddexp2({0}, {1})", (
+    lambda o, g, out, x, y: o.mul(g, _share_of(o, x, y, LN2)),
+    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x, LN2))))
+
+# numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
+UFUNCS = {np.fmax: "fmax", np.fmin: "fmin", np.remainder: "mod", np.arctan2: "arctan2",
+          np.hypot: "hypot", np.logaddexp: "logaddexp", np.logaddexp2: "logaddexp2"}
+
+
+# ---------------------------------------------------------------- Ops methods
+
+class BinaryOps:
+    """The functions of this module as methods of an Ops."""
+
+    def clip(self, x: Any, a_min: Any = None, a_max: Any = None,
+             name: str | None = None) -> Variable:
+        """x limited to [a_min, a_max] (None: no bound); the gradient goes to the active side."""
+        lo = -np.inf if a_min is None else a_min
+        hi = np.inf if a_max is None else a_max
+        return self._apply(CLIP, (x, lo, hi), None, name)
+
+    def fmax(self, x: Any, y: Any, name: str | None = None) -> Variable:
+        """Elementwise maximum ignoring nan; a tie sends half the gradient to each side."""
+        return self._apply(FMAX, (x, y), None, name)
+
+    def fmin(self, x: Any, y: Any, name: str | None = None) -> Variable:
+        """Elementwise minimum ignoring nan; a tie sends half the gradient to each side."""
+        return self._apply(FMIN, (x, y), None, name)
+
+    def mod(self, x: Any, y: Any, name: str | None = None) -> Variable:
+        """Elementwise remainder of x / y with the sign of y (numpy's mod, Python's %)."""
+        return self._apply(MOD, (x, y), None, name)
+
+    remainder = mod     # numpy's other name for the same function
+
+    def arctan2(self, y: Any, x: Any, name: str | None = None) -> Variable:
+        """Elementwise angle of the point (x, y), in (-pi, pi]."""
+        return self._apply(ARCTAN2, (y, x), None, name)
+
+    def hypot(self, x: Any, y: Any, name: str | None = None) -> Variable:
+        """Elementwise sqrt(x ** 2 + y ** 2), without overflow."""
+        return self._apply(HYPOT, (x, y), None, name)
+
+    def logaddexp(self, x: Any, y: Any, name: str | None = None) -> Variable:
+        """Elementwise log(exp(x) + exp(y)), without overflow."""
+        return self._apply(LOGADDEXP, (x, y), None, name)
+
+    def logaddexp2(self, x: Any, y: Any, name: str | None = None) -> Variable:
+        """Elementwise log2(2 ** x + 2 ** y), without overflow."""
+        return self._apply(LOGADDEXP2, (x, y), None, name)
+
+
+# ---------------------------------------------------------------- Variable methods
+
+class BinaryVariable:
+    """Variable methods: ``x.clip(min, max)`` (numpy's ndarray.clip) and ``x % y``."""
+
+    __slots__ = ()
+
+    def clip(self, min: Any = None, max: Any = None, out: None = None,  # noqa: A002
+             **kwargs: Any) -> Variable:
+        """Limited to [min, max] (numpy's ndarray.clip; np.clip(x, lo, hi) calls it)."""
+        if out is not None:
+            raise ArgumentError(f"clip of {self.name}: out= is not supported on Variables")
+        lo, hi = kwargs.pop("a_min", min), kwargs.pop("a_max", max)
+        if kwargs:
+            raise ArgumentError(f"clip of {self.name}: {', '.join(kwargs)} not supported")
+        return self.ops.clip(self, lo, hi)
+
+    def __mod__(self, other: Any) -> Variable:
+        return self.ops.mod(self, other)
+
+    def __rmod__(self, other: Any) -> Variable:
+        return self.ops.mod(other, self)

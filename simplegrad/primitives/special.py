@@ -1,0 +1,272 @@
+"""More elementwise functions of one input: trigonometric and hyperbolic, logs, exponentials
+and powers, and rounding, with numpy's names (functions of two operands are in binary.py).
+
+Each is registered with ``elementwise`` from its derivative rule ``d(o, g, out, x)``, linear in
+``g`` (broadcasting, masked vjps and the jvp come with it), and prints as a method, ``v3.tan()``,
+which Variables have too. Inverse functions near their singular points use factored forms
+(``sqrt((1 - x)(1 + x))``) to keep precision; each check case samples away from them.
+
+floor, ceil and round have derivative 0 wherever it exists: their rule is None, so no gradient
+flows through them and nothing is recorded for them in a gradient, also at their jumps.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import ArgumentError
+from .core import ANY, NONZERO, POSITIVE, UNARY, Case, Sampler, uniform
+from .elementwise import elementwise
+
+if TYPE_CHECKING:
+    from ..variable import Variable
+
+LN2 = float(np.log(2.0))
+LN10 = float(np.log(10.0))
+
+
+def _unary(name: str, forward: Any, rule: Any, domain: Sampler = ANY, cases=None) -> Any:
+    """Register a one-input function printed as a method, ``v3.tan()``."""
+    return elementwise(name, forward, "{0}." + name + "()", (rule,), domain=domain, cases=cases)
+
+
+def _sqrt_one_minus_square(o, x):
+    """sqrt(1 - x^2), as sqrt((1 - x)(1 + x)) to keep precision near |x| = 1."""
+    return o.sqrt(o.mul(o.sub(1, x), o.add(x, 1)))
+
+# ---------------------------------------------------------------- trigonometric, hyperbolic
+
+
+TAN = _unary("tan", np.tan, lambda o, g, out, x: o.mul(g, o.add(o.mul(out, out), 1)),
+             uniform(-1.2, 1.2))
+ARCSIN = _unary("arcsin", np.arcsin, lambda o, g, out, x: o.div(g, _sqrt_one_minus_square(o, x)),
+                uniform(-0.9, 0.9))
+ARCCOS = _unary("arccos", np.arccos,
+                lambda o, g, out, x: o.neg(o.div(g, _sqrt_one_minus_square(o, x))),
+                uniform(-0.9, 0.9))
+ARCTAN = _unary("arctan", np.arctan, lambda o, g, out, x: o.div(g, o.add(o.mul(x, x), 1)))
+SINH = _unary("sinh", np.sinh, lambda o, g, out, x: o.mul(g, o.cosh(x)))
+COSH = _unary("cosh", np.cosh, lambda o, g, out, x: o.mul(g, o.sinh(x)))
+ARCSINH = _unary("arcsinh", np.arcsinh,
+                 lambda o, g, out, x: o.div(g, o.sqrt(o.add(o.mul(x, x), 1))))
+ARCCOSH = _unary("arccosh", np.arccosh,       # sqrt((x - 1)(x + 1)): exact near x = 1
+                 lambda o, g, out, x: o.div(g, o.sqrt(o.mul(o.sub(x, 1), o.add(x, 1)))),
+                 uniform(1.1, 3.0))
+ARCTANH = _unary("arctanh", np.arctanh,
+                 lambda o, g, out, x: o.div(g, o.mul(o.sub(1, x), o.add(x, 1))),
+                 uniform(-0.9, 0.9))
+
+# ---------------------------------------------------------------- logs, exponentials, powers
+
+LOG1P = _unary("log1p", np.log1p, lambda o, g, out, x: o.div(g, o.add(x, 1)), uniform(-0.5, 2.0))
+EXPM1 = _unary("expm1", np.expm1, lambda o, g, out, x: o.mul(g, o.add(out, 1)))
+LOG2 = _unary("log2", np.log2, lambda o, g, out, x: o.div(g, o.mul(x, LN2)), POSITIVE)
+LOG10 = _unary("log10", np.log10, lambda o, g, out, x: o.div(g, o.mul(x, LN10)), POSITIVE)
+EXP2 = _unary("exp2", np.exp2, lambda o, g, out, x: o.mul(g, o.mul(out, LN2)))
+SQUARE = _unary("square", np.square, lambda o, g, out, x: o.mul(g, o.mul(x, 2)))
+RECIPROCAL = _unary("reciprocal", np.reciprocal,
+                    lambda o, g, out, x: o.neg(o.mul(g, o.mul(out, out))), NONZERO)
+
+# ---------------------------------------------------------------- rounding (no gradient)
+
+FLOOR = _unary("floor", np.floor, None)
+CEIL = _unary("ceil", np.ceil, None)
+
+
+def _round(x, decimals=0):
+    return np.round(x, decimals)
+
+
+def _round_fmt(args, attrs, render):
+    decimals = attrs.get("decimals", 0)
+    return f"{args[0]}.round({decimals})" if decimals else f"{args[0]}.round()"
+
+
+ROUND = elementwise("round", _round, _round_fmt, (None,),
+                    cases=[*UNARY, Case(((3, 4),), {"decimals": 1}),
+                           Case(((3,),), {"decimals": -1}, domain=(uniform(-20.0, 20.0),))])
+
+# numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
+UFUNCS = {np.tan: "tan", np.arcsin: "arcsin", np.arccos: "arccos", np.arctan: "arctan",
+          np.sinh: "sinh", np.cosh: "cosh", np.arcsinh: "arcsinh", np.arccosh: "arccosh",
+          np.arctanh: "arctanh", np.log1p: "log1p", np.expm1: "expm1", np.log2: "log2",
+          np.log10: "log10", np.exp2: "exp2", np.square: "square", np.reciprocal: "reciprocal",
+          np.floor: "floor", np.ceil: "ceil", np.rint: "round"}
+
+
+# ---------------------------------------------------------------- Ops methods
+
+class SpecialOps:
+    """The functions of this module as methods of an Ops, with numpy's names."""
+
+    def tan(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise tangent."""
+        return self._apply(TAN, (x,), None, name)
+
+    def arcsin(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise inverse sine."""
+        return self._apply(ARCSIN, (x,), None, name)
+
+    def arccos(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise inverse cosine."""
+        return self._apply(ARCCOS, (x,), None, name)
+
+    def arctan(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise inverse tangent."""
+        return self._apply(ARCTAN, (x,), None, name)
+
+    def sinh(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise hyperbolic sine."""
+        return self._apply(SINH, (x,), None, name)
+
+    def cosh(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise hyperbolic cosine."""
+        return self._apply(COSH, (x,), None, name)
+
+    def arcsinh(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise inverse hyperbolic sine."""
+        return self._apply(ARCSINH, (x,), None, name)
+
+    def arccosh(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise inverse hyperbolic cosine (x >= 1)."""
+        return self._apply(ARCCOSH, (x,), None, name)
+
+    def arctanh(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise inverse hyperbolic tangent (|x| < 1)."""
+        return self._apply(ARCTANH, (x,), None, name)
+
+    def log1p(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise log(1 + x), accurate for small x."""
+        return self._apply(LOG1P, (x,), None, name)
+
+    def expm1(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise exp(x) - 1, accurate for small x."""
+        return self._apply(EXPM1, (x,), None, name)
+
+    def log2(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise base-2 logarithm."""
+        return self._apply(LOG2, (x,), None, name)
+
+    def log10(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise base-10 logarithm."""
+        return self._apply(LOG10, (x,), None, name)
+
+    def exp2(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise 2 ** x."""
+        return self._apply(EXP2, (x,), None, name)
+
+    def square(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise x * x."""
+        return self._apply(SQUARE, (x,), None, name)
+
+    def reciprocal(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise 1 / x."""
+        return self._apply(RECIPROCAL, (x,), None, name)
+
+    def floor(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise floor; no gradient flows (its derivative is 0 where it exists)."""
+        return self._apply(FLOOR, (x,), None, name)
+
+    def ceil(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise ceiling; no gradient flows (its derivative is 0 where it exists)."""
+        return self._apply(CEIL, (x,), None, name)
+
+    def round(self, x: Any, decimals: int = 0, name: str | None = None) -> Variable:
+        """Round to ``decimals`` places, halves to even as numpy; no gradient flows."""
+        if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)):
+            raise ArgumentError(f"round: decimals must be an int, got {decimals!r}")
+        attrs = {"decimals": int(decimals)} if decimals else None
+        return self._apply(ROUND, (x,), attrs, name)
+
+
+# ---------------------------------------------------------------- Variable methods
+
+class SpecialVariable:
+    """Variable methods for the one-input functions (``x.tan()``, ``x.round()``, ...)."""
+
+    __slots__ = ()
+
+    def tan(self) -> Variable:
+        """Elementwise tangent."""
+        return self.ops.tan(self)
+
+    def arcsin(self) -> Variable:
+        """Elementwise inverse sine."""
+        return self.ops.arcsin(self)
+
+    def arccos(self) -> Variable:
+        """Elementwise inverse cosine."""
+        return self.ops.arccos(self)
+
+    def arctan(self) -> Variable:
+        """Elementwise inverse tangent."""
+        return self.ops.arctan(self)
+
+    def sinh(self) -> Variable:
+        """Elementwise hyperbolic sine."""
+        return self.ops.sinh(self)
+
+    def cosh(self) -> Variable:
+        """Elementwise hyperbolic cosine."""
+        return self.ops.cosh(self)
+
+    def arcsinh(self) -> Variable:
+        """Elementwise inverse hyperbolic sine."""
+        return self.ops.arcsinh(self)
+
+    def arccosh(self) -> Variable:
+        """Elementwise inverse hyperbolic cosine."""
+        return self.ops.arccosh(self)
+
+    def arctanh(self) -> Variable:
+        """Elementwise inverse hyperbolic tangent."""
+        return self.ops.arctanh(self)
+
+    def log1p(self) -> Variable:
+        """Elementwise log(1 + self)."""
+        return self.ops.log1p(self)
+
+    def expm1(self) -> Variable:
+        """Elementwise exp(self) - 1."""
+        return self.ops.expm1(self)
+
+    def log2(self) -> Variable:
+        """Elementwise base-2 logarithm."""
+        return self.ops.log2(self)
+
+    def log10(self) -> Variable:
+        """Elementwise base-10 logarithm."""
+        return self.ops.log10(self)
+
+    def exp2(self) -> Variable:
+        """Elementwise 2 ** self."""
+        return self.ops.exp2(self)
+
+    def square(self) -> Variable:
+        """Elementwise self * self."""
+        return self.ops.square(self)
+
+    def reciprocal(self) -> Variable:
+        """Elementwise 1 / self."""
+        return self.ops.reciprocal(self)
+
+    def floor(self) -> Variable:
+        """Elementwise floor (no gradient)."""
+        return self.ops.floor(self)
+
+    def ceil(self) -> Variable:
+        """Elementwise ceiling (no gradient)."""
+        return self.ops.ceil(self)
+
+    def round(self, decimals: int = 0, out: None = None) -> Variable:
+        """Rounded to ``decimals`` places (no gradient); numpy's ``out`` must stay None."""
+        _no_out("round", self, out)
+        return self.ops.round(self, decimals)
+
+
+def _no_out(method: str, x: Any, out: Any) -> None:
+    if out is not None:
+        raise ArgumentError(f"{method} of {x.name}: out= is not supported on Variables (a "
+                            "Variable is never written into)")
