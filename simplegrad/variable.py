@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import ArgumentError, GraphError
-from .primitives import VariableMethods
+from .primitives import VariableMethods, binary, special
 
 if TYPE_CHECKING:
     from .tape import Ops
@@ -356,7 +356,7 @@ _UFUNCS = {np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide
            np.less: "less", np.less_equal: "less_equal", np.greater: "greater",
            np.greater_equal: "greater_equal", np.logical_and: "logical_and",
            np.logical_or: "logical_or", np.logical_not: "logical_not", np.isfinite: "isfinite",
-           np.sign: "sign"}
+           np.sign: "sign", **special.UFUNCS, **binary.UFUNCS}
 
 
 def _numpy_defaults(method: str, x: Variable, numpy_args: dict) -> None:
