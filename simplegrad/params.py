@@ -25,9 +25,7 @@ from .errors import GraphError, ShapeError
 from .operands import float_array
 from .primitives import PrimitiveMethods
 from .primitives.core import Primitive
-from .variable import Variable
-
-_new = object.__new__
+from .variable import Variable, leaf_variable
 
 
 class FreeOps(PrimitiveMethods):
@@ -83,25 +81,11 @@ class FreeOps(PrimitiveMethods):
 FREE = FreeOps()
 
 
-def free(value: Any, name: str | None, requires_grad: bool) -> Variable:
-    """A Variable bound to no Ops."""
-    v = _new(Variable)
-    _fill(v, value, name, requires_grad)
-    return v
-
-
-def _fill(v: Variable, value: Any, name: str | None, requires_grad: bool) -> None:
+def free(value: Any, name: str | None, requires_grad: bool, cls: type | None = None) -> Variable:
+    """A Variable bound to no Ops (its array made read-only)."""
     if type(value) is np.ndarray:
         value.flags.writeable = False
-    v.raw = value
-    v.ops = FREE
-    v.label = name
-    v.grad = None
-    v.requires_grad = requires_grad
-    v.prim = None
-    v.inputs = ()
-    v.attrs = None
-    v.position = 0
+    return leaf_variable(value, FREE, name, requires_grad, 0, cls)
 
 
 class Parameter(Variable):
@@ -111,9 +95,7 @@ class Parameter(Variable):
 
     def __new__(cls, value: Any, name: str | None = None,
                 requires_grad: bool = True) -> Parameter:
-        p = _new(cls)
-        _fill(p, float_array(value, name).copy(), name, bool(requires_grad))
-        return p
+        return free(float_array(value, name).copy(), name, bool(requires_grad), cls)
 
     def __init__(self, value: Any, name: str | None = None, requires_grad: bool = True):
         """A float copy of ``value`` (float64 unless it is float16/32/64)."""

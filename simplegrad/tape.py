@@ -19,7 +19,7 @@ from .operands import check_name, constant, error, float_array, translate
 from .params import FREE
 from .primitives import PrimitiveMethods
 from .primitives.core import Primitive
-from .variable import Variable
+from .variable import Variable, leaf_variable
 
 _new = object.__new__
 
@@ -303,17 +303,7 @@ class Ops(PrimitiveMethods):
 
     def _bare(self, value: Any, label: str | int | None, requires_grad: bool) -> Variable:
         """A Variable computed by no primitive; its position is where its dependents can start."""
-        v = _new(Variable)
-        v.raw = value
-        v.ops = self
-        v.label = label
-        v.grad = None
-        v.requires_grad = requires_grad
-        v.prim = None
-        v.inputs = ()
-        v.attrs = None
-        v.position = self.tape.end
-        return v
+        return leaf_variable(value, self, label, requires_grad, self.tape.end)
 
     # ------------------------------------------------------------ recording
 

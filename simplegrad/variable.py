@@ -349,6 +349,22 @@ class Variable(VariableMethods):
         self.ops.backward(self, seed=seed, create_graph=create_graph)
 
 
+def leaf_variable(value: Any, ops: Any, label: int | str | None, requires_grad: bool,
+                  position: int, cls: type | None = None) -> Variable:
+    """A Variable computed by no primitive (a leaf, a seed, an unrecorded or free value)."""
+    v = object.__new__(cls or Variable)
+    v.raw = value
+    v.ops = ops
+    v.label = label
+    v.grad = None
+    v.requires_grad = requires_grad
+    v.prim = None
+    v.inputs = ()
+    v.attrs = None
+    v.position = position
+    return v
+
+
 _UFUNCS = {np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",
            np.negative: "neg", np.power: "pow", np.exp: "exp", np.log: "log", np.sqrt: "sqrt",
            np.sin: "sin", np.cos: "cos", np.tanh: "tanh", np.absolute: "abs",
