@@ -21,6 +21,7 @@ from .errors import (
     ShapeError,
     SimplegradError,
 )
+from .primitives.core import error
 from .variable import Variable
 
 if TYPE_CHECKING:
@@ -86,23 +87,6 @@ def check_name(name: Any) -> str | None:
     return name
 
 # ---------------------------------------------------------------- errors
-
-
-def describe(inputs: tuple) -> str:
-    """The inputs of an entry as an error message names them."""
-    parts = []
-    for x in inputs:
-        if isinstance(x, Variable):
-            parts.append(f"{x.name} with shape {x.shape}")
-        else:
-            parts.append(f"constant with shape {np.shape(x)}")
-    return ", ".join(parts)
-
-
-def error(op: str, inputs: tuple, reason: str, kind: type) -> Exception:
-    """An error of ``kind`` naming the operation, the reason and the inputs' names and shapes."""
-    return kind(f"{op}: {reason} ({describe(inputs)})")
-
 
 def translate(prim: Primitive, inputs: tuple, e: Exception) -> Exception:
     """numpy's exception from a forward as ours, with names and shapes (ours pass as they are)."""

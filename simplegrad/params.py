@@ -40,11 +40,13 @@ class FreeOps(PrimitiveMethods):
     def __repr__(self) -> str:
         return "<FreeOps: parameters and values bound to no tape>"
 
-    def _apply(self, prim: Primitive, inputs: tuple, attrs: dict | None, name: str | None):
+    def apply(self, prim: Primitive, inputs: Any, attrs: dict | None = None,
+              name: str | None = None) -> Any:
+        """Record ``prim`` on the Ops of a bound input, else on the implicit Ops."""
         for x in inputs:
             if isinstance(x, Variable) and x.ops is not self:
-                return x.ops._apply(prim, inputs, attrs, name)
-        return self.implicit()._apply(prim, inputs, attrs, name)
+                return x.ops.apply(prim, inputs, attrs, name)
+        return self.implicit().apply(prim, inputs, attrs, name)
 
     def implicit(self) -> Any:
         """The Ops that free computations record on: the one alive, or a new one."""

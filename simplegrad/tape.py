@@ -153,7 +153,7 @@ class Ops(PrimitiveMethods):
         self.echo = echo
         if self.simplify:       # the simplifying path replaces the plain one on this Ops only
             self._cse: dict = {}
-            self._apply = self._apply_simplified
+            self.apply = self._apply_simplified
 
     def __repr__(self) -> str:
         state = "" if self.recording else ", not recording"
@@ -307,7 +307,11 @@ class Ops(PrimitiveMethods):
 
     # ------------------------------------------------------------ recording
 
-    def _apply(self, prim: Primitive, inputs: tuple, attrs: dict | None, name: str | None):
+    def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
+              name: str | None = None) -> Any:
+        """Record ``prim`` on ``inputs`` with ``attrs`` (every primitive method calls this)."""
+        if type(inputs) is not tuple:
+            inputs = tuple(inputs)
         values = []
         ref = None
         requires = False
@@ -377,7 +381,7 @@ class Ops(PrimitiveMethods):
         input, a rewrite records the simpler form, and an entry already on the tape with the
         same primitive, inputs and attributes is reused (hash-consing)."""
         if not self.recording or name is not None:     # a named result is recorded as asked
-            return Ops._apply(self, prim, inputs, attrs, name)
+            return Ops.apply(self, prim, inputs, attrs, name)
         rewritten = rules.rewrite(prim, inputs, attrs)
         if rewritten is not None:
             prim, inputs, attrs = rewritten
@@ -390,7 +394,7 @@ class Ops(PrimitiveMethods):
         if hit is not None and tape.base <= hit.position < tape.end and \
                 tape.at(hit.position) is hit:
             return hit
-        out = Ops._apply(self, prim, inputs, attrs, name)
+        out = Ops.apply(self, prim, inputs, attrs, name)
         if type(out) is Variable:
             self._cse[key] = out
         return out

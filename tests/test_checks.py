@@ -46,10 +46,9 @@ FROZEN_SIN = _unary("frozen_sin", np.sin,
 FROZEN_SQUARE = _unary("frozen_square", np.square,
                        lambda o, g, out, x: o.mul(g, 2.0 * value_of(x)),
                        lambda o, ts, out, x: o.mul(ts[0], 2.0 * value_of(x)))
-# (ValueOps, the o of value-only sweeps, has no public apply, hence _apply)
 CUBE = _unary("cube", lambda x: x ** 3,
-              lambda o, g, out, x: o.mul(g, o.mul(o._apply(FROZEN_SQUARE, (x,), None, None), 3.0)),
-              lambda o, ts, out, x: o.mul(ts[0], o.mul(o._apply(FROZEN_SQUARE, (x,), None, None),
+              lambda o, g, out, x: o.mul(g, o.mul(o.apply(FROZEN_SQUARE, (x,)), 3.0)),
+              lambda o, ts, out, x: o.mul(ts[0], o.mul(o.apply(FROZEN_SQUARE, (x,)),
                                                        3.0)))
 
 

@@ -30,12 +30,12 @@ __all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "Val
 
 class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps, DecompOps,
                        ProductOps, LayoutOps, GatherOps, SpecialOps, BinaryOps, ScanOps):
-    """Every primitive as a method, plus the generic form; subclasses say what _apply does."""
+    """Every primitive as a method; subclasses say what ``apply`` (the generic form) does."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
               name: str | None = None) -> Any:
         """Run ``prim`` on ``inputs`` with ``attrs`` (the generic form of every method)."""
-        return self._apply(prim, tuple(inputs), attrs or None, name)
+        raise NotImplementedError
 
 
 class VariableMethods(ProductMethods, LayoutMethods, GatherMethods, SpecialVariable,
@@ -52,12 +52,14 @@ class VariableMethods(ProductMethods, LayoutMethods, GatherMethods, SpecialVaria
 class ValueOps(PrimitiveMethods):
     """The same primitive methods run on plain numpy values: nothing is recorded."""
 
-    def _apply(self, prim: Primitive, inputs: tuple, attrs: dict | None, name: str | None):
+    def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
+              name: str | None = None) -> Any:
+        """The value of ``prim`` on plain values (nothing is recorded)."""
         return prim.forward(*inputs, **attrs) if attrs else prim.forward(*inputs)
 
 
 for _prim in REGISTRY.values():
-    if _prim.plain:     # skip the method and _apply layers when only values are wanted
+    if _prim.plain:     # skip the method and apply layers when only values are wanted
         setattr(ValueOps, _prim.name, staticmethod(_prim.forward))
 
 VALUES = ValueOps()

@@ -168,37 +168,37 @@ class BinaryOps:
         """x limited to [a_min, a_max] (None: no bound); the gradient goes to the active side."""
         lo = -np.inf if a_min is None else a_min
         hi = np.inf if a_max is None else a_max
-        return self._apply(CLIP, (x, lo, hi), None, name)
+        return self.apply(CLIP, (x, lo, hi), None, name)
 
     def fmax(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """Elementwise maximum ignoring nan; a tie sends half the gradient to each side."""
-        return self._apply(FMAX, (x, y), None, name)
+        return self.apply(FMAX, (x, y), None, name)
 
     def fmin(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """Elementwise minimum ignoring nan; a tie sends half the gradient to each side."""
-        return self._apply(FMIN, (x, y), None, name)
+        return self.apply(FMIN, (x, y), None, name)
 
     def mod(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """Elementwise remainder of x / y with the sign of y (numpy's mod, Python's %)."""
-        return self._apply(MOD, (x, y), None, name)
+        return self.apply(MOD, (x, y), None, name)
 
     remainder = mod     # numpy's other name for the same function
 
     def arctan2(self, y: Any, x: Any, name: str | None = None) -> Variable:
         """Elementwise angle of the point (x, y), in (-pi, pi]."""
-        return self._apply(ARCTAN2, (y, x), None, name)
+        return self.apply(ARCTAN2, (y, x), None, name)
 
     def hypot(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """Elementwise sqrt(x ** 2 + y ** 2), without overflow."""
-        return self._apply(HYPOT, (x, y), None, name)
+        return self.apply(HYPOT, (x, y), None, name)
 
     def logaddexp(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """Elementwise log(exp(x) + exp(y)), without overflow."""
-        return self._apply(LOGADDEXP, (x, y), None, name)
+        return self.apply(LOGADDEXP, (x, y), None, name)
 
     def logaddexp2(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """Elementwise log2(2 ** x + 2 ** y), without overflow."""
-        return self._apply(LOGADDEXP2, (x, y), None, name)
+        return self.apply(LOGADDEXP2, (x, y), None, name)
 
 
 # ---------------------------------------------------------------- Variable methods

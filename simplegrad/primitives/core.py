@@ -98,6 +98,23 @@ REDUCE = [Case(((),)), Case(((3,),)), Case(((3, 4),), {"axis": 1}),
           Case(((3, 4),), {"axis": 0, "keepdims": True}), Case(((2, 3, 4),), {"axis": (0, 2)}),
           Case(((2, 3, 4),), {"axis": -1, "keepdims": True})]
 
+# ---------------------------------------------------------------- errors
+
+def describe(inputs: Sequence[Any]) -> str:
+    """The inputs of an entry as an error message names them (Variables by name)."""
+    parts = []
+    for x in inputs:
+        name = None if is_constant(x) else x.name
+        shape = np.shape(value_of(x))
+        parts.append(f"constant with shape {shape}" if name is None else
+                     f"{name} with shape {shape}")
+    return ", ".join(parts)
+
+
+def error(op: str, inputs: Sequence[Any], reason: str, kind: type) -> Exception:
+    """An error of ``kind`` naming the operation, the reason and the inputs' names and shapes."""
+    return kind(f"{op}: {reason} ({describe(inputs)})")
+
 # ---------------------------------------------------------------- value helpers
 
 def shape_of(x: Any) -> tuple:

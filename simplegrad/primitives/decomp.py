@@ -270,23 +270,23 @@ class DecompOps:
 
     def solve(self, a: Any, b: Any, name: str | None = None) -> Variable:
         """x with a @ x = b; b is a stack of vectors only when it is 1-D (numpy 2's rule)."""
-        return self._apply(SOLVE, (a, b), None, name)
+        return self.apply(SOLVE, (a, b), None, name)
 
     def inv(self, a: Any, name: str | None = None) -> Variable:
         """The inverse of each square matrix in the last two axes of a."""
-        return self._apply(INV, (a,), None, name)
+        return self.apply(INV, (a,), None, name)
 
     def det(self, a: Any, name: str | None = None) -> Variable:
         """The determinant of each square matrix in the last two axes of a."""
-        return self._apply(DET, (a,), None, name)
+        return self.apply(DET, (a,), None, name)
 
     def slogdet(self, a: Any, name: str | None = None) -> Variable:
         """log|det a| per matrix; its sign, a constant, is ``np.linalg.slogdet(a.value).sign``."""
-        return self._apply(SLOGDET, (a,), None, name)
+        return self.apply(SLOGDET, (a,), None, name)
 
     def cholesky(self, a: Any, name: str | None = None) -> Variable:
         """Lower Cholesky factor L of (a + a^T) / 2, which must be positive definite."""
-        return self._apply(CHOLESKY, (a,), None, name)
+        return self.apply(CHOLESKY, (a,), None, name)
 
     def norm(self, x: Any, axis: Any = None, keepdims: bool = False,
              name: str | None = None) -> Variable:
@@ -295,4 +295,4 @@ class DecompOps:
             axis = tuple(int(i) for i in axis)
         elif axis is not None:
             axis = int(axis)
-        return self._apply(NORM, (x,), {"axis": axis, "keepdims": bool(keepdims)}, name)
+        return self.apply(NORM, (x,), {"axis": axis, "keepdims": bool(keepdims)}, name)

@@ -250,75 +250,75 @@ class ElementwiseOps:
 
     def add(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """x + y, with numpy broadcasting."""
-        return self._apply(ADD, (x, y), None, name)
+        return self.apply(ADD, (x, y), None, name)
 
     def sub(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """x - y, with numpy broadcasting."""
-        return self._apply(SUB, (x, y), None, name)
+        return self.apply(SUB, (x, y), None, name)
 
     def mul(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """x * y, with numpy broadcasting."""
-        return self._apply(MUL, (x, y), None, name)
+        return self.apply(MUL, (x, y), None, name)
 
     def div(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """x / y, with numpy broadcasting."""
-        return self._apply(DIV, (x, y), None, name)
+        return self.apply(DIV, (x, y), None, name)
 
     def neg(self, x: Any, name: str | None = None) -> Variable:
         """-x."""
-        return self._apply(NEG, (x,), None, name)
+        return self.apply(NEG, (x,), None, name)
 
     def pow(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """x ** y, with numpy broadcasting."""
-        return self._apply(POW, (x, y), None, name)
+        return self.apply(POW, (x, y), None, name)
 
     def exp(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise e ** x."""
-        return self._apply(EXP, (x,), None, name)
+        return self.apply(EXP, (x,), None, name)
 
     def log(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise natural logarithm."""
-        return self._apply(LOG, (x,), None, name)
+        return self.apply(LOG, (x,), None, name)
 
     def sqrt(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise square root."""
-        return self._apply(SQRT, (x,), None, name)
+        return self.apply(SQRT, (x,), None, name)
 
     def sin(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise sine."""
-        return self._apply(SIN, (x,), None, name)
+        return self.apply(SIN, (x,), None, name)
 
     def cos(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise cosine."""
-        return self._apply(COS, (x,), None, name)
+        return self.apply(COS, (x,), None, name)
 
     def tanh(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise hyperbolic tangent."""
-        return self._apply(TANH, (x,), None, name)
+        return self.apply(TANH, (x,), None, name)
 
     def sigmoid(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise logistic function 1 / (1 + e ** -x), stable for large |x|."""
-        return self._apply(SIGMOID, (x,), None, name)
+        return self.apply(SIGMOID, (x,), None, name)
 
     def relu(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise max(x, 0); its derivative at 0 is 0."""
-        return self._apply(RELU, (x,), None, name)
+        return self.apply(RELU, (x,), None, name)
 
     def abs(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise |x|; its derivative at 0 is 0."""
-        return self._apply(ABS, (x,), None, name)
+        return self.apply(ABS, (x,), None, name)
 
     def maximum(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """Elementwise maximum; a tie sends half the gradient to each side."""
-        return self._apply(MAXIMUM, (x, y), None, name)
+        return self.apply(MAXIMUM, (x, y), None, name)
 
     def minimum(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """Elementwise minimum; a tie sends half the gradient to each side."""
-        return self._apply(MINIMUM, (x, y), None, name)
+        return self.apply(MINIMUM, (x, y), None, name)
 
     def sign(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise -1, 0 or 1; its derivative is 0."""
-        return self._apply(SIGN, (x,), None, name)
+        return self.apply(SIGN, (x,), None, name)
 
     def where(self, cond: Any, x: Any, y: Any, name: str | None = None) -> Variable:
         """x where ``cond`` holds, else y; the untaken side gets exactly zero gradient.
@@ -330,4 +330,4 @@ class ElementwiseOps:
         if cond.dtype != bool:
             raise ArgumentError(f"where: the condition must be bool, not {cond.dtype} (compare, "
                                 "as in x > 0)")
-        return self._apply(WHERE, (cond, x, y), None, name)
+        return self.apply(WHERE, (cond, x, y), None, name)

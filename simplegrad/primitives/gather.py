@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, AxisError, OutOfBoundsError, ShapeError
-from .core import Case, Primitive, is_constant, method_fmt, register, shape_of, value_of
+from .core import Case, Primitive, error, is_constant, method_fmt, register, shape_of, value_of
 from .layout import axes_of, flat
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ class GatherOps:
         """Indices that sort x along ``axis`` (stable; an integer entry, no gradient)."""
         if axis is not None:
             (axis,) = axes_of(self, "argsort", x, axis)
-        return self._apply(ARGSORT, (x,), {"axis": axis}, name)
+        return self.apply(ARGSORT, (x,), {"axis": axis}, name)
 
     def sort(self, x: Any, axis: int | None = -1, name: str | None = None) -> Variable:
         """x sorted along ``axis``: an argsort entry, then take_along_axis with it."""
@@ -129,14 +129,14 @@ class GatherOps:
                 raise ValueError("indices and x need the same number of dimensions")
             np.broadcast_shapes(shape[:ax] + shape[ax + 1:], ishape[:ax] + ishape[ax + 1:])
         except ValueError as e:
-            raise self._error("take_along_axis", (x, indices), str(e), ShapeError) from None
+            raise error("take_along_axis", (x, indices), str(e), ShapeError) from None
         _check_bounds(self, "take_along_axis", x, indices, shape[ax])
         if axis is None:
             x = flat(self, x)
         axis = ax
         if is_constant(indices):
-            return self._apply(TAKE_ALONG_AXIS, (x,), {"indices": indices, "axis": axis}, name)
-        return self._apply(TAKE_ALONG_AXIS, (x, indices), {"axis": axis}, name)
+            return self.apply(TAKE_ALONG_AXIS, (x,), {"indices": indices, "axis": axis}, name)
+        return self.apply(TAKE_ALONG_AXIS, (x, indices), {"axis": axis}, name)
 
     def scatter_add_along_axis(self, g: Any, indices: Any, axis: int, shape: Sequence[int],
                                name: str | None = None) -> Variable:
@@ -144,21 +144,21 @@ class GatherOps:
         indices = _indices(self, "scatter_add_along_axis", g, indices)
         shape = tuple(int(n) for n in shape)
         if not -len(shape) <= axis < len(shape):
-            raise self._error("scatter_add_along_axis", (g,), f"axis {axis} is out of range "
+            raise error("scatter_add_along_axis", (g,), f"axis {axis} is out of range "
                               f"for shape {shape}", AxisError)
         axis = int(axis) % len(shape)
         gshape, ishape = shape_of(g), shape_of(indices)
         if len(gshape) != len(shape) or len(ishape) != len(shape) or gshape[axis] != \
                 ishape[axis] or np.broadcast_shapes(gshape, ishape) != gshape or any(
                 n not in (1, m) for d, (n, m) in enumerate(zip(shape, gshape)) if d != axis):
-            raise self._error("scatter_add_along_axis", (g, indices), f"cannot add values of "
+            raise error("scatter_add_along_axis", (g, indices), f"cannot add values of "
                               f"shape {gshape} at indices of shape {ishape} into {shape}",
                               ShapeError)
         _check_bounds(self, "scatter_add_along_axis", g, indices, shape[axis])
         attrs = {"axis": axis, "shape": shape}
         if is_constant(indices):
-            return self._apply(SCATTER_ADD_ALONG_AXIS, (g,), {"indices": indices, **attrs}, name)
-        return self._apply(SCATTER_ADD_ALONG_AXIS, (g, indices), attrs, name)
+            return self.apply(SCATTER_ADD_ALONG_AXIS, (g,), {"indices": indices, **attrs}, name)
+        return self.apply(SCATTER_ADD_ALONG_AXIS, (g, indices), attrs, name)
 
     def take(self, x: Any, indices: Any, axis: int | None = None,
              name: str | None = None) -> Variable:
@@ -187,16 +187,16 @@ def _indices(ops: Any, op: str, x: Any, indices: Any) -> Any:
     """Integer indices: a recorded integer entry as it is, a constant as a read-only int64 array."""
     if not is_constant(indices):
         if indices.dtype.kind not in "iu":
-            raise ops._error(op, (x, indices), f"indices must be integers, not {indices.dtype}",
+            raise error(op, (x, indices), f"indices must be integers, not {indices.dtype}",
                              ArgumentError)
         if is_constant(x):
-            raise ops._error(op, (x, indices), "x is a constant: make it a Variable "
+            raise error(op, (x, indices), "x is a constant: make it a Variable "
                              "(op.var(x, requires_grad=False)) to gather with recorded indices",
                              ArgumentError)
         return indices
     arr = np.asarray(indices)
     if arr.dtype.kind not in "iu":
-        raise ops._error(op, (x,), f"indices must be integers, not {arr.dtype}", ArgumentError)
+        raise error(op, (x,), f"indices must be integers, not {arr.dtype}", ArgumentError)
     arr = arr.astype(np.int64)
     arr.flags.writeable = False
     return arr
@@ -206,7 +206,7 @@ def _check_bounds(ops: Any, op: str, x: Any, indices: Any, n: int) -> None:
     """Raise before recording when an index falls outside an axis of length n."""
     values = value_of(indices)
     if np.size(values) and not (-n <= np.min(values) and np.max(values) < n):
-        raise ops._error(op, (x,) if is_constant(indices) else (x, indices),
+        raise error(op, (x,) if is_constant(indices) else (x, indices),
                          f"an index is out of bounds for an axis of size {n}", OutOfBoundsError)
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, AxisError, ShapeError
-from .core import Case, Primitive, full_mask, register, shape_of
+from .core import Case, Primitive, error, full_mask, register, shape_of
 
 if TYPE_CHECKING:
     from ..variable import Variable
@@ -143,41 +143,41 @@ class LayoutOps:
 
     def flip(self, x: Any, axis: Any = None, name: str | None = None) -> Variable:
         """x with the order of entries reversed along ``axis`` (every axis when None)."""
-        return self._apply(FLIP, (x,), {"axis": axes_of(self, "flip", x, axis)}, name)
+        return self.apply(FLIP, (x,), {"axis": axes_of(self, "flip", x, axis)}, name)
 
     def roll(self, x: Any, shift: Any, axis: Any = None, name: str | None = None) -> Variable:
         """x with entries shifted by ``shift`` along ``axis``, wrapping around."""
         if axis is None:
             if not isinstance(shift, (int, np.integer)):
-                raise self._error("roll", (x,), "axis=None needs an int shift", ArgumentError)
+                raise error("roll", (x,), "axis=None needs an int shift", ArgumentError)
             if len(shape_of(x)) != 1:
                 rolled = self.roll(self.ravel(x), shift, 0)
                 return self.reshape(rolled, shape_of(x), name=name)
             axis = 0
         shifts, axes = (np.atleast_1d(np.asarray(v)) for v in (shift, axis))
         if shifts.dtype.kind not in "iu" or shifts.ndim > 1 or len(shifts) not in (1, len(axes)):
-            raise self._error("roll", (x,), f"shift {shift!r} must be an int or one int per axis",
+            raise error("roll", (x,), f"shift {shift!r} must be an int or one int per axis",
                               ArgumentError)
         axes = axes_of(self, "roll", x, tuple(int(a) for a in axes), repeats=True)
         shifts = tuple(int(s) for s in np.broadcast_to(shifts, (len(axes),)))
-        return self._apply(ROLL, (x,), {"shift": shifts, "axis": axes}, name)
+        return self.apply(ROLL, (x,), {"shift": shifts, "axis": axes}, name)
 
     def pad(self, x: Any, pad_width: Any, mode: str = "constant", constant_values: float = 0.0,
             name: str | None = None) -> Variable:
         """x with ``pad_width`` entries of ``constant_values`` added before and after each axis."""
         if mode != "constant" or np.ndim(constant_values) != 0:
-            raise self._error("pad", (x,), "only mode='constant' with one number is supported",
+            raise error("pad", (x,), "only mode='constant' with one number is supported",
                               ArgumentError)
         nd = len(shape_of(x))
         try:
             widths = np.broadcast_to(np.asarray(pad_width), (nd, 2))
         except ValueError:
-            raise self._error("pad", (x,), f"pad_width {pad_width!r} does not fit {nd} axes",
+            raise error("pad", (x,), f"pad_width {pad_width!r} does not fit {nd} axes",
                               ShapeError) from None
         if widths.dtype.kind not in "iu" or np.any(widths < 0):
-            raise self._error("pad", (x,), "pad_width must hold non-negative ints", ArgumentError)
+            raise error("pad", (x,), "pad_width must hold non-negative ints", ArgumentError)
         widths = tuple((int(b), int(a)) for b, a in widths)
-        return self._apply(PAD, (x,), {"pad_width": widths,
+        return self.apply(PAD, (x,), {"pad_width": widths,
                                        "constant_values": float(constant_values)}, name)
 
     def repeat(self, x: Any, repeats: Any, axis: int | None = None,
@@ -188,21 +188,21 @@ class LayoutOps:
         n = int(np.prod(shape_of(x))) if ax is None else shape_of(x)[ax]
         if reps.dtype.kind not in "iu" or reps.ndim > 1 or np.any(reps < 0) or (
                 reps.ndim == 1 and len(reps) not in (1, n)):
-            raise self._error("repeat", (x,), f"repeats must be a non-negative int or {n} of "
+            raise error("repeat", (x,), f"repeats must be a non-negative int or {n} of "
                               "them", ArgumentError)
         reps = int(reps.flat[0]) if reps.size == 1 else tuple(int(r) for r in reps)
         if ax is None:
             x, ax = flat(self, x), 0
-        return self._apply(REPEAT, (x,), {"repeats": reps, "axis": ax}, name)
+        return self.apply(REPEAT, (x,), {"repeats": reps, "axis": ax}, name)
 
     def tile(self, x: Any, reps: Any, name: str | None = None) -> Variable:
         """x repeated as a block ``reps`` times along each axis."""
         reps = np.atleast_1d(np.asarray(reps))
         if reps.dtype.kind not in "iu" or reps.ndim != 1 or np.any(reps < 0):
-            raise self._error("tile", (x,), "reps must be non-negative ints", ArgumentError)
+            raise error("tile", (x,), "reps must be non-negative ints", ArgumentError)
         nd = len(shape_of(x))
         reps = (1,) * (nd - len(reps)) + tuple(int(r) for r in reps)
-        return self._apply(TILE, (x,), {"reps": reps}, name)
+        return self.apply(TILE, (x,), {"reps": reps}, name)
 
     # ------------------------------------------------------------ recorded as other primitives
 
@@ -212,7 +212,7 @@ class LayoutOps:
         axes = tuple(i for i, n in enumerate(shape) if n == 1) if axis is None else \
             axes_of(self, "squeeze", x, axis)
         if any(shape[a] != 1 for a in axes):
-            raise self._error("squeeze", (x,), f"axis {axis} does not have size 1", ShapeError)
+            raise error("squeeze", (x,), f"axis {axis} does not have size 1", ShapeError)
         return self.reshape(x, tuple(n for i, n in enumerate(shape) if i not in axes), name=name)
 
     def expand_dims(self, x: Any, axis: Any, name: str | None = None) -> Variable:
@@ -223,11 +223,11 @@ class LayoutOps:
         axes = []
         for a in (axis,) if count == 1 and isinstance(axis, (int, np.integer)) else tuple(axis):
             if not isinstance(a, (int, np.integer)) or not -nd <= a < nd:
-                raise self._error("expand_dims", (x,), f"axis {a} is out of range for the "
+                raise error("expand_dims", (x,), f"axis {a} is out of range for the "
                                   f"{nd}-d result", AxisError)
             axes.append(int(a) % nd)
         if len(set(axes)) != len(axes):
-            raise self._error("expand_dims", (x,), f"repeated axis in {axis}", ArgumentError)
+            raise error("expand_dims", (x,), f"repeated axis in {axis}", ArgumentError)
         it = iter(shape)
         return self.reshape(x, tuple(1 if i in axes else next(it) for i in range(nd)), name=name)
 
@@ -237,7 +237,7 @@ class LayoutOps:
         src = axes_of(self, "moveaxis", x, source, keep_order=True)
         dst = axes_of(self, "moveaxis", x, destination, keep_order=True)
         if len(src) != len(dst):
-            raise self._error("moveaxis", (x,), "source and destination need as many axes",
+            raise error("moveaxis", (x,), "source and destination need as many axes",
                               ArgumentError)
         perm = [i for i in range(len(shape_of(x))) if i not in src]
         for d, s in sorted(zip(dst, src)):
@@ -273,7 +273,7 @@ class LayoutOps:
         if isinstance(indices_or_sections, (int, np.integer)):
             parts = int(indices_or_sections)
             if parts <= 0:
-                raise self._error(op, (x,), "the number of sections must be > 0",
+                raise error(op, (x,), "the number of sections must be > 0",
                                   ArgumentError)
             each, extra = divmod(n, parts)
             sizes = [each + 1] * extra + [each] * (parts - extra)
@@ -288,7 +288,7 @@ class LayoutOps:
         if isinstance(indices_or_sections, (int, np.integer)):
             (ax,) = axes_of(self, "split", x, axis)
             if indices_or_sections <= 0 or shape_of(x)[ax] % indices_or_sections:
-                raise self._error("split", (x,), f"{indices_or_sections} sections do not divide "
+                raise error("split", (x,), f"{indices_or_sections} sections do not divide "
                                   f"axis {axis} equally; use array_split", ShapeError)
         return self._parts("split", x, indices_or_sections, axis)
 
@@ -312,11 +312,11 @@ class LayoutOps:
 def _check_join(ops: Any, op: str, xs: Sequence[Any], shapes: list[tuple], axis: int) -> None:
     """Raise before recording when the arrays cannot be joined along ``axis``."""
     if not xs:
-        raise ops._error(op, (), "needs at least one array", ArgumentError)
+        raise error(op, (), "needs at least one array", ArgumentError)
     first = shapes[0]
     for s in shapes[1:]:
         if len(s) != len(first) or s[:axis] + s[axis + 1:] != first[:axis] + first[axis + 1:]:
-            raise ops._error(op, tuple(xs), f"shapes {first} and {s} do not join along axis "
+            raise error(op, tuple(xs), f"shapes {first} and {s} do not join along axis "
                              f"{axis}", ShapeError)
 
 
@@ -329,11 +329,11 @@ def axes_of(ops: Any, op: str, x: Any, axis: Any, repeats: bool = False,
     out = []
     for a in axes:
         if not isinstance(a, (int, np.integer)) or not -nd <= a < nd:
-            raise ops._error(op, (x,), f"axis {a} is out of range for {nd} dimension(s)",
+            raise error(op, (x,), f"axis {a} is out of range for {nd} dimension(s)",
                              AxisError)
         out.append(int(a) % nd)
     if not repeats and len(set(out)) != len(out):
-        raise ops._error(op, (x,), f"repeated axis in {axis}", ArgumentError)
+        raise error(op, (x,), f"repeated axis in {axis}", ArgumentError)
     return tuple(out) if keep_order or repeats else tuple(sorted(out))
 
 

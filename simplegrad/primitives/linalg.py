@@ -58,4 +58,4 @@ class LinalgOps:
 
     def matmul(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """x @ y with numpy's rules for 1-D, 2-D and batched (broadcast) operands."""
-        return self._apply(MATMUL, (x, y), None, name)
+        return self.apply(MATMUL, (x, y), None, name)

@@ -62,50 +62,50 @@ class LogicOps:
 
     def less(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """x < y elementwise (a bool entry, no gradient)."""
-        return self._apply(LESS, (x, y), None, name)
+        return self.apply(LESS, (x, y), None, name)
 
     def less_equal(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """x <= y elementwise (a bool entry, no gradient)."""
-        return self._apply(LESS_EQUAL, (x, y), None, name)
+        return self.apply(LESS_EQUAL, (x, y), None, name)
 
     def greater(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """x > y elementwise (a bool entry, no gradient)."""
-        return self._apply(GREATER, (x, y), None, name)
+        return self.apply(GREATER, (x, y), None, name)
 
     def greater_equal(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """x >= y elementwise (a bool entry, no gradient)."""
-        return self._apply(GREATER_EQUAL, (x, y), None, name)
+        return self.apply(GREATER_EQUAL, (x, y), None, name)
 
     def equal(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """x == y elementwise (a bool entry; the ``==`` operator stays identity)."""
-        return self._apply(EQUAL, (x, y), None, name)
+        return self.apply(EQUAL, (x, y), None, name)
 
     def not_equal(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """x != y elementwise (a bool entry; the ``!=`` operator stays identity)."""
-        return self._apply(NOT_EQUAL, (x, y), None, name)
+        return self.apply(NOT_EQUAL, (x, y), None, name)
 
     def logical_and(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """x & y elementwise on bools."""
-        return self._apply(LOGICAL_AND, (x, y), None, name)
+        return self.apply(LOGICAL_AND, (x, y), None, name)
 
     def logical_or(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """x | y elementwise on bools."""
-        return self._apply(LOGICAL_OR, (x, y), None, name)
+        return self.apply(LOGICAL_OR, (x, y), None, name)
 
     def logical_not(self, x: Any, name: str | None = None) -> Variable:
         """~x elementwise on bools."""
-        return self._apply(LOGICAL_NOT, (x,), None, name)
+        return self.apply(LOGICAL_NOT, (x,), None, name)
 
     def isfinite(self, x: Any, name: str | None = None) -> Variable:
         """True where x is neither infinite nor nan."""
-        return self._apply(ISFINITE, (x,), None, name)
+        return self.apply(ISFINITE, (x,), None, name)
 
     def any(self, x: Any, axis: Any = None, keepdims: bool = False,
             name: str | None = None) -> Variable:
         """Whether any entry over ``axis`` is true (nonzero)."""
-        return self._apply(ANY_, (x,), {"axis": axis, "keepdims": keepdims}, name)
+        return self.apply(ANY_, (x,), {"axis": axis, "keepdims": keepdims}, name)
 
     def all(self, x: Any, axis: Any = None, keepdims: bool = False,
             name: str | None = None) -> Variable:
         """Whether every entry over ``axis`` is true (nonzero)."""
-        return self._apply(ALL_, (x,), {"axis": axis, "keepdims": keepdims}, name)
+        return self.apply(ALL_, (x,), {"axis": axis, "keepdims": keepdims}, name)

@@ -31,6 +31,7 @@ from .core import (
     Case,
     Primitive,
     dtype_of,
+    error,
     register,
     shape_of,
     unbroadcast,
@@ -207,15 +208,15 @@ class ProductOps:
         try:
             ins, out = parse_subscripts(subscripts, shapes)
         except ValueError as e:
-            raise self._error("einsum", operands, str(e), ShapeError) from None
-        return self._apply(EINSUM, operands, {"subscripts": ",".join(ins) + "->" + out}, name)
+            raise error("einsum", operands, str(e), ShapeError) from None
+        return self.apply(EINSUM, operands, {"subscripts": ",".join(ins) + "->" + out}, name)
 
     def tensordot(self, x: Any, y: Any, axes: Any = 2, name: str | None = None) -> Variable:
         """Sum of products over ``axes`` (an int: last of x with first of y; or two lists)."""
         nx, ny = len(shape_of(x)), len(shape_of(y))
         if isinstance(axes, (int, np.integer)):
             if not 0 <= axes <= min(nx, ny):
-                raise self._error("tensordot", (x, y), f"axes={axes} is out of range", AxisError)
+                raise error("tensordot", (x, y), f"axes={axes} is out of range", AxisError)
             ax, ay = list(range(nx - axes, nx)), list(range(axes))
         else:
             try:
@@ -223,11 +224,11 @@ class ProductOps:
                 ax = [int(a) % nx for a in ax]
                 ay = [int(a) % ny for a in ay]
             except (TypeError, ValueError, ZeroDivisionError):
-                raise self._error("tensordot", (x, y), f"bad axes {axes!r}", AxisError) from None
+                raise error("tensordot", (x, y), f"bad axes {axes!r}", AxisError) from None
             if len(ax) != len(ay):
-                raise self._error("tensordot", (x, y), "axes must pair up", AxisError)
+                raise error("tensordot", (x, y), "axes must pair up", AxisError)
         if any(shape_of(x)[a] != shape_of(y)[b] for a, b in zip(ax, ay)):
-            raise self._error("tensordot", (x, y), f"summed axes {ax} of x and {ay} of y differ "
+            raise error("tensordot", (x, y), f"summed axes {ax} of x and {ay} of y differ "
                               "in size", ShapeError)
         sx, sy = LETTERS[:nx], list(LETTERS[nx:nx + ny])
         for a, b in zip(ax, ay):
@@ -279,19 +280,19 @@ class ProductOps:
         for v in (x, y):
             shape = shape_of(v)
             if not -len(shape) <= axis < len(shape) or shape[axis] != 3:
-                raise self._error("cross", (x, y), f"axis {axis} must hold 3-vectors", ShapeError)
+                raise error("cross", (x, y), f"axis {axis} must hold 3-vectors", ShapeError)
             axes.append(axis % len(shape) - len(shape))
         if axes[0] != axes[1]:
-            raise self._error("cross", (x, y), f"axis {axis} names different dimensions of "
+            raise error("cross", (x, y), f"axis {axis} names different dimensions of "
                               "inputs of different rank; use a negative axis", AxisError)
-        return self._apply(CROSS, (x, y), {"axis": axes[0]}, name)
+        return self.apply(CROSS, (x, y), {"axis": axes[0]}, name)
 
     def diagonal(self, x: Any, offset: int = 0, axis1: int = 0, axis2: int = 1,
                  name: str | None = None) -> Variable:
         """The ``offset`` diagonal of the (axis1, axis2) matrices of x, as its last axis."""
         a1, a2 = _two_axes(self, "diagonal", x, axis1, axis2)
         attrs = {"offset": int(offset), "axis1": a1, "axis2": a2}
-        return self._apply(DIAGONAL, (x,), attrs, name)
+        return self.apply(DIAGONAL, (x,), attrs, name)
 
     def trace(self, x: Any, offset: int = 0, axis1: int = 0, axis2: int = 1,
               name: str | None = None) -> Variable:
@@ -305,7 +306,7 @@ class ProductOps:
         if len(shape) == 2:
             return self.diagonal(x, offset=k, name=name)
         if len(shape) != 1:
-            raise self._error("diag", (x,), "needs a vector or a matrix", ShapeError)
+            raise error("diag", (x,), "needs a vector or a matrix", ShapeError)
         n = shape[0] + abs(int(k))
         rows, cols = diagonal_index(n, n, int(k))
         return self.scatter_add([x], [(rows, cols)], (n, n), name=name)
@@ -313,23 +314,23 @@ class ProductOps:
     def tril(self, x: Any, k: int = 0, name: str | None = None) -> Variable:
         """x with entries above the k-th diagonal set to 0 (last two axes)."""
         _matrices(self, "tril", x)
-        return self._apply(TRIL, (x,), {"k": int(k)}, name)
+        return self.apply(TRIL, (x,), {"k": int(k)}, name)
 
     def triu(self, x: Any, k: int = 0, name: str | None = None) -> Variable:
         """x with entries below the k-th diagonal set to 0 (last two axes)."""
         _matrices(self, "triu", x)
-        return self._apply(TRIU, (x,), {"k": int(k)}, name)
+        return self.apply(TRIU, (x,), {"k": int(k)}, name)
 
 
 def _matrices(ops: Any, op: str, x: Any) -> None:
     if len(shape_of(x)) < 2:
-        raise ops._error(op, (x,), "needs at least 2 dimensions", ShapeError)
+        raise error(op, (x,), "needs at least 2 dimensions", ShapeError)
 
 
 def _two_axes(ops: Any, op: str, x: Any, axis1: int, axis2: int) -> tuple[int, int]:
     nd = len(shape_of(x))
     if nd < 2 or not (-nd <= axis1 < nd and -nd <= axis2 < nd) or axis1 % nd == axis2 % nd:
-        raise ops._error(op, (x,), f"axis1={axis1}, axis2={axis2} must be two different axes "
+        raise error(op, (x,), f"axis1={axis1}, axis2={axis2} must be two different axes "
                          f"of a {nd}-d array", AxisError)
     return axis1 % nd, axis2 % nd
 

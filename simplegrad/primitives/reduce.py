@@ -178,32 +178,32 @@ class ReduceOps:
     def sum(self, x: Any, axis: Any = None, keepdims: bool = False,
             name: str | None = None) -> Variable:
         """Sum over ``axis`` (None for all, an int or a tuple)."""
-        return self._apply(SUM, (x,), {"axis": axis, "keepdims": keepdims}, name)
+        return self.apply(SUM, (x,), {"axis": axis, "keepdims": keepdims}, name)
 
     def mean(self, x: Any, axis: Any = None, keepdims: bool = False,
              name: str | None = None) -> Variable:
         """Mean over ``axis`` (None for all, an int or a tuple)."""
-        return self._apply(MEAN, (x,), {"axis": axis, "keepdims": keepdims}, name)
+        return self.apply(MEAN, (x,), {"axis": axis, "keepdims": keepdims}, name)
 
     def max(self, x: Any, axis: Any = None, keepdims: bool = False,
             name: str | None = None) -> Variable:
         """Maximum over ``axis``; tied entries share the gradient evenly."""
-        return self._apply(MAX, (x,), {"axis": axis, "keepdims": keepdims}, name)
+        return self.apply(MAX, (x,), {"axis": axis, "keepdims": keepdims}, name)
 
     def min(self, x: Any, axis: Any = None, keepdims: bool = False,
             name: str | None = None) -> Variable:
         """Minimum over ``axis``; tied entries share the gradient evenly."""
-        return self._apply(MIN, (x,), {"axis": axis, "keepdims": keepdims}, name)
+        return self.apply(MIN, (x,), {"axis": axis, "keepdims": keepdims}, name)
 
     def logsumexp(self, x: Any, axis: Any = None, keepdims: bool = False,
                   name: str | None = None) -> Variable:
         """log(sum(exp(x))) over ``axis``, computed without overflow."""
-        return self._apply(LOGSUMEXP, (x,), {"axis": axis, "keepdims": keepdims}, name)
+        return self.apply(LOGSUMEXP, (x,), {"axis": axis, "keepdims": keepdims}, name)
 
     def softmax(self, x: Any, axis: int = -1, name: str | None = None) -> Variable:
         """exp(x) normalised to sum to 1 along ``axis``, computed without overflow."""
-        return self._apply(SOFTMAX, (x,), {"axis": axis}, name)
+        return self.apply(SOFTMAX, (x,), {"axis": axis}, name)
 
     def log_softmax(self, x: Any, axis: int = -1, name: str | None = None) -> Variable:
         """x - logsumexp(x) along ``axis``, computed without overflow."""
-        return self._apply(LOG_SOFTMAX, (x,), {"axis": axis}, name)
+        return self.apply(LOG_SOFTMAX, (x,), {"axis": axis}, name)

@@ -27,6 +27,7 @@ from .core import (
     Primitive,
     broadcast_to,
     dtype_of,
+    error,
     keepdims_shape,
     method_fmt,
     normalize_axes,
@@ -279,40 +280,40 @@ class ScanOps:
              name: str | None = None) -> Variable:
         """Product over ``axis`` (None, an int or a tuple); right with zeros at every order."""
         axis = _axes(self, "prod", x, axis)
-        return self._apply(PROD, (x,), {"axis": axis, "keepdims": bool(keepdims)}, name)
+        return self.apply(PROD, (x,), {"axis": axis, "keepdims": bool(keepdims)}, name)
 
     def cumsum(self, x: Any, axis: int | None = None, name: str | None = None) -> Variable:
         """Cumulative sum along ``axis`` (None: of the flattened array)."""
         axis = _one_axis(self, "cumsum", x, axis)
-        return self._apply(CUMSUM, (x,), {"axis": axis} if axis is not None else None, name)
+        return self.apply(CUMSUM, (x,), {"axis": axis} if axis is not None else None, name)
 
     def cumprod(self, x: Any, axis: int | None = None, name: str | None = None) -> Variable:
         """Cumulative product along ``axis`` (None: flattened); right with zeros at every order."""
         axis = _one_axis(self, "cumprod", x, axis)
-        return self._apply(CUMPROD, (x,), {"axis": axis} if axis is not None else None, name)
+        return self.apply(CUMPROD, (x,), {"axis": axis} if axis is not None else None, name)
 
     def variance(self, x: Any, axis: Any = None, ddof: float = 0, keepdims: bool = False,
                  name: str | None = None) -> Variable:
         """Variance over ``axis``, dividing by (entries - ddof); ``x.var()`` and ``np.var(x)``."""
         attrs = _moment_attrs(self, "variance", x, axis, ddof, keepdims)
-        return self._apply(VAR, (x,), attrs, name)
+        return self.apply(VAR, (x,), attrs, name)
 
     def std(self, x: Any, axis: Any = None, ddof: float = 0, keepdims: bool = False,
             name: str | None = None) -> Variable:
         """Standard deviation over ``axis``; gradient 0 where it is 0."""
-        return self._apply(STD, (x,), _moment_attrs(self, "std", x, axis, ddof, keepdims), name)
+        return self.apply(STD, (x,), _moment_attrs(self, "std", x, axis, ddof, keepdims), name)
 
     def argmax(self, x: Any, axis: int | None = None, keepdims: bool = False,
                name: str | None = None) -> Variable:
         """Index of the first maximum along ``axis`` (None: flat index); int64, no gradient."""
         axis = _one_axis(self, "argmax", x, axis)
-        return self._apply(ARGMAX, (x,), {"axis": axis, "keepdims": bool(keepdims)}, name)
+        return self.apply(ARGMAX, (x,), {"axis": axis, "keepdims": bool(keepdims)}, name)
 
     def argmin(self, x: Any, axis: int | None = None, keepdims: bool = False,
                name: str | None = None) -> Variable:
         """Index of the first minimum along ``axis`` (None: flat index); int64, no gradient."""
         axis = _one_axis(self, "argmin", x, axis)
-        return self._apply(ARGMIN, (x,), {"axis": axis, "keepdims": bool(keepdims)}, name)
+        return self.apply(ARGMIN, (x,), {"axis": axis, "keepdims": bool(keepdims)}, name)
 
 
 def _axes(ops: Any, fname: str, x: Any, axis: Any) -> Any:
@@ -320,7 +321,7 @@ def _axes(ops: Any, fname: str, x: Any, axis: Any) -> Any:
     try:
         normalize_axes(axis, len(shape_of(x)))
     except IndexError as e:
-        raise ops._error(fname, (x,), str(e), AxisError) from None
+        raise error(fname, (x,), str(e), AxisError) from None
     if axis is None or isinstance(axis, (int, np.integer)):
         return None if axis is None else int(axis)
     return tuple(int(a) for a in axis)
@@ -329,17 +330,17 @@ def _axes(ops: Any, fname: str, x: Any, axis: Any) -> Any:
 def _one_axis(ops: Any, fname: str, x: Any, axis: Any) -> int | None:
     """axis checked to be None or one int in range for x."""
     if axis is not None and (isinstance(axis, bool) or not isinstance(axis, (int, np.integer))):
-        raise ops._error(fname, (x,), f"axis must be None or an int, got {axis!r}", ArgumentError)
+        raise error(fname, (x,), f"axis must be None or an int, got {axis!r}", ArgumentError)
     return _axes(ops, fname, x, axis)
 
 
 def _moment_attrs(ops: Any, fname: str, x: Any, axis: Any, ddof: Any, keepdims: bool) -> dict:
     axis = _axes(ops, fname, x, axis)
     if isinstance(ddof, bool) or not isinstance(ddof, (int, float, np.integer, np.floating)):
-        raise ops._error(fname, (x,), f"ddof must be a number, got {ddof!r}", ArgumentError)
+        raise error(fname, (x,), f"ddof must be a number, got {ddof!r}", ArgumentError)
     ddof = int(ddof) if float(ddof).is_integer() else float(ddof)
     if _dof(x, axis, ddof) <= 0:
-        raise ops._error(fname, (x,), f"ddof={ddof} leaves no degrees of freedom over axis "
+        raise error(fname, (x,), f"ddof={ddof} leaves no degrees of freedom over axis "
                          f"{axis}", ArgumentError)
     return {"axis": axis, "ddof": ddof, "keepdims": bool(keepdims)}
 

@@ -17,6 +17,7 @@ from .core import (
     Case,
     Primitive,
     dtype_of,
+    error,
     full_mask,
     is_constant,
     mask_down,
@@ -275,16 +276,16 @@ class ShapeOps:
 
     def expand(self, x: Any, shape: Sequence[int], name: str | None = None) -> Variable:
         """Broadcast x to ``shape`` (numpy's broadcast_to)."""
-        return self._apply(EXPAND, (x,), {"shape": _shape_tuple(shape)}, name)
+        return self.apply(EXPAND, (x,), {"shape": _shape_tuple(shape)}, name)
 
     def reshape(self, x: Any, shape: Sequence[int], name: str | None = None) -> Variable:
         """x with a new shape holding the same number of entries (-1 infers one axis)."""
-        return self._apply(RESHAPE, (x,), {"shape": _shape_tuple(shape)}, name)
+        return self.apply(RESHAPE, (x,), {"shape": _shape_tuple(shape)}, name)
 
     def transpose(self, x: Any, axes: Sequence[int] | None = None,
                   name: str | None = None) -> Variable:
         """x with its axes permuted; reversed when ``axes`` is None."""
-        return self._apply(TRANSPOSE, (x,), {"axes": None if axes is None else
+        return self.apply(TRANSPOSE, (x,), {"axes": None if axes is None else
                                              _shape_tuple(axes)}, name)
 
     def getitem(self, x: Any, index: Any, name: str | None = None) -> Variable:
@@ -292,31 +293,31 @@ class ShapeOps:
         try:
             index = normalize_index(index, shape_of(x))
         except TypeError as e:
-            raise self._error("getitem", (x,), str(e), ArgumentError) from None
-        return self._apply(GETITEM, (x,), {"index": index}, name)
+            raise error("getitem", (x,), str(e), ArgumentError) from None
+        return self.apply(GETITEM, (x,), {"index": index}, name)
 
     def scatter_add(self, gs: Sequence[Any], indices: Sequence[tuple], shape: Sequence[int],
                     name: str | None = None) -> Variable:
         """zeros(shape) with each gs[k] added at indices[k] (repeated indices accumulate)."""
         indices = tuple(normalize_index(i, tuple(shape)) for i in indices)
-        return self._apply(SCATTER_ADD, tuple(gs),
+        return self.apply(SCATTER_ADD, tuple(gs),
                            {"indices": indices, "shape": _shape_tuple(shape)}, name)
 
     def concatenate(self, xs: Sequence[Any], axis: int = 0, name: str | None = None) -> Variable:
         """Join arrays along an existing axis."""
-        return self._apply(CONCATENATE, tuple(xs), {"axis": int(axis)}, name)
+        return self.apply(CONCATENATE, tuple(xs), {"axis": int(axis)}, name)
 
     def stack(self, xs: Sequence[Any], axis: int = 0, name: str | None = None) -> Variable:
         """Join arrays along a new axis."""
-        return self._apply(STACK, tuple(xs), {"axis": int(axis)}, name)
+        return self.apply(STACK, tuple(xs), {"axis": int(axis)}, name)
 
     def cast(self, x: Any, dtype: Any, name: str | None = None) -> Variable:
         """x converted to a floating ``dtype`` (float16, float32 or float64)."""
         dtype = np.dtype(dtype)
         if dtype.kind != "f" or dtype.itemsize > 8:
-            raise self._error("cast", (x,), f"cannot differentiate values of dtype {dtype}; "
+            raise error("cast", (x,), f"cannot differentiate values of dtype {dtype}; "
                               "use float16, float32 or float64", DTypeError)
-        return self._apply(CAST, (x,), {"dtype": dtype}, name)
+        return self.apply(CAST, (x,), {"dtype": dtype}, name)
 
 
 def _shape_tuple(shape: Any) -> tuple:

@@ -103,82 +103,82 @@ class SpecialOps:
 
     def tan(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise tangent."""
-        return self._apply(TAN, (x,), None, name)
+        return self.apply(TAN, (x,), None, name)
 
     def arcsin(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise inverse sine."""
-        return self._apply(ARCSIN, (x,), None, name)
+        return self.apply(ARCSIN, (x,), None, name)
 
     def arccos(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise inverse cosine."""
-        return self._apply(ARCCOS, (x,), None, name)
+        return self.apply(ARCCOS, (x,), None, name)
 
     def arctan(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise inverse tangent."""
-        return self._apply(ARCTAN, (x,), None, name)
+        return self.apply(ARCTAN, (x,), None, name)
 
     def sinh(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise hyperbolic sine."""
-        return self._apply(SINH, (x,), None, name)
+        return self.apply(SINH, (x,), None, name)
 
     def cosh(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise hyperbolic cosine."""
-        return self._apply(COSH, (x,), None, name)
+        return self.apply(COSH, (x,), None, name)
 
     def arcsinh(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise inverse hyperbolic sine."""
-        return self._apply(ARCSINH, (x,), None, name)
+        return self.apply(ARCSINH, (x,), None, name)
 
     def arccosh(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise inverse hyperbolic cosine (x >= 1)."""
-        return self._apply(ARCCOSH, (x,), None, name)
+        return self.apply(ARCCOSH, (x,), None, name)
 
     def arctanh(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise inverse hyperbolic tangent (|x| < 1)."""
-        return self._apply(ARCTANH, (x,), None, name)
+        return self.apply(ARCTANH, (x,), None, name)
 
     def log1p(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise log(1 + x), accurate for small x."""
-        return self._apply(LOG1P, (x,), None, name)
+        return self.apply(LOG1P, (x,), None, name)
 
     def expm1(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise exp(x) - 1, accurate for small x."""
-        return self._apply(EXPM1, (x,), None, name)
+        return self.apply(EXPM1, (x,), None, name)
 
     def log2(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise base-2 logarithm."""
-        return self._apply(LOG2, (x,), None, name)
+        return self.apply(LOG2, (x,), None, name)
 
     def log10(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise base-10 logarithm."""
-        return self._apply(LOG10, (x,), None, name)
+        return self.apply(LOG10, (x,), None, name)
 
     def exp2(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise 2 ** x."""
-        return self._apply(EXP2, (x,), None, name)
+        return self.apply(EXP2, (x,), None, name)
 
     def square(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise x * x."""
-        return self._apply(SQUARE, (x,), None, name)
+        return self.apply(SQUARE, (x,), None, name)
 
     def reciprocal(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise 1 / x."""
-        return self._apply(RECIPROCAL, (x,), None, name)
+        return self.apply(RECIPROCAL, (x,), None, name)
 
     def floor(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise floor; no gradient flows (its derivative is 0 where it exists)."""
-        return self._apply(FLOOR, (x,), None, name)
+        return self.apply(FLOOR, (x,), None, name)
 
     def ceil(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise ceiling; no gradient flows (its derivative is 0 where it exists)."""
-        return self._apply(CEIL, (x,), None, name)
+        return self.apply(CEIL, (x,), None, name)
 
     def round(self, x: Any, decimals: int = 0, name: str | None = None) -> Variable:
         """Round to ``decimals`` places, halves to even as numpy; no gradient flows."""
         if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)):
             raise ArgumentError(f"round: decimals must be an int, got {decimals!r}")
         attrs = {"decimals": int(decimals)} if decimals else None
-        return self._apply(ROUND, (x,), attrs, name)
+        return self.apply(ROUND, (x,), attrs, name)
 
 
 # ---------------------------------------------------------------- Variable methods
