@@ -18,6 +18,7 @@ from .gather import GatherMethods, GatherOps
 from .layout import LayoutMethods, LayoutOps
 from .linalg import LinalgOps
 from .logic import LogicOps
+from .matfuncs import SpectralOps
 from .products import ProductMethods, ProductOps
 from .reduce import ReduceOps
 from .scans import ScanOps, ScanVariable
@@ -29,7 +30,8 @@ __all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "Val
 
 
 class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps, DecompOps,
-                       ProductOps, LayoutOps, GatherOps, SpecialOps, BinaryOps, ScanOps):
+                       ProductOps, LayoutOps, GatherOps, SpecialOps, BinaryOps, ScanOps,
+                       SpectralOps):
     """Every primitive as a method, plus the generic form; subclasses say what _apply does."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
