@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..numpy_api import NumpyFunctions
 from .binary import BinaryOps, BinaryVariable
 from .core import REGISTRY, Case, Primitive, register
 from .decomp import DecompOps
@@ -41,7 +42,7 @@ class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps,
 
 
 class VariableMethods(ProductMethods, LayoutMethods, GatherMethods, SpecialVariable,
-                      BinaryVariable, ScanVariable):
+                      BinaryVariable, ScanVariable, NumpyFunctions):
     """Methods that primitive families add to ``Variable`` (``x.cumsum()``, ...).
 
     A family keeps its Variable methods in a mixin with ``__slots__ = ()`` beside its records
