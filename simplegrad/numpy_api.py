@@ -4,14 +4,19 @@ numpy hands a call of one of its functions with a Variable among the arguments t
 ``Variable.__array_function__`` (NEP 18). The call is recorded on the Ops of its Variable
 arguments through the table built here:
 
-- generated: every registered primitive whose name is a numpy function (``np.<name>`` or
-  ``np.linalg.<name>``, ufuncs aside: they reach ``__array_ufunc__``) calls the Ops method of
-  that name, with numpy's arguments mapped by name (numpy's first argument ``a`` becomes the
-  method's ``x``). An argument the method lacks is accepted only at numpy's default;
+- generated: every registered primitive, and every other public method of the primitive
+  families (``PrimitiveMethods``: not the tape's own methods such as ``op.var``), whose name
+  is a numpy function (``np.<name>`` or ``np.linalg.<name>``; ufuncs aside, they reach
+  ``__array_ufunc__``, see ``ufuncs()``) calls the Ops method of that name, with numpy's
+  arguments mapped by name (numpy's first argument ``a`` becomes the method's ``x``). An
+  argument the method lacks is accepted only at numpy's default;
+- numpy's own fallback: a numpy function named like a ``Variable`` method calls that method
+  on its first argument, the other arguments by name (``np.var(x, ddof=1)`` is
+  ``x.var(ddof=1)``), as numpy does for objects that are not arrays;
 - explicit: numpy functions whose name or signature differs (``np.broadcast_to`` is
   ``expand``, ``np.linalg.slogdet`` returns (sign, logabsdet), ``np.linalg.norm`` takes
   ``ord``, ...), and a few compositions of primitives (``np.dot`` and ``np.outer`` until a
-  primitive of that name is registered).
+  family defines a method of that name).
 
 A numpy function with no entry raises ``sg.ArgumentError`` naming it: numpy's own code would
 either drop the Variable from the tape or fail with a generic TypeError.
@@ -57,15 +62,29 @@ class NumpyFunctions:
 
 # ---------------------------------------------------------------- the table
 
-_CACHE: dict[str, Any] = {"size": -1, "table": {}}
+_CACHE: dict[str, Any] = {"size": -1, "table": {}, "ufuncs": {}}
 
 
 def table() -> dict[Callable, Handler]:
     """numpy function -> handler, from the registry (same names) and the explicit entries."""
+    _refresh()
+    return _CACHE["table"]
+
+
+def ufuncs() -> dict[np.ufunc, str]:
+    """numpy ufunc -> Ops method, generated like the function table (for __array_ufunc__).
+
+    ``np.equal`` and ``np.not_equal`` are left out: ``==`` and ``!=`` stay identity.
+    """
+    _refresh()
+    return _CACHE["ufuncs"]
+
+
+def _refresh() -> None:
     if _CACHE["size"] != len(REGISTRY):     # primitives registered since: rebuild
         _CACHE["table"] = _build()
+        _CACHE["ufuncs"] = _build_ufuncs()
         _CACHE["size"] = len(REGISTRY)
-    return _CACHE["table"]
 
 
 def covered() -> list[str]:
@@ -95,26 +114,54 @@ def qualname(func: Callable) -> str:
 
 
 def _build() -> dict[Callable, Handler]:
-    from .primitives import PrimitiveMethods
     out: dict[Callable, Handler] = {}
-    for name in REGISTRY:
-        if not callable(getattr(PrimitiveMethods, name, None)):
-            continue
+    names = _method_names()
+    for name in names:
         for space in (np, np.linalg):
             fn = getattr(space, name, None)
             if fn is None or isinstance(fn, np.ufunc) or not callable(fn):
                 continue
-            if space is np.linalg and name in ARRAY_API:
-                continue
+            if space is np.linalg and name in ARRAY_API or fn in out:
+                continue                    # a primitive's own name comes first
             out[fn] = _method(fn, name)
     for fn, method in _RENAMED.items():
-        out[fn] = _method(fn, method)
+        if method in names:
+            out[fn] = _method(fn, method)
     for fn, handler in _FALLBACKS.items():
-        if fn.__name__ not in REGISTRY:
+        if fn.__name__ not in names:
             out[fn] = _checked(fn, handler)
     for fn, handler in _EXPLICIT.items():
         out[fn] = _checked(fn, handler)
+    from .variable import Variable
+    for name in dir(Variable):          # numpy's own fallback: np.f(x, ...) calls x.f(...)
+        fn = getattr(np, name, None)
+        if name.startswith("_") or fn is None or fn in out or isinstance(fn, np.ufunc) or \
+                not callable(fn) or not callable(getattr(Variable, name)):
+            continue
+        out[fn] = _variable_method(fn, name)
     return out
+
+
+def _method_names() -> list[str]:
+    """The registered primitives and the other public methods of the primitive families."""
+    from .primitives import PrimitiveMethods
+    names = [n for n in REGISTRY if callable(getattr(PrimitiveMethods, n, None))]
+    names += sorted(n for n in dir(PrimitiveMethods) if not n.startswith("_") and n != "apply"
+                    and n not in REGISTRY and callable(getattr(PrimitiveMethods, n)))
+    return names
+
+
+def _build_ufuncs() -> dict[np.ufunc, str]:
+    out = {}
+    for name in _method_names():
+        fn = getattr(np, name, None)
+        if isinstance(fn, np.ufunc) and name not in ("equal", "not_equal"):
+            out.setdefault(fn, name)
+    for fn, name in _UFUNC_ALIASES.items():
+        if name in REGISTRY:
+            out[fn] = name
+    return out
+
 
 # ---------------------------------------------------------------- generated entries
 
@@ -161,6 +208,37 @@ def _method(func: Callable, name: str) -> Handler:
             raise ArgumentError(f"{qualname(func)} on Variables ({_names(args, kwargs)}) records "
                                 f"as {shown}: {e}") from None
         return method(ops, *call_args, **call_kwargs)
+
+    return handler
+
+
+def _variable_method(func: Callable, name: str) -> Handler:
+    """A handler calling the Variable method ``name`` on func's first argument, the rest by
+    name (what numpy does for an object that is not an ndarray: ``np.var(x)`` is ``x.var()``)."""
+    nsig = inspect.signature(func)
+    first = next(iter(nsig.parameters))
+
+    def handler(ops: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = _bind(func, nsig, args, kwargs)
+        arguments = dict(bound.arguments)
+        x = arguments.pop(first)
+        if not isinstance(x, NumpyFunctions):
+            raise ArgumentError(f"{qualname(func)} records on Variables only when its first "
+                                f"argument is one, as {first}.{name}(...) "
+                                f"({_names(args, kwargs)})")
+        kw: dict = {}
+        for key, value in arguments.items():
+            if nsig.parameters[key].kind is inspect.Parameter.VAR_KEYWORD:
+                kw.update(value)
+            else:
+                kw[key] = value
+        method = getattr(x, name)
+        try:
+            inspect.signature(method).bind(**kw)
+        except TypeError as e:
+            raise ArgumentError(f"{qualname(func)} on Variables ({_names(args, kwargs)}) records "
+                                f"as {x.name}.{name}(...): {e}") from None
+        return method(**kw)
 
     return handler
 
@@ -329,7 +407,10 @@ _EXPLICIT: dict[Callable, Handler] = {
     np.zeros_like: _like(0.0), np.ones_like: _like(1.0), np.shape: _shape, np.ndim: _ndim,
     np.size: _size,
 }
-# compositions used until a primitive of the same name is registered
+# numpy's names of ufuncs whose primitive is named differently
+_UFUNC_ALIASES = {np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",
+                  np.negative: "neg", np.power: "pow", np.absolute: "abs"}
+# compositions used until a primitive family defines a method of the same name
 _FALLBACKS: dict[Callable, Handler] = {np.dot: _dot, np.outer: _outer}
 
 # ---------------------------------------------------------------- helpers
