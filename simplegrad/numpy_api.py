@@ -13,10 +13,10 @@ arguments through the table built here:
 - numpy's own fallback: a numpy function named like a ``Variable`` method calls that method
   on its first argument, the other arguments by name (``np.var(x, ddof=1)`` is
   ``x.var(ddof=1)``), as numpy does for objects that are not arrays;
-- explicit: numpy functions whose name or signature differs (``np.broadcast_to`` is
-  ``expand``, ``np.linalg.slogdet`` returns (sign, logabsdet), ``np.linalg.norm`` takes
-  ``ord``, ...), and a few compositions of primitives (``np.dot`` and ``np.outer`` until a
-  family defines a method of that name).
+- explicit (numpy_entries.py): numpy functions whose name or signature differs
+  (``np.broadcast_to`` is ``expand``, ``np.linalg.slogdet`` returns (sign, logabsdet),
+  ``np.linalg.norm`` takes ``ord``, ...), and a few compositions of primitives (``np.dot``
+  and ``np.outer`` until a family defines a method of that name).
 
 A numpy function with no entry raises ``sg.ArgumentError`` naming it: numpy's own code would
 either drop the Variable from the tape or fail with a generic TypeError.
@@ -26,14 +26,21 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from .errors import ArgumentError
-from .primitives.core import REGISTRY, shape_of, value_of
-
-Handler = Callable[..., Any]   # handler(ops, *args, **kwargs) with numpy's signature
+from .numpy_entries import (
+    EXPLICIT,
+    FALLBACKS,
+    RENAMED,
+    UFUNC_ALIASES,
+    Handler,
+    describe,
+    variables_in,
+)
+from .primitives.core import REGISTRY
 
 # np.linalg functions of the array API whose semantics differ from np.<name> of the same name
 ARRAY_API = frozenset({"cross", "diagonal", "matmul", "matrix_transpose", "outer", "tensordot",
@@ -55,7 +62,7 @@ class NumpyFunctions:
         handler = table().get(func)
         if handler is None:
             raise ArgumentError(f"{qualname(func)} has no simplegrad rule for Variables "
-                                f"({_names(args, kwargs)}); see \"numpy functions that record\" "
+                                f"({describe(args, kwargs)}); see \"numpy functions that record\" "
                                 "in the README, or use .value for the plain (unrecorded) value")
         return handler(_ops_of(args, kwargs), *args, **kwargs)
 
@@ -115,7 +122,7 @@ def qualname(func: Callable) -> str:
 
 def _build() -> dict[Callable, Handler]:
     out: dict[Callable, Handler] = {}
-    names = _method_names()
+    names = _methoddescribe()
     for name in names:
         for space in (np, np.linalg):
             fn = getattr(space, name, None)
@@ -124,13 +131,13 @@ def _build() -> dict[Callable, Handler]:
             if space is np.linalg and name in ARRAY_API or fn in out:
                 continue                    # a primitive's own name comes first
             out[fn] = _method(fn, name)
-    for fn, method in _RENAMED.items():
+    for fn, method in RENAMED.items():
         if method in names:
             out[fn] = _method(fn, method)
-    for fn, handler in _FALLBACKS.items():
+    for fn, handler in FALLBACKS.items():
         if fn.__name__ not in names:
             out[fn] = _checked(fn, handler)
-    for fn, handler in _EXPLICIT.items():
+    for fn, handler in EXPLICIT.items():
         out[fn] = _checked(fn, handler)
     from .variable import Variable
     for name in dir(Variable):          # numpy's own fallback: np.f(x, ...) calls x.f(...)
@@ -142,7 +149,7 @@ def _build() -> dict[Callable, Handler]:
     return out
 
 
-def _method_names() -> list[str]:
+def _methoddescribe() -> list[str]:
     """The registered primitives and the other public methods of the primitive families."""
     from .primitives import PrimitiveMethods
     names = [n for n in REGISTRY if callable(getattr(PrimitiveMethods, n, None))]
@@ -153,11 +160,11 @@ def _method_names() -> list[str]:
 
 def _build_ufuncs() -> dict[np.ufunc, str]:
     out = {}
-    for name in _method_names():
+    for name in _methoddescribe():
         fn = getattr(np, name, None)
         if isinstance(fn, np.ufunc) and name not in ("equal", "not_equal"):
             out.setdefault(fn, name)
-    for fn, name in _UFUNC_ALIASES.items():
+    for fn, name in UFUNC_ALIASES.items():
         if name in REGISTRY:
             out[fn] = name
     return out
@@ -200,12 +207,12 @@ def _method(func: Callable, name: str) -> Handler:
                     call_kwargs[target] = v
                 elif not _neutral(key, v, p.default):
                     raise ArgumentError(f"{qualname(func)}: {key}={_short(v)} is not supported "
-                                        f"on Variables ({_names(args, kwargs)}); it records "
+                                        f"on Variables ({describe(args, kwargs)}); it records "
                                         f"as {shown}")
         try:
             msig.bind(ops, *call_args, **call_kwargs)
         except TypeError as e:
-            raise ArgumentError(f"{qualname(func)} on Variables ({_names(args, kwargs)}) records "
+            raise ArgumentError(f"{qualname(func)} on Variables ({describe(args, kwargs)}) records "
                                 f"as {shown}: {e}") from None
         return method(ops, *call_args, **call_kwargs)
 
@@ -225,7 +232,7 @@ def _variable_method(func: Callable, name: str) -> Handler:
         if not isinstance(x, NumpyFunctions):
             raise ArgumentError(f"{qualname(func)} records on Variables only when its first "
                                 f"argument is one, as {first}.{name}(...) "
-                                f"({_names(args, kwargs)})")
+                                f"({describe(args, kwargs)})")
         kw: dict = {}
         for key, value in arguments.items():
             if nsig.parameters[key].kind is inspect.Parameter.VAR_KEYWORD:
@@ -236,7 +243,7 @@ def _variable_method(func: Callable, name: str) -> Handler:
         try:
             inspect.signature(method).bind(**kw)
         except TypeError as e:
-            raise ArgumentError(f"{qualname(func)} on Variables ({_names(args, kwargs)}) records "
+            raise ArgumentError(f"{qualname(func)} on Variables ({describe(args, kwargs)}) records "
                                 f"as {x.name}.{name}(...): {e}") from None
         return method(**kw)
 
@@ -251,7 +258,7 @@ def _checked(func: Callable, handler: Handler) -> Handler:
         try:
             sig.bind(ops, *args, **kwargs)
         except TypeError as e:
-            raise ArgumentError(f"{qualname(func)} on Variables ({_names(args, kwargs)}): {e} "
+            raise ArgumentError(f"{qualname(func)} on Variables ({describe(args, kwargs)}): {e} "
                                 f"(supported: {_signature_text(sig)})") from None
         return handler(ops, *args, **kwargs)
 
@@ -279,162 +286,11 @@ def _neutral(key: str, value: Any, default: Any) -> bool:
 def _signature_text(sig: inspect.Signature) -> str:
     return ", ".join(str(p) for p in list(sig.parameters.values())[1:])
 
-# ---------------------------------------------------------------- explicit entries
-
-
-class SlogdetResult(NamedTuple):
-    """numpy's (sign, logabsdet): the sign is a constant, logabsdet is recorded."""
-
-    sign: Any
-    logabsdet: Any
-
-
-def _slogdet(ops, a):
-    return SlogdetResult(np.linalg.slogdet(value_of(a)).sign, ops.slogdet(a))
-
-
-def _norm(ops, x, ord=None, axis=None, keepdims=False):  # noqa: A002 - numpy's name
-    nd = len(shape_of(x)) if axis is None else (1 if isinstance(axis, (int, np.integer))
-                                                 else len(axis))
-    if not (ord is None or ord == 2 and nd == 1 or ord == "fro" and nd == 2):
-        raise ArgumentError(f"np.linalg.norm: ord={ord!r} is not supported on Variables "
-                            f"({_names((x,), {})}); the 2-norm of vectors and the Frobenius "
-                            "norm of matrices record (ord=None, 2 or 'fro')")
-    return ops.norm(x, axis=axis, keepdims=keepdims)
-
-
-def _vector_norm(ops, x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002
-    if ord != 2:
-        raise ArgumentError(f"np.linalg.vector_norm: ord={ord!r} is not supported on Variables "
-                            f"({_names((x,), {})}); ord=2 records")
-    return ops.norm(x, axis=axis, keepdims=keepdims)
-
-
-def _matrix_norm(ops, x, /, *, keepdims=False, ord="fro"):  # noqa: A002
-    if ord != "fro":
-        raise ArgumentError(f"np.linalg.matrix_norm: ord={ord!r} is not supported on Variables "
-                            f"({_names((x,), {})}); ord='fro' records")
-    return ops.norm(x, axis=(-2, -1), keepdims=keepdims)
-
-
-def _swap_last(ops, x):
-    nd = len(shape_of(x))
-    if nd < 2:
-        raise ArgumentError(f"np.linalg.matrix_transpose needs at least 2 axes "
-                            f"({_names((x,), {})})")
-    return ops.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
-
-
-def _matrix_transpose(ops, x, /):
-    return _swap_last(ops, x)
-
-
-def _multi_dot(ops, arrays, *, out=None):
-    if out is not None or len(arrays) < 2:
-        raise ArgumentError("np.linalg.multi_dot on Variables takes two or more arrays and no out=")
-    result = arrays[0]
-    for a in arrays[1:]:
-        result = ops.matmul(result, a)
-    return result
-
-
-def _vecdot(ops, x1, x2, /, *, axis=-1):
-    return ops.sum(ops.mul(x1, x2), axis=axis)
-
-
-def _polyval(ops, p, x):
-    """Horner's rule: p[0] x^(n-1) + ... + p[n-1], recorded (p may be a Variable too)."""
-    if not isinstance(p, NumpyFunctions):
-        p = np.asarray(p, dtype=float)
-    if len(shape_of(p)) != 1 or shape_of(p)[0] == 0:
-        raise ArgumentError(f"np.polyval: p must be a non-empty 1-D array on Variables "
-                            f"({_names((p, x), {})})")
-    n = shape_of(p)[0]
-    if n == 1:
-        return ops.add(ops.mul(x, 0.0), p[0])
-    result = ops.add(ops.mul(x, p[0]), p[1])
-    for k in range(2, n):
-        result = ops.add(ops.mul(result, x), p[k])
-    return result
-
-
-def _like(fill: float) -> Handler:
-    def like(ops, a, dtype=None, order="K", subok=True, shape=None, *, device=None):
-        return np.full(shape_of(a) if shape is None else shape, fill,
-                       dtype=getattr(a, "dtype", np.float64) if dtype is None else dtype)
-    return like
-
-
-def _shape(ops, a):
-    return shape_of(a)
-
-
-def _ndim(ops, a):
-    return len(shape_of(a))
-
-
-def _size(ops, a, axis=None):
-    s = shape_of(a)
-    return int(np.prod(s)) if axis is None else s[axis]
-
-
-def _dot(ops, a, b, out=None):
-    if out is not None:
-        raise ArgumentError(f"np.dot: out= is not supported on Variables ({_names((a, b), {})})")
-    na, nb = len(shape_of(a)), len(shape_of(b))
-    if na == 0 or nb == 0:
-        return ops.mul(a, b)
-    if na > 2 or nb > 2:
-        raise ArgumentError(f"np.dot of arrays with more than 2 axes does not record "
-                            f"({_names((a, b), {})}); use np.matmul or np.einsum")
-    return ops.matmul(a, b)
-
-
-def _outer(ops, a, b, out=None):
-    if out is not None:
-        raise ArgumentError(f"np.outer: out= is not supported on Variables ({_names((a, b), {})})")
-    return ops.mul(ops.reshape(a, (-1, 1)), ops.reshape(b, (1, -1)))
-
-
-_RENAMED: dict[Callable, str] = {
-    np.broadcast_to: "expand", np.amax: "max", np.amin: "min", np.linalg.matmul: "matmul",
-    np.linalg.eigvalsh: "eigvalsh", np.linalg.svdvals: "svdvals",
-}
-_EXPLICIT: dict[Callable, Handler] = {
-    np.linalg.slogdet: _slogdet, np.linalg.norm: _norm, np.linalg.vector_norm: _vector_norm,
-    np.linalg.matrix_norm: _matrix_norm, np.linalg.matrix_transpose: _matrix_transpose,
-    np.linalg.multi_dot: _multi_dot, np.linalg.vecdot: _vecdot, np.polyval: _polyval,
-    np.zeros_like: _like(0.0), np.ones_like: _like(1.0), np.shape: _shape, np.ndim: _ndim,
-    np.size: _size,
-}
-# numpy's names of ufuncs whose primitive is named differently
-_UFUNC_ALIASES = {np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",
-                  np.negative: "neg", np.power: "pow", np.absolute: "abs"}
-# compositions used until a primitive family defines a method of the same name
-_FALLBACKS: dict[Callable, Handler] = {np.dot: _dot, np.outer: _outer}
-
 # ---------------------------------------------------------------- helpers
 
 
-def _variables(args: Any, found: list) -> list:
-    if isinstance(args, NumpyFunctions):
-        found.append(args)
-    elif isinstance(args, (list, tuple)):
-        for a in args:
-            _variables(a, found)
-    elif isinstance(args, dict):
-        for a in args.values():
-            _variables(a, found)
-    return found
-
-
 def _ops_of(args: tuple, kwargs: dict) -> Any:
-    return _variables([args, kwargs], [])[0].ops
-
-
-def _names(args: Any, kwargs: dict) -> str:
-    vs = _variables([args, kwargs], [])
-    return ", ".join(f"{v.name} with shape {v.shape}" for v in vs) or "no Variables"
+    return variables_in([args, kwargs], [])[0].ops
 
 
 def _short(value: Any) -> str:
