@@ -38,7 +38,6 @@ from .numpy_entries import (
     UFUNC_ALIASES,
     Handler,
     describe,
-    variables_in,
 )
 from .primitives.core import REGISTRY
 
@@ -64,7 +63,7 @@ class NumpyFunctions:
             raise ArgumentError(f"{qualname(func)} has no simplegrad rule for Variables "
                                 f"({describe(args, kwargs)}); see \"numpy functions that record\" "
                                 "in the README, or use .value for the plain (unrecorded) value")
-        return handler(_ops_of(args, kwargs), *args, **kwargs)
+        return handler(self.ops, *args, **kwargs)      # self: one of the Variable arguments
 
 
 # ---------------------------------------------------------------- the table
@@ -122,7 +121,7 @@ def qualname(func: Callable) -> str:
 
 def _build() -> dict[Callable, Handler]:
     out: dict[Callable, Handler] = {}
-    names = _methoddescribe()
+    names = _method_names()
     for name in names:
         for space in (np, np.linalg):
             fn = getattr(space, name, None)
@@ -149,7 +148,7 @@ def _build() -> dict[Callable, Handler]:
     return out
 
 
-def _methoddescribe() -> list[str]:
+def _method_names() -> list[str]:
     """The registered primitives and the other public methods of the primitive families."""
     from .primitives import PrimitiveMethods
     names = [n for n in REGISTRY if callable(getattr(PrimitiveMethods, n, None))]
@@ -160,7 +159,7 @@ def _methoddescribe() -> list[str]:
 
 def _build_ufuncs() -> dict[np.ufunc, str]:
     out = {}
-    for name in _methoddescribe():
+    for name in _method_names():
         fn = getattr(np, name, None)
         if isinstance(fn, np.ufunc) and name not in ("equal", "not_equal"):
             out.setdefault(fn, name)
@@ -190,8 +189,25 @@ def _method(func: Callable, name: str) -> Handler:
         elif i < len(mparams) and mparams[i].name not in nnames and p.kind is not p.VAR_KEYWORD:
             rename[p.name] = mparams[i].name
     shown = f"op.{name}({', '.join(mnames)})"
+    # the common call (leading positional arguments, keywords the method takes) skips binding
+    positional = []
+    for p in nparams:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.name not in rename:
+            break
+        positional.append(rename[p.name])
+    keywords = {k: v for k, v in rename.items()
+                if nsig.parameters[k].kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                               inspect.Parameter.KEYWORD_ONLY)}
+    required = {p.name for p in mparams if p.default is p.empty and p.kind in (
+        p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
     def handler(ops: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(args) <= len(positional) and all(k in keywords for k in kwargs):
+            call = dict(zip(positional, args))
+            for k, v in kwargs.items():
+                call[keywords[k]] = v
+            if len(call) == len(args) + len(kwargs) and required.issubset(call):
+                return method(ops, **call)
         bound = _bind(func, nsig, args, kwargs)
         call_args: list = []
         call_kwargs: dict = {}
@@ -287,10 +303,6 @@ def _signature_text(sig: inspect.Signature) -> str:
     return ", ".join(str(p) for p in list(sig.parameters.values())[1:])
 
 # ---------------------------------------------------------------- helpers
-
-
-def _ops_of(args: tuple, kwargs: dict) -> Any:
-    return variables_in([args, kwargs], [])[0].ops
 
 
 def _short(value: Any) -> str:

@@ -1,4 +1,4 @@
-"""Spectral and least-squares functions: eigh, svd, qr, pinv, lstsq, matrix_power.
+"""Decompositions: eigh, svd and qr (pinv, lstsq, matrix_power and the methods: matfuncs.py).
 
 A decomposition with several outputs is ONE primitive whose ``part`` attribute picks the
 output an entry holds, so each output is an ordinary array entry that prints as the Python a
@@ -18,8 +18,8 @@ Conventions (documented in the README):
   the derivative is taken. This check refuses; it never changes the recorded program, which
   replayed at such an input gives inf or nan. Eigenvalues and singular values alone
   differentiate anywhere (at a repeated value the result is one valid choice).
-- ``pinv`` and ``lstsq`` differentiate at full rank (rank is locally constant there);
-  ``qr`` needs the first min(m, n) columns independent.
+- ``qr`` (tall or wide) needs the first min(m, n) columns independent; a wide matrix [X | Y]
+  is differentiated through the square QR of X and R's right block Q^T Y.
 """
 
 from __future__ import annotations
