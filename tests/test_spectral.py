@@ -115,6 +115,11 @@ def test_singular_vectors_at_repeated_singular_values_raise() -> None:
     with pytest.raises(sg.LinAlgError, match="svd: .*singular vectors"):
         op.grad(U.sum(), A)
     np.testing.assert_allclose(op.grad(S.sum(), A).value, np.eye(3)[:, :2], atol=1e-14)
+    B = op.var(np.diag([2.0, 0.0]), name="B")            # distinct, but one is zero
+    with pytest.raises(sg.LinAlgError, match="svd: .*nonzero singular values, but B"):
+        op.grad(op.svd(B).Vh.sum(), B)
+    with pytest.raises(sg.LinAlgError, match="nonzero"):
+        sg.jvp(lambda b: b.ops.svd(b).U, (np.diag([2.0, 0.0]),), (np.ones((2, 2)),))
 
 
 # ---------------------------------------------------------------- qr, pinv, lstsq

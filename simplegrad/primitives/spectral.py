@@ -117,6 +117,19 @@ def _inverse_gaps(o: Any, lam: Any, a: Any, fn: str, what: str) -> Any:
     return o.mul(o.div(1.0, o.add(diff, eye)), 1.0 - eye)
 
 
+def _check_nonzero(s: Any, a: Any) -> None:
+    """Raise LinAlgError when a singular value is zero to working precision."""
+    values = np.asarray(value_of(s))
+    if values.size == 0:
+        return
+    tol = 10 * values.shape[-1] * np.finfo(values.dtype).eps * np.max(values, axis=-1)
+    if np.any(np.min(values, axis=-1) <= tol):
+        name = getattr(a, "name", "the matrix")
+        raise LinAlgError(f"svd: the derivative of the singular vectors needs nonzero singular "
+                          f"values, but {name} has a zero one ({np.round(values, 6).tolist()}); "
+                          "functions of the singular values alone differentiate at any matrix")
+
+
 # ---------------------------------------------------------------- eigh
 
 
@@ -195,6 +208,7 @@ def _svd_vjp(o, g, out, a, part):
     u, s, vh = (out if p == part else _svd_part(o, a, p) for p in ("U", "S", "Vh"))
     if part == "S":                 # U diag(g) Vh
         return o.matmul(o.mul(u, _row(o, g)), vh)
+    _check_nonzero(s, a)
     f = _inverse_gaps(o, o.mul(s, s), a, "svd", "singular vectors")
     if part == "U":
         y = o.matmul(swap_last(o, u), g)
@@ -216,6 +230,7 @@ def _svd_jvp(o, ts, out, a, part):
     tv = o.matmul(t, v)
     if part == "S":                 # ds_i = u_i^T dA v_i
         return o.sum(o.mul(u, tv), axis=-2)
+    _check_nonzero(s, a)
     f = _inverse_gaps(o, o.mul(s, s), a, "svd", "singular vectors")
     p = o.matmul(swap_last(o, u), tv)
     pt = swap_last(o, p)
