@@ -15,8 +15,8 @@ arguments through the table built here:
   ``x.var(ddof=1)``), as numpy does for objects that are not arrays;
 - explicit (numpy_entries.py): numpy functions whose name or signature differs
   (``np.broadcast_to`` is ``expand``, ``np.linalg.slogdet`` returns (sign, logabsdet),
-  ``np.linalg.norm`` takes ``ord``, ...), and a few compositions of primitives (``np.dot``
-  and ``np.outer`` until a family defines a method of that name).
+  ``np.linalg.norm`` takes ``ord``, the array API's ``np.linalg.trace`` works on the last two
+  axes, ...) and a few compositions of primitives (``np.polyval``, ``np.linalg.multi_dot``).
 
 A numpy function with no entry raises ``sg.ArgumentError`` naming it: numpy's own code would
 either drop the Variable from the tape or fail with a generic TypeError.
@@ -33,7 +33,6 @@ import numpy as np
 from .errors import ArgumentError
 from .numpy_entries import (
     EXPLICIT,
-    FALLBACKS,
     RENAMED,
     UFUNC_ALIASES,
     Handler,
@@ -133,9 +132,6 @@ def _build() -> dict[Callable, Handler]:
     for fn, method in RENAMED.items():
         if method in names:
             out[fn] = _method(fn, method)
-    for fn, handler in FALLBACKS.items():
-        if fn.__name__ not in names:
-            out[fn] = _checked(fn, handler)
     for fn, handler in EXPLICIT.items():
         out[fn] = _checked(fn, handler)
     from .variable import Variable

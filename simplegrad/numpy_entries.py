@@ -2,8 +2,9 @@
 
 numpy functions whose name or signature differs from the Ops method that records them
 (``np.broadcast_to`` is ``expand``, ``np.linalg.slogdet`` returns (sign, logabsdet),
-``np.linalg.norm`` takes ``ord``), a few compositions of primitives, and the ufuncs whose
-primitive has another name. Each handler has numpy's signature after a leading ``ops``.
+``np.linalg.norm`` takes ``ord``, ``np.linalg.trace`` works on the last two axes), a few
+compositions of primitives, and the ufuncs whose primitive has another name. Each handler
+has numpy's signature after a leading ``ops``.
 """
 
 from __future__ import annotations
@@ -116,23 +117,27 @@ def _size(ops, a, axis=None):
     return int(np.prod(s)) if axis is None else s[axis]
 
 
-def _dot(ops, a, b, out=None):
-    if out is not None:
-        raise ArgumentError(f"np.dot: out= is not supported on Variables ({describe((a, b), {})})")
-    na, nb = len(shape_of(a)), len(shape_of(b))
-    if na == 0 or nb == 0:
-        return ops.mul(a, b)
-    if na > 2 or nb > 2:
-        raise ArgumentError(f"np.dot of arrays with more than 2 axes does not record "
-                            f"({describe((a, b), {})}); use np.matmul or np.einsum")
-    return ops.matmul(a, b)
+def _linalg_trace(ops, x, /, *, offset=0, dtype=None):
+    if dtype is not None:
+        raise ArgumentError(f"np.linalg.trace: dtype={dtype!r} is not supported on Variables "
+                            f"({describe((x,), {})})")
+    return ops.trace(x, offset=offset, axis1=-2, axis2=-1)
 
 
-def _outer(ops, a, b, out=None):
-    if out is not None:
-        raise ArgumentError(f"np.outer: out= is not supported on Variables "
-                            f"({describe((a, b), {})})")
-    return ops.mul(ops.reshape(a, (-1, 1)), ops.reshape(b, (1, -1)))
+def _linalg_diagonal(ops, x, /, *, offset=0):
+    return ops.diagonal(x, offset=offset, axis1=-2, axis2=-1)
+
+
+def _linalg_outer(ops, x1, x2, /):
+    return ops.outer(x1, x2)
+
+
+def _linalg_tensordot(ops, x1, x2, /, *, axes=2):
+    return ops.tensordot(x1, x2, axes=axes)
+
+
+def _linalg_cross(ops, x1, x2, /, *, axis=-1):
+    return ops.cross(x1, x2, axis=axis)
 
 
 RENAMED: dict[Callable, str] = {
@@ -145,12 +150,14 @@ EXPLICIT: dict[Callable, Handler] = {
     np.linalg.multi_dot: _multi_dot, np.linalg.vecdot: _vecdot, np.polyval: _polyval,
     np.zeros_like: _like(0.0), np.ones_like: _like(1.0), np.shape: _shape, np.ndim: _ndim,
     np.size: _size,
+    # the array API's np.linalg versions work on the last axes
+    np.linalg.trace: _linalg_trace, np.linalg.diagonal: _linalg_diagonal,
+    np.linalg.outer: _linalg_outer, np.linalg.tensordot: _linalg_tensordot,
+    np.linalg.cross: _linalg_cross,
 }
 # numpy's names of ufuncs whose primitive is named differently
 UFUNC_ALIASES = {np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",
                  np.negative: "neg", np.power: "pow", np.absolute: "abs"}
-# compositions used until a primitive family defines a method of the same name
-FALLBACKS: dict[Callable, Handler] = {np.dot: _dot, np.outer: _outer}
 
 # ---------------------------------------------------------------- helpers
 
