@@ -157,7 +157,7 @@ EXPLICIT: dict[Callable, Handler] = {
 }
 # numpy's names of ufuncs whose primitive is named differently
 UFUNC_ALIASES = {np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",
-                 np.negative: "neg", np.power: "pow", np.absolute: "abs"}
+                 np.negative: "neg", np.power: "pow", np.absolute: "abs", np.rint: "round"}
 
 # ---------------------------------------------------------------- helpers
 
