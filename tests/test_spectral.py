@@ -64,6 +64,17 @@ def test_eigh_records_two_entries_from_one_decomposition(monkeypatch) -> None:
                                                    "v1 = eigh(A).eigenvectors"]
 
 
+def test_svd_rules_record_the_other_factors_from_one_decomposition(monkeypatch) -> None:
+    calls = []
+    real = np.linalg.svd
+    monkeypatch.setattr(np.linalg, "svd", lambda a, **kw: calls.append(1) or real(a, **kw))
+    op = sg.Ops()
+    A = op.var([[2.0, 1.0], [1.0, 3.0]], name="A")
+    U, S, Vh = op.svd(A)
+    op.grad(U.sum(), A)                     # the vjp records svd(A).S and svd(A).Vh: one svd
+    assert len(calls) == 2
+
+
 def test_eigenvectors_at_repeated_eigenvalues_raise_when_differentiated() -> None:
     op = sg.Ops()
     A = op.var(np.diag([1.0, 1.0, 2.0]), name="A")

@@ -200,23 +200,26 @@ def _svd(a, part):
     return {"U": u, "S": s, "Vh": vh}[part]
 
 
-def _svd_part(o, a, part):
-    return o.apply(SVD, (a,), {"part": part})
+def _svd_factors(o, out, a, part):
+    """(U, S, Vh): ``out`` for the entry's own part, the others recorded from one svd."""
+    with shared_decompositions():
+        return tuple(out if p == part else o.apply(SVD, (a,), {"part": p})
+                     for p in ("U", "S", "Vh"))
 
 
 def _svd_vjp(o, g, out, a, part):
-    u, s, vh = (out if p == part else _svd_part(o, a, p) for p in ("U", "S", "Vh"))
+    u, s, vh = _svd_factors(o, out, a, part)
     if part == "S":                 # U diag(g) Vh
         return o.matmul(o.mul(u, _row(o, g)), vh)
     _check_nonzero(s, a)
     f = _inverse_gaps(o, o.mul(s, s), a, "svd", "singular vectors")
-    if part == "U":
-        y = o.matmul(swap_last(o, u), g)
-        gs = o.div(g, _row(o, s))
-        inner = o.sub(o.mul(o.mul(f, o.sub(y, swap_last(o, y))), _row(o, s)),
-                      o.matmul(swap_last(o, u), gs))
+    if part == "U":                 # (U (F o (Y - Y^T)) S - U U^T G S^-1 + G S^-1) Vh, Y = U^T G
+        ut, srow = swap_last(o, u), _row(o, s)
+        y = o.matmul(ut, g)
+        gs = o.div(g, srow)
+        inner = o.sub(o.mul(o.mul(f, o.sub(y, swap_last(o, y))), srow), o.matmul(ut, gs))
         return o.matmul(o.add(o.matmul(u, inner), gs), vh)
-    x = o.matmul(vh, swap_last(o, g))
+    x = o.matmul(vh, swap_last(o, g))   # U (S (F o (X - X^T)) Vh + S^-1 G (I - V Vh)), X = Vh G^T
     ht = o.div(g, _col(o, s))
     inner = o.sub(o.mul(_col(o, s), o.mul(f, o.sub(x, swap_last(o, x)))),
                   o.matmul(ht, swap_last(o, vh)))
@@ -225,22 +228,22 @@ def _svd_vjp(o, g, out, a, part):
 
 def _svd_jvp(o, ts, out, a, part):
     t = ts[0]
-    u, s, vh = (out if p == part else _svd_part(o, a, p) for p in ("U", "S", "Vh"))
+    u, s, vh = _svd_factors(o, out, a, part)
     v = swap_last(o, vh)
     tv = o.matmul(t, v)
     if part == "S":                 # ds_i = u_i^T dA v_i
         return o.sum(o.mul(u, tv), axis=-2)
     _check_nonzero(s, a)
     f = _inverse_gaps(o, o.mul(s, s), a, "svd", "singular vectors")
-    p = o.matmul(swap_last(o, u), tv)
+    srow, scol = _row(o, s), _col(o, s)
+    p = o.matmul(swap_last(o, u), tv)   # P = U^T dA V
     pt = swap_last(o, p)
-    if part == "U":
-        d = o.mul(f, o.add(o.mul(p, _row(o, s)), o.mul(_col(o, s), pt)))
-        rest = o.div(o.sub(tv, o.matmul(u, p)), _row(o, s))
-        return o.add(o.matmul(u, d), rest)
-    d = o.mul(f, o.add(o.mul(_col(o, s), p), o.mul(pt, _row(o, s))))
+    if part == "U":                 # dU = U (F o (P S + S P^T)) + (dA V - U P) S^-1
+        d = o.mul(f, o.add(o.mul(p, srow), o.mul(scol, pt)))
+        return o.add(o.matmul(u, d), o.div(o.sub(tv, o.matmul(u, p)), srow))
+    d = o.mul(f, o.add(o.mul(scol, p), o.mul(pt, srow)))   # dV = V (F o (S P + P^T S)) + ...
     tu = o.matmul(swap_last(o, t), u)
-    rest = o.div(o.sub(tu, o.matmul(v, pt)), _row(o, s))
+    rest = o.div(o.sub(tu, o.matmul(v, pt)), srow)          # ... (dA^T U - V P^T) S^-1
     return swap_last(o, o.add(o.matmul(v, d), rest))
 
 
@@ -324,10 +327,15 @@ def _split(o, a, k):
     return (o.getitem(a, (Ellipsis, slice(0, k))), o.getitem(a, (Ellipsis, slice(k, n))))
 
 
+def _qr_factors(o, out, a, part):
+    """(Q, R): ``out`` for the entry's own part, the other recorded (one qr)."""
+    with shared_decompositions():
+        return tuple(out if p == part else o.apply(QR, (a,), {"part": p}) for p in ("Q", "R"))
+
+
 def _qr_vjp(o, g, out, a, part):
     m, n = shape_of(a)[-2:]
-    q = out if part == "Q" else o.apply(QR, (a,), {"part": "Q"})
-    r = out if part == "R" else o.apply(QR, (a,), {"part": "R"})
+    q, r = _qr_factors(o, out, a, part)
     if m >= n:
         return _qr_square_vjp(o, q, r, g if part == "Q" else None, g if part == "R" else None)
     x, y = _split(o, a, m)
@@ -342,8 +350,7 @@ def _qr_vjp(o, g, out, a, part):
 
 def _qr_jvp(o, ts, out, a, part):
     m, n = shape_of(a)[-2:]
-    q = out if part == "Q" else o.apply(QR, (a,), {"part": "Q"})
-    r = out if part == "R" else o.apply(QR, (a,), {"part": "R"})
+    q, r = _qr_factors(o, out, a, part)
     if m >= n:
         dq, dr = _qr_square_jvp(o, q, r, ts[0])
         return dq if part == "Q" else dr
