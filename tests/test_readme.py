@@ -38,5 +38,8 @@ def test_readme_examples_run_in_order():
     assert "8 (3, 3)" in printed
     assert "[0.33333333 0.08333333]" in printed
     assert "order 2, mode rev" in printed
+    assert "[1. 3.]" in printed and "['v0 = eigh(A).eigenvalues', 'v1 = eigh(A).eigenvectors']" \
+        in printed                                          # eigh: values and trace
+    assert "[[-0.125  0.125]\n [-0.75   0.75 ]]" in printed   # numpy code through sg.grad
     assert "v17 = v10 * 2.0\nv24 = v17 * v1\n" in printed      # sg.simplify's output
     assert "-0.479425538604203" in printed                    # a replay keeps its branch

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..numpy_api import NumpyFunctions
 from .binary import BinaryOps, BinaryVariable
 from .core import REGISTRY, Case, Primitive, register
 from .decomp import DecompOps
@@ -18,6 +19,7 @@ from .gather import GatherMethods, GatherOps
 from .layout import LayoutMethods, LayoutOps
 from .linalg import LinalgOps
 from .logic import LogicOps
+from .matfuncs import SpectralOps
 from .products import ProductMethods, ProductOps
 from .reduce import ReduceOps
 from .scans import ScanOps, ScanVariable
@@ -29,7 +31,8 @@ __all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "Val
 
 
 class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps, DecompOps,
-                       ProductOps, LayoutOps, GatherOps, SpecialOps, BinaryOps, ScanOps):
+                       ProductOps, LayoutOps, GatherOps, SpecialOps, BinaryOps, ScanOps,
+                       SpectralOps):
     """Every primitive as a method; subclasses say what ``apply`` (the generic form) does."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
@@ -39,7 +42,7 @@ class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps,
 
 
 class VariableMethods(ProductMethods, LayoutMethods, GatherMethods, SpecialVariable,
-                      BinaryVariable, ScanVariable):
+                      BinaryVariable, ScanVariable, NumpyFunctions):
     """Methods that primitive families add to ``Variable`` (``x.cumsum()``, ...).
 
     A family keeps its Variable methods in a mixin with ``__slots__ = ()`` beside its records
