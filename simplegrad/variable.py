@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import ArgumentError, GraphError
-from .primitives import VariableMethods, binary, special
+from .numpy_api import ufuncs
+from .primitives import VariableMethods
 
 if TYPE_CHECKING:
     from .tape import Ops
@@ -178,7 +179,7 @@ class Variable(VariableMethods):
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         """numpy ufuncs on Variables: recorded as the matching primitive (np.exp(x), A @ x)."""
         if method == "__call__" and not kwargs:
-            name = _UFUNCS.get(ufunc)
+            name = ufuncs().get(ufunc)
             if name is not None:
                 return getattr(self.ops, name)(*inputs)
             if ufunc is np.equal:           # == stays identity, whichever side numpy is on
@@ -365,14 +366,6 @@ def leaf_variable(value: Any, ops: Any, label: int | str | None, requires_grad: 
     return v
 
 
-_UFUNCS = {np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",
-           np.negative: "neg", np.power: "pow", np.exp: "exp", np.log: "log", np.sqrt: "sqrt",
-           np.sin: "sin", np.cos: "cos", np.tanh: "tanh", np.absolute: "abs",
-           np.maximum: "maximum", np.minimum: "minimum", np.matmul: "matmul",
-           np.less: "less", np.less_equal: "less_equal", np.greater: "greater",
-           np.greater_equal: "greater_equal", np.logical_and: "logical_and",
-           np.logical_or: "logical_or", np.logical_not: "logical_not", np.isfinite: "isfinite",
-           np.sign: "sign", **special.UFUNCS, **binary.UFUNCS}
 
 
 def _numpy_defaults(method: str, x: Variable, numpy_args: dict) -> None:
