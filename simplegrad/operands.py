@@ -4,6 +4,11 @@ Constants (Python numbers, bools, numpy arrays and scalars, lists) are converted
 entry records them: a 0-d constant becomes a Python number, a bool array stays bool, any other
 array becomes a read-only array of the entry's float dtype (copied unless nothing can write
 through it already). User data for leaves becomes a fresh float array.
+
+An Ops made with ``borrow=True`` records arrays of the right dtype as read-only views of the
+caller's memory instead of copies. The transforms use it for the Ops they make and release
+within one call: nothing recorded outlives the call, so the caller cannot write to an array
+while a tape that reads it is alive.
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ _FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 _SCALAR = {"b": bool, "i": int, "u": int}
 
 
-def constant(prim: Primitive, inputs: tuple, x: Any, dtype: np.dtype | None) -> Any:
-    """One constant operand as it is recorded (see the module docstring)."""
+def constant(prim: Primitive, inputs: tuple, x: Any, dtype: np.dtype | None,
+             borrow: bool = False) -> Any:
+    """One constant operand as it is recorded (see the module docstring); ``borrow``: an array
+    of the right dtype is recorded as a read-only view of the caller's memory, not a copy."""
     if isinstance(x, (bool, np.bool_)):     # a condition or mask: stays bool
         return bool(x)
     if not isinstance(x, (np.ndarray, np.generic, list, tuple, float, int)):
@@ -44,22 +51,26 @@ def constant(prim: Primitive, inputs: tuple, x: Any, dtype: np.dtype | None) -> 
                     DTypeError)
     if arr.ndim == 0:
         return _SCALAR.get(arr.dtype.kind, float)(arr)
-    if arr.dtype.kind == "b":               # masks and conditions stay bool
-        out = arr if frozen(arr) else arr.copy()
-    elif (dtype is None or arr.dtype == dtype) and frozen(arr):
+    same = dtype is None or arr.dtype == dtype or arr.dtype.kind == "b"
+    if same and frozen(arr):
         return arr          # read-only all the way down (a Variable's value): no copy
+    if same and borrow:
+        out = arr.view()    # no copy: the Ops lives no longer than the caller's call
+    elif arr.dtype.kind == "b":             # masks and conditions stay bool
+        out = arr.copy()
     else:
         out = np.array(arr, dtype=dtype)    # the caller may mutate theirs later
     out.flags.writeable = False
     return out
 
 
-def float_array(value: Any, name: str | None) -> np.ndarray:
-    """A fresh float array from user data; bool and int become float64."""
+def float_array(value: Any, name: str | None, borrow: bool = False) -> np.ndarray:
+    """A fresh float array from user data (bool and int become float64); ``borrow``: a view of
+    a float array, not a copy."""
     if isinstance(value, Variable):
         value = value.raw
     try:
-        arr = np.array(value)
+        arr = np.asarray(value).view() if borrow else np.array(value)
     except Exception as e:
         raise DTypeError(f"var {name or ''}: cannot make an array of {type(value).__name__}: "
                          f"{e}") from None

@@ -134,6 +134,8 @@ class _WeakEntries(list):
 class Ops(PrimitiveMethods):
     """One tape and one v-counter: every primitive called on it records one entry.
 
+    ``borrow=True`` records the caller's float arrays (leaves and constants) as read-only views,
+    not copies: for an Ops that lives no longer than the call that made it (the transforms').
     ``keep_trace=False`` holds the entries weakly and keeps no events: the graph is freed by
     reference counting when its last Variable goes (what free Parameters record on); there is
     then no complete trace to print.
@@ -144,8 +146,10 @@ class Ops(PrimitiveMethods):
     exactly what the program asked for.
     """
 
-    def __init__(self, echo: bool = False, simplify: bool = False, keep_trace: bool = True):
+    def __init__(self, echo: bool = False, simplify: bool = False, keep_trace: bool = True,
+                 borrow: bool = False):
         self.tape = Tape(keep=bool(keep_trace))
+        self.borrow = bool(borrow)
         self.recording = True
         self.simplify = bool(simplify)
         self._adopted: weakref.WeakValueDictionary | None = None  # Parameter -> its leaf here
@@ -258,8 +262,9 @@ class Ops(PrimitiveMethods):
     # ------------------------------------------------------------ leaves
 
     def var(self, value: Any, name: str | None = None, requires_grad: bool = True) -> Variable:
-        """A leaf holding a float copy of ``value`` (float64 unless it is float16/32/64)."""
-        arr = float_array(value, name)
+        """A leaf holding a float copy of ``value`` (float64 unless it is float16/32/64; a
+        read-only view instead of a copy on an Ops that borrows)."""
+        arr = float_array(value, name, self.borrow)
         return self.leaf(arr, check_name(name), bool(requires_grad))
 
     def named_var(self, value: Any, name: str) -> Variable:
@@ -413,7 +418,7 @@ class Ops(PrimitiveMethods):
         frozen_inputs = tuple(inputs)
         for i, x in enumerate(inputs):
             if type(x) is not Variable and type(x) is not float and type(x) is not int:
-                inputs[i] = constant(prim, frozen_inputs, x, dtype)
+                inputs[i] = constant(prim, frozen_inputs, x, dtype, self.borrow)
         values = [x.raw if type(x) is Variable else x for x in inputs]
         ref = variables[0] if variables else None
         return tuple(inputs), values, ref, any(x.requires_grad for x in variables)

@@ -1,0 +1,42 @@
+"""Ops(borrow=True): the caller's float arrays are recorded as read-only views, not copies;
+the default Ops copies writable arrays so later writes cannot change what it recorded."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import simplegrad as sg
+
+
+def test_a_borrowing_ops_records_views_and_leaves_the_callers_arrays_writable():
+    A = np.arange(6.0).reshape(2, 3)
+    x = np.array([1.0, 2.0, 3.0])
+    op = sg.Ops(borrow=True)
+    xv = op.var(x)
+    y = op.matmul(A, xv)
+    assert np.shares_memory(xv.raw, x) and np.shares_memory(y.inputs[0], A)
+    assert x.flags.writeable and A.flags.writeable          # the caller's arrays untouched
+    assert not xv.raw.flags.writeable and not y.inputs[0].flags.writeable
+    np.testing.assert_array_equal(op.grad(y.sum(), xv).value, A.sum(axis=0))
+
+
+def test_the_default_ops_copies_so_later_writes_change_nothing():
+    A = np.arange(6.0).reshape(2, 3)
+    x = np.array([1.0, 2.0, 3.0])
+    op = sg.Ops()
+    xv = op.var(x)
+    y = op.matmul(A, xv)
+    assert not np.shares_memory(xv.raw, x) and not np.shares_memory(y.inputs[0], A)
+    A[:] = 0.0
+    x[:] = 0.0
+    np.testing.assert_array_equal(op.grad(y.sum(), xv).value, [3.0, 5.0, 7.0])
+
+
+def test_borrowing_converts_what_it_must():
+    op = sg.Ops(borrow=True)
+    ints = np.array([1, 2, 3])
+    v = op.var(ints)                     # int data becomes float64: a copy by necessity
+    assert v.dtype == np.float64 and not np.shares_memory(v.raw, ints)
+    f32 = op.var(np.ones(3, dtype=np.float32))
+    y = f32 * np.array([1.0, 2.0, 3.0])  # a float64 constant meets float32: cast, a copy
+    assert y.dtype == np.float32
