@@ -34,7 +34,7 @@ def ops_of(*xs: Any) -> Any:
 
 def value_of(x: Any) -> np.ndarray:
     """The numpy value of a Variable, or the array itself."""
-    return getattr(x, "_value", x)
+    return getattr(x, "raw", x)
 
 
 def _parameter_class() -> type | None:
