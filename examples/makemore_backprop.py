@@ -21,14 +21,15 @@ from rich.table import Table
 
 import simplegrad as sg
 
-NAMES = """emma olivia ava isabella sophia charlotte mia amelia harper evelyn abigail emily
+NAMES_TEXT = """emma olivia ava isabella sophia charlotte mia amelia harper evelyn abigail emily
 elizabeth mila ella avery sofia camila aria scarlett victoria madison luna grace chloe penelope
 layla riley zoey nora lily eleanor hannah lillian addison aubrey ellie stella natalie zoe leah
 hazel violet aurora savannah audrey brooklyn bella claire skylar liam noah william james oliver
 benjamin elijah lucas mason logan alexander ethan jacob michael daniel henry jackson sebastian
 aiden matthew samuel david joseph carter owen wyatt john jack luke jayden dylan grayson levi
 isaac gabriel julian mateo anthony jaxon lincoln joshua christopher andrew theodore caleb
-ryan asher nathan thomas leo isaiah charles josiah hudson christian hunter connor eli""".split()
+ryan asher nathan thomas leo isaiah charles josiah hudson christian hunter connor eli"""
+NAMES = NAMES_TEXT.split()
 
 
 def dataset(block_size: int) -> tuple[np.ndarray, np.ndarray]:
