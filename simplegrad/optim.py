@@ -126,17 +126,15 @@ class Optimizer:
 def _slot_leaves(slots: Any, p_def: Any) -> list[dict]:
     """The per-parameter slot dicts of a state, in the parameters' leaf order."""
     out: list[dict] = []
-
-    def walk(node: Any, d: Any) -> None:
+    stack = [(slots, p_def)]       # iterative, and no self-referencing closure (no cycle)
+    while stack:
+        node, d = stack.pop()
         if d.kind == "leaf":
             out.append(node)
         elif d.kind is dict:
-            for k, c in zip(d.meta, d.children):
-                walk(node[k], c)
+            stack.extend(reversed([(node[k], c) for k, c in zip(d.meta, d.children)]))
         elif d.kind is not None:
-            for n, c in zip(node, d.children):
-                walk(n, c)
-    walk(slots, p_def)
+            stack.extend(reversed(list(zip(node, d.children))))
     return out
 
 
