@@ -50,6 +50,7 @@ def check_gradient(label: str, fn, params: dict, rng: np.random.Generator,
 
 
 def maml(rng: np.random.Generator, failures: list[str], k: int) -> None:
+    """Sine-regression tasks; the outer gradient through k inner SGD steps."""
     model = nn.MLP([1, 16, 1], activation="tanh", rng=rng)
     opt = optim.SGD(lr=0.05)
     tasks = []
@@ -73,6 +74,7 @@ def maml(rng: np.random.Generator, failures: list[str], k: int) -> None:
 
 
 def gradient_penalty(rng: np.random.Generator, failures: list[str]) -> None:
+    """A critic's input-gradient norm, differentiated with respect to its weights."""
     critic = nn.MLP([3, 12, 1], activation="tanh", rng=rng)
     x = rng.normal(size=(6, 3))
 
@@ -87,6 +89,7 @@ def gradient_penalty(rng: np.random.Generator, failures: list[str]) -> None:
 
 
 def pinn(rng: np.random.Generator, failures: list[str]) -> None:
+    """u_xx of a network by nested derivatives, and the residual loss's weight gradient."""
     u = nn.MLP([1, 16, 16, 1], activation="tanh", rng=rng)
     xs = np.linspace(-2, 2, 9)
 
@@ -122,6 +125,7 @@ def pinn(rng: np.random.Generator, failures: list[str]) -> None:
 
 
 def newton_cg(rng: np.random.Generator, failures: list[str]) -> None:
+    """Newton steps solved by conjugate gradients from hvps, on a logistic regression."""
     n, d, lam = 200, 5, 1e-2
     X = rng.normal(size=(n, d))
     y = (X @ rng.normal(size=d) + 0.5 * rng.normal(size=n) > 0).astype(float)

@@ -64,12 +64,14 @@ def primals(ops: Ops, args: Sequence[Any], nums: Sequence[int]) -> tuple[list, l
 
 
 def primal(ops: Ops, a: Any) -> Variable:
+    """The Variable standing for one leaf of a differentiated argument."""
     if isinstance(a, Variable) and a.requires_grad:
         return ops.reshape(a, a.shape)      # identity entry: see the module docstring
     return ops.var(getattr(a, "raw", a))
 
 
 def flat(trees: list) -> list[Variable]:
+    """The primal Variables of every differentiated argument, in order."""
     return [x for _, xs in trees for x in xs]
 
 
@@ -93,6 +95,7 @@ def leaves_like(fname: str, what: str, ref: str, treedef: TreeDef, tree: Any) ->
 
 
 def leaf_shape(a: Any) -> tuple:
+    """The shape of a Variable, an array or a number."""
     return np.shape(getattr(a, "raw", a))
 
 
@@ -133,6 +136,7 @@ def outputs(fname: str, ops: Ops, out: Any) -> tuple[list[Variable], TreeDef]:
 
 
 def scalar(fname: str, y: Variable) -> Variable:
+    """``y``, checked to have one entry."""
     if y.size != 1:
         raise ShapeError(f"{fname}: f returned shape {y.shape}, not a scalar; use sg.jacobian "
                          "for the full derivative or sg.vjp for a vector-Jacobian product")
@@ -140,6 +144,7 @@ def scalar(fname: str, y: Variable) -> Variable:
 
 
 def result(nested: bool, v: Variable) -> Result:
+    """``v`` itself when nested, else a fresh copy of its array."""
     return v if nested else np.array(v.raw)
 
 
@@ -169,10 +174,12 @@ def resolve(fname: str, argnums: ArgNums, nargs: int) -> tuple[int, ...]:
 
 
 def is_int(i: Any) -> bool:
+    """True for an int (bool excluded)."""
     return isinstance(i, (int, np.integer)) and not isinstance(i, bool)
 
 
 def check_callable(fname: str, f: Any) -> None:
+    """Raise ArgumentError unless ``f`` is callable."""
     if not callable(f):
         raise ArgumentError(f"{fname}: expected a function, got {type(f).__name__}")
 

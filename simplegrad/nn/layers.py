@@ -56,6 +56,7 @@ class Linear(Module):
         return y if b is None else o.add(y, b)
 
     def extra_repr(self) -> str:
+        """The layer's settings, as its repr shows them."""
         return f"{self.in_features}, {self.out_features}, bias={'bias' in self._parameters}"
 
 
@@ -173,6 +174,7 @@ class BatchNorm1d(Module):
         return o.add(o.mul(xhat, w), b)
 
     def extra_repr(self) -> str:
+        """The layer's settings, as its repr shows them."""
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
 
 
@@ -223,6 +225,7 @@ class Dropout(Module):
         return ops_of(x).mul(x, keep / (1.0 - self.p))
 
     def extra_repr(self) -> str:
+        """The layer's settings, as its repr shows them."""
         return f"p={self.p}"
 
 
@@ -230,6 +233,7 @@ class ReLU(Module):
     """max(x, 0)."""
 
     def forward(self, x: Any) -> Any:
+        """The activation applied to ``x`` (a Variable or an array)."""
         return ops_of(x).relu(x)
 
 
@@ -237,6 +241,7 @@ class Tanh(Module):
     """tanh(x)."""
 
     def forward(self, x: Any) -> Any:
+        """The activation applied to ``x`` (a Variable or an array)."""
         return ops_of(x).tanh(x)
 
 
@@ -244,6 +249,7 @@ class Sigmoid(Module):
     """1 / (1 + exp(-x))."""
 
     def forward(self, x: Any) -> Any:
+        """The activation applied to ``x`` (a Variable or an array)."""
         return ops_of(x).sigmoid(x)
 
 
@@ -255,6 +261,7 @@ class LeakyReLU(Module):
         self.negative_slope = float(negative_slope)
 
     def forward(self, x: Any) -> Any:
+        """The activation applied to ``x`` (a Variable or an array)."""
         o = ops_of(x)
         return o.maximum(x, o.mul(x, self.negative_slope))
 
@@ -263,6 +270,7 @@ class Softplus(Module):
     """log(1 + exp(x)), computed as relu(x) + log(1 + exp(-|x|)) so it never overflows."""
 
     def forward(self, x: Any) -> Any:
+        """The activation applied to ``x`` (a Variable or an array)."""
         o = ops_of(x)
         return o.add(o.relu(x), o.log(o.add(o.exp(o.neg(o.abs(x))), 1.0)))
 
@@ -271,4 +279,5 @@ class Identity(Module):
     """x unchanged."""
 
     def forward(self, x: Any) -> Any:
+        """The activation applied to ``x`` (a Variable or an array)."""
         return x
