@@ -196,3 +196,16 @@ def test_check_grads_accepts_pytrees(params, x):
     with pytest.raises(sg.GradientCheckError):
         sg.check_grads(lambda p: bad(p["b"]).sum() + p["W"].sum(), [params], order=1,
                        modes=("rev",))
+
+
+def test_pytree_transforms_nested_inside_check_grads(rng):
+    """Hessian blocks, hvps, Jacobians and vjps of dicts, recorded and differentiated again."""
+    p = {"a": rng.normal(size=2), "b": rng.normal(size=3)}
+    f = lambda q: (q["a"] ** 2).sum() * (q["b"] ** 3).sum() + (q["a"].sin() * q["b"][:2]).sum()
+    v = {"a": rng.normal(size=2), "b": rng.normal(size=3)}
+    sg.check_grads(lambda q: sg.hessian(f)(q)["a"]["b"], [p], order=1)
+    sg.check_grads(lambda q: sg.hvp(f)(q, v), [p], order=1)
+    sg.check_grads(lambda q: sg.jacobian(lambda r: {"y": r["a"] * r["b"][:2]},
+                                         mode="fwd")(q)["y"]["b"], [p], order=1)
+    sg.check_grads(lambda q: sg.vjp(lambda r: [r["a"].exp(), r["b"].sum()], q)[1](
+        [np.ones(2), np.array(2.0)])[0]["a"], [p], order=1)
