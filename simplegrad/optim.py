@@ -179,8 +179,8 @@ class Adam(Optimizer):
         b1, b2 = betas
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
             raise ArgumentError(f"{type(self).__name__}: betas must lie in [0, 1), got {betas}")
-        self.betas, self.eps, self.weight_decay = (float(b1), float(b2)), float(eps), \
-            float(weight_decay)
+        self.betas = (float(b1), float(b2))
+        self.eps, self.weight_decay = float(eps), float(weight_decay)
 
     def rule(self, o: Any, p: Any, g: Any, slot: dict, step: int) -> tuple[Any, dict]:
         """p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)."""

@@ -75,6 +75,12 @@ def test_state_dict_round_trip_and_errors(rng):
         b.load_state_dict(bad)
     with pytest.raises(sg.ShapeError, match="functional_call"):
         a.apply({"0.weight": np.zeros((2, 2))}, x)
+    with pytest.raises(sg.ArgumentError, match="no parameter or buffer"):
+        a.apply({"0.weights": np.zeros((3, 2))}, x)
+    with pytest.raises(sg.ArgumentError, match="a parameter"):
+        a[0].weight = np.zeros((3, 2))
+    with pytest.raises(sg.ArgumentError, match="super"):
+        type("Bad", (nn.Module,), {"__init__": lambda self: setattr(self, "w", 1)})()
 
 
 def test_batchnorm_training_eval_and_running_statistics(rng):

@@ -73,6 +73,10 @@ class Module:
             raise ArgumentError(f"{type(self).__name__}: call super().__init__() before "
                                 "assigning attributes")
         cls = _parameter_class()
+        if name in self._parameters and not (cls is not None and isinstance(value, cls)):
+            raise ArgumentError(f"{type(self).__name__}.{name} is a parameter: give it a new "
+                                f"value with .assign(array) (or register_parameter), not a "
+                                f"{type(value).__name__}")
         for table in (self._parameters, self._buffers, self._modules):
             table.pop(name, None)
         if isinstance(value, Module):
