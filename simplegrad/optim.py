@@ -26,6 +26,7 @@ import numpy as np
 
 from .errors import ArgumentError, GraphError, ShapeError
 from .nn.module import ops_of, value_of
+from .params import Parameter
 from .primitives import VALUES
 from .pytree import tree_flatten, tree_unflatten
 
@@ -44,7 +45,7 @@ class Optimizer:
         self.params = None if params is None else list(params)
         if self.params is not None:
             for p in self.params:
-                if not hasattr(p, "assign"):
+                if not isinstance(p, Parameter):
                     raise ArgumentError(
                         f"{type(self).__name__}: step() needs sg.Parameter objects (from "
                         f"module.parameters()), got a {type(p).__name__}; for arrays use "

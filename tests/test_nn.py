@@ -21,9 +21,12 @@ def test_linear_on_arrays_and_on_variables(rng):
     W, b = layer.params()["weight"], layer.params()["bias"]
     assert W.shape == (2, 3) and np.all(np.abs(W) <= 1 / np.sqrt(3))
     x = rng.normal(size=(4, 3))
-    y = layer(x)
+    y = layer.predict(x)
     assert isinstance(y, np.ndarray)               # plain arrays in, plain array out
     np.testing.assert_allclose(y, x @ W.T + b, **TOL)
+    recorded = layer(x)                            # sg.Parameter weights: recorded
+    assert isinstance(recorded, sg.Variable)
+    np.testing.assert_allclose(recorded.value, y, **TOL)
     op = sg.Ops()
     xv = op.var(x)
     yv = layer.apply({"weight": op.var(W), "bias": op.var(b)}, xv)
@@ -66,7 +69,7 @@ def test_state_dict_round_trip_and_errors(rng):
     assert not np.allclose(a.params()["0.weight"], b.params()["0.weight"])
     b.load_state_dict(a.state_dict())
     x = rng.normal(size=(4, 2))
-    np.testing.assert_array_equal(a(x), b(x))
+    np.testing.assert_array_equal(a.predict(x), b.predict(x))
     with pytest.raises(sg.ArgumentError, match="missing keys"):
         b.load_state_dict({"0.weight": np.zeros((3, 2))})
     bad = a.state_dict()
@@ -86,16 +89,16 @@ def test_state_dict_round_trip_and_errors(rng):
 def test_batchnorm_training_eval_and_running_statistics(rng):
     bn = nn.BatchNorm1d(3, momentum=0.25)
     x = rng.normal(2.0, 3.0, size=(8, 3))
-    y = bn(x)
+    y = bn.predict(x)
     mean, var_n, var_b = x.mean(0), x.var(0), x.var(0, ddof=1)
     np.testing.assert_allclose(y, (x - mean) / np.sqrt(var_n + 1e-5), **TOL)
     np.testing.assert_allclose(bn.running_mean, 0.25 * mean, **TOL)
     np.testing.assert_allclose(bn.running_var, 0.75 + 0.25 * var_b, **TOL)   # Bessel
     bn.eval()
-    np.testing.assert_allclose(bn(x), (x - bn.running_mean) / np.sqrt(bn.running_var + 1e-5),
-                               **TOL)
+    want = (x - bn.running_mean) / np.sqrt(bn.running_var + 1e-5)
+    np.testing.assert_allclose(bn.predict(x), want, **TOL)
     seed = nn.BatchNorm1d(3, variance="unbiased")           # seed 003's normalisation
-    np.testing.assert_allclose(seed(x), (x - mean) / np.sqrt(var_b + 1e-5), **TOL)
+    np.testing.assert_allclose(seed.predict(x), (x - mean) / np.sqrt(var_b + 1e-5), **TOL)
     assert set(seed.state_dict()) == {"weight", "bias", "running_mean", "running_var"}
     with pytest.raises(sg.ShapeError, match="BatchNorm1d"):
         bn(np.ones((4, 2)))
@@ -105,10 +108,10 @@ def test_layernorm_embedding_dropout_activations(rng):
     x = rng.normal(size=(2, 3, 4))
     ln = nn.LayerNorm(4)
     want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
-    np.testing.assert_allclose(ln(x), want, **TOL)
+    np.testing.assert_allclose(ln.predict(x), want, **TOL)
     emb = nn.Embedding(5, 2, rng=rng)
     idx = np.array([[0, 4], [4, 1]])
-    np.testing.assert_array_equal(emb(idx), emb.params()["weight"][idx])
+    np.testing.assert_array_equal(emb.predict(idx), emb.params()["weight"][idx])
     g = sg.grad(lambda p: (emb.apply(p, idx) * np.arange(8.0).reshape(2, 2, 2)).sum())(
         emb.params())["weight"]
     want = np.zeros((5, 2))
@@ -196,4 +199,4 @@ def test_layers_match_pytorch(rng):
                                ref.state_dict()["1.running_var"].numpy(), **TOL)
     model.eval()
     ref.eval()
-    np.testing.assert_allclose(model(x), ref(torch.tensor(x)).detach().numpy(), **TOL)
+    np.testing.assert_allclose(model.predict(x), ref(torch.tensor(x)).detach().numpy(), **TOL)

@@ -8,9 +8,6 @@ import pytest
 import simplegrad as sg
 from simplegrad import nn, optim
 
-pytestmark = pytest.mark.skipif(not hasattr(sg, "Parameter"),
-                                reason="needs sg.Parameter from the core")
-
 CONFIGS = [
     ("SGD", dict(lr=0.1)),
     ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.1)),

@@ -93,10 +93,6 @@ def test_jax_habit_traced_memory_is_flat(rng):
     assert end - after_warmup < 16 * 1024, (after_warmup, end)
 
 
-needs_parameter = pytest.mark.skipif(not hasattr(sg, "Parameter"),
-                                     reason="needs sg.Parameter from the core")
-
-
 def pytorch_habit(rng: np.random.Generator):
     model = nn.MLP([8, 16, 3], rng=rng)
     x, y = rng.normal(size=(32, 8)), rng.integers(0, 3, 32)
@@ -115,7 +111,6 @@ def pytorch_habit(rng: np.random.Generator):
     return step, lambda: float(nn.cross_entropy(model(x), y)), seen, lengths
 
 
-@needs_parameter
 def test_pytorch_habit_frees_every_step_by_reference_counting(rng):
     step, current_loss, seen, lengths = pytorch_habit(rng)
     first = current_loss()
@@ -129,7 +124,6 @@ def test_pytorch_habit_frees_every_step_by_reference_counting(rng):
     assert current_loss() < first / 2
 
 
-@needs_parameter
 @pytest.mark.slow
 def test_pytorch_habit_traced_memory_is_flat(rng):
     after_warmup, end = flat_traced_memory(pytorch_habit(rng)[0])

@@ -5,8 +5,10 @@ across steps); ``loss.backward()`` fills their ``.grad`` and an optimiser assign
 JAX habit: ``module.params()`` is a dict of plain arrays and ``module.apply(params, x)`` (or
 ``functional_call(module, params, x)``) runs the forward with those values in place of the
 module's own, so ``sg.value_and_grad(loss)(params, batch)`` differentiates with respect to
-them. A forward runs on Variables of any Ops and, given only plain arrays, on plain arrays
-(``ops_of`` picks the first Variable's Ops, or ``VALUES``, which records nothing).
+them. A forward runs on Variables of any Ops and, given only plain arrays (``apply`` with
+arrays, or ``predict``), on plain arrays: ``ops_of`` picks the first Variable's Ops, or
+``VALUES``, which records nothing. ``module(x)`` with a plain ``x`` records on the implicit
+Ops of its parameters, freed by reference counting when the step's last reference goes.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, ShapeError
+from ..params import Parameter
 from ..primitives import VALUES
 from ..variable import Variable
 
@@ -37,22 +40,10 @@ def value_of(x: Any) -> np.ndarray:
     return getattr(x, "raw", x)
 
 
-def _parameter_class() -> type | None:
-    import simplegrad  # at call time, so simplegrad may import nn from its __init__
-    return getattr(simplegrad, "Parameter", None)
-
-
-def _new_parameter(value: Any, name: str) -> Any:
-    """A trainable parameter holding a float copy of ``value``: ``sg.Parameter`` when the core
-    has it, else a read-only array (the functional, JAX-habit form only)."""
+def _new_parameter(value: Any, name: str) -> Parameter:
+    """A trainable parameter holding a float copy of ``value``."""
     arr = np.array(value_of(value))
-    if arr.dtype.kind != "f":
-        arr = arr.astype(np.float64)
-    cls = _parameter_class()
-    if cls is not None:
-        return cls(arr, name=name)
-    arr.flags.writeable = False
-    return arr
+    return Parameter(arr if arr.dtype.kind == "f" else arr.astype(np.float64), name=name)
 
 
 class Module:
@@ -72,8 +63,7 @@ class Module:
         if "_modules" not in self.__dict__:
             raise ArgumentError(f"{type(self).__name__}: call super().__init__() before "
                                 "assigning attributes")
-        cls = _parameter_class()
-        if name in self._parameters and not (cls is not None and isinstance(value, cls)):
+        if name in self._parameters and not isinstance(value, Parameter):
             raise ArgumentError(f"{type(self).__name__}.{name} is a parameter: give it a new "
                                 f"value with .assign(array) (or register_parameter), not a "
                                 f"{type(value).__name__}")
@@ -81,7 +71,7 @@ class Module:
             table.pop(name, None)
         if isinstance(value, Module):
             self._modules[name] = value
-        elif cls is not None and isinstance(value, cls):
+        elif isinstance(value, Parameter):
             self._parameters[name] = value
         else:
             object.__setattr__(self, name, value)
@@ -208,6 +198,15 @@ class Module:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
 
+    def predict(self, *args: Any, **kwargs: Any) -> Any:
+        """The forward on the parameters' current values as plain arrays: nothing recorded.
+
+        ``model(x)`` records (its parameters are Variables), which training needs; this is
+        the forward for evaluation, on plain arrays in and out.
+        """
+        return functional_call(self, {k: value_of(p) for k, p in self.named_parameters()},
+                               *args, **kwargs)
+
     def apply(self, params: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
         """The forward with ``params`` (dotted name -> array or Variable) in place of its own."""
         return functional_call(self, params, *args, **kwargs)
@@ -224,12 +223,7 @@ class Module:
 
 def _assign(owner: Module, leaf: str, value: np.ndarray) -> None:
     p = owner._parameters[leaf]
-    if hasattr(p, "assign"):
-        p.assign(np.array(value, dtype=p.dtype))
-    else:
-        arr = np.array(value, dtype=p.dtype)
-        arr.flags.writeable = False
-        owner._parameters[leaf] = arr
+    p.assign(np.array(value, dtype=p.dtype))
 
 
 @contextmanager
