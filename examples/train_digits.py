@@ -1,7 +1,9 @@
 """An MLP on scikit-learn's 8x8 digits, every gradient checked while it trains (seed 004).
 
-The network (64 -> 64 -> 10, ReLU) is a simplegrad.nn.MLP trained in the functional habit:
-``sg.value_and_grad(loss)(params, x, y)`` and ``optim.SGD(...).update``. At every step the
+The network (64 -> 64 -> 10, ReLU) is a simplegrad.nn.MLP trained with SGD and momentum, in
+the PyTorch habit (``loss.backward(); opt.step(); opt.zero_grad()`` on sg.Parameters, the
+default) or with ``--habit jax`` in the functional one (``sg.value_and_grad(loss)(params, x,
+y)`` and ``opt.update``); both take the same steps. At every step the
 same network in PyTorch (float64), when it is installed, computes the gradients of the same
 batch, and they must agree to 1e-10; without PyTorch, every 50 steps a few sampled entries
 of each gradient are compared with central finite differences (to 1e-6). The largest error
@@ -10,7 +12,7 @@ seen is printed, and the test accuracy must reach 95%.
 scikit-learn's digits ship with scikit-learn (no download): ``pip install 'simplegrad[examples]'``.
 With --quick and no scikit-learn, a small synthetic 8x8 dataset stands in, and it says so.
 
-Run: python examples/train_digits.py [--quick]
+Run: python examples/train_digits.py [--quick] [--habit torch|jax]
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     """Train, checking gradients as it goes; exit 1 if a check fails."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few steps, for the tests")
+    parser.add_argument("--habit", choices=("torch", "jax"), default="torch",
+                        help="loss.backward() and opt.step() (torch) or value_and_grad and "
+                             "opt.update (jax)")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
     data = load(rng, args.quick)
@@ -100,14 +105,36 @@ def main(argv: list[str] | None = None) -> int:
                                 "central finite differences every 50 steps, tolerance 1e-6"))
 
     def loss(p: dict, xb: np.ndarray, yb: np.ndarray):
+        """The batch's mean cross-entropy with parameters ``p``."""
         return nn.cross_entropy(model.apply(p, xb), yb)
 
-    def accuracy(p: dict, xs: np.ndarray, ys: np.ndarray) -> float:
-        return float(np.mean(np.argmax(model.apply(p, xs), axis=1) == ys))
+    def accuracy(xs: np.ndarray, ys: np.ndarray) -> float:
+        """The fraction of ``xs`` classified as ``ys`` with the current parameters."""
+        current = model.params() if args.habit == "torch" else box["params"]
+        return float(np.mean(np.argmax(model.apply(current, xs), axis=1) == ys))
 
-    opt = optim.SGD(lr=0.1, momentum=0.9)
-    params = model.params()
-    state = opt.init(params)
+    if args.habit == "torch":
+        opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def train_step(xb: np.ndarray, yb: np.ndarray) -> tuple[float, dict, dict]:
+            params = model.params()             # the values this step differentiates at
+            value = nn.cross_entropy(model(xb), yb)
+            value.backward()
+            grads = {k: p.grad.value for k, p in model.named_parameters()}
+            opt.step()
+            opt.zero_grad()
+            return float(value), grads, params
+    else:
+        opt = optim.SGD(lr=0.1, momentum=0.9)
+        box = {"params": model.params()}
+        box["state"] = opt.init(box["params"])
+
+        def train_step(xb: np.ndarray, yb: np.ndarray) -> tuple[float, dict, dict]:
+            params = box["params"]
+            value, grads = sg.value_and_grad(loss)(params, xb, yb)
+            box["params"], box["state"] = opt.update(grads, box["state"], params)
+            return float(value), grads, params
+
     steps = 60 if args.quick else 400
     batch = 64
     worst = 0.0
@@ -115,21 +142,21 @@ def main(argv: list[str] | None = None) -> int:
                "{task.total}"), TextColumn("loss {task.fields[loss]:.3f}"),
                TextColumn("acc {task.fields[acc]:.3f}"), TimeElapsedColumn()]
     with Progress(*columns) as progress:
-        task = progress.add_task("training", total=steps, loss=float("nan"), acc=0.0)
+        task = progress.add_task(f"training ({args.habit} habit)", total=steps,
+                                 loss=float("nan"), acc=0.0)
         for step in range(steps):
             idx = rng.choice(len(y_train), size=batch, replace=False)
             xb, yb = x_train[idx], y_train[idx]
-            value, grads = sg.value_and_grad(loss)(params, xb, yb)
+            value, grads, params = train_step(xb, yb)
             if twin is not None:
                 ref = twin.grads(params, xb, yb)
                 worst = max(worst, max(float(np.max(np.abs(grads[k] - ref[k]))) for k in ref))
             elif step % 50 == 0:
                 worst = max(worst, finite_difference_error(loss, params, grads, xb, yb, rng))
-            params, state = opt.update(grads, state, params)
-            acc = accuracy(params, xb, yb) if step % 10 == 0 else progress.tasks[0].fields["acc"]
-            progress.update(task, advance=1, loss=float(value), acc=acc)
+            acc = accuracy(xb, yb) if step % 10 == 0 else progress.tasks[0].fields["acc"]
+            progress.update(task, advance=1, loss=value, acc=acc)
 
-    test_acc = accuracy(params, x_test, y_test)
+    test_acc = accuracy(x_test, y_test)
     tolerance = 1e-10 if twin else 1e-6
     target = 0.80 if args.quick else 0.95
     print(f"largest gradient error seen: {worst:.2e} (tolerance {tolerance:g})")

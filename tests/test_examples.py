@@ -18,13 +18,15 @@ CASES = [
     ("higher_order.py", "all checks passed"),
     pytest.param("hutchinson.py", "all checks passed", marks=pytest.mark.slow),
     pytest.param("train_digits.py", "largest gradient error seen", marks=pytest.mark.slow),
+    pytest.param("train_digits.py --habit jax", "jax habit", marks=pytest.mark.slow),
 ]
 
 
 @pytest.mark.parametrize("script, expected", CASES)
 def test_example_runs_quick(script, expected, tmp_path):
     env = {**os.environ, "COLUMNS": "100", "MPLBACKEND": "Agg"}
-    args = [sys.executable, str(EXAMPLES / script), "--quick"]
+    script, *extra = script.split()
+    args = [sys.executable, str(EXAMPLES / script), "--quick", *extra]
     if script == "hutchinson.py":
         args += ["--plot", str(tmp_path / "h.png")]
     done = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=tmp_path,
