@@ -51,7 +51,6 @@ class Optimizer:
                         f"module.parameters()), got a {type(p).__name__}; for arrays use "
                         "init() and update()")
         self._slots: list[dict | None] = [None] * len(self.params or ())
-        self._steps = 0
 
     # ------------------------------------------------------------ the rule, per parameter
 
@@ -79,7 +78,6 @@ class Optimizer:
             slot["_step"] = step + 1
             self._slots[i] = slot
             p.assign(np.asarray(new, dtype=p.dtype))
-        self._steps += 1
 
     def zero_grad(self) -> None:
         """Reset the gradients of the parameters (``p.grad = None``)."""
