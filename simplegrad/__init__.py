@@ -20,6 +20,7 @@ from .estimators import divergence, hutchinson_trace, hutchpp_trace
 from .params import Parameter
 from .primitives import REGISTRY, Case, Primitive
 from .program import Program
+from .pytree import TreeDef, tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
 from .simplifier import simplify
 from .tape import Ops, Tape
 from .transforms import derivative, grad, hessian, hvp, jacobian, jvp, trace, value_and_grad, vjp
@@ -36,4 +37,5 @@ __all__ = [
     "hutchinson_trace", "hutchpp_trace", "divergence",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "derivative", "trace",
     "custom_vjp", "checkpoint", "Program", "simplify",
+    "TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
 ]

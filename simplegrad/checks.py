@@ -18,12 +18,14 @@ checked on both paths of the sweeps: recorded (create_graph=True) and value-only
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from .errors import ArgumentError, GradientCheckError
+from .pytree import tree_flatten, tree_leaves, tree_unflatten
 from .tape import Ops
 from .variable import Variable
 
@@ -39,6 +41,7 @@ def check_grads(f: Callable[..., Any], args: Sequence[Any], order: int = 2,
     modes = _modes(modes)
     if not isinstance(order, (int, np.integer)) or order < 1:
         raise ArgumentError(f"check_grads: order must be a positive int, got {order!r}")
+    f, args = _on_leaves(f, args)
     xs = _arrays("check_grads", args)
     rng = np.random.default_rng(0) if rng is None else rng
     _check(f, xs, [f"argument {i}" for i in range(len(xs))], int(order), modes,
@@ -160,6 +163,31 @@ def _check_fwd(f: Callable, xs: list[np.ndarray], labels: list[str], vs: list[np
 
 
 # ---------------------------------------------------------------- helpers
+
+def _on_leaves(f: Callable, args: Sequence[Any]) -> tuple[Callable, Sequence[Any]]:
+    """f of pytree arguments and results (dicts, lists, tuples of arrays) on their leaves.
+
+    A list or tuple of plain numbers (nested or not) stays one array argument, as before.
+    """
+    if not isinstance(args, (list, tuple)):
+        return f, args
+    if all(_numbers(a) for a in args):
+        leaves, rebuild = args, list
+    else:
+        leaves, treedef = tree_flatten(list(args))
+        rebuild = functools.partial(tree_unflatten, treedef)
+
+    def on_leaves(*ws: Variable) -> Any:
+        out = f(*rebuild(ws))
+        return out if isinstance(out, Variable) else tuple(tree_leaves(out))
+    return on_leaves, leaves
+
+
+def _numbers(a: Any) -> bool:
+    if isinstance(a, (list, tuple)):
+        return all(not isinstance(b, np.ndarray) and _numbers(b) for b in a)
+    return a is not None and not isinstance(a, dict)
+
 
 def _modes(modes: Sequence[str]) -> tuple:
     modes = (modes,) if isinstance(modes, str) else tuple(modes)

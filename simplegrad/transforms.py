@@ -18,22 +18,43 @@ not ``2 * x``). The reverse sweep stops at that entry (``Ops.grad`` never
 sweeps entries older than its oldest ``wrt``), so the caller's graph is not
 differentiated again.
 Arguments not named by ``argnums`` reach ``f`` unchanged (arrays stay arrays).
+
+Arguments, results, cotangents and tangents may be pytrees (nested dicts, lists and tuples;
+see pytree.py): every leaf of a differentiated argument is a primal, and derivatives come back
+in the argument's structure, as with JAX.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
-import re
 import weakref
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
 
 from .errors import ArgumentError, GraphError, ShapeError
+from .pytree import tree_flatten, tree_unflatten
 from .tape import Ops
+from .transform_args import (
+    argnums_kind,
+    check_callable,
+    concat_flat,
+    context,
+    flat,
+    leaf_shape,
+    leaves_like,
+    output,
+    outputs,
+    own,
+    param_names,
+    primals,
+    regroup,
+    resolve,
+    result,
+    scalar,
+    split_rows,
+)
 from .variable import Variable
 
 ArgNums = int | tuple[int, ...]
@@ -54,66 +75,87 @@ def grad(f: Callable, argnums: ArgNums = 0) -> Callable:
 
 def value_and_grad(f: Callable, argnums: ArgNums = 0) -> Callable:
     """The function computing ``(f(*args), gradient of f in the argnums arguments)``."""
-    _check_callable("value_and_grad", f)
-    single = _argnums_kind("value_and_grad", argnums)
+    check_callable("value_and_grad", f)
+    single = argnums_kind("value_and_grad", argnums)
 
     @functools.wraps(f)
     def value_and_grad_f(*args: Any) -> tuple[Result, Any]:
-        ops, nested = _context("grad", args)
-        with _own(ops, nested):
-            nums = _resolve("grad", argnums, len(args))
-            call, xs = _primals(ops, args, nums)
-            y = _scalar("grad", _output("grad", ops, f(*call)))
-            gs = ops.grad(y, xs, create_graph=nested)
-            gs = tuple(_result(nested, g) for g in gs)
-            return _result(nested, y), gs[0] if single else gs
+        ops, nested = context("grad", args)
+        with own(ops, nested):
+            nums = resolve("grad", argnums, len(args))
+            call, trees = primals(ops, args, nums)
+            y = scalar("grad", output("grad", ops, f(*call)))
+            xs = flat(trees)
+            gs = ops.grad(y, xs, create_graph=nested) if xs else []
+            gs = regroup(trees, [result(nested, g) for g in gs])
+            return result(nested, y), gs[0] if single else gs
     return value_and_grad_f
 
 
 def vjp(f: Callable, *xs: Any) -> tuple[Result, Callable]:
-    """``(f(*xs), vjp_fn)`` where ``vjp_fn(u)`` gives one cotangent ``u^T J`` per primal."""
-    _check_callable("vjp", f)
-    ops, nested = _context("vjp", xs)
-    call, prims = _primals(ops, xs, range(len(xs)))
-    y = _output("vjp", ops, f(*call))
+    """``(f(*xs), vjp_fn)`` where ``vjp_fn(u)`` gives one cotangent ``u^T J`` per primal.
+
+    Primals, the output and ``u`` may be pytrees; ``u`` has the output's structure.
+    """
+    check_callable("vjp", f)
+    ops, nested = context("vjp", xs)
+    call, trees = primals(ops, xs, range(len(xs)))
+    prims = flat(trees)
+    ys, out_def = outputs("vjp", ops, f(*call))
 
     def vjp_fn(u: Any) -> tuple:
         """The cotangents of the primals for the output cotangent ``u``."""
-        if isinstance(u, Variable) and u.ops is not ops:
-            where = "its own Ops (the primals were arrays)" if not nested else "another Ops"
-            raise GraphError(f"vjp: the cotangent {u.name} belongs to {where}; pass an array, "
-                             "or a Variable of the primals' Ops")
-        if np.shape(getattr(u, "raw", u)) != y.shape:
-            raise ShapeError(f"vjp: the cotangent has shape {np.shape(getattr(u, 'raw', u))}"
-                             f" but f's output has shape {y.shape}")
-        gs = ops.grad(y, prims, seed=u, create_graph=nested)
-        return tuple(_result(nested, g) for g in gs)
+        us = leaves_like("vjp", "the cotangent", "f's output", out_def, u)
+        for y, uk in zip(ys, us):
+            if isinstance(uk, Variable) and uk.ops is not ops:
+                where = "its own Ops (the primals were arrays)" if not nested else "another Ops"
+                raise GraphError(f"vjp: the cotangent {uk.name} belongs to {where}; pass an "
+                                 "array, or a Variable of the primals' Ops")
+            if leaf_shape(uk) != y.shape:
+                raise ShapeError(f"vjp: the cotangent has shape {leaf_shape(uk)} but f's output "
+                                 f"has shape {y.shape}")
+        if len(ys) == 1:
+            gs = ops.grad(ys[0], prims, seed=us[0], create_graph=nested)
+        else:       # several outputs: the gradient of sum_k <u_k, y_k>
+            pairing = functools.reduce(ops.add, [ops.sum(ops.mul(y, uk))
+                                                 for y, uk in zip(ys, us)])
+            gs = ops.grad(pairing, prims, create_graph=nested)
+        return regroup(trees, [result(nested, g) for g in gs])
     if not nested:      # our own tape lives as long as vjp_fn does, then is released
         weakref.finalize(vjp_fn, ops.release)
-    return _result(nested, y), vjp_fn
+    return tree_unflatten(out_def, [result(nested, y) for y in ys]), vjp_fn
 
 
 def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple[Result, Result]:
-    """``(f(*xs), J v)``: the output and its tangent along the tangents ``vs`` of ``xs``."""
-    _check_callable("jvp", f)
+    """``(f(*xs), J v)``: the output and its tangent along the tangents ``vs`` of ``xs``.
+
+    Each primal may be a pytree, its tangent of the same structure; so may the output.
+    """
+    check_callable("jvp", f)
     if not isinstance(xs, (tuple, list)) or not isinstance(vs, (tuple, list)):
         raise ArgumentError("jvp: xs and vs must be tuples (one entry per argument of f), got "
                             f"{type(xs).__name__} and {type(vs).__name__}")
     if len(xs) != len(vs):
         raise ArgumentError(f"jvp: {len(xs)} primals but {len(vs)} tangents")
+    tangents = []
     for i, (x, v) in enumerate(zip(xs, vs)):
-        xshape, vshape = np.shape(getattr(x, "raw", x)), np.shape(getattr(v, "raw", v))
-        if xshape != vshape:
-            raise ShapeError(f"jvp: tangent {i} has shape {vshape} but its primal has shape "
-                             f"{xshape}")
-    ops, nested = _context("jvp", (*xs, *vs))
-    with _own(ops, nested):
-        call, prims = _primals(ops, xs, range(len(xs)))
-        y = _output("jvp", ops, f(*call))
-        if not prims:
-            return _result(nested, y), _result(nested, ops.zeros_like(y, nested))
-        t = ops.jvp(y, prims, list(vs), create_graph=nested)
-        return _result(nested, y), _result(nested, t)
+        x_leaves, x_def = tree_flatten(x)
+        for xl, vl in zip(x_leaves, leaves_like("jvp", f"tangent {i}", "its primal", x_def, v)):
+            if leaf_shape(xl) != leaf_shape(vl):
+                raise ShapeError(f"jvp: tangent {i} has shape {leaf_shape(vl)} but its primal has "
+                                 f"shape {leaf_shape(xl)}")
+            tangents.append(vl)
+    ops, nested = context("jvp", (*xs, *vs))
+    with own(ops, nested):
+        call, trees = primals(ops, xs, range(len(xs)))
+        prims = flat(trees)
+        ys, out_def = outputs("jvp", ops, f(*call))
+        if prims:
+            ts = [ops.jvp(y, prims, tangents, create_graph=nested) for y in ys]
+        else:
+            ts = [ops.zeros_like(y, nested) for y in ys]
+        return (tree_unflatten(out_def, [result(nested, y) for y in ys]),
+                tree_unflatten(out_def, [result(nested, t) for t in ts]))
 
 
 def jacobian(f: Callable, argnums: ArgNums = 0,
@@ -122,60 +164,101 @@ def jacobian(f: Callable, argnums: ArgNums = 0,
 
     ``rev`` builds it a row at a time with vjps, ``fwd`` a column at a time
     with jvps; ``auto`` takes ``fwd`` when the inputs have fewer entries than
-    the output.
+    the output. With pytrees the result is the output's structure holding, for
+    each output leaf, the input's structure (as ``jax.jacobian``).
     """
-    _check_callable("jacobian", f)
-    single = _argnums_kind("jacobian", argnums)
+    check_callable("jacobian", f)
+    single = argnums_kind("jacobian", argnums)
     if mode not in ("auto", "rev", "fwd"):
         raise ArgumentError(f"jacobian: mode must be 'auto', 'rev' or 'fwd', not {mode!r}")
 
     @functools.wraps(f)
     def jacobian_f(*args: Any) -> Any:
-        ops, nested = _context("jacobian", args)
-        with _own(ops, nested):
-            nums = _resolve("jacobian", argnums, len(args))
-            call, xs = _primals(ops, args, nums)
-            y = _output("jacobian", ops, f(*call))
+        ops, nested = context("jacobian", args)
+        with own(ops, nested):
+            nums = resolve("jacobian", argnums, len(args))
+            call, trees = primals(ops, args, nums)
+            xs = flat(trees)
+            ys, out_def = outputs("jacobian", ops, f(*call))
             n_in = sum(x.size for x in xs)
-            forward = mode == "fwd" or (mode == "auto" and n_in < y.size)
-            jacs = _jac_fwd(ops, y, xs, nested) if forward else _jac_rev(ops, y, xs, nested)
-            return jacs[0] if single else tuple(jacs)
+            forward = mode == "fwd" or (mode == "auto" and n_in < sum(y.size for y in ys))
+            jac = _jac_fwd if forward else _jac_rev
+            per_output = []
+            for y in ys:
+                jacs = regroup(trees, jac(ops, y, xs, nested))
+                per_output.append(jacs[0] if single else jacs)
+            return tree_unflatten(out_def, per_output)
     return jacobian_f
 
 
-def hessian(f: Callable, argnums: int = 0) -> Callable:
+def hessian(f: Callable, argnums: ArgNums = 0) -> Callable:
     """The function computing the Hessian of scalar ``f``, shaped ``x.shape + x.shape``.
 
-    Forward-over-reverse: one jvp per input entry through the recorded gradient.
+    Forward-over-reverse: one jvp per input entry through the recorded gradient. For pytree
+    arguments block ``[i][j]`` has shape ``x_i.shape + x_j.shape``, nested as ``jax.hessian``.
     """
-    _check_callable("hessian", f)
-    if not _argnums_kind("hessian", argnums):
-        raise ArgumentError("hessian: argnums must be one int (the Hessian of one argument)")
+    check_callable("hessian", f)
+    single = argnums_kind("hessian", argnums)
 
     @functools.wraps(f)
-    def hessian_f(*args: Any) -> Result:
-        ops, nested = _context("hessian", args)
-        with _own(ops, nested):
-            nums = _resolve("hessian", argnums, len(args))
-            call, (x,) = _primals(ops, args, nums)
-            y = _scalar("hessian", _output("hessian", ops, f(*call)))
-            g = ops.grad(y, x, create_graph=True)
-            return _jac_fwd(ops, g, [x], nested)[0]
+    def hessian_f(*args: Any) -> Any:
+        ops, nested = context("hessian", args)
+        with own(ops, nested):
+            nums = resolve("hessian", argnums, len(args))
+            call, trees = primals(ops, args, nums)
+            xs = flat(trees)
+            y = scalar("hessian", output("hessian", ops, f(*call)))
+            gs = ops.grad(y, xs, create_graph=True)
+            if len(xs) == 1:
+                blocks = [[_jac_fwd(ops, gs[0], xs, nested)[0]]]
+            else:
+                g = concat_flat(ops, gs)
+                cols = [_jac_fwd(ops, g, [x], nested)[0] for x in xs]
+                blocks = [[split_rows(ops, nested, c, xs, i, xj.shape) for c, xj in zip(cols, xs)]
+                          for i in range(len(xs))]
+            rows = [regroup(trees, row) for row in blocks]
+            rows = [r[0] if single else r for r in rows]
+            out = regroup(trees, rows)
+            return out[0] if single else out
     return hessian_f
 
 
-def hvp(f: Callable, x: Any, v: Any) -> Result:
-    """The Hessian-vector product H(x) v of scalar ``f``, without forming H."""
-    _check_callable("hvp", f)
-    xshape, vshape = np.shape(getattr(x, "raw", x)), np.shape(getattr(v, "raw", v))
-    if xshape != vshape:
-        raise ShapeError(f"hvp: v has shape {vshape} but x has shape {xshape}")
-    ops, nested = _context("hvp", (x, v))
-    with _own(ops, nested):
-        call, (xv,) = _primals(ops, (x,), (0,))
-        y = _scalar("hvp", _output("hvp", ops, f(*call)))
-        g = ops.grad(y, xv, create_graph=True)
-        return _result(nested, ops.jvp(g, xv, v, create_graph=nested))
+def hvp(f: Callable, *xv: Any) -> Any:
+    """The Hessian-vector product H(x) v of scalar ``f``, without forming H.
+
+    ``hvp(f, x, v)`` computes it; ``hvp(f)`` is the function ``(x, v) -> H(x) v``. ``x``
+    may be a pytree (a dict of parameters, say) and ``v`` then has the same structure.
+    """
+    check_callable("hvp", f)
+    if not xv:
+        @functools.wraps(f)
+        def hvp_f(x: Any, v: Any) -> Any:
+            return _hvp(f, x, v)
+        return hvp_f
+    if len(xv) != 2:
+        raise ArgumentError(f"hvp: call it as hvp(f, x, v) or hvp(f)(x, v), not with "
+                            f"{len(xv)} argument(s) after f")
+    return _hvp(f, *xv)
+
+
+def _hvp(f: Callable, x: Any, v: Any) -> Any:
+    x_leaves, x_def = tree_flatten(x)
+    vs = leaves_like("hvp", "v", "x", x_def, v)
+    for xl, vl in zip(x_leaves, vs):
+        if leaf_shape(xl) != leaf_shape(vl):
+            raise ShapeError(f"hvp: v has shape {leaf_shape(vl)} but x has shape {leaf_shape(xl)}")
+    ops, nested = context("hvp", (x, v))
+    with own(ops, nested):
+        call, trees = primals(ops, (x,), (0,))
+        xs = flat(trees)
+        y = scalar("hvp", output("hvp", ops, f(*call)))
+        gs = ops.grad(y, xs, create_graph=True)
+        if len(xs) == 1:
+            return tree_unflatten(x_def, [result(nested, ops.jvp(gs[0], xs[0], vs[0],
+                                                                  create_graph=nested))])
+        t = ops.jvp(concat_flat(ops, gs), xs, vs, create_graph=nested)
+        parts = [split_rows(ops, nested, t, xs, i, ()) for i in range(len(xs))]
+        return tree_unflatten(x_def, parts)
 
 
 def derivative(f: Callable, order: int = 1) -> Callable:
@@ -184,29 +267,30 @@ def derivative(f: Callable, order: int = 1) -> Callable:
     Repeated jvps with a unit tangent: for ``f`` acting elementwise on an
     array it gives the elementwise derivative.
     """
-    _check_callable("derivative", f)
+    check_callable("derivative", f)
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
         raise ArgumentError(f"derivative: order must be an int >= 0, not {order!r}")
     order = int(order)
 
     @functools.wraps(f)
     def derivative_f(x: Any) -> Result:
-        ops, nested = _context("derivative", (x,))
-        with _own(ops, nested):
-            call, (xv,) = _primals(ops, (x,), (0,))
-            y = _output("derivative", ops, f(*call))
+        ops, nested = context("derivative", (x,))
+        with own(ops, nested):
+            call, trees = primals(ops, (x,), (0,))
+            (xv,) = flat(trees)
+            y = output("derivative", ops, f(*call))
             ones = np.ones(xv.shape, dtype=xv.dtype)
             for k in range(order):
                 y = ops.jvp(y, xv, ones, create_graph=nested or k < order - 1)
-            return _result(nested, y)
+            return result(nested, y)
     return derivative_f
 
 
 def trace(fn: Callable, *args: Any) -> Ops:
     """Run ``fn`` on fresh Variables holding ``args`` and return the Ops it recorded on."""
-    _check_callable("trace", fn)
+    check_callable("trace", fn)
     ops = Ops()
-    names = _param_names(fn, len(args))
+    names = param_names(fn, len(args))
     fn(*[ops.var(getattr(a, "raw", a), name=n) for a, n in zip(args, names)])
     return ops
 
@@ -255,117 +339,3 @@ def _zeros(ops: Ops, nested: bool, shape: tuple, dtype: np.dtype) -> Result:
     z = np.zeros(shape, dtype=dtype)
     return ops.var(z, requires_grad=False) if nested else z
 
-# ---------------------------------------------------------------- arguments and results
-
-
-def _context(fname: str, args: Sequence[Any]) -> tuple[Ops, bool]:
-    """The Ops to record on, and whether it is the caller's (some argument is a Variable)."""
-    ops = first = None
-    for a in args:
-        if isinstance(a, Variable):
-            if ops is None:
-                ops, first = a.ops, a
-            elif a.ops is not ops:
-                raise GraphError(f"{fname}: the arguments belong to different Ops ({first.name} "
-                                 f"and {a.name}); create them on one Ops, or pass arrays")
-    if ops is None:
-        return Ops(), False
-    if not ops.recording:
-        raise GraphError(f"{fname}: the Ops of {first.name} is not recording (inside no_grad); "
-                         "a transform of Variables must record its derivative")
-    return ops, True
-
-
-@contextmanager
-def _own(ops: Ops, nested: bool) -> Iterator[None]:
-    """Release a transform's own Ops when it is done (results are copied out as arrays)."""
-    try:
-        yield
-    finally:
-        if not nested:
-            ops.release()
-
-
-def _primals(ops: Ops, args: Sequence[Any], nums: Sequence[int]) -> tuple[list, list[Variable]]:
-    """The arguments to call f with, and the Variables standing for the differentiated ones."""
-    call = list(args)
-    xs = []
-    for i in nums:
-        a = args[i]
-        if isinstance(a, Variable) and a.requires_grad:
-            x = ops.reshape(a, a.shape)     # identity entry: see the module docstring
-        else:
-            x = ops.var(getattr(a, "raw", a))
-        call[i] = x
-        xs.append(x)
-    return call, xs
-
-
-def _output(fname: str, ops: Ops, out: Any) -> Variable:
-    """f's result as a Variable of ``ops`` (a constant result becomes a leaf with no gradient)."""
-    if isinstance(out, Variable):
-        if out.ops is not ops:
-            raise GraphError(f"{fname}: f returned {out.name}, a Variable of another Ops; "
-                             "compute the result from f's arguments")
-        return out
-    if not isinstance(out, (np.ndarray, np.generic, int, float)):
-        raise ArgumentError(f"{fname}: f must return one Variable or array, not "
-                            f"{type(out).__name__}")
-    return ops.var(out, requires_grad=False)
-
-
-def _scalar(fname: str, y: Variable) -> Variable:
-    if y.size != 1:
-        raise ShapeError(f"{fname}: f returned shape {y.shape}, not a scalar; use sg.jacobian "
-                         "for the full derivative or sg.vjp for a vector-Jacobian product")
-    return y
-
-
-def _result(nested: bool, v: Variable) -> Result:
-    return v if nested else np.array(v.raw)
-
-
-def _argnums_kind(fname: str, argnums: Any) -> bool:
-    """Check argnums' type; True when it is a single int."""
-    if _is_int(argnums):
-        return True
-    if (isinstance(argnums, tuple) and argnums and all(_is_int(i) for i in argnums)
-            and len(set(argnums)) == len(argnums)):
-        return False
-    raise ArgumentError(f"{fname}: argnums must be an int or a non-empty tuple of distinct "
-                        f"ints, not {argnums!r}")
-
-
-def _resolve(fname: str, argnums: ArgNums, nargs: int) -> tuple[int, ...]:
-    """argnums as a tuple of non-negative positions, checked against the call."""
-    nums = (argnums,) if _is_int(argnums) else argnums
-    out = []
-    for i in nums:
-        if not -nargs <= i < nargs:
-            raise ArgumentError(f"{fname}: argnums={argnums!r} is out of range for a call with "
-                                f"{nargs} positional argument(s)")
-        out.append(int(i) % nargs)
-    if len(set(out)) != len(out):
-        raise ArgumentError(f"{fname}: argnums={argnums!r} names one argument twice")
-    return tuple(out)
-
-
-def _is_int(i: Any) -> bool:
-    return isinstance(i, (int, np.integer)) and not isinstance(i, bool)
-
-
-def _check_callable(fname: str, f: Any) -> None:
-    if not callable(f):
-        raise ArgumentError(f"{fname}: expected a function, got {type(f).__name__}")
-
-
-def _param_names(fn: Callable, n: int) -> list[str | None]:
-    """Names for the leaves of ``trace``: fn's positional parameter names where they exist."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    names: list[str | None] = [p.name for p in params if p.kind in kinds][:n]
-    names = [None if re.fullmatch(r"v\d+", s) else s for s in names]  # would look like v-numbers
-    return names + [None] * (n - len(names))

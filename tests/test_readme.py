@@ -41,5 +41,8 @@ def test_readme_examples_run_in_order():
     assert "[1. 3.]" in printed and "['v0 = eigh(A).eigenvalues', 'v1 = eigh(A).eigenvectors']" \
         in printed                                          # eigh: values and trace
     assert "[[-0.125  0.125]\n [-0.75   0.75 ]]" in printed   # numpy code through sg.grad
+    assert "[ 0.00080799 -0.63970001] (array(1.),)" in printed       # pytrees
+    assert "3 TreeDef({'W': *, 'b': *, 'scale': (*,)})" in printed
+    assert printed.count("accuracy 1.00") == 2                        # nn and optim, both habits
     assert "v17 = v10 * 2.0\nv24 = v17 * v1\n" in printed      # sg.simplify's output
     assert "-0.479425538604203" in printed                    # a replay keeps its branch

@@ -1,0 +1,131 @@
+"""Pytrees: nested dicts, lists and tuples of arrays, flattened to leaves and rebuilt.
+
+A pytree is a leaf (an array, a number, a Variable: anything else) or a node: a dict (its
+keys visited in sorted order, as JAX does), a list, a tuple (a namedtuple keeps its type) or
+None (a node with no children). ``tree_flatten`` gives the leaves, left to right, and a
+``TreeDef`` that ``tree_unflatten`` rebuilds the same structure from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .errors import ArgumentError
+
+__all__ = ["TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves",
+           "tree_structure"]
+
+_LEAF = "leaf"
+
+
+class TreeDef:
+    """The structure of a pytree without its leaves."""
+
+    __slots__ = ("kind", "meta", "children", "num_leaves")
+
+    def __init__(self, kind: Any, meta: Any, children: tuple[TreeDef, ...]):
+        self.kind = kind            # "leaf", dict, list, tuple, a namedtuple class, or None
+        self.meta = meta            # the sorted keys of a dict
+        self.children = children
+        self.num_leaves = 1 if kind == _LEAF else sum(c.num_leaves for c in children)
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, TreeDef) and self.kind == other.kind
+                and self.meta == other.meta and self.children == other.children)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.meta, self.children))
+
+    def __repr__(self) -> str:
+        return f"TreeDef({_describe(self)})"
+
+
+def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
+    """The leaves of ``tree`` (left to right, dict keys sorted) and its structure."""
+    leaves: list[Any] = []
+    return leaves, _flatten(tree, leaves)
+
+
+def tree_unflatten(treedef: TreeDef, leaves: Any) -> Any:
+    """The pytree of structure ``treedef`` holding ``leaves`` in order."""
+    leaves = list(leaves)
+    if len(leaves) != treedef.num_leaves:
+        raise ArgumentError(f"tree_unflatten: the structure {_describe(treedef)} has "
+                            f"{treedef.num_leaves} leaves but {len(leaves)} were given")
+    it = iter(leaves)
+    return _build(treedef, it)
+
+
+def tree_leaves(tree: Any) -> list[Any]:
+    """The leaves of ``tree``, in flattening order."""
+    return tree_flatten(tree)[0]
+
+
+def tree_structure(tree: Any) -> TreeDef:
+    """The structure of ``tree``."""
+    return tree_flatten(tree)[1]
+
+
+def tree_map(f: Callable, tree: Any, *rest: Any) -> Any:
+    """``f`` applied leaf by leaf to ``tree`` (and the matching leaves of ``rest``)."""
+    leaves, treedef = tree_flatten(tree)
+    others = []
+    for i, other in enumerate(rest):
+        other_leaves, other_def = tree_flatten(other)
+        if other_def != treedef:
+            raise ArgumentError(f"tree_map: tree {i + 1} has structure {_describe(other_def)}, "
+                                f"but the first tree has {_describe(treedef)}")
+        others.append(other_leaves)
+    return tree_unflatten(treedef, [f(*xs) for xs in zip(leaves, *others)])
+
+# ---------------------------------------------------------------- internals
+
+
+def _flatten(tree: Any, leaves: list) -> TreeDef:
+    if tree is None:
+        return TreeDef(None, None, ())
+    if isinstance(tree, dict):
+        try:
+            keys = tuple(sorted(tree))
+        except TypeError:
+            raise ArgumentError("a pytree dict needs keys that sort (all str, say), got "
+                                f"{sorted(map(repr, tree))}") from None
+        return TreeDef(dict, keys, tuple(_flatten(tree[k], leaves) for k in keys))
+    if isinstance(tree, (list, tuple)):
+        kind = type(tree) if hasattr(tree, "_fields") else (list if isinstance(tree, list)
+                                                             else tuple)
+        return TreeDef(kind, None, tuple(_flatten(c, leaves) for c in tree))
+    leaves.append(tree)
+    return TreeDef(_LEAF, None, ())
+
+
+def _build(treedef: TreeDef, it: Any) -> Any:
+    kind = treedef.kind
+    if kind == _LEAF:
+        return next(it)
+    if kind is None:
+        return None
+    children = [_build(c, it) for c in treedef.children]
+    if kind is dict:
+        return dict(zip(treedef.meta, children))
+    if kind is list:
+        return children
+    if kind is tuple:
+        return tuple(children)
+    return kind(*children)      # a namedtuple
+
+
+def _describe(treedef: TreeDef) -> str:
+    kind = treedef.kind
+    if kind == _LEAF:
+        return "*"
+    if kind is None:
+        return "None"
+    inner = [_describe(c) for c in treedef.children]
+    if kind is dict:
+        return "{" + ", ".join(f"{k!r}: {s}" for k, s in zip(treedef.meta, inner)) + "}"
+    if kind is list:
+        return "[" + ", ".join(inner) + "]"
+    body = ", ".join(inner) + ("," if len(inner) == 1 else "")
+    return ("" if kind is tuple else kind.__name__) + "(" + body + ")"
