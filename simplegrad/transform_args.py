@@ -22,8 +22,12 @@ from .variable import Variable
 ArgNums = int | tuple[int, ...]
 Result = Any        # a Variable when nested, a numpy array otherwise
 
-def context(fname: str, args: Sequence[Any]) -> tuple[Ops, bool]:
-    """The Ops to record on, and whether it is the caller's (some argument is a Variable)."""
+def context(fname: str, args: Sequence[Any], borrow: bool = True) -> tuple[Ops, bool]:
+    """The Ops to record on, and whether it is the caller's (some argument is a Variable).
+
+    A transform's own Ops borrows the caller's arrays (no copies): it is released before the
+    call returns, and its results are copied out. ``borrow=False`` for one that outlives it.
+    """
     ops = first = None
     for a in tree_leaves(list(args)):
         if isinstance(a, Variable):
@@ -33,7 +37,7 @@ def context(fname: str, args: Sequence[Any]) -> tuple[Ops, bool]:
                 raise GraphError(f"{fname}: the arguments belong to different Ops ({first.name} "
                                  f"and {a.name}); create them on one Ops, or pass arrays")
     if ops is None:
-        return Ops(), False
+        return Ops(borrow=borrow), False
     if not ops.recording:
         raise GraphError(f"{fname}: the Ops of {first.name} is not recording (inside no_grad); "
                          "a transform of Variables must record its derivative")

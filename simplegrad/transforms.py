@@ -98,7 +98,7 @@ def vjp(f: Callable, *xs: Any) -> tuple[Result, Callable]:
     Primals, the output and ``u`` may be pytrees; ``u`` has the output's structure.
     """
     check_callable("vjp", f)
-    ops, nested = context("vjp", xs)
+    ops, nested = context("vjp", xs, borrow=False)     # its tape lives as long as vjp_fn
     call, trees = primals(ops, xs, range(len(xs)))
     prims = flat(trees)
     ys, out_def = outputs("vjp", ops, f(*call))

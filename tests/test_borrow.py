@@ -40,3 +40,25 @@ def test_borrowing_converts_what_it_must():
     f32 = op.var(np.ones(3, dtype=np.float32))
     y = f32 * np.array([1.0, 2.0, 3.0])  # a float64 constant meets float32: cast, a copy
     assert y.dtype == np.float32
+
+
+def test_transforms_borrow_and_return_arrays_of_their_own():
+    A = np.arange(9.0).reshape(3, 3)
+    x = np.array([1.0, -2.0, 0.5])
+    g = sg.grad(lambda v: ((A @ v) ** 2).sum())(x)
+    np.testing.assert_allclose(g, 2 * A.T @ (A @ x), rtol=1e-14)
+    assert A.flags.writeable and x.flags.writeable
+    assert not np.shares_memory(g, x) and g.flags.writeable
+    ident = sg.grad(lambda v: (v * v).sum() / 2)(x)      # d/dv = v: still a fresh array
+    assert not np.shares_memory(ident, x)
+    hv = sg.hvp(lambda v: ((A @ v) ** 2).sum(), x, np.ones(3))
+    np.testing.assert_allclose(hv, 2 * A.T @ A @ np.ones(3), rtol=1e-14)
+
+
+def test_vjp_keeps_its_own_copies_since_its_tape_outlives_the_call():
+    A = np.arange(4.0).reshape(2, 2)
+    x = np.array([1.0, 2.0])
+    y, vjp_fn = sg.vjp(lambda v: A @ v, x)
+    A[:] = 0.0                          # written between the call and the pullback
+    (gx,) = vjp_fn(np.ones(2))
+    np.testing.assert_array_equal(gx, [2.0, 4.0])      # (A^T 1) of the A recorded
