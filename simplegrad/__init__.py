@@ -2,14 +2,17 @@
 
 from .checkpoint import checkpoint
 from .checks import check_grads, check_jvp_vjp_consistency
+from .compiler import compile
 from .custom import custom_vjp
 from .errors import (
     ArgumentError,
     AxisError,
     DTypeError,
+    FormatError,
     GradientCheckError,
     GraphError,
     LinAlgError,
+    MissingToolError,
     NotDifferentiableError,
     OutOfBoundsError,
     ShapeError,
@@ -38,4 +41,5 @@ __all__ = [
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "derivative", "trace",
     "custom_vjp", "checkpoint", "Program", "simplify",
     "TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
+    "FormatError", "MissingToolError", "compile", "load_program", "jacobian_cost",
 ]

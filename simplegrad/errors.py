@@ -49,3 +49,11 @@ class GradientCheckError(SimplegradError, AssertionError):
 
 class TapeGrowthWarning(UserWarning):
     """An Ops reused across training steps keeps every step's entries and arrays alive."""
+
+
+class FormatError(SimplegradError, ValueError):
+    """A saved program that cannot be read: malformed, truncated, too large or inconsistent."""
+
+
+class MissingToolError(SimplegradError, RuntimeError):
+    """An optional outside program (Graphviz's ``dot``) is not installed or failed."""

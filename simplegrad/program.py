@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import render
+from . import explain, render
 from .errors import ArgumentError, DTypeError, GraphError, LinAlgError, ShapeError
 from .primitives.core import Primitive
 from .rules import (  # the rules simplify uses, public here too (for record-time use)
@@ -69,7 +69,8 @@ class Constant(NamedTuple):
 
 
 class Node(NamedTuple):
-    """One entry: ``prim.forward(*args, **attrs)``, with its name, shape and dtype."""
+    """One entry: ``prim.forward(*args, **attrs)``, with its name, shape, dtype and derivative
+    order (0 forward, k inside an order-k gradient block)."""
 
     prim: Primitive
     args: tuple
@@ -77,6 +78,7 @@ class Node(NamedTuple):
     name: str
     shape: tuple
     dtype: np.dtype
+    order: int = 0
 
 
 class Program:
@@ -239,6 +241,34 @@ class Program:
                 seen[key] = node.name
         return pairs
 
+    # ------------------------------------------------------------ out (graph.py, serialize.py)
+
+    def to_networkx(self) -> Any:
+        """The program as a ``networkx.DiGraph`` (see ``simplegrad.graph.program_graph``)."""
+        from .graph import program_graph
+        return program_graph(self)
+
+    def stats(self) -> Any:
+        """Entries per primitive and order, depth, widest level, peak live bytes (a ``Stats``)."""
+        from .graph import stats
+        return stats(self)
+
+    def to_dot(self) -> str:
+        """The program as Graphviz DOT text, coloured as the rich trace is."""
+        from .graph import to_dot
+        return to_dot(self)
+
+    def render(self, path: Any) -> Any:
+        """Draw the program to an .svg or .png file with Graphviz's ``dot``; returns the path."""
+        from .graph import render as draw
+        return draw(self, path)
+
+    def save(self, path: Any) -> Any:
+        """Write the program to ``<path>.json`` and ``<path>.npz`` (``sg.load_program`` reads
+        them); returns the two paths."""
+        from .serialize import save
+        return save(self, path)
+
 
 # ---------------------------------------------------------------- extract
 
@@ -271,6 +301,7 @@ def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
         if v.prim is not None:
             stack.extend(x for x in v.inputs if type(x) is Variable)
     builder = Builder([Input(v.name, v.shape, v.dtype) for v in ins])
+    order = explain.orders(ops.tape)
     refs: dict[int, Ref] = {k: Ref(INPUT, i) for k, i in slots.items()}
     for v in sorted((v for v in found.values() if v.prim is not None), key=_position):
         args = []
@@ -287,7 +318,8 @@ def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
             if r is None:
                 x = v.inputs[i]
                 args[i] = builder.capture(x) if type(x) is Variable else builder.constant(x)
-        refs[id(v)] = builder.node(Node(v.prim, tuple(args), v.attrs, v.name, v.shape, v.dtype))
+        refs[id(v)] = builder.node(Node(v.prim, tuple(args), v.attrs, v.name, v.shape, v.dtype,
+                                          order.get(v, 0)))
     out_refs = [refs[id(v)] if id(v) in refs else builder.capture(v) for v in outs]
     return builder.program(out_refs, single)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from .errors import ArgumentError
 from .primitives.core import Primitive
-from .program import CONST, INPUT, NODE, Builder, Node, Program, Ref
+from .program import CONST, INPUT, NODE, Builder, Program, Ref
 from .rules import Operand, cse_key, reduces_to, rewrite
 
 
@@ -66,7 +66,7 @@ def simplify(prog: Program) -> Program:
         key = cse_key(prim, args, attrs)
         r = table.get(key)
         if r is None:
-            r = table[key] = b.node(Node(prim, args, attrs, node.name, node.shape, node.dtype))
+            r = table[key] = b.node(node._replace(prim=prim, args=args, attrs=attrs))
         nodes.append(r)
     return _without_dead(b, [new(r) for r in prog.outputs], prog.single)
 
@@ -113,6 +113,5 @@ def _without_dead(b: Builder, outputs: list[Ref], single: bool) -> Program:
     for i, n in enumerate(b.nodes):
         if need[i]:
             node_map[i] = Ref(NODE, len(kept))
-            kept.append(Node(n.prim, tuple(moved(r) for r in n.args), n.attrs, n.name,
-                             n.shape, n.dtype))
+            kept.append(n._replace(args=tuple(moved(r) for r in n.args)))
     return Program(b.inputs, constants, kept, [moved(r) for r in outputs], single, check=False)

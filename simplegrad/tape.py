@@ -459,4 +459,9 @@ class Ops(PrimitiveMethods):
                 raise GraphError(f"program: {v.name} belongs to another Ops")
         return extract(inputs, outputs)
 
+    def to_networkx(self, outputs: Variable | Sequence[Variable] | None = None) -> Any:
+        """The tape (or the entries ``outputs`` need) as a ``networkx.DiGraph``."""
+        from .graph import tape_graph
+        return tape_graph(self, outputs)
+
 

@@ -1,0 +1,225 @@
+"""``sg.compile(prog)``: a Program as straight-line numpy source, one assignment per entry.
+
+The source is generated from the Program's data alone, never from text read elsewhere: each
+entry's primitive is the registry's record, its forward rule gives the call, its print rule the
+comment. Primitives whose forward is a numpy function print as that function
+(``v10 = np.tanh(v9)``), the operators as operators (``v0 = a + b``), a few private forwards
+whose numpy meaning is plain (``sum``, ``reshape``, ``getitem``, ...) as their numpy
+expression, and every other forward as a call of the primitive's own forward rule through the
+namespace ``F`` the code runs in (``v7 = F["sigmoid"](v6)``). Attribute values print as Python
+literals (ints, tuples, slices, dtypes) or, for arrays, as names bound in that namespace.
+
+The compiled function records nothing and checks only the number and shapes of its inputs: it
+is the fast path for evaluating a gradient again and again.
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .errors import ArgumentError, ShapeError
+from .program import CONST, INPUT, NODE, Node, Program
+from .render import format_operand
+
+# operators and plain numpy meanings: name -> (the forward's __name__, template)
+OPERATORS = {"add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}",
+             "neg": "-{0}", "matmul": "{0} @ {1}"}
+PLAIN = {
+    "relu": ("_relu", "np.maximum({0}, 0)"),
+    "sum": ("_sum", "np.sum({0}{axis}{keepdims})"),
+    "mean": ("_mean", "np.mean({0}{axis}{keepdims})"),
+    "max": ("_max", "np.max({0}{axis}{keepdims})"),
+    "min": ("_min", "np.min({0}{axis}{keepdims})"),
+    "expand": ("_expand", "np.broadcast_to({0}, {shape})"),
+    "reshape": ("_reshape", "np.reshape({0}, {shape})"),
+    "transpose": ("_transpose", "np.transpose({0}{axes})"),
+    "getitem": ("_getitem", "{0}[{index}]"),
+    "cast": ("_cast", "{0}.astype({dtype})"),
+}
+_UFUNC_OPERATORS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+                    "neg": np.negative, "matmul": np.matmul}
+RESERVED = {"np", "F", "slice"}
+
+
+class Compiled:
+    """A compiled program: call it on arrays; ``.source`` is its numpy code."""
+
+    def __init__(self, prog: Program, source: str, fn: Callable):
+        self.program = prog
+        self.source = source
+        self._fn = fn
+        self._shapes = tuple(i.shape for i in prog.inputs)
+
+    def __call__(self, *arrays: Any) -> Any:
+        """Evaluate the program on new input values; one array per output (one when single)."""
+        if len(arrays) != len(self._shapes):
+            names = ", ".join(i.name for i in self.program.inputs)
+            raise ArgumentError(f"compiled program: takes {len(self._shapes)} input(s) "
+                                f"({names}), got {len(arrays)}")
+        args = []
+        for spec, a in zip(self.program.inputs, arrays):
+            arr = a if type(a) is np.ndarray and a.dtype == spec.dtype else \
+                np.asarray(a, dtype=spec.dtype)
+            if arr.shape != spec.shape:
+                raise ShapeError(f"compiled program: input {spec.name} has shape {spec.shape}, "
+                                 f"got {arr.shape}")
+            args.append(arr)
+        outs = self._fn(*args)
+        if self.program.single:
+            return np.asarray(outs)
+        return [np.asarray(o) for o in outs]
+
+    def __repr__(self) -> str:
+        return f"<compiled program: {len(self.program.nodes)} entries>"
+
+
+def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg.compile)
+    """Compile a Program to a numpy function with no tape; ``.source`` holds its code."""
+    if not isinstance(prog, Program):
+        raise ArgumentError(f"compile: expected a Program, got {type(prog).__name__}")
+    if not name.isidentifier() or keyword.iskeyword(name) or name in RESERVED:
+        raise ArgumentError(f"compile: name must be a Python identifier, got {name!r}")
+    names = _Names()
+    namespace: dict[str, Any] = {"np": np, "F": {}, "__builtins__": {"slice": slice}}
+    params = [names.take(i.name) for i in prog.inputs]
+    refs: dict[tuple, str] = {(INPUT, i): p for i, p in enumerate(params)}
+    header = [f"def {name}({', '.join(params)}):"]
+    for i, c in enumerate(prog.constants):
+        text = _number(c.value) if c.name is None else None
+        if text is None:
+            text = names.take(c.name or f"c{i}")
+            namespace[text] = c.value
+            header.append(f"    # {text} = {format_operand(c.value)}: a constant "
+                          f"{_describe(c.value)}")
+        refs[(CONST, i)] = text
+    lines = []
+    for i, node in enumerate(prog.nodes):
+        target = names.take(node.name)
+        expr = _expression(node, [refs[(r.kind, r.index)] for r in node.args], namespace,
+                           names)
+        lines.append((f"    {target} = {expr}", prog.format_node(node)))
+        refs[(NODE, i)] = target
+    width = min(max((len(code) for code, _ in lines), default=0), 60) + 2
+    body = [f"{code:{width}s}# {comment}" for code, comment in lines]
+    outs = [refs[(r.kind, r.index)] for r in prog.outputs]
+    ret = outs[0] if prog.single else "[" + ", ".join(outs) + "]"
+    source = "\n".join(header + body + [f"    return {ret}"]) + "\n"
+    code = builtins.compile(source, f"<simplegrad compiled {name}>", "exec")
+    exec(code, namespace)  # noqa: S102 -- source generated above from registry records
+    return Compiled(prog, source, namespace[name])
+
+
+class _Names:
+    """Python identifiers for the program's names, each unique."""
+
+    def __init__(self) -> None:
+        self.taken = set(RESERVED)
+
+    def take(self, name: str) -> str:
+        base = name if name.isidentifier() and not keyword.iskeyword(name) and \
+            not name.startswith("__") else "v_" + "".join(c if c.isalnum() else "_" for c in name)
+        text, k = base, 1
+        while text in self.taken:
+            k += 1
+            text = f"{base}_{k}"
+        self.taken.add(text)
+        return text
+
+
+def _number(x: Any) -> str | None:
+    """A Python number constant as a literal, or None (arrays, nan and inf are bound names)."""
+    if type(x) is int or (type(x) is float and math.isfinite(x)):
+        return repr(x) if x >= 0 or type(x) is int else f"({x!r})"
+    return None
+
+
+def _describe(x: Any) -> str:
+    arr = np.asarray(x)
+    return f"{arr.dtype} {'x'.join(map(str, arr.shape)) or 'scalar'}"
+
+
+def _expression(node: Node, args: list[str], namespace: dict, names: _Names) -> str:
+    """The numpy expression of one entry."""
+    prim = node.prim
+    attrs = node.attrs or {}
+    literal = {k: _literal(v, namespace, names) for k, v in attrs.items()}
+    if prim.name in OPERATORS and prim.forward is _UFUNC_OPERATORS[prim.name] and not attrs:
+        return OPERATORS[prim.name].format(*args)
+    plain = PLAIN.get(prim.name)
+    if plain is not None and getattr(prim.forward, "__name__", None) == plain[0] and \
+            not prim.variadic:
+        return _fill(plain[1], args, attrs, literal)
+    keywords = "".join(f", {k}={v}" for k, v in literal.items())
+    fn = prim.forward
+    if isinstance(fn, np.ufunc) or getattr(np, getattr(fn, "__name__", ""), None) is fn:
+        return f"np.{fn.__name__}({', '.join(args)}{keywords})"
+    namespace["F"][prim.name] = fn
+    return f'F[{prim.name!r}]({", ".join(args)}{keywords})'
+
+
+def _fill(template: str, args: list[str], attrs: dict, literal: dict) -> str:
+    def keyword_arg(k: str, default: Any) -> str:
+        return f", {k}={literal[k]}" if k in attrs and attrs[k] != default else ""
+    fields = {"axis": keyword_arg("axis", None), "keepdims": keyword_arg("keepdims", False),
+              "axes": "" if attrs.get("axes") is None else f", {literal['axes']}"}
+    for k in ("shape", "index", "dtype"):
+        if k in literal:
+            fields[k] = literal[k]
+    if "index" in attrs:
+        fields["index"] = _index(attrs["index"], literal["index"])
+    return template.format(*args, **fields)
+
+
+def _index(index: Any, text: str) -> str:
+    """An index in subscript form (``0, 1:3``) when it is made of ints, slices, ``...`` and
+    None; otherwise the tuple's literal, whose arrays are bound names."""
+    items = index if isinstance(index, tuple) else (index,)
+    parts = [_subscript(item) for item in items]
+    if any(p is None for p in parts):
+        return text
+    if not parts:
+        return "()"
+    return parts[0] + "," if len(parts) == 1 and isinstance(index, tuple) else ", ".join(parts)
+
+
+def _subscript(item: Any) -> str | None:
+    if item is None or item is Ellipsis:
+        return "None" if item is None else "..."
+    if type(item) is int or isinstance(item, np.integer):
+        return str(int(item))
+    if isinstance(item, slice):
+        bounds = (item.start, item.stop, item.step)
+        if not all(p is None or type(p) is int or isinstance(p, np.integer) for p in bounds):
+            return None
+        text = ":".join("" if p is None else str(int(p)) for p in bounds[:2])
+        return text if item.step is None else f"{text}:{int(item.step)}"
+    return None
+
+
+def _literal(value: Any, namespace: dict, names: _Names) -> str:
+    """Python source for an attribute value; arrays and anything unusual are bound names."""
+    if value is None or type(value) in (bool, int, str):
+        return repr(value)
+    if type(value) is float and math.isfinite(value):
+        return repr(value)
+    if value is Ellipsis:
+        return "..."
+    if isinstance(value, np.integer):
+        return repr(int(value))
+    if isinstance(value, np.dtype):
+        return f"np.dtype({value.str!r})"
+    if isinstance(value, slice):
+        return "slice(" + ", ".join(_literal(p, namespace, names)
+                                    for p in (value.start, value.stop, value.step)) + ")"
+    if isinstance(value, tuple):
+        inner = ", ".join(_literal(v, namespace, names) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    key = names.take("attr")
+    namespace[key] = value
+    return key
