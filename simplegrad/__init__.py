@@ -24,6 +24,7 @@ from .params import Parameter
 from .primitives import REGISTRY, Case, Primitive
 from .program import Program
 from .pytree import TreeDef, tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
+from .serialize import load_program
 from .simplifier import simplify
 from .tape import Ops, Tape
 from .transforms import derivative, grad, hessian, hvp, jacobian, jvp, trace, value_and_grad, vjp

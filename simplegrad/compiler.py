@@ -95,8 +95,8 @@ def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg
         if text is None:
             text = names.take(c.name or f"c{i}")
             namespace[text] = c.value
-            header.append(f"    # {text} = {format_operand(c.value)}: a constant "
-                          f"{_describe(c.value)}")
+            header.append(f"    # {text} = {format_operand(c.value)}  (constant, "
+                          f"{_describe(c.value)})")
         refs[(CONST, i)] = text
     lines = []
     for i, node in enumerate(prog.nodes):
@@ -105,8 +105,8 @@ def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg
                            names)
         lines.append((f"    {target} = {expr}", prog.format_node(node)))
         refs[(NODE, i)] = target
-    width = min(max((len(code) for code, _ in lines), default=0), 60) + 2
-    body = [f"{code:{width}s}# {comment}" for code, comment in lines]
+    width = min(max((len(code) for code, _ in lines), default=0), 60)
+    body = [f"{code.ljust(width)}  # {comment}" for code, comment in lines]
     outs = [refs[(r.kind, r.index)] for r in prog.outputs]
     ret = outs[0] if prog.single else "[" + ", ".join(outs) + "]"
     source = "\n".join(header + body + [f"    return {ret}"]) + "\n"
@@ -141,7 +141,7 @@ def _number(x: Any) -> str | None:
 
 def _describe(x: Any) -> str:
     arr = np.asarray(x)
-    return f"{arr.dtype} {'x'.join(map(str, arr.shape)) or 'scalar'}"
+    return f"{arr.dtype}, shape {arr.shape}"
 
 
 def _expression(node: Node, args: list[str], namespace: dict, names: _Names) -> str:

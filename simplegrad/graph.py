@@ -246,10 +246,8 @@ def fill_colour(role: str, order: int) -> str:
     """The fill of a node: the rich trace's colour for its role and derivative order."""
     if role == "constant":
         return CONSTANT_FILL
-    if role == "input":
-        style = STYLES["leaf"]
-    else:
-        style = ORDER_STYLES[min(order, len(ORDER_STYLES) - 1)]
+    top = len(ORDER_STYLES) - 1
+    style = STYLES["leaf"] if role == "input" else ORDER_STYLES[min(order, top)]
     return FILL.get(style.split()[-1], FILL["default"])
 
 

@@ -51,7 +51,7 @@ def test_seed_program_source_is_readable_numpy():
     fn = sg.compile(prog, name="seed_grad")
     src = fn.source.splitlines()
     assert src[0] == "def seed_grad(a, b):"
-    assert src[1].startswith("    # v3 = [1.0000, 1.0000, 1.0000, 1.0000]: a constant float64 4")
+    assert src[1] == "    # v3 = [1.0000, 1.0000, 1.0000, 1.0000]  (constant, float64, shape (4,))"
     assert src[3].split("#")[0].rstrip() == "    v0 = a + b"
     assert src[-1] == "    return [v20, v25]"
     # closed forms at a new point (see test_program): da = b, db = a + 2b at order 1
