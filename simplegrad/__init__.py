@@ -1,5 +1,6 @@
 """simplegrad: reverse-mode autodiff on numpy in which gradients are recorded programs."""
 
+from .accumulation import jacobian_cost
 from .checkpoint import checkpoint
 from .checks import check_grads, check_jvp_vjp_consistency
 from .compiler import compile

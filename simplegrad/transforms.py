@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .accumulation import prefers_forward
 from .errors import ArgumentError, GraphError, ShapeError
 from .pytree import tree_flatten, tree_unflatten
 from .tape import Ops
@@ -163,9 +164,10 @@ def jacobian(f: Callable, argnums: ArgNums = 0,
     """The function computing the Jacobian of ``f``, shaped ``out.shape + in.shape`` per input.
 
     ``rev`` builds it a row at a time with vjps, ``fwd`` a column at a time
-    with jvps; ``auto`` takes ``fwd`` when the inputs have fewer entries than
-    the output. With pytrees the result is the output's structure holding, for
-    each output leaf, the input's structure (as ``jax.jacobian``).
+    with jvps; ``auto`` takes ``fwd`` when forward vertex elimination needs fewer
+    multiplications than reverse (``sg.jacobian_cost``), else the sizes decide. With pytrees
+    the result is the output's structure holding, for each output leaf, the input's structure
+    (as ``jax.jacobian``).
     """
     check_callable("jacobian", f)
     single = argnums_kind("jacobian", argnums)
@@ -180,8 +182,7 @@ def jacobian(f: Callable, argnums: ArgNums = 0,
             call, trees = primals(ops, args, nums)
             xs = flat(trees)
             ys, out_def = outputs("jacobian", ops, f(*call))
-            n_in = sum(x.size for x in xs)
-            forward = mode == "fwd" or (mode == "auto" and n_in < sum(y.size for y in ys))
+            forward = mode == "fwd" or (mode == "auto" and prefers_forward(xs, ys))
             jac = _jac_fwd if forward else _jac_rev
             per_output = []
             for y in ys:

@@ -231,12 +231,15 @@ def _passes(ops: sg.Ops) -> tuple[int, int]:
     return rev, fwd
 
 
-@pytest.mark.parametrize("f_sg, n, expected", [
-    pytest.param(tall_sg, 2, (0, 2), id="tall-picks-fwd"),
-    pytest.param(wide_sg, 4, (3, 0), id="wide-picks-rev"),
+@pytest.mark.parametrize("f_sg, n, counts, expected", [
+    # forward and reverse vertex elimination counts (sg.jacobian_cost) decide, not the sizes
+    pytest.param(tall_sg, 2, (16, 15), (5, 0), id="tall-picks-rev"),
+    pytest.param(wide_sg, 4, (26, 28), (0, 4), id="wide-picks-fwd"),
 ])
-def test_jacobian_auto_picks_mode_by_sizes(f_sg, n, expected):
-    ops = sg.trace(sg.jacobian(f_sg), np.linspace(-0.5, 0.5, n))
+def test_jacobian_auto_picks_mode_by_elimination_counts(f_sg, n, counts, expected):
+    x = np.linspace(-0.5, 0.5, n)
+    assert sg.jacobian_cost(f_sg, x)[:2] == counts
+    ops = sg.trace(sg.jacobian(f_sg), x)
     assert _passes(ops) == expected
 
 @pytest.mark.parametrize("mode", ["rev", "fwd"])
