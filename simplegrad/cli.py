@@ -1,12 +1,34 @@
-"""The ``simplegrad`` command: runs the seed program and prints its derivation trace."""
+"""The ``simplegrad`` command: the seed demo, and ``simplegrad trace EXPR`` for any expression.
+
+``simplegrad`` (or ``simplegrad demo``) replays the seed program with its trace.
+``simplegrad trace EXPR --var a=... --wrt a --order N`` differentiates EXPR N times, as the
+seed does: order 1 differentiates ``L0 = EXPR`` (summed when it is not a scalar), order k + 1
+differentiates ``L_k``, the sum of the squares of the order-k gradients; it prints the trace,
+then the gradients of the last order.
+
+EXPR is read with ``ast`` and checked against a whitelist before anything runs (see
+``simplegrad.expression``); nothing reaches ``eval`` or ``exec``.
+
+Exit codes: 0 done, 2 a usage error (bad option, refused expression), 1 a math error (shapes,
+domains); errors go to stderr, without a traceback. A closed pipe (``| head``) ends quietly.
+"""
 
 from __future__ import annotations
 
 import argparse
+import ast
+import keyword
+import os
+import sys
+import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
+from .errors import SimplegradError
+from .expression import Evaluator, UsageError, parse
+from .primitives.core import REGISTRY
 from .render import format_value
 from .tape import Ops
 from .variable import Variable
@@ -24,17 +46,221 @@ def seed_program(echo: bool = True) -> tuple[Ops, Variable, Variable]:
     return op, a, b
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Print the seed program's trace (plain, as recorded, or coloured with --rich)."""
+# ---------------------------------------------------------------- the command line
+
+EPILOG = """examples:
+  simplegrad                      the seed program's trace (same as: simplegrad demo)
+  simplegrad --rich               the same, coloured by derivative order
+  simplegrad trace "sum((a + b) * b)" --var a=0.4605,0.4061,0.9422,0.3946 \\
+      --var b=0.0850,0.3296,0.9888,0.6494 --wrt a,b --order 2
+  simplegrad trace "tanh(x @ W).sum()" ...   (refused: attributes are not allowed)
+"""
+
+TRACE_HELP = """Differentiate EXPR to any order and print the trace, then the gradients of
+the last order. Order 1 differentiates L0 = EXPR (summed when EXPR is not a scalar); order
+k + 1 differentiates L_k = the sum over --wrt of sum(g * g) of the order-k gradients g.
+
+EXPR may use: the names given by --var, numbers, + - * / ** @, unary minus, indexing a
+value with literal indices (a[0], a[1:3]), and calls of simplegrad primitives by name
+(exp, tanh, sum, maximum, where, matmul, ...) with literal keyword arguments
+(sum(a, axis=0)). Anything else is refused."""
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="simplegrad",
-        description="Run the seed program (grad of grad of sum((a + b) * b)) and print its "
-                    "v-numbered trace.")
-    parser.add_argument("--rich", action="store_true", help="colour the trace by role")
-    args = parser.parse_args(argv)
-    op, a, b = seed_program(echo=not args.rich)
-    if args.rich:
+        prog="simplegrad", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Reverse-mode autodiff whose gradients are recorded programs.",
+        epilog=EPILOG)
+    sub = parser.add_subparsers(dest="command", metavar="{demo,trace}")
+    demo = sub.add_parser("demo", help="the seed program: grad of grad of sum((a + b) * b) "
+                          "(the default)", description="Run the seed program and print its "
+                          "v-numbered trace, then the order-2 gradients.")
+    demo.add_argument("--rich", action="store_true", help="colour the trace by derivative order")
+    trace = sub.add_parser("trace", help="differentiate an expression and print its trace",
+                           description=TRACE_HELP,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    trace.add_argument("expr", metavar="EXPR", help='the expression, e.g. "sum((a + b) * b)"')
+    trace.add_argument("--var", action="append", default=[], metavar="NAME=VALUES",
+                       help="a variable: a=0.5 (a scalar), a=1,2,3 (a vector), "
+                            "a='1,2;3,4' (rows of a matrix); repeat for each")
+    trace.add_argument("--wrt", metavar="A,B", help="differentiate in these variables "
+                       "(default: all of them)")
+    trace.add_argument("--order", type=int, default=1, metavar="N",
+                       help="the derivative order (default 1)")
+    trace.add_argument("--simplify", action="store_true",
+                       help="print the last gradients' program simplified (sg.simplify) "
+                            "instead of the whole trace")
+    trace.add_argument("--explain", action="store_true",
+                       help="say what each gradient entry differentiates")
+    look = trace.add_mutually_exclusive_group()
+    look.add_argument("--plain", action="store_true", help="plain text (the default)")
+    look.add_argument("--rich", action="store_true", help="colour the trace by order")
+    trace.add_argument("--dot", metavar="FILE", help="write the last gradients' program as "
+                       "Graphviz DOT")
+    trace.add_argument("--svg", metavar="FILE", help="draw it to an SVG file (needs Graphviz)")
+    trace.add_argument("--save", metavar="FILE", help="save it (FILE.json and FILE.npz)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (0 done, 2 usage error, 1 math error)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in ("demo", "trace", "-h", "--help"):
+        args.insert(0, "demo")
+    try:
+        try:
+            ns = _parser().parse_args(args)
+        except SystemExit as e:     # --help (0) or argparse's usage message (2)
+            return int(e.code or 0)
+        if ns.command == "trace":
+            return _trace(ns)
+        return _demo(ns.rich)
+    except BrokenPipeError:         # the reader went away (| head): stop quietly
+        _silence_stdout()
+        return 0
+    except SystemExit:              # rich's console, when the pipe closes, silences stdout
+        return 0                    # and exits (1); nothing failed
+    except UsageError as e:
+        print(f"simplegrad: error: {e}", file=sys.stderr)
+        return 2
+    except (SimplegradError, ArithmeticError, ValueError, OSError) as e:
+        print(f"simplegrad: error: {e}", file=sys.stderr)
+        return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):     # no real file descriptor (a captured stream)
+        pass
+
+
+def _demo(rich: bool) -> int:
+    op, a, b = seed_program(echo=not rich)
+    if rich:
         op.print_trace()
     print(f"d{a.name} = {format_value(a.grad.value)}")
     print(f"d{b.name} = {format_value(b.grad.value)}")
     return 0
+
+
+# ---------------------------------------------------------------- trace
+
+
+def _trace(ns: argparse.Namespace) -> int:
+    variables = dict(_variable(spec) for spec in ns.var)
+    if not variables:
+        raise UsageError("trace needs at least one --var NAME=VALUES")
+    wrt = list(variables) if ns.wrt is None else [w.strip() for w in ns.wrt.split(",")]
+    for w in wrt:
+        if w not in variables:
+            raise UsageError(f"--wrt names {w!r}, which is not a --var "
+                             f"(there are {', '.join(variables)})")
+    if len(set(wrt)) != len(wrt):
+        raise UsageError(f"--wrt names a variable twice: {ns.wrt}")
+    if ns.order < 1:
+        raise UsageError(f"--order must be at least 1, got {ns.order}")
+    tree = parse(ns.expr, set(variables))
+    op = Ops()
+    env = {name: op.named_var(value, name) for name, value in variables.items()}
+    xs = [env[w] for w in wrt]
+    with warnings.catch_warnings():     # a nan is reported below, where it first appears
+        warnings.simplefilter("ignore", RuntimeWarning)
+        note, loss = _loss(op, tree, env)
+        l0 = loss
+        for k in range(1, ns.order + 1):
+            grads = op.grad(loss, xs)
+            if k < ns.order:
+                loss = _sum_of_squares(op, grads, f"L{k}")
+    prog = op.program(xs, list(grads))
+    if ns.simplify:
+        from .simplifier import simplify
+        prog = simplify(prog)
+    _show(op, prog, ns, note)
+    for x, g in zip(xs, grads):
+        print(f"d{x.name} = {format_value(g.value)}")
+    if ns.dot:
+        with open(ns.dot, "w", encoding="utf-8") as f:
+            f.write(prog.to_dot())
+    if ns.svg:
+        prog.render(ns.svg)
+    if ns.save:
+        prog.save(ns.save)
+    for v in [l0, *grads]:
+        found = op.find_nonfinite(v)
+        if found is not None:
+            print(f"simplegrad: error: {v.name} is not finite; {found}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _variable(spec: str) -> tuple[str, np.ndarray]:
+    name, sep, text = spec.partition("=")
+    name = name.strip()
+    if not sep or not name.isidentifier() or keyword.iskeyword(name) or name.startswith("__"):
+        raise UsageError(f"--var {spec!r}: expected NAME=VALUES with NAME an identifier, "
+                         "e.g. --var a=0.5,1.5")
+    if name in REGISTRY:
+        raise UsageError(f"--var {name}: the name of a primitive cannot be a variable")
+    try:
+        rows = [[float(t) for t in row.split(",")] for row in text.split(";")]
+        value = np.array(rows[0] if len(rows) == 1 else rows, dtype=np.float64)
+    except ValueError:
+        raise UsageError(f"--var {spec!r}: VALUES must be numbers separated by commas (rows "
+                         "of a matrix by semicolons, all of one length)") from None
+    return name, value[0] if value.shape == (1,) and "," not in text else value
+
+
+def _show(op: Ops, prog: Any, ns: argparse.Namespace, note: str | None) -> None:
+    text = prog.format() if ns.simplify else None
+    if ns.rich:
+        from rich.console import Console
+        console = Console()
+        if note:
+            console.print(note, style="dim", markup=False)
+        if text is not None:
+            console.print(text, markup=False, highlight=False)
+        else:
+            op.print_trace(console, explain=ns.explain)
+        return
+    if note:
+        print(note)
+    print(text if text is not None else op.format_trace(explain=ns.explain))
+
+
+def _loss(op: Ops, tree: ast.Expression, env: dict) -> tuple[str | None, Variable]:
+    """L0: the expression, recorded under that name when it is a scalar, else its sum."""
+    top = tree.body
+    if isinstance(top, ast.Name | ast.Constant):
+        value = Evaluator(op, env).eval(top)
+        named = None
+    else:
+        run = Evaluator(op, env).step(top)     # the last operation, its inputs evaluated
+        with op.no_grad():
+            probe = run(None)
+        named = run("L0") if np.shape(getattr(probe, "raw", probe)) == () else None
+        value = named if named is not None else run(None)
+    if not isinstance(value, Variable):
+        raise UsageError("the expression does not depend on any --var")
+    if named is not None:
+        return None, named
+    note = None if value.shape == () else \
+        f"# the expression has shape {value.shape}: L0 is its sum"
+    return note, op.sum(value, name="L0")
+
+
+def _sum_of_squares(op: Ops, grads: Sequence[Variable], name: str) -> Variable:
+    """sum(g1 * g1 + g2 * g2 ...) as the seed writes it (a sum per gradient when shapes differ)."""
+    squares = [op.mul(g, g) for g in grads]
+    if len({g.shape for g in grads}) == 1:
+        total = squares[0]
+        for s in squares[1:]:
+            total = op.add(total, s)
+        return op.sum(total, name=name)
+    sums = [op.sum(s) for s in squares]
+    total = sums[0]
+    for s in sums[1:-1]:
+        total = op.add(total, s)
+    return op.add(total, sums[-1], name=name)
