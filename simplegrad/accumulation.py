@@ -35,7 +35,9 @@ from .program import CONST, INPUT, NODE, Program
 from .tape import Ops
 from .variable import Variable
 
-LIMIT = 20_000      # vertices or jvp columns beyond which jacobian(mode="auto") does not count
+# jacobian(mode="auto") counts only graphs of at most LIMIT vertices and jvp columns and
+# 4 * LIMIT edges (a few milliseconds of counting); beyond that the sizes decide
+LIMIT = 5_000
 
 
 class JacobianCost(NamedTuple):
@@ -128,7 +130,7 @@ def linearise(prog: Program, *values: Any, limit: int | None = None) -> Linearis
         count += int(np.prod(spec.shape, dtype=np.int64))
     inputs = list(range(count))
     pred: dict[int, dict[int, float]] = {v: {} for v in inputs}
-    columns = 0
+    columns = edges = 0
     for j, node in enumerate(prog.nodes):
         args = [env[(r.kind, r.index)] for r in node.args]
         out = node.prim.forward(*args, **(node.attrs or {}))
@@ -149,6 +151,9 @@ def linearise(prog: Program, *values: Any, limit: int | None = None) -> Linearis
             rows, cols, vals = _local(node, args, out, p)
             columns += 1 if node.prim.elementwise else np.size(args[p])
             if limit is not None and columns > limit:
+                raise _TooBigError
+            edges += len(rows)
+            if limit is not None and edges > 4 * limit:
                 raise _TooBigError
             for k, i, c in zip(rows.tolist(), cols.tolist(), vals.tolist()):
                 row = pred[base + k]
