@@ -2,7 +2,10 @@
 
 Prints microseconds per recorded op (forward) and per op of forward+backward,
 each as a ratio to the same chain in plain numpy measured in the same run.
-If PyTorch is installed, its eager mode is measured on the same chain too.
+The compiled rows run ``sg.compile`` of the recorded chain (forward) and of its recorded
+gradient program (forward and backward), compiled once outside the timing: the fast path for
+evaluating the same gradient again and again. If PyTorch is installed, its eager mode is
+measured on the same chain too.
 Run: python benchmarks/overhead.py [--ops 1000] [--repeat 15]
 """
 
@@ -70,11 +73,20 @@ def main() -> None:
                 op.grad(chain_sg(x, n).sum(), [x], create_graph=create_graph)
         return run
 
+    op = sg.Ops()
+    x = op.var(x0)
+    y = chain_sg(x, n).sum()
+    compiled_forward = sg.compile(op.program(x, y))
+    compiled_gradient = sg.compile(op.program(x, [y, op.grad(y, x)]))
+    op.release()
+
     runs = {
         "numpy forward": numpy_run,
         "simplegrad forward (recorded)": forward,
         "simplegrad fwd+bwd create_graph=True": fwd_bwd(True),
         "simplegrad fwd+bwd create_graph=False": fwd_bwd(False),
+        "sg.compile forward": lambda: compiled_forward(x0),
+        "sg.compile fwd+bwd (gradient program)": lambda: compiled_gradient(x0),
     }
 
     try:

@@ -66,10 +66,20 @@ def save(prog: Program, path: str | os.PathLike) -> tuple[Path, Path]:
     """Write ``prog`` to ``<path>.json`` and ``<path>.npz``; returns both paths."""
     doc, arrays = encode(prog)
     json_path, npz_path = paths(path)
-    json_path.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    json_path.write_text(_dumps(doc), encoding="utf-8")
     with open(npz_path, "wb") as f:
         np.savez(f, **arrays)
     return json_path, npz_path
+
+
+def _dumps(doc: dict) -> str:
+    """The document as JSON text with one input, constant, node or output per line."""
+    def item(key: str, value: Any) -> str:
+        if isinstance(value, list) and value:
+            inner = ",\n".join("  " + json.dumps(x, allow_nan=False) for x in value)
+            return f" {json.dumps(key)}: [\n{inner}\n ]"
+        return f" {json.dumps(key)}: {json.dumps(value, allow_nan=False)}"
+    return "{\n" + ",\n".join(item(k, v) for k, v in doc.items()) + "\n}\n"
 
 
 def encode(prog: Program) -> tuple[dict, dict[str, np.ndarray]]:
