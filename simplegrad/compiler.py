@@ -95,7 +95,7 @@ def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg
         if text is None:
             text = names.take(c.name or f"c{i}")
             namespace[text] = c.value
-            header.append(f"    # {text} = {format_operand(c.value)}  (constant, "
+            header.append(f"    # {_comment(text)} = {format_operand(c.value)}  (constant, "
                           f"{_describe(c.value)})")
         refs[(CONST, i)] = text
     lines = []
@@ -106,7 +106,7 @@ def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg
         lines.append((f"    {target} = {expr}", prog.format_node(node)))
         refs[(NODE, i)] = target
     width = min(max((len(code) for code, _ in lines), default=0), 60)
-    body = [f"{code.ljust(width)}  # {comment}" for code, comment in lines]
+    body = [f"{code.ljust(width)}  # {_comment(comment)}" for code, comment in lines]
     outs = [refs[(r.kind, r.index)] for r in prog.outputs]
     ret = outs[0] if prog.single else "[" + ", ".join(outs) + "]"
     source = "\n".join(header + body + [f"    return {ret}"]) + "\n"
@@ -130,6 +130,12 @@ class _Names:
             text = f"{base}_{k}"
         self.taken.add(text)
         return text
+
+
+def _comment(text: str) -> str:
+    """Text safe inside a comment: no line breaks or other unprintable characters (names come
+    from the program, and a loaded program's names from a file)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _number(x: Any) -> str | None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import keyword
 import math
 import os
 import warnings
@@ -278,8 +279,9 @@ class _Reader:
             raise self.fail(where, f"{prim.name} takes {arity} input(s), got {len(args)}")
         attrs = x["attrs"]
         if attrs is not None:
-            if not isinstance(attrs, dict) or not all(isinstance(k, str) and k.isidentifier()
-                                                      for k in attrs):
+            if not isinstance(attrs, dict) or not all(
+                    isinstance(k, str) and k.isidentifier() and not keyword.iskeyword(k)
+                    for k in attrs):
                 raise self.fail(where, "attrs must be null or an object keyed by identifiers")
             attrs = {k: self.value(v, f"{where} attribute {k}") for k, v in attrs.items()}
         order = x["order"]
@@ -297,8 +299,9 @@ class _Reader:
         return Ref(r[0], r[1])
 
     def name(self, x: Any, where: str) -> str:
-        if not isinstance(x, str) or not x or len(x) > 200:
-            raise self.fail(where, f"a name must be a non-empty string, got {x!r}")
+        if not isinstance(x, str) or not x or len(x) > 200 or not x.isprintable():
+            raise self.fail(where, f"a name must be a non-empty printable string of at most 200 "
+                                   f"characters, got {x!r}")
         return x
 
     def shape(self, x: Any, where: str) -> tuple:

@@ -101,3 +101,17 @@ def test_compile_checks_its_arguments():
         sg.compile(x)
     with pytest.raises(sg.ArgumentError, match="must be a Python identifier"):
         sg.compile(op.program(x, x.sin()), name="not valid")
+
+
+def test_names_cannot_break_out_of_a_comment():
+    from simplegrad.program import INPUT, Input, Node, Program, Ref
+
+    f64 = np.dtype(np.float64)
+    prog = Program([Input("x\nraise SystemExit('injected')", (2,), f64)], [],
+                   [Node(sg.REGISTRY["sin"], (Ref(INPUT, 0),), None,
+                         "y\r\nraise SystemExit('injected')", (2,), f64)],
+                   [Ref("node", 0)], single=True)
+    fn = sg.compile(prog)
+    assert all(line.startswith(("def ", "    ")) for line in fn.source.splitlines())
+    assert "\\r\\n" in fn.source           # shown escaped in the comment
+    np.testing.assert_allclose(fn(np.array([0.5, 1.0])), np.sin([0.5, 1.0]), rtol=1e-15)

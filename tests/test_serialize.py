@@ -175,3 +175,14 @@ def test_not_a_program_at_all(tmp_path):
         sg.load_program(tmp_path / "p")
     with pytest.raises(sg.FormatError, match="does not exist"):
         sg.load_program(tmp_path / "absent")
+
+
+def test_names_with_line_breaks_and_keyword_attrs_are_refused(saved):
+    _, json_path, _ = saved
+    _rewrite(json_path, _set(["nodes", 0, "name"], "v0\nimport os"))
+    with pytest.raises(sg.FormatError, match="a name must be a non-empty printable string"):
+        sg.load_program(json_path)
+    _rewrite(json_path, _set(["nodes", 0, "name"], "v0"))
+    _rewrite(json_path, _set(["nodes", 0, "attrs"], {"lambda": 1}))
+    with pytest.raises(sg.FormatError, match="keyed by identifiers"):
+        sg.load_program(json_path)
