@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ArgumentError, ShapeError
+from .errors import ArgumentError, DTypeError, ShapeError
 from .program import CONST, INPUT, NODE, Node, Program
 from .render import format_operand
 
@@ -64,8 +64,12 @@ class Compiled:
                                 f"({names}), got {len(arrays)}")
         args = []
         for spec, a in zip(self.program.inputs, arrays):
-            arr = a if type(a) is np.ndarray and a.dtype == spec.dtype else \
-                np.asarray(a, dtype=spec.dtype)
+            arr = a if type(a) is np.ndarray else np.asarray(a)
+            if arr.dtype != spec.dtype:
+                if not np.can_cast(arr.dtype, spec.dtype, "safe"):
+                    raise DTypeError(f"compiled program: input {spec.name} has dtype "
+                                     f"{spec.dtype}, got {arr.dtype}")
+                arr = arr.astype(spec.dtype)
             if arr.shape != spec.shape:
                 raise ShapeError(f"compiled program: input {spec.name} has shape {spec.shape}, "
                                  f"got {arr.shape}")
@@ -165,8 +169,13 @@ def _expression(node: Node, args: list[str], namespace: dict, names: _Names) -> 
     fn = prim.forward
     if isinstance(fn, np.ufunc) or getattr(np, getattr(fn, "__name__", ""), None) is fn:
         return f"np.{fn.__name__}({', '.join(args)}{keywords})"
-    namespace["F"][prim.name] = fn
-    return f'F[{prim.name!r}]({", ".join(args)}{keywords})'
+    table = namespace["F"]
+    key, k = prim.name, 1
+    while table.get(key, fn) is not fn:     # two custom primitives of one name
+        k += 1
+        key = f"{prim.name}#{k}"
+    table[key] = fn
+    return f'F[{key!r}]({", ".join(args)}{keywords})'
 
 
 def _fill(template: str, args: list[str], attrs: dict, literal: dict) -> str:

@@ -115,3 +115,34 @@ def test_names_cannot_break_out_of_a_comment():
     assert all(line.startswith(("def ", "    ")) for line in fn.source.splitlines())
     assert "\\r\\n" in fn.source           # shown escaped in the comment
     np.testing.assert_allclose(fn(np.array([0.5, 1.0])), np.sin([0.5, 1.0]), rtol=1e-15)
+
+
+def test_custom_vjp_and_checkpoint_compile():
+    def make(scale):
+        @sg.custom_vjp
+        def f(x):
+            return (x * scale).tanh()
+
+        @f.defvjp
+        def _(g, out, x):
+            return g * (1.0 - out * out) * scale
+        return f
+
+    first, second = make(2.0), make(-3.0)         # two custom primitives named "f"
+
+    @sg.checkpoint
+    def block(x):
+        return x.sin() * x
+
+    op = sg.Ops()
+    x = op.var([0.3, -0.7], name="x")
+    y = (first(x) + second(x) + block(x)).sum()
+    gx = op.grad(y, x)
+    prog = op.program(x, [y, gx])
+    fn = sg.compile(prog)
+    assert "F['f']" in fn.source and "F['f#2']" in fn.source
+    x2 = np.array([1.1, 0.2])
+    for got, want in zip(fn(x2), prog(x2)):
+        np.testing.assert_allclose(got, want, rtol=1e-14)
+    with pytest.raises(sg.DTypeError, match="input x has dtype float64, got complex128"):
+        fn(np.zeros(2, dtype=complex))

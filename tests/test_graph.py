@@ -93,6 +93,7 @@ def test_stats_of_a_chain_and_peak_memory():
     assert (s.depth, s.width, s.peak_bytes) == (3, 3, 3 * 8000)
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")     # pydot's use of pyparsing
 def test_dot_text(seed):
     _, _, _, prog = seed
     dot = prog.to_dot()
