@@ -3,7 +3,7 @@
 from .accumulation import jacobian_cost
 from .checkpoint import checkpoint
 from .checks import check_grads, check_jvp_vjp_consistency
-from .compiler import compile
+from .compiler import compile as compile  # sg.compile; kept out of __all__ (shadows a builtin)
 from .custom import custom_vjp
 from .errors import (
     ArgumentError,
@@ -43,5 +43,5 @@ __all__ = [
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "derivative", "trace",
     "custom_vjp", "checkpoint", "Program", "simplify",
     "TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
-    "FormatError", "MissingToolError", "compile", "load_program", "jacobian_cost",
+    "FormatError", "MissingToolError", "load_program", "jacobian_cost",
 ]

@@ -1,9 +1,10 @@
 """sg.compile: generated numpy source equals the program it came from.
 
-The oracle is the Program itself (run by the registry's forward rules, entry by entry): for
-every registered primitive and case at orders 0, 1 and 2 (the recordings of test_program), the
-compiled function at a new point gives the program's values there to float64 round-off
-(rtol 1e-12; exact for most entries, since both call the same numpy functions).
+The oracles are the tape and the Program (run by the registry's forward rules, entry by entry):
+for every registered primitive and case at orders 0, 1 and 2 (the recordings of test_program),
+the compiled function gives the recorded values at the recording point and the program's values
+at a new point, to float64 round-off (rtol 1e-12; exact for most entries, since all three call
+the same numpy functions).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 import simplegrad as sg
 from simplegrad.cli import seed_program
 from tests.test_primitives import case_id, sample
-from tests.test_program import record
+from tests.test_program import record, values
 
 RTOL = 1e-12
 
@@ -37,6 +38,9 @@ def test_compiled_equals_the_program(prim, case, order, rng):
                                    [want] if order == 0 else want)):
         assert g.shape == w.shape and g.dtype == w.dtype, f"output {k}"
         np.testing.assert_allclose(g, w, rtol=RTOL, atol=1e-300, err_msg=f"output {k}")
+    # at the recording point it gives the tape's values
+    for k, (g, w) in enumerate(zip([fn(*here)] if order == 0 else fn(*here), values(outs))):
+        np.testing.assert_allclose(g, w, rtol=RTOL, atol=1e-300, err_msg=f"tape output {k}")
     # one assignment per entry, each commented with its trace line
     lines = [line for line in fn.source.splitlines() if " = " in line and "# " in line
              and not line.lstrip().startswith("#")]
