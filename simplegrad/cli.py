@@ -53,17 +53,21 @@ EPILOG = """examples:
   simplegrad --rich               the same, coloured by derivative order
   simplegrad trace "sum((a + b) * b)" --var a=0.4605,0.4061,0.9422,0.3946 \\
       --var b=0.0850,0.3296,0.9888,0.6494 --wrt a,b --order 2
-  simplegrad trace "tanh(x @ W).sum()" ...   (refused: attributes are not allowed)
+  simplegrad trace "tanh(x) * x" --var x=0.5 --order 3 --simplify
+
+exit codes: 0 done, 2 a usage error (a bad option or a refused expression),
+1 a math error (shapes that do not fit, a value that is not finite)
 """
 
-TRACE_HELP = """Differentiate EXPR to any order and print the trace, then the gradients of
-the last order. Order 1 differentiates L0 = EXPR (summed when EXPR is not a scalar); order
-k + 1 differentiates L_k = the sum over --wrt of sum(g * g) of the order-k gradients g.
+TRACE_HELP = """Differentiate EXPR to any order and print the trace, then the gradients
+of the last order. Order 1 differentiates L0 = EXPR (summed when EXPR is not a
+scalar); order k + 1 differentiates L_k = the sum over --wrt of sum(g * g) of the
+order-k gradients g.
 
-EXPR may use: the names given by --var, numbers, + - * / ** @, unary minus, indexing a
-value with literal indices (a[0], a[1:3]), and calls of simplegrad primitives by name
-(exp, tanh, sum, maximum, where, matmul, ...) with literal keyword arguments
-(sum(a, axis=0)). Anything else is refused."""
+EXPR may use: the names given by --var, numbers, + - * / ** @, unary minus,
+indexing a value with literal indices (a[0], a[1:3]), and calls of simplegrad
+primitives by name (exp, tanh, sum, maximum, where, matmul, ...) with literal
+keyword arguments (sum(a, axis=0)). Anything else is refused."""
 
 
 def _parser() -> argparse.ArgumentParser:
