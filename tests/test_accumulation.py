@@ -124,3 +124,32 @@ def test_errors():
         sg.jacobian_cost(3, 1.0)
     with pytest.raises(sg.ArgumentError, match="must return a Variable"):
         sg.jacobian_cost(lambda x: 2.0, 1.0)
+
+
+def _registry_params() -> list:
+    from tests.test_primitives import case_id
+    return [pytest.param(prim, case, id=f"{prim.name}-{case_id(case)}")
+            for prim in sg.REGISTRY.values() if prim.differentiable for case in prim.cases]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize(("prim", "case"), _registry_params())
+def test_every_primitive_linearises_to_its_jacobian(prim, case, rng):
+    """The jvp-built linearised graph, eliminated in every order, leaves the Jacobian that the
+    reverse sweep (vjp rules) builds, for every registered primitive and case."""
+    from tests.test_primitives import applying, sample
+
+    args = sample(prim, case, rng)
+    f = applying(prim, case)
+    op = sg.Ops()
+    xs = [op.var(a) for a in args]
+    prog = op.program(xs, f(*xs))
+    g = linearise(prog, *args)
+    nums = tuple(range(len(args)))
+    parts = sg.jacobian(f, argnums=nums, mode="rev")(*args)
+    m = int(np.prod(prog.nodes[-1].shape, dtype=int))
+    want = np.hstack([np.reshape(p, (m, -1)) for p in parts])
+    middle = sorted(set(g.pred) - set(g.inputs) - set(g.outputs))
+    for order in (middle, middle[::-1], None):
+        _, left = eliminate(g, order)
+        np.testing.assert_allclose(jacobian_from(g, left), want, rtol=1e-10, atol=1e-12)
