@@ -274,6 +274,11 @@ def to_dot(prog: Program) -> str:
     for src, dst, d in g.edges(data=True):
         label = ",".join(str(p) for p in d["positions"])
         lines.append(f"  {_quote(src)} -> {_quote(dst)} [label={_quote(label)}];")
+    inputs = [k for k, role in g.nodes(data="role") if role == "input"]
+    if inputs:              # the inputs on top, in order (invisible edges keep the order)
+        lines.append(f"  {{rank=source; {'; '.join(_quote(k) for k in inputs)};}}")
+        lines += [f"  {_quote(u)} -> {_quote(v)} [style=invis];"
+                  for u, v in zip(inputs, inputs[1:])]
     lines.append("}")
     return "\n".join(lines) + "\n"
 
