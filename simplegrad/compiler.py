@@ -9,7 +9,8 @@ expression, and every other forward as a call of the primitive's own forward rul
 namespace ``F`` the code runs in (``v7 = F["sigmoid"](v6)``). Attribute values print as Python
 literals (ints, tuples, slices, dtypes) or, for arrays, as names bound in that namespace.
 
-The compiled function records nothing and checks only the number and shapes of its inputs: it
+The compiled function records nothing and checks only the number, shapes and dtypes of its
+inputs: it
 is the fast path for evaluating a gradient again and again.
 """
 
