@@ -10,8 +10,7 @@ namespace ``F`` the code runs in (``v7 = F["sigmoid"](v6)``). Attribute values p
 literals (ints, tuples, slices, dtypes) or, for arrays, as names bound in that namespace.
 
 The compiled function records nothing and checks only the number, shapes and dtypes of its
-inputs: it
-is the fast path for evaluating a gradient again and again.
+inputs: it is the fast path for evaluating a gradient again and again.
 """
 
 from __future__ import annotations
