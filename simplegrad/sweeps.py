@@ -242,7 +242,12 @@ GROWTH_PASSES = 100     # value-only backward passes on one tape before it warns
 
 
 def _count_pass(tape: Tape) -> None:
-    """Warn once when one Ops serves many training steps without being released."""
+    """Warn once when one Ops serves many training steps without being released: passes that
+    follow new recording count (a Jacobian's rows, swept over one graph, do not)."""
+    end = tape.end
+    if end == tape.last_pass_end:
+        return
+    tape.last_pass_end = end
     tape.passes += 1
     if tape.passes == GROWTH_PASSES and tape.keep:
         warnings.warn(

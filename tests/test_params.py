@@ -146,3 +146,11 @@ def test_one_element_conversions():
     v = op.var([1.0, 2.0])
     with pytest.raises(TypeError, match="one-element"):
         float(v)
+
+
+def test_many_passes_over_one_graph_do_not_warn():
+    # a Jacobian's rows sweep one recorded graph again and again: not a growing loop
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sg.TapeGrowthWarning)
+        J = sg.jacobian(lambda v: v * 2.0, mode="rev")(np.ones(150))
+    np.testing.assert_array_equal(J, 2.0 * np.eye(150))
