@@ -148,8 +148,29 @@ def scalar(fname: str, y: Variable) -> Variable:
 
 
 def result(nested: bool, v: Variable) -> Result:
-    """``v`` itself when nested, else a fresh copy of its array."""
-    return v if nested else np.array(v.raw)
+    """``v`` itself when nested, else an array of the caller's own (see ``results``)."""
+    return results(nested, [v])[0]
+
+
+def results(nested: bool, vs: list[Variable]) -> list[Result]:
+    """The Variables themselves when nested; else arrays the caller owns.
+
+    An array the transform's own Ops computed (it owns its memory, so it is nobody's view) is
+    handed over as it is, made writable; anything else (a view of an argument or a constant,
+    or an array handed over already) is copied.
+    """
+    if nested:
+        return list(vs)
+    out, given = [], set()
+    for v in vs:
+        arr = v.raw
+        if type(arr) is np.ndarray and arr.base is None and id(arr) not in given:
+            arr.flags.writeable = True
+            given.add(id(arr))
+            out.append(arr)
+        else:
+            out.append(np.array(arr))
+    return out
 
 
 def argnums_kind(fname: str, argnums: Any) -> bool:

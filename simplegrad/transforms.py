@@ -53,6 +53,7 @@ from .transform_args import (
     regroup,
     resolve,
     result,
+    results,
     scalar,
     split_rows,
 )
@@ -88,8 +89,9 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0) -> Callable:
             y = scalar("grad", output("grad", ops, f(*call)))
             xs = flat(trees)
             gs = ops.grad(y, xs, create_graph=nested) if xs else []
-            gs = regroup(trees, [result(nested, g) for g in gs])
-            return result(nested, y), gs[0] if single else gs
+            y, *gs = results(nested, [y, *gs])
+            gs = regroup(trees, gs)
+            return y, gs[0] if single else gs
     return value_and_grad_f
 
 
@@ -121,10 +123,11 @@ def vjp(f: Callable, *xs: Any) -> tuple[Result, Callable]:
             pairing = functools.reduce(ops.add, [ops.sum(ops.mul(y, uk))
                                                  for y, uk in zip(ys, us)])
             gs = ops.grad(pairing, prims, create_graph=nested)
-        return regroup(trees, [result(nested, g) for g in gs])
+        return regroup(trees, results(nested, gs))
     if not nested:      # our own tape lives as long as vjp_fn does, then is released
         weakref.finalize(vjp_fn, ops.release)
-    return tree_unflatten(out_def, [result(nested, y) for y in ys]), vjp_fn
+    # (copies: the tape that vjp_fn sweeps keeps these arrays)
+    return tree_unflatten(out_def, [y if nested else np.array(y.raw) for y in ys]), vjp_fn
 
 
 def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple[Result, Result]:
@@ -155,8 +158,9 @@ def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple[Result, Resu
             ts = [ops.jvp(y, prims, tangents, create_graph=nested) for y in ys]
         else:
             ts = [ops.zeros_like(y, nested) for y in ys]
-        return (tree_unflatten(out_def, [result(nested, y) for y in ys]),
-                tree_unflatten(out_def, [result(nested, t) for t in ts]))
+        both = results(nested, [*ys, *ts])
+        return (tree_unflatten(out_def, both[:len(ys)]),
+                tree_unflatten(out_def, both[len(ys):]))
 
 
 def jacobian(f: Callable, argnums: ArgNums = 0,

@@ -62,3 +62,17 @@ def test_vjp_keeps_its_own_copies_since_its_tape_outlives_the_call():
     A[:] = 0.0                          # written between the call and the pullback
     (gx,) = vjp_fn(np.ones(2))
     np.testing.assert_array_equal(gx, [2.0, 4.0])      # (A^T 1) of the A recorded
+
+
+def test_results_the_transform_computed_are_handed_over_without_a_copy():
+    # grad of sum(x * c) + sum(x * x) is c + 2x: a fresh array, handed over (owned, writable);
+    # the same Variable returned twice comes back as two separate arrays
+    c = np.array([1.0, 2.0])
+    x = np.array([3.0, 4.0])
+    value, g = sg.value_and_grad(lambda v: (v * c).sum() + (v * v).sum())(x)
+    assert g.base is None and g.flags.writeable
+    np.testing.assert_array_equal(g, c + 2 * x)
+    ga, gb = sg.grad(lambda a, b: (a + b).sum() * 2.0, argnums=(0, 1))(x, x)
+    assert not np.shares_memory(ga, gb)
+    ga[0] = 99.0
+    assert gb[0] == 2.0
