@@ -22,6 +22,7 @@ from simplegrad.taylor import RULES
 
 X = np.array([0.3, -0.7, 1.1])
 ORDER = 20
+ORDER_VS_JVP = 4
 
 
 def tanh_derivatives(x: np.ndarray, order: int) -> list[np.ndarray]:
@@ -70,6 +71,36 @@ def test_closed_forms_to_order_20(name):
     assert len(got) == ORDER + 1
     for n, (g, w) in enumerate(zip(got, want)):
         np.testing.assert_allclose(g, w, rtol=1e-10, atol=0, err_msg=f"{name}, order {n}")
+
+
+def _falling(a: float, n: int) -> float:
+    """a (a - 1) ... (a - n + 1)."""
+    return math.prod(a - i for i in range(n))
+
+
+XP = np.array([0.3, 0.7, 1.1])       # positive points, for the powers and logs
+MORE = {        # f, and its n-th derivative at XP in closed form
+    "arctan": (lambda x: x.arctan(), lambda n: np.arctan(XP) if n == 0 else np.imag(
+        (-1) ** (n - 1) * math.factorial(n - 1) * 1j ** n / (1 + 1j * XP) ** n)),
+    "sinh": (lambda x: x.sinh(), lambda n: np.sinh(XP) if n % 2 == 0 else np.cosh(XP)),
+    "exp2": (lambda x: x.exp2(), lambda n: np.log(2) ** n * 2 ** XP),
+    "log1p": (lambda x: x.log1p(), lambda n: np.log1p(XP) if n == 0 else
+              (-1) ** (n - 1) * math.factorial(n - 1) / (1 + XP) ** n),
+    "reciprocal": (lambda x: x.reciprocal(),
+                   lambda n: (-1) ** n * math.factorial(n) / XP ** (n + 1)),
+    "sqrt": (lambda x: x.sqrt(), lambda n: _falling(0.5, n) * XP ** (0.5 - n)),
+    "x ** 2.5": (lambda x: x ** 2.5, lambda n: _falling(2.5, n) * XP ** (2.5 - n)),
+    "1 / (1 + x)": (lambda x: 1 / (1 + x), lambda n: (-1) ** n * math.factorial(n)
+                    / (1 + XP) ** (n + 1)),
+}
+
+
+@pytest.mark.parametrize("name", list(MORE))
+def test_more_closed_forms_to_order_12(name):
+    f, closed = MORE[name]
+    got = sg.taylor(f, XP, np.ones_like(XP), 12)
+    for n, g in enumerate(got):
+        np.testing.assert_allclose(g, closed(n), rtol=1e-10, atol=0, err_msg=f"{name}, {n}")
 
 
 def test_direction_scales_the_derivatives():
@@ -144,7 +175,7 @@ def test_every_differentiable_primitive_has_a_rule():
 
 @pytest.mark.parametrize("prim, case", _registry_params())
 def test_rule_matches_nested_jvps(prim, case, rng):
-    """All inputs packed in one vector x, moved along a random v: orders 1..3 against nested
+    """All inputs packed in one vector x, moved along a random v: orders 1..4 against nested
     forward sweeps."""
     xs = sample(prim, case, rng)
     sizes = [a.size for a in xs]
@@ -159,11 +190,11 @@ def test_rule_matches_nested_jvps(prim, case, rng):
             at += n
         return apply(*parts)
 
-    got = sg.taylor(f, x0, v, 3)
+    got = sg.taylor(f, x0, v, ORDER_VS_JVP)
     op = sg.Ops()
     xv = op.var(x0)
     y = f(xv)
-    for k in range(4):
+    for k in range(ORDER_VS_JVP + 1):
         np.testing.assert_allclose(got[k], y.value, rtol=1e-9, atol=1e-9,
                                    err_msg=f"{prim.name}, order {k}")
         y = op.jvp(y, xv, v)
