@@ -29,7 +29,8 @@ def pin_threads() -> None:
     if all(os.environ.get(k) == v for k, v in THREADS.items()):
         return
     os.environ.update(THREADS)
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+    if sys.argv and os.path.isfile(sys.argv[0]):    # a script run: start it again
+        os.execv(sys.executable, [sys.executable, *sys.argv])
 
 
 pin_threads()
