@@ -5,8 +5,9 @@ gradients of sums). Runs, interleaved per order after checking every value again
 form (the derivatives of tanh are polynomials in tanh): simplegrad nested ``op.grad`` (as
 PyTorch nests) and ``sg.derivative`` (nested jvps), and when installed PyTorch eager (nested
 ``torch.autograd.grad``), HIPS autograd (nested ``elementwise_grad``) and JAX (nested
-``jax.grad`` under ``vmap``, jitted; compile time excluded). Ratios are to PyTorch at the same
-order; growth per order is (T(8) / T(1)) ** (1 / 7).
+``jax.grad`` under ``vmap``, jitted; compile time excluded), and numpy by hand (the
+derivative polynomial in tanh, built once, evaluated). Ratios are to PyTorch at the same order;
+growth per order is (T(8) / T(1)) ** (1 / 7).
 Run: python benchmarks/nth_derivative.py [--orders 8] [--quick]
 """
 
@@ -20,12 +21,17 @@ import peers
 import simplegrad as sg
 
 
-def tanh_derivative(x: np.ndarray, n: int) -> np.ndarray:
-    """d^n tanh / dx^n from P_0 = t, P_{k+1} = P_k' (1 - t^2), evaluated at t = tanh(x)."""
+def tanh_polynomial(n: int) -> np.polynomial.Polynomial:
+    """P_n with d^n tanh / dx^n = P_n(tanh x): P_0 = t, P_{k+1} = P_k' (1 - t^2)."""
     poly = np.polynomial.Polynomial([0.0, 1.0])
     for _ in range(n):
         poly = poly.deriv() * np.polynomial.Polynomial([1.0, 0.0, -1.0])
-    return poly(np.tanh(x))
+    return poly
+
+
+def tanh_derivative(x: np.ndarray, n: int) -> np.ndarray:
+    """d^n tanh / dx^n in closed form."""
+    return tanh_polynomial(n)(np.tanh(x))
 
 
 def nested_grad(x0: np.ndarray, n: int) -> np.ndarray:
@@ -41,9 +47,12 @@ def nested_grad(x0: np.ndarray, n: int) -> np.ndarray:
 def runs_for(n: int, x0: np.ndarray, torch, autograd, jax) -> tuple[dict, dict]:
     """The runs of order n and the table column each belongs to."""
     deriv = sg.derivative(lambda x: x.tanh(), n)
-    runs = {"simplegrad nested op.grad": lambda: nested_grad(x0, n),
+    poly = tanh_polynomial(n)
+    runs = {"numpy (by hand): P_n(tanh x)": lambda: poly(np.tanh(x0)),
+            "simplegrad nested op.grad": lambda: nested_grad(x0, n),
             "simplegrad sg.derivative (nested jvp)": lambda: deriv(x0)}
-    cols = {"simplegrad nested op.grad": "simplegrad"}
+    cols = {"simplegrad nested op.grad": "simplegrad",
+            "numpy (by hand): P_n(tanh x)": "numpy (by hand)"}
     if torch is not None:
         xt = torch.tensor(x0)
 
