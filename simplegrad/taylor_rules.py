@@ -39,6 +39,7 @@ from .series import (
 
 Rule = Callable[..., Series]
 LN2, LN10 = math.log(2.0), math.log(10.0)
+SMALL_POWERS = 8        # x ** p for a constant integer 2 <= p <= this: Cauchy products
 
 
 def _order(ss: list[Series]) -> int:
@@ -83,26 +84,29 @@ def multilinear(name: str) -> Rule:
 # ---------------------------------------------------------------- arithmetic and powers
 
 
-def div(o, ss, out, x, y):
+def div(o: Any, ss: list[Series], out: Any, x: Any, y: Any) -> Series:
+    """x / y by the quotient recurrence."""
     return div_series(o, ss[0], ss[1], out)
 
 
-def reciprocal(o, ss, out, x):
+def reciprocal(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
+    """1 / x by the quotient recurrence."""
     return div_series(o, new(1.0, _order(ss)), ss[0], out)
 
 
-def square(o, ss, out, x):
+def square(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
+    """x^2 by the symmetric Cauchy product."""
     return [out] + [square_coef(o, ss[0], k) for k in range(1, _order(ss) + 1)]
 
 
-def power(o, ss, out, x, y):
-    """x ** a for a constant a: z_k = sum_j ((a + 1) j - k) x_j z_{k-j} / (k x_0); a constant 2
-    by the Cauchy product (exact at x = 0); a varying exponent as exp(y log x)."""
+def power(o: Any, ss: list[Series], out: Any, x: Any, y: Any) -> Series:
+    """x ** a for a constant a: z_k = sum_j ((a + 1) j - k) x_j z_{k-j} / (k x_0); a small
+    integer a by Cauchy products (exact at x = 0); a varying exponent as exp(y log x)."""
     xs, ys = ss
     order = _order(ss)
     if all(c is None for c in ys[1:]):
-        if is_constant(y) and np.all(np.equal(y, 2)):
-            return square(o, [xs], out, x)
+        if is_constant(y) and np.ndim(y) == 0 and float(y) in range(2, SMALL_POWERS + 1):
+            return _integer_power(o, xs, int(y), out)
         z = new(out, order)
         for k in range(1, order + 1):
             acc = None
@@ -118,11 +122,21 @@ def power(o, ss, out, x, y):
     return exp_series(o, prod, out)
 
 
-def exp2(o, ss, out, x):
+def _integer_power(o: Any, xs: Series, p: int, out: Any) -> Series:
+    """x ** p for a small integer p by repeated Cauchy products: exact at x = 0, where the
+    recurrence divides by x."""
+    z = xs
+    for _ in range(p - 1):
+        z = [o.mul(z[0], xs[0])] + [cauchy(o, o.mul, z, xs, k) for k in range(1, len(xs))]
+    return [out] + z[1:]
+
+
+def exp2(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
+    """2^x = exp(x ln 2)."""
     return exp_series(o, [times(o, c, LN2) for c in ss[0]], out)
 
 
-def expm1(o, ss, out, x):
+def expm1(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
     """z' = (z + 1) x'."""
     z = new(out, _order(ss))
     a = new(o.add(out, 1.0), _order(ss))
@@ -133,7 +147,8 @@ def expm1(o, ss, out, x):
 # ---------------------------------------------------------------- logs and inverse functions
 
 
-def log(o, ss, out, x):
+def log(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
+    """log x: z' = x' / x."""
     return quotient_series(o, ss[0], ss[0], out)
 
 
@@ -145,7 +160,8 @@ def log_base(scale: float) -> Rule:
     return rule
 
 
-def log1p(o, ss, out, x):
+def log1p(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
+    """log(1 + x): z' = x' / (1 + x)."""
     return quotient_series(o, ss[0], [o.add(x, 1.0)] + ss[0][1:], out)
 
 
@@ -171,31 +187,37 @@ def poly(a: float, b: float) -> Callable:
 # ---------------------------------------------------------------- trigonometric and hyperbolic
 
 
-def sin(o, ss, out, x):
+def sin(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
+    """sin x, with cos x alongside."""
     return sin_cos_series(o, ss[0], out, o.cos(x), -1.0)[0]
 
 
-def cos(o, ss, out, x):
+def cos(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
+    """cos x, with sin x alongside."""
     return sin_cos_series(o, ss[0], o.sin(x), out, -1.0)[1]
 
 
-def sinh(o, ss, out, x):
+def sinh(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
+    """sinh x, with cosh x alongside."""
     return sin_cos_series(o, ss[0], out, o.cosh(x), 1.0)[0]
 
 
-def cosh(o, ss, out, x):
+def cosh(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
+    """cosh x, with sinh x alongside."""
     return sin_cos_series(o, ss[0], o.sinh(x), out, 1.0)[1]
 
 
-def tanh(o, ss, out, x):
+def tanh(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
+    """tanh x: z' = (1 - z^2) x'."""
     return riccati_series(o, ss[0], out, o.sub(1.0, o.mul(out, out)), -1.0)
 
 
-def tan(o, ss, out, x):
+def tan(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
+    """tan x: z' = (1 + z^2) x'."""
     return riccati_series(o, ss[0], out, o.add(o.mul(out, out), 1.0), 1.0)
 
 
-def sigmoid(o, ss, out, x):
+def sigmoid(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
     """z' = w x' with w = z - z^2."""
     z = new(out, _order(ss))
     w = new(o.mul(out, o.sub(1.0, out)), _order(ss))
@@ -205,23 +227,26 @@ def sigmoid(o, ss, out, x):
     return z
 
 
-def sqrt(o, ss, out, x):
+def sqrt(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
+    """sqrt x: z^2 = x."""
     return sqrt_series(o, ss[0], out)
 
 
-def exp(o, ss, out, x):
+def exp(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
+    """exp x: z' = z x'."""
     return exp_series(o, ss[0], out)
 
 # ---------------------------------------------------------------- functions of two inputs
 
 
-def hypot(o, ss, out, x, y):
+def hypot(o: Any, ss: list[Series], out: Any, x: Any, y: Any) -> Series:
+    """sqrt(x^2 + y^2)."""
     sq = [None] + [plus(o, square_coef(o, ss[0], k), square_coef(o, ss[1], k))
                    for k in range(1, _order(ss) + 1)]
     return sqrt_series(o, sq, out)
 
 
-def arctan2(o, ss, out, y, x):
+def arctan2(o: Any, ss: list[Series], out: Any, y: Any, x: Any) -> Series:
     """z' = (x y' - y x') / (x^2 + y^2): with r that quotient's series, z_k = r_{k-1} / k."""
     ys, xs = ss
     order = _order(ss)
@@ -236,7 +261,7 @@ def arctan2(o, ss, out, y, x):
     return [out] + [times(o, c, 1.0 / (k + 1)) for k, c in enumerate(r)]
 
 
-def logaddexp(o, ss, out, x, y, scale: float = 1.0):
+def logaddexp(o: Any, ss: list[Series], out: Any, x: Any, y: Any, scale: float = 1.0) -> Series:
     """log(e^x + e^y) = out + log of the sum of exp(x - out) and exp(y - out)."""
     ex = exp_series(o, [times(o, c, scale) for c in ss[0]], o.exp(o.mul(o.sub(x, out), scale)))
     ey = exp_series(o, [times(o, c, scale) for c in ss[1]], o.exp(o.mul(o.sub(y, out), scale)))
@@ -245,7 +270,8 @@ def logaddexp(o, ss, out, x, y, scale: float = 1.0):
     return [out] + [times(o, c, 1.0 / scale) for c in z[1:]]
 
 
-def logaddexp2(o, ss, out, x, y):
+def logaddexp2(o: Any, ss: list[Series], out: Any, x: Any, y: Any) -> Series:
+    """log2(2^x + 2^y) = logaddexp(x ln 2, y ln 2) / ln 2."""
     return logaddexp(o, ss, out, x, y, scale=LN2)
 
 # ---------------------------------------------------------------- reductions
@@ -259,29 +285,36 @@ def _lse_series(o: Any, xs: Series, x: Any, axis: Any) -> Series:
     return quotient_series(o, sums, sums, lse0)
 
 
-def logsumexp(o, ss, out, x, axis=None, keepdims=False):
+def logsumexp(o: Any, ss: list[Series], out: Any, x: Any,
+        axis: Any = None, keepdims: Any = False) -> Series:
+    """logsumexp over axis: log of the sum of exp(x - its primal)."""
     shape = shape_of(out)
     return [out] + [c if c is None or shape_of(c) == shape else o.reshape(c, shape)
                     for c in _lse_series(o, ss[0], x, axis)[1:]]
 
 
-def softmax(o, ss, out, x, axis=-1):
+def softmax(o: Any, ss: list[Series], out: Any, x: Any, axis: Any = -1) -> Series:
+    """exp(x - logsumexp(x))."""
     lse = _lse_series(o, ss[0], x, axis)
     return exp_series(o, [None] + [minus(o, a, b) for a, b in zip(ss[0][1:], lse[1:])], out)
 
 
-def log_softmax(o, ss, out, x, axis=-1):
+def log_softmax(o: Any, ss: list[Series], out: Any, x: Any, axis: Any = -1) -> Series:
+    """x - logsumexp(x)."""
     lse = _lse_series(o, ss[0], x, axis)
     return [out] + [minus(o, a, b) for a, b in zip(ss[0][1:], lse[1:])]
 
 
-def norm(o, ss, out, x, axis=None, keepdims=False):
+def norm(o: Any, ss: list[Series], out: Any, x: Any,
+        axis: Any = None, keepdims: Any = False) -> Series:
+    """The 2-norm: sqrt of the reduced sum of squares."""
     sums = [None] + [None if c is None else o.sum(c, axis=axis, keepdims=keepdims)
                      for c in (square_coef(o, ss[0], k) for k in range(1, _order(ss) + 1))]
     return sqrt_series(o, sums, out)
 
 
-def prod(o, ss, out, x, axis=None, keepdims=False):
+def prod(o: Any, ss: list[Series], out: Any, x: Any,
+        axis: Any = None, keepdims: Any = False) -> Series:
     """exp of the sum of logs: only the logs' derivatives enter, so negative entries are fine
     (an entry equal to 0 is not)."""
     logs = quotient_series(o, ss[0], ss[0], None)
@@ -289,12 +322,15 @@ def prod(o, ss, out, x, axis=None, keepdims=False):
     return exp_series(o, sums, out)
 
 
-def cumprod(o, ss, out, x, axis=None):
+def cumprod(o: Any, ss: list[Series], out: Any, x: Any, axis: Any = None) -> Series:
+    """exp of the cumulative sum of logs (entries equal to 0 are not supported)."""
     logs = quotient_series(o, ss[0], ss[0], None)
     return exp_series(o, [None if c is None else o.cumsum(c, axis=axis) for c in logs], out)
 
 
-def variance(o, ss, out, x, axis=None, ddof=0, keepdims=False):
+def variance(o: Any, ss: list[Series], out: Any, x: Any,
+        axis: Any = None, ddof: Any = 0, keepdims: Any = False) -> Series:
+    """The reduced sum of squared deviations over (count - ddof)."""
     shape = shape_of(x)
     count = int(np.prod([shape[i] for i in normalize_axes(axis, len(shape))])) - ddof
     d = [None] + [None if c is None else o.sub(c, o.mean(c, axis=axis, keepdims=True))
@@ -304,14 +340,16 @@ def variance(o, ss, out, x, axis=None, ddof=0, keepdims=False):
                     for c in (square_coef(o, d, k) for k in range(1, _order(ss) + 1))]
 
 
-def std(o, ss, out, x, axis=None, ddof=0, keepdims=False):
+def std(o: Any, ss: list[Series], out: Any, x: Any,
+        axis: Any = None, ddof: Any = 0, keepdims: Any = False) -> Series:
+    """sqrt of the variance."""
     var = variance(o, ss, None, x, axis, ddof, keepdims)
     return sqrt_series(o, var, out)
 
 # ---------------------------------------------------------------- linear algebra
 
 
-def inv(o, ss, out, a):
+def inv(o: Any, ss: list[Series], out: Any, a: Any) -> Series:
     """A Z = I: Z_k = -Z_0 sum_{j=1..k} A_j Z_{k-j}."""
     z = new(out, _order(ss))
     for k in range(1, len(z)):
@@ -323,7 +361,7 @@ def inv(o, ss, out, a):
     return z
 
 
-def solve(o, ss, out, a, b):
+def solve(o: Any, ss: list[Series], out: Any, a: Any, b: Any) -> Series:
     """A X = B: X_k = solve(A_0, B_k - sum_{j=1..k} A_j X_{k-j}); a vector b as a column."""
     vector = len(shape_of(b)) == 1
     col = (lambda c: o.reshape(c, shape_of(c) + (1,))) if vector else (lambda c: c)
@@ -354,17 +392,18 @@ def _slogdet_series(o: Any, s: Series, a: Any, l0: Any) -> Series:
     return lg
 
 
-def slogdet(o, ss, out, a):
+def slogdet(o: Any, ss: list[Series], out: Any, a: Any) -> Series:
+    """log|det A|."""
     return _slogdet_series(o, ss[0], a, out)
 
 
-def det(o, ss, out, a):
+def det(o: Any, ss: list[Series], out: Any, a: Any) -> Series:
     """det A = sign exp(log|det A|): z' = z l'."""
     logs = _slogdet_series(o, ss[0], a, None)
     return exp_series(o, logs, out)
 
 
-def cholesky(o, ss, out, a):
+def cholesky(o: Any, ss: list[Series], out: Any, a: Any) -> Series:
     """L L^T = A: L_k is cholesky's jvp at A_k - sum_{j=1..k-1} L_j L_{k-j}^T."""
     z = new(out, _order(ss))
     for k in range(1, len(z)):

@@ -122,6 +122,15 @@ def test_cubic_of_a_matrix_product():
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+def test_integer_powers_are_exact_at_zero():
+    """x ** 3 at 0 and 0.5: 3x^2, 6x, 6, then zeros (the general recurrence divides by x)."""
+    x = np.array([0.0, 0.5])
+    got = sg.taylor(lambda x: x ** 3, x, np.ones(2), 5)
+    want = [x ** 3, 3 * x ** 2, 6 * x, np.full(2, 6.0), np.zeros(2), np.zeros(2)]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-14, atol=0)
+
+
 def test_taylor_derivative_matches_derivative():
     f = CLOSED["x sin(x) exp(x)"][0]
     for n in range(5):
