@@ -20,7 +20,7 @@ def main() -> None:
     p = peers.parser(__doc__)
     p.add_argument("--n", type=int, default=100)
     args = p.parse_args()
-    n, repeat = args.n, peers.repeats(args, 15, 31)
+    n, repeat = args.n, peers.repeats(args, 21, 41)
     rng = np.random.default_rng(0)
     W = rng.normal(size=(n, n)) / np.sqrt(n)
     x = rng.normal(size=n)

@@ -22,7 +22,7 @@ def main() -> None:
     p = peers.parser(__doc__)
     p.add_argument("--n", type=int, default=2000)
     args = p.parse_args()
-    n, repeat = args.n, peers.repeats(args, 25, 61)
+    n, repeat = args.n, peers.repeats(args, 41, 81)
     rng = np.random.default_rng(0)
     A = rng.normal(size=(n, n)) / np.sqrt(n)
     A_ro = A.copy()

@@ -94,7 +94,7 @@ def persistent_step(X, Y, params):
 
 def main() -> None:
     args = peers.parser(__doc__).parse_args()
-    repeat = peers.repeats(args, 25, 61)
+    repeat = peers.repeats(args, 41, 81)
     X, Y, params = data(np.random.default_rng(0))
     vg = sg.value_and_grad(sg_loss(X, Y), argnums=(0, 1, 2, 3))
     vg2 = sg.value_and_grad(sg_loss2(X, Y), argnums=(0, 1))

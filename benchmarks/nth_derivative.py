@@ -86,7 +86,7 @@ def main() -> None:
     p = peers.parser(__doc__)
     p.add_argument("--orders", type=int, default=8)
     args = p.parse_args()
-    repeat = peers.repeats(args, 5, 15)
+    repeat = peers.repeats(args, 9, 21)
     x0 = np.linspace(-1.5, 1.5, 100)
     torch, autograd, jax = peers.torch_or_none(), peers.autograd_or_none(), peers.jax_or_none()
     per_order: dict[int, dict[str, float]] = {}

@@ -57,12 +57,17 @@ def versions() -> str:
     return ", ".join(parts) + f"; {os.cpu_count()} cores, BLAS on one thread"
 
 
+def _cell(ratio: float) -> str:
+    """Two decimals, or one significant digit below 0.1 (0.003, not 0.00)."""
+    return f"{ratio:.2f}" if ratio >= 0.095 else f"{ratio:.1g}"
+
+
 def table(rows: list[dict]) -> str:
     """The markdown table: one row per workload, each cell a ratio to that row's unit."""
     head = "| workload | unit | target | " + " | ".join(COLUMNS) + " |"
     lines = [head, "|" + "---|" * (3 + len(COLUMNS))]
     for r in rows:
-        cells = [f"{r['cols'][c]:.2f}" if c in r["cols"] else "" for c in COLUMNS]
+        cells = [_cell(r["cols"][c]) if c in r["cols"] else "" for c in COLUMNS]
         lines.append(f"| {r['workload']} | {r['unit']} | {r['target']} | " + " | ".join(cells)
                      + " |")
     return "\n".join(lines)

@@ -55,7 +55,7 @@ def nested_sg(f, x0: np.ndarray, n: int) -> np.ndarray:
 
 def main() -> None:
     args = peers.parser(__doc__).parse_args()
-    repeat = peers.repeats(args, 11, 31)
+    repeat = peers.repeats(args, 21, 41)
     x0 = np.linspace(-1.2, 1.2, 100)
     torch, jax = peers.torch_or_none(), peers.jax_or_none()
     for n in ORDERS:
