@@ -7,7 +7,8 @@ output: products by the Cauchy product, exp, log, sin/cos, tanh, sigmoid, sqrt, 
 their recurrences, linear (and piecewise linear) primitives coefficient-wise through their
 own jvp. Every coefficient is computed by calling primitives on ``o``, the Ops when the
 arguments are Variables (so the derivatives are recorded and can be differentiated again) or
-``VALUES`` when they are arrays, as in transforms.py, whose nesting rule this module follows.
+``VALUES`` when they are arrays, as in transforms.py, whose nesting rule (and helpers, from
+transform_args.py) this module follows.
 Cost: O(K^2) primitive calls per nonlinear entry, against the exponential growth of nested
 first-order sweeps.
 
@@ -30,7 +31,7 @@ from .errors import ArgumentError, NotDifferentiableError, ShapeError
 from .primitives import REGISTRY, VALUES
 from .primitives.core import dtype_of, shape_of
 from .series import Series
-from .transforms import _check_callable, _context, _output, _own, _primals
+from .transform_args import check_callable, context, output, own, primal
 from .variable import Variable
 
 # ---------------------------------------------------------------- public functions
@@ -38,15 +39,15 @@ from .variable import Variable
 
 def taylor(f: Callable, x: Any, v: Any, order: int) -> list:
     """``[f(x), D1, ..., D_order]``: Dk is the k-th derivative of t -> f(x + t v) at t = 0."""
-    _check_callable("taylor", f)
+    check_callable("taylor", f)
     order = _check_order("taylor", order)
     xshape, vshape = np.shape(getattr(x, "raw", x)), np.shape(getattr(v, "raw", v))
     if xshape != vshape:
         raise ShapeError(f"taylor: v has shape {vshape} but x has shape {xshape}")
-    ops, nested = _context("taylor", (x, v))
-    with _own(ops, nested):
-        call, (xv,) = _primals(ops, (x,), (0,))
-        y = _output("taylor", ops, f(*call))
+    ops, nested = context("taylor", (x, v))
+    with own(ops, nested):
+        xv = primal(ops, x)
+        y = output("taylor", ops, f(xv))
         if nested:
             o, tangent = ops, v if isinstance(v, Variable) else ops.var(v, requires_grad=False)
         else:
@@ -66,7 +67,7 @@ def taylor(f: Callable, x: Any, v: Any, order: int) -> list:
 def taylor_derivative(f: Callable, order: int = 1) -> Callable:
     """The ``order``-th derivative of ``f`` of one argument by Taylor mode along ones
     (elementwise for an elementwise ``f``), as ``sg.derivative`` gives it by nesting."""
-    _check_callable("taylor_derivative", f)
+    check_callable("taylor_derivative", f)
     order = _check_order("taylor_derivative", order)
 
     @functools.wraps(f)
@@ -155,4 +156,5 @@ RULES: dict[str, Callable[..., Series]] = {
     "logsumexp": r.logsumexp, "softmax": r.softmax, "log_softmax": r.log_softmax,
     "norm": r.norm, "prod": r.prod, "cumprod": r.cumprod, "variance": r.variance, "std": r.std,
     "inv": r.inv, "solve": r.solve, "det": r.det, "slogdet": r.slogdet, "cholesky": r.cholesky,
+    "matrix_power": r.matrix_power,
 }

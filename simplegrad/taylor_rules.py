@@ -378,6 +378,18 @@ def solve(o: Any, ss: list[Series], out: Any, a: Any, b: Any) -> Series:
     return [out] + x[1:]
 
 
+def matrix_power(o: Any, ss: list[Series], out: Any, a: Any, n: int) -> Series:
+    """A^n by |n| - 1 series matrix products of A's series (of A^-1's for n < 0)."""
+    if n == 0:
+        return new(out, _order(ss))
+    base = ss[0] if n > 0 else inv(o, ss, o.inv(a), a)
+    z = base
+    for _ in range(abs(n) - 1):
+        z = [o.matmul(z[0], base[0])] + [cauchy(o, o.matmul, z, base, k)
+                                         for k in range(1, len(base))]
+    return [out] + z[1:]
+
+
 def _slogdet_series(o: Any, s: Series, a: Any, l0: Any) -> Series:
     """log|det A|: l' = tr(A^-1 A'), with the series of A^-1 from ``inv``."""
     w = inv(o, [s], o.inv(a), a)
