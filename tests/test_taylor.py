@@ -144,6 +144,16 @@ def test_arrays_in_arrays_out_and_order_zero():
     np.testing.assert_allclose(out[0], np.exp(X))
 
 
+def test_callers_arrays_are_borrowed_not_changed_and_results_do_not_alias_them():
+    x, A = np.array([0.3, 0.5]), np.eye(2) * 2
+    out = sg.taylor(lambda y: (A @ y).tanh(), x, np.ones(2), 2)
+    assert x.flags.writeable and A.flags.writeable
+    same = sg.taylor(lambda y: y, x, np.ones(2), 1)
+    same[0][0] = -1.0
+    assert x[0] == 0.3
+    np.testing.assert_allclose(out[0], np.tanh(2 * np.array([0.3, 0.5])))
+
+
 # ---------------------------------------------------------------- nesting
 
 
