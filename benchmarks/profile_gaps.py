@@ -11,14 +11,15 @@ MLP step (mlp.py's four-parameter one-hot loss), ratios to numpy by hand:
   fresh Ops, as the transform   the same work by hand: op.var copies of the parameters, the
                                 writable X and Y copied when an entry records them, results
                                 copied out (the transform's own work is the difference)
-  fresh Ops, borrowed leaves    parameters as read-only leaves (op.leaf of a frozen array),
-                                no copy; X and Y still copied
-  fresh Ops, no copies          also X and Y read-only (kept as they are), results not copied
+  fresh Ops(borrow=True)        parameters, X and Y recorded as read-only views, no copies;
+                                results still copied out
+  ... results not copied        and the fresh result arrays handed back as they are
   persistent Ops                parameters and data as leaves made once; record, sweep, release
-hvp of sum(tanh(A x)), A 2000x2000, in numpy matvecs: writable A, read-only A, read-only A
-with the result not copied out, and reverse-over-forward (the gradient of x -> J(x) v, whose
-two A^T products meet in one accumulated cotangent: 3 matvecs, against forward-over-reverse's
-4, which computes the unused gradient A^T g as well).
+hvp of sum(tanh(A x)), A 2000x2000, in numpy matvecs: sg.hvp with a writable and a read-only
+A, forward-over-reverse on an Ops(borrow=True) with the writable A, and reverse-over-forward
+on one (the gradient of x -> J(x) v with a tangent that requires no gradient: its two A^T
+products meet in one accumulated cotangent, 3 matvecs, against forward-over-reverse's 4,
+which also computes the unused gradient A^T g).
 ``--profile`` adds cProfile's top entries (by own time) of sg.value_and_grad and of the
 persistent step.
 Run: python benchmarks/profile_gaps.py [--quick] [--profile]
@@ -57,13 +58,13 @@ def frozen(a: np.ndarray) -> np.ndarray:
 
 
 def fresh_ops_step(X, Y, params, borrow: bool, copy_out: bool):
-    """One step on a fresh Ops, with or without the copies the transform makes."""
-    ro = [frozen(p) for p in params]
-    loss = sg_loss(frozen(X), frozen(Y)) if not copy_out else sg_loss(X, Y)
+    """One step on a fresh Ops, copying what it is given or borrowing it (``Ops(borrow=True)``:
+    read-only views of the caller's arrays), with the results copied out or not."""
+    loss = sg_loss(X, Y)
 
     def step():
-        op = sg.Ops()
-        ps = [op.leaf(p) for p in ro] if borrow else [op.var(p) for p in params]
+        op = sg.Ops(borrow=borrow)
+        ps = [op.var(p) for p in params]
         L = loss(*ps)
         gs = op.grad(L, ps, create_graph=False)
         out = ((np.array(L.raw), tuple(np.array(g.raw) for g in gs)) if copy_out
@@ -90,10 +91,10 @@ def table(title: str, runs: dict, repeat: int, unit_label: str, unit: str) -> di
     med = {k: statistics.median(v) for k, v in times.items()}
     low = {k: min(v) for k, v in times.items()}
     print(f"\n{title}; {repeat} round-robin rounds")
-    print(f"{'run':34s} {'median ms':>10s} {'x ' + unit_label:>10s} {'min x':>8s} "
+    print(f"{'run':38s} {'median ms':>10s} {'x ' + unit_label:>10s} {'min x':>8s} "
           f"{'faults/call':>12s} {'alone':>6s}")
     for k in runs:
-        print(f"{k:34s} {med[k] * 1e3:10.3f} {med[k] / med[unit]:10.2f} "
+        print(f"{k:38s} {med[k] * 1e3:10.3f} {med[k] / med[unit]:10.2f} "
               f"{low[k] / low[unit]:8.2f} {statistics.median(flts[k]):12.0f} "
               f"{faults(runs[k]):6.0f}")
     return med
@@ -123,8 +124,8 @@ def main() -> None:
         "numpy (by hand)": lambda: numpy_step(X, Y, *params),
         "sg.value_and_grad": lambda: vg(*params),
         "fresh Ops, as the transform": fresh_ops_step(X, Y, params, False, True),
-        "fresh Ops, borrowed leaves": fresh_ops_step(X, Y, params, True, True),
-        "fresh Ops, no copies": fresh_ops_step(X, Y, params, True, False),
+        "fresh Ops(borrow=True)": fresh_ops_step(X, Y, params, True, True),
+        "Ops(borrow=True), results not copied": fresh_ops_step(X, Y, params, True, False),
         "persistent Ops": persistent_step(X, Y, params),
     }
     peers.check_agree("MLP step", {k: [fn()[0], *fn()[1]] for k, fn in runs.items()},
@@ -138,11 +139,19 @@ def main() -> None:
     A_ro = frozen(A)
     x, v = rng.normal(size=n), rng.normal(size=n)
 
-    def hvp_no_copy_out():
-        op = sg.Ops()
+    def hvp_borrowing():
+        op = sg.Ops(borrow=True)
         xv = op.var(x)
-        g = op.grad((A_ro @ xv).tanh().sum(), xv, create_graph=True)
+        g = op.grad((A @ xv).tanh().sum(), xv, create_graph=True)
         out = op.jvp(g, xv, v, create_graph=False).raw
+        op.release()
+        return out
+
+    def hvp_reverse_over_forward():
+        op = sg.Ops(borrow=True)
+        xv, vv = op.var(x), op.var(v, requires_grad=False)
+        t = op.jvp((A @ xv).tanh().sum(), xv, vv, create_graph=True)
+        out = op.grad(t, xv, create_graph=False).raw
         op.release()
         return out
 
@@ -150,9 +159,8 @@ def main() -> None:
         "numpy matvec A @ x": lambda: A @ x,
         "sg.hvp, writable A": lambda: sg.hvp(lambda x: (A @ x).tanh().sum(), x, v),
         "sg.hvp, read-only A": lambda: sg.hvp(lambda x: (A_ro @ x).tanh().sum(), x, v),
-        "fresh Ops, read-only A, no copy": hvp_no_copy_out,
-        "reverse-over-forward, read-only A": lambda: sg.grad(
-            lambda x: sg.jvp(lambda y: (A_ro @ y).tanh().sum(), (x,), (v,))[1])(x),
+        "Ops(borrow=True), writable A": hvp_borrowing,
+        "rev-over-fwd, Ops(borrow=True)": hvp_reverse_over_forward,
     }
     peers.check_agree("hvp", {k: fn() for k, fn in list(hruns.items())[1:]}, rtol=1e-12)
     table(f"hvp of sum(tanh(A x)), A {n}x{n}", hruns, repeat, "matvec", "numpy matvec A @ x")
