@@ -31,7 +31,6 @@ from .errors import ArgumentError, NotDifferentiableError, ShapeError
 from .primitives import REGISTRY, VALUES
 from .primitives.core import dtype_of, shape_of
 from .series import Series
-from .tape import Ops
 from .transform_args import check_callable, context, output, own, primal
 from .variable import Variable
 
@@ -45,9 +44,7 @@ def taylor(f: Callable, x: Any, v: Any, order: int) -> list:
     xshape, vshape = np.shape(getattr(x, "raw", x)), np.shape(getattr(v, "raw", v))
     if xshape != vshape:
         raise ShapeError(f"taylor: v has shape {vshape} but x has shape {xshape}")
-    ops, nested = context("taylor", (x, v))
-    if not nested:      # our own Ops lives only during this call: no copies of the caller's data
-        ops = Ops(borrow=True)
+    ops, nested = context("taylor", (x, v))     # our own Ops borrows the caller's arrays
     with own(ops, nested):
         xv = primal(ops, x)
         y = output("taylor", ops, f(xv))
