@@ -28,6 +28,7 @@ from .pytree import TreeDef, tree_flatten, tree_leaves, tree_map, tree_structure
 from .serialize import load_program
 from .simplifier import simplify
 from .tape import Ops, Tape
+from .taylor import taylor, taylor_derivative
 from .transforms import derivative, grad, hessian, hvp, jacobian, jvp, trace, value_and_grad, vjp
 from .variable import Variable
 
@@ -41,7 +42,7 @@ __all__ = [
     "check_grads", "check_jvp_vjp_consistency",
     "hutchinson_trace", "hutchpp_trace", "divergence",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "derivative", "trace",
-    "custom_vjp", "checkpoint", "Program", "simplify",
+    "custom_vjp", "checkpoint", "Program", "simplify", "taylor", "taylor_derivative",
     "TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
     "FormatError", "MissingToolError", "load_program", "jacobian_cost",
 ]

@@ -55,3 +55,4 @@ def test_readme_examples_run_in_order():
             "intermediates=4, edges=10)") in printed
     assert 'True\n[ 2.692   4.9204 13.6568  8.0724]\n  {"name": "v0", "primitive": "add"' in printed
     assert "def seed_grad2(a, b):\n    # v3 = [1.0000, 1.0000, 1.0000, 1.0000]" in printed
+    assert "1360230.720779263" in printed                     # Taylor mode, order 12

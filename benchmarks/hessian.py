@@ -1,0 +1,74 @@
+"""Hessian of f(x) = sum(tanh(W x)), x in R^100: simplegrad against numpy and the peers.
+
+Runs (interleaved in one process, after checking that all give the same Hessian):
+simplegrad ``sg.hessian`` (forward-over-reverse), the closed form by hand in numpy
+(H = W^T diag(-2 t (1 - t^2)) W with t = tanh(W x)), and when installed PyTorch eager
+(``torch.autograd.functional.hessian``), ``torch.func.hessian``, HIPS autograd's ``hessian``
+and ``jax.jit(jax.hessian)``. Ratios are to ``torch.func.hessian`` (to numpy without torch).
+Run: python benchmarks/hessian.py [--n 100] [--quick]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import peers
+
+import simplegrad as sg
+
+
+def main() -> None:
+    p = peers.parser(__doc__)
+    p.add_argument("--n", type=int, default=100)
+    args = p.parse_args()
+    n, repeat = args.n, peers.repeats(args, 21, 41)
+    rng = np.random.default_rng(0)
+    W = rng.normal(size=(n, n)) / np.sqrt(n)
+    x = rng.normal(size=n)
+
+    def numpy_hessian():
+        t = np.tanh(W @ x)
+        return W.T @ ((-2 * t * (1 - t * t))[:, None] * W)
+
+    hess = sg.hessian(lambda x: (W @ x).tanh().sum())
+    runs = {"simplegrad sg.hessian": lambda: hess(x), "numpy (by hand)": numpy_hessian}
+    cols = {"simplegrad sg.hessian": "simplegrad", "numpy (by hand)": "numpy (by hand)"}
+
+    torch = peers.torch_or_none()
+    if torch is not None:
+        import torch.func
+        Wt, xt = torch.tensor(W), torch.tensor(x)
+
+        def ft(x):
+            return torch.tanh(Wt @ x).sum()
+        hess_func = torch.func.hessian(ft)
+        runs["torch eager autograd.functional.hessian"] = (
+            lambda: torch.autograd.functional.hessian(ft, xt))
+        runs["torch.func.hessian"] = lambda: hess_func(xt)
+        cols["torch eager autograd.functional.hessian"] = "torch eager"
+        cols["torch.func.hessian"] = "torch.func"
+    autograd = peers.autograd_or_none()
+    if autograd is not None:
+        import autograd.numpy as anp
+        hess_ag = autograd.hessian(lambda x: anp.sum(anp.tanh(anp.dot(W, x))))
+        runs["autograd hessian"] = lambda: hess_ag(x)
+        cols["autograd hessian"] = "autograd"
+    jax = peers.jax_or_none()
+    if jax is not None:
+        Wj = jax.numpy.asarray(W)
+        hess_jax = jax.jit(jax.hessian(lambda x: jax.numpy.tanh(Wj @ x).sum()))
+        xj = jax.numpy.asarray(x)
+        runs["jax.jit(jax.hessian)"] = lambda: hess_jax(xj).block_until_ready()
+        cols["jax.jit(jax.hessian)"] = "JAX jit"
+
+    peers.check_agree("Hessian", {k: fn() for k, fn in runs.items()})
+    med = peers.measure(runs, repeat)
+    unit = "torch.func.hessian" if "torch.func.hessian" in med else "numpy (by hand)"
+    peers.show(f"Hessian {n}x{n} of sum(tanh(W x)); median of {repeat} round-robin runs", med,
+               unit, med[unit])
+    peers.emit(args, [{"workload": f"Hessian of sum(tanh(W x)), x in R^{n}", "unit": unit,
+                       "target": "simplegrad <= 1.0",
+                       "cols": {cols[k]: t / med[unit] for k, t in med.items()}}])
+
+
+if __name__ == "__main__":
+    main()

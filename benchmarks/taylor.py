@@ -1,0 +1,127 @@
+"""Taylor mode (sg.taylor): time against the order, and order 8 against nested gradients.
+
+For tanh(x), x sin(x) exp(x) and log(1 + x^2) at 100 points, ``sg.taylor_derivative(f, n)``
+gives the n-th derivative from one forward walk of truncated Taylor series. Printed: its
+median time at n = 1, 2, 4, 8, 16, 20 and T(16) / T(8) (polynomial cost: at most 4 for
+quadratic growth), then at n = 8 its ratio to PyTorch's nested ``autograd.grad`` and to
+simplegrad's own nesting (``op.grad`` nested, ``sg.derivative``), and when installed to JAX's
+Taylor mode (``jax.experimental.jet``, jitted and eager) and, for tanh, to numpy by hand (the
+derivative polynomial evaluated), interleaved after checking the values (tanh against its
+closed form at every order; every run against Taylor mode at 8).
+Run: python benchmarks/taylor.py [--quick]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import peers
+from nth_derivative import tanh_derivative, tanh_polynomial
+
+import simplegrad as sg
+
+ORDERS = (1, 2, 4, 8, 16, 20)
+
+
+def functions(lib):
+    """The three test functions written for ``lib`` (simplegrad methods, torch or jax.numpy)."""
+    if lib is None:
+        return {"tanh": lambda x: x.tanh(),
+                "x sin(x) exp(x)": lambda x: x * x.sin() * x.exp(),
+                "log(1 + x^2)": lambda x: (1 + x * x).log()}
+    return {"tanh": lib.tanh, "x sin(x) exp(x)": lambda x: x * lib.sin(x) * lib.exp(x),
+            "log(1 + x^2)": lambda x: lib.log(1 + x * x)}
+
+
+def jet_derivative(jax, f, n: int):
+    """The n-th derivative along ones by JAX's Taylor mode (jet takes and gives derivatives)."""
+    from jax.experimental import jet
+    jnp = jax.numpy
+
+    def d(x):
+        series = (jnp.ones_like(x),) + (jnp.zeros_like(x),) * (n - 1)
+        return jet.jet(f, (x,), (series,))[1][-1]
+    return d
+
+
+def nested_sg(f, x0: np.ndarray, n: int) -> np.ndarray:
+    """simplegrad's nested op.grad of sums, on any f."""
+    with sg.Ops() as op:
+        x = op.var(x0)
+        y = f(x)
+        for k in range(n):
+            y = op.grad(y.sum(), x, create_graph=k < n - 1)
+        return np.array(y.value)
+
+
+def main() -> None:
+    args = peers.parser(__doc__).parse_args()
+    repeat = peers.repeats(args, 21, 41)
+    x0 = np.linspace(-1.2, 1.2, 100)
+    torch, jax = peers.torch_or_none(), peers.jax_or_none()
+    for n in ORDERS:
+        np.testing.assert_allclose(sg.taylor_derivative(lambda x: x.tanh(), n)(x0),
+                                   tanh_derivative(x0, n), rtol=1e-9,
+                                   atol=1e-12 * np.abs(tanh_derivative(x0, n)).max())
+    print("tanh: Taylor mode equals the closed form at n = " + ", ".join(map(str, ORDERS)))
+    growth = {}
+    print(f"\nsg.taylor_derivative at 100 points, ms (median of {repeat} round-robin runs)")
+    print(f"{'function':18s}" + "".join(f"{'n=' + str(n):>8s}" for n in ORDERS)
+          + f"{'T16/T8':>8s}")
+    for name, f in functions(None).items():
+        med = peers.measure({n: (lambda n=n, f=f: sg.taylor_derivative(f, n)(x0)) for n in ORDERS},
+                            repeat)
+        growth[name] = med[16] / med[8]
+        print(f"{name:18s}" + "".join(f"{med[n] * 1e3:8.3f}" for n in ORDERS)
+              + f"{growth[name]:8.2f}")
+
+    n = 8
+    rows = []
+    tf = functions(torch) if torch is not None else {}
+    for name, f in functions(None).items():
+        runs = {"simplegrad sg.taylor_derivative": lambda f=f: sg.taylor_derivative(f, n)(x0),
+                "simplegrad nested op.grad": lambda f=f: nested_sg(f, x0, n),
+                "simplegrad sg.derivative (nested jvp)": lambda f=f: sg.derivative(f, n)(x0)}
+        if torch is not None:
+            xt = torch.tensor(x0)
+
+            def torch_run(g=tf[name], xt=xt):
+                x = xt.clone().requires_grad_(True)
+                y = g(x)
+                for k in range(n):
+                    (y,) = torch.autograd.grad(y.sum(), x, create_graph=k < n - 1)
+                return y
+            runs["torch eager nested autograd.grad"] = torch_run
+        if name == "tanh":
+            poly = tanh_polynomial(n)
+            runs["numpy (by hand): P_8(tanh x)"] = lambda poly=poly: poly(np.tanh(x0))
+        if jax is not None:
+            jet_run = jet_derivative(jax, functions(jax.numpy)[name], n)
+            xj = jax.numpy.asarray(x0)
+            jitted = jax.jit(jet_run)
+            runs["jax jet, jit"] = lambda j=jitted, xj=xj: j(xj).block_until_ready()
+            runs["jax jet, eager"] = lambda j=jet_run, xj=xj: j(xj)
+        ref = runs["simplegrad sg.taylor_derivative"]()
+        peers.check_agree(f"{name}, n = {n}", {k: fn() for k, fn in runs.items()}, rtol=1e-9,
+                          atol=1e-10 * np.abs(ref).max())
+        med = peers.measure(runs, repeat)
+        unit = "simplegrad sg.taylor_derivative"
+        peers.show(f"{name}, n = {n}: ratios to Taylor mode", med, "Taylor", med[unit])
+        torch_key = "torch eager nested autograd.grad"
+        rows.append({"workload": f"n = 8 of {name}: sg.taylor_derivative", "unit":
+                     "torch eager nested grad" if torch_key in med else "sg nested op.grad",
+                     "target": "simplegrad <= 0.1",
+                     "cols": {label: med[key] / med.get(torch_key, med["simplegrad nested op.grad"])
+                              for key, label in (
+                                  (unit, "simplegrad"), (torch_key, "torch eager"),
+                                  ("numpy (by hand): P_8(tanh x)", "numpy (by hand)"),
+                                  ("jax jet, jit", "JAX jit")) if key in med}})
+    print("\nT(16) / T(8): " + ", ".join(f"{k} {v:.2f}" for k, v in growth.items())
+          + " (target <= 4)")
+    rows.append({"workload": "  Taylor mode T(16) / T(8), worst of the three",
+                 "unit": "time factor", "target": "simplegrad <= 4",
+                 "cols": {"simplegrad": max(growth.values())}})
+    peers.emit(args, rows)
+
+
+if __name__ == "__main__":
+    main()

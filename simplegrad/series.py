@@ -1,0 +1,146 @@
+"""Truncated Taylor series arithmetic for Taylor mode (see taylor.py).
+
+A series is the list ``[c0, c1, ..., cK]`` of coefficients in t (not derivatives: ck is the
+k-th derivative over k!); ``None`` is an exact zero and keeps zero terms off the tape. Every
+function here computes with primitives called on ``o`` (an Ops, or ``VALUES`` for plain
+arrays), so the coefficients it returns are recorded like any other program.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Series = list       # [c0, c1, ..., cK]; None is an exact zero
+
+# ---------------------------------------------------------------- coefficients
+
+
+def new(c0: Any, order: int) -> Series:
+    """A series with c0 and every higher coefficient zero."""
+    return [c0] + [None] * order
+
+
+def plus(o: Any, a: Any, b: Any) -> Any:
+    """a + b where None is zero."""
+    return b if a is None else a if b is None else o.add(a, b)
+
+
+def minus(o: Any, a: Any, b: Any) -> Any:
+    """a - b where None is zero."""
+    return a if b is None else o.neg(b) if a is None else o.sub(a, b)
+
+
+def times(o: Any, a: Any, c: float) -> Any:
+    """a * c for a number c, where None is zero (and c == 1 records nothing)."""
+    return None if a is None else a if c == 1 else o.mul(a, float(c))
+
+
+def cauchy(o: Any, op: Callable, a: Series, b: Series, k: int, lo: int = 0) -> Any:
+    """sum over lo <= j <= k - lo of op(a[j], b[k - j]), skipping zero terms (None if none)."""
+    acc = None
+    for j in range(lo, k - lo + 1):
+        if a[j] is not None and b[k - j] is not None:
+            acc = plus(o, acc, op(a[j], b[k - j]))
+    return acc
+
+
+def square_coef(o: Any, z: Series, k: int) -> Any:
+    """The k-th coefficient of z^2 (symmetric Cauchy product: about k/2 products)."""
+    acc = None
+    for j in range((k + 1) // 2):
+        if z[j] is not None and z[k - j] is not None:
+            acc = plus(o, acc, o.mul(z[j], z[k - j]))
+    acc = times(o, acc, 2.0)
+    if k % 2 == 0 and z[k // 2] is not None:
+        acc = plus(o, acc, o.mul(z[k // 2], z[k // 2]))
+    return acc
+
+
+def ode(o: Any, x: Series, a: Series, k: int) -> Any:
+    """z_k of z' = a x': (1/k) sum_{j=1..k} j x_j a_{k-j}."""
+    acc = None
+    for j in range(1, k + 1):
+        if x[j] is not None and a[k - j] is not None:
+            acc = plus(o, acc, times(o, o.mul(x[j], a[k - j]), j))
+    return times(o, acc, 1.0 / k) if acc is not None and k > 1 else acc
+
+
+def affine_square(o: Any, xs: Series, a: float, b: float) -> Series:
+    """The series of a + b x^2."""
+    x = xs[0]
+    return [o.add(o.mul(o.mul(x, x), b), a)] + [times(o, square_coef(o, xs, k), b)
+                                                for k in range(1, len(xs))]
+
+# ---------------------------------------------------------------- functions of a series
+
+
+def exp_series(o: Any, xs: Series, z0: Any) -> Series:
+    """z = exp x (z0 given): z' = z x'."""
+    z = new(z0, len(xs) - 1)
+    for k in range(1, len(z)):
+        z[k] = ode(o, xs, z, k)
+    return z
+
+
+def quotient_series(o: Any, ns: Series, us: Series, z0: Any) -> Series:
+    """z with z' = n' / u: z_k = (n_k - (1/k) sum_{j=1..k-1} (k - j) z_{k-j} u_j) / u_0.
+
+    log is n = u = x; arctan is n = x, u = 1 + x^2; and so on.
+    """
+    z = new(z0, len(ns) - 1)
+    for k in range(1, len(z)):
+        rest = None
+        for j in range(1, k):
+            if us[j] is not None and z[k - j] is not None:
+                rest = plus(o, rest, times(o, o.mul(us[j], z[k - j]), k - j))
+        num = minus(o, ns[k], times(o, rest, 1.0 / k))
+        z[k] = None if num is None else o.div(num, us[0])
+    return z
+
+
+def div_series(o: Any, xs: Series, ys: Series, z0: Any) -> Series:
+    """z = x / y: z_k = (x_k - sum_{j=1..k} y_j z_{k-j}) / y_0."""
+    z = new(z0, len(xs) - 1)
+    for k in range(1, len(z)):
+        num = minus(o, xs[k], _tail(o, ys, z, k))
+        z[k] = None if num is None else o.div(num, ys[0])
+    return z
+
+
+def _tail(o: Any, ys: Series, z: Series, k: int) -> Any:
+    """sum_{j=1..k} y_j z_{k-j}."""
+    acc = None
+    for j in range(1, k + 1):
+        if ys[j] is not None and z[k - j] is not None:
+            acc = plus(o, acc, o.mul(ys[j], z[k - j]))
+    return acc
+
+
+def sqrt_series(o: Any, xs: Series, z0: Any) -> Series:
+    """z^2 = x: z_k = (x_k - sum_{j=1..k-1} z_j z_{k-j}) / (2 z_0)."""
+    z = new(z0, len(xs) - 1)
+    twice = o.mul(z0, 2.0)
+    for k in range(1, len(z)):
+        num = minus(o, xs[k], cauchy(o, o.mul, z, z, k, 1))
+        z[k] = None if num is None else o.div(num, twice)
+    return z
+
+
+def sin_cos_series(o: Any, xs: Series, s0: Any, c0: Any, sign: float) -> tuple[Series, Series]:
+    """sin and cos (sign -1: s' = c x', c' = -s x') or sinh and cosh (sign 1) together."""
+    s, c = new(s0, len(xs) - 1), new(c0, len(xs) - 1)
+    for k in range(1, len(s)):
+        s[k] = ode(o, xs, c, k)
+        c[k] = times(o, ode(o, xs, s, k), sign)
+    return s, c
+
+
+def riccati_series(o: Any, xs: Series, z0: Any, w0: Any, b: float) -> Series:
+    """z' = w x' with w = a + b z^2 (tanh: 1 - z^2, tan: 1 + z^2), given w0 = a + b z0^2."""
+    z = new(z0, len(xs) - 1)
+    w = new(w0, len(xs) - 1)
+    for k in range(1, len(z)):
+        z[k] = ode(o, xs, w, k)
+        w[k] = times(o, square_coef(o, z, k), b)
+    return z

@@ -1,0 +1,160 @@
+"""Taylor mode: the derivatives of t -> f(x + t v) at t = 0 up to any order, in one forward walk.
+
+Each entry between x and f's output carries a truncated Taylor series, its coefficient list
+``[c0, c1, ..., cK]`` in t (``c0`` is the entry itself; ``None`` is an exact zero). A rule per
+primitive, keyed by name in ``RULES``, maps the series of the inputs to the series of the
+output: products by the Cauchy product, exp, log, sin/cos, tanh, sigmoid, sqrt, pow and div by
+their recurrences, linear (and piecewise linear) primitives coefficient-wise through their
+own jvp. Every coefficient is computed by calling primitives on ``o``, the Ops when the
+arguments are Variables (so the derivatives are recorded and can be differentiated again) or
+``VALUES`` when they are arrays, as in transforms.py, whose nesting rule (and helpers, from
+transform_args.py) this module follows.
+Cost: O(K^2) primitive calls per nonlinear entry, against the exponential growth of nested
+first-order sweeps.
+
+A rule has the signature ``rule(o, ss, out, *xs, **attrs) -> series``: ``ss`` holds one
+series per input (an input that does not depend on t has ``[x, None, ..., None]``), ``out``
+and ``xs`` are the primal output and inputs, and the result is the output's series.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import taylor_rules as r
+from .errors import ArgumentError, NotDifferentiableError, ShapeError
+from .primitives import REGISTRY, VALUES
+from .primitives.core import dtype_of, shape_of
+from .series import Series
+from .transform_args import check_callable, context, output, own, primal
+from .variable import Variable
+
+# ---------------------------------------------------------------- public functions
+
+
+def taylor(f: Callable, x: Any, v: Any, order: int) -> list:
+    """``[f(x), D1, ..., D_order]``: Dk is the k-th derivative of t -> f(x + t v) at t = 0."""
+    check_callable("taylor", f)
+    order = _check_order("taylor", order)
+    xshape, vshape = np.shape(getattr(x, "raw", x)), np.shape(getattr(v, "raw", v))
+    if xshape != vshape:
+        raise ShapeError(f"taylor: v has shape {vshape} but x has shape {xshape}")
+    ops, nested = context("taylor", (x, v))     # our own Ops borrows the caller's arrays
+    with own(ops, nested):
+        xv = primal(ops, x)
+        y = output("taylor", ops, f(xv))
+        if nested:
+            o, tangent = ops, v if isinstance(v, Variable) else ops.var(v, requires_grad=False)
+        else:
+            o, tangent = VALUES, np.asarray(getattr(v, "raw", v), dtype=xv.raw.dtype)
+        coefs = propagate(o, y, xv, tangent, order, nested)
+        out = []
+        for k, c in enumerate(coefs):
+            if c is None:
+                c = np.zeros(y.shape, dtype=y.dtype)
+                c = ops.var(c, requires_grad=False) if nested else c
+            elif k > 1:
+                c = o.mul(c, float(math.factorial(k)))
+            out.append(c if nested else np.array(getattr(c, "raw", c), dtype=y.dtype))
+        return out
+
+
+def taylor_derivative(f: Callable, order: int = 1) -> Callable:
+    """The ``order``-th derivative of ``f`` of one argument by Taylor mode along ones
+    (elementwise for an elementwise ``f``), as ``sg.derivative`` gives it by nesting."""
+    check_callable("taylor_derivative", f)
+    order = _check_order("taylor_derivative", order)
+
+    @functools.wraps(f)
+    def derivative_f(x: Any) -> Any:
+        ones = np.ones(np.shape(getattr(x, "raw", x)))
+        return taylor(f, x, ones, order)[order]
+    return derivative_f
+
+
+def propagate(o: Any, y: Variable, x: Variable, v: Any, order: int, recording: bool) -> Series:
+    """The Taylor series of y when x moves along x + t v (coefficients, not derivatives)."""
+    series: dict[Variable, Series] = {x: [x if recording else x.raw, v] + [None] * (order - 1)}
+    if order == 0:
+        return [y if recording else y.raw]
+    start = x.position if x.prim is None else x.position + 1
+    for out in _between(y, start):
+        inputs = out.inputs
+        ss = [series.get(i) if type(i) is Variable else None for i in inputs]
+        if all(s is None for s in ss) or not out.prim.differentiable:
+            continue
+        rule = RULES.get(out.prim.name)
+        if rule is None or REGISTRY.get(out.prim.name) is not out.prim:
+            raise NotDifferentiableError(
+                f"taylor: primitive {out.prim.name!r} (entry {out.name}) has no Taylor rule; "
+                "use sg.derivative (nested jvps) for this function")
+        xs = [i if recording or type(i) is not Variable else i.raw for i in inputs]
+        ss = [s if s is not None else [xi] + [None] * order for s, xi in zip(ss, xs)]
+        res = rule(o, ss, out if recording else out.raw, *xs, **(out.attrs or {}))
+        shape, dtype = out.shape, out.raw.dtype
+        for k in range(1, order + 1):
+            c = res[k]
+            if c is None:
+                continue
+            if shape_of(c) != shape:
+                c = o.expand(c, shape)
+            if dtype_of(c) != dtype:
+                c = o.cast(c, dtype)
+            res[k] = c
+        res[0] = out if recording else out.raw
+        series[out] = res
+    s = series.get(y)
+    return [y if recording else y.raw] + [None] * order if s is None else s
+
+
+def _between(y: Variable, start: int) -> list[Variable]:
+    """The entries at positions >= start that y depends on, oldest first (iterative walk)."""
+    seen: dict[int, Variable] = {}
+    stack = [y]
+    while stack:
+        v = stack.pop()
+        if v.position < start or v.prim is None or v.position in seen:
+            continue
+        seen[v.position] = v
+        stack.extend(i for i in v.inputs if type(i) is Variable)
+    return [seen[p] for p in sorted(seen)]
+
+
+def _check_order(fname: str, order: Any) -> int:
+    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
+        raise ArgumentError(f"{fname}: order must be an int >= 0, not {order!r}")
+    return int(order)
+
+# ---------------------------------------------------------------- the table
+
+LINEAR = (
+    "add", "sub", "neg", "sum", "mean", "expand", "reshape", "transpose", "getitem",
+    "scatter_add", "concatenate", "stack", "cast", "cumsum", "flip", "roll", "pad", "repeat",
+    "tile", "take_along_axis", "scatter_add_along_axis", "diagonal", "tril", "triu",
+    # piecewise linear: exact while the pieces do not change (as their jvps are)
+    "where", "relu", "abs", "sign", "maximum", "minimum", "max", "min", "clip", "fmax", "fmin",
+    "mod", "floor", "ceil", "round")
+
+RULES: dict[str, Callable[..., Series]] = {
+    **{name: r.linear(name) for name in LINEAR},
+    **{name: r.multilinear(name) for name in ("mul", "matmul", "einsum", "cross")},
+    "div": r.div, "reciprocal": r.reciprocal, "square": r.square, "pow": r.power,
+    "exp": r.exp, "exp2": r.exp2, "expm1": r.expm1, "log": r.log, "log1p": r.log1p,
+    "log2": r.log_base(1 / r.LN2), "log10": r.log_base(1 / r.LN10), "sqrt": r.sqrt,
+    "sin": r.sin, "cos": r.cos, "tan": r.tan, "sinh": r.sinh, "cosh": r.cosh, "tanh": r.tanh,
+    "sigmoid": r.sigmoid,
+    "arcsin": r.inverse(r.root(1.0, -1.0)), "arccos": r.inverse(r.root(1.0, -1.0), -1.0),
+    "arctan": r.inverse(r.poly(1.0, 1.0)), "arcsinh": r.inverse(r.root(1.0, 1.0)),
+    "arccosh": r.inverse(r.root(-1.0, 1.0)), "arctanh": r.inverse(r.poly(1.0, -1.0)),
+    "hypot": r.hypot, "arctan2": r.arctan2, "logaddexp": r.logaddexp,
+    "logaddexp2": r.logaddexp2,
+    "logsumexp": r.logsumexp, "softmax": r.softmax, "log_softmax": r.log_softmax,
+    "norm": r.norm, "prod": r.prod, "cumprod": r.cumprod, "variance": r.variance, "std": r.std,
+    "inv": r.inv, "solve": r.solve, "det": r.det, "slogdet": r.slogdet, "cholesky": r.cholesky,
+    "matrix_power": r.matrix_power,
+}

@@ -1,0 +1,273 @@
+"""Taylor mode (sg.taylor): closed forms to order 20, every registered rule against nested jvps,
+nesting (Variables in, Variables out), and errors.
+
+Oracles: tanh's derivatives are polynomials in t = tanh(x) (P0 = t, P_{n+1} = P_n' (1 - t^2)),
+evaluated exactly with fractions; x sin(x) exp(x) by Leibniz's rule with (sin e^x)^(m) =
+2^(m/2) e^x sin(x + m pi/4); log(1 + x^2) = 2 Re log(1 + i x), whose n-th derivative is
+2 Re[(-1)^(n-1) (n-1)! i^n / (1 + i x)^n]. Registry rules are checked against the forward
+sweep (nested ``op.jvp``), itself checked against finite differences in test_primitives.py.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from test_primitives import applying, sample
+
+import simplegrad as sg
+from simplegrad.taylor import RULES
+
+X = np.array([0.3, -0.7, 1.1])
+ORDER = 20
+ORDER_VS_JVP = 4
+
+
+def tanh_derivatives(x: np.ndarray, order: int) -> list[np.ndarray]:
+    """d^n tanh / dx^n for n = 0..order from the polynomials in tanh, evaluated exactly."""
+    poly = [0, 1]                                   # coefficients of P_0(t) = t, lowest first
+    out = []
+    for _ in range(order + 1):
+        out.append(np.array([float(sum(Fraction(c) * Fraction(float(t)) ** i
+                                       for i, c in enumerate(poly))) for t in np.tanh(x)]))
+        d = [i * c for i, c in enumerate(poly)][1:] or [0]      # P' then times (1 - t^2)
+        poly = [0] * (len(d) + 2)
+        for i, c in enumerate(d):
+            poly[i] += c
+            poly[i + 2] -= c
+    return out
+
+
+def xsinexp_derivatives(x: np.ndarray, order: int) -> list[np.ndarray]:
+    """Leibniz: (x g)^(n) = x g^(n) + n g^(n-1) with g = sin(x) e^x."""
+    def g(m):
+        return 2 ** (m / 2) * np.exp(x) * np.sin(x + m * np.pi / 4)
+    return [x * g(n) + (n * g(n - 1) if n else 0) for n in range(order + 1)]
+
+
+def log1p_square_derivatives(x: np.ndarray, order: int) -> list[np.ndarray]:
+    """log(1 + x^2) = 2 Re log(1 + i x)."""
+    out = [np.log1p(x * x)]
+    for n in range(1, order + 1):
+        out.append(2 * np.real((-1) ** (n - 1) * math.factorial(n - 1) * 1j ** n
+                               / (1 + 1j * x) ** n))
+    return out
+
+
+CLOSED = {
+    "tanh": (lambda x: x.tanh(), tanh_derivatives),
+    "x sin(x) exp(x)": (lambda x: x * x.sin() * x.exp(), xsinexp_derivatives),
+    "log(1 + x*x)": (lambda x: (1 + x * x).log(), log1p_square_derivatives),
+}
+
+
+@pytest.mark.parametrize("name", list(CLOSED))
+def test_closed_forms_to_order_20(name):
+    f, closed = CLOSED[name]
+    got = sg.taylor(f, X, np.ones_like(X), ORDER)
+    want = closed(X, ORDER)
+    assert len(got) == ORDER + 1
+    for n, (g, w) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=0, err_msg=f"{name}, order {n}")
+
+
+def _falling(a: float, n: int) -> float:
+    """a (a - 1) ... (a - n + 1)."""
+    return math.prod(a - i for i in range(n))
+
+
+XP = np.array([0.3, 0.7, 1.1])       # positive points, for the powers and logs
+MORE = {        # f, and its n-th derivative at XP in closed form
+    "arctan": (lambda x: x.arctan(), lambda n: np.arctan(XP) if n == 0 else np.imag(
+        (-1) ** (n - 1) * math.factorial(n - 1) * 1j ** n / (1 + 1j * XP) ** n)),
+    "sinh": (lambda x: x.sinh(), lambda n: np.sinh(XP) if n % 2 == 0 else np.cosh(XP)),
+    "exp2": (lambda x: x.exp2(), lambda n: np.log(2) ** n * 2 ** XP),
+    "log1p": (lambda x: x.log1p(), lambda n: np.log1p(XP) if n == 0 else
+              (-1) ** (n - 1) * math.factorial(n - 1) / (1 + XP) ** n),
+    "reciprocal": (lambda x: x.reciprocal(),
+                   lambda n: (-1) ** n * math.factorial(n) / XP ** (n + 1)),
+    "sqrt": (lambda x: x.sqrt(), lambda n: _falling(0.5, n) * XP ** (0.5 - n)),
+    "x ** 2.5": (lambda x: x ** 2.5, lambda n: _falling(2.5, n) * XP ** (2.5 - n)),
+    "1 / (1 + x)": (lambda x: 1 / (1 + x), lambda n: (-1) ** n * math.factorial(n)
+                    / (1 + XP) ** (n + 1)),
+}
+
+
+@pytest.mark.parametrize("name", list(MORE))
+def test_more_closed_forms_to_order_12(name):
+    f, closed = MORE[name]
+    got = sg.taylor(f, XP, np.ones_like(XP), 12)
+    for n, g in enumerate(got):
+        np.testing.assert_allclose(g, closed(n), rtol=1e-10, atol=0, err_msg=f"{name}, {n}")
+
+
+def test_direction_scales_the_derivatives():
+    """Along v, the k-th derivative of an elementwise f is f^(k)(x) v^k."""
+    v = np.array([0.5, -2.0, 1.5])
+    got = sg.taylor(lambda x: x.tanh(), X, v, 6)
+    for k, (g, w) in enumerate(zip(got, tanh_derivatives(X, 6))):
+        np.testing.assert_allclose(g, w * v ** k, rtol=1e-12)
+
+
+def test_cubic_of_a_matrix_product():
+    """t -> sum((A (x + t v))^3) is a cubic: D1..D3 by hand, D4 and beyond exactly zero."""
+    rng = np.random.default_rng(1)
+    A, x, v = rng.normal(size=(4, 3)), rng.normal(size=3), rng.normal(size=3)
+    a, b = A @ x, A @ v
+    got = sg.taylor(lambda x: ((A @ x) ** 3).sum(), x, v, 5)
+    want = [np.sum(a ** 3), 3 * np.sum(a * a * b), 6 * np.sum(a * b * b), 6 * np.sum(b ** 3),
+            0.0, 0.0]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_integer_powers_are_exact_at_zero():
+    """x ** 3 at 0 and 0.5: 3x^2, 6x, 6, then zeros (the general recurrence divides by x)."""
+    x = np.array([0.0, 0.5])
+    got = sg.taylor(lambda x: x ** 3, x, np.ones(2), 5)
+    want = [x ** 3, 3 * x ** 2, 6 * x, np.full(2, 6.0), np.zeros(2), np.zeros(2)]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-14, atol=0)
+
+
+def test_taylor_derivative_matches_derivative():
+    f = CLOSED["x sin(x) exp(x)"][0]
+    for n in range(5):
+        np.testing.assert_allclose(sg.taylor_derivative(f, n)(X), sg.derivative(f, n)(X),
+                                   rtol=1e-12, atol=1e-12)
+
+
+def test_arrays_in_arrays_out_and_order_zero():
+    out = sg.taylor(lambda x: x.exp(), X, np.ones_like(X), 0)
+    assert len(out) == 1 and type(out[0]) is np.ndarray
+    np.testing.assert_allclose(out[0], np.exp(X))
+
+
+def test_callers_arrays_are_borrowed_not_changed_and_results_do_not_alias_them():
+    x, A = np.array([0.3, 0.5]), np.eye(2) * 2
+    out = sg.taylor(lambda y: (A @ y).tanh(), x, np.ones(2), 2)
+    assert x.flags.writeable and A.flags.writeable
+    same = sg.taylor(lambda y: y, x, np.ones(2), 1)
+    same[0][0] = -1.0
+    assert x[0] == 0.3
+    np.testing.assert_allclose(out[0], np.tanh(2 * np.array([0.3, 0.5])))
+
+
+# ---------------------------------------------------------------- nesting
+
+
+def test_variables_in_variables_out_and_differentiable():
+    """d/dx of the 2nd Taylor derivative of tanh along 1 is the 3rd derivative; d/dv too."""
+    op = sg.Ops()
+    x, v = op.var(X, name="x"), op.var(np.ones_like(X), name="v")
+    out = sg.taylor(lambda x: x.tanh(), x, v, 3)
+    assert all(isinstance(d, sg.Variable) and d.ops is op for d in out)
+    want = tanh_derivatives(X, 3)
+    gx, gv = op.grad(out[2].sum(), [x, v])
+    np.testing.assert_allclose(gx.value, want[3], rtol=1e-12)
+    np.testing.assert_allclose(gv.value, 2 * want[2], rtol=1e-12)   # D2 = f'' v^2
+
+
+def test_inside_grad():
+    """grad of x -> D1 of sin along 1 (= cos x) is -sin x."""
+    g = sg.grad(lambda x: sg.taylor(lambda y: y.sin(), x, np.ones_like(X), 1)[1].sum())(X)
+    np.testing.assert_allclose(g, -np.sin(X), rtol=1e-12)
+
+
+# ---------------------------------------------------------------- every registered rule
+
+# primitives with a Taylor rule by name (those on main when issue 10 started, and since); the
+# registry may grow faster than the rules: a primitive without one must fail clearly
+COVERED = (
+    "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "sin", "cos", "tanh",
+    "sigmoid", "relu", "sign", "abs", "maximum", "minimum", "where", "matmul", "sum", "mean",
+    "max", "min", "logsumexp", "softmax", "log_softmax", "expand", "reshape", "transpose",
+    "getitem", "scatter_add", "concatenate", "stack", "cast", "solve", "inv", "det", "slogdet",
+    "cholesky", "norm", "clip", "fmax", "fmin", "mod", "arctan2", "hypot", "logaddexp",
+    "logaddexp2", "flip", "roll", "pad", "repeat", "tile", "take_along_axis",
+    "scatter_add_along_axis", "einsum", "cross", "diagonal", "tril", "triu", "cumsum", "cumprod",
+    "prod", "variance", "std", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh",
+    "arccosh", "arctanh", "log1p", "expm1", "log2", "log10", "exp2", "square", "reciprocal",
+    "floor", "ceil", "round", "matrix_power"
+)
+
+
+def _registry_params(with_rule: bool) -> list:
+    params = []
+    for prim in sg.REGISTRY.values():
+        if not prim.differentiable or (prim.name in RULES) != with_rule:
+            continue
+        for i, case in enumerate(prim.cases):
+            params.append(pytest.param(prim, case, id=f"{prim.name}-{i}"))
+    return params or [pytest.param(None, None, marks=pytest.mark.skip("none"), id="none")]
+
+
+def test_rules_cover_the_listed_primitives():
+    missing = [name for name in COVERED if name in sg.REGISTRY and name not in RULES]
+    assert missing == []
+
+
+def _packed(prim, case, rng):
+    """f of one vector x holding every input, x0 and a random direction v."""
+    xs = sample(prim, case, rng)
+    sizes = [a.size for a in xs]
+    x0 = np.concatenate([a.ravel() for a in xs]) if xs else np.zeros(0)
+    apply = applying(prim, case)
+
+    def f(x):
+        parts, at = [], 0
+        for a, n in zip(xs, sizes):
+            parts.append(x[at:at + n].reshape(a.shape))
+            at += n
+        return apply(*parts)
+    return f, x0, rng.normal(size=x0.shape)
+
+
+@pytest.mark.parametrize("prim, case", _registry_params(with_rule=False))
+def test_primitive_without_a_rule_fails_clearly(prim, case, rng):
+    f, x0, v = _packed(prim, case, rng)
+    with pytest.raises(sg.NotDifferentiableError, match=f"primitive '{prim.name}'.*no Taylor"):
+        sg.taylor(f, x0, v, 2)
+
+
+@pytest.mark.parametrize("prim, case", _registry_params(with_rule=True))
+def test_rule_matches_nested_jvps(prim, case, rng):
+    """All inputs packed in one vector x, moved along a random v: orders 1..4 against nested
+    forward sweeps."""
+    f, x0, v = _packed(prim, case, rng)
+    got = sg.taylor(f, x0, v, ORDER_VS_JVP)
+    op = sg.Ops()
+    xv = op.var(x0)
+    y = f(xv)
+    for k in range(ORDER_VS_JVP + 1):
+        np.testing.assert_allclose(got[k], y.value, rtol=1e-9, atol=1e-9,
+                                   err_msg=f"{prim.name}, order {k}")
+        y = op.jvp(y, xv, v)
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_missing_rule_names_the_primitive():
+    @sg.custom_vjp
+    def square(x):
+        return x * x
+
+    @square.defvjp
+    def _(g, out, x):
+        return (g * 2 * x,)
+
+    with pytest.raises(sg.NotDifferentiableError, match="no Taylor rule"):
+        sg.taylor(lambda x: square(x), X, np.ones_like(X), 2)
+
+
+@pytest.mark.parametrize("order", [-1, 1.5, True, "2"])
+def test_bad_order(order):
+    with pytest.raises(sg.ArgumentError, match="taylor: order"):
+        sg.taylor(lambda x: x, X, X, order)
+
+
+def test_shape_mismatch():
+    with pytest.raises(sg.ShapeError, match="taylor: v has shape"):
+        sg.taylor(lambda x: x, X, np.ones(2), 1)
