@@ -257,13 +257,13 @@ def _hvp(f: Callable, x: Any, v: Any) -> Any:
         call, trees = primals(ops, (x,), (0,))
         xs = flat(trees)
         y = scalar("hvp", output("hvp", ops, f(*call)))
-        gs = ops.grad(y, xs, create_graph=True)
-        if len(xs) == 1:
-            return tree_unflatten(x_def, [result(nested, ops.jvp(gs[0], xs[0], vs[0],
-                                                                  create_graph=nested))])
-        t = ops.jvp(concat_flat(ops, gs), xs, vs, create_graph=nested)
-        parts = [split_rows(ops, nested, t, xs, i, ()) for i in range(len(xs))]
-        return tree_unflatten(x_def, parts)
+        # reverse over forward: H v is the gradient of the directional derivative <grad f, v>;
+        # tangents given as arrays are leaves that need no gradient of their own
+        ts = [t if isinstance(t, Variable) else ops.var(getattr(t, "raw", t),
+                                                        requires_grad=False) for t in vs]
+        d = ops.jvp(y, xs, ts, create_graph=True)
+        hs = ops.grad(d, xs, create_graph=nested)
+        return tree_unflatten(x_def, results(nested, hs))
 
 
 def derivative(f: Callable, order: int = 1) -> Callable:

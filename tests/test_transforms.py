@@ -496,13 +496,15 @@ def test_jvp_records_a_constant_times_the_forward_entries(size):
                                     x[:1], v[:1]).tape) - forward - 1   # independent of size
 
 
-def test_hvp_records_one_forward_sweep_and_hessian_one_per_input():
+def test_hvp_records_one_jvp_and_one_reverse_sweep_and_hessian_one_per_input():
     x = np.linspace(-1, 1, 16)
     grad_len = len(sg.trace(sg.grad(scalar_sg), x).tape)
     hvp_extra = len(sg.trace(lambda x: sg.hvp(scalar_sg, x, x), x).tape) - grad_len
     hess_extra = len(sg.trace(sg.hessian(scalar_sg), x).tape) - grad_len
-    assert 0 < hvp_extra <= 3 * grad_len           # one jvp through the recorded gradient
-    assert hess_extra >= x.size * hvp_extra         # one jvp per input entry, then a stack
+    # hvp: one jvp of f, then one reverse sweep of that directional derivative (no Hessian)
+    assert 0 < hvp_extra <= 3 * grad_len
+    # the Hessian: one jvp through the recorded gradient per input entry, then a stack
+    assert hess_extra >= x.size * grad_len
 
 
 # ---------------------------------------------------------------- errors
