@@ -56,13 +56,19 @@ class Operand(NamedTuple):
 
 # ---------------------------------------------------------------- keys
 
+LARGE = 4096   # constant arrays with more entries match only themselves (by identity)
+
+
 def constant_key(x: Any) -> Hashable:
-    """A hashable key equal for two constants exactly when they are interchangeable."""
+    """A hashable key equal for two constants exactly when they are interchangeable (a large
+    array only for itself: its key is its identity, valid while the entry holding it lives)."""
     t = type(x)
     if t is float or t is int:
         return (t.__name__, repr(x))            # repr tells -0.0 from 0.0; nan matches nan
     if isinstance(x, np.ndarray | np.generic):
         arr = np.asarray(x)
+        if arr.size > LARGE:        # hashing megabytes per entry would cost more than it saves
+            return ("same array", id(x))
         return ("array", arr.dtype.str, arr.shape, arr.tobytes())
     if isinstance(x, bool | int | float):
         return (type(x).__name__, repr(x))
