@@ -28,7 +28,7 @@ from .pytree import TreeDef, tree_flatten, tree_leaves, tree_map, tree_structure
 from .serialize import load_program
 from .simplifier import simplify
 from .tape import Ops, Tape
-from .taylor import taylor, taylor_derivative
+from .taylor_mode import taylor, taylor_derivative
 from .transforms import derivative, grad, hessian, hvp, jacobian, jvp, trace, value_and_grad, vjp
 from .variable import Variable
 

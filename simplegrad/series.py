@@ -1,4 +1,4 @@
-"""Truncated Taylor series arithmetic for Taylor mode (see taylor.py).
+"""Truncated Taylor series arithmetic for Taylor mode (see taylor_mode.py).
 
 A series is the list ``[c0, c1, ..., cK]`` of coefficients in t (not derivatives: ck is the
 k-th derivative over k!); ``None`` is an exact zero and keeps zero terms off the tape. Every

@@ -4,7 +4,7 @@ Every rule has one signature, ``rule(o, ss, out, *xs, **attrs) -> series``: ``ss
 series per input (an input that does not depend on t has ``[x, None, ..., None]``), ``out``
 and ``xs`` are the primal output and inputs, ``attrs`` the entry's attributes. Linear and
 piecewise-linear primitives reuse their jvp per coefficient (``linear``); products are Cauchy
-products (``multilinear``); the rest use the recurrences of series.py. taylor.py keys them by
+products (``multilinear``); the rest use the recurrences of series.py. taylor_mode.py keys them by
 primitive name in ``RULES``.
 """
 

@@ -18,7 +18,7 @@ import pytest
 from test_primitives import applying, sample
 
 import simplegrad as sg
-from simplegrad.taylor import RULES
+from simplegrad.taylor_mode import RULES
 
 X = np.array([0.3, -0.7, 1.1])
 ORDER = 20
