@@ -1,6 +1,7 @@
 """simplegrad: reverse-mode autodiff on numpy in which gradients are recorded programs."""
 
 from .accumulation import jacobian_cost
+from .batching import vmap
 from .checkpoint import checkpoint
 from .checks import check_grads, check_jvp_vjp_consistency
 from .compiler import compile as compile  # sg.compile; kept out of __all__ (shadows a builtin)
@@ -44,5 +45,5 @@ __all__ = [
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "derivative", "trace",
     "custom_vjp", "checkpoint", "Program", "simplify", "taylor", "taylor_derivative",
     "TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
-    "FormatError", "MissingToolError", "load_program", "jacobian_cost",
+    "FormatError", "MissingToolError", "load_program", "jacobian_cost", "vmap",
 ]

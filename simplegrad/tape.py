@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 
 from . import explain, render, rules, sweeps
+from .batching import Batched
+from .batching import apply as apply_batched
 from .errors import ArgumentError, GraphError
 from .events import Event, Leaf, Pullback
 from .operands import check_name, constant, error, float_array, translate
@@ -344,6 +346,8 @@ class Ops(PrimitiveMethods):
                 convert = True
                 values.append(x)
         if convert:
+            if any(type(x) is Batched for x in inputs):    # inside vmap: batching.py
+                return apply_batched(self, prim, inputs, attrs, name)
             inputs, values, ref, requires = self._operands(prim, inputs, values)
         if ref is None:         # constants only: fold, record nothing
             return prim.forward(*values, **attrs) if attrs else prim.forward(*values)

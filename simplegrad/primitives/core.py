@@ -41,14 +41,14 @@ class Primitive:
 
     __slots__ = ("name", "forward", "vjp", "jvp", "fmt", "cases", "domain", "variadic",
                  "sparse_vjp", "tol", "plain", "mask", "mask_source", "elementwise",
-                 "differentiable", "vjp_masked", "__weakref__")
+                 "differentiable", "vjp_masked", "batch", "__weakref__")
 
     def __init__(self, name: str, forward: Callable, vjp: Sequence, jvp: Callable | None,
                  fmt: str | Callable, cases: Sequence[Case], domain: tuple | None = None,
                  variadic: bool = False, sparse_vjp: bool = False, tol: float = 1e-6,
                  plain: bool | None = None, mask: Callable | None = None,
                  mask_source: bool = False, elementwise: bool = False,
-                 differentiable: bool = True):
+                 differentiable: bool = True, batch: Callable | None = None):
         self.name = name
         self.forward = forward
         self.vjp = tuple(vjp)
@@ -73,6 +73,9 @@ class Primitive:
         # vjp rules taking the mask after ``out``: ``rule(o, g, out, m, *inputs)`` gives the
         # cotangent with exact zeros where m holds (elementwise primitives)
         self.vjp_masked: tuple | None = None
+        # batch(o, xs, batched, **attrs): the output for a batch of examples at once (see
+        # "batching rules" below); None: batching.py loops over the examples and stacks
+        self.batch = batch
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -250,3 +253,103 @@ def method_fmt(method: str, *params: str) -> Callable:
                  if attrs.get(k) is not None and attrs.get(k) is not False]
         return f"{args[0]}.{method}({', '.join(shown)})"
     return fmt
+
+
+# ---------------------------------------------------------------- batching rules
+#
+# A batching rule ``batch(o, xs, batched, **attrs)`` computes a primitive for B examples at
+# once. ``batched[i]`` is True when input i carries the examples along a leading batch axis
+# (size B, always first); the other inputs are shared by every example. The rule returns the
+# output with the batch axis first, computed by primitives called on ``o``, so a batched
+# program is recorded (and differentiable) like any other. Rules name their primitive by its
+# registered name: a record is built before its rule can refer to it.
+
+def batch_size(xs: Sequence[Any], batched: Sequence[bool]) -> int:
+    """B: the leading axis of the first batched input."""
+    return next(shape_of(x)[0] for x, b in zip(xs, batched) if b)
+
+
+def run(o: Any, name: str, xs: Sequence[Any], attrs: dict) -> Any:
+    """The registered primitive ``name`` applied on ``o`` (attributes as recorded)."""
+    return o.apply(REGISTRY[name], tuple(xs), dict(attrs) or None)
+
+
+def align(o: Any, xs: Sequence[Any], batched: Sequence[bool], rank: int | None = None) -> list:
+    """Batched inputs with singleton axes inserted after the batch axis, so every batched input
+    has per-example rank ``rank`` (default: the largest per-example rank); numpy broadcasting
+    then pairs the per-example axes as it would for one example."""
+    if rank is None:
+        rank = max(len(shape_of(x)) - b for x, b in zip(xs, batched))
+    out = []
+    for x, b in zip(xs, batched):
+        s = shape_of(x)
+        if b and len(s) - 1 < rank:
+            x = o.reshape(x, s[:1] + (1,) * (rank - len(s) + 1) + s[1:])
+        out.append(x)
+    return out
+
+
+def pointwise(name: str) -> Callable:
+    """Rule of a primitive that broadcasts like numpy ufuncs: align ranks, apply once."""
+    def batch(o, xs, batched, **attrs):
+        return run(o, name, align(o, xs, batched), attrs)
+    return batch
+
+
+def mapped(name: str) -> Callable:
+    """Rule of a one-input primitive that already maps over leading axes (linear algebra,
+    tril, cast): apply it to the stack as it is."""
+    def batch(o, xs, batched, **attrs):
+        return run(o, name, xs, attrs)
+    return batch
+
+
+def shift_axis(axis: Any, ndim: int) -> Any:
+    """A per-example axis (int or tuple, negative allowed) as an axis of the batched value."""
+    if isinstance(axis, (int, np.integer)):
+        return int(axis) % ndim + 1 if ndim else 1
+    return tuple(int(a) % ndim + 1 for a in axis)
+
+
+def along(name: str, key: str = "axis", default: Any = None, flat: bool = False) -> Callable:
+    """Rule of a one-input primitive with an axis attribute: the axis moves past the batch
+    axis. ``default`` is the forward's default axis. ``axis=None`` means every per-example axis,
+    or with ``flat`` the flattened example (argmax, cumsum): each example is raveled first."""
+    def batch(o, xs, batched, **attrs):
+        x = xs[0]
+        s = shape_of(x)
+        axis = attrs.get(key, default)
+        new = dict(attrs)
+        if axis is not None:
+            new[key] = shift_axis(axis, len(s) - 1)
+            return run(o, name, [x], new)
+        if not flat:
+            new[key] = tuple(range(1, len(s)))
+            return run(o, name, [x], new)
+        new[key] = 1
+        out = run(o, name, [o.reshape(x, (s[0], -1))], new)
+        if attrs.get("keepdims"):
+            out = o.reshape(out, (s[0],) + (1,) * (len(s) - 1))
+        return out
+    return batch
+
+
+def matrix(name: str, vectors: tuple = (True, True)) -> Callable:
+    """Rule of a two-input matrix primitive (matmul, solve) that maps over leading axes and
+    reads a 1-D operand as a vector: a batched vector (which the primitive would read as a
+    stack of rows) becomes a one-row (first input) or one-column (second input) matrix, and
+    that axis is dropped from the result."""
+    def batch(o, xs, batched, **attrs):
+        xs, drop = list(xs), []
+        for i in (1, 0):
+            s = shape_of(xs[i])
+            if batched[i] and vectors[i] and len(s) == 2:
+                xs[i] = o.reshape(xs[i], s[:1] + (1,) + s[1:] if i == 0 else s + (1,))
+                # the row axis is second to last unless a 1-D second operand took the last
+                drop.append(-1 if i == 1 or len(shape_of(xs[1])) == 1 else -2)
+        out = run(o, name, align(o, xs, batched), attrs)
+        if not drop:
+            return out
+        s = shape_of(out)
+        return o.reshape(out, tuple(n for k, n in enumerate(s) if k - len(s) not in drop))
+    return batch

@@ -12,7 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .core import Case, Primitive, keepdims_shape, register, shape_of, unbroadcast
+from .core import (
+    Case,
+    Primitive,
+    along,
+    keepdims_shape,
+    mapped,
+    matrix,
+    register,
+    shape_of,
+    unbroadcast,
+)
 
 if TYPE_CHECKING:
     from ..variable import Variable
@@ -128,7 +138,8 @@ SOLVE = register(Primitive(
     [Case(((3, 3), (3,))), Case(((3, 3), (3, 2))), Case(((2, 3, 3), (3,))),
      Case(((2, 3, 3), (2, 3, 2))), Case(((3, 3), (2, 3, 1))), Case(((1, 3, 3), (2, 3, 2))),
      Case(((2, 3, 3), (3, 2)))],
-    domain=(diagonally_dominant, lambda rng, shape: rng.uniform(-2.0, 2.0, shape))))
+    domain=(diagonally_dominant, lambda rng, shape: rng.uniform(-2.0, 2.0, shape)),
+    batch=matrix("solve", vectors=(False, True))))
 
 # ---------------------------------------------------------------- inv, det, slogdet
 
@@ -145,7 +156,8 @@ def _inv_vjp(o, g, out, a):
 INV = register(Primitive(
     "inv", _inv, [_inv_vjp],
     lambda o, ts, out, a: o.neg(o.matmul(o.matmul(out, ts[0]), out)),
-    "inv({0})", [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((1, 1),))], domain=MATRIX))
+    "inv({0})", [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((1, 1),))], domain=MATRIX,
+    batch=mapped("inv")))
 
 
 def _det(a):
@@ -179,7 +191,7 @@ DET = register(Primitive(
     "det({0})",
     [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((2, 2),), domain=(negative_det,)),
      Case(((1, 1),)), Case(((2, 9, 9),), domain=(near_identity,), label="inverse-rule")],
-    domain=MATRIX, tol=1e-5))
+    domain=MATRIX, tol=1e-5, batch=mapped("det")))
 
 
 def _logabsdet(a):
@@ -193,7 +205,7 @@ SLOGDET = register(Primitive(
     "slogdet({0}).logabsdet",
     [Case(((3, 3),)), Case(((3, 3),), domain=(negative_det,)), Case(((2, 3, 3),)),
      Case(((2, 4, 4),), domain=(negative_det,))],
-    domain=MATRIX))
+    domain=MATRIX, batch=mapped("slogdet")))
 
 # ---------------------------------------------------------------- cholesky
 
@@ -227,7 +239,7 @@ def _cholesky_jvp(o, ts, out, a):
 CHOLESKY = register(Primitive(
     "cholesky", _cholesky, [_cholesky_vjp], _cholesky_jvp, "cholesky({0})",
     [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((1, 1),)), Case(((4, 4),))],
-    domain=(positive_definite,)))
+    domain=(positive_definite,), batch=mapped("cholesky")))
 
 # ---------------------------------------------------------------- norm
 
@@ -260,7 +272,7 @@ NORM = register(Primitive(
      Case(((3, 4),), {"axis": 0, "keepdims": True}), Case(((2, 3, 4),), {"axis": (1, 2)}),
      Case(((2, 3, 4),), {"axis": (0, -1), "keepdims": True}),
      Case(((2, 3),), {"axis": None, "keepdims": True})],
-    domain=(lambda rng, shape: rng.uniform(-2.0, 2.0, shape),)))
+    domain=(lambda rng, shape: rng.uniform(-2.0, 2.0, shape),), batch=along("norm", flat=True)))
 
 
 # ---------------------------------------------------------------- Ops methods

@@ -36,6 +36,7 @@ from .core import (
     elementwise_mask,
     is_constant,
     mask_down,
+    pointwise,
     register,
     shape_of,
     unbroadcast,
@@ -96,7 +97,7 @@ def elementwise(name: str, forward: Callable, fmt: str, d: Sequence[Callable | N
     prim = Primitive(
         name, forward, [_vjp_rule(r, i, nin) for i, r in enumerate(d)],
         jvp or _jvp_rule(d), fmt, cases, domain=domain, mask=mask, mask_source=mask_source,
-        elementwise=True)
+        elementwise=True, batch=pointwise(name))
     if masked:
         prim.vjp_masked = tuple(_masked_vjp_rule(r, i, nin) for i, r in enumerate(d))
     return register(prim)

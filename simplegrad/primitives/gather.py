@@ -21,7 +21,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, AxisError, OutOfBoundsError, ShapeError
-from .core import Case, Primitive, error, is_constant, method_fmt, register, shape_of, value_of
+from .core import (
+    Case,
+    Primitive,
+    along,
+    error,
+    is_constant,
+    method_fmt,
+    register,
+    shape_of,
+    value_of,
+)
 from .layout import axes_of, flat
 
 if TYPE_CHECKING:
@@ -38,7 +48,7 @@ ARGSORT = register(Primitive(
     "argsort", _argsort, [None], lambda o, ts, out, x, axis=-1: None,
     method_fmt("argsort", "axis"),
     [Case(((4,),)), Case(((3, 4),), {"axis": 0}), Case(((2, 3, 4),), {"axis": -1})],
-    differentiable=False))
+    differentiable=False, batch=along("argsort", default=-1, flat=True)))
 
 
 # ---------------------------------------------------------------- the gather and its adjoint

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, AxisError, ShapeError
-from .core import Case, Primitive, error, full_mask, register, shape_of
+from .core import Case, Primitive, along, error, full_mask, register, run, shape_of, shift_axis
 
 if TYPE_CHECKING:
     from ..variable import Variable
@@ -42,7 +42,8 @@ FLIP = register(Primitive(
     [Case(((3,),), {"axis": (0,)}), Case(((3, 4),), {"axis": (1,)}),
      Case(((2, 3, 4),), {"axis": (0, 2)})],
     mask=lambda o, m, i, out, x, axis:
-        None if m is None else o.flip(full_mask(o, m, shape_of(out)), axis)))
+        None if m is None else o.flip(full_mask(o, m, shape_of(out)), axis),
+    batch=along("flip")))
 
 
 def _roll(x, shift, axis=None):
@@ -62,7 +63,17 @@ ROLL = register(Primitive(
     [Case(((4,),), {"shift": (1,), "axis": (0,)}), Case(((3, 4),), {"shift": (-1,), "axis": (1,)}),
      Case(((2, 3, 4),), {"shift": (1, 5), "axis": (0, 2)})],
     mask=lambda o, m, i, out, x, shift, axis:
-        None if m is None else o.roll(full_mask(o, m, shape_of(out)), _roll_back(shift), axis)))
+        None if m is None else o.roll(full_mask(o, m, shape_of(out)), _roll_back(shift), axis),
+    batch=lambda o, xs, batched, shift, axis=None: _batch_roll(o, xs[0], shift, axis)))
+
+
+def _batch_roll(o, x, shift, axis):
+    """roll past the batch axis; with no axis each example is rolled flat, then reshaped."""
+    s = shape_of(x)
+    if axis is not None:
+        return run(o, "roll", [x], {"shift": shift, "axis": shift_axis(axis, len(s) - 1)})
+    flat = run(o, "roll", [o.reshape(x, (s[0], -1))], {"shift": shift, "axis": 1})
+    return o.reshape(flat, s)
 
 # ---------------------------------------------------------------- pad, repeat, tile
 
@@ -91,7 +102,9 @@ PAD = register(Primitive(
     [Case(((3,),), {"pad_width": ((1, 2),)}),
      Case(((2, 3),), {"pad_width": ((0, 1), (2, 0)), "constant_values": 1.5})],
     mask=lambda o, m, i, out, x, pad_width, constant_values=0.0: None if m is None else
-        o.getitem(full_mask(o, m, shape_of(out)), _unpad(pad_width, shape_of(x)))))
+        o.getitem(full_mask(o, m, shape_of(out)), _unpad(pad_width, shape_of(x))),
+    batch=lambda o, xs, batched, pad_width, **attrs: run(
+        o, "pad", xs, {"pad_width": ((0, 0),) + tuple(pad_width), **attrs})))
 
 
 def _repeat(x, repeats, axis=None):
@@ -112,7 +125,7 @@ REPEAT = register(Primitive(
     lambda o, ts, out, x, repeats, axis: o.repeat(ts[0], repeats, axis=axis),
     lambda args, attrs, render: f"{args[0]}.repeat({attrs['repeats']!r}, axis={attrs['axis']})",
     [Case(((3,),), {"repeats": 2, "axis": 0}), Case(((2, 3),), {"repeats": 3, "axis": 1}),
-     Case(((3, 2),), {"repeats": (1, 0, 2), "axis": 0})]))
+     Case(((3, 2),), {"repeats": (1, 0, 2), "axis": 0})], batch=along("repeat", flat=True)))
 
 
 def _tile(x, reps):
@@ -133,7 +146,17 @@ TILE = register(Primitive(
     lambda o, ts, out, x, reps: o.tile(ts[0], reps),
     lambda args, attrs, render: f"tile({args[0]}, {list(attrs['reps'])})",
     [Case(((3,),), {"reps": (2,)}), Case(((2, 3),), {"reps": (2, 1)}),
-     Case(((3,),), {"reps": (2, 2)}), Case(((1, 2),), {"reps": (3, 1)})]))
+     Case(((3,),), {"reps": (2, 2)}), Case(((1, 2),), {"reps": (3, 1)})],
+    batch=lambda o, xs, batched, reps: _batch_tile(o, xs[0], reps)))
+
+
+def _batch_tile(o, x, reps):
+    """tile with reps and the example brought to one rank, and 1 for the batch axis."""
+    s = shape_of(x)
+    nd, reps = len(s) - 1, tuple(reps)
+    if len(reps) > nd:
+        x = o.reshape(x, s[:1] + (1,) * (len(reps) - nd) + s[1:])
+    return run(o, "tile", [x], {"reps": (1,) * (max(nd - len(reps), 0) + 1) + reps})
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .core import Case, Primitive, register, shape_of, unbroadcast
+from .core import Case, Primitive, matrix, register, shape_of, unbroadcast
 from .decomp import swap_last as _swap
 
 if TYPE_CHECKING:
@@ -50,7 +50,8 @@ def _matmul_jvp(o, ts, out, x, y):
 MATMUL = register(Primitive(
     "matmul", np.matmul, [_matmul_vjp(0), _matmul_vjp(1)], _matmul_jvp, "{0} @ {1}",
     [Case(((3,), (3,))), Case(((2, 3), (3, 4))), Case(((3,), (3, 4))), Case(((2, 3), (3,))),
-     Case(((2, 2, 3), (3, 4))), Case(((1, 2, 3), (4, 3, 2))), Case(((3,), (2, 3, 4)))]))
+     Case(((2, 2, 3), (3, 4))), Case(((1, 2, 3), (4, 3, 2))), Case(((3,), (2, 3, 4)))],
+    batch=matrix("matmul")))
 
 
 class LinalgOps:

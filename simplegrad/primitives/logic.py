@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .core import BINARY, REDUCE, UNARY, Primitive, method_fmt, register
+from .core import BINARY, REDUCE, UNARY, Primitive, along, method_fmt, pointwise, register
 
 if TYPE_CHECKING:
     from ..variable import Variable
@@ -30,7 +30,8 @@ def _logic(name: str, forward: Callable, fmt: str | Callable, nin: int, cases=No
     if cases is None:
         cases = UNARY if nin == 1 else BINARY
     return register(Primitive(name, forward, [None] * nin, _none_jvp, fmt, cases,
-                              plain=plain, differentiable=False))
+                              plain=plain, differentiable=False,
+                              batch=pointwise(name) if cases is not REDUCE else along(name)))
 
 
 LESS = _logic("less", np.less, "{0} < {1}", 2)

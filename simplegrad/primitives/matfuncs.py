@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from ..errors import ArgumentError, ShapeError
-from .core import Case, Primitive, error, register, shape_of, value_of
+from .core import Case, Primitive, error, mapped, register, shape_of, value_of
 from .decomp import diagonally_dominant, swap_last
 from .spectral import EIGH, QR, SVD, as_column, matmuls, shared_decompositions, spread_singular
 
@@ -48,7 +48,7 @@ def _pinv_jvp(o, ts, out, a):
 PINV = register(Primitive(
     "pinv", _pinv, [_pinv_vjp], _pinv_jvp, "pinv({0})",
     [Case(((3, 3),)), Case(((4, 2),)), Case(((2, 4),)), Case(((2, 3, 2),))],
-    domain=(spread_singular,)))
+    domain=(spread_singular,), batch=mapped("pinv")))
 
 # ---------------------------------------------------------------- lstsq
 
@@ -171,7 +171,8 @@ MATRIX_POWER = register(Primitive(
     lambda args, attrs, render: f"matrix_power({args[0]}, {attrs['n']})",
     [Case(((3, 3),), {"n": 3}), Case(((2, 2, 2),), {"n": 2}), Case(((3, 3),), {"n": -2}),
      Case(((2, 2),), {"n": 1}), Case(((2, 2),), {"n": 0}), Case(((2, 2),), {"n": 5})],
-    domain=(lambda rng, shape: diagonally_dominant(rng, shape) / shape[-1],)))
+    domain=(lambda rng, shape: diagonally_dominant(rng, shape) / shape[-1],),
+    batch=mapped("matrix_power")))
 
 # ---------------------------------------------------------------- Ops methods
 

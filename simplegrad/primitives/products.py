@@ -30,10 +30,14 @@ from ..errors import AxisError, ShapeError
 from .core import (
     Case,
     Primitive,
+    align,
     dtype_of,
     error,
+    mapped,
     register,
+    run,
     shape_of,
+    shift_axis,
     unbroadcast,
 )
 from .subscripts import LETTERS, from_sublists, letter_sizes, parse_subscripts
@@ -105,7 +109,16 @@ EINSUM = register(Primitive(
      Case(((2, 1, 3), (4, 3)), {"subscripts": "ABi,Bi->AB"}),
      Case(((2, 1), (3,)), {"subscripts": "ij,j->"}),
      Case(((2, 2, 2),), {"subscripts": "iii->i"})],
-    variadic=True))
+    variadic=True, batch=lambda o, xs, batched, subscripts: _batch_einsum(o, xs, batched,
+                                                                          subscripts)))
+
+
+def _batch_einsum(o, xs, batched, subscripts):
+    """The same contraction with a fresh letter for the batch axis, kept in the output."""
+    z = next(c for c in LETTERS if c not in subscripts)
+    lhs, target = subscripts.split("->")
+    terms = [z + t if b else t for t, b in zip(lhs.split(","), batched)]
+    return run(o, "einsum", xs, {"subscripts": ",".join(terms) + "->" + z + target})
 
 # ---------------------------------------------------------------- cross
 
@@ -122,7 +135,15 @@ CROSS = register(Primitive(
     lambda args, attrs, render: f"cross({args[0]}, {args[1]}" + (
         "" if attrs.get("axis", -1) == -1 else f", axis={attrs['axis']}") + ")",
     [Case(((3,), (3,))), Case(((2, 3), (3,))), Case(((3, 4), (3, 1)), {"axis": -2}),
-     Case(((2, 3, 2), (2, 3, 2)), {"axis": -2})]))
+     Case(((2, 3, 2), (2, 3, 2)), {"axis": -2})],
+    batch=lambda o, xs, batched, axis=-1: _batch_cross(o, xs, batched, axis)))
+
+
+def _batch_cross(o, xs, batched, axis):
+    """cross of aligned inputs, along the same axis counted from the end."""
+    xs = align(o, xs, batched)
+    rank = max(len(shape_of(x)) - b for x, b in zip(xs, batched))
+    return run(o, "cross", xs, {"axis": axis - rank if axis >= 0 else axis})
 
 
 def _cross_jvp(o, ts, out, x, y, axis):
@@ -169,7 +190,10 @@ DIAGONAL = register(Primitive(
         o.diagonal(ts[0], offset=offset, axis1=axis1, axis2=axis2),
     _diagonal_fmt,
     [Case(((3, 3),)), Case(((3, 4),), {"offset": 1}), Case(((4, 3),), {"offset": -2}),
-     Case(((2, 3, 3),), {"axis1": 1, "axis2": 2}), Case(((3, 2, 4),), {"axis1": 2, "axis2": 0})]))
+     Case(((2, 3, 3),), {"axis1": 1, "axis2": 2}), Case(((3, 2, 4),), {"axis1": 2, "axis2": 0})],
+    batch=lambda o, xs, batched, offset=0, axis1=0, axis2=1: run(o, "diagonal", xs, {
+        "offset": offset, "axis1": shift_axis(axis1, len(shape_of(xs[0])) - 1),
+        "axis2": shift_axis(axis2, len(shape_of(xs[0])) - 1)})))
 
 
 def _triangle(name: str, forward) -> Primitive:
@@ -180,7 +204,7 @@ def _triangle(name: str, forward) -> Primitive:
         [lambda o, g, out, x, k=0: getattr(o, name)(g, k=k)],
         lambda o, ts, out, x, k=0: getattr(o, name)(ts[0], k=k), fmt,
         [Case(((3, 3),)), Case(((3, 4),), {"k": 1}), Case(((2, 3, 3),), {"k": -1})],
-        mask=lambda o, m, i, out, x, k=0: m))
+        mask=lambda o, m, i, out, x, k=0: m, batch=mapped(name)))
 
 
 def _tril(x, k=0):

@@ -14,6 +14,7 @@ from .core import (
     REDUCE,
     Case,
     Primitive,
+    along,
     broadcast_to,
     full_mask,
     keepdims_shape,
@@ -60,7 +61,7 @@ SUM = register(Primitive(
     "sum", _sum,
     [lambda o, g, out, x, axis=None, keepdims=False: _spread(o, g, x, axis, keepdims)],
     lambda o, ts, out, x, axis=None, keepdims=False: o.sum(ts[0], axis=axis, keepdims=keepdims),
-    method_fmt("sum", "axis", "keepdims"), REDUCE, mask=_spread_mask))
+    method_fmt("sum", "axis", "keepdims"), REDUCE, batch=along("sum"), mask=_spread_mask))
 
 
 def _mean(x, axis=None, keepdims=False):
@@ -75,7 +76,7 @@ def _mean_vjp(o, g, out, x, axis=None, keepdims=False):
 MEAN = register(Primitive(
     "mean", _mean, [_mean_vjp],
     lambda o, ts, out, x, axis=None, keepdims=False: o.mean(ts[0], axis=axis, keepdims=keepdims),
-    method_fmt("mean", "axis", "keepdims"), REDUCE, mask=_spread_mask))
+    method_fmt("mean", "axis", "keepdims"), REDUCE, batch=along("mean"), mask=_spread_mask))
 
 # ---------------------------------------------------------------- max and min
 
@@ -96,7 +97,7 @@ def _extreme(name: str, forward) -> Primitive:
         return o.sum(o.mul(ts[0], w), axis=axis, keepdims=keepdims)
 
     return register(Primitive(name, forward, [vjp], jvp,
-                              method_fmt(name, "axis", "keepdims"), REDUCE))
+                              method_fmt(name, "axis", "keepdims"), REDUCE, batch=along(name)))
 
 
 def _max(x, axis=None, keepdims=False):
@@ -138,7 +139,7 @@ def _lse_jvp(o, ts, out, x, axis=None, keepdims=False):
 
 LOGSUMEXP = register(Primitive(
     "logsumexp", _logsumexp, [_lse_vjp], _lse_jvp,
-    method_fmt("logsumexp", "axis", "keepdims"), REDUCE))
+    method_fmt("logsumexp", "axis", "keepdims"), REDUCE, batch=along("logsumexp")))
 
 
 def _softmax(x, axis=-1):
@@ -154,7 +155,7 @@ def _softmax_rule(o, g, out, x, axis=-1):
 SOFTMAX = register(Primitive(
     "softmax", _softmax, [_softmax_rule],
     lambda o, ts, out, x, axis=-1: _softmax_rule(o, ts[0], out, x, axis),
-    method_fmt("softmax", "axis"), ALONG))
+    method_fmt("softmax", "axis"), ALONG, batch=along("softmax", default=-1)))
 
 
 def _log_softmax(x, axis=-1):
@@ -167,7 +168,7 @@ LOG_SOFTMAX = register(Primitive(
         o.sub(g, o.mul(o.exp(out), o.sum(g, axis=axis, keepdims=True)))],
     lambda o, ts, out, x, axis=-1:
         o.sub(ts[0], o.sum(o.mul(o.exp(out), ts[0]), axis=axis, keepdims=True)),
-    method_fmt("log_softmax", "axis"), ALONG))
+    method_fmt("log_softmax", "axis"), ALONG, batch=along("log_softmax", default=-1)))
 
 
 # ---------------------------------------------------------------- Ops methods

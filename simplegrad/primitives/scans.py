@@ -25,6 +25,7 @@ from .core import (
     REDUCE,
     Case,
     Primitive,
+    along,
     broadcast_to,
     dtype_of,
     error,
@@ -110,7 +111,7 @@ def _cumsum_vjp(o, g, out, x, axis=None):
 CUMSUM = register(Primitive(
     "cumsum", _cumsum, [_cumsum_vjp],
     lambda o, ts, out, x, axis=None: o.cumsum(ts[0], axis=axis),
-    method_fmt("cumsum", "axis"), ALONG))
+    method_fmt("cumsum", "axis"), ALONG, batch=along("cumsum", flat=True)))
 
 
 def _cumprod(x, axis=None):
@@ -135,7 +136,8 @@ def _cumprod_jvp(o, ts, out, x, axis=None):
 
 CUMPROD = register(Primitive(
     "cumprod", _cumprod, [_cumprod_vjp], _cumprod_jvp, method_fmt("cumprod", "axis"),
-    [*ALONG, Case(((5,),), {"axis": 0}), Case(((3, 6),), {"axis": -1})]))
+    [*ALONG, Case(((5,),), {"axis": 0}), Case(((3, 6),), {"axis": -1})],
+    batch=along("cumprod", flat=True)))
 
 # ---------------------------------------------------------------- prod
 
@@ -186,7 +188,7 @@ PROD = register(Primitive(
         o.sum(o.mul(ts[0], _others(o, x, axis)), axis=axis, keepdims=keepdims),
     method_fmt("prod", "axis", "keepdims"),
     [*REDUCE, Case(((2, 3, 4),), {"axis": (0, 2), "keepdims": True}),
-     Case(((3, 4),), {"axis": (1, 0)})]))
+     Case(((3, 4),), {"axis": (1, 0)})], batch=along("prod")))
 
 # ---------------------------------------------------------------- var, std
 
@@ -235,7 +237,8 @@ def _moment(name: str, method: str, forward, direction) -> Primitive:
         Case(((3, 4),), {"axis": 1, "ddof": 1}), Case(((4,),), {"ddof": 1.5}),
         Case(((2, 3, 4),), {"axis": (0, 2), "ddof": 1, "keepdims": True})]
     return register(Primitive(name, forward, [vjp], jvp,
-                              method_fmt(method, "axis", "ddof", "keepdims"), cases))
+                              method_fmt(method, "axis", "ddof", "keepdims"), cases,
+                              batch=along(name)))
 
 
 # op.var makes a leaf, so the variance is op.variance (and x.var(), np.var(x) as in numpy)
@@ -262,10 +265,10 @@ _ARG_CASES = [Case(((3,),)), Case(((3, 4),), {"axis": 1}),
               Case(((2, 3),), {"keepdims": True})]
 ARGMAX = register(Primitive("argmax", _argmax, [None], _no_tangent,
                             method_fmt("argmax", "axis", "keepdims"), _ARG_CASES,
-                            differentiable=False))
+                            differentiable=False, batch=along("argmax", flat=True)))
 ARGMIN = register(Primitive("argmin", _argmin, [None], _no_tangent,
                             method_fmt("argmin", "axis", "keepdims"), _ARG_CASES,
-                            differentiable=False))
+                            differentiable=False, batch=along("argmin", flat=True)))
 
 
 # ---------------------------------------------------------------- Ops methods

@@ -16,14 +16,18 @@ from ..errors import ArgumentError, DTypeError
 from .core import (
     Case,
     Primitive,
+    align,
+    batch_size,
     dtype_of,
     error,
     full_mask,
     is_constant,
+    mapped,
     mask_down,
     method_fmt,
     register,
     shape_of,
+    shift_axis,
     unbroadcast,
 )
 
@@ -44,7 +48,9 @@ EXPAND = register(Primitive(
     "{0}.expand({shape})",
     mask=lambda o, m, i, out, x, shape: None if m is None else mask_down(o, m, shape, shape_of(x)),
     cases=[Case(((),), {"shape": (4,)}), Case(((3, 1),), {"shape": (3, 4)}),
-     Case(((3,),), {"shape": (2, 3)}), Case(((1, 4),), {"shape": (2, 3, 4)})]))
+     Case(((3,),), {"shape": (2, 3)}), Case(((1, 4),), {"shape": (2, 3, 4)})],
+    batch=lambda o, xs, batched, shape: o.expand(
+        align(o, xs, batched, len(shape))[0], (batch_size(xs, batched),) + tuple(shape))))
 
 
 def _reshape(x, shape):
@@ -59,7 +65,8 @@ RESHAPE = register(Primitive(
     mask=lambda o, m, i, out, x, shape:
         None if m is None else o.reshape(full_mask(o, m, shape_of(out)), shape_of(x)),
     cases=[Case(((),), {"shape": (1, 1)}), Case(((3, 4),), {"shape": (12,)}),
-     Case(((2, 3, 4),), {"shape": (6, -1)}), Case(((3, 1),), {"shape": (3,)})]))
+     Case(((2, 3, 4),), {"shape": (6, -1)}), Case(((3, 1),), {"shape": (3,)})],
+    batch=lambda o, xs, batched, shape: o.reshape(xs[0], shape_of(xs[0])[:1] + tuple(shape))))
 
 
 def _transpose(x, axes=None):
@@ -83,7 +90,15 @@ TRANSPOSE = register(Primitive(
     mask=lambda o, m, i, out, x, axes=None:
         None if m is None else o.transpose(full_mask(o, m, shape_of(out)), _inverse(axes)),
     cases=[Case(((3,),)), Case(((3, 4),)), Case(((2, 3, 4),), {"axes": (1, 0, 2)}),
-     Case(((2, 3, 4),), {"axes": (2, 0, 1)})]))
+     Case(((2, 3, 4),), {"axes": (2, 0, 1)})],
+    batch=lambda o, xs, batched, axes=None: o.transpose(xs[0], _batch_axes(xs[0], axes))))
+
+
+def _batch_axes(x, axes):
+    """The permutation of a batched transpose: the batch axis stays first."""
+    nd = len(shape_of(x)) - 1
+    per = tuple(range(nd))[::-1] if axes is None else axes
+    return (0,) + tuple(int(a) % nd + 1 for a in per)
 
 # ---------------------------------------------------------------- indexing
 
@@ -136,7 +151,25 @@ GETITEM = register(Primitive(
      Case(((3, 4),), {"index": (np.array([0, 2, 2]),)}),
      Case(((3, 4),), {"index": (slice(None), np.array([3, 0, 3]))}),
      Case(((2, 3, 4),), {"index": (Ellipsis, None, slice(None, None, 2))})],
-    sparse_vjp=True))
+    sparse_vjp=True, batch=lambda o, xs, batched, index: _batch_getitem(o, xs[0], index)))
+
+
+def _batch_getitem(o, x, index):
+    """x[:, *index] with the batch axis moved back to the front: advanced indices that are
+    not adjacent put their axes first. A zero-stride probe numbering the examples finds where
+    numpy left the batch axis."""
+    s = shape_of(x)
+    full = (slice(None),) + tuple(index)
+    probe = np.broadcast_to(np.arange(2).reshape((2,) + (1,) * (len(s) - 1)), (2,) + s[1:])
+    seen = probe[full]
+    at = next(k for k in range(seen.ndim) if seen.shape[k] == 2 and
+              not np.take(seen, 0, axis=k).any() and np.take(seen, 1, axis=k).all())
+    out = o.getitem(x, full)
+    if at == 0:
+        return out
+    order = list(range(seen.ndim))
+    order.insert(0, order.pop(at))
+    return o.transpose(out, tuple(order))
 
 
 def _read_mask(o, m, out, x, index):
@@ -231,7 +264,14 @@ CONCATENATE = register(Primitive(
     _concatenate_jvp, _join_fmt("concatenate"),
     [Case(((3,), (2,))), Case(((3, 4), (1, 4), (2, 4)), {"axis": 0}),
      Case(((2, 3), (2, 1)), {"axis": -1})],
-    variadic=True))
+    variadic=True, batch=lambda o, xs, batched, axis=0: o.concatenate(
+        _all_batched(o, xs, batched), axis=shift_axis(axis, len(shape_of(xs[0])) - batched[0]))))
+
+
+def _all_batched(o, xs, batched):
+    """The inputs with the shared ones expanded along the batch axis."""
+    n = batch_size(xs, batched)
+    return [x if b else o.expand(x, (n,) + shape_of(x)) for x, b in zip(xs, batched)]
 
 
 def _stack(*xs, axis=0):
@@ -252,7 +292,9 @@ STACK = register(Primitive(
     "stack", _stack, [_stack_vjp], _stack_jvp, _join_fmt("stack"),
     [Case(((), ())), Case(((3,), (3,), (3,))), Case(((3, 4), (3, 4)), {"axis": 1}),
      Case(((2, 3), (2, 3)), {"axis": -1})],
-    variadic=True))
+    variadic=True, batch=lambda o, xs, batched, axis=0: o.stack(
+        _all_batched(o, xs, batched),
+        axis=shift_axis(axis, len(shape_of(xs[0])) - batched[0] + 1))))
 
 # ---------------------------------------------------------------- dtype
 
@@ -266,7 +308,7 @@ CAST = register(Primitive(
     [lambda o, g, out, x, dtype: o.cast(g, dtype_of(x))],
     lambda o, ts, out, x, dtype: o.cast(ts[0], dtype),
     method_fmt("astype", "dtype"),
-    [Case(((3,),), {"dtype": np.dtype(np.float64)})]))
+    [Case(((3,),), {"dtype": np.dtype(np.float64)})], batch=mapped("cast")))
 
 
 # ---------------------------------------------------------------- Ops methods

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LinAlgError
-from .core import Case, Primitive, register, shape_of, value_of
+from .core import Case, Primitive, mapped, register, shape_of, value_of
 from .decomp import swap_last
 
 # ---------------------------------------------------------------- shared decompositions
@@ -185,7 +185,7 @@ EIGH = register(Primitive(
     [Case(((3, 3),), {"part": "eigenvalues"}), Case(((3, 3),), {"part": "eigenvectors"}),
      Case(((2, 3, 3),), {"part": "eigenvalues"}), Case(((2, 2, 2),), {"part": "eigenvectors"}),
      Case(((1, 1),), {"part": "eigenvectors"})],
-    domain=(symmetric_spread,), plain=False))
+    domain=(symmetric_spread,), plain=False, batch=mapped("eigh")))
 
 # ---------------------------------------------------------------- svd
 
@@ -265,7 +265,7 @@ SVD = register(Primitive(
      Case(((2, 3),), {"part": "Vh"}), Case(((3, 2),), {"part": "Vh"}),
      Case(((2, 3),), {"part": "U"}), Case(((2, 3, 3),), {"part": "U"}),
      Case(((2, 2, 3),), {"part": "S"})],
-    domain=(spread_singular,), plain=False))
+    domain=(spread_singular,), plain=False, batch=mapped("svd")))
 
 # ---------------------------------------------------------------- qr
 
@@ -370,4 +370,4 @@ QR = register(Primitive(
      Case(((4, 2),), {"part": "Q"}), Case(((4, 2),), {"part": "R"}),
      Case(((2, 4),), {"part": "Q"}), Case(((2, 4),), {"part": "R"}),
      Case(((2, 3, 2),), {"part": "R"})],
-    domain=(spread_singular,), plain=False))
+    domain=(spread_singular,), plain=False, batch=mapped("qr")))

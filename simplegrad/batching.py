@@ -1,0 +1,445 @@
+"""Batching: ``sg.vmap``, transforms of batched arguments, and Jacobians by one batched sweep.
+
+A ``Batched`` Variable stands for one example of a batch inside ``f``: it reports the
+per-example shape (``x.shape``, ``x.ndim``, ``x.size``) while it holds ``inner``, the whole
+batch with the examples along a leading axis. A primitive given a Batched input is handed
+here by ``Ops.apply`` (the one recording path): the primitive's batching rule (``batch`` in
+its record, see primitives/core.py) computes the batch at once with primitives called on the
+real Ops, so the batched program is recorded and differentiable like any other. A primitive
+without a rule loops over the examples and stacks.
+
+Each ``vmap`` call has its own level; nested vmaps wrap Batched in Batched, and a primitive
+works on the innermost (highest) level first, its rule seeing the outer levels' Batched
+values as ordinary per-example values, which batch again when the rule calls primitives.
+
+Transforms of batched arguments (``vmap(grad(f))``): examples are independent, so the
+derivative of the batched program taken on the stacked values gives every example's
+derivative at once. The transforms in transforms.py hand batched calls to the functions
+below, which run the same transform on the stacked values and wrap the results again.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import ArgumentError, GraphError, ShapeError
+from .primitives import Primitive
+from .primitives.core import batch_size
+from .variable import Variable
+
+_levels = itertools.count(1)
+
+# ---------------------------------------------------------------- the batched Variable
+
+
+class Batched(Variable):
+    """One example of a batch: per-example shape outside, the stacked ``inner`` inside."""
+
+    __slots__ = ("inner", "level")
+
+    inner: Any          # the batch: a Variable (or an outer level's Batched), examples first
+    level: int          # which vmap it belongs to; nested vmaps have higher levels
+
+    @property
+    def shape(self) -> tuple:
+        """Shape of one example."""
+        return self.inner.shape[1:]
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions of one example."""
+        return len(self.inner.shape) - 1
+
+    @property
+    def size(self) -> int:
+        """Number of entries of one example."""
+        return int(np.prod(self.shape))
+
+    @property
+    def batch(self) -> int:
+        """Number of examples."""
+        return self.inner.shape[0]
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError(f"len() of a 0-d variable {self.name}")
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        raise self._control("bool")
+
+    def _one(self, what: str) -> Any:
+        raise self._control(what)
+
+    def _control(self, what: str) -> Exception:
+        return ArgumentError(f"vmap: {what}() of {self.name} needs one example's value, but "
+                             "under vmap it stands for a batch of them; write the branch with "
+                             "where() instead")
+
+    def __repr__(self) -> str:
+        return f"Batched({self.name}: {self.batch} examples of shape {self.shape})"
+
+
+def wrap(inner: Any, level: int) -> Batched:
+    """A Batched at ``level`` standing for the batch ``inner`` (examples along axis 0)."""
+    b = object.__new__(Batched)
+    b.inner, b.level = inner, level
+    b.raw, b.ops, b.label = inner.raw, inner.ops, inner.label
+    b.grad, b.requires_grad = None, inner.requires_grad
+    b.prim, b.inputs, b.attrs, b.position = None, (), None, inner.position
+    return b
+
+
+def has_batched(args: Sequence[Any]) -> bool:
+    """True when some argument is a Batched (a transform called inside vmap)."""
+    return any(type(a) is Batched for a in args)
+
+# ---------------------------------------------------------------- primitives on batches
+
+
+def apply(o: Any, prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
+          name: str | None) -> Batched:
+    """``prim`` on inputs of which some are Batched: its batching rule, at the highest level."""
+    level = max(x.level for x in inputs if type(x) is Batched)
+    xs, flags = [], []
+    for x in inputs:
+        mine = type(x) is Batched and x.level == level
+        xs.append(x.inner if mine else x)
+        flags.append(mine)
+    sizes = {x.inner.shape[0] for x, b in zip(inputs, flags) if b}
+    if len(sizes) > 1:
+        raise ShapeError(f"{prim.name}: batched inputs of different batch sizes {sorted(sizes)}")
+    rule = prim.batch or functools.partial(loop, prim)
+    out = rule(o, xs, flags, **(attrs or {}))
+    if name is not None and isinstance(out, Variable):
+        out.name = name
+    return wrap(out, level)
+
+
+def loop(prim: Primitive, o: Any, xs: Sequence[Any], batched: Sequence[bool],
+         **attrs: Any) -> Any:
+    """The batching rule of a primitive that has none: one application per example, stacked."""
+    outs = [o.apply(prim, [o.getitem(x, (k,)) if b else x for x, b in zip(xs, batched)],
+                    attrs or None) for k in range(batch_size(xs, batched))]
+    return o.stack(outs, axis=0)
+
+# ---------------------------------------------------------------- vmap
+
+
+def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
+    """The function mapping ``f`` over a batch axis of its arguments (``in_axes``: an int or
+    None for all, or one per argument; ``out_axes``: 0 or None, or one per output)."""
+    if not callable(f):
+        raise ArgumentError(f"vmap: expected a function, got {type(f).__name__}")
+
+    @functools.wraps(f)
+    def vmapped(*args: Any) -> Any:
+        axes = _per_argument(in_axes, len(args))
+        ops, nested = _context(args)
+        level = next(_levels)
+        n = _size(args, axes)
+        try:
+            call = [a if ax is None else wrap(_leading(ops, a, ax, i), level)
+                    for i, (a, ax) in enumerate(zip(args, axes))]
+            out = f(*call)
+            many = isinstance(out, (tuple, list))
+            outs = list(out) if many else [out]
+            oaxes = _per_argument(out_axes, len(outs), "out_axes")
+            res = [_unbatch(ops, y, level, n, ax, nested) for y, ax in zip(outs, oaxes)]
+            return type(out)(res) if many else res[0]
+        finally:
+            if not nested:
+                ops.release()
+    return vmapped
+
+
+def _per_argument(axes: Any, count: int, what: str = "in_axes") -> list:
+    if axes is None or _is_int(axes):
+        return [axes] * count
+    if isinstance(axes, (tuple, list)) and len(axes) == count and all(
+            a is None or _is_int(a) for a in axes):
+        return list(axes)
+    raise ArgumentError(f"vmap: {what} must be an int, None, or one of those per argument "
+                        f"({count}), not {axes!r}")
+
+
+def _is_int(a: Any) -> bool:
+    return isinstance(a, (int, np.integer)) and not isinstance(a, bool)
+
+
+def _context(args: Sequence[Any]) -> tuple[Any, bool]:
+    """The Ops of the Variable arguments (all on one), or a new Ops of vmap's own."""
+    from .tape import Ops
+    found = {id(a.ops): a for a in args if isinstance(a, Variable)}
+    if len(found) > 1:
+        names = ", ".join(a.name for a in found.values())
+        raise GraphError(f"vmap: the arguments belong to different Ops ({names})")
+    if found:
+        return next(iter(found.values())).ops, True
+    return Ops(), False
+
+
+def _size(args: Sequence[Any], axes: list) -> int:
+    sizes = {}
+    for i, (a, ax) in enumerate(zip(args, axes)):
+        if ax is None:
+            continue
+        shape = a.shape if isinstance(a, Variable) else np.shape(a)
+        if not -len(shape) <= ax < len(shape):
+            raise ArgumentError(f"vmap: in_axes {ax} is out of range for argument {i} of shape "
+                                f"{tuple(shape)}")
+        sizes[i] = shape[ax]
+    if not sizes:
+        raise ArgumentError("vmap: no argument is batched (every in_axes is None)")
+    if len(set(sizes.values())) > 1:
+        raise ShapeError(f"vmap: the batched arguments have different sizes along in_axes: "
+                         f"{sizes} (argument: size)")
+    return next(iter(sizes.values()))
+
+
+def _leading(ops: Any, a: Any, ax: int, i: int) -> Any:
+    """Argument ``a`` as a Variable of ``ops`` with its batch axis ``ax`` moved first."""
+    if not isinstance(a, Variable):
+        arr = np.asarray(a)
+        a = ops.var(arr, requires_grad=False) if arr.dtype.kind == "f" else \
+            ops.leaf(np.array(arr), None, False)
+    ax = ax % a.ndim
+    return a if ax == 0 else ops.moveaxis(a, ax, 0)
+
+
+def _unbatch(ops: Any, y: Any, level: int, n: int, ax: Any, nested: bool) -> Any:
+    """An output of f with the batch axis at ``ax`` (None: the output must be unbatched); a
+    tuple or list of outputs is handled entry by entry; arrays unless ``nested``."""
+    if isinstance(y, (tuple, list)):
+        return type(y)(_unbatch(ops, v, level, n, ax, nested) for v in y)
+    out = _moved(ops, y, level, n, ax)
+    return out if nested else np.array(getattr(out, "raw", out))
+
+
+def _moved(ops: Any, y: Any, level: int, n: int, ax: Any) -> Any:
+    if type(y) is Batched and y.level == level:
+        if ax is None:
+            raise ArgumentError("vmap: out_axes=None needs an output that is the same for every "
+                                f"example, but {y.name} depends on the batched arguments")
+        inner = y.inner
+        ax = ax % len(inner.shape)
+        return inner if ax == 0 else ops.moveaxis(inner, 0, ax)
+    if ax is None:
+        return y
+    if not isinstance(y, Variable):
+        y = ops.var(y, requires_grad=False)
+    return ops.moveaxis(ops.expand(y, (n,) + y.shape), 0, ax % (y.ndim + 1))
+
+# ---------------------------------------------------------------- transforms of batches
+#
+# Called by the transforms in transforms.py when an argument is Batched: the same transform
+# runs on the stacked values (``_lift`` makes the function of stacks), and its results are
+# wrapped again. Differentiated arguments shared by the examples are expanded along the
+# batch first, so each example gets its own derivative.
+
+
+def _top(args: Sequence[Any]) -> tuple[int, int, Any]:
+    """The highest level among the Batched arguments, its batch size and Ops."""
+    top = max((a for a in args if type(a) is Batched), key=lambda a: a.level)
+    return top.level, top.batch, top.ops
+
+
+def _stacked(ops: Any, a: Any, level: int, n: int) -> Any:
+    """The batch behind ``a``: its inner value at ``level``, or n copies of a shared value."""
+    if type(a) is Batched and a.level == level:
+        return a.inner
+    if isinstance(a, Variable):
+        return ops.expand(a, (n,) + a.shape)
+    return ops.var(np.broadcast_to(a, (n,) + np.shape(a)))
+
+
+def _lift(f: Callable, args: Sequence[Any], nums: Sequence[int], level: int, n: int,
+          ops: Any) -> Callable:
+    """The function of the stacks of arguments ``nums`` that f computes example by example."""
+    def lifted(*stacks: Any) -> Any:
+        call = list(args)
+        for i, s in zip(nums, stacks):
+            call[i] = wrap(s, level)
+        out = f(*call)
+        if isinstance(out, Variable) or not isinstance(out, (tuple, list)):
+            return _stacked(ops, out, level, n)
+        raise ArgumentError("grad under vmap: f must return one Variable or array")
+    return lifted
+
+
+def _summed(g: Callable, ops: Any, what: str) -> Callable:
+    """The sum over examples of a lifted scalar function (its Hessian is block diagonal)."""
+    def total(*stacks: Any) -> Any:
+        y = g(*stacks)
+        _check_scalar(what, y)
+        return ops.sum(y)
+    return total
+
+
+def _check_scalar(what: str, y: Any) -> None:
+    if int(np.prod(y.shape[1:])) != 1:
+        raise ShapeError(f"{what}: f returned shape {tuple(y.shape[1:])} per example, not a "
+                         "scalar")
+
+
+def value_and_grad(f: Callable, argnums: Any, args: Sequence[Any]) -> tuple:
+    """``value_and_grad(f, argnums)(*args)`` with Batched arguments: per-example results."""
+    from . import transforms
+    from .transform_args import resolve
+    level, n, ops = _top(args)
+    nums = resolve("grad", argnums, len(args))
+    stacks = [_stacked(ops, args[i], level, n) for i in nums]
+    y, pull = transforms.vjp(_lift(f, args, nums, level, n, ops), *stacks)
+    _check_scalar("grad", y)
+    gs = tuple(wrap(g, level) for g in pull(np.ones(y.shape, y.dtype)))
+    return wrap(y, level), gs[0] if _is_int(argnums) else gs
+
+
+def vjp(f: Callable, xs: Sequence[Any]) -> tuple:
+    """``vjp(f, *xs)`` with Batched primals: the output, and a vjp_fn taking batched cotangents."""
+    from . import transforms
+    level, n, ops = _top(xs)
+    nums = range(len(xs))
+    y, pull = transforms.vjp(_lift(f, xs, nums, level, n, ops),
+                             *[_stacked(ops, x, level, n) for x in xs])
+
+    def vjp_fn(u: Any) -> tuple:
+        """The cotangents of the primals (per example) for the cotangent ``u``."""
+        return tuple(wrap(c, level) for c in pull(_stacked(ops, u, level, n)))
+    return wrap(y, level), vjp_fn
+
+
+def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple:
+    """``jvp(f, xs, vs)`` with Batched primals or tangents: per-example output and tangent."""
+    from . import transforms
+    level, n, ops = _top((*xs, *vs))
+    y, t = transforms.jvp(_lift(f, xs, range(len(xs)), level, n, ops),
+                          [_stacked(ops, x, level, n) for x in xs],
+                          [_stacked(ops, v, level, n) for v in vs])
+    return wrap(y, level), wrap(t, level)
+
+
+def hvp(f: Callable, x: Any, v: Any) -> Batched:
+    """``hvp(f, x, v)`` with Batched arguments: each example's Hessian-vector product."""
+    from . import transforms
+    level, n, ops = _top((x, v))
+    total = _summed(_lift(f, (x,), (0,), level, n, ops), ops, "hvp")
+    return wrap(transforms.hvp(total, _stacked(ops, x, level, n), _stacked(ops, v, level, n)),
+                level)
+
+
+def derivative(f: Callable, order: int, x: Any) -> Batched:
+    """``derivative(f, order)(x)`` with a Batched x: each example's derivative."""
+    from . import transforms
+    level, n, ops = _top((x,))
+    g = _lift(f, (x,), (0,), level, n, ops)
+    return wrap(transforms.derivative(g, order)(x.inner), level)
+
+
+def jacobian(f: Callable, argnums: Any, args: Sequence[Any]) -> Any:
+    """``jacobian(f, argnums)(*args)`` with Batched arguments: each example's Jacobian, a row
+    per output entry (one reverse sweep each over the whole batch)."""
+    from . import transforms
+    from .transform_args import resolve
+    level, n, ops = _top(args)
+    nums = resolve("jacobian", argnums, len(args))
+    stacks = [_stacked(ops, args[i], level, n) for i in nums]
+    y, pull = transforms.vjp(_lift(f, args, nums, level, n, ops), *stacks)
+    out = tuple(y.shape[1:])
+    rows: list[list] = [[] for _ in nums]
+    for k in range(int(np.prod(out))):
+        seed = np.zeros((n, int(np.prod(out))), dtype=y.dtype)
+        seed[:, k] = 1
+        for row, c in zip(rows, pull(seed.reshape(y.shape))):
+            row.append(c)
+    jacs = []
+    for row, s in zip(rows, stacks):
+        shape = (n,) + out + tuple(s.shape[1:])
+        jacs.append(wrap(ops.reshape(ops.stack(row, axis=1), shape) if row else
+                         ops.var(np.zeros(shape), requires_grad=False), level))
+    return jacs[0] if _is_int(argnums) else tuple(jacs)
+
+
+def hessian(f: Callable, argnums: int, args: Sequence[Any]) -> Batched:
+    """``hessian(f, argnums)(*args)`` with Batched arguments: each example's Hessian, a column
+    per entry of the argument (one Hessian-vector product each over the whole batch)."""
+    from . import transforms
+    from .transform_args import resolve
+    if not _is_int(argnums):
+        raise ArgumentError("hessian under vmap: argnums must be one int")
+    level, n, ops = _top(args)
+    (i,) = resolve("hessian", argnums, len(args))
+    x = _stacked(ops, args[i], level, n)
+    total = _summed(_lift(f, args, (i,), level, n, ops), ops, "hessian")
+    per = tuple(x.shape[1:])
+    size = int(np.prod(per))
+    cols = []
+    for j in range(size):
+        e = np.zeros((n, size), dtype=x.dtype)
+        e[:, j] = 1
+        cols.append(transforms.hvp(total, x, e.reshape(x.shape)))
+    return wrap(ops.reshape(ops.stack(cols, axis=-1), (n,) + per + per), level)
+
+# ---------------------------------------------------------------- Jacobians in one sweep
+
+
+def batched_jvp(ops: Any, y: Variable, x: Variable, tangents: Any) -> Variable:
+    """The tangents of y along K tangents of x stacked on a leading axis, shape (K,) + y.shape,
+    from one forward sweep: each entry's jvp rule runs once, on Batched tangents."""
+    level = next(_levels)
+    seed = tangents if isinstance(tangents, Variable) else ops.leaf(
+        np.asarray(tangents, dtype=x.dtype), None, True, "seed")
+    k = seed.shape[0]
+    known: dict[Variable, Any] = {x: wrap(seed, level)}
+    tape = ops.tape
+    for pos in _path(y, x):
+        out = tape.at(pos)
+        ts = [known.get(v) if type(v) is Variable else None for v in out.inputs]
+        if all(t is None for t in ts):
+            continue
+        t = out.prim.jvp(ops, ts, out, *out.inputs, **(out.attrs or {}))
+        if t is not None:
+            if t.dtype != out.raw.dtype:
+                t = ops.cast(t, out.raw.dtype)
+            known[out] = t
+    t = known.get(y)
+    if t is None:
+        return ops.var(np.zeros((k,) + y.shape, dtype=y.dtype), requires_grad=False)
+    if type(t) is Batched:
+        return t.inner
+    return ops.expand(t, (k,) + y.shape)
+
+
+def _path(y: Variable, x: Variable) -> list[int]:
+    """Positions, oldest first, of the entries after x that lead to y."""
+    start = x.position + (x.prim is not None)
+    seen: set[int] = set()
+    stack = [y]
+    while stack:
+        v = stack.pop()
+        if type(v) is not Variable or v.prim is None or v.position < start or v.position in seen:
+            continue
+        seen.add(v.position)
+        stack.extend(v.inputs)
+    return sorted(seen)
+
+
+def jacobian_fwd_batched(ops: Any, y: Variable, x: Variable) -> Variable:
+    """dy/dx shaped y.shape + x.shape: every basis tangent of x in one batched forward sweep."""
+    n = x.size
+    if n == 0 or y.size == 0:
+        return ops.var(np.zeros(y.shape + x.shape, dtype=y.dtype), requires_grad=False)
+    basis = np.eye(n, dtype=x.dtype).reshape((n,) + x.shape)
+    cols = batched_jvp(ops, y, x, basis)
+    moved = cols if y.ndim == 0 else ops.transpose(cols, tuple(range(1, y.ndim + 1)) + (0,))
+    return ops.reshape(moved, y.shape + x.shape)
+
+
+def hessian_batched(ops: Any, y: Variable, x: Variable) -> Variable:
+    """The Hessian of scalar y in x (x.shape + x.shape): forward over reverse, one sweep."""
+    return jacobian_fwd_batched(ops, ops.grad(y, x, create_graph=True), x)

@@ -1,0 +1,86 @@
+"""Every registered primitive's batching rule against a Python loop over the examples.
+
+Nothing here names an operation (except the explicit loop-fallback set): a primitive added to
+``sg.REGISTRY`` with its cases is picked up as it is. For each case, B = 3 examples are drawn
+per batched input (shared inputs are drawn once); the batched result, recorded on an Ops
+through ``Ops.apply`` with Batched inputs, must equal the stack of the per-example forwards
+to 1e-10 (exactly for bool and integer outputs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import simplegrad as sg
+from simplegrad.batching import Batched, wrap
+from tests.test_primitives import case_id, samplers
+
+B = 3
+
+# primitives without a batching rule: batching.loop applies them once per example and stacks
+LOOP_FALLBACK = {
+    "take_along_axis": "its indices are an attribute or a second (integer) input",
+    "scatter_add_along_axis": "the adjoint of take_along_axis; same reason",
+    "scatter_add": "per-input index tuples of any form; used only inside vjp rules",
+    "lstsq": "np.linalg.lstsq does not map over leading axes",
+}
+
+
+def _subsets(n: int) -> list[tuple[bool, ...]]:
+    """All inputs batched, the first only, and the last only."""
+    out = [(True,) * n, (True,) + (False,) * (n - 1), (False,) * (n - 1) + (True,)]
+    return list(dict.fromkeys(out))
+
+
+def _params() -> list:
+    params = []
+    for prim in sg.REGISTRY.values():
+        for case in prim.cases:
+            for flags in _subsets(len(case.shapes)):
+                tag = "".join("b" if f else "s" for f in flags)
+                params.append(pytest.param(prim, case, flags,
+                                           id=f"{prim.name}-{case_id(case)}-{tag}"))
+    return params
+
+
+@pytest.mark.parametrize(("prim", "case", "flags"), _params())
+def test_batching_rule_matches_a_loop(prim: sg.Primitive, case: sg.Case, flags: tuple,
+                                      rng: np.random.Generator) -> None:
+    draws = samplers(prim, case)
+    values = []
+    for draw, shape, batched in zip(draws, case.shapes, flags):
+        if batched:
+            v = np.stack([np.asarray(draw(rng, shape), dtype=np.float64) for _ in range(B)])
+        else:
+            v = np.asarray(draw(rng, shape), dtype=np.float64)
+        values.append(v)
+    values = [v > 0 if i in case.conditions else v for i, v in enumerate(values)]
+
+    def example(k: int) -> list:
+        return [v[k] if b else v for v, b in zip(values, flags)]
+    expected = np.stack([np.asarray(prim.forward(*example(k), **case.attrs)) for k in range(B)])
+
+    op = sg.Ops()
+    level = 10**6      # above any vmap level this process reaches
+    inputs = []
+    for v, b in zip(values, flags):
+        x = op.var(v) if v.dtype != bool else op.greater(op.var(v.astype(float)), 0.5)
+        inputs.append(wrap(x, level) if b else x)
+    out = op.apply(prim, inputs, case.attrs)
+    assert type(out) is Batched and out.level == level
+    got = out.inner.value
+    assert got.shape == expected.shape, f"{prim.name}: {got.shape} != {expected.shape}"
+    assert out.shape == expected.shape[1:]
+    if expected.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, expected)
+    else:
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("prim", list(sg.REGISTRY.values()), ids=list(sg.REGISTRY))
+def test_every_primitive_has_a_batching_rule(prim: sg.Primitive) -> None:
+    if prim.name in LOOP_FALLBACK:
+        assert prim.batch is None, f"{prim.name} has a rule now: drop it from LOOP_FALLBACK"
+    else:
+        assert callable(prim.batch), f"{prim.name} has no batching rule (batch=...)"
