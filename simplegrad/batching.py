@@ -218,7 +218,15 @@ def _unbatch(ops: Any, y: Any, level: int, n: int, ax: Any, nested: bool) -> Any
     if isinstance(y, (tuple, list)):
         return type(y)(_unbatch(ops, v, level, n, ax, nested) for v in y)
     out = _moved(ops, y, level, n, ax)
-    return out if nested else np.array(getattr(out, "raw", out))
+    return out if nested else _array(getattr(out, "raw", out))
+
+
+def _array(v: Any) -> np.ndarray:
+    """A computed value handed out as it is when it owns its writable buffer (a fresh result
+    nothing else holds once vmap's Ops is released), else a copy."""
+    if type(v) is np.ndarray and v.flags.owndata and v.flags.writeable:
+        return v
+    return np.array(v)
 
 
 def _moved(ops: Any, y: Any, level: int, n: int, ax: Any) -> Any:
@@ -250,12 +258,14 @@ def _top(args: Sequence[Any]) -> tuple[int, int, Any]:
 
 
 def _stacked(ops: Any, a: Any, level: int, n: int) -> Any:
-    """The batch behind ``a``: its inner value at ``level``, or n copies of a shared value."""
+    """The batch behind ``a``: its inner value at ``level``, or a shared value expanded along
+    the batch (a zero-stride view: differentiating in it gives each example its own cotangent,
+    and nothing is copied)."""
     if type(a) is Batched and a.level == level:
         return a.inner
-    if isinstance(a, Variable):
-        return ops.expand(a, (n,) + a.shape)
-    return ops.var(np.broadcast_to(a, (n,) + np.shape(a)))
+    if not isinstance(a, Variable):
+        a = ops.var(a)
+    return ops.expand(a, (n,) + a.shape)
 
 
 def _lift(f: Callable, args: Sequence[Any], nums: Sequence[int], level: int, n: int,
