@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from .errors import ArgumentError, GraphError, ShapeError
-from .primitives import Primitive
+from .events import BlockBegin, BlockEnd
+from .primitives import REGISTRY, Primitive
 from .primitives.core import batch_size
 from .variable import Variable
 
@@ -402,27 +403,48 @@ def batched_jvp(ops: Any, y: Variable, x: Variable, tangents: Any) -> Variable:
     """The tangents of y along K tangents of x stacked on a leading axis, shape (K,) + y.shape,
     from one forward sweep: each entry's jvp rule runs once, on Batched tangents."""
     level = next(_levels)
+    tape = ops.tape
+    tape.add(BlockBegin(tape.end, "jvp", y, (x,)))
     seed = tangents if isinstance(tangents, Variable) else ops.leaf(
         np.asarray(tangents, dtype=x.dtype), None, True, "seed")
     k = seed.shape[0]
     known: dict[Variable, Any] = {x: wrap(seed, level)}
-    tape = ops.tape
     for pos in _path(y, x):
         out = tape.at(pos)
         ts = [known.get(v) if type(v) is Variable else None for v in out.inputs]
         if all(t is None for t in ts):
             continue
-        t = out.prim.jvp(ops, ts, out, *out.inputs, **(out.attrs or {}))
+        start = tape.end
+        if REGISTRY.get(out.prim.name) is out.prim:
+            t = out.prim.jvp(ops, ts, out, *out.inputs, **(out.attrs or {}))
+        else:       # a custom primitive's rule may sweep: one tangent at a time, stacked
+            t = _jvp_each(ops, out, ts, k, level)
+        if tape.end > start and tape.keep:      # explain.py reads which entry these came from
+            tape.pullbacks.append((start, tape.end, out, -1))
         if t is not None:
             if t.dtype != out.raw.dtype:
                 t = ops.cast(t, out.raw.dtype)
             known[out] = t
     t = known.get(y)
     if t is None:
-        return ops.var(np.zeros((k,) + y.shape, dtype=y.dtype), requires_grad=False)
-    if type(t) is Batched:
-        return t.inner
-    return ops.expand(t, (k,) + y.shape)
+        t = ops.var(np.zeros((k,) + y.shape, dtype=y.dtype), requires_grad=False)
+    elif type(t) is Batched:
+        t = t.inner
+    else:
+        t = ops.expand(t, (k,) + y.shape)
+    tape.add(BlockEnd(tape.end, "jvp", y, ((y, t),)))
+    return t
+
+
+def _jvp_each(ops: Any, out: Variable, ts: list, k: int, level: int) -> Any:
+    """The jvp rule of ``out`` run once per tangent of the batch, the results stacked."""
+    cols = []
+    for j in range(k):
+        tj = [None if t is None else ops.getitem(t.inner, (j,)) if type(t) is Batched else t
+              for t in ts]
+        c = out.prim.jvp(ops, tj, out, *out.inputs, **(out.attrs or {}))
+        cols.append(ops.zeros_like(out) if c is None else c)
+    return wrap(ops.stack(cols, axis=0), level)
 
 
 def _path(y: Variable, x: Variable) -> list[int]:

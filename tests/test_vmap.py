@@ -158,3 +158,17 @@ def test_errors() -> None:
         sg.vmap(lambda x: x * 2, out_axes=None)(np.ones(3))
     with pytest.raises(sg.ShapeError, match="per example, not a scalar"):
         sg.vmap(sg.grad(lambda x: x * 2))(np.ones((2, 3)))
+
+
+def test_batched_hessian_through_a_custom_primitive_and_its_trace_block() -> None:
+    """A custom_vjp entry's jvp rule runs once per tangent; the sweep is one jvp block."""
+    from tests.test_custom import sigmoid, softplus, softplus_closed
+    x0 = np.array([-1.0, 0.5, 2.0])
+    op = sg.Ops()
+    x = op.var(x0)
+    H = hessian_batched(op, (softplus(x) ** 2).sum(), x)
+    s, sp = sigmoid(x0), softplus_closed(x0)
+    np.testing.assert_allclose(H.value, np.diag(2 * s * s + 2 * sp * s * (1 - s)), rtol=1e-12,
+                               atol=1e-15)
+    heads = [line for line in op.format_trace().splitlines() if line.startswith("jvp ")]
+    assert len(heads) == 1, heads
