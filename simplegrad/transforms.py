@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from . import batching
+from . import batched_transforms as batched
 from .accumulation import prefers_forward
 from .errors import ArgumentError, GraphError, ShapeError
 from .pytree import tree_flatten, tree_unflatten
@@ -83,8 +83,8 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0) -> Callable:
 
     @functools.wraps(f)
     def value_and_grad_f(*args: Any) -> tuple[Result, Any]:
-        if batching.has_batched(args):      # inside vmap: per-example results
-            return batching.value_and_grad(f, argnums, args)
+        if batched.has_batched(args):      # inside vmap: per-example results
+            return batched.value_and_grad(f, argnums, args)
         ops, nested = context("grad", args)
         with own(ops, nested):
             nums = resolve("grad", argnums, len(args))
@@ -104,8 +104,8 @@ def vjp(f: Callable, *xs: Any) -> tuple[Result, Callable]:
     Primals, the output and ``u`` may be pytrees; ``u`` has the output's structure.
     """
     check_callable("vjp", f)
-    if batching.has_batched(xs):
-        return batching.vjp(f, xs)
+    if batched.has_batched(xs):
+        return batched.vjp(f, xs)
     ops, nested = context("vjp", xs, borrow=False)     # its tape lives as long as vjp_fn
     call, trees = primals(ops, xs, range(len(xs)))
     prims = flat(trees)
@@ -146,8 +146,8 @@ def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple[Result, Resu
                             f"{type(xs).__name__} and {type(vs).__name__}")
     if len(xs) != len(vs):
         raise ArgumentError(f"jvp: {len(xs)} primals but {len(vs)} tangents")
-    if batching.has_batched((*xs, *vs)):
-        return batching.jvp(f, xs, vs)
+    if batched.has_batched((*xs, *vs)):
+        return batched.jvp(f, xs, vs)
     tangents = []
     for i, (x, v) in enumerate(zip(xs, vs)):
         x_leaves, x_def = tree_flatten(x)
@@ -187,8 +187,8 @@ def jacobian(f: Callable, argnums: ArgNums = 0,
 
     @functools.wraps(f)
     def jacobian_f(*args: Any) -> Any:
-        if batching.has_batched(args):
-            return batching.jacobian(f, argnums, args)
+        if batched.has_batched(args):
+            return batched.jacobian(f, argnums, args)
         ops, nested = context("jacobian", args)
         with own(ops, nested):
             nums = resolve("jacobian", argnums, len(args))
@@ -216,8 +216,8 @@ def hessian(f: Callable, argnums: ArgNums = 0) -> Callable:
 
     @functools.wraps(f)
     def hessian_f(*args: Any) -> Any:
-        if batching.has_batched(args):
-            return batching.hessian(f, argnums, args)
+        if batched.has_batched(args):
+            return batched.hessian(f, argnums, args)
         ops, nested = context("hessian", args)
         with own(ops, nested):
             nums = resolve("hessian", argnums, len(args))
@@ -258,8 +258,8 @@ def hvp(f: Callable, *xv: Any) -> Any:
 
 
 def _hvp(f: Callable, x: Any, v: Any) -> Any:
-    if batching.has_batched((x, v)):
-        return batching.hvp(f, x, v)
+    if batched.has_batched((x, v)):
+        return batched.hvp(f, x, v)
     x_leaves, x_def = tree_flatten(x)
     vs = leaves_like("hvp", "v", "x", x_def, v)
     for xl, vl in zip(x_leaves, vs):
@@ -292,8 +292,8 @@ def derivative(f: Callable, order: int = 1) -> Callable:
 
     @functools.wraps(f)
     def derivative_f(x: Any) -> Result:
-        if batching.has_batched((x,)):
-            return batching.derivative(f, order, x)
+        if batched.has_batched((x,)):
+            return batched.derivative(f, order, x)
         ops, nested = context("derivative", (x,))
         with own(ops, nested):
             call, trees = primals(ops, (x,), (0,))

@@ -172,3 +172,18 @@ def test_batched_hessian_through_a_custom_primitive_and_its_trace_block() -> Non
                                atol=1e-15)
     heads = [line for line in op.format_trace().splitlines() if line.startswith("jvp ")]
     assert len(heads) == 1, heads
+
+
+def test_gather_with_shared_recorded_indices(rng: np.random.Generator) -> None:
+    xs, v = rng.normal(size=(4, 5)), rng.normal(size=5)
+    op = sg.Ops()
+    idx = op.argsort(op.var(v))                  # a recorded index entry shared by examples
+    got = sg.vmap(lambda x: op.take_along_axis(x, idx, 0))(op.var(xs))
+    np.testing.assert_allclose(got.value, xs[:, np.argsort(v)], **TOL)
+
+
+def test_jvp_of_vmap(rng: np.random.Generator) -> None:
+    xs, vs = rng.normal(size=(3, 4)), rng.normal(size=(3, 4))
+    y, t = sg.jvp(sg.vmap(lambda x: (x.exp() * x).sum()), (xs,), (vs,))
+    np.testing.assert_allclose(y, (np.exp(xs) * xs).sum(axis=1), **TOL)
+    np.testing.assert_allclose(t, ((np.exp(xs) * (1 + xs)) * vs).sum(axis=1), **TOL)

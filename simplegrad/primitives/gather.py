@@ -25,6 +25,7 @@ from .core import (
     Case,
     Primitive,
     along,
+    batch_size,
     error,
     is_constant,
     method_fmt,
@@ -95,7 +96,9 @@ TAKE_ALONG_AXIS = register(Primitive(
      Case(((3, 2),), {"indices": np.array([[2, 0], [2, 2]]), "axis": 0}),
      Case(((3, 1),), {"indices": np.array([[0, 0, -1]]).T, "axis": 1}),
      Case(((1, 3),), {"indices": np.array([[0, 2], [1, 1]]), "axis": 1})],
-    variadic=True))
+    variadic=True, batch=lambda o, xs, batched, axis, indices=None: o.take_along_axis(
+        xs[0] if batched[0] else o.reshape(xs[0], (1,) + shape_of(xs[0])),
+        _batch_indices(o, xs, batched, indices), axis + 1)))
 
 SCATTER_ADD_ALONG_AXIS = register(Primitive(
     "scatter_add_along_axis", _scatter_add_along_axis,
@@ -106,7 +109,20 @@ SCATTER_ADD_ALONG_AXIS = register(Primitive(
     [Case(((4,),), {"indices": np.array([3, 0, 0, 1]), "axis": 0, "shape": (4,)}),
      Case(((2, 2),), {"indices": np.array([[2, 0], [2, 2]]), "axis": 0, "shape": (3, 2)}),
      Case(((2, 2),), {"indices": np.array([[0, 2], [1, 1]]), "axis": 1, "shape": (1, 3)})],
-    variadic=True))
+    variadic=True, batch=lambda o, xs, batched, axis, shape, indices=None:
+        o.scatter_add_along_axis(
+            xs[0] if batched[0] else o.expand(xs[0], (batch_size(xs, batched),) +
+                                              shape_of(xs[0])),
+            _batch_indices(o, xs, batched, indices), axis + 1,
+            (batch_size(xs, batched),) + tuple(shape))))
+
+
+def _batch_indices(o, xs, batched, indices):
+    """The indices of a batched gather or scatter: input 1 when recorded, else the attribute;
+    shared ones get a leading axis of 1, which broadcasts along the batch."""
+    if len(xs) > 1:
+        return xs[1] if batched[1] else o.reshape(xs[1], (1,) + shape_of(xs[1]))
+    return np.reshape(indices, (1,) + np.shape(indices))
 
 
 # ---------------------------------------------------------------- Ops methods
