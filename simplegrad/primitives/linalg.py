@@ -59,7 +59,19 @@ MATMUL = register(Primitive(
     "matmul", _matmul, [_matmul_vjp(0), _matmul_vjp(1)], _matmul_jvp, "{0} @ {1}",
     [Case(((3,), (3,))), Case(((2, 3), (3, 4))), Case(((3,), (3, 4))), Case(((2, 3), (3,))),
      Case(((2, 2, 3), (3, 4))), Case(((1, 2, 3), (4, 3, 2))), Case(((3,), (2, 3, 4)))],
-    batch=matrix("matmul")))
+    batch=lambda o, xs, batched: _batch_matmul(o, xs, batched)))
+
+
+def _batch_matmul(o, xs, batched):
+    """A shared matrix times batched vectors is one product with the stack of rows,
+    (B, k) @ a^T; the other forms go through core.matrix."""
+    a, v = xs
+    if not batched[0] and len(shape_of(a)) == 2 and len(shape_of(v)) == 2:
+        return o.matmul(v, _swap(o, a))
+    return _MATRIX(o, xs, batched)
+
+
+_MATRIX = matrix("matmul")
 
 
 class LinalgOps:
