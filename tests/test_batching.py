@@ -20,8 +20,6 @@ B = 3
 
 # primitives without a batching rule: batching.loop applies them once per example and stacks
 LOOP_FALLBACK = {
-    "scatter_add": "per-input index tuples of any form; used only inside vjp rules",
-    "lstsq": "np.linalg.lstsq does not map over leading axes",
 }
 
 

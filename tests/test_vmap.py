@@ -187,3 +187,27 @@ def test_jvp_of_vmap(rng: np.random.Generator) -> None:
     y, t = sg.jvp(sg.vmap(lambda x: (x.exp() * x).sum()), (xs,), (vs,))
     np.testing.assert_allclose(y, (np.exp(xs) * xs).sum(axis=1), **TOL)
     np.testing.assert_allclose(t, ((np.exp(xs) * (1 + xs)) * vs).sum(axis=1), **TOL)
+
+
+def test_advanced_indices_that_are_not_adjacent(rng: np.random.Generator) -> None:
+    """numpy puts separated advanced-index axes first; the batch axis must stay in front."""
+    xs, gs = rng.normal(size=(3, 3, 4, 5)), rng.normal(size=(3, 2, 4))
+    rows, cols = np.array([0, 2]), np.array([1, 3])
+    got = sg.vmap(lambda x: x[rows, :, cols])(xs)
+    np.testing.assert_allclose(got, np.stack([x[rows, :, cols] for x in xs]), **TOL)
+
+    def scatter(g):
+        return g.ops.scatter_add([g], [(rows, slice(None), cols)], (3, 4, 5))
+    want = np.zeros((3, 3, 4, 5))
+    for k in range(3):
+        np.add.at(want[k], (rows, slice(None), cols), gs[k])
+    np.testing.assert_allclose(sg.vmap(scatter)(gs), want, **TOL)
+
+
+def test_custom_primitive_loops_over_the_batch(rng: np.random.Generator) -> None:
+    from tests.test_custom import sigmoid, softplus, softplus_closed
+    xs = rng.normal(size=(4, 3))
+    np.testing.assert_allclose(sg.vmap(lambda x: softplus(x).sum())(xs),
+                               softplus_closed(xs).sum(axis=1), **TOL)
+    np.testing.assert_allclose(sg.vmap(sg.grad(lambda x: softplus(x).sum()))(xs), sigmoid(xs),
+                               **TOL)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from ..errors import ArgumentError, ShapeError
-from .core import Case, Primitive, error, mapped, register, shape_of, value_of
+from .core import REGISTRY, Case, Primitive, error, mapped, register, shape_of, value_of
 from .decomp import diagonally_dominant, swap_last
 from .spectral import EIGH, QR, SVD, as_column, matmuls, shared_decompositions, spread_singular
 
@@ -101,7 +101,15 @@ LSTSQ = register(Primitive(
     "lstsq", _lstsq, [_lstsq_vjp_a, _lstsq_vjp_b], _lstsq_jvp, "lstsq({0}, {1})[0]",
     [Case(((4, 2), (4,))), Case(((4, 2), (4, 3))), Case(((2, 3), (2,))), Case(((3, 3), (3, 2)))],
     domain=(spread_singular, lambda rng, shape: rng.uniform(-2.0, 2.0, shape)),
-    plain=False))        # op.lstsq returns numpy's 4-tuple, the forward only x
+    plain=False,         # op.lstsq returns numpy's 4-tuple, the forward only x
+    batch=lambda o, xs, batched: _batch_lstsq(o, xs, batched)))
+
+
+def _batch_lstsq(o, xs, batched):
+    """x = pinv(a) b, the same minimum-norm least-squares solution: numpy's lstsq does not map
+    over leading axes, pinv and matmul do."""
+    a, b = xs
+    return REGISTRY["matmul"].batch(o, [o.pinv(a), b], batched)
 
 # ---------------------------------------------------------------- matrix_power
 

@@ -155,21 +155,43 @@ GETITEM = register(Primitive(
 
 
 def _batch_getitem(o, x, index):
-    """x[:, *index] with the batch axis moved back to the front: advanced indices that are
-    not adjacent put their axes first. A zero-stride probe numbering the examples finds where
-    numpy left the batch axis."""
-    s = shape_of(x)
+    """x[:, *index] with the batch axis moved back to the front."""
     full = (slice(None),) + tuple(index)
-    probe = np.broadcast_to(np.arange(2).reshape((2,) + (1,) * (len(s) - 1)), (2,) + s[1:])
-    seen = probe[full]
-    at = next(k for k in range(seen.ndim) if seen.shape[k] == 2 and
-              not np.take(seen, 0, axis=k).any() and np.take(seen, 1, axis=k).all())
+    at, ndim = _batch_axis_of(shape_of(x)[1:], index)
     out = o.getitem(x, full)
     if at == 0:
         return out
-    order = list(range(seen.ndim))
+    order = list(range(ndim))
     order.insert(0, order.pop(at))
     return o.transpose(out, tuple(order))
+
+
+def _batch_axis_of(shape: tuple, index: tuple) -> tuple[int, int]:
+    """Where ``x[:, *index]`` puts the batch axis of x (advanced indices that are not adjacent
+    put their axes first), and the result's rank; x has per-example ``shape``. A zero-stride
+    probe numbering two examples finds it."""
+    probe = np.broadcast_to(np.arange(2).reshape((2,) + (1,) * len(shape)), (2,) + shape)
+    seen = probe[(slice(None),) + tuple(index)]
+    at = next(k for k in range(seen.ndim) if seen.shape[k] == 2 and
+              not np.take(seen, 0, axis=k).any() and np.take(seen, 1, axis=k).all())
+    return at, seen.ndim
+
+
+def _batch_scatter(o, gs, batched, indices, shape):
+    """zeros((B,) + shape) with each example's values added at ``(:, *index)``: every value
+    is brought to its region's full per-example shape, the batch axis where that index puts
+    it."""
+    n = batch_size(gs, batched)
+    shape = tuple(shape)
+    parts = []
+    for g, b, index in zip(gs, batched, indices):
+        region = np.broadcast_to(np.zeros((), dtype=np.int8), shape)[tuple(index)].shape
+        if not b:
+            g = o.reshape(g, (1,) + shape_of(g))
+        g = o.expand(align(o, [g], [True], len(region))[0], (n,) + region)
+        at, _ = _batch_axis_of(shape, index)
+        parts.append(g if at == 0 else o.moveaxis(g, 0, at))
+    return o.scatter_add(parts, [(slice(None),) + tuple(i) for i in indices], (n,) + shape)
 
 
 def _read_mask(o, m, out, x, index):
@@ -187,7 +209,8 @@ SCATTER_ADD = register(Primitive(
      Case(((3, 4), ()), {"indices": ((np.array([0, 2, 2]),), (1, 1)), "shape": (3, 4)}),
      Case(((3,), (3,)), {"indices": ((np.array([1, 1, 0]),), (np.array([0, 1, 1]),)),
                          "shape": (2,)})],
-    variadic=True))
+    variadic=True, batch=lambda o, gs, batched, indices, shape: _batch_scatter(
+        o, gs, batched, indices, shape)))
 
 
 def _scatter_jvp(o, ts, indices, shape):
