@@ -122,7 +122,7 @@ def loop(prim: Primitive, o: Any, xs: Sequence[Any], batched: Sequence[bool],
          **attrs: Any) -> Any:
     """The batching rule of a primitive that has none: one application per example, stacked."""
     outs = [o.apply(prim, [o.getitem(x, (k,)) if b else x for x, b in zip(xs, batched)],
-                    attrs or None) for k in range(batch_size(xs, batched))]
+                    attrs or None, None) for k in range(batch_size(xs, batched))]
     return o.stack(outs, axis=0)
 
 # ---------------------------------------------------------------- vmap

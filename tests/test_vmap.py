@@ -211,3 +211,22 @@ def test_custom_primitive_loops_over_the_batch(rng: np.random.Generator) -> None
                                softplus_closed(xs).sum(axis=1), **TOL)
     np.testing.assert_allclose(sg.vmap(sg.grad(lambda x: softplus(x).sum()))(xs), sigmoid(xs),
                                **TOL)
+
+
+def test_numpy_code_and_a_simplifying_ops(rng: np.random.Generator) -> None:
+    xs = rng.normal(size=(4, 2, 3))
+
+    def f(x):       # numpy functions, iteration over rows, per-example reshapes and indexing
+        a = np.tanh(x).T @ x
+        b = np.stack([r.sum() for r in x])
+        c = np.concatenate([x.reshape(-1), x[0]])
+        return a.sum() + b.sum() + np.sum(c) + x.mean(axis=0).max() + np.linalg.norm(x)
+    want = np.array([(np.tanh(x).T @ x).sum() + 2 * x.sum() + x[0].sum() + x.mean(0).max() +
+                     np.linalg.norm(x) for x in xs])
+    np.testing.assert_allclose(sg.vmap(f)(xs), want, **TOL)
+    op = sg.Ops(simplify=True)
+    xv = op.var(xs)
+    y = sg.vmap(f)(xv)
+    np.testing.assert_allclose(y.value, want, **TOL)
+    np.testing.assert_allclose(op.grad(y.sum(), xv).value, sg.grad(lambda z: sg.vmap(f)(z).sum())(
+        xs), **TOL)

@@ -271,7 +271,7 @@ def batch_size(xs: Sequence[Any], batched: Sequence[bool]) -> int:
 
 def run(o: Any, name: str, xs: Sequence[Any], attrs: dict) -> Any:
     """The registered primitive ``name`` applied on ``o`` (attributes as recorded)."""
-    return o.apply(REGISTRY[name], tuple(xs), dict(attrs) or None)
+    return o.apply(REGISTRY[name], tuple(xs), dict(attrs) or None, None)
 
 
 def align(o: Any, xs: Sequence[Any], batched: Sequence[bool], rank: int | None = None) -> list:
