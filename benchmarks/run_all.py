@@ -1,7 +1,7 @@
 """Run every benchmark and write the table of same-run ratios that benchmarks/README.md shows.
 
-Each peer benchmark (hessian, nth_derivative, mlp, hvp, taylor) runs in its own process with
-BLAS on one thread and appends its headline ratios to a JSON-lines file; overhead.py,
+Each peer benchmark (hessian, nth_derivative, mlp, hvp, taylor, batching) runs in its own
+process with BLAS on one thread and appends its headline ratios to a JSON-lines file; overhead.py,
 higher_order.py and swell.py run too (their checks must pass) and overhead's simplegrad /
 PyTorch ratios join the table. The table goes to benchmarks/results.md and replaces the part
 of benchmarks/README.md between its ``results`` markers; the full output of every script goes
@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PEERS = ("hessian", "nth_derivative", "mlp", "hvp", "taylor")
+PEERS = ("hessian", "nth_derivative", "mlp", "hvp", "taylor", "batching")
 COLUMNS = ("simplegrad", "numpy (by hand)", "torch eager", "torch.func", "autograd", "JAX jit")
 BEGIN, END = "<!-- results: begin -->", "<!-- results: end -->"
 ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",

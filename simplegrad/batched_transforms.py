@@ -10,16 +10,19 @@ view), so each example gets its own derivative.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from . import transforms
-from .batching import Batched, is_int, wrap
+from .batching import FINAL, Batched, is_int, wrap
 from .errors import ArgumentError, ShapeError
-from .transform_args import resolve
+from .transform_args import primal, resolve
 from .variable import Variable
+
+_INSIDE = threading.local()     # depth: how many batched transforms are running f here
 
 
 def has_batched(args: Sequence[Any]) -> bool:
@@ -51,7 +54,11 @@ def _lift(f: Callable, args: Sequence[Any], nums: Sequence[int], level: int, n: 
         call = list(args)
         for i, s in zip(nums, stacks):
             call[i] = wrap(s, level)
-        out = f(*call)
+        _INSIDE.depth = getattr(_INSIDE, "depth", 0) + 1
+        try:
+            out = f(*call)
+        finally:
+            _INSIDE.depth -= 1
         if isinstance(out, Variable) or not isinstance(out, (tuple, list)):
             return _stacked(ops, out, level, n)
         raise ArgumentError("grad under vmap: f must return one Variable or array")
@@ -78,9 +85,20 @@ def value_and_grad(f: Callable, argnums: Any, args: Sequence[Any]) -> tuple:
     level, n, ops = _top(args)
     nums = resolve("grad", argnums, len(args))
     stacks = [_stacked(ops, args[i], level, n) for i in nums]
-    y, pull = transforms.vjp(_lift(f, args, nums, level, n, ops), *stacks)
-    _check_scalar("grad", y)
-    gs = tuple(wrap(g, level) for g in pull(np.ones(y.shape, y.dtype)))
+    lifted = _lift(f, args, nums, level, n, ops)
+    if level in FINAL and not getattr(_INSIDE, "depth", 0) and all(
+            type(s) is Variable for s in stacks):
+        # nothing can differentiate the gradient (vmap's own Ops, no transform around this
+        # one): one reverse sweep on values, as sg.grad of arrays does
+        prims = [primal(ops, s) for s in stacks]
+        y = lifted(*prims)
+        _check_scalar("grad", y)
+        gs = ops.grad(y, prims, seed=np.ones(y.shape, y.dtype), create_graph=False)
+    else:
+        y, pull = transforms.vjp(lifted, *stacks)
+        _check_scalar("grad", y)
+        gs = pull(np.ones(y.shape, y.dtype))
+    gs = tuple(wrap(g, level) for g in gs)
     return wrap(y, level), gs[0] if is_int(argnums) else gs
 
 

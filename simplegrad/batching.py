@@ -34,6 +34,9 @@ from .primitives.core import batch_size
 from .variable import Variable
 
 _levels = itertools.count(1)
+# levels of the vmaps running on an Ops of their own: their results leave as arrays, so
+# nothing outside can differentiate what is recorded at that level
+FINAL: set[int] = set()
 
 # ---------------------------------------------------------------- the batched Variable
 
@@ -139,6 +142,8 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
         axes = _per_argument(in_axes, len(args))
         ops, nested = _context(args)
         level = next(_levels)
+        if not nested:
+            FINAL.add(level)
         n = _size(args, axes)
         try:
             call = [a if ax is None else wrap(_leading(ops, a, ax, i), level)
@@ -150,6 +155,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
             res = [_unbatch(ops, y, level, n, ax, nested) for y, ax in zip(outs, oaxes)]
             return type(out)(res) if many else res[0]
         finally:
+            FINAL.discard(level)
             if not nested:
                 ops.release()
     return vmapped

@@ -230,3 +230,17 @@ def test_numpy_code_and_a_simplifying_ops(rng: np.random.Generator) -> None:
     np.testing.assert_allclose(y.value, want, **TOL)
     np.testing.assert_allclose(op.grad(y.sum(), xv).value, sg.grad(lambda z: sg.vmap(f)(z).sum())(
         xs), **TOL)
+
+
+def test_grad_inside_another_transform_inside_vmap(rng: np.random.Generator) -> None:
+    """The grad of a vmap on its own Ops runs on values only when nothing differentiates it
+    again; here jvp (and grad) differentiate it, so it must record."""
+    xs, vs = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
+
+    def f(x):
+        return (x.sin() * x).sum()
+    hv = sg.vmap(lambda x, v: sg.jvp(sg.grad(f), (x,), (v,))[1])(xs, vs)
+    np.testing.assert_allclose(hv, _loop(lambda x, v: sg.hvp(f, x, v), xs, vs), **TOL)
+    gg = sg.vmap(sg.grad(lambda x: (sg.grad(f)(x) ** 2).sum()))(xs)
+    np.testing.assert_allclose(gg, _loop(sg.grad(lambda x: (sg.grad(f)(x) ** 2).sum()), xs),
+                               **TOL)
