@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from . import transforms
-from .batching import FINAL, Batched, is_int, wrap
+from .batching import FINAL, STATE, Batched, ceiling, is_int, leafwise, running, wrap
 from .errors import ArgumentError, ShapeError
+from .pytree import tree_flatten, tree_unflatten
 from .transform_args import primal, resolve
 from .variable import Variable
 
@@ -26,14 +27,25 @@ _INSIDE = threading.local()     # depth: how many batched transforms are running
 
 
 def has_batched(args: Sequence[Any]) -> bool:
-    """True when some argument is a Batched (a transform called inside vmap)."""
-    return any(type(a) is Batched for a in args)
+    """True inside the f of a running vmap: every transform called there is per example,
+    whether the batched values reach f's arguments or only a closure (``args`` are not
+    needed)."""
+    return running() is not None
 
 
 def _top(args: Sequence[Any]) -> tuple[int, int, Any]:
-    """The highest level among the Batched arguments, its batch size and Ops."""
-    top = max((a for a in args if type(a) is Batched), key=lambda a: a.level)
-    return top.level, top.batch, top.ops
+    """The innermost running vmap's level, batch size and Ops."""
+    return running()
+
+
+def _stack(ops: Any, tree: Any, level: int, n: int) -> Any:
+    """``_stacked`` leaf by leaf."""
+    return leafwise(lambda a: _stacked(ops, a, level, n), tree)
+
+
+def _wrap(tree: Any, level: int) -> Any:
+    """Each leaf (a batch) wrapped as a Batched at ``level``."""
+    return leafwise(lambda v: wrap(v, level), tree)
 
 
 def _stacked(ops: Any, a: Any, level: int, n: int) -> Any:
@@ -53,90 +65,102 @@ def _lift(f: Callable, args: Sequence[Any], nums: Sequence[int], level: int, n: 
     def lifted(*stacks: Any) -> Any:
         call = list(args)
         for i, s in zip(nums, stacks):
-            call[i] = wrap(s, level)
+            call[i] = _wrap(s, level)
         _INSIDE.depth = getattr(_INSIDE, "depth", 0) + 1
+        before, STATE.ceiling = getattr(STATE, "ceiling", None), None
         try:
             out = f(*call)
         finally:
             _INSIDE.depth -= 1
-        if isinstance(out, Variable) or not isinstance(out, (tuple, list)):
-            return _stacked(ops, out, level, n)
-        raise ArgumentError("grad under vmap: f must return one Variable or array")
+            STATE.ceiling = before
+        return _stack(ops, out, level, n)
     return lifted
 
 
-def _summed(g: Callable, ops: Any, what: str) -> Callable:
+def _summed(g: Callable, ops: Any) -> Callable:
     """The sum over examples of a lifted scalar function (its Hessian is block diagonal)."""
     def total(*stacks: Any) -> Any:
-        y = g(*stacks)
-        _check_scalar(what, y)
-        return ops.sum(y)
+        return ops.sum(_scalar(g(*stacks)))
     return total
 
 
-def _check_scalar(what: str, y: Any) -> None:
-    if int(np.prod(y.shape[1:])) != 1:
-        raise ShapeError(f"{what}: f returned shape {tuple(y.shape[1:])} per example, not a "
-                         "scalar")
+def _no_trees(what: str, args: Sequence[Any]) -> None:
+    if any(isinstance(a, (dict, list, tuple)) for a in args):
+        raise ArgumentError(f"{what} under vmap: differentiate arrays, not pytrees (use grad, "
+                            "vjp, jvp or hvp for a pytree of parameters)")
+
+
+def _scalar(y: Any) -> Any:
+    """y, checked to be one Variable holding a scalar per example."""
+    if not isinstance(y, Variable) or int(np.prod(y.shape[1:])) != 1:
+        shape = tuple(y.shape[1:]) if isinstance(y, Variable) else type(y).__name__
+        raise ShapeError(f"grad under vmap: f returned {shape} per example, not a scalar")
+    return y
 
 
 def value_and_grad(f: Callable, argnums: Any, args: Sequence[Any]) -> tuple:
     """``value_and_grad(f, argnums)(*args)`` with Batched arguments: per-example results."""
     level, n, ops = _top(args)
     nums = resolve("grad", argnums, len(args))
-    stacks = [_stacked(ops, args[i], level, n) for i in nums]
+    stacks = [_stack(ops, args[i], level, n) for i in nums]
     lifted = _lift(f, args, nums, level, n, ops)
+    leaves, treedef = (stacks, None) if all(type(s) is Variable for s in stacks) else \
+        tree_flatten(stacks)
     if level in FINAL and not getattr(_INSIDE, "depth", 0) and all(
-            type(s) is Variable for s in stacks):
+            type(s) is Variable for s in leaves):
         # nothing can differentiate the gradient (vmap's own Ops, no transform around this
         # one): one reverse sweep on values, as sg.grad of arrays does
-        prims = [primal(ops, s) for s in stacks]
-        y = lifted(*prims)
-        _check_scalar("grad", y)
+        prims = [primal(ops, s) for s in leaves]
+        y = _scalar(lifted(*(prims if treedef is None else tree_unflatten(treedef, prims))))
         gs = ops.grad(y, prims, seed=np.ones(y.shape, y.dtype), create_graph=False)
+        gs = gs if treedef is None else tree_unflatten(treedef, gs)
     else:
-        y, pull = transforms.vjp(lifted, *stacks)
-        _check_scalar("grad", y)
-        gs = pull(np.ones(y.shape, y.dtype))
-    gs = tuple(wrap(g, level) for g in gs)
+        with ceiling(level):
+            y, pull = transforms.vjp(lifted, *stacks)
+        gs = pull(np.ones(_scalar(y).shape, y.dtype))
+    gs = tuple(_wrap(g, level) for g in gs)
     return wrap(y, level), gs[0] if is_int(argnums) else gs
 
 
 def vjp(f: Callable, xs: Sequence[Any]) -> tuple:
     """``vjp(f, *xs)`` with Batched primals: the output, and a vjp_fn taking batched cotangents."""
     level, n, ops = _top(xs)
-    nums = range(len(xs))
-    y, pull = transforms.vjp(_lift(f, xs, nums, level, n, ops),
-                             *[_stacked(ops, x, level, n) for x in xs])
+    with ceiling(level):
+        y, pull = transforms.vjp(_lift(f, xs, range(len(xs)), level, n, ops),
+                                 *[_stack(ops, x, level, n) for x in xs])
 
     def vjp_fn(u: Any) -> tuple:
         """The cotangents of the primals (per example) for the cotangent ``u``."""
-        return tuple(wrap(c, level) for c in pull(_stacked(ops, u, level, n)))
-    return wrap(y, level), vjp_fn
+        with ceiling(level):
+            return tuple(_wrap(c, level) for c in pull(_stack(ops, u, level, n)))
+    return _wrap(y, level), vjp_fn
 
 
 def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple:
     """``jvp(f, xs, vs)`` with Batched primals or tangents: per-example output and tangent."""
     level, n, ops = _top((*xs, *vs))
-    y, t = transforms.jvp(_lift(f, xs, range(len(xs)), level, n, ops),
-                          [_stacked(ops, x, level, n) for x in xs],
-                          [_stacked(ops, v, level, n) for v in vs])
-    return wrap(y, level), wrap(t, level)
+    with ceiling(level):
+        y, t = transforms.jvp(_lift(f, xs, range(len(xs)), level, n, ops),
+                              [_stack(ops, x, level, n) for x in xs],
+                              [_stack(ops, v, level, n) for v in vs])
+    return _wrap(y, level), _wrap(t, level)
 
 
-def hvp(f: Callable, x: Any, v: Any) -> Batched:
+def hvp(f: Callable, x: Any, v: Any) -> Any:
     """``hvp(f, x, v)`` with Batched arguments: each example's Hessian-vector product."""
     level, n, ops = _top((x, v))
-    total = _summed(_lift(f, (x,), (0,), level, n, ops), ops, "hvp")
-    return wrap(transforms.hvp(total, _stacked(ops, x, level, n), _stacked(ops, v, level, n)),
-                level)
+    total = _summed(_lift(f, (x,), (0,), level, n, ops), ops)
+    with ceiling(level):
+        return _wrap(transforms.hvp(total, _stack(ops, x, level, n), _stack(ops, v, level, n)),
+                     level)
 
 
 def derivative(f: Callable, order: int, x: Any) -> Batched:
     """``derivative(f, order)(x)`` with a Batched x: each example's derivative."""
     level, n, ops = _top((x,))
     g = _lift(f, (x,), (0,), level, n, ops)
-    return wrap(transforms.derivative(g, order)(x.inner), level)
+    with ceiling(level):
+        return wrap(transforms.derivative(g, order)(_stacked(ops, x, level, n)), level)
 
 
 def jacobian(f: Callable, argnums: Any, args: Sequence[Any]) -> Any:
@@ -144,14 +168,18 @@ def jacobian(f: Callable, argnums: Any, args: Sequence[Any]) -> Any:
     per output entry (one reverse sweep each over the whole batch)."""
     level, n, ops = _top(args)
     nums = resolve("jacobian", argnums, len(args))
+    _no_trees("jacobian", [args[i] for i in nums])
     stacks = [_stacked(ops, args[i], level, n) for i in nums]
-    y, pull = transforms.vjp(_lift(f, args, nums, level, n, ops), *stacks)
+    with ceiling(level):
+        y, pull = transforms.vjp(_lift(f, args, nums, level, n, ops), *stacks)
     out = tuple(y.shape[1:])
     rows: list[list] = [[] for _ in nums]
     for k in range(int(np.prod(out))):
         seed = np.zeros((n, int(np.prod(out))), dtype=y.dtype)
         seed[:, k] = 1
-        for row, c in zip(rows, pull(seed.reshape(y.shape))):
+        with ceiling(level):
+            cs = pull(seed.reshape(y.shape))
+        for row, c in zip(rows, cs):
             row.append(c)
     jacs = []
     for row, s in zip(rows, stacks):
@@ -168,13 +196,15 @@ def hessian(f: Callable, argnums: int, args: Sequence[Any]) -> Batched:
         raise ArgumentError("hessian under vmap: argnums must be one int")
     level, n, ops = _top(args)
     (i,) = resolve("hessian", argnums, len(args))
+    _no_trees("hessian", [args[i]])
     x = _stacked(ops, args[i], level, n)
-    total = _summed(_lift(f, args, (i,), level, n, ops), ops, "hessian")
+    total = _summed(_lift(f, args, (i,), level, n, ops), ops)
     per = tuple(x.shape[1:])
     size = int(np.prod(per))
     cols = []
     for j in range(size):
         e = np.zeros((n, size), dtype=x.dtype)
         e[:, j] = 1
-        cols.append(transforms.hvp(total, x, e.reshape(x.shape)))
+        with ceiling(level):
+            cols.append(transforms.hvp(total, x, e.reshape(x.shape)))
     return wrap(ops.reshape(ops.stack(cols, axis=-1), (n,) + per + per), level)

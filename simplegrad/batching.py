@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -31,12 +33,40 @@ from .errors import ArgumentError, GraphError, ShapeError
 from .events import BlockBegin, BlockEnd
 from .primitives import REGISTRY, Primitive
 from .primitives.core import batch_size
+from .pytree import tree_leaves, tree_map
 from .variable import Variable
 
 _levels = itertools.count(1)
 # levels of the vmaps running on an Ops of their own: their results leave as arrays, so
 # nothing outside can differentiate what is recorded at that level
 FINAL: set[int] = set()
+# per thread: .active, the (level, batch size, Ops) of each vmap whose f is running, innermost
+# last; .ceiling, while batched_transforms.py calls a transform on stacks: only levels below
+# it are running for that call
+STATE = threading.local()
+
+
+def running() -> tuple | None:
+    """The innermost vmap whose f is running (and not hidden by a ceiling), or None."""
+    active = getattr(STATE, "active", None)
+    if not active:
+        return None
+    ceiling = getattr(STATE, "ceiling", None)
+    for entry in reversed(active):
+        if ceiling is None or entry[0] < ceiling:
+            return entry
+    return None
+
+
+@contextmanager
+def ceiling(level: int | None) -> Iterator[None]:
+    """Within the block, transforms see only the vmaps below ``level`` (None: all)."""
+    before = getattr(STATE, "ceiling", None)
+    STATE.ceiling = level
+    try:
+        yield
+    finally:
+        STATE.ceiling = before
 
 # ---------------------------------------------------------------- the batched Variable
 
@@ -133,7 +163,8 @@ def loop(prim: Primitive, o: Any, xs: Sequence[Any], batched: Sequence[bool],
 
 def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
     """The function mapping ``f`` over a batch axis of its arguments (``in_axes``: an int or
-    None for all, or one per argument; ``out_axes``: 0 or None, or one per output)."""
+    None for all, or one per argument, applying to every leaf of a pytree argument;
+    ``out_axes``: an int or None, or one per output)."""
     if not callable(f):
         raise ArgumentError(f"vmap: expected a function, got {type(f).__name__}")
 
@@ -146,19 +177,36 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
             FINAL.add(level)
         n = _size(args, axes)
         try:
-            call = [a if ax is None else wrap(_leading(ops, a, ax, i), level)
-                    for i, (a, ax) in enumerate(zip(args, axes))]
-            out = f(*call)
-            many = isinstance(out, (tuple, list))
+            call = [a if ax is None else
+                    leafwise(lambda x, ax=ax: wrap(_leading(ops, x, ax), level), a)
+                    for a, ax in zip(args, axes)]
+            active = STATE.__dict__.setdefault("active", [])
+            active.append((level, n, ops))
+            before, STATE.ceiling = getattr(STATE, "ceiling", None), None
+            try:
+                out = f(*call)
+            finally:
+                active.pop()
+                STATE.ceiling = before
+            many = type(out) in (tuple, list)
             outs = list(out) if many else [out]
             oaxes = _per_argument(out_axes, len(outs), "out_axes")
-            res = [_unbatch(ops, y, level, n, ax, nested) for y, ax in zip(outs, oaxes)]
+            res = [leafwise(lambda y, ax=ax: _unbatch(ops, y, level, n, ax, nested), y)
+                   for y, ax in zip(outs, oaxes)]
             return type(out)(res) if many else res[0]
         finally:
             FINAL.discard(level)
             if not nested:
                 ops.release()
     return vmapped
+
+
+def leafwise(fn: Callable, tree: Any) -> Any:
+    """``fn`` on each leaf of a pytree (``tree_map``), or on the value itself when it is one
+    leaf."""
+    if tree is None or isinstance(tree, (dict, list, tuple)):
+        return tree_map(fn, tree)
+    return fn(tree)
 
 
 def _per_argument(axes: Any, count: int, what: str = "in_axes") -> list:
@@ -179,7 +227,7 @@ def is_int(a: Any) -> bool:
 def _context(args: Sequence[Any]) -> tuple[Any, bool]:
     """The Ops of the Variable arguments (all on one), or a new Ops of vmap's own."""
     from .tape import Ops
-    found = {id(a.ops): a for a in args if isinstance(a, Variable)}
+    found = {id(a.ops): a for a in tree_leaves(list(args)) if isinstance(a, Variable)}
     if len(found) > 1:
         names = ", ".join(a.name for a in found.values())
         raise GraphError(f"vmap: the arguments belong to different Ops ({names})")
@@ -193,20 +241,23 @@ def _size(args: Sequence[Any], axes: list) -> int:
     for i, (a, ax) in enumerate(zip(args, axes)):
         if ax is None:
             continue
-        shape = a.shape if isinstance(a, Variable) else np.shape(a)
-        if not -len(shape) <= ax < len(shape):
-            raise ArgumentError(f"vmap: in_axes {ax} is out of range for argument {i} of shape "
-                                f"{tuple(shape)}")
-        sizes[i] = shape[ax]
+        for leaf in tree_leaves(a):
+            shape = leaf.shape if isinstance(leaf, Variable) else np.shape(leaf)
+            if not -len(shape) <= ax < len(shape):
+                raise ArgumentError(f"vmap: in_axes {ax} is out of range for argument {i} "
+                                    f"(a leaf of shape {tuple(shape)})")
+            sizes.setdefault(i, set()).add(shape[ax])
     if not sizes:
         raise ArgumentError("vmap: no argument is batched (every in_axes is None)")
-    if len(set(sizes.values())) > 1:
+    found = set().union(*sizes.values())
+    if len(found) > 1:
+        shown = {i: sorted(v)[0] if len(v) == 1 else sorted(v) for i, v in sizes.items()}
         raise ShapeError(f"vmap: the batched arguments have different sizes along in_axes: "
-                         f"{sizes} (argument: size)")
-    return next(iter(sizes.values()))
+                         f"{shown} (argument: size)")
+    return found.pop()
 
 
-def _leading(ops: Any, a: Any, ax: int, i: int) -> Any:
+def _leading(ops: Any, a: Any, ax: int) -> Any:
     """Argument ``a`` as a Variable of ``ops`` with its batch axis ``ax`` moved first."""
     if not isinstance(a, Variable):
         arr = np.asarray(a)
@@ -217,10 +268,8 @@ def _leading(ops: Any, a: Any, ax: int, i: int) -> Any:
 
 
 def _unbatch(ops: Any, y: Any, level: int, n: int, ax: Any, nested: bool) -> Any:
-    """An output of f with the batch axis at ``ax`` (None: the output must be unbatched); a
-    tuple or list of outputs is handled entry by entry; arrays unless ``nested``."""
-    if isinstance(y, (tuple, list)):
-        return type(y)(_unbatch(ops, v, level, n, ax, nested) for v in y)
+    """One leaf of f's output with the batch axis at ``ax`` (None: the output must be
+    unbatched); an array unless ``nested``."""
     out = _moved(ops, y, level, n, ax)
     return out if nested else _array(getattr(out, "raw", out))
 

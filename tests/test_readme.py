@@ -45,6 +45,7 @@ def test_readme_examples_run_in_order():
     assert "3 TreeDef({'W': *, 'b': *, 'scale': (*,)})" in printed
     assert "f sees (3,)\n[2.689649 2.284782]\n(2, 2, 3)\nTrue\n" in printed     # vmap
     assert "[[ 3. -2.]\n [-2.  1.]]" in printed                       # hessian_batched
+    assert "(2, 2, 3) (2, 2)\nTrue\n" in printed                     # vmap of a closure
     assert printed.count("accuracy 1.00") == 2                        # nn and optim, both habits
     assert "v17 = v10 * 2.0\nv24 = v17 * v1\n" in printed      # sg.simplify's output
     assert "-0.479425538604203" in printed                    # a replay keeps its branch

@@ -244,3 +244,41 @@ def test_grad_inside_another_transform_inside_vmap(rng: np.random.Generator) -> 
     gg = sg.vmap(sg.grad(lambda x: (sg.grad(f)(x) ** 2).sum()))(xs)
     np.testing.assert_allclose(gg, _loop(sg.grad(lambda x: (sg.grad(f)(x) ** 2).sum()), xs),
                                **TOL)
+
+
+def test_pytrees(rng: np.random.Generator) -> None:
+    params = {"W": rng.normal(size=(2, 3)), "b": rng.normal(size=2)}
+    batch = {"x": rng.normal(size=(5, 3)), "y": rng.normal(size=(5, 2))}
+
+    def loss(p, ex):
+        return (((p["W"] @ ex["x"] + p["b"]).tanh() - ex["y"]) ** 2).sum()
+    g = sg.vmap(sg.grad(loss), in_axes=(None, 0))(params, batch)
+    assert sorted(g) == ["W", "b"] and g["W"].shape == (5, 2, 3) and g["b"].shape == (5, 2)
+    for k in range(5):
+        want = sg.grad(loss)(params, {"x": batch["x"][k], "y": batch["y"][k]})
+        np.testing.assert_allclose(g["W"][k], want["W"], **TOL)
+        np.testing.assert_allclose(g["b"][k], want["b"], **TOL)
+    out = sg.vmap(lambda ex: {"s": ex["x"].sum(), "pair": (ex["y"] * 2, ex["x"][0])})(batch)
+    np.testing.assert_allclose(out["s"], batch["x"].sum(axis=1), **TOL)
+    np.testing.assert_allclose(out["pair"][0], 2 * batch["y"], **TOL)
+    np.testing.assert_allclose(out["pair"][1], batch["x"][:, 0], **TOL)
+    v = sg.tree_map(np.ones_like, params)
+    hv = sg.vmap(lambda ex: sg.hvp(lambda p: loss(p, ex), params, v))(batch)
+    want = sg.hvp(lambda p: loss(p, {"x": batch["x"][3], "y": batch["y"][3]}), params, v)
+    np.testing.assert_allclose(hv["W"][3], want["W"], **TOL)
+
+
+def test_transform_of_a_closure_over_the_example(rng: np.random.Generator) -> None:
+    """Inside vmap every transform is per example, also when the batched value reaches f only
+    through a closure (JAX's usual form of per-sample gradients)."""
+    W, xs = rng.normal(size=(2, 3)), rng.normal(size=(4, 3))
+
+    def loss(W, x):
+        return (W @ x).tanh().sum()
+    got = sg.vmap(lambda x: sg.grad(lambda W: loss(W, x))(W))(xs)
+    np.testing.assert_allclose(got, _loop(lambda x: sg.grad(loss)(W, x), xs), **TOL)
+    # nested: the inner vmap's closure sees the outer example
+    A = rng.normal(size=(2, 4, 3))
+    got = sg.vmap(lambda a: sg.vmap(lambda x: sg.grad(lambda W: loss(W, x * a[0]))(W))(a))(A)
+    want = np.stack([[sg.grad(loss)(W, x * a[0]) for x in a] for a in A])
+    np.testing.assert_allclose(got, want, **TOL)
