@@ -12,10 +12,15 @@ Each ``vmap`` call has its own level; nested vmaps wrap Batched in Batched, and 
 works on the innermost (highest) level first, its rule seeing the outer levels' Batched
 values as ordinary per-example values, which batch again when the rule calls primitives.
 
-Transforms of batched arguments (``vmap(grad(f))``): examples are independent, so the
-derivative of the batched program taken on the stacked values gives every example's
-derivative at once: the transforms in transforms.py hand batched calls to
+Transforms inside a running vmap (``vmap(grad(f))``, or grad of a closure over the example):
+examples are independent, so the derivative of the batched program taken on the stacked
+values gives every example's derivative at once. While f runs, the vmap is listed in
+``STATE`` (per thread); the transforms in transforms.py then hand the call to
 batched_transforms.py, which runs the same transform on the stacked values.
+
+``batched_jvp`` pushes many tangents through one forward sweep of a recorded program (each
+jvp rule runs once, on Batched tangents); ``jacobian_fwd_batched`` and ``hessian_batched``
+are built on it.
 """
 
 from __future__ import annotations
