@@ -230,9 +230,12 @@ def is_int(a: Any) -> bool:
 
 
 def _context(args: Sequence[Any]) -> tuple[Any, bool]:
-    """The Ops of the Variable arguments (all on one), or a new Ops of vmap's own."""
+    """The Ops of the Variable arguments (all on one), or a new Ops of vmap's own; free
+    Variables (sg.Parameter) join whichever Ops records them."""
+    from .params import FREE
     from .tape import Ops
-    found = {id(a.ops): a for a in tree_leaves(list(args)) if isinstance(a, Variable)}
+    found = {id(a.ops): a for a in tree_leaves(list(args))
+             if isinstance(a, Variable) and a.ops is not FREE}
     if len(found) > 1:
         names = ", ".join(a.name for a in found.values())
         raise GraphError(f"vmap: the arguments belong to different Ops ({names})")
@@ -264,7 +267,9 @@ def _size(args: Sequence[Any], axes: list) -> int:
 
 def _leading(ops: Any, a: Any, ax: int) -> Any:
     """Argument ``a`` as a Variable of ``ops`` with its batch axis ``ax`` moved first."""
-    if not isinstance(a, Variable):
+    if isinstance(a, Variable):
+        a = ops.leaf_for(a)
+    else:
         arr = np.asarray(a)
         a = ops.var(arr, requires_grad=False) if arr.dtype.kind == "f" else \
             ops.leaf(np.array(arr), None, False)

@@ -282,3 +282,14 @@ def test_transform_of_a_closure_over_the_example(rng: np.random.Generator) -> No
     got = sg.vmap(lambda a: sg.vmap(lambda x: sg.grad(lambda W: loss(W, x * a[0]))(W))(a))(A)
     want = np.stack([[sg.grad(loss)(W, x * a[0]) for x in a] for a in A])
     np.testing.assert_allclose(got, want, **TOL)
+
+
+def test_parameters_join_vmaps_ops(rng: np.random.Generator) -> None:
+    w, xs = sg.Parameter(rng.normal(size=3), name="w"), rng.normal(size=(4, 3))
+    np.testing.assert_allclose(sg.vmap(lambda x, w: (w * x).sum(), in_axes=(0, None))(xs, w),
+                               xs @ w.value, **TOL)
+    np.testing.assert_allclose(
+        sg.vmap(sg.grad(lambda w, x: (w * x).sin().sum()), in_axes=(None, 0))(w, xs),
+        np.cos(w.value * xs) * xs, **TOL)
+    np.testing.assert_allclose(sg.vmap(lambda v: (v * v).sum())(sg.Parameter(xs)),
+                               (xs ** 2).sum(axis=1), **TOL)
