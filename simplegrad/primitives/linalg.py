@@ -52,6 +52,11 @@ def _matmul(x, y):
     # faster than matmul's loops (per-example gradients of a dense layer are such stacks)
     if np.ndim(x) >= 2 and np.ndim(y) >= 2 and np.shape(x)[-1] == 1:
         return np.multiply(x, y)
+    if type(x) is np.ndarray and x.ndim == 3 and x.strides[0] == 0 and np.ndim(y) == 3 and \
+            np.shape(y)[-1] == 1 and np.shape(y)[0] == x.shape[0]:
+        # one matrix broadcast along a stack (a shared weight under vmap) times a stack of
+        # columns: a single matrix product instead of one per column
+        return np.matmul(y[..., 0], x[0].T)[..., None]
     return np.matmul(x, y)
 
 
