@@ -11,6 +11,8 @@ every case under two nested levels.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -26,9 +28,11 @@ LOOP_FALLBACK = {
 
 
 def _subsets(n: int) -> list[tuple[bool, ...]]:
-    """All inputs batched, the first only, and the last only."""
-    out = [(True,) * n, (True,) + (False,) * (n - 1), (False,) * (n - 1) + (True,)]
-    return list(dict.fromkeys(out))
+    """Every non-empty subset of the inputs batched (up to three inputs; beyond, all, the first
+    only and the last only)."""
+    if n <= 3:
+        return [flags for flags in itertools.product((True, False), repeat=n) if any(flags)]
+    return [(True,) * n, (True,) + (False,) * (n - 1), (False,) * (n - 1) + (True,)]
 
 
 def _params() -> list:
