@@ -1,9 +1,12 @@
-"""Transforms called on Batched arguments (inside ``sg.vmap``): per-example derivatives.
+"""Transforms called inside a running ``sg.vmap``: per-example derivatives.
 
 Examples are independent, so a derivative of the batched program taken on the stacked values
-gives every example's derivative at once. The transforms in transforms.py hand a call with a
-Batched argument here; the same transform runs on the stacked values (``_lift`` makes the
-function of stacks that f computes example by example), and its results are wrapped again.
+gives every example's derivative at once. The transforms in transforms.py hand a call made
+while a vmap's f runs here (``has_batched``); the same transform runs on the stacked values
+(``_lift`` makes the function of stacks that f computes example by example, with the
+arguments it does not differentiate and any closure as they are), and its results are wrapped
+again. While it runs on the stacks, a ceiling hides this vmap's level, so that call is the
+ordinary transform (or the next outer vmap's).
 Differentiated arguments shared by the examples enter expanded along the batch (a zero-stride
 view), so each example gets its own derivative.
 """
@@ -33,7 +36,7 @@ def has_batched(args: Sequence[Any]) -> bool:
     return running() is not None
 
 
-def _top(args: Sequence[Any]) -> tuple[int, int, Any]:
+def _top() -> tuple[int, int, Any]:
     """The innermost running vmap's level, batch size and Ops."""
     return running()
 
@@ -100,7 +103,7 @@ def _scalar(y: Any) -> Any:
 
 def value_and_grad(f: Callable, argnums: Any, args: Sequence[Any]) -> tuple:
     """``value_and_grad(f, argnums)(*args)`` with Batched arguments: per-example results."""
-    level, n, ops = _top(args)
+    level, n, ops = _top()
     nums = resolve("grad", argnums, len(args))
     stacks = [_stack(ops, args[i], level, n) for i in nums]
     lifted = _lift(f, args, nums, level, n, ops)
@@ -124,7 +127,7 @@ def value_and_grad(f: Callable, argnums: Any, args: Sequence[Any]) -> tuple:
 
 def vjp(f: Callable, xs: Sequence[Any]) -> tuple:
     """``vjp(f, *xs)`` with Batched primals: the output, and a vjp_fn taking batched cotangents."""
-    level, n, ops = _top(xs)
+    level, n, ops = _top()
     with ceiling(level):
         y, pull = transforms.vjp(_lift(f, xs, range(len(xs)), level, n, ops),
                                  *[_stack(ops, x, level, n) for x in xs])
@@ -138,7 +141,7 @@ def vjp(f: Callable, xs: Sequence[Any]) -> tuple:
 
 def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple:
     """``jvp(f, xs, vs)`` with Batched primals or tangents: per-example output and tangent."""
-    level, n, ops = _top((*xs, *vs))
+    level, n, ops = _top()
     with ceiling(level):
         y, t = transforms.jvp(_lift(f, xs, range(len(xs)), level, n, ops),
                               [_stack(ops, x, level, n) for x in xs],
@@ -148,7 +151,7 @@ def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple:
 
 def hvp(f: Callable, x: Any, v: Any) -> Any:
     """``hvp(f, x, v)`` with Batched arguments: each example's Hessian-vector product."""
-    level, n, ops = _top((x, v))
+    level, n, ops = _top()
     total = _summed(_lift(f, (x,), (0,), level, n, ops), ops)
     with ceiling(level):
         return _wrap(transforms.hvp(total, _stack(ops, x, level, n), _stack(ops, v, level, n)),
@@ -157,7 +160,7 @@ def hvp(f: Callable, x: Any, v: Any) -> Any:
 
 def derivative(f: Callable, order: int, x: Any) -> Batched:
     """``derivative(f, order)(x)`` with a Batched x: each example's derivative."""
-    level, n, ops = _top((x,))
+    level, n, ops = _top()
     g = _lift(f, (x,), (0,), level, n, ops)
     with ceiling(level):
         return wrap(transforms.derivative(g, order)(_stacked(ops, x, level, n)), level)
@@ -166,7 +169,7 @@ def derivative(f: Callable, order: int, x: Any) -> Batched:
 def jacobian(f: Callable, argnums: Any, args: Sequence[Any]) -> Any:
     """``jacobian(f, argnums)(*args)`` with Batched arguments: each example's Jacobian, a row
     per output entry (one reverse sweep each over the whole batch)."""
-    level, n, ops = _top(args)
+    level, n, ops = _top()
     nums = resolve("jacobian", argnums, len(args))
     _no_trees("jacobian", [args[i] for i in nums])
     stacks = [_stacked(ops, args[i], level, n) for i in nums]
@@ -194,7 +197,7 @@ def hessian(f: Callable, argnums: int, args: Sequence[Any]) -> Batched:
     per entry of the argument (one Hessian-vector product each over the whole batch)."""
     if not is_int(argnums):
         raise ArgumentError("hessian under vmap: argnums must be one int")
-    level, n, ops = _top(args)
+    level, n, ops = _top()
     (i,) = resolve("hessian", argnums, len(args))
     _no_trees("hessian", [args[i]])
     x = _stacked(ops, args[i], level, n)
