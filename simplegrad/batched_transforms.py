@@ -175,6 +175,8 @@ def jacobian(f: Callable, argnums: Any, args: Sequence[Any]) -> Any:
     stacks = [_stacked(ops, args[i], level, n) for i in nums]
     with ceiling(level):
         y, pull = transforms.vjp(_lift(f, args, nums, level, n, ops), *stacks)
+    if not isinstance(y, Variable):
+        raise ArgumentError("jacobian under vmap: f must return one array, not a pytree")
     out = tuple(y.shape[1:])
     rows: list[list] = [[] for _ in nums]
     for k in range(int(np.prod(out))):
