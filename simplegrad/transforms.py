@@ -34,6 +34,7 @@ from typing import Any, Literal
 import numpy as np
 
 from . import batched_transforms as batched
+from . import batching
 from .accumulation import prefers_forward
 from .errors import ArgumentError, GraphError, ShapeError
 from .pytree import tree_flatten, tree_unflatten
@@ -330,15 +331,13 @@ def _jac_rev(ops: Ops, y: Variable, xs: list[Variable], nested: bool) -> list[Re
 
 
 def _jac_fwd(ops: Ops, y: Variable, xs: list[Variable], nested: bool) -> list[Result]:
-    """One forward sweep per input entry; column j is the tangent along unit vector j."""
+    """Per input, every basis tangent pushed through one batched forward sweep (batching.py)."""
     jacs = []
     for x in xs:
         if y.size == 0 or x.size == 0:
             jacs.append(_zeros(ops, nested, y.shape + x.shape, y.dtype))
             continue
-        cols = [ops.jvp(y, x, _unit(j, x.shape, x.dtype), create_graph=nested)
-                for j in range(x.size)]
-        jacs.append(_assemble(ops, nested, cols, y.ndim, y.shape + x.shape))
+        jacs.append(result(nested, batching.jacobian_fwd_batched(ops, y, x)))
     return jacs
 
 

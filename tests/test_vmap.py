@@ -297,3 +297,20 @@ def test_parameters_join_vmaps_ops(rng: np.random.Generator) -> None:
         np.cos(w.value * xs) * xs, **TOL)
     np.testing.assert_allclose(sg.vmap(lambda v: (v * v).sum())(sg.Parameter(xs)),
                                (xs ** 2).sum(axis=1), **TOL)
+
+
+def test_per_sample_gradients_through_an_nn_module():
+    from simplegrad import nn
+    rng = np.random.default_rng(3)
+    model = nn.MLP([3, 5, 2], activation="tanh", rng=rng)
+    params = model.params()
+    X, Y = rng.standard_normal((6, 3)), rng.standard_normal((6, 2))
+
+    def loss(p, x, y):
+        return ((model.apply(p, x) - y) ** 2).sum()
+
+    per_sample = sg.vmap(sg.grad(loss), in_axes=(None, 0, 0))(params, X, Y)
+    for i in range(6):
+        one = sg.grad(loss)(params, X[i], Y[i])
+        for k in params:
+            np.testing.assert_allclose(per_sample[k][i], one[k], rtol=1e-12, atol=1e-14)

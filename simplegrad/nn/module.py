@@ -235,8 +235,8 @@ def _swapped(module: Module, params: Mapping[str, Any]) -> Iterator[None]:
             if leaf not in owner._parameters:
                 raise ArgumentError(f"functional_call: {key!r} is a buffer, not a parameter")
             old = owner._parameters[leaf]
-            if np.shape(value_of(value)) != np.shape(value_of(old)):
-                raise ShapeError(f"functional_call: {key} has shape {np.shape(value_of(value))}"
+            if np.shape(value) != np.shape(old):
+                raise ShapeError(f"functional_call: {key} has shape {np.shape(value)}"
                                  f", the module's has shape {np.shape(value_of(old))}")
             saved.append((owner, leaf, old))
             owner._parameters[leaf] = value
