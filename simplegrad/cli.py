@@ -34,9 +34,12 @@ from .tape import Ops
 from .variable import Variable
 
 
-def seed_program(echo: bool = True) -> tuple[Ops, Variable, Variable]:
-    """Run seed 002: L0 = sum((a + b) * b), its gradient, then the gradient of sum(da^2 + db^2)."""
-    op = Ops(echo=echo)
+def seed_program(echo: bool = True, ops: Ops | None = None) -> tuple[Ops, Variable, Variable]:
+    """Run seed 002: L0 = sum((a + b) * b), its gradient, then the gradient of sum(da^2 + db^2).
+
+    It records on ``ops`` when given (echo then follows that Ops' own setting).
+    """
+    op = Ops(echo=echo) if ops is None else ops
     a = op.named_var(np.array([0.4605, 0.4061, 0.9422, 0.3946]), "a")
     b = op.named_var(np.array([0.0850, 0.3296, 0.9888, 0.6494]), "b")
     l0 = op.sum(op.mul(op.add(a, b), b), name="L0")

@@ -209,7 +209,8 @@ def jacobian(f: Callable, argnums: ArgNums = 0,
 def hessian(f: Callable, argnums: ArgNums = 0) -> Callable:
     """The function computing the Hessian of scalar ``f``, shaped ``x.shape + x.shape``.
 
-    Forward-over-reverse: one jvp per input entry through the recorded gradient. For pytree
+    Forward-over-reverse: every basis tangent pushed through the recorded gradient in one
+    batched jvp sweep. For pytree
     arguments block ``[i][j]`` has shape ``x_i.shape + x_j.shape``, nested as ``jax.hessian``.
     """
     check_callable("hessian", f)

@@ -347,12 +347,7 @@ def test_x_plus_0_keeps_the_sign_of_a_zero_the_plain_program_drops():
 # ---------------------------------------------------------------- simplifying while recording
 
 def _seed_on(op):
-    a = op.named_var(np.array([0.4605, 0.4061, 0.9422, 0.3946]), "a")
-    b = op.named_var(np.array([0.0850, 0.3296, 0.9888, 0.6494]), "b")
-    l0 = op.sum(op.mul(op.add(a, b), b), name="L0")
-    da, db = op.grad(l0, [a, b])
-    l1 = op.sum(op.add(op.mul(da, da), op.mul(db, db)), name="L1")
-    op.grad(l1, [a, b])
+    _, a, b = seed_program(ops=op)
     return a, b
 
 
