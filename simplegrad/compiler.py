@@ -64,6 +64,9 @@ class Compiled:
                                 f"({names}), got {len(arrays)}")
         args = []
         for spec, a in zip(self.program.inputs, arrays):
+            if type(a) is np.ndarray and a.shape == spec.shape and a.dtype == spec.dtype:
+                args.append(a)          # the common case, checked in one line
+                continue
             arr = a if type(a) is np.ndarray else np.asarray(a)
             if arr.dtype != spec.dtype:
                 if not np.can_cast(arr.dtype, spec.dtype, "safe"):
@@ -102,13 +105,16 @@ def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg
             header.append(f"    # {_comment(text)} = {format_operand(c.value)}  (constant, "
                           f"{_describe(c.value)})")
         refs[(CONST, i)] = text
+    shapes = _Shapes(prog)
+    dead = _dead_after(prog)
     lines = []
     for i, node in enumerate(prog.nodes):
         target = names.take(node.name)
         expr = _expression(node, [refs[(r.kind, r.index)] for r in node.args], namespace,
-                           names)
-        lines.append((f"    {target} = {expr}", prog.format_node(node)))
+                           names, [shapes(r) for r in node.args])
         refs[(NODE, i)] = target
+        drop = f"; del {', '.join(refs[(NODE, j)] for j in dead[i])}" if dead[i] else ""
+        lines.append((f"    {target} = {expr}{drop}", prog.format_node(node)))
     width = min(max((len(code) for code, _ in lines), default=0), 60)
     body = [f"{code.ljust(width)}  # {_comment(comment)}" for code, comment in lines]
     outs = [refs[(r.kind, r.index)] for r in prog.outputs]
@@ -117,6 +123,24 @@ def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg
     code = builtins.compile(source, f"<simplegrad compiled {name}>", "exec")
     exec(code, namespace)  # noqa: S102 -- source generated above from registry records
     return Compiled(prog, source, namespace[name])
+
+
+def _dead_after(prog: Program) -> list[list[int]]:
+    """For each entry, the entries no later line reads and no output is: their names are
+    deleted there, so a large intermediate's buffer goes back to the allocator as soon as it
+    is dead (as in hand-written numpy) instead of when the function returns. Only a name goes:
+    a view still holding the buffer keeps it alive, so values cannot change."""
+    last = list(range(len(prog.nodes)))
+    for i, node in enumerate(prog.nodes):
+        for r in node.args:
+            if r.kind == NODE:
+                last[r.index] = i
+    kept = {r.index for r in prog.outputs if r.kind == NODE}
+    dead: list[list[int]] = [[] for _ in prog.nodes]
+    for j, i in enumerate(last):
+        if j not in kept:
+            dead[i].append(j)
+    return dead
 
 
 class _Names:
@@ -154,13 +178,17 @@ def _describe(x: Any) -> str:
     return f"{arr.dtype}, shape {arr.shape}"
 
 
-def _expression(node: Node, args: list[str], namespace: dict, names: _Names) -> str:
+def _expression(node: Node, args: list[str], namespace: dict, names: _Names,
+                shapes: list[tuple | None]) -> str:
     """The numpy expression of one entry."""
     prim = node.prim
     attrs = node.attrs or {}
     literal = {k: _literal(v, namespace, names) for k, v in attrs.items()}
     if prim.name in OPERATORS and prim.forward is _UFUNC_OPERATORS[prim.name] and not attrs:
         return OPERATORS[prim.name].format(*args)
+    if prim.name == "matmul" and getattr(prim.forward, "__name__", None) == "_matmul" and \
+            not attrs and _plain_matmul(*shapes):
+        return OPERATORS["matmul"].format(*args)
     plain = PLAIN.get(prim.name)
     if plain is not None and getattr(prim.forward, "__name__", None) == plain[0] and \
             not prim.variadic:
@@ -176,6 +204,32 @@ def _expression(node: Node, args: list[str], namespace: dict, names: _Names) -> 
         key = f"{prim.name}#{k}"
     table[key] = fn
     return f'F[{key!r}]({", ".join(args)}{keywords})'
+
+
+class _Shapes:
+    """The static shape of an argument: inputs are checked on every call, nodes are recorded,
+    constants are fixed (None when unknown)."""
+
+    def __init__(self, prog: Program):
+        self.prog = prog
+
+    def __call__(self, ref: Any) -> tuple | None:
+        if ref.kind == INPUT:
+            return self.prog.inputs[ref.index].shape
+        if ref.kind == NODE:
+            return tuple(self.prog.nodes[ref.index].shape)
+        value = self.prog.constants[ref.index].value
+        return value.shape if isinstance(value, np.ndarray) else None
+
+
+def _plain_matmul(x: tuple | None, y: tuple | None) -> bool:
+    """Whether the matmul forward is plain ``np.matmul`` for these shapes: operands of one or
+    two dimensions whose contraction is not the length-1 outer product it multiplies instead
+    (stacks can take its broadcast-weight path, which depends on strides, so they keep the
+    call)."""
+    if x is None or y is None or len(x) not in (1, 2) or len(y) not in (1, 2):
+        return False
+    return not (len(x) == 2 and len(y) == 2 and x[-1] == 1)
 
 
 def _fill(template: str, args: list[str], attrs: dict, literal: dict) -> str:
