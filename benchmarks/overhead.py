@@ -5,7 +5,10 @@ each as a ratio to the same chain in plain numpy measured in the same run.
 The compiled rows run ``sg.compile`` of the recorded chain (forward) and of its recorded
 gradient program (forward and backward), compiled once outside the timing: the fast path for
 evaluating the same gradient again and again. If PyTorch is installed, its eager mode is
-measured on the same chain too.
+measured on the same chain too, and the compiled gradient program is quoted per op as a ratio to
+PyTorch eager's forward+backward with create_graph=False (its cheaper mode). Values are checked
+first: the compiled programs against the recorded chain and plain numpy, and PyTorch's gradient
+against the compiled one.
 Run: python benchmarks/overhead.py [--ops 1000] [--repeat 15]
 """
 
@@ -78,7 +81,14 @@ def main() -> None:
     y = chain_sg(x, n).sum()
     compiled_forward = sg.compile(op.program(x, y))
     compiled_gradient = sg.compile(op.program(x, [y, op.grad(y, x)]))
+    want_y, want_g = float(y.value), np.array(op.grad(y, x).value)
     op.release()
+    got_y, got_g = compiled_gradient(x0)
+    if not (np.allclose(compiled_forward(x0), want_y, rtol=1e-12, atol=0)
+            and np.allclose(got_y, want_y, rtol=1e-12, atol=0)
+            and np.allclose(got_g, want_g, rtol=1e-12, atol=0)
+            and np.allclose(np.sum(chain(x0, n)), want_y, rtol=1e-12, atol=0)):
+        raise SystemExit("overhead: compiled chain disagrees with the recorded chain")
 
     runs = {
         "numpy forward": numpy_run,
@@ -102,6 +112,10 @@ def main() -> None:
                 y = chain(x, n, _Methods)
                 torch.autograd.grad(y.sum(), [x], create_graph=create_graph)
             return run
+        xt = torch.tensor(x0, requires_grad=True)
+        (gt,) = torch.autograd.grad(chain(xt, n, _Methods).sum(), [xt])
+        if not np.allclose(gt.numpy(), got_g, rtol=1e-10, atol=1e-14):
+            raise SystemExit("overhead: PyTorch's gradient disagrees with the compiled one")
         runs["torch eager fwd+bwd create_graph=True"] = torch_run(True)
         runs["torch eager fwd+bwd create_graph=False"] = torch_run(False)
 
@@ -117,6 +131,9 @@ def main() -> None:
             ratio = (table[f"simplegrad fwd+bwd create_graph={mode}"]
                      / table[f"torch eager fwd+bwd create_graph={mode}"])
             print(f"simplegrad / torch, create_graph={mode}: {ratio:.2f}")
+        ratio = (table["sg.compile fwd+bwd (gradient program)"]
+                 / table["torch eager fwd+bwd create_graph=False"])
+        print(f"sg.compile gradient program / torch eager fwd+bwd, per op: {ratio:.2f}")
 
 
 if __name__ == "__main__":

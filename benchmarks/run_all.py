@@ -3,9 +3,9 @@
 Each peer benchmark (hessian, nth_derivative, mlp, hvp, taylor, batching) runs in its own
 process with BLAS on one thread and appends its headline ratios to a JSON-lines file; overhead.py,
 higher_order.py and swell.py run too (their checks must pass) and overhead's simplegrad /
-PyTorch ratios join the table. The table goes to benchmarks/results.md and replaces the part
-of benchmarks/README.md between its ``results`` markers; the full output of every script goes
-to benchmarks/results.txt.
+PyTorch ratios (recorded, and the compiled gradient program per op) join the table. The table
+goes to benchmarks/results.md and replaces the part of benchmarks/README.md between its
+``results`` markers; the full output of every script goes to benchmarks/results.txt.
 Run: python benchmarks/run_all.py [--quick]
 """
 
@@ -93,6 +93,12 @@ def main() -> None:
                                      f"create_graph={mode}", "unit": "torch eager",
                          "target": "simplegrad <= " + ("0.7" if mode == "False" else "1.0"),
                          "cols": {"simplegrad": float(found[mode]), "torch eager": 1.0}})
+    found = re.search(r"sg.compile gradient program / torch eager fwd\+bwd, per op: ([\d.]+)",
+                      out)
+    if found:
+        rows.append({"workload": "  its gradient program through sg.compile (fwd+bwd), per op",
+                     "unit": "torch eager (create_graph=False)", "target": "simplegrad <= 0.35",
+                     "cols": {"simplegrad": float(found.group(1)), "torch eager": 1.0}})
     run("higher_order", ["--repeat", "5" if args.quick else "15"], log)
     run("swell", quick, log)
     total = time.perf_counter() - t0
