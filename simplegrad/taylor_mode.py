@@ -1,9 +1,10 @@
 """Taylor mode: the derivatives of t -> f(x + t v) at t = 0 up to any order, in one forward walk.
 
 Each entry between x and f's output carries a truncated Taylor series, its coefficient list
-``[c0, c1, ..., cK]`` in t (``c0`` is the entry itself; ``None`` is an exact zero). A rule per
-primitive, keyed by name in ``RULES``, maps the series of the inputs to the series of the
-output: products by the Cauchy product, exp, log, sin/cos, tanh, sigmoid, sqrt, pow and div by
+``[c0, c1, ..., cK]`` in t (``c0`` is the entry itself; ``None`` is an exact zero). Each
+primitive's Taylor rule, the ``taylor`` field of its record (beside its jvp, in its family
+module; the shared ones in primitives/taylor.py), maps the series of the inputs to the series of
+the output: products by the Cauchy product, exp, log, sin/cos, tanh, sigmoid, sqrt, pow and div by
 their recurrences, linear (and piecewise linear) primitives coefficient-wise through their
 own jvp. Every coefficient is computed by calling primitives on ``o``, the Ops when the
 arguments are Variables (so the derivatives are recorded and can be differentiated again) or
@@ -26,9 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from . import taylor_rules as r
 from .errors import ArgumentError, NotDifferentiableError, ShapeError
-from .primitives import REGISTRY, VALUES
+from .primitives import VALUES
 from .primitives.core import dtype_of, shape_of
 from .series import Series
 from .transform_args import check_callable, context, output, own, primal
@@ -77,6 +77,38 @@ def taylor_derivative(f: Callable, order: int = 1) -> Callable:
     return derivative_f
 
 
+def derivative_entry(ops: Any, y: Variable, x: Variable, order: int,
+                     nested: bool) -> Variable | None:
+    """The ``order``-th derivative of y along ones in x by Taylor mode, as an entry of ``ops``
+    (recorded when nested); None when an entry between x and y that carries a tangent has no
+    Taylor rule, for sg.derivative to nest jvps instead."""
+    if missing_rule(y, x) is not None:
+        return None
+    ones = np.ones(x.shape, dtype=x.dtype)
+    o, v = (ops, ops.var(ones, requires_grad=False)) if nested else (VALUES, ones)
+    c = propagate(o, y, x, v, order, nested)[order]
+    if c is not None and order > 1:
+        c = o.mul(c, float(math.factorial(order)))
+    if isinstance(c, Variable):
+        return c
+    c = np.zeros(y.shape, dtype=y.dtype) if c is None else np.asarray(c, dtype=y.dtype)
+    return ops.var(c, requires_grad=False)
+
+
+def missing_rule(y: Variable, x: Variable) -> Variable | None:
+    """The first entry between x and y that carries a tangent but whose primitive has no
+    Taylor rule; None when every one has a rule."""
+    moving = {x}
+    for out in _between(y, x.position if x.prim is None else x.position + 1):
+        if not out.prim.differentiable:
+            continue
+        if any(type(i) is Variable and i in moving for i in out.inputs):
+            if out.prim.taylor is None:
+                return out
+            moving.add(out)
+    return None
+
+
 def propagate(o: Any, y: Variable, x: Variable, v: Any, order: int, recording: bool) -> Series:
     """The Taylor series of y when x moves along x + t v (coefficients, not derivatives)."""
     series: dict[Variable, Series] = {x: [x if recording else x.raw, v] + [None] * (order - 1)}
@@ -88,8 +120,8 @@ def propagate(o: Any, y: Variable, x: Variable, v: Any, order: int, recording: b
         ss = [series.get(i) if type(i) is Variable else None for i in inputs]
         if all(s is None for s in ss) or not out.prim.differentiable:
             continue
-        rule = RULES.get(out.prim.name)
-        if rule is None or REGISTRY.get(out.prim.name) is not out.prim:
+        rule = out.prim.taylor
+        if rule is None:
             raise NotDifferentiableError(
                 f"taylor: primitive {out.prim.name!r} (entry {out.name}) has no Taylor rule; "
                 "use sg.derivative (nested jvps) for this function")
@@ -129,32 +161,3 @@ def _check_order(fname: str, order: Any) -> int:
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
         raise ArgumentError(f"{fname}: order must be an int >= 0, not {order!r}")
     return int(order)
-
-# ---------------------------------------------------------------- the table
-
-LINEAR = (
-    "add", "sub", "neg", "sum", "mean", "expand", "reshape", "transpose", "getitem",
-    "scatter_add", "concatenate", "stack", "cast", "cumsum", "flip", "roll", "pad", "repeat",
-    "tile", "take_along_axis", "scatter_add_along_axis", "diagonal", "tril", "triu",
-    # piecewise linear: exact while the pieces do not change (as their jvps are)
-    "where", "relu", "abs", "sign", "maximum", "minimum", "max", "min", "clip", "fmax", "fmin",
-    "mod", "floor", "ceil", "round")
-
-RULES: dict[str, Callable[..., Series]] = {
-    **{name: r.linear(name) for name in LINEAR},
-    **{name: r.multilinear(name) for name in ("mul", "matmul", "einsum", "cross")},
-    "div": r.div, "reciprocal": r.reciprocal, "square": r.square, "pow": r.power,
-    "exp": r.exp, "exp2": r.exp2, "expm1": r.expm1, "log": r.log, "log1p": r.log1p,
-    "log2": r.log_base(1 / r.LN2), "log10": r.log_base(1 / r.LN10), "sqrt": r.sqrt,
-    "sin": r.sin, "cos": r.cos, "tan": r.tan, "sinh": r.sinh, "cosh": r.cosh, "tanh": r.tanh,
-    "sigmoid": r.sigmoid,
-    "arcsin": r.inverse(r.root(1.0, -1.0)), "arccos": r.inverse(r.root(1.0, -1.0), -1.0),
-    "arctan": r.inverse(r.poly(1.0, 1.0)), "arcsinh": r.inverse(r.root(1.0, 1.0)),
-    "arccosh": r.inverse(r.root(-1.0, 1.0)), "arctanh": r.inverse(r.poly(1.0, -1.0)),
-    "hypot": r.hypot, "arctan2": r.arctan2, "logaddexp": r.logaddexp,
-    "logaddexp2": r.logaddexp2,
-    "logsumexp": r.logsumexp, "softmax": r.softmax, "log_softmax": r.log_softmax,
-    "norm": r.norm, "prod": r.prod, "cumprod": r.cumprod, "variance": r.variance, "std": r.std,
-    "inv": r.inv, "solve": r.solve, "det": r.det, "slogdet": r.slogdet, "cholesky": r.cholesky,
-    "matrix_power": r.matrix_power,
-}

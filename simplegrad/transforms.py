@@ -39,6 +39,7 @@ from .accumulation import prefers_forward
 from .errors import ArgumentError, GraphError, ShapeError
 from .pytree import tree_flatten, tree_unflatten
 from .tape import Ops
+from .taylor_mode import derivative_entry as taylor_derivative_entry
 from .transform_args import (
     argnums_kind,
     check_callable,
@@ -284,8 +285,9 @@ def _hvp(f: Callable, x: Any, v: Any) -> Any:
 def derivative(f: Callable, order: int = 1) -> Callable:
     """The function computing the ``order``-th derivative of ``f`` of one scalar argument.
 
-    Repeated jvps with a unit tangent: for ``f`` acting elementwise on an
-    array it gives the elementwise derivative.
+    Along a unit tangent: for ``f`` acting elementwise on an array it gives the elementwise
+    derivative. From order 2, by Taylor mode (one forward walk of truncated series) when every
+    primitive between the argument and the result has a Taylor rule; else repeated jvps.
     """
     check_callable("derivative", f)
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
@@ -301,6 +303,10 @@ def derivative(f: Callable, order: int = 1) -> Callable:
             call, trees = primals(ops, (x,), (0,))
             (xv,) = flat(trees)
             y = output("derivative", ops, f(*call))
+            if order > 1:
+                d = taylor_derivative_entry(ops, y, xv, order, nested)
+                if d is not None:
+                    return result(nested, d)
             ones = np.ones(xv.shape, dtype=xv.dtype)
             for k in range(order):
                 y = ops.jvp(y, xv, ones, create_graph=nested or k < order - 1)

@@ -38,6 +38,7 @@ def test_readme_examples_run_in_order():
     assert "8 (3, 3)" in printed
     assert "[0.33333333 0.08333333]" in printed
     assert "order 2, mode rev" in printed
+    assert "[[ 1.05263158 -0.35087719]" in printed       # 2 inv(m22), by nested jvps
     assert "[1. 3.]" in printed and "['v0 = eigh(A).eigenvalues', 'v1 = eigh(A).eigenvectors']" \
         in printed                                          # eigh: values and trace
     assert "[[-0.125  0.125]\n [-0.75   0.75 ]]" in printed   # numpy code through sg.grad

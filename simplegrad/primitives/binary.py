@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
+from . import taylor as tr
 from .core import ANY, NONZERO, Case, dtype_of, is_constant, uniform
 from .elementwise import elementwise
 
@@ -73,7 +74,8 @@ CLIP = elementwise("clip", np.clip, _clip_fmt, (
     cases=[Case(((3,), (3,), (3,))), Case(((2, 3), (), ())), Case(((3, 4), (3, 1), (1, 4))),
            Case(((3,), (), (3,))),
            Case(((4,), (4,), (4,)), label="crossed", domain=(ANY, uniform(0.2, 1.0),
-                                                             uniform(-1.0, -0.2)))])
+                                                             uniform(-1.0, -0.2)))],
+    taylor=tr.linear("clip"))
 
 # ---------------------------------------------------------------- fmax, fmin
 
@@ -104,18 +106,18 @@ def _nan_other(o, x, y, sense):
 
 FMAX = elementwise("fmax", np.fmax, "fmax({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _nan_share(o, x, y, 1.0)),
-    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, 1.0))))
+    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, 1.0))), taylor=tr.linear("fmax"))
 
 FMIN = elementwise("fmin", np.fmin, "fmin({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _nan_share(o, x, y, -1.0)),
-    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, -1.0))))
+    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, -1.0))), taylor=tr.linear("fmin"))
 
 # ---------------------------------------------------------------- mod, arctan2, hypot
 
 MOD = elementwise("mod", np.remainder, "{0} % {1}", (
     lambda o, g, out, x, y: g,
     lambda o, g, out, x, y: o.neg(o.mul(g, o.floor(o.div(x, y))))),
-    domain=(ANY, NONZERO))
+    domain=(ANY, NONZERO), taylor=tr.linear("mod"))
 
 
 def _radius2(o, x, y):
@@ -125,12 +127,12 @@ def _radius2(o, x, y):
 ARCTAN2 = elementwise("arctan2", np.arctan2, "arctan2({0}, {1})", (
     lambda o, g, out, y, x: o.div(o.mul(g, x), _radius2(o, x, y)),
     lambda o, g, out, y, x: o.neg(o.div(o.mul(g, y), _radius2(o, x, y)))),
-    domain=(NONZERO, NONZERO))
+    domain=(NONZERO, NONZERO), taylor=tr.arctan2)
 
 HYPOT = elementwise("hypot", np.hypot, "hypot({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, o.div(x, out)),
     lambda o, g, out, x, y: o.mul(g, o.div(y, out))),
-    domain=(NONZERO, NONZERO))
+    domain=(NONZERO, NONZERO), taylor=tr.hypot)
 
 # ---------------------------------------------------------------- logaddexp, logaddexp2
 
@@ -147,11 +149,11 @@ def _share_of(o, x, y, scale=1.0):
 
 LOGADDEXP = elementwise("logaddexp", np.logaddexp, "logaddexp({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share_of(o, x, y)),
-    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x))))
+    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x))), taylor=tr.logaddexp)
 
 LOGADDEXP2 = elementwise("logaddexp2", np.logaddexp2, "logaddexp2({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share_of(o, x, y, LN2)),
-    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x, LN2))))
+    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x, LN2))), taylor=tr.logaddexp2)
 
 # numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
 UFUNCS = {np.fmax: "fmax", np.fmin: "fmin", np.remainder: "mod", np.arctan2: "arctan2",

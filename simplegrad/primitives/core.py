@@ -37,18 +37,20 @@ class Case:
 
 
 class Primitive:
-    """One differentiable operation: forward, vjp, jvp, print rule and check metadata."""
+    """One differentiable operation: forward, vjp, jvp, print rule, check metadata, and the
+    optional batching and Taylor rules."""
 
     __slots__ = ("name", "forward", "vjp", "jvp", "fmt", "cases", "domain", "variadic",
                  "sparse_vjp", "tol", "plain", "mask", "mask_source", "elementwise",
-                 "differentiable", "vjp_masked", "batch", "__weakref__")
+                 "differentiable", "vjp_masked", "batch", "taylor", "__weakref__")
 
     def __init__(self, name: str, forward: Callable, vjp: Sequence, jvp: Callable | None,
                  fmt: str | Callable, cases: Sequence[Case], domain: tuple | None = None,
                  variadic: bool = False, sparse_vjp: bool = False, tol: float = 1e-6,
                  plain: bool | None = None, mask: Callable | None = None,
                  mask_source: bool = False, elementwise: bool = False,
-                 differentiable: bool = True, batch: Callable | None = None):
+                 differentiable: bool = True, batch: Callable | None = None,
+                 taylor: Callable | None = None):
         self.name = name
         self.forward = forward
         self.vjp = tuple(vjp)
@@ -76,6 +78,10 @@ class Primitive:
         # batch(o, xs, batched, **attrs): the output for a batch of examples at once (see
         # "batching rules" below); None: batching.py loops over the examples and stacks
         self.batch = batch
+        # taylor(o, ss, out, *inputs, **attrs): the output's truncated Taylor series from the
+        # inputs' (see primitives/taylor.py); None: Taylor mode refuses this primitive and
+        # sg.derivative nests jvps through it
+        self.taylor = taylor
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

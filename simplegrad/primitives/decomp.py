@@ -12,6 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..series import (
+    Series,
+    exp_series,
+    minus,
+    new,
+    plus,
+    sqrt_series,
+    square_coef,
+    times,
+)
 from .core import (
     Case,
     Primitive,
@@ -23,6 +33,7 @@ from .core import (
     shape_of,
     unbroadcast,
 )
+from .taylor import order_of
 
 if TYPE_CHECKING:
     from ..variable import Variable
@@ -133,13 +144,30 @@ def _solve_jvp(o, ts, out, a, b):
     return o.reshape(t, shape_of(out)) if vector else t
 
 
+def _solve_taylor(o: Any, ss: list[Series], out: Any, a: Any, b: Any) -> Series:
+    """A X = B: X_k = solve(A_0, B_k - sum_{j=1..k} A_j X_{k-j}); a vector b as a column."""
+    vector = len(shape_of(b)) == 1
+    col = (lambda c: o.reshape(c, shape_of(c) + (1,))) if vector else (lambda c: c)
+    x = new(col(out), order_of(ss))
+    for k in range(1, len(x)):
+        rest = None
+        for j in range(1, k + 1):
+            if ss[0][j] is not None and x[k - j] is not None:
+                rest = plus(o, rest, o.matmul(ss[0][j], x[k - j]))
+        rhs = minus(o, None if ss[1][k] is None else col(ss[1][k]), rest)
+        x[k] = None if rhs is None else o.solve(a, rhs)
+    if vector:
+        return [out] + [None if c is None else o.reshape(c, shape_of(out)) for c in x[1:]]
+    return [out] + x[1:]
+
+
 SOLVE = register(Primitive(
     "solve", _solve, [_solve_vjp_a, _solve_vjp_b], _solve_jvp, "solve({0}, {1})",
     [Case(((3, 3), (3,))), Case(((3, 3), (3, 2))), Case(((2, 3, 3), (3,))),
      Case(((2, 3, 3), (2, 3, 2))), Case(((3, 3), (2, 3, 1))), Case(((1, 3, 3), (2, 3, 2))),
      Case(((2, 3, 3), (3, 2)))],
     domain=(diagonally_dominant, lambda rng, shape: rng.uniform(-2.0, 2.0, shape)),
-    batch=matrix("solve", vectors=(False, True))))
+    batch=matrix("solve", vectors=(False, True)), taylor=_solve_taylor))
 
 # ---------------------------------------------------------------- inv, det, slogdet
 
@@ -153,11 +181,23 @@ def _inv_vjp(o, g, out, a):
     return o.neg(o.matmul(o.matmul(it, g), it))
 
 
+def inv_taylor(o: Any, ss: list[Series], out: Any, a: Any) -> Series:
+    """A Z = I: Z_k = -Z_0 sum_{j=1..k} A_j Z_{k-j}."""
+    z = new(out, order_of(ss))
+    for k in range(1, len(z)):
+        rest = None
+        for j in range(1, k + 1):
+            if ss[0][j] is not None and z[k - j] is not None:
+                rest = plus(o, rest, o.matmul(ss[0][j], z[k - j]))
+        z[k] = None if rest is None else o.neg(o.matmul(out, rest))
+    return z
+
+
 INV = register(Primitive(
     "inv", _inv, [_inv_vjp],
     lambda o, ts, out, a: o.neg(o.matmul(o.matmul(out, ts[0]), out)),
     "inv({0})", [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((1, 1),))], domain=MATRIX,
-    batch=mapped("inv")))
+    batch=mapped("inv"), taylor=inv_taylor))
 
 
 def _det(a):
@@ -184,6 +224,26 @@ def _cofactors(o: Any, a: Any, out: Any) -> Any:
     return o.mul(o.det(minors), signs)          # minors: (..., n, n, n - 1, n - 1)
 
 
+def _slogdet_series(o: Any, s: Series, a: Any, l0: Any) -> Series:
+    """log|det A|: l' = tr(A^-1 A'), with the series of A^-1 from ``inv``."""
+    w = inv_taylor(o, [s], o.inv(a), a)
+    lg = new(l0, len(s) - 1)
+    for k in range(1, len(lg)):
+        acc = None
+        for j in range(1, k + 1):
+            if s[j] is not None and w[k - j] is not None:
+                t = o.sum(o.mul(swap_last(o, w[k - j]), s[j]), axis=(-2, -1))
+                acc = plus(o, acc, times(o, t, j))
+        lg[k] = times(o, acc, 1.0 / k)
+    return lg
+
+
+def _det_taylor(o: Any, ss: list[Series], out: Any, a: Any) -> Series:
+    """det A = sign exp(log|det A|): z' = z l'."""
+    logs = _slogdet_series(o, ss[0], a, None)
+    return exp_series(o, logs, out)
+
+
 DET = register(Primitive(
     "det", _det,
     [lambda o, g, out, a: o.mul(_per_matrix(o, g), _cofactors(o, a, out))],
@@ -191,11 +251,16 @@ DET = register(Primitive(
     "det({0})",
     [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((2, 2),), domain=(negative_det,)),
      Case(((1, 1),)), Case(((2, 9, 9),), domain=(near_identity,), label="inverse-rule")],
-    domain=MATRIX, tol=1e-5, batch=mapped("det")))
+    domain=MATRIX, tol=1e-5, batch=mapped("det"), taylor=_det_taylor))
 
 
 def _logabsdet(a):
     return np.linalg.slogdet(a)[1]
+
+
+def _slogdet_taylor(o: Any, ss: list[Series], out: Any, a: Any) -> Series:
+    """log|det A|."""
+    return _slogdet_series(o, ss[0], a, out)
 
 
 SLOGDET = register(Primitive(
@@ -205,7 +270,7 @@ SLOGDET = register(Primitive(
     "slogdet({0}).logabsdet",
     [Case(((3, 3),)), Case(((3, 3),), domain=(negative_det,)), Case(((2, 3, 3),)),
      Case(((2, 4, 4),), domain=(negative_det,))],
-    domain=MATRIX, batch=mapped("slogdet")))
+    domain=MATRIX, batch=mapped("slogdet"), taylor=_slogdet_taylor))
 
 # ---------------------------------------------------------------- cholesky
 
@@ -236,10 +301,23 @@ def _cholesky_jvp(o, ts, out, a):
     return o.matmul(out, o.mul(x, _phi(out)))
 
 
+def _cholesky_taylor(o: Any, ss: list[Series], out: Any, a: Any) -> Series:
+    """L L^T = A: L_k is cholesky's jvp at A_k - sum_{j=1..k-1} L_j L_{k-j}^T."""
+    z = new(out, order_of(ss))
+    for k in range(1, len(z)):
+        rest = None
+        for j in range(1, k):
+            if z[j] is not None and z[k - j] is not None:
+                rest = plus(o, rest, o.matmul(z[j], swap_last(o, z[k - j])))
+        rhs = minus(o, ss[0][k], rest)
+        z[k] = None if rhs is None else _cholesky_jvp(o, [rhs], out, a)
+    return z
+
+
 CHOLESKY = register(Primitive(
     "cholesky", _cholesky, [_cholesky_vjp], _cholesky_jvp, "cholesky({0})",
     [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((1, 1),)), Case(((4, 4),))],
-    domain=(positive_definite,), batch=mapped("cholesky")))
+    domain=(positive_definite,), batch=mapped("cholesky"), taylor=_cholesky_taylor))
 
 # ---------------------------------------------------------------- norm
 
@@ -266,13 +344,22 @@ def _norm_jvp(o, ts, out, x, axis=None, keepdims=False):
     return o.sum(o.mul(ts[0], _unit(o, x, out, axis, keepdims)), axis=axis, keepdims=keepdims)
 
 
+def _norm_taylor(o: Any, ss: list[Series], out: Any, x: Any,
+        axis: Any = None, keepdims: Any = False) -> Series:
+    """The 2-norm: sqrt of the reduced sum of squares."""
+    sums = [None] + [None if c is None else o.sum(c, axis=axis, keepdims=keepdims)
+                     for c in (square_coef(o, ss[0], k) for k in range(1, order_of(ss) + 1))]
+    return sqrt_series(o, sums, out)
+
+
 NORM = register(Primitive(
     "norm", _norm, [_norm_vjp], _norm_jvp, _call_fmt("norm", "axis", "keepdims"),
     [Case(((4,),)), Case(((3, 4),)), Case(((3, 4),), {"axis": 1}),
      Case(((3, 4),), {"axis": 0, "keepdims": True}), Case(((2, 3, 4),), {"axis": (1, 2)}),
      Case(((2, 3, 4),), {"axis": (0, -1), "keepdims": True}),
      Case(((2, 3),), {"axis": None, "keepdims": True})],
-    domain=(lambda rng, shape: rng.uniform(-2.0, 2.0, shape),), batch=along("norm", flat=True)))
+    domain=(lambda rng, shape: rng.uniform(-2.0, 2.0, shape),), batch=along("norm", flat=True),
+    taylor=_norm_taylor))
 
 
 # ---------------------------------------------------------------- Ops methods

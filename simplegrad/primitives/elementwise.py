@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
+from . import taylor as tr
 from .core import (
     ANY,
     BINARY,
@@ -83,7 +84,8 @@ def _jvp_rule(rules: Sequence[Callable | None]) -> Callable:
 def elementwise(name: str, forward: Callable, fmt: str, d: Sequence[Callable | None],
                 domain: Sampler | tuple = ANY, cases: Sequence[Case] | None = None,
                 jvp: Callable | None = None, mask: Callable = elementwise_mask,
-                mask_source: bool = False, masked: bool = True) -> Primitive:
+                mask_source: bool = False, masked: bool = True,
+                taylor: Callable | None = None) -> Primitive:
     """Register an elementwise primitive from its forward and per-input derivative rules.
 
     A rule of None means no gradient flows to that input (a derivative that is zero
@@ -97,7 +99,7 @@ def elementwise(name: str, forward: Callable, fmt: str, d: Sequence[Callable | N
     prim = Primitive(
         name, forward, [_vjp_rule(r, i, nin) for i, r in enumerate(d)],
         jvp or _jvp_rule(d), fmt, cases, domain=domain, mask=mask, mask_source=mask_source,
-        elementwise=True, batch=pointwise(name))
+        elementwise=True, batch=pointwise(name), taylor=taylor)
     if masked:
         prim.vjp_masked = tuple(_masked_vjp_rule(r, i, nin) for i, r in enumerate(d))
     return register(prim)
@@ -106,23 +108,23 @@ def elementwise(name: str, forward: Callable, fmt: str, d: Sequence[Callable | N
 
 ADD = elementwise("add", np.add, "{0} + {1}", (
     lambda o, g, out, x, y: g,
-    lambda o, g, out, x, y: g))
+    lambda o, g, out, x, y: g), taylor=tr.linear("add"))
 
 SUB = elementwise("sub", np.subtract, "{0} - {1}", (
     lambda o, g, out, x, y: g,
-    lambda o, g, out, x, y: o.neg(g)))
+    lambda o, g, out, x, y: o.neg(g)), taylor=tr.linear("sub"))
 
 MUL = elementwise("mul", np.multiply, "{0} * {1}", (
     lambda o, g, out, x, y: o.mul(g, y),
-    lambda o, g, out, x, y: o.mul(g, x)))
+    lambda o, g, out, x, y: o.mul(g, x)), taylor=tr.multilinear("mul"))
 
 DIV = elementwise("div", np.divide, "{0} / {1}", (
     lambda o, g, out, x, y: o.div(g, y),
     lambda o, g, out, x, y: o.neg(o.mul(g, o.div(out, y)))),
-    domain=(ANY, NONZERO))
+    domain=(ANY, NONZERO), taylor=tr.div)
 
 NEG = elementwise("neg", np.negative, "-{0}", (
-    lambda o, g, out, x: o.neg(g),))
+    lambda o, g, out, x: o.neg(g),), taylor=tr.linear("neg"))
 
 
 def _pow_dx(o, g, out, x, y):
@@ -148,27 +150,28 @@ def _pow_dy(o, g, out, x, y):
     return o.mul(g, o.mul(out, o.log(x)))
 
 
-POW = elementwise("pow", np.power, "{0} ** {1}", (_pow_dx, _pow_dy), domain=(POSITIVE, ANY))
+POW = elementwise("pow", np.power, "{0} ** {1}", (_pow_dx, _pow_dy), domain=(POSITIVE, ANY),
+                  taylor=tr.power)
 
 # ---------------------------------------------------------------- transcendental
 
 EXP = elementwise("exp", np.exp, "{0}.exp()", (
-    lambda o, g, out, x: o.mul(g, out),))
+    lambda o, g, out, x: o.mul(g, out),), taylor=tr.exp)
 
 LOG = elementwise("log", np.log, "{0}.log()", (
-    lambda o, g, out, x: o.div(g, x),), domain=POSITIVE)
+    lambda o, g, out, x: o.div(g, x),), domain=POSITIVE, taylor=tr.log)
 
 SQRT = elementwise("sqrt", np.sqrt, "{0}.sqrt()", (
-    lambda o, g, out, x: o.div(g, o.mul(out, 2)),), domain=POSITIVE)
+    lambda o, g, out, x: o.div(g, o.mul(out, 2)),), domain=POSITIVE, taylor=tr.sqrt)
 
 SIN = elementwise("sin", np.sin, "{0}.sin()", (
-    lambda o, g, out, x: o.mul(g, o.cos(x)),))
+    lambda o, g, out, x: o.mul(g, o.cos(x)),), taylor=tr.sin)
 
 COS = elementwise("cos", np.cos, "{0}.cos()", (
-    lambda o, g, out, x: o.neg(o.mul(g, o.sin(x))),))
+    lambda o, g, out, x: o.neg(o.mul(g, o.sin(x))),), taylor=tr.cos)
 
 TANH = elementwise("tanh", np.tanh, "{0}.tanh()", (
-    lambda o, g, out, x: o.mul(g, o.sub(1, o.mul(out, out))),))
+    lambda o, g, out, x: o.mul(g, o.sub(1, o.mul(out, out))),), taylor=tr.tanh)
 
 
 def _sigmoid(x: Any) -> Any:
@@ -178,7 +181,7 @@ def _sigmoid(x: Any) -> Any:
 
 
 SIGMOID = elementwise("sigmoid", _sigmoid, "{0}.sigmoid()", (
-    lambda o, g, out, x: o.mul(g, o.mul(out, o.sub(1, out))),))
+    lambda o, g, out, x: o.mul(g, o.mul(out, o.sub(1, out))),), taylor=tr.sigmoid)
 
 # ---------------------------------------------------------------- piecewise
 
@@ -193,12 +196,12 @@ def _step(o: Any, x: Any) -> Any:
 
 
 RELU = elementwise("relu", _relu, "{0}.relu()", (
-    lambda o, g, out, x: o.mul(g, _step(o, x)),), domain=NONZERO)
+    lambda o, g, out, x: o.mul(g, _step(o, x)),), domain=NONZERO, taylor=tr.linear("relu"))
 
-SIGN = elementwise("sign", np.sign, "{0}.sign()", (None,))
+SIGN = elementwise("sign", np.sign, "{0}.sign()", (None,), taylor=tr.linear("sign"))
 
 ABS = elementwise("abs", np.abs, "{0}.abs()", (
-    lambda o, g, out, x: o.mul(g, o.sign(x)),), domain=NONZERO)
+    lambda o, g, out, x: o.mul(g, o.sign(x)),), domain=NONZERO, taylor=tr.linear("abs"))
 
 
 def _share(o: Any, x: Any, y: Any, sense: float) -> Any:
@@ -209,11 +212,11 @@ def _share(o: Any, x: Any, y: Any, sense: float) -> Any:
 
 MAXIMUM = elementwise("maximum", np.maximum, "maximum({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share(o, x, y, 1.0)),
-    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, 1.0))))
+    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, 1.0))), taylor=tr.linear("maximum"))
 
 MINIMUM = elementwise("minimum", np.minimum, "minimum({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share(o, x, y, -1.0)),
-    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, -1.0))))
+    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, -1.0))), taylor=tr.linear("minimum"))
 
 
 def _where_mask(o, m, i, out, cond, x, y):
@@ -241,7 +244,7 @@ WHERE = elementwise("where", np.where, "where({0}, {1}, {2})", (
            Case(((2, 3, 4), (2, 3, 4), (3, 4)), conditions=(0,)),
            Case(((3,), (), (3,)), conditions=(0,)), Case(((3, 1), (3, 4), ()), conditions=(0,))],
     domain=(NONZERO, ANY, ANY),
-    jvp=_where_jvp, mask=_where_mask, mask_source=True, masked=False)
+    jvp=_where_jvp, mask=_where_mask, mask_source=True, masked=False, taylor=tr.linear("where"))
 
 
 # ---------------------------------------------------------------- Ops methods

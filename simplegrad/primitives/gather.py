@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, AxisError, OutOfBoundsError, ShapeError
+from . import taylor as tr
 from .core import (
     Case,
     Primitive,
@@ -98,7 +99,8 @@ TAKE_ALONG_AXIS = register(Primitive(
      Case(((1, 3),), {"indices": np.array([[0, 2], [1, 1]]), "axis": 1})],
     variadic=True, batch=lambda o, xs, batched, axis, indices=None: o.take_along_axis(
         xs[0] if batched[0] else o.reshape(xs[0], (1,) + shape_of(xs[0])),
-        _batch_indices(o, xs, batched, indices), axis + 1)))
+        _batch_indices(o, xs, batched, indices), axis + 1),
+    taylor=tr.linear("take_along_axis")))
 
 SCATTER_ADD_ALONG_AXIS = register(Primitive(
     "scatter_add_along_axis", _scatter_add_along_axis,
@@ -114,7 +116,8 @@ SCATTER_ADD_ALONG_AXIS = register(Primitive(
             xs[0] if batched[0] else o.expand(xs[0], (batch_size(xs, batched),) +
                                               shape_of(xs[0])),
             _batch_indices(o, xs, batched, indices), axis + 1,
-            (batch_size(xs, batched),) + tuple(shape))))
+            (batch_size(xs, batched),) + tuple(shape)),
+    taylor=tr.linear("scatter_add_along_axis")))
 
 
 def _batch_indices(o, xs, batched, indices):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, AxisError, ShapeError
+from . import taylor as tr
 from .core import Case, Primitive, along, error, full_mask, register, run, shape_of, shift_axis
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ FLIP = register(Primitive(
      Case(((2, 3, 4),), {"axis": (0, 2)})],
     mask=lambda o, m, i, out, x, axis:
         None if m is None else o.flip(full_mask(o, m, shape_of(out)), axis),
-    batch=along("flip")))
+    batch=along("flip"), taylor=tr.linear("flip")))
 
 
 def _roll(x, shift, axis=None):
@@ -64,7 +65,8 @@ ROLL = register(Primitive(
      Case(((2, 3, 4),), {"shift": (1, 5), "axis": (0, 2)})],
     mask=lambda o, m, i, out, x, shift, axis:
         None if m is None else o.roll(full_mask(o, m, shape_of(out)), _roll_back(shift), axis),
-    batch=lambda o, xs, batched, shift, axis=None: _batch_roll(o, xs[0], shift, axis)))
+    batch=lambda o, xs, batched, shift, axis=None: _batch_roll(o, xs[0], shift, axis),
+    taylor=tr.linear("roll")))
 
 
 def _batch_roll(o, x, shift, axis):
@@ -104,7 +106,8 @@ PAD = register(Primitive(
     mask=lambda o, m, i, out, x, pad_width, constant_values=0.0: None if m is None else
         o.getitem(full_mask(o, m, shape_of(out)), _unpad(pad_width, shape_of(x))),
     batch=lambda o, xs, batched, pad_width, **attrs: run(
-        o, "pad", xs, {"pad_width": ((0, 0),) + tuple(pad_width), **attrs})))
+        o, "pad", xs, {"pad_width": ((0, 0),) + tuple(pad_width), **attrs}),
+    taylor=tr.linear("pad")))
 
 
 def _repeat(x, repeats, axis=None):
@@ -125,7 +128,8 @@ REPEAT = register(Primitive(
     lambda o, ts, out, x, repeats, axis: o.repeat(ts[0], repeats, axis=axis),
     lambda args, attrs, render: f"{args[0]}.repeat({attrs['repeats']!r}, axis={attrs['axis']})",
     [Case(((3,),), {"repeats": 2, "axis": 0}), Case(((2, 3),), {"repeats": 3, "axis": 1}),
-     Case(((3, 2),), {"repeats": (1, 0, 2), "axis": 0})], batch=along("repeat", flat=True)))
+     Case(((3, 2),), {"repeats": (1, 0, 2), "axis": 0})], batch=along("repeat", flat=True),
+    taylor=tr.linear("repeat")))
 
 
 def _tile(x, reps):
@@ -147,7 +151,8 @@ TILE = register(Primitive(
     lambda args, attrs, render: f"tile({args[0]}, {list(attrs['reps'])})",
     [Case(((3,),), {"reps": (2,)}), Case(((2, 3),), {"reps": (2, 1)}),
      Case(((3,),), {"reps": (2, 2)}), Case(((1, 2),), {"reps": (3, 1)})],
-    batch=lambda o, xs, batched, reps: _batch_tile(o, xs[0], reps)))
+    batch=lambda o, xs, batched, reps: _batch_tile(o, xs[0], reps),
+    taylor=tr.linear("tile")))
 
 
 def _batch_tile(o, x, reps):

@@ -8,6 +8,7 @@ import numpy as np
 
 from .core import Case, Primitive, matrix, register, shape_of, unbroadcast
 from .decomp import swap_last as _swap
+from .taylor import multilinear
 
 if TYPE_CHECKING:
     from ..variable import Variable
@@ -64,7 +65,8 @@ MATMUL = register(Primitive(
     "matmul", _matmul, [_matmul_vjp(0), _matmul_vjp(1)], _matmul_jvp, "{0} @ {1}",
     [Case(((3,), (3,))), Case(((2, 3), (3, 4))), Case(((3,), (3, 4))), Case(((2, 3), (3,))),
      Case(((2, 2, 3), (3, 4))), Case(((1, 2, 3), (4, 3, 2))), Case(((3,), (2, 3, 4)))],
-    batch=lambda o, xs, batched: _batch_matmul(o, xs, batched)))
+    batch=lambda o, xs, batched: _batch_matmul(o, xs, batched),
+    taylor=multilinear("matmul")))
 
 
 def _batch_matmul(o, xs, batched):

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from ..errors import ArgumentError, ShapeError
+from ..series import Series, cauchy, new
 from .core import REGISTRY, Case, Primitive, error, mapped, register, shape_of, value_of
-from .decomp import diagonally_dominant, swap_last
+from .decomp import diagonally_dominant, inv_taylor, swap_last
 from .spectral import EIGH, QR, SVD, as_column, matmuls, shared_decompositions, spread_singular
+from .taylor import order_of
 
 if TYPE_CHECKING:
     from ..variable import Variable
@@ -174,13 +176,25 @@ def _matrix_power(a, n):
     return np.linalg.matrix_power(a, n)
 
 
+def _matrix_power_taylor(o: Any, ss: list[Series], out: Any, a: Any, n: int) -> Series:
+    """A^n by |n| - 1 series matrix products of A's series (of A^-1's for n < 0)."""
+    if n == 0:
+        return new(out, order_of(ss))
+    base = ss[0] if n > 0 else inv_taylor(o, ss, o.inv(a), a)
+    z = base
+    for _ in range(abs(n) - 1):
+        z = [o.matmul(z[0], base[0])] + [cauchy(o, o.matmul, z, base, k)
+                                         for k in range(1, len(base))]
+    return [out] + z[1:]
+
+
 MATRIX_POWER = register(Primitive(
     "matrix_power", _matrix_power, [_matrix_power_vjp], _matrix_power_jvp,
     lambda args, attrs, render: f"matrix_power({args[0]}, {attrs['n']})",
     [Case(((3, 3),), {"n": 3}), Case(((2, 2, 2),), {"n": 2}), Case(((3, 3),), {"n": -2}),
      Case(((2, 2),), {"n": 1}), Case(((2, 2),), {"n": 0}), Case(((2, 2),), {"n": 5})],
     domain=(lambda rng, shape: diagonally_dominant(rng, shape) / shape[-1],),
-    batch=mapped("matrix_power")))
+    batch=mapped("matrix_power"), taylor=_matrix_power_taylor))
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import AxisError, ShapeError
+from . import taylor as tr
 from .core import (
     Case,
     Primitive,
@@ -110,7 +111,8 @@ EINSUM = register(Primitive(
      Case(((2, 1), (3,)), {"subscripts": "ij,j->"}),
      Case(((2, 2, 2),), {"subscripts": "iii->i"})],
     variadic=True, batch=lambda o, xs, batched, subscripts: _batch_einsum(o, xs, batched,
-                                                                          subscripts)))
+                                                                          subscripts),
+    taylor=tr.multilinear("einsum")))
 
 
 def _batch_einsum(o, xs, batched, subscripts):
@@ -136,7 +138,8 @@ CROSS = register(Primitive(
         "" if attrs.get("axis", -1) == -1 else f", axis={attrs['axis']}") + ")",
     [Case(((3,), (3,))), Case(((2, 3), (3,))), Case(((3, 4), (3, 1)), {"axis": -2}),
      Case(((2, 3, 2), (2, 3, 2)), {"axis": -2})],
-    batch=lambda o, xs, batched, axis=-1: _batch_cross(o, xs, batched, axis)))
+    batch=lambda o, xs, batched, axis=-1: _batch_cross(o, xs, batched, axis),
+    taylor=tr.multilinear("cross")))
 
 
 def _batch_cross(o, xs, batched, axis):
@@ -193,7 +196,8 @@ DIAGONAL = register(Primitive(
      Case(((2, 3, 3),), {"axis1": 1, "axis2": 2}), Case(((3, 2, 4),), {"axis1": 2, "axis2": 0})],
     batch=lambda o, xs, batched, offset=0, axis1=0, axis2=1: run(o, "diagonal", xs, {
         "offset": offset, "axis1": shift_axis(axis1, len(shape_of(xs[0])) - 1),
-        "axis2": shift_axis(axis2, len(shape_of(xs[0])) - 1)})))
+        "axis2": shift_axis(axis2, len(shape_of(xs[0])) - 1)}),
+    taylor=tr.linear("diagonal")))
 
 
 def _triangle(name: str, forward) -> Primitive:
@@ -204,7 +208,7 @@ def _triangle(name: str, forward) -> Primitive:
         [lambda o, g, out, x, k=0: getattr(o, name)(g, k=k)],
         lambda o, ts, out, x, k=0: getattr(o, name)(ts[0], k=k), fmt,
         [Case(((3, 3),)), Case(((3, 4),), {"k": 1}), Case(((2, 3, 3),), {"k": -1})],
-        mask=lambda o, m, i, out, x, k=0: m, batch=mapped(name)))
+        mask=lambda o, m, i, out, x, k=0: m, batch=mapped(name), taylor=tr.linear(name)))
 
 
 def _tril(x, k=0):

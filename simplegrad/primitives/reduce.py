@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..series import Series, exp_series, minus, quotient_series
 from .core import (
     REDUCE,
     Case,
@@ -22,6 +23,7 @@ from .core import (
     register,
     shape_of,
 )
+from .taylor import linear
 
 if TYPE_CHECKING:
     from ..variable import Variable
@@ -61,7 +63,8 @@ SUM = register(Primitive(
     "sum", _sum,
     [lambda o, g, out, x, axis=None, keepdims=False: _spread(o, g, x, axis, keepdims)],
     lambda o, ts, out, x, axis=None, keepdims=False: o.sum(ts[0], axis=axis, keepdims=keepdims),
-    method_fmt("sum", "axis", "keepdims"), REDUCE, batch=along("sum"), mask=_spread_mask))
+    method_fmt("sum", "axis", "keepdims"), REDUCE, batch=along("sum"), mask=_spread_mask,
+    taylor=linear("sum")))
 
 
 def _mean(x, axis=None, keepdims=False):
@@ -76,7 +79,8 @@ def _mean_vjp(o, g, out, x, axis=None, keepdims=False):
 MEAN = register(Primitive(
     "mean", _mean, [_mean_vjp],
     lambda o, ts, out, x, axis=None, keepdims=False: o.mean(ts[0], axis=axis, keepdims=keepdims),
-    method_fmt("mean", "axis", "keepdims"), REDUCE, batch=along("mean"), mask=_spread_mask))
+    method_fmt("mean", "axis", "keepdims"), REDUCE, batch=along("mean"), mask=_spread_mask,
+    taylor=linear("mean")))
 
 # ---------------------------------------------------------------- max and min
 
@@ -97,7 +101,8 @@ def _extreme(name: str, forward) -> Primitive:
         return o.sum(o.mul(ts[0], w), axis=axis, keepdims=keepdims)
 
     return register(Primitive(name, forward, [vjp], jvp,
-                              method_fmt(name, "axis", "keepdims"), REDUCE, batch=along(name)))
+                              method_fmt(name, "axis", "keepdims"), REDUCE, batch=along(name),
+                              taylor=linear(name)))
 
 
 def _max(x, axis=None, keepdims=False):
@@ -137,9 +142,26 @@ def _lse_jvp(o, ts, out, x, axis=None, keepdims=False):
     return o.sum(o.mul(ts[0], p), axis=axis, keepdims=keepdims)
 
 
+def _lse_series(o: Any, xs: Series, x: Any, axis: Any) -> Series:
+    """logsumexp(x, axis, keepdims=True): the log of the sum of exp(x - its primal)."""
+    lse0 = o.logsumexp(x, axis=axis, keepdims=True)
+    e = exp_series(o, xs, o.exp(o.sub(x, lse0)))
+    sums = [None if c is None else o.sum(c, axis=axis, keepdims=True) for c in e]
+    return quotient_series(o, sums, sums, lse0)
+
+
+def _lse_taylor(o: Any, ss: list[Series], out: Any, x: Any,
+        axis: Any = None, keepdims: Any = False) -> Series:
+    """logsumexp over axis: log of the sum of exp(x - its primal)."""
+    shape = shape_of(out)
+    return [out] + [c if c is None or shape_of(c) == shape else o.reshape(c, shape)
+                    for c in _lse_series(o, ss[0], x, axis)[1:]]
+
+
 LOGSUMEXP = register(Primitive(
     "logsumexp", _logsumexp, [_lse_vjp], _lse_jvp,
-    method_fmt("logsumexp", "axis", "keepdims"), REDUCE, batch=along("logsumexp")))
+    method_fmt("logsumexp", "axis", "keepdims"), REDUCE, batch=along("logsumexp"),
+    taylor=_lse_taylor))
 
 
 def _softmax(x, axis=-1):
@@ -152,14 +174,27 @@ def _softmax_rule(o, g, out, x, axis=-1):
     return o.mul(out, o.sub(g, o.sum(o.mul(g, out), axis=axis, keepdims=True)))
 
 
+def _softmax_taylor(o: Any, ss: list[Series], out: Any, x: Any, axis: Any = -1) -> Series:
+    """exp(x - logsumexp(x))."""
+    lse = _lse_series(o, ss[0], x, axis)
+    return exp_series(o, [None] + [minus(o, a, b) for a, b in zip(ss[0][1:], lse[1:])], out)
+
+
 SOFTMAX = register(Primitive(
     "softmax", _softmax, [_softmax_rule],
     lambda o, ts, out, x, axis=-1: _softmax_rule(o, ts[0], out, x, axis),
-    method_fmt("softmax", "axis"), ALONG, batch=along("softmax", default=-1)))
+    method_fmt("softmax", "axis"), ALONG, batch=along("softmax", default=-1),
+    taylor=_softmax_taylor))
 
 
 def _log_softmax(x, axis=-1):
     return x - _logsumexp(x, axis=axis, keepdims=True)
+
+
+def _log_softmax_taylor(o: Any, ss: list[Series], out: Any, x: Any, axis: Any = -1) -> Series:
+    """x - logsumexp(x)."""
+    lse = _lse_series(o, ss[0], x, axis)
+    return [out] + [minus(o, a, b) for a, b in zip(ss[0][1:], lse[1:])]
 
 
 LOG_SOFTMAX = register(Primitive(
@@ -168,7 +203,8 @@ LOG_SOFTMAX = register(Primitive(
         o.sub(g, o.mul(o.exp(out), o.sum(g, axis=axis, keepdims=True)))],
     lambda o, ts, out, x, axis=-1:
         o.sub(ts[0], o.sum(o.mul(o.exp(out), ts[0]), axis=axis, keepdims=True)),
-    method_fmt("log_softmax", "axis"), ALONG, batch=along("log_softmax", default=-1)))
+    method_fmt("log_softmax", "axis"), ALONG, batch=along("log_softmax", default=-1),
+    taylor=_log_softmax_taylor))
 
 
 # ---------------------------------------------------------------- Ops methods

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, AxisError
+from . import taylor as tr
 from .core import (
     REDUCE,
     Case,
@@ -111,7 +112,8 @@ def _cumsum_vjp(o, g, out, x, axis=None):
 CUMSUM = register(Primitive(
     "cumsum", _cumsum, [_cumsum_vjp],
     lambda o, ts, out, x, axis=None: o.cumsum(ts[0], axis=axis),
-    method_fmt("cumsum", "axis"), ALONG, batch=along("cumsum", flat=True)))
+    method_fmt("cumsum", "axis"), ALONG, batch=along("cumsum", flat=True),
+    taylor=tr.linear("cumsum")))
 
 
 def _cumprod(x, axis=None):
@@ -137,7 +139,7 @@ def _cumprod_jvp(o, ts, out, x, axis=None):
 CUMPROD = register(Primitive(
     "cumprod", _cumprod, [_cumprod_vjp], _cumprod_jvp, method_fmt("cumprod", "axis"),
     [*ALONG, Case(((5,),), {"axis": 0}), Case(((3, 6),), {"axis": -1})],
-    batch=along("cumprod", flat=True)))
+    batch=along("cumprod", flat=True), taylor=tr.cumprod))
 
 # ---------------------------------------------------------------- prod
 
@@ -188,7 +190,7 @@ PROD = register(Primitive(
         o.sum(o.mul(ts[0], _others(o, x, axis)), axis=axis, keepdims=keepdims),
     method_fmt("prod", "axis", "keepdims"),
     [*REDUCE, Case(((2, 3, 4),), {"axis": (0, 2), "keepdims": True}),
-     Case(((3, 4),), {"axis": (1, 0)})], batch=along("prod")))
+     Case(((3, 4),), {"axis": (1, 0)})], batch=along("prod"), taylor=tr.prod))
 
 # ---------------------------------------------------------------- var, std
 
@@ -225,7 +227,7 @@ def _std_dir(o, out, x, axis, ddof, keepdims):
     return o.where(zero, 0.0, o.div(_centered(o, x, axis), scale))
 
 
-def _moment(name: str, method: str, forward, direction) -> Primitive:
+def _moment(name: str, method: str, forward, direction, taylor) -> Primitive:
     def vjp(o, g, out, x, axis=None, ddof=0, keepdims=False):
         return o.mul(_spread(o, g, x, axis, keepdims), direction(o, out, x, axis, ddof, keepdims))
 
@@ -238,12 +240,12 @@ def _moment(name: str, method: str, forward, direction) -> Primitive:
         Case(((2, 3, 4),), {"axis": (0, 2), "ddof": 1, "keepdims": True})]
     return register(Primitive(name, forward, [vjp], jvp,
                               method_fmt(method, "axis", "ddof", "keepdims"), cases,
-                              batch=along(name)))
+                              batch=along(name), taylor=taylor))
 
 
 # op.var makes a leaf, so the variance is op.variance (and x.var(), np.var(x) as in numpy)
-VAR = _moment("variance", "var", _var, _var_dir)
-STD = _moment("std", "std", _std, _std_dir)
+VAR = _moment("variance", "var", _var, _var_dir, tr.variance)
+STD = _moment("std", "std", _std, _std_dir, tr.std)
 
 # ---------------------------------------------------------------- argmax, argmin
 

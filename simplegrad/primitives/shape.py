@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, DTypeError
+from . import taylor as tr
 from .core import (
     Case,
     Primitive,
@@ -50,7 +51,8 @@ EXPAND = register(Primitive(
     cases=[Case(((),), {"shape": (4,)}), Case(((3, 1),), {"shape": (3, 4)}),
      Case(((3,),), {"shape": (2, 3)}), Case(((1, 4),), {"shape": (2, 3, 4)})],
     batch=lambda o, xs, batched, shape: o.expand(
-        align(o, xs, batched, len(shape))[0], (batch_size(xs, batched),) + tuple(shape))))
+        align(o, xs, batched, len(shape))[0], (batch_size(xs, batched),) + tuple(shape)),
+    taylor=tr.linear("expand")))
 
 
 def _reshape(x, shape):
@@ -66,7 +68,8 @@ RESHAPE = register(Primitive(
         None if m is None else o.reshape(full_mask(o, m, shape_of(out)), shape_of(x)),
     cases=[Case(((),), {"shape": (1, 1)}), Case(((3, 4),), {"shape": (12,)}),
      Case(((2, 3, 4),), {"shape": (6, -1)}), Case(((3, 1),), {"shape": (3,)})],
-    batch=lambda o, xs, batched, shape: o.reshape(xs[0], shape_of(xs[0])[:1] + tuple(shape))))
+    batch=lambda o, xs, batched, shape: o.reshape(xs[0], shape_of(xs[0])[:1] + tuple(shape)),
+    taylor=tr.linear("reshape")))
 
 
 def _transpose(x, axes=None):
@@ -91,7 +94,8 @@ TRANSPOSE = register(Primitive(
         None if m is None else o.transpose(full_mask(o, m, shape_of(out)), _inverse(axes)),
     cases=[Case(((3,),)), Case(((3, 4),)), Case(((2, 3, 4),), {"axes": (1, 0, 2)}),
      Case(((2, 3, 4),), {"axes": (2, 0, 1)})],
-    batch=lambda o, xs, batched, axes=None: o.transpose(xs[0], _batch_axes(xs[0], axes))))
+    batch=lambda o, xs, batched, axes=None: o.transpose(xs[0], _batch_axes(xs[0], axes)),
+    taylor=tr.linear("transpose")))
 
 
 def _batch_axes(x, axes):
@@ -151,7 +155,8 @@ GETITEM = register(Primitive(
      Case(((3, 4),), {"index": (np.array([0, 2, 2]),)}),
      Case(((3, 4),), {"index": (slice(None), np.array([3, 0, 3]))}),
      Case(((2, 3, 4),), {"index": (Ellipsis, None, slice(None, None, 2))})],
-    sparse_vjp=True, batch=lambda o, xs, batched, index: _batch_getitem(o, xs[0], index)))
+    sparse_vjp=True, batch=lambda o, xs, batched, index: _batch_getitem(o, xs[0], index),
+    taylor=tr.linear("getitem")))
 
 
 def _batch_getitem(o, x, index):
@@ -210,7 +215,8 @@ SCATTER_ADD = register(Primitive(
      Case(((3,), (3,)), {"indices": ((np.array([1, 1, 0]),), (np.array([0, 1, 1]),)),
                          "shape": (2,)})],
     variadic=True, batch=lambda o, gs, batched, indices, shape: _batch_scatter(
-        o, gs, batched, indices, shape)))
+        o, gs, batched, indices, shape),
+    taylor=tr.linear("scatter_add")))
 
 
 def _scatter_jvp(o, ts, indices, shape):
@@ -288,7 +294,8 @@ CONCATENATE = register(Primitive(
     [Case(((3,), (2,))), Case(((3, 4), (1, 4), (2, 4)), {"axis": 0}),
      Case(((2, 3), (2, 1)), {"axis": -1})],
     variadic=True, batch=lambda o, xs, batched, axis=0: o.concatenate(
-        _all_batched(o, xs, batched), axis=shift_axis(axis, len(shape_of(xs[0])) - batched[0]))))
+        _all_batched(o, xs, batched), axis=shift_axis(axis, len(shape_of(xs[0])) - batched[0])),
+    taylor=tr.linear("concatenate")))
 
 
 def _all_batched(o, xs, batched):
@@ -317,7 +324,8 @@ STACK = register(Primitive(
      Case(((2, 3), (2, 3)), {"axis": -1})],
     variadic=True, batch=lambda o, xs, batched, axis=0: o.stack(
         _all_batched(o, xs, batched),
-        axis=shift_axis(axis, len(shape_of(xs[0])) - batched[0] + 1))))
+        axis=shift_axis(axis, len(shape_of(xs[0])) - batched[0] + 1)),
+    taylor=tr.linear("stack")))
 
 # ---------------------------------------------------------------- dtype
 
@@ -331,7 +339,8 @@ CAST = register(Primitive(
     [lambda o, g, out, x, dtype: o.cast(g, dtype_of(x))],
     lambda o, ts, out, x, dtype: o.cast(ts[0], dtype),
     method_fmt("astype", "dtype"),
-    [Case(((3,),), {"dtype": np.dtype(np.float64)})], batch=mapped("cast")))
+    [Case(((3,),), {"dtype": np.dtype(np.float64)})], batch=mapped("cast"),
+    taylor=tr.linear("cast")))
 
 
 # ---------------------------------------------------------------- Ops methods

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
+from . import taylor as tr
 from .core import ANY, NONZERO, POSITIVE, UNARY, Case, Sampler, uniform
 from .elementwise import elementwise
 
@@ -27,9 +28,11 @@ LN2 = float(np.log(2.0))
 LN10 = float(np.log(10.0))
 
 
-def _unary(name: str, forward: Any, rule: Any, domain: Sampler = ANY, cases=None) -> Any:
+def _unary(name: str, forward: Any, rule: Any, domain: Sampler = ANY, cases=None,
+           taylor: Any = None) -> Any:
     """Register a one-input function printed as a method, ``v3.tan()``."""
-    return elementwise(name, forward, "{0}." + name + "()", (rule,), domain=domain, cases=cases)
+    return elementwise(name, forward, "{0}." + name + "()", (rule,), domain=domain, cases=cases,
+                       taylor=taylor)
 
 
 def _sqrt_one_minus_square(o, x):
@@ -40,39 +43,45 @@ def _sqrt_one_minus_square(o, x):
 
 
 TAN = _unary("tan", np.tan, lambda o, g, out, x: o.mul(g, o.add(o.mul(out, out), 1)),
-             uniform(-1.2, 1.2))
+             uniform(-1.2, 1.2), taylor=tr.tan)
 ARCSIN = _unary("arcsin", np.arcsin, lambda o, g, out, x: o.div(g, _sqrt_one_minus_square(o, x)),
-                uniform(-0.9, 0.9))
+                uniform(-0.9, 0.9), taylor=tr.inverse(tr.root(1.0, -1.0)))
 ARCCOS = _unary("arccos", np.arccos,
                 lambda o, g, out, x: o.neg(o.div(g, _sqrt_one_minus_square(o, x))),
-                uniform(-0.9, 0.9))
-ARCTAN = _unary("arctan", np.arctan, lambda o, g, out, x: o.div(g, o.add(o.mul(x, x), 1)))
-SINH = _unary("sinh", np.sinh, lambda o, g, out, x: o.mul(g, o.cosh(x)))
-COSH = _unary("cosh", np.cosh, lambda o, g, out, x: o.mul(g, o.sinh(x)))
+                uniform(-0.9, 0.9), taylor=tr.inverse(tr.root(1.0, -1.0), -1.0))
+ARCTAN = _unary("arctan", np.arctan, lambda o, g, out, x: o.div(g, o.add(o.mul(x, x), 1)),
+                taylor=tr.inverse(tr.poly(1.0, 1.0)))
+SINH = _unary("sinh", np.sinh, lambda o, g, out, x: o.mul(g, o.cosh(x)), taylor=tr.sinh)
+COSH = _unary("cosh", np.cosh, lambda o, g, out, x: o.mul(g, o.sinh(x)), taylor=tr.cosh)
 ARCSINH = _unary("arcsinh", np.arcsinh,
-                 lambda o, g, out, x: o.div(g, o.sqrt(o.add(o.mul(x, x), 1))))
+                 lambda o, g, out, x: o.div(g, o.sqrt(o.add(o.mul(x, x), 1))),
+                 taylor=tr.inverse(tr.root(1.0, 1.0)))
 ARCCOSH = _unary("arccosh", np.arccosh,       # sqrt((x - 1)(x + 1)): exact near x = 1
                  lambda o, g, out, x: o.div(g, o.sqrt(o.mul(o.sub(x, 1), o.add(x, 1)))),
-                 uniform(1.1, 3.0))
+                 uniform(1.1, 3.0), taylor=tr.inverse(tr.root(-1.0, 1.0)))
 ARCTANH = _unary("arctanh", np.arctanh,
                  lambda o, g, out, x: o.div(g, o.mul(o.sub(1, x), o.add(x, 1))),
-                 uniform(-0.9, 0.9))
+                 uniform(-0.9, 0.9), taylor=tr.inverse(tr.poly(1.0, -1.0)))
 
 # ---------------------------------------------------------------- logs, exponentials, powers
 
-LOG1P = _unary("log1p", np.log1p, lambda o, g, out, x: o.div(g, o.add(x, 1)), uniform(-0.5, 2.0))
-EXPM1 = _unary("expm1", np.expm1, lambda o, g, out, x: o.mul(g, o.add(out, 1)))
-LOG2 = _unary("log2", np.log2, lambda o, g, out, x: o.div(g, o.mul(x, LN2)), POSITIVE)
-LOG10 = _unary("log10", np.log10, lambda o, g, out, x: o.div(g, o.mul(x, LN10)), POSITIVE)
-EXP2 = _unary("exp2", np.exp2, lambda o, g, out, x: o.mul(g, o.mul(out, LN2)))
-SQUARE = _unary("square", np.square, lambda o, g, out, x: o.mul(g, o.mul(x, 2)))
+LOG1P = _unary("log1p", np.log1p, lambda o, g, out, x: o.div(g, o.add(x, 1)), uniform(-0.5, 2.0),
+               taylor=tr.log1p)
+EXPM1 = _unary("expm1", np.expm1, lambda o, g, out, x: o.mul(g, o.add(out, 1)), taylor=tr.expm1)
+LOG2 = _unary("log2", np.log2, lambda o, g, out, x: o.div(g, o.mul(x, LN2)), POSITIVE,
+              taylor=tr.log_base(1 / LN2))
+LOG10 = _unary("log10", np.log10, lambda o, g, out, x: o.div(g, o.mul(x, LN10)), POSITIVE,
+               taylor=tr.log_base(1 / LN10))
+EXP2 = _unary("exp2", np.exp2, lambda o, g, out, x: o.mul(g, o.mul(out, LN2)), taylor=tr.exp2)
+SQUARE = _unary("square", np.square, lambda o, g, out, x: o.mul(g, o.mul(x, 2)), taylor=tr.square)
 RECIPROCAL = _unary("reciprocal", np.reciprocal,
-                    lambda o, g, out, x: o.neg(o.mul(g, o.mul(out, out))), NONZERO)
+                    lambda o, g, out, x: o.neg(o.mul(g, o.mul(out, out))), NONZERO,
+                    taylor=tr.reciprocal)
 
 # ---------------------------------------------------------------- rounding (no gradient)
 
-FLOOR = _unary("floor", np.floor, None)
-CEIL = _unary("ceil", np.ceil, None)
+FLOOR = _unary("floor", np.floor, None, taylor=tr.linear("floor"))
+CEIL = _unary("ceil", np.ceil, None, taylor=tr.linear("ceil"))
 
 
 def _round(x, decimals=0):
@@ -86,7 +95,8 @@ def _round_fmt(args, attrs, render):
 
 ROUND = elementwise("round", _round, _round_fmt, (None,),
                     cases=[*UNARY, Case(((3, 4),), {"decimals": 1}),
-                           Case(((3,),), {"decimals": -1}, domain=(uniform(-20.0, 20.0),))])
+                           Case(((3,),), {"decimals": -1}, domain=(uniform(-20.0, 20.0),))],
+                    taylor=tr.linear("round"))
 
 # numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
 UFUNCS = {np.tan: "tan", np.arcsin: "arcsin", np.arccos: "arccos", np.arctan: "arctan",

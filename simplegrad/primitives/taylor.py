@@ -1,11 +1,14 @@
-"""The Taylor rule of each primitive: the output's series from the inputs' series.
+"""Taylor rules shared by the primitive families: the common shapes of rule and the elementwise
+recurrences (a family keeps its own special rules beside its records).
 
-Every rule has one signature, ``rule(o, ss, out, *xs, **attrs) -> series``: ``ss`` holds one
+A primitive's Taylor rule, its record's ``taylor=`` field, maps the truncated Taylor series of
+its inputs to its output's: ``rule(o, ss, out, *xs, **attrs) -> series``. ``ss`` holds one
 series per input (an input that does not depend on t has ``[x, None, ..., None]``), ``out``
-and ``xs`` are the primal output and inputs, ``attrs`` the entry's attributes. Linear and
-piecewise-linear primitives reuse their jvp per coefficient (``linear``); products are Cauchy
-products (``multilinear``); the rest use the recurrences of series.py. taylor_mode.py keys them by
-primitive name in ``RULES``.
+and ``xs`` are the primal output and inputs, ``attrs`` the entry's attributes; the series
+arithmetic is series.py's. Linear and piecewise-linear primitives reuse their jvp per
+coefficient (``linear``); products are Cauchy products (``multilinear``); the rest use
+recurrences. Rules name their primitive by its registered name, as batching rules do: a record
+is built before its rule can refer to it. taylor_mode.py walks the tape calling them.
 """
 
 from __future__ import annotations
@@ -16,10 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .primitives import REGISTRY
-from .primitives.core import is_constant, normalize_axes, shape_of
-from .primitives.decomp import swap_last
-from .series import (
+from ..series import (
     Series,
     affine_square,
     cauchy,
@@ -36,13 +36,15 @@ from .series import (
     square_coef,
     times,
 )
+from .core import REGISTRY, is_constant, normalize_axes, shape_of
 
 Rule = Callable[..., Series]
 LN2, LN10 = math.log(2.0), math.log(10.0)
 SMALL_POWERS = 8        # x ** p for a constant integer 2 <= p <= this: Cauchy products
 
 
-def _order(ss: list[Series]) -> int:
+def order_of(ss: list[Series]) -> int:
+    """K, the highest coefficient of the series."""
     return len(ss[0]) - 1
 
 # ---------------------------------------------------------------- linear and multilinear
@@ -52,7 +54,7 @@ def linear(name: str) -> Rule:
     """A primitive linear in its inputs jointly, or piecewise linear: its jvp, per coefficient."""
     def rule(o, ss, out, *xs, **attrs):
         jvp = REGISTRY[name].jvp
-        z = new(out, _order(ss))
+        z = new(out, order_of(ss))
         for k in range(1, len(z)):
             ts = [s[k] for s in ss]
             if any(t is not None for t in ts):
@@ -72,7 +74,7 @@ def multilinear(name: str) -> Rule:
     """A primitive linear in each input (mul, matmul, einsum, cross): the Cauchy product."""
     def rule(o, ss, out, *xs, **attrs):
         prim = REGISTRY[name]
-        z = new(out, _order(ss))
+        z = new(out, order_of(ss))
         for k in range(1, len(z)):
             for js in _compositions(k, len(ss)):
                 parts = [s[j] for s, j in zip(ss, js)]
@@ -91,19 +93,19 @@ def div(o: Any, ss: list[Series], out: Any, x: Any, y: Any) -> Series:
 
 def reciprocal(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
     """1 / x by the quotient recurrence."""
-    return div_series(o, new(1.0, _order(ss)), ss[0], out)
+    return div_series(o, new(1.0, order_of(ss)), ss[0], out)
 
 
 def square(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
     """x^2 by the symmetric Cauchy product."""
-    return [out] + [square_coef(o, ss[0], k) for k in range(1, _order(ss) + 1)]
+    return [out] + [square_coef(o, ss[0], k) for k in range(1, order_of(ss) + 1)]
 
 
 def power(o: Any, ss: list[Series], out: Any, x: Any, y: Any) -> Series:
     """x ** a for a constant a: z_k = sum_j ((a + 1) j - k) x_j z_{k-j} / (k x_0); a small
     integer a by Cauchy products (exact at x = 0); a varying exponent as exp(y log x)."""
     xs, ys = ss
-    order = _order(ss)
+    order = order_of(ss)
     if all(c is None for c in ys[1:]):
         if is_constant(y) and np.ndim(y) == 0 and float(y) in range(2, SMALL_POWERS + 1):
             return _integer_power(o, xs, int(y), out)
@@ -138,8 +140,8 @@ def exp2(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
 
 def expm1(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
     """z' = (z + 1) x'."""
-    z = new(out, _order(ss))
-    a = new(o.add(out, 1.0), _order(ss))
+    z = new(out, order_of(ss))
+    a = new(o.add(out, 1.0), order_of(ss))
     for k in range(1, len(z)):
         z[k] = a[k] = ode(o, ss[0], a, k)
     return z
@@ -219,8 +221,8 @@ def tan(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
 
 def sigmoid(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
     """z' = w x' with w = z - z^2."""
-    z = new(out, _order(ss))
-    w = new(o.mul(out, o.sub(1.0, out)), _order(ss))
+    z = new(out, order_of(ss))
+    w = new(o.mul(out, o.sub(1.0, out)), order_of(ss))
     for k in range(1, len(z)):
         z[k] = ode(o, ss[0], w, k)
         w[k] = minus(o, z[k], square_coef(o, z, k))
@@ -242,14 +244,14 @@ def exp(o: Any, ss: list[Series], out: Any, x: Any) -> Series:
 def hypot(o: Any, ss: list[Series], out: Any, x: Any, y: Any) -> Series:
     """sqrt(x^2 + y^2)."""
     sq = [None] + [plus(o, square_coef(o, ss[0], k), square_coef(o, ss[1], k))
-                   for k in range(1, _order(ss) + 1)]
+                   for k in range(1, order_of(ss) + 1)]
     return sqrt_series(o, sq, out)
 
 
 def arctan2(o: Any, ss: list[Series], out: Any, y: Any, x: Any) -> Series:
     """z' = (x y' - y x') / (x^2 + y^2): with r that quotient's series, z_k = r_{k-1} / k."""
     ys, xs = ss
-    order = _order(ss)
+    order = order_of(ss)
 
     def d(s):   # the series of ds/dt, one order shorter
         return [times(o, s[m + 1], m + 1) for m in range(order)]
@@ -274,43 +276,7 @@ def logaddexp2(o: Any, ss: list[Series], out: Any, x: Any, y: Any) -> Series:
     """log2(2^x + 2^y) = logaddexp(x ln 2, y ln 2) / ln 2."""
     return logaddexp(o, ss, out, x, y, scale=LN2)
 
-# ---------------------------------------------------------------- reductions
-
-
-def _lse_series(o: Any, xs: Series, x: Any, axis: Any) -> Series:
-    """logsumexp(x, axis, keepdims=True): the log of the sum of exp(x - its primal)."""
-    lse0 = o.logsumexp(x, axis=axis, keepdims=True)
-    e = exp_series(o, xs, o.exp(o.sub(x, lse0)))
-    sums = [None if c is None else o.sum(c, axis=axis, keepdims=True) for c in e]
-    return quotient_series(o, sums, sums, lse0)
-
-
-def logsumexp(o: Any, ss: list[Series], out: Any, x: Any,
-        axis: Any = None, keepdims: Any = False) -> Series:
-    """logsumexp over axis: log of the sum of exp(x - its primal)."""
-    shape = shape_of(out)
-    return [out] + [c if c is None or shape_of(c) == shape else o.reshape(c, shape)
-                    for c in _lse_series(o, ss[0], x, axis)[1:]]
-
-
-def softmax(o: Any, ss: list[Series], out: Any, x: Any, axis: Any = -1) -> Series:
-    """exp(x - logsumexp(x))."""
-    lse = _lse_series(o, ss[0], x, axis)
-    return exp_series(o, [None] + [minus(o, a, b) for a, b in zip(ss[0][1:], lse[1:])], out)
-
-
-def log_softmax(o: Any, ss: list[Series], out: Any, x: Any, axis: Any = -1) -> Series:
-    """x - logsumexp(x)."""
-    lse = _lse_series(o, ss[0], x, axis)
-    return [out] + [minus(o, a, b) for a, b in zip(ss[0][1:], lse[1:])]
-
-
-def norm(o: Any, ss: list[Series], out: Any, x: Any,
-        axis: Any = None, keepdims: Any = False) -> Series:
-    """The 2-norm: sqrt of the reduced sum of squares."""
-    sums = [None] + [None if c is None else o.sum(c, axis=axis, keepdims=keepdims)
-                     for c in (square_coef(o, ss[0], k) for k in range(1, _order(ss) + 1))]
-    return sqrt_series(o, sums, out)
+# ---------------------------------------------------------------- reductions through logs
 
 
 def prod(o: Any, ss: list[Series], out: Any, x: Any,
@@ -337,7 +303,7 @@ def variance(o: Any, ss: list[Series], out: Any, x: Any,
                   for c in ss[0][1:]]
     d[0] = o.sub(x, o.mean(x, axis=axis, keepdims=True))
     return [out] + [None if c is None else o.div(o.sum(c, axis=axis, keepdims=keepdims), count)
-                    for c in (square_coef(o, d, k) for k in range(1, _order(ss) + 1))]
+                    for c in (square_coef(o, d, k) for k in range(1, order_of(ss) + 1))]
 
 
 def std(o: Any, ss: list[Series], out: Any, x: Any,
@@ -346,83 +312,3 @@ def std(o: Any, ss: list[Series], out: Any, x: Any,
     var = variance(o, ss, None, x, axis, ddof, keepdims)
     return sqrt_series(o, var, out)
 
-# ---------------------------------------------------------------- linear algebra
-
-
-def inv(o: Any, ss: list[Series], out: Any, a: Any) -> Series:
-    """A Z = I: Z_k = -Z_0 sum_{j=1..k} A_j Z_{k-j}."""
-    z = new(out, _order(ss))
-    for k in range(1, len(z)):
-        rest = None
-        for j in range(1, k + 1):
-            if ss[0][j] is not None and z[k - j] is not None:
-                rest = plus(o, rest, o.matmul(ss[0][j], z[k - j]))
-        z[k] = None if rest is None else o.neg(o.matmul(out, rest))
-    return z
-
-
-def solve(o: Any, ss: list[Series], out: Any, a: Any, b: Any) -> Series:
-    """A X = B: X_k = solve(A_0, B_k - sum_{j=1..k} A_j X_{k-j}); a vector b as a column."""
-    vector = len(shape_of(b)) == 1
-    col = (lambda c: o.reshape(c, shape_of(c) + (1,))) if vector else (lambda c: c)
-    x = new(col(out), _order(ss))
-    for k in range(1, len(x)):
-        rest = None
-        for j in range(1, k + 1):
-            if ss[0][j] is not None and x[k - j] is not None:
-                rest = plus(o, rest, o.matmul(ss[0][j], x[k - j]))
-        rhs = minus(o, None if ss[1][k] is None else col(ss[1][k]), rest)
-        x[k] = None if rhs is None else o.solve(a, rhs)
-    if vector:
-        return [out] + [None if c is None else o.reshape(c, shape_of(out)) for c in x[1:]]
-    return [out] + x[1:]
-
-
-def matrix_power(o: Any, ss: list[Series], out: Any, a: Any, n: int) -> Series:
-    """A^n by |n| - 1 series matrix products of A's series (of A^-1's for n < 0)."""
-    if n == 0:
-        return new(out, _order(ss))
-    base = ss[0] if n > 0 else inv(o, ss, o.inv(a), a)
-    z = base
-    for _ in range(abs(n) - 1):
-        z = [o.matmul(z[0], base[0])] + [cauchy(o, o.matmul, z, base, k)
-                                         for k in range(1, len(base))]
-    return [out] + z[1:]
-
-
-def _slogdet_series(o: Any, s: Series, a: Any, l0: Any) -> Series:
-    """log|det A|: l' = tr(A^-1 A'), with the series of A^-1 from ``inv``."""
-    w = inv(o, [s], o.inv(a), a)
-    lg = new(l0, len(s) - 1)
-    for k in range(1, len(lg)):
-        acc = None
-        for j in range(1, k + 1):
-            if s[j] is not None and w[k - j] is not None:
-                t = o.sum(o.mul(swap_last(o, w[k - j]), s[j]), axis=(-2, -1))
-                acc = plus(o, acc, times(o, t, j))
-        lg[k] = times(o, acc, 1.0 / k)
-    return lg
-
-
-def slogdet(o: Any, ss: list[Series], out: Any, a: Any) -> Series:
-    """log|det A|."""
-    return _slogdet_series(o, ss[0], a, out)
-
-
-def det(o: Any, ss: list[Series], out: Any, a: Any) -> Series:
-    """det A = sign exp(log|det A|): z' = z l'."""
-    logs = _slogdet_series(o, ss[0], a, None)
-    return exp_series(o, logs, out)
-
-
-def cholesky(o: Any, ss: list[Series], out: Any, a: Any) -> Series:
-    """L L^T = A: L_k is cholesky's jvp at A_k - sum_{j=1..k-1} L_j L_{k-j}^T."""
-    z = new(out, _order(ss))
-    for k in range(1, len(z)):
-        rest = None
-        for j in range(1, k):
-            if z[j] is not None and z[k - j] is not None:
-                rest = plus(o, rest, o.matmul(z[j], swap_last(o, z[k - j])))
-        rhs = minus(o, ss[0][k], rest)
-        z[k] = None if rhs is None else REGISTRY["cholesky"].jvp(o, [rhs], out, a)
-    return z
