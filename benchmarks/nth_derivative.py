@@ -3,7 +3,8 @@
 x holds 100 points; each run returns d^n tanh / dx^n at every point (elementwise, by nested
 gradients of sums). Runs, interleaved per order after checking every value against the closed
 form (the derivatives of tanh are polynomials in tanh): simplegrad nested ``op.grad`` (as
-PyTorch nests) and ``sg.derivative`` (nested jvps), and when installed PyTorch eager (nested
+PyTorch nests), nested ``op.jvp`` (what ``sg.derivative`` did before it took Taylor mode) and
+``sg.derivative`` (Taylor mode from order 2), and when installed PyTorch eager (nested
 ``torch.autograd.grad``), HIPS autograd (nested ``elementwise_grad``) and JAX (nested
 ``jax.grad`` under ``vmap``, jitted; compile time excluded), and numpy by hand (the
 derivative polynomial in tanh, built once, evaluated). Ratios are to PyTorch at the same order;
@@ -44,13 +45,25 @@ def nested_grad(x0: np.ndarray, n: int) -> np.ndarray:
         return np.array(y.value)
 
 
+def nested_jvp(x0: np.ndarray, n: int) -> np.ndarray:
+    """simplegrad: n nested forward sweeps along ones."""
+    with sg.Ops() as op:
+        x = op.var(x0)
+        y = x.tanh()
+        ones = np.ones_like(x0)
+        for k in range(n):
+            y = op.jvp(y, x, ones, create_graph=k < n - 1)
+        return np.array(y.value)
+
+
 def runs_for(n: int, x0: np.ndarray, torch, autograd, jax) -> tuple[dict, dict]:
     """The runs of order n and the table column each belongs to."""
     deriv = sg.derivative(lambda x: x.tanh(), n)
     poly = tanh_polynomial(n)
     runs = {"numpy (by hand): P_n(tanh x)": lambda: poly(np.tanh(x0)),
             "simplegrad nested op.grad": lambda: nested_grad(x0, n),
-            "simplegrad sg.derivative (nested jvp)": lambda: deriv(x0)}
+            "simplegrad nested op.jvp": lambda: nested_jvp(x0, n),
+            "simplegrad sg.derivative (Taylor mode)": lambda: deriv(x0)}
     cols = {"simplegrad nested op.grad": "simplegrad",
             "numpy (by hand): P_n(tanh x)": "numpy (by hand)"}
     if torch is not None:

@@ -4,7 +4,8 @@ For tanh(x), x sin(x) exp(x) and log(1 + x^2) at 100 points, ``sg.taylor_derivat
 gives the n-th derivative from one forward walk of truncated Taylor series. Printed: its
 median time at n = 1, 2, 4, 8, 16, 20 and T(16) / T(8) (polynomial cost: at most 4 for
 quadratic growth), then at n = 8 its ratio to PyTorch's nested ``autograd.grad`` and to
-simplegrad's own nesting (``op.grad`` nested, ``sg.derivative``), and when installed to JAX's
+simplegrad's own nesting (``op.grad`` nested; ``sg.derivative``, which takes Taylor mode
+itself now), and when installed to JAX's
 Taylor mode (``jax.experimental.jet``, jitted and eager) and, for tanh, to numpy by hand (the
 derivative polynomial evaluated), interleaved after checking the values (tanh against its
 closed form at every order; every run against Taylor mode at 8).
@@ -80,7 +81,7 @@ def main() -> None:
     for name, f in functions(None).items():
         runs = {"simplegrad sg.taylor_derivative": lambda f=f: sg.taylor_derivative(f, n)(x0),
                 "simplegrad nested op.grad": lambda f=f: nested_sg(f, x0, n),
-                "simplegrad sg.derivative (nested jvp)": lambda f=f: sg.derivative(f, n)(x0)}
+                "simplegrad sg.derivative (Taylor)": lambda f=f: sg.derivative(f, n)(x0)}
         if torch is not None:
             xt = torch.tensor(x0)
 

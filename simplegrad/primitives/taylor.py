@@ -1,5 +1,7 @@
-"""Taylor rules shared by the primitive families: the common shapes of rule and the elementwise
-recurrences (a family keeps its own special rules beside its records).
+"""Taylor rules shared by the primitive families: the common shapes of rule, the elementwise
+recurrences, and the scans' rules through logs (prod, cumprod; variance, std), kept here as
+scans.py is at its size limit. Other families keep their own rules beside their records
+(reduce: logsumexp, softmax; decomp: solve, inv, det, cholesky, norm; matfuncs: matrix_power).
 
 A primitive's Taylor rule, its record's ``taylor=`` field, maps the truncated Taylor series of
 its inputs to its output's: ``rule(o, ss, out, *xs, **attrs) -> series``. ``ss`` holds one
