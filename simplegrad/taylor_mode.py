@@ -82,8 +82,8 @@ def derivative_entry(ops: Any, y: Variable, x: Variable, order: int,
     """The ``order``-th derivative of y along ones in x by Taylor mode, as an entry of ``ops``
     (recorded when nested); None when an entry between x and y that carries a tangent has no
     Taylor rule, for sg.derivative to nest jvps instead."""
-    if missing_rule(y, x) is not None:
-        return None
+    if y.dtype.kind != "f" or missing_rule(y, x) is not None:
+        return None     # a bool or integer y carries no tangent: the jvps give its zeros
     ones = np.ones(x.shape, dtype=x.dtype)
     o, v = (ops, ops.var(ones, requires_grad=False)) if nested else (VALUES, ones)
     c = propagate(o, y, x, v, order, nested)[order]

@@ -201,6 +201,18 @@ def test_derivative_falls_back_to_nested_jvps_without_a_rule(monkeypatch):
         assert len(calls) == n
 
 
+def test_derivative_edge_results_are_as_by_nested_jvps():
+    """A constant, the identity and a cubic past its degree give float zeros; a bool result
+    gives bool zeros (no tangent flows), as nested jvps do."""
+    for f, n in [(lambda x: np.array([1.0, 2.0, 3.0]), 2), (lambda x: x, 3),
+                 (lambda x: x * x * x, 4)]:
+        got = sg.derivative(f, n)(X)
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, np.zeros(3))
+    got = sg.derivative(lambda x: x > 0, 2)(X)
+    assert got.dtype == bool and not got.any()
+
+
 def test_derivative_by_taylor_mode_nests_inside_grad():
     """grad of x -> the summed 3rd derivative of tanh (Taylor mode, recorded) is the 4th."""
     g = sg.grad(lambda x: sg.derivative(lambda y: y.tanh(), 3)(x).sum())(X)
