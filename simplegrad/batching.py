@@ -330,7 +330,7 @@ def batched_jvp(ops: Any, y: Variable, x: Variable, tangents: Any) -> Variable:
         else:       # a custom primitive's rule may sweep: one tangent at a time, stacked
             t = _jvp_each(ops, out, ts, k, level)
         if tape.end > start and tape.keep:      # explain.py reads which entry these came from
-            tape.pullbacks.append((start, tape.end, out, -1))
+            tape.pullbacks.add(start, tape.end, out, -1)
         if t is not None:
             if t.dtype != out.raw.dtype:
                 t = ops.cast(t, out.raw.dtype)

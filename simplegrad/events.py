@@ -53,3 +53,39 @@ class Pullback(NamedTuple):
     stop: int
     entry: Variable
     input: int
+
+
+class Pullbacks:
+    """A tape's pullback ranges, kept column-wise: recording one adds three ints to one list
+    and the entry to another, and no object for the cyclic garbage collector to walk."""
+
+    __slots__ = ("spans", "entries")
+
+    def __init__(self) -> None:
+        self.spans: list[int] = []          # start, stop, input of each, in turn
+        self.entries: list[Variable] = []
+
+    def add(self, start: int, stop: int, entry: Variable, i: int) -> None:
+        """Note that entries ``start <= p < stop`` pull back (or push forward, i = -1) through
+        ``entry``'s input ``i``."""
+        self.spans += (start, stop, i)
+        self.entries.append(entry)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self):
+        spans = self.spans
+        for k, entry in enumerate(self.entries):
+            yield Pullback(spans[3 * k], spans[3 * k + 1], entry, spans[3 * k + 2])
+
+    def truncate(self, n: int) -> None:
+        """Keep the first n."""
+        del self.spans[3 * n:]
+        del self.entries[n:]
+
+    def clear(self) -> None:
+        """Forget all."""
+        self.spans.clear()
+        self.entries.clear()
+

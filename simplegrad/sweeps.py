@@ -218,7 +218,7 @@ def _sweep(o: Any, tape: Tape, L: Variable, seed: Any, recording: bool, stop: in
                 ct = o.cast(ct, x.raw.dtype)
             mask = prim.mask(o, m, i, outv, *args, **(attrs or {})) if special else None
             if pullbacks is not None and len(entries) > start:
-                pullbacks.append((base + start, base + len(entries), out, i))
+                pullbacks.add(base + start, base + len(entries), out, i)
             cts.append((x, ct, mask))
         for x, ct, mask in cts:    # all cotangents first, then accumulate in input order
             old = grads.get(x)
@@ -354,7 +354,7 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
                 start = len(entries)
                 t = out.prim.jvp(o, ts, out, *inputs, **attrs)
                 if len(entries) > start and tape.keep:
-                    tape.pullbacks.append((base + start, base + len(entries), out, -1))
+                    tape.pullbacks.add(base + start, base + len(entries), out, -1)
             else:
                 t = out.prim.jvp(o, ts, out.raw, *[getattr(x, "raw", x) for x in inputs],
                                  **attrs)

@@ -16,7 +16,7 @@ from . import explain, render, rules, sweeps
 from .batching import Batched
 from .batching import apply as apply_batched
 from .errors import ArgumentError, GraphError
-from .events import Event, Leaf, Pullback
+from .events import Event, Leaf, Pullbacks
 from .operands import check_name, constant, error, float_array, translate
 from .params import FREE
 from .primitives import PrimitiveMethods
@@ -53,7 +53,7 @@ class Tape(Sequence):
         self.accumulations: dict[int, Variable] = {}
         # (start, stop, entry, input): the entries start <= p < stop were recorded pulling the
         # cotangent of ``entry`` back to its input ``input`` (-1: pushing a tangent through it)
-        self.pullbacks: list[Pullback] = []
+        self.pullbacks = Pullbacks()
         self.listeners: list[Callable[[Any], None]] = []    # told of each entry and event
         self.jvp_cache: tuple | None = None     # the last jvp's (y, start, positions)
 
@@ -98,7 +98,7 @@ class Tape(Sequence):
         end = self.base + entries
         del self.entries[entries:]
         del self.events[events:]
-        del self.pullbacks[pullbacks:]
+        self.pullbacks.truncate(pullbacks)
         self.counter = counter
         self.accumulations = {p: x for p, x in self.accumulations.items() if p < end}
         self.jvp_cache = None
