@@ -2,11 +2,11 @@
 
 The source is generated from the Program's data alone, never from text read elsewhere: each
 entry's primitive is the registry's record, its forward rule gives the call, its print rule the
-comment. Primitives whose forward is a numpy function print as that function
-(``v10 = np.tanh(v9)``), the operators as operators (``v0 = a + b``), a few private forwards
-whose numpy meaning is plain (``sum``, ``reshape``, ``getitem``, ...) as their numpy
-expression, and every other forward as a call of the primitive's own forward rule through the
-namespace ``F`` the code runs in (``v7 = F["sigmoid"](v6)``). Attribute values print as Python
+comment. A primitive whose record says the numpy expression it compiles to (``numpy=`` in
+the record: the operators ``v0 = a + b``, ``sum``, ``reshape``, indexing, ...) prints as that
+expression, one whose forward is a numpy function as that function (``v10 = np.tanh(v9)``),
+and every other as a call of its own forward rule through the namespace ``F`` the code runs in
+(``v7 = F["sigmoid"](v6)``). Attribute values print as Python
 literals (ints, tuples, slices, dtypes) or, for arrays, as names bound in that namespace.
 
 The compiled function records nothing and checks only the number, shapes and dtypes of its
@@ -24,26 +24,10 @@ from typing import Any
 import numpy as np
 
 from .errors import ArgumentError, DTypeError, ShapeError
+from .primitives.core import REGISTRY
 from .program import CONST, INPUT, NODE, Node, Program
 from .render import format_operand
 
-# operators and plain numpy meanings: name -> (the forward's __name__, template)
-OPERATORS = {"add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}",
-             "neg": "-{0}", "matmul": "{0} @ {1}"}
-PLAIN = {
-    "relu": ("_relu", "np.maximum({0}, 0)"),
-    "sum": ("_sum", "np.sum({0}{axis}{keepdims})"),
-    "mean": ("_mean", "np.mean({0}{axis}{keepdims})"),
-    "max": ("_max", "np.max({0}{axis}{keepdims})"),
-    "min": ("_min", "np.min({0}{axis}{keepdims})"),
-    "expand": ("_expand", "np.broadcast_to({0}, {shape})"),
-    "reshape": ("_reshape", "np.reshape({0}, {shape})"),
-    "transpose": ("_transpose", "np.transpose({0}{axes})"),
-    "getitem": ("_getitem", "{0}[{index}]"),
-    "cast": ("_cast", "{0}.astype({dtype})"),
-}
-_UFUNC_OPERATORS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-                    "neg": np.negative, "matmul": np.matmul}
 RESERVED = {"np", "F", "slice"}
 
 
@@ -184,15 +168,11 @@ def _expression(node: Node, args: list[str], namespace: dict, names: _Names,
     prim = node.prim
     attrs = node.attrs or {}
     literal = {k: _literal(v, namespace, names) for k, v in attrs.items()}
-    if prim.name in OPERATORS and prim.forward is _UFUNC_OPERATORS[prim.name] and not attrs:
-        return OPERATORS[prim.name].format(*args)
-    if prim.name == "matmul" and getattr(prim.forward, "__name__", None) == "_matmul" and \
-            not attrs and _plain_matmul(*shapes):
-        return OPERATORS["matmul"].format(*args)
-    plain = PLAIN.get(prim.name)
-    if plain is not None and getattr(prim.forward, "__name__", None) == plain[0] and \
-            not prim.variadic:
-        return _fill(plain[1], args, attrs, literal)
+    registered = REGISTRY.get(prim.name) is prim    # never a template of a look-alike
+    if registered and prim.numpy is not None:
+        return _fill(prim.numpy, args, attrs, literal)
+    if registered and prim.name == "matmul" and not attrs and _plain_matmul(*shapes):
+        return f"{args[0]} @ {args[1]}"     # where the forward is plain np.matmul
     keywords = "".join(f", {k}={v}" for k, v in literal.items())
     fn = prim.forward
     if isinstance(fn, np.ufunc) or getattr(np, getattr(fn, "__name__", ""), None) is fn:

@@ -42,7 +42,7 @@ class Primitive:
 
     __slots__ = ("name", "forward", "vjp", "jvp", "fmt", "cases", "domain", "variadic",
                  "sparse_vjp", "tol", "plain", "mask", "mask_source", "elementwise",
-                 "differentiable", "vjp_masked", "batch", "taylor", "__weakref__")
+                 "differentiable", "vjp_masked", "batch", "taylor", "numpy", "__weakref__")
 
     def __init__(self, name: str, forward: Callable, vjp: Sequence, jvp: Callable | None,
                  fmt: str | Callable, cases: Sequence[Case], domain: tuple | None = None,
@@ -50,7 +50,7 @@ class Primitive:
                  plain: bool | None = None, mask: Callable | None = None,
                  mask_source: bool = False, elementwise: bool = False,
                  differentiable: bool = True, batch: Callable | None = None,
-                 taylor: Callable | None = None):
+                 taylor: Callable | None = None, numpy: str | None = None):
         self.name = name
         self.forward = forward
         self.vjp = tuple(vjp)
@@ -82,6 +82,9 @@ class Primitive:
         # inputs' (see primitives/taylor.py); None: Taylor mode refuses this primitive and
         # sg.derivative nests jvps through it
         self.taylor = taylor
+        # numpy: the numpy expression the primitive compiles to (compiler.py), a template with
+        # {0}, {1}, ... for the inputs and {attr} for each attribute; None: a call of forward
+        self.numpy = numpy
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

@@ -85,7 +85,7 @@ def elementwise(name: str, forward: Callable, fmt: str, d: Sequence[Callable | N
                 domain: Sampler | tuple = ANY, cases: Sequence[Case] | None = None,
                 jvp: Callable | None = None, mask: Callable = elementwise_mask,
                 mask_source: bool = False, masked: bool = True,
-                taylor: Callable | None = None) -> Primitive:
+                taylor: Callable | None = None, numpy: str | None = None) -> Primitive:
     """Register an elementwise primitive from its forward and per-input derivative rules.
 
     A rule of None means no gradient flows to that input (a derivative that is zero
@@ -99,7 +99,7 @@ def elementwise(name: str, forward: Callable, fmt: str, d: Sequence[Callable | N
     prim = Primitive(
         name, forward, [_vjp_rule(r, i, nin) for i, r in enumerate(d)],
         jvp or _jvp_rule(d), fmt, cases, domain=domain, mask=mask, mask_source=mask_source,
-        elementwise=True, batch=pointwise(name), taylor=taylor)
+        elementwise=True, batch=pointwise(name), taylor=taylor, numpy=numpy)
     if masked:
         prim.vjp_masked = tuple(_masked_vjp_rule(r, i, nin) for i, r in enumerate(d))
     return register(prim)
@@ -108,23 +108,23 @@ def elementwise(name: str, forward: Callable, fmt: str, d: Sequence[Callable | N
 
 ADD = elementwise("add", np.add, "{0} + {1}", (
     lambda o, g, out, x, y: g,
-    lambda o, g, out, x, y: g), taylor=tr.linear("add"))
+    lambda o, g, out, x, y: g), taylor=tr.linear("add"), numpy="{0} + {1}")
 
 SUB = elementwise("sub", np.subtract, "{0} - {1}", (
     lambda o, g, out, x, y: g,
-    lambda o, g, out, x, y: o.neg(g)), taylor=tr.linear("sub"))
+    lambda o, g, out, x, y: o.neg(g)), taylor=tr.linear("sub"), numpy="{0} - {1}")
 
 MUL = elementwise("mul", np.multiply, "{0} * {1}", (
     lambda o, g, out, x, y: o.mul(g, y),
-    lambda o, g, out, x, y: o.mul(g, x)), taylor=tr.multilinear("mul"))
+    lambda o, g, out, x, y: o.mul(g, x)), taylor=tr.multilinear("mul"), numpy="{0} * {1}")
 
 DIV = elementwise("div", np.divide, "{0} / {1}", (
     lambda o, g, out, x, y: o.div(g, y),
     lambda o, g, out, x, y: o.neg(o.mul(g, o.div(out, y)))),
-    domain=(ANY, NONZERO), taylor=tr.div)
+    domain=(ANY, NONZERO), taylor=tr.div, numpy="{0} / {1}")
 
 NEG = elementwise("neg", np.negative, "-{0}", (
-    lambda o, g, out, x: o.neg(g),), taylor=tr.linear("neg"))
+    lambda o, g, out, x: o.neg(g),), taylor=tr.linear("neg"), numpy="-{0}")
 
 
 def _pow_dx(o, g, out, x, y):
@@ -196,7 +196,8 @@ def _step(o: Any, x: Any) -> Any:
 
 
 RELU = elementwise("relu", _relu, "{0}.relu()", (
-    lambda o, g, out, x: o.mul(g, _step(o, x)),), domain=NONZERO, taylor=tr.linear("relu"))
+    lambda o, g, out, x: o.mul(g, _step(o, x)),), domain=NONZERO, taylor=tr.linear("relu"),
+    numpy="np.maximum({0}, 0)")
 
 SIGN = elementwise("sign", np.sign, "{0}.sign()", (None,), taylor=tr.linear("sign"))
 

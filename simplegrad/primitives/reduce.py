@@ -64,7 +64,7 @@ SUM = register(Primitive(
     [lambda o, g, out, x, axis=None, keepdims=False: _spread(o, g, x, axis, keepdims)],
     lambda o, ts, out, x, axis=None, keepdims=False: o.sum(ts[0], axis=axis, keepdims=keepdims),
     method_fmt("sum", "axis", "keepdims"), REDUCE, batch=along("sum"), mask=_spread_mask,
-    taylor=linear("sum")))
+    taylor=linear("sum"), numpy="np.sum({0}{axis}{keepdims})"))
 
 
 def _mean(x, axis=None, keepdims=False):
@@ -80,7 +80,7 @@ MEAN = register(Primitive(
     "mean", _mean, [_mean_vjp],
     lambda o, ts, out, x, axis=None, keepdims=False: o.mean(ts[0], axis=axis, keepdims=keepdims),
     method_fmt("mean", "axis", "keepdims"), REDUCE, batch=along("mean"), mask=_spread_mask,
-    taylor=linear("mean")))
+    taylor=linear("mean"), numpy="np.mean({0}{axis}{keepdims})"))
 
 # ---------------------------------------------------------------- max and min
 
@@ -102,7 +102,7 @@ def _extreme(name: str, forward) -> Primitive:
 
     return register(Primitive(name, forward, [vjp], jvp,
                               method_fmt(name, "axis", "keepdims"), REDUCE, batch=along(name),
-                              taylor=linear(name)))
+                              taylor=linear(name), numpy=f"np.{name}({{0}}{{axis}}{{keepdims}})"))
 
 
 def _max(x, axis=None, keepdims=False):

@@ -52,7 +52,7 @@ EXPAND = register(Primitive(
      Case(((3,),), {"shape": (2, 3)}), Case(((1, 4),), {"shape": (2, 3, 4)})],
     batch=lambda o, xs, batched, shape: o.expand(
         align(o, xs, batched, len(shape))[0], (batch_size(xs, batched),) + tuple(shape)),
-    taylor=tr.linear("expand")))
+    taylor=tr.linear("expand"), numpy="np.broadcast_to({0}, {shape})"))
 
 
 def _reshape(x, shape):
@@ -69,7 +69,7 @@ RESHAPE = register(Primitive(
     cases=[Case(((),), {"shape": (1, 1)}), Case(((3, 4),), {"shape": (12,)}),
      Case(((2, 3, 4),), {"shape": (6, -1)}), Case(((3, 1),), {"shape": (3,)})],
     batch=lambda o, xs, batched, shape: o.reshape(xs[0], shape_of(xs[0])[:1] + tuple(shape)),
-    taylor=tr.linear("reshape")))
+    taylor=tr.linear("reshape"), numpy="np.reshape({0}, {shape})"))
 
 
 def _transpose(x, axes=None):
@@ -95,7 +95,7 @@ TRANSPOSE = register(Primitive(
     cases=[Case(((3,),)), Case(((3, 4),)), Case(((2, 3, 4),), {"axes": (1, 0, 2)}),
      Case(((2, 3, 4),), {"axes": (2, 0, 1)})],
     batch=lambda o, xs, batched, axes=None: o.transpose(xs[0], _batch_axes(xs[0], axes)),
-    taylor=tr.linear("transpose")))
+    taylor=tr.linear("transpose"), numpy="np.transpose({0}{axes})"))
 
 
 def _batch_axes(x, axes):
@@ -156,7 +156,7 @@ GETITEM = register(Primitive(
      Case(((3, 4),), {"index": (slice(None), np.array([3, 0, 3]))}),
      Case(((2, 3, 4),), {"index": (Ellipsis, None, slice(None, None, 2))})],
     sparse_vjp=True, batch=lambda o, xs, batched, index: _batch_getitem(o, xs[0], index),
-    taylor=tr.linear("getitem")))
+    taylor=tr.linear("getitem"), numpy="{0}[{index}]"))
 
 
 def _batch_getitem(o, x, index):
@@ -340,7 +340,7 @@ CAST = register(Primitive(
     lambda o, ts, out, x, dtype: o.cast(ts[0], dtype),
     method_fmt("astype", "dtype"),
     [Case(((3,),), {"dtype": np.dtype(np.float64)})], batch=mapped("cast"),
-    taylor=tr.linear("cast")))
+    taylor=tr.linear("cast"), numpy="{0}.astype({dtype})"))
 
 
 # ---------------------------------------------------------------- Ops methods
