@@ -342,7 +342,7 @@ def batched_jvp(ops: Any, y: Variable, x: Variable, tangents: Any) -> Variable:
         t = t.inner
     else:
         t = ops.expand(t, (k,) + y.shape)
-    tape.add(BlockEnd(tape.end, "jvp", y, ((y, t),)))
+    tape.add(BlockEnd(tape.end, "jvp", y, {y: t}))
     return t
 
 

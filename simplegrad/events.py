@@ -39,7 +39,12 @@ class BlockEnd:
     position: int
     kind: str                       # "grad" | "jvp"
     target: Variable
-    pairs: tuple                    # ((variable, its derivative), ...)
+    derivatives: dict               # variable -> its derivative, in the order found
+
+    @property
+    def pairs(self) -> tuple:
+        """((variable, its derivative), ...) in the order found."""
+        return tuple(self.derivatives.items())
 
 
 Event = Leaf | BlockBegin | BlockEnd

@@ -9,7 +9,6 @@ or a ``ValueOps`` when only values are wanted (``create_graph=False``).
 
 from __future__ import annotations
 
-import gc
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -22,7 +21,7 @@ from .events import BlockBegin, BlockEnd
 from .params import FREE
 from .primitives import VALUES, ValueOps
 from .primitives.core import dtype_of, value_of
-from .variable import Variable
+from .variable import UNARY, Variable
 
 if TYPE_CHECKING:
     from .tape import Ops, Tape
@@ -118,28 +117,19 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
             for v, g in grads.items():  # a constant seed stands for itself as a leaf
                 if type(g) is not Variable:
                     grads[v] = ops.leaf(g, None, False, "leaf")
-            tape.add(BlockEnd(tape.end, "grad", L, tuple(grads.items())))
+            tape.add(BlockEnd(tape.end, "grad", L, grads))
     return grads
 
 
 @contextmanager
 def _sweeping(tape: Tape) -> Iterator[None]:
-    """Scope of a sweep: undo its entries if it fails, and no cyclic GC while it runs.
-
-    A sweep only adds live objects (no garbage cycles), so the collector would walk the
-    growing tape again and again for nothing.
-    """
+    """Scope of a sweep: undo its entries if it fails."""
     snap = tape.snapshot()
-    collecting = gc.isenabled()
-    gc.disable()
     try:
         yield
     except BaseException:
         tape.restore(snap)
         raise
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _sweep(o: Any, tape: Tape, L: Variable, seed: Any, recording: bool, stop: int,
@@ -175,7 +165,10 @@ def _sweep(o: Any, tape: Tape, L: Variable, seed: Any, recording: bool, stop: in
         if only is not None and out not in only:
             continue
         prim = out.prim
-        inputs = out.inputs
+        inputs = out.more
+        if inputs is None:
+            b = out.in1
+            inputs = (out.in0,) if b is UNARY else (out.in0, b)
         attrs = out.attrs
         if recording:
             args, outv = inputs, out
@@ -366,7 +359,7 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
         if t is None:
             return ops.zeros_like(y, recording)
         if recording:
-            tape.add(BlockEnd(tape.end, "jvp", y, ((y, t),)))
+            tape.add(BlockEnd(tape.end, "jvp", y, {y: t}))
             return t
     return ops.unrecorded(np.asarray(t), f"t{y.name}")
 

@@ -21,7 +21,7 @@ from .operands import check_name, constant, error, float_array, translate
 from .params import FREE
 from .primitives import PrimitiveMethods
 from .primitives.core import Primitive
-from .variable import Variable, leaf_variable
+from .variable import UNARY, Variable, leaf_variable
 
 _new = object.__new__
 
@@ -107,7 +107,7 @@ class Tape(Sequence):
         """Forget the whole history; the entries become leaves (their values are kept)."""
         for v in self.entries:
             if v is not None:
-                v.prim, v.inputs, v.attrs = None, (), None
+                v.prim, v.in0, v.in1, v.more, v.attrs = None, None, None, (), None
         self.base = self.end
         self.passes = 0
         self.entries.clear()
@@ -375,7 +375,16 @@ class Ops(PrimitiveMethods):
         out.grad = None
         out.requires_grad = requires and prim.differentiable
         out.prim = prim
-        out.inputs = inputs
+        if len(inputs) == 2:        # set_inputs inlined
+            out.in0, out.in1 = inputs
+            out.more = None
+        elif len(inputs) == 1:
+            out.in0 = inputs[0]
+            out.in1 = UNARY
+            out.more = None
+        else:
+            out.in0 = out.in1 = None
+            out.more = inputs
         out.attrs = attrs
         entries = tape.entries
         out.position = tape.base + len(entries)

@@ -21,9 +21,14 @@ class Variable(VariableMethods):
     A Variable is also its own tape entry: ``prim``, ``inputs`` and ``attrs``
     say how it was computed (``prim`` is None for a leaf). ``raw`` is the stored
     array for engine code (never mutate it); ``value`` is the same array, read-only.
+
+    The inputs of a unary or binary entry sit in the slots ``in0`` and ``in1`` (``in1`` is
+    ``UNARY`` for one input) and ``more`` is None; any other count is the tuple ``more``.
+    So the common entry is one object for the cycle collector to walk, not two (see
+    ``inputs``).
     """
 
-    __slots__ = ("raw", "label", "ops", "grad", "requires_grad", "prim", "inputs",
+    __slots__ = ("raw", "label", "ops", "grad", "requires_grad", "prim", "in0", "in1", "more",
                  "attrs", "position", "__weakref__")
     __array_priority__ = 1000
 
@@ -76,6 +81,19 @@ class Variable(VariableMethods):
     def size(self) -> int:
         """Number of entries of the value."""
         return self.raw.size
+
+    @property
+    def inputs(self) -> tuple:
+        """The inputs this entry was computed from (empty for a leaf)."""
+        more = self.more
+        if more is not None:
+            return more
+        b = self.in1
+        return (self.in0,) if b is UNARY else (self.in0, b)
+
+    @inputs.setter
+    def inputs(self, inputs: tuple) -> None:
+        set_inputs(self, inputs)
 
     @property
     def is_leaf(self) -> bool:
@@ -350,6 +368,33 @@ class Variable(VariableMethods):
         self.ops.backward(self, seed=seed, create_graph=create_graph)
 
 
+class _Unary:
+    """The type of ``UNARY``, the ``in1`` of an entry with one input."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNARY"
+
+
+UNARY = _Unary()
+
+
+def set_inputs(v: Variable, inputs: tuple) -> None:
+    """Store ``inputs`` in v's slots (see ``Variable``)."""
+    n = len(inputs)
+    if n == 2:
+        v.in0, v.in1 = inputs
+        v.more = None
+    elif n == 1:
+        v.in0 = inputs[0]
+        v.in1 = UNARY
+        v.more = None
+    else:
+        v.in0 = v.in1 = None
+        v.more = tuple(inputs)
+
+
 def leaf_variable(value: Any, ops: Any, label: int | str | None, requires_grad: bool,
                   position: int, cls: type | None = None) -> Variable:
     """A Variable computed by no primitive (a leaf, a seed, an unrecorded or free value)."""
@@ -360,7 +405,8 @@ def leaf_variable(value: Any, ops: Any, label: int | str | None, requires_grad: 
     v.grad = None
     v.requires_grad = requires_grad
     v.prim = None
-    v.inputs = ()
+    v.in0 = v.in1 = None
+    v.more = ()
     v.attrs = None
     v.position = position
     return v
