@@ -385,3 +385,30 @@ def test_print_rules_read_as_python():
     assert lines == ["v0 = solve(A, b)", "v1 = inv(A)", "v2 = det(A)",
                      "v3 = slogdet(A).logabsdet", "v4 = cholesky(A)", "v5 = norm(A, axis=1)",
                      "v6 = norm(A, axis=(0, 1), keepdims=True)", "v7 = norm(b)"]
+
+
+@pytest.mark.parametrize("xs, ys", [((64, 64, 1), (64, 1, 100)), ((300, 1), (1, 300)),
+                                    ((2, 1, 300, 1), (3, 1, 300)), ((8, 1), (1, 64))])
+def test_outer_products_of_every_size_match_matmul(xs, ys):
+    # a contraction of length 1 runs as einsum (large) or a broadcast multiply (small)
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(size=xs), rng.normal(size=ys)
+    op = sg.Ops()
+    x, y = op.var(a), op.var(b)
+    out = x @ y
+    np.testing.assert_array_equal(out.value, np.matmul(a, b))
+    w = rng.normal(size=out.shape)
+    gx, gy = op.grad((out * w).sum(), [x, y])
+    # out[..., i, j] = a[..., i, 0] b[..., 0, j], so (hand-derived) dL/da[..., i, 0] =
+    # sum_j w b and dL/db[..., 0, j] = sum_i w a, each summed back to its input's shape
+    np.testing.assert_allclose(gx.value, _sum_to((w * b).sum(-1, keepdims=True), xs),
+                               rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(gy.value, _sum_to((w * a).sum(-2, keepdims=True), ys),
+                               rtol=1e-12, atol=1e-13)
+
+
+def _sum_to(arr: np.ndarray, shape: tuple) -> np.ndarray:
+    """arr summed over the dimensions broadcasting added to ``shape``."""
+    arr = arr.sum(axis=tuple(range(arr.ndim - len(shape))))
+    return arr.sum(axis=tuple(i for i, n in enumerate(shape) if n == 1 and arr.shape[i] != 1),
+                   keepdims=True)
