@@ -40,6 +40,13 @@ def constant(prim: Primitive, inputs: tuple, x: Any, dtype: np.dtype | None,
              borrow: bool = False) -> Any:
     """One constant operand as it is recorded (see the module docstring); ``borrow``: an array
     of the right dtype is recorded as a read-only view of the caller's memory, not a copy."""
+    if type(x) is np.ndarray and x.ndim and x.dtype == dtype:     # the common case, early
+        if not x.flags.writeable and frozen(x):
+            return x
+        if borrow:
+            out = x.view()
+            out.flags.writeable = False
+            return out
     if isinstance(x, (bool, np.bool_)):     # a condition or mask: stays bool
         return bool(x)
     if not isinstance(x, (np.ndarray, np.generic, list, tuple, float, int)):

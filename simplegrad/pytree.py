@@ -79,6 +79,8 @@ def tree_map(f: Callable, tree: Any, *rest: Any) -> Any:
         others.append(other_leaves)
     return tree_unflatten(treedef, [f(*xs) for xs in zip(leaves, *others)])
 
+LEAF = TreeDef(_LEAF, None, ())     # the structure of every single leaf (shared)
+
 # ---------------------------------------------------------------- internals
 
 
@@ -97,7 +99,7 @@ def _flatten(tree: Any, leaves: list) -> TreeDef:
                                                              else tuple)
         return TreeDef(kind, None, tuple(_flatten(c, leaves) for c in tree))
     leaves.append(tree)
-    return TreeDef(_LEAF, None, ())
+    return LEAF
 
 
 def _build(treedef: TreeDef, it: Any) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ArgumentError, GraphError, ShapeError
-from .pytree import TreeDef, tree_flatten, tree_leaves, tree_unflatten
+from .pytree import LEAF, TreeDef, tree_flatten, tree_leaves, tree_unflatten
 from .tape import Ops
 from .variable import Variable
 
@@ -28,6 +28,8 @@ def context(fname: str, args: Sequence[Any], borrow: bool = True) -> tuple[Ops, 
     A transform's own Ops borrows the caller's arrays (no copies): it is released before the
     call returns, and its results are copied out. ``borrow=False`` for one that outlives it.
     """
+    if all(type(a) is np.ndarray for a in args):   # arrays only (the common case): no walk
+        return Ops(borrow=borrow), False
     ops = first = None
     for a in tree_leaves(list(args)):
         if isinstance(a, Variable):
@@ -60,7 +62,12 @@ def primals(ops: Ops, args: Sequence[Any], nums: Sequence[int]) -> tuple[list, l
     call = list(args)
     trees = []
     for i in nums:
-        leaves, treedef = tree_flatten(args[i])
+        a = args[i]
+        if type(a) is np.ndarray:       # one array: one leaf, no tree to walk
+            call[i] = x = ops.var(a)
+            trees.append((LEAF, [x]))
+            continue
+        leaves, treedef = tree_flatten(a)
         xs = [primal(ops, a) for a in leaves]
         call[i] = tree_unflatten(treedef, xs)
         trees.append((treedef, xs))
@@ -83,7 +90,7 @@ def regroup(trees: list, flat: list) -> tuple:
     """``flat`` (one item per primal leaf) rebuilt as one pytree per differentiated argument."""
     out, k = [], 0
     for treedef, xs in trees:
-        out.append(tree_unflatten(treedef, flat[k:k + len(xs)]))
+        out.append(flat[k] if treedef is LEAF else tree_unflatten(treedef, flat[k:k + len(xs)]))
         k += len(xs)
     return tuple(out)
 

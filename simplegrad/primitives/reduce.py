@@ -35,6 +35,8 @@ ALONG = [Case(((3,),), {"axis": -1}), Case(((3, 4),), {"axis": 1}),
 def _spread(o, g, x, axis, keepdims):
     """Cotangent of a reduction, reshaped to keep its dims and expanded to x's shape."""
     shape = shape_of(x)
+    if axis is None and shape_of(g) == ():     # a total: the scalar spread over x
+        return broadcast_to(o, g, shape)
     if not keepdims:
         kd = keepdims_shape(shape, axis)
         if shape_of(g) != kd and axis is not None:
@@ -56,6 +58,8 @@ def _spread_mask(o, m, i, out, x, axis=None, keepdims=False):
 # ---------------------------------------------------------------- sum and mean
 
 def _sum(x, axis=None, keepdims=False):
+    if type(x) is np.ndarray:   # what np.sum runs for an array, without its dispatch layers
+        return np.add.reduce(x, axis=axis, keepdims=keepdims)
     return np.sum(x, axis=axis, keepdims=keepdims)
 
 
@@ -121,8 +125,17 @@ MIN = _extreme("min", _min)
 
 def _logsumexp(x, axis=None, keepdims=False):
     m = np.max(x, axis=axis, keepdims=True)
+    if np.isfinite(m).all():    # each sum of exp(x - m) is >= 1: its log needs no guard
+        total = np.add.reduce(np.exp(x - m), axis=axis, keepdims=keepdims)
+        return np.log(total) + (m if keepdims else np.reshape(m, np.shape(total)))
+    return _logsumexp_guarded(x, m, axis, keepdims)
+
+
+def _logsumexp_guarded(x, m, axis, keepdims):
+    """logsumexp where some maximum is inf, -inf or nan: shift those slices by 0 instead
+    (an all -inf slice gives -inf, one holding inf gives inf, nan stays nan)."""
     m = np.where(np.isfinite(m), m, 0)
-    total = np.sum(np.exp(x - m), axis=axis, keepdims=keepdims)
+    total = np.add.reduce(np.exp(x - m), axis=axis, keepdims=keepdims)
     with np.errstate(divide="ignore"):
         return np.log(total) + np.reshape(m, np.shape(total))
 
@@ -188,7 +201,11 @@ SOFTMAX = register(Primitive(
 
 
 def _log_softmax(x, axis=-1):
-    return x - _logsumexp(x, axis=axis, keepdims=True)
+    m = np.max(x, axis=axis, keepdims=True)
+    if np.isfinite(m).all():    # (x - m) - log(sum(exp(x - m))), the sum >= 1: no guard
+        shifted = x - m
+        return shifted - np.log(np.add.reduce(np.exp(shifted), axis=axis, keepdims=True))
+    return x - _logsumexp_guarded(x, m, axis, True)
 
 
 def _log_softmax_taylor(o: Any, ss: list[Series], out: Any, x: Any, axis: Any = -1) -> Series:

@@ -39,6 +39,12 @@ if TYPE_CHECKING:
 
 
 def _expand(x, shape):
+    if type(x) is not np.ndarray and isinstance(x, np.generic):
+        x = np.asarray(x)
+    if type(x) is np.ndarray and x.ndim == 0:   # one number everywhere: a read-only view
+        out = np.ndarray(shape, x.dtype, x, 0, (0,) * len(shape))
+        out.flags.writeable = False
+        return out
     return np.broadcast_to(x, shape)
 
 

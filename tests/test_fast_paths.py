@@ -1,0 +1,111 @@
+"""The fast paths of the hot forwards and transforms give what the general paths give.
+
+log_softmax and logsumexp skip their guards when every maximum is finite; sum of an array
+calls np.add.reduce; expand of one number builds a stride-0 view; value_and_grad takes plain
+arrays without walking pytrees. Each is checked against an independent answer: closed forms,
+numpy's own functions, or the pytree path of the same transform.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import simplegrad as sg
+from simplegrad.primitives.core import REGISTRY
+
+INF = math.inf
+ROWS = np.array([[1.0, 2.0, 3.0], [-INF, 0.0, 1.0], [-INF, -INF, -INF], [1.0, INF, 0.0],
+                 [0.0, math.nan, 1.0], [700.0, 710.0, -700.0]])
+
+
+def _lse_row(row: list[float]) -> float:
+    """logsumexp of one row by hand (math module only)."""
+    if any(math.isnan(v) for v in row):
+        return math.nan
+    if INF in row:
+        return INF
+    m = max(row)
+    if m == -INF:
+        return -INF
+    return m + math.log(sum(math.exp(v - m) for v in row))
+
+
+def test_logsumexp_and_log_softmax_match_closed_forms_on_finite_and_nonfinite_rows():
+    with np.errstate(invalid="ignore"):     # inf - inf in row 3, as numpy says
+        lse = REGISTRY["logsumexp"].forward(ROWS, axis=1)
+        ls = REGISTRY["log_softmax"].forward(ROWS, axis=1)
+    expect = np.array([_lse_row(list(r)) for r in ROWS])
+    np.testing.assert_allclose(lse, expect, rtol=1e-15)
+    finite = [0, 1, 5]      # rows whose maximum is finite: x - logsumexp(x) exactly
+    np.testing.assert_allclose(ls[finite], ROWS[finite] - expect[finite, None], rtol=1e-15)
+    assert np.isnan(ls[2]).all()                   # -inf - (-inf)
+    assert ls[3, 1] != ls[3, 1] and ls[3, 0] == -INF and ls[3, 2] == -INF   # inf - inf
+    assert np.isnan(ls[4]).all()
+
+
+def test_the_unguarded_path_warns_about_nothing():
+    x = np.array([[1.0, -INF, 3.0], [1000.0, -1000.0, 0.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = REGISTRY["log_softmax"].forward(x, axis=1)
+        lse = REGISTRY["logsumexp"].forward(x, axis=-1, keepdims=True)
+        assert lse.shape == (2, 1)
+        REGISTRY["logsumexp"].forward(np.array([-INF, -INF]))    # guarded: -inf, quietly
+    np.testing.assert_allclose(np.exp(out).sum(axis=1), [1.0, 1.0], rtol=1e-15)
+
+
+def test_compiled_log_softmax_replays_nonfinite_rows_as_recorded():
+    op = sg.Ops()
+    x = op.var(np.zeros((6, 3)))
+    y = op.log_softmax(x, axis=1)
+    fn = sg.compile(op.program([x], [y]))
+    with np.errstate(invalid="ignore"):
+        got = fn(ROWS)[0]
+        want = REGISTRY["log_softmax"].forward(ROWS, axis=1)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("a", [np.array([[True, False], [True, True]]),
+                               np.arange(6, dtype=np.int32).reshape(2, 3),
+                               np.linspace(0, 1, 6).reshape(3, 2), np.float64(2.5), 3.0])
+@pytest.mark.parametrize("kw", [{}, {"axis": 0}, {"axis": None, "keepdims": True}])
+def test_sum_forward_matches_numpy_sum_in_value_and_dtype(a, kw):
+    if np.ndim(a) == 0 and kw.get("axis") == 0:
+        return
+    got, want = REGISTRY["sum"].forward(a, **kw), np.sum(a, **kw)
+    assert np.asarray(got).dtype == np.asarray(want).dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("x", [np.asarray(1.5), np.float64(-2.0), np.asarray(True)])
+def test_expanding_one_number_is_a_read_only_view_equal_to_broadcast_to(x):
+    out = REGISTRY["expand"].forward(x, (3, 4))
+    np.testing.assert_array_equal(out, np.broadcast_to(x, (3, 4)))
+    assert out.dtype == np.asarray(x).dtype and out.shape == (3, 4)
+    assert not out.flags.writeable
+    with pytest.raises(ValueError):
+        out[0, 0] = 7
+
+
+def test_value_and_grad_of_plain_arrays_equals_its_pytree_form():
+    rng = np.random.default_rng(3)
+    W, b, x = rng.normal(size=(4, 3)), rng.normal(size=3), rng.normal(size=(5, 4))
+
+    def loss(W, b):
+        return ((x @ W + b).tanh() ** 2).sum()
+
+    v1, (gW, gb) = sg.value_and_grad(loss, argnums=(0, 1))(W, b)
+    v2, (gd,) = sg.value_and_grad(lambda d: loss(d["W"], d["b"]), argnums=(0,))({"W": W, "b": b})
+    assert v1 == pytest.approx(float(v2), rel=1e-15)
+    np.testing.assert_allclose(gW, gd["W"], rtol=1e-15)
+    np.testing.assert_allclose(gb, gd["b"], rtol=1e-15)
+    # closed form: d/dW sum(tanh(a)^2) = x^T (2 tanh(a) (1 - tanh(a)^2))
+    t = np.tanh(x @ W + b)
+    da = 2 * t * (1 - t * t)
+    np.testing.assert_allclose(gW, x.T @ da, rtol=1e-13)
+    np.testing.assert_allclose(gb, da.sum(axis=0), rtol=1e-13)
+    assert gW.flags.writeable and W.flags.writeable
