@@ -39,9 +39,23 @@ class Compiled:
         self.source = source
         self._fn = fn
         self._shapes = tuple(i.shape for i in prog.inputs)
+        self._specs = tuple((tuple(i.shape), np.dtype(i.dtype)) for i in prog.inputs)
 
     def __call__(self, *arrays: Any) -> Any:
         """Evaluate the program on new input values; one array per output (one when single)."""
+        specs = self._specs
+        if len(arrays) == len(specs) and all(
+                type(a) is np.ndarray and a.shape == shape and a.dtype is dtype
+                for a, (shape, dtype) in zip(arrays, specs)):
+            outs = self._fn(*arrays)      # the common case: arrays of the declared kinds
+        else:
+            outs = self._fn(*self._checked(arrays))
+        if self.program.single:
+            return outs if type(outs) is np.ndarray else np.asarray(outs)
+        return [o if type(o) is np.ndarray else np.asarray(o) for o in outs]
+
+    def _checked(self, arrays: tuple) -> list:
+        """The inputs as arrays of the program's shapes and dtypes, or a clear error."""
         if len(arrays) != len(self._shapes):
             names = ", ".join(i.name for i in self.program.inputs)
             raise ArgumentError(f"compiled program: takes {len(self._shapes)} input(s) "
@@ -49,7 +63,7 @@ class Compiled:
         args = []
         for spec, a in zip(self.program.inputs, arrays):
             if type(a) is np.ndarray and a.shape == spec.shape and a.dtype == spec.dtype:
-                args.append(a)          # the common case, checked in one line
+                args.append(a)
                 continue
             arr = a if type(a) is np.ndarray else np.asarray(a)
             if arr.dtype != spec.dtype:
@@ -61,10 +75,7 @@ class Compiled:
                 raise ShapeError(f"compiled program: input {spec.name} has shape {spec.shape}, "
                                  f"got {arr.shape}")
             args.append(arr)
-        outs = self._fn(*args)
-        if self.program.single:
-            return np.asarray(outs)
-        return [np.asarray(o) for o in outs]
+        return args
 
     def __repr__(self) -> str:
         return f"<compiled program: {len(self.program.nodes)} entries>"
@@ -170,6 +181,8 @@ def _expression(node: Node, args: list[str], namespace: dict, names: _Names,
     literal = {k: _literal(v, namespace, names) for k, v in attrs.items()}
     registered = REGISTRY.get(prim.name) is prim    # never a template of a look-alike
     if registered and prim.numpy is not None:
+        if prim.numpy.startswith("{0}.") and not args[0].isidentifier():
+            args = [f"np.asarray({args[0]})", *args[1:]]    # a number literal has no methods
         return _fill(prim.numpy, args, attrs, literal)
     if registered and prim.name == "matmul" and not attrs and _plain_matmul(*shapes):
         return f"{args[0]} @ {args[1]}"     # where the forward is plain np.matmul
@@ -217,6 +230,11 @@ def _fill(template: str, args: list[str], attrs: dict, literal: dict) -> str:
         return f", {k}={literal[k]}" if k in attrs and attrs[k] != default else ""
     fields = {"axis": keyword_arg("axis", None), "keepdims": keyword_arg("keepdims", False),
               "axes": "" if attrs.get("axes") is None else f", {literal['axes']}"}
+    # for ufunc reductions ("np.add.reduce({0}{reduce_axis}{keepdims})", whose own default axis
+    # is 0) and method templates ("{0}.transpose({axes_arg})"): both skip the dispatch layer of
+    # the np.* function, about a microsecond per call, which counts on small arrays
+    fields["reduce_axis"] = f", axis={literal['axis']}" if "axis" in attrs else ", axis=None"
+    fields["axes_arg"] = fields["axes"][2:]
     for k in ("shape", "index", "dtype"):
         if k in literal:
             fields[k] = literal[k]

@@ -72,10 +72,10 @@ def test_numpy_functions_operators_and_private_forwards():
     z = (y.sigmoid() * x[:, 1:]).reshape([4]) ** 2.0
     prog = op.program(x, z)
     src = sg.compile(prog).source
-    assert "np.tanh(x)" in src and " @ " in src and "np.transpose(x)" in src
-    assert "np.sum(v2, axis=1, keepdims=True)" in src
+    assert "np.tanh(x)" in src and " @ " in src and "x.transpose()" in src
+    assert "np.add.reduce(v2, axis=1, keepdims=True)" in src
     assert 'F[\'sigmoid\'](v3)' in src                  # a private forward, by registry name
-    assert "x[:, 1:]" in src and "np.reshape(v6, (4,))" in src and "np.power(v7, 2.0)" in src
+    assert "x[:, 1:]" in src and "v6.reshape((4,))" in src and "np.power(v7, 2.0)" in src
     x2 = np.linspace(-1, 1, 6).reshape(2, 3)
     np.testing.assert_allclose(sg.compile(prog)(x2), prog(x2), rtol=1e-15)
 

@@ -109,3 +109,30 @@ def test_value_and_grad_of_plain_arrays_equals_its_pytree_form():
     np.testing.assert_allclose(gW, x.T @ da, rtol=1e-13)
     np.testing.assert_allclose(gb, da.sum(axis=0), rtol=1e-13)
     assert gW.flags.writeable and W.flags.writeable
+
+
+def test_compiled_templates_reduce_transpose_and_reshape_match_numpy():
+    op = sg.Ops()
+    x = op.var(np.arange(24.0).reshape(2, 3, 4) / 5, name="x")
+    outs = [x.sum(), x.sum(axis=1, keepdims=True), x.sum(axis=(0, 2)), x.transpose(),
+            op.transpose(x, (1, 0, 2)), x.reshape((4, 6))]
+    fn = sg.compile(op.program(x, outs))
+    assert "np.add.reduce(x, axis=None)" in fn.source and "x.transpose()" in fn.source
+    x2 = np.linspace(-2, 3, 24).reshape(2, 3, 4)
+    want = [np.sum(x2), np.sum(x2, axis=1, keepdims=True), np.sum(x2, axis=(0, 2)), x2.T,
+            np.transpose(x2, (1, 0, 2)), np.reshape(x2, (4, 6))]
+    for got, w in zip(fn(x2), want):
+        assert got.shape == np.shape(w)
+        np.testing.assert_allclose(got, w, rtol=1e-15)
+
+
+def test_a_method_template_on_a_number_constant_compiles():
+    """A program read from a file may hold a number constant where a method template expects
+    an array: the compiler wraps the literal (``np.asarray(2.5).transpose()``)."""
+    from simplegrad.program import CONST, NODE, Constant, Input, Node, Program, Ref
+    for name, attrs in [("transpose", {"axes": None}), ("sum", {"axis": None,
+                                                             "keepdims": False})]:
+        node = Node(REGISTRY[name], (Ref(CONST, 0),), attrs, "v0", (), np.dtype(np.float64))
+        prog = Program([Input("x", (), np.dtype(np.float64))], [Constant(2.5)], [node],
+                       [Ref(NODE, 0)], single=True)
+        assert float(sg.compile(prog)(np.float64(1.0))) == 2.5

@@ -68,7 +68,7 @@ SUM = register(Primitive(
     [lambda o, g, out, x, axis=None, keepdims=False: _spread(o, g, x, axis, keepdims)],
     lambda o, ts, out, x, axis=None, keepdims=False: o.sum(ts[0], axis=axis, keepdims=keepdims),
     method_fmt("sum", "axis", "keepdims"), REDUCE, batch=along("sum"), mask=_spread_mask,
-    taylor=linear("sum"), numpy="np.sum({0}{axis}{keepdims})"))
+    taylor=linear("sum"), numpy="np.add.reduce({0}{reduce_axis}{keepdims})"))
 
 
 def _mean(x, axis=None, keepdims=False):

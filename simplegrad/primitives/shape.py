@@ -75,7 +75,7 @@ RESHAPE = register(Primitive(
     cases=[Case(((),), {"shape": (1, 1)}), Case(((3, 4),), {"shape": (12,)}),
      Case(((2, 3, 4),), {"shape": (6, -1)}), Case(((3, 1),), {"shape": (3,)})],
     batch=lambda o, xs, batched, shape: o.reshape(xs[0], shape_of(xs[0])[:1] + tuple(shape)),
-    taylor=tr.linear("reshape"), numpy="np.reshape({0}, {shape})"))
+    taylor=tr.linear("reshape"), numpy="{0}.reshape({shape})"))
 
 
 def _transpose(x, axes=None):
@@ -101,7 +101,7 @@ TRANSPOSE = register(Primitive(
     cases=[Case(((3,),)), Case(((3, 4),)), Case(((2, 3, 4),), {"axes": (1, 0, 2)}),
      Case(((2, 3, 4),), {"axes": (2, 0, 1)})],
     batch=lambda o, xs, batched, axes=None: o.transpose(xs[0], _batch_axes(xs[0], axes)),
-    taylor=tr.linear("transpose"), numpy="np.transpose({0}{axes})"))
+    taylor=tr.linear("transpose"), numpy="{0}.transpose({axes_arg})"))
 
 
 def _batch_axes(x, axes):
