@@ -44,12 +44,12 @@ class Compiled:
     def __call__(self, *arrays: Any) -> Any:
         """Evaluate the program on new input values; one array per output (one when single)."""
         specs = self._specs
-        if len(arrays) == len(specs) and all(
-                type(a) is np.ndarray and a.shape == shape and a.dtype is dtype
-                for a, (shape, dtype) in zip(arrays, specs)):
-            outs = self._fn(*arrays)      # the common case: arrays of the declared kinds
-        else:
-            outs = self._fn(*self._checked(arrays))
+        fast = len(arrays) == len(specs)
+        for a, (shape, dtype) in zip(arrays, specs):     # the common case, checked in a loop
+            if type(a) is not np.ndarray or a.shape != shape or a.dtype is not dtype:
+                fast = False
+                break
+        outs = self._fn(*arrays) if fast else self._fn(*self._checked(arrays))
         if self.program.single:
             return outs if type(outs) is np.ndarray else np.asarray(outs)
         return [o if type(o) is np.ndarray else np.asarray(o) for o in outs]

@@ -172,7 +172,8 @@ def results(nested: bool, vs: list[Variable]) -> list[Result]:
     for v in vs:
         arr = v.raw
         if type(arr) is np.ndarray and arr.base is None and id(arr) not in given:
-            arr.flags.writeable = True
+            if not arr.flags.writeable:
+                arr.flags.writeable = True
             given.add(id(arr))
             out.append(arr)
         else:

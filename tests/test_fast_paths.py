@@ -1,9 +1,10 @@
 """The fast paths of the hot forwards and transforms give what the general paths give.
 
-log_softmax and logsumexp skip their guards when every maximum is finite; sum of an array
-calls np.add.reduce; expand of one number builds a stride-0 view; value_and_grad takes plain
-arrays without walking pytrees. Each is checked against an independent answer: closed forms,
-numpy's own functions, or the pytree path of the same transform.
+log_softmax and logsumexp skip their guards when every maximum is finite; sum, max and min of
+an array call their ufunc's reduce; expand of one number builds a stride-0 view;
+value_and_grad takes plain arrays without walking pytrees; compiled programs use ufunc and
+array-method templates. Each is checked against an independent answer: closed forms, numpy's
+own functions, or the pytree path of the same transform.
 """
 
 from __future__ import annotations
@@ -73,11 +74,12 @@ def test_compiled_log_softmax_replays_nonfinite_rows_as_recorded():
                                np.arange(6, dtype=np.int32).reshape(2, 3),
                                np.linspace(0, 1, 6).reshape(3, 2), np.float64(2.5), 3.0])
 @pytest.mark.parametrize("kw", [{}, {"axis": 0}, {"axis": None, "keepdims": True}])
-def test_sum_forward_matches_numpy_sum_in_value_and_dtype(a, kw):
+@pytest.mark.parametrize("name", ["sum", "max", "min"])
+def test_reduction_forwards_match_numpy_in_value_type_and_dtype(a, kw, name):
     if np.ndim(a) == 0 and kw.get("axis") == 0:
         return
-    got, want = REGISTRY["sum"].forward(a, **kw), np.sum(a, **kw)
-    assert np.asarray(got).dtype == np.asarray(want).dtype
+    got, want = REGISTRY[name].forward(a, **kw), getattr(np, name)(a, **kw)
+    assert type(got) is type(want) and np.asarray(got).dtype == np.asarray(want).dtype
     np.testing.assert_array_equal(got, want)
 
 

@@ -110,10 +110,14 @@ def _extreme(name: str, forward) -> Primitive:
 
 
 def _max(x, axis=None, keepdims=False):
+    if type(x) is np.ndarray:   # what np.max runs for an array, without its dispatch layers
+        return np.maximum.reduce(x, axis=axis, keepdims=keepdims)
     return np.max(x, axis=axis, keepdims=keepdims)
 
 
 def _min(x, axis=None, keepdims=False):
+    if type(x) is np.ndarray:
+        return np.minimum.reduce(x, axis=axis, keepdims=keepdims)
     return np.min(x, axis=axis, keepdims=keepdims)
 
 
@@ -124,7 +128,7 @@ MIN = _extreme("min", _min)
 
 
 def _logsumexp(x, axis=None, keepdims=False):
-    m = np.max(x, axis=axis, keepdims=True)
+    m = _max(x, axis=axis, keepdims=True)
     if np.isfinite(m).all():    # each sum of exp(x - m) is >= 1: its log needs no guard
         total = np.add.reduce(np.exp(x - m), axis=axis, keepdims=keepdims)
         return np.log(total) + (m if keepdims else np.reshape(m, np.shape(total)))
@@ -201,7 +205,7 @@ SOFTMAX = register(Primitive(
 
 
 def _log_softmax(x, axis=-1):
-    m = np.max(x, axis=axis, keepdims=True)
+    m = _max(x, axis=axis, keepdims=True)
     if np.isfinite(m).all():    # (x - m) - log(sum(exp(x - m))), the sum >= 1: no guard
         shifted = x - m
         return shifted - np.log(np.add.reduce(np.exp(shifted), axis=axis, keepdims=True))
