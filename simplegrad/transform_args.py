@@ -28,7 +28,10 @@ def context(fname: str, args: Sequence[Any], borrow: bool = True) -> tuple[Ops, 
     A transform's own Ops borrows the caller's arrays (no copies): it is released before the
     call returns, and its results are copied out. ``borrow=False`` for one that outlives it.
     """
-    if all(type(a) is np.ndarray for a in args):   # arrays only (the common case): no walk
+    for a in args:
+        if type(a) is not np.ndarray:
+            break
+    else:           # arrays only (the common case): no tree to walk
         return Ops(borrow=borrow), False
     ops = first = None
     for a in tree_leaves(list(args)):
