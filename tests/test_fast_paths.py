@@ -83,7 +83,8 @@ def test_reduction_forwards_match_numpy_in_value_type_and_dtype(a, kw, name):
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("x", [np.asarray(1.5), np.float64(-2.0), np.asarray(True)])
+@pytest.mark.parametrize("x", [np.asarray(1.5), np.float64(-2.0), np.asarray(True),
+                               np.arange(5.0)[3, ...]])   # a 0-d view at an offset
 def test_expanding_one_number_is_a_read_only_view_equal_to_broadcast_to(x):
     out = REGISTRY["expand"].forward(x, (3, 4))
     np.testing.assert_array_equal(out, np.broadcast_to(x, (3, 4)))
