@@ -321,35 +321,23 @@ class Ops(PrimitiveMethods):
         if type(inputs) is not tuple:
             inputs = tuple(inputs)
         values = []
-        ref = None
-        requires = False
+        requires = None         # None until an input is a Variable of this Ops
         convert = False
         for x in inputs:
             tx = type(x)
-            if tx is Variable:
-                if x.ops is not self:
-                    if x.ops is FREE:       # a free value: joins as a leaf (_operands)
-                        convert = True
-                        values.append(x)
-                        continue
-                    raise error(prim.name, inputs, f"{x.name} belongs to another Ops (a released "
-                                "or finished tape, or another computation); pass its .value "
-                                "as a constant, or keep values that live across steps as "
-                                "sg.Parameter", GraphError)
-                if ref is None:
-                    ref = x
-                requires = requires or x.requires_grad
+            if tx is Variable and x.ops is self:
                 values.append(x.raw)
+                requires = requires or x.requires_grad
             elif tx is float or tx is int:
                 values.append(x)
-            else:
+            else:               # constants, free or foreign Variables, batched values
                 convert = True
                 values.append(x)
         if convert:
             if any(type(x) is Batched for x in inputs):    # inside vmap: batching.py
                 return apply_batched(self, prim, inputs, attrs, name)
-            inputs, values, ref, requires = self._operands(prim, inputs, values)
-        if ref is None:         # constants only: fold, record nothing
+            inputs, values, requires = self._operands(prim, inputs)
+        if requires is None:    # constants only: fold, record nothing
             return prim.forward(*values, **attrs) if attrs else prim.forward(*values)
         try:
             value = prim.forward(*values, **attrs) if attrs else prim.forward(*values)
@@ -418,14 +406,20 @@ class Ops(PrimitiveMethods):
             self._cse[key] = out
         return out
 
-    def _operands(self, prim: Primitive, inputs: tuple, values: list) -> tuple:
+    def _operands(self, prim: Primitive, inputs: tuple) -> tuple:
         """Inputs other than this Ops' Variables and Python numbers, made recordable: free
-        Variables join as leaves, constants are converted (operands.py). Returns the inputs,
-        their values, the first Variable and whether any input requires grad."""
+        Variables join as leaves, constants are converted (operands.py), another Ops' Variable
+        is refused. Returns the inputs, their values and whether any input requires grad (None
+        when none is a Variable)."""
         inputs = list(inputs)
         for i, x in enumerate(inputs):
-            if isinstance(x, Variable) and x.ops is FREE:
-                inputs[i] = self._adopt(x)
+            if isinstance(x, Variable) and x.ops is not self:
+                if x.ops is not FREE:
+                    raise error(prim.name, tuple(inputs), f"{x.name} belongs to another Ops (a "
+                                "released or finished tape, or another computation); pass its "
+                                ".value as a constant, or keep values that live across steps "
+                                "as sg.Parameter", GraphError)
+                inputs[i] = self._adopt(x)      # a free value joins as a leaf
         variables = [x for x in inputs if type(x) is Variable]
         dtype = next((x.raw.dtype for x in variables if x.raw.dtype.kind == "f"),
                      variables[0].raw.dtype if variables else None)
@@ -434,8 +428,8 @@ class Ops(PrimitiveMethods):
             if type(x) is not Variable and type(x) is not float and type(x) is not int:
                 inputs[i] = constant(prim, frozen_inputs, x, dtype, self.borrow)
         values = [x.raw if type(x) is Variable else x for x in inputs]
-        ref = variables[0] if variables else None
-        return tuple(inputs), values, ref, any(x.requires_grad for x in variables)
+        requires = any(x.requires_grad for x in variables) if variables else None
+        return tuple(inputs), values, requires
 
     # ------------------------------------------------------------ parameters (params.py)
 
