@@ -46,16 +46,8 @@ def grad(ops: Ops, L: Variable, wrt: Variable | Sequence[Variable], seed: Any = 
     """Gradients of L with respect to ``wrt``; sets ``.grad`` on each (see ``Ops.grad``)."""
     single = isinstance(wrt, Variable) or not isinstance(wrt, Iterable)
     asked = [wrt] if single else list(wrt)
-    targets = [ops.leaf_for(w) for w in asked]      # a Parameter: its leaf on this Ops
-    _check_target(ops, "grad", L)
-    for w in targets:
-        _check_wrt(ops, "grad", w)
     recording = bool(create_graph) and ops.recording
-    # entries older than every wrt cannot lie on a path from them: stop there
-    stop = min((w.position if w.prim is None else w.position + 1 for w in targets),
-               default=ops.tape.end)
-    only = _descendants(ops.tape, targets, stop, L) if ops.simplify else None
-    grads = _reverse(ops, L, seed, recording, stop, set(targets), only)
+    targets, grads = _gradients(ops, L, asked, seed, recording)
     out = []
     for a, w in zip(asked, targets):
         g = grads.get(w)
@@ -66,6 +58,31 @@ def grad(ops: Ops, L: Variable, wrt: Variable | Sequence[Variable], seed: Any = 
         w.grad = a.grad = g
         out.append(g)
     return out[0] if single else out
+
+
+def gradient_values(ops: Ops, L: Variable, wrt: Sequence[Variable], seed: Any = None) -> list:
+    """The gradients of L with respect to ``wrt`` as arrays, by a value-only sweep that records
+    nothing and sets no ``.grad`` (what a transform hands back)."""
+    targets, grads = _gradients(ops, L, list(wrt), seed, False)
+    out = []
+    for w in targets:
+        g = grads.get(w)
+        out.append(np.zeros(w.shape, w.dtype) if g is None else g)
+    return out
+
+
+def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool) -> tuple:
+    """The leaves standing for ``asked`` (a Parameter's leaf on this Ops) and the sweep's
+    cotangents."""
+    targets = [ops.leaf_for(w) for w in asked]
+    _check_target(ops, "grad", L)
+    for w in targets:
+        _check_wrt(ops, "grad", w)
+    # entries older than every wrt cannot lie on a path from them: stop there
+    stop = min((w.position if w.prim is None else w.position + 1 for w in targets),
+               default=ops.tape.end)
+    only = _descendants(ops.tape, targets, stop, L) if ops.simplify else None
+    return targets, _reverse(ops, L, seed, recording, stop, set(targets), only)
 
 
 def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False) -> None:

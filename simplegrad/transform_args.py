@@ -162,8 +162,9 @@ def result(nested: bool, v: Variable) -> Result:
     return results(nested, [v])[0]
 
 
-def results(nested: bool, vs: list[Variable]) -> list[Result]:
-    """The Variables themselves when nested; else arrays the caller owns.
+def results(nested: bool, vs: list) -> list[Result]:
+    """The Variables themselves when nested; else arrays the caller owns (``vs`` may hold
+    arrays already: a value-only sweep's gradients).
 
     An array the transform's own Ops computed (it owns its memory, so it is nobody's view) is
     handed over as it is, made writable; anything else (a view of an argument or a constant,
@@ -173,7 +174,7 @@ def results(nested: bool, vs: list[Variable]) -> list[Result]:
         return list(vs)
     out, given = [], set()
     for v in vs:
-        arr = v.raw
+        arr = v.raw if type(v) is Variable else v
         if type(arr) is np.ndarray and arr.base is None and id(arr) not in given:
             if not arr.flags.writeable:
                 arr.flags.writeable = True

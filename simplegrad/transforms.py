@@ -38,6 +38,7 @@ from . import batching
 from .accumulation import prefers_forward
 from .errors import ArgumentError, GraphError, ShapeError
 from .pytree import tree_flatten, tree_unflatten
+from .sweeps import gradient_values
 from .tape import Ops
 from .taylor_mode import derivative_entry as taylor_derivative_entry
 from .transform_args import (
@@ -93,7 +94,12 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0) -> Callable:
             call, trees = primals(ops, args, nums)
             y = scalar("grad", output("grad", ops, f(*call)))
             xs = flat(trees)
-            gs = ops.grad(y, xs, create_graph=nested) if xs else []
+            if not xs:
+                gs = []
+            elif nested:
+                gs = ops.grad(y, xs)
+            else:
+                gs = gradient_values(ops, y, xs)
             y, *gs = results(nested, [y, *gs])
             gs = regroup(trees, gs)
             return y, gs[0] if single else gs
