@@ -88,3 +88,28 @@ def test_compiled_programs_and_training(guarded):
         opt.step()
     # each step moves w by -0.25 * 2 (w - 3): the distance to 3 halves
     np.testing.assert_allclose(w.value, 3.0 + np.array([-2.0, -5.0]) / 8, rtol=1e-14)
+
+
+def test_threads_each_on_their_own_ops():
+    # with no process-wide switch in the sweeps, threads that each own an Ops differentiate
+    # side by side: each result matches its closed form
+    from concurrent.futures import ThreadPoolExecutor
+
+    def work(seed: int) -> float:
+        rng = np.random.default_rng(seed)
+        worst = 0.0
+        for _ in range(30):
+            x0 = rng.normal(size=5)
+            op = sg.Ops()
+            x = op.var(x0)
+            g = op.grad(f(x), x)
+            h = op.grad(g.sum(), x)
+            t = np.tanh(x0)
+            dt = 1 - t * t
+            worst = max(worst, np.abs(g.value - (dt * x0 + t)).max(),
+                        np.abs(h.value - (-2 * t * dt * x0 + 2 * dt)).max())
+        return worst
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        errors = list(pool.map(work, range(8)))
+    assert max(errors) < 1e-13
