@@ -121,11 +121,15 @@ def _freeze(x: Any) -> Hashable:
 
 def describe_variable(x: Any) -> Operand:
     """An Operand for a tape input: a Variable (computed or leaf), a Python number or an array."""
-    if isinstance(x, np.ndarray | np.generic):
+    t = type(x)
+    if t is float or t is int or t is bool:
+        return Operand((), None, True, x)
+    if t is np.ndarray or isinstance(x, np.ndarray | np.generic):
         return Operand(np.shape(x), np.asarray(x).dtype, True, x)
     if isinstance(x, bool | int | float):
         return Operand((), None, True, x)
-    return Operand(x.shape, x.dtype, False, None, x.prim, x.inputs, x.attrs)
+    raw = x.raw         # a Variable: its stored value
+    return Operand(raw.shape, raw.dtype, False, None, x.prim, x.inputs, x.attrs)
 
 
 # ---------------------------------------------------------------- identities
@@ -214,8 +218,9 @@ def _keeps_shape(x: Any, describe: Callable, *others: Operand) -> Any:
 def _unit_side(inputs: Sequence[Any], describe: Callable, unit: int, kept: tuple) -> Any:
     """inputs[i] for the first i in ``kept`` whose partner is the constant ``unit`` and does
     not change its shape or dtype."""
+    described = [describe(inputs[0]), describe(inputs[1])]
     for i in kept:
-        x, c = describe(inputs[i]), describe(inputs[1 - i])
+        x, c = described[i], described[1 - i]
         if x.constant or not c.constant or not _all_equal(c.value, unit):
             continue
         if c.dtype is None:
