@@ -77,7 +77,7 @@ def test_compiled_log_softmax_replays_nonfinite_rows_as_recorded():
 @pytest.mark.parametrize("name", ["sum", "max", "min"])
 def test_reduction_forwards_match_numpy_in_value_type_and_dtype(a, kw, name):
     if np.ndim(a) == 0 and kw.get("axis") == 0:
-        return
+        pytest.skip("a 0-d value has no axis 0")
     got, want = REGISTRY[name].forward(a, **kw), getattr(np, name)(a, **kw)
     assert type(got) is type(want) and np.asarray(got).dtype == np.asarray(want).dtype
     np.testing.assert_array_equal(got, want)
