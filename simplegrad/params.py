@@ -7,7 +7,8 @@ Variables only, it records on an implicit Ops that keeps no trace: that Ops hold
 weakly, so a step's graph is freed by reference counting as soon as its last Variable goes
 (flat memory in a training loop, no ``release()``). Free computations share one implicit Ops
 until a backward pass through it or a parameter update ends the step; the next step starts a
-new one.
+new one. Each thread has its own implicit Ops, so threads training side by side (on their own
+parameters) never record on each other's.
 
 ``loss.backward()`` accumulates each parameter's gradient into ``p.grad`` (a free Variable
 holding the array); ``p.assign(array)`` replaces the value (tapes recorded before keep the
@@ -16,6 +17,7 @@ value they used); ``p.grad = None`` resets it.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from typing import Any
 
@@ -35,7 +37,7 @@ class FreeOps(PrimitiveMethods):
     simplify = False
 
     def __init__(self) -> None:
-        self._implicit: weakref.ref | None = None      # the implicit Ops alive, if any
+        self._local = threading.local()     # per thread, .implicit: its implicit Ops (weak)
 
     def __repr__(self) -> str:
         return "<FreeOps: parameters and values bound to no tape>"
@@ -52,16 +54,17 @@ class FreeOps(PrimitiveMethods):
         """The Ops that free computations record on: the one alive, or a new one."""
         from .tape import Ops
 
-        ops = self._implicit() if self._implicit is not None else None
+        ref = getattr(self._local, "implicit", None)
+        ops = ref() if ref is not None else None
         if ops is None:
             ops = Ops(keep_trace=False)
-            self._implicit = weakref.ref(ops)
+            self._local.implicit = weakref.ref(ops)
         return ops
 
     def finish(self) -> None:
         """Start the next free computation on a new implicit Ops (after a backward pass or a
         parameter update: a new training step)."""
-        self._implicit = None
+        self._local.implicit = None
 
     def unrecorded(self, value: Any, name: str | None = None) -> Variable:
         """A free Variable holding ``value`` (no history)."""

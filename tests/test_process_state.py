@@ -113,3 +113,32 @@ def test_threads_each_on_their_own_ops():
     with ThreadPoolExecutor(max_workers=4) as pool:
         errors = list(pool.map(work, range(8)))
     assert max(errors) < 1e-13
+
+
+def test_threads_training_free_parameters_record_on_their_own_implicit_ops():
+    # the implicit Ops of free Parameters is per thread: side-by-side training steps on
+    # separate parameters neither share a tape nor mix gradients
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from simplegrad.params import FREE
+
+    together = threading.Barrier(4)
+    first_ops: list = [None] * 4
+
+    def work(k: int) -> int:
+        w = sg.Parameter(np.full(3, float(k + 1)))
+        loss = ((w * w) * 0.5).sum()
+        first_ops[k] = loss.ops
+        together.wait()                 # all four steps alive at once
+        assert len({id(o) for o in first_ops}) == 4 and loss.ops is FREE.implicit()
+        for step in range(20):
+            if step:
+                loss = ((w * w) * 0.5).sum()
+            loss.backward()
+            np.testing.assert_array_equal(w.grad.value, w.value)    # d(w^2 / 2)/dw = w
+            w.grad = None
+        return k
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert list(pool.map(work, range(4))) == [0, 1, 2, 3]
