@@ -4,7 +4,8 @@ loss(W1, b1, W2, b2) = mean over the batch of -sum(Y * log_softmax(tanh(X W1 + b
 with X (64, 784) and one-hot Y (64, 10) fixed numpy arrays. Forms of the simplegrad step:
 ``sg.value_and_grad`` over the four parameters (a fresh Ops per call), a persistent
 ``Ops`` holding the parameters and the data as leaves (record, ``op.grad(...,
-create_graph=False)``, release), and the step recorded once and compiled (``sg.compile`` of
+create_graph=False)``, release), the weights as ``sg.Parameter`` with ``loss.backward()`` (the
+PyTorch habit), and the step recorded once and compiled (``sg.compile`` of
 ``op.program([W1, b1, W2, b2, X, Y], [loss, dW1, db1, dW2, db2])``); also the
 two-parameter form (no biases) through ``sg.value_and_grad``. Against the same step written
 by hand in numpy (the unit), and when installed PyTorch eager, ``torch.func.grad_and_value``,
@@ -93,6 +94,21 @@ def persistent_step(X, Y, params):
     return step
 
 
+def parameter_step(X, Y, params):
+    """The PyTorch habit: the weights as ``sg.Parameter``, each step recorded on the implicit
+    Ops (freed by reference counting), ``loss.backward()``, the gradients read from ``.grad``."""
+    ps = [sg.Parameter(p) for p in params]
+    loss = sg_loss(X, Y)
+
+    def step():
+        for p in ps:
+            p.grad = None
+        L = loss(*ps)
+        L.backward()
+        return float(L.value), tuple(p.grad.value for p in ps)
+    return step
+
+
 def compiled_step(X, Y, params):
     """The step recorded once, extracted as a Program whose inputs are the four parameters and
     the data (so one compiled function serves every batch) and compiled by ``sg.compile``; not
@@ -120,6 +136,7 @@ def main() -> None:
         "numpy (by hand)": lambda: numpy_step(X, Y, *params),
         "simplegrad sg.value_and_grad": lambda: vg(*params),
         "simplegrad persistent Ops": persistent_step(X, Y, params),
+        "simplegrad sg.Parameter + backward()": parameter_step(X, Y, params),
         "simplegrad sg.compile": compiled_step(X, Y, params),
     }
     cols = {"numpy (by hand)": "numpy (by hand)", "simplegrad sg.value_and_grad": "simplegrad"}
@@ -189,6 +206,10 @@ def main() -> None:
         {"workload": "  same step through a persistent Ops", "unit": "numpy by hand",
          "target": "simplegrad <= 1.2",
          "cols": {"simplegrad": med["simplegrad persistent Ops"] / med[unit],
+                  "numpy (by hand)": 1.0}},
+        {"workload": "  same step on sg.Parameter weights, loss.backward()",
+         "unit": "numpy by hand", "target": "simplegrad <= 1.2",
+         "cols": {"simplegrad": med["simplegrad sg.Parameter + backward()"] / med[unit],
                   "numpy (by hand)": 1.0}},
         {"workload": "  same step recorded once, sg.compile(op.program(...)), X and Y inputs",
          "unit": "numpy by hand", "target": "simplegrad <= 1.0",

@@ -163,8 +163,9 @@ def _sweep(o: Any, tape: Tape, L: Variable, seed: Any, recording: bool, stop: in
     pullbacks = tape.pullbacks if recording and tape.keep else None
     if L.prim is None:
         return grads
-    for pos in range(L.position, max(stop, base) - 1, -1):
-        out = entries[pos - base]
+    # the entries from L back to ``stop``, newest first (one slice: a weakly held tape
+    # resolves its references once, not at every step)
+    for out in reversed(entries[max(stop, base) - base:L.position - base + 1]):
         if keep is None:
             g = grads.get(out)
             if g is None:

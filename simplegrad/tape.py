@@ -155,8 +155,8 @@ class Ops(PrimitiveMethods):
         self.borrow = bool(borrow)
         self.recording = True
         self.simplify = bool(simplify)
-        self._adopted: weakref.WeakValueDictionary | None = None  # Parameter -> its leaf here
-        self._sources: weakref.WeakKeyDictionary | None = None    # leaf -> its Parameter
+        self._adopted: dict | None = None   # id(Parameter) -> (it, its leaf here, id(leaf))
+        self._sources: dict | None = None   # id(leaf) -> (the leaf, its Parameter), all weak
         self.echo = echo
         if self.simplify:       # the simplifying path replaces the plain one on this Ops only
             self._cse: dict = {}
@@ -283,7 +283,8 @@ class Ops(PrimitiveMethods):
         arr.flags.writeable = False
         tape = self.tape
         v = self._bare(arr, tape.number() if name is None else name, requires_grad)
-        tape.add(Leaf(v.position, v, kind, source))
+        if tape.keep or tape.listeners:     # (a tape that keeps no trace records no event)
+            tape.add(Leaf(v.position, v, kind, source))
         return v
 
     def unrecorded(self, value: Any, name: str | None = None) -> Variable:
@@ -334,8 +335,9 @@ class Ops(PrimitiveMethods):
                 convert = True
                 values.append(x)
         if convert:
-            if any(type(x) is Batched for x in inputs):    # inside vmap: batching.py
-                return apply_batched(self, prim, inputs, attrs, name)
+            for x in inputs:
+                if type(x) is Batched:      # inside vmap: batching.py
+                    return apply_batched(self, prim, inputs, attrs, name)
             inputs, values, requires = self._operands(prim, inputs)
         if requires is None:    # constants only: fold, record nothing
             return prim.forward(*values, **attrs) if attrs else prim.forward(*values)
@@ -412,23 +414,33 @@ class Ops(PrimitiveMethods):
         is refused. Returns the inputs, their values and whether any input requires grad (None
         when none is a Variable)."""
         inputs = list(inputs)
+        requires = None
+        first = real = None     # the first Variable's dtype, and the first float one's
+        constants = False
         for i, x in enumerate(inputs):
-            if isinstance(x, Variable) and x.ops is not self:
-                if x.ops is not FREE:
-                    raise error(prim.name, tuple(inputs), f"{x.name} belongs to another Ops (a "
-                                "released or finished tape, or another computation); pass its "
-                                ".value as a constant, or keep values that live across steps "
-                                "as sg.Parameter", GraphError)
-                inputs[i] = self._adopt(x)      # a free value joins as a leaf
-        variables = [x for x in inputs if type(x) is Variable]
-        dtype = next((x.raw.dtype for x in variables if x.raw.dtype.kind == "f"),
-                     variables[0].raw.dtype if variables else None)
-        frozen_inputs = tuple(inputs)
-        for i, x in enumerate(inputs):
-            if type(x) is not Variable and type(x) is not float and type(x) is not int:
-                inputs[i] = constant(prim, frozen_inputs, x, dtype, self.borrow)
+            if isinstance(x, Variable):
+                if x.ops is not self:
+                    if x.ops is not FREE:
+                        raise error(prim.name, tuple(inputs), f"{x.name} belongs to another "
+                                    "Ops (a released or finished tape, or another "
+                                    "computation); pass its .value as a constant, or keep "
+                                    "values that live across steps as sg.Parameter",
+                                    GraphError)
+                    x = inputs[i] = self._adopt(x)      # a free value joins as a leaf
+                requires = requires or x.requires_grad
+                dtype = x.raw.dtype
+                if first is None:
+                    first = dtype
+                if real is None and dtype.kind == "f":
+                    real = dtype
+            elif type(x) is not float and type(x) is not int:
+                constants = True
+        if constants:
+            frozen_inputs = tuple(inputs)
+            for i, x in enumerate(inputs):
+                if type(x) is not Variable and type(x) is not float and type(x) is not int:
+                    inputs[i] = constant(prim, frozen_inputs, x, real or first, self.borrow)
         values = [x.raw if type(x) is Variable else x for x in inputs]
-        requires = any(x.requires_grad for x in variables) if variables else None
         return tuple(inputs), values, requires
 
     # ------------------------------------------------------------ parameters (params.py)
@@ -436,16 +448,30 @@ class Ops(PrimitiveMethods):
     def _adopt(self, p: Variable) -> Variable:
         """The leaf standing for the free Variable p on this Ops (made on first use, and again
         after p's value was replaced)."""
-        leaf = self._adopted.get(p) if self._adopted is not None else None
-        if leaf is None or leaf.raw is not p.raw:
-            if self._adopted is None:   # weak both ways: no cycle through the Ops
-                self._adopted = weakref.WeakValueDictionary()
-                self._sources = weakref.WeakKeyDictionary()
-            leaf = self.leaf(p.raw, p.label if type(p.label) is str else None,
-                             p.requires_grad, "leaf", source=p)
-            self._adopted[p] = leaf
-            self._sources[leaf] = p
+        adopted = self._adopted
+        got = adopted.get(id(p)) if adopted is not None else None
+        if got is not None:
+            leaf = got[1]()
+            if got[0]() is p and leaf is not None and leaf.raw is p.raw:
+                return leaf
+            if leaf is None:    # a leaf replaced while alive still routes its gradient to p
+                self._forget_source(got[2])
+        if adopted is None:
+            adopted = self._adopted = {}
+            self._sources = {}
+        leaf = self.leaf(p.raw, p.label if type(p.label) is str else None,
+                         p.requires_grad, "leaf", source=p)
+        # keyed by id, holding weak references both ways: no cycle through the Ops, and a
+        # plain dict's speed (each step of a training loop adopts every parameter)
+        adopted[id(p)] = (weakref.ref(p), weakref.ref(leaf), id(leaf))
+        self._sources[id(leaf)] = (weakref.ref(leaf), weakref.ref(p))
         return leaf
+
+    def _forget_source(self, key: int) -> None:
+        """Drop the source entry of a dead leaf (unless its id now names another leaf)."""
+        entry = self._sources.get(key)
+        if entry is not None and entry[0]() is None:
+            del self._sources[key]
 
     def leaf_for(self, w: Variable) -> Variable:
         """w itself, or for a free Variable (a Parameter) the leaf standing for it here."""
@@ -453,7 +479,8 @@ class Ops(PrimitiveMethods):
 
     def source_of(self, leaf: Variable) -> Variable | None:
         """The free Variable (a Parameter) a leaf of this Ops stands for, if any."""
-        return self._sources.get(leaf) if self._adopted is not None else None
+        entry = self._sources.get(id(leaf)) if self._adopted is not None else None
+        return entry[1]() if entry is not None and entry[0]() is leaf else None
 
     def _error(self, op: str, inputs: tuple, reason: str, kind: type) -> Exception:
         return error(op, inputs, reason, kind)

@@ -154,3 +154,32 @@ def test_many_passes_over_one_graph_do_not_warn():
         warnings.simplefilter("error", sg.TapeGrowthWarning)
         J = sg.jacobian(lambda v: v * 2.0, mode="rev")(np.ones(150))
     np.testing.assert_array_equal(J, 2.0 * np.eye(150))
+
+
+def test_gradients_route_to_the_parameter_across_an_assign_and_many_steps():
+    # leaves made for a parameter before and after p.assign both send their gradient to p
+    op = sg.Ops()
+    p = sg.Parameter(np.array([1.0, 2.0]))
+    before = op.leaf_for(p)
+    first = (before * p).sum()              # d/dp = 2 p_old
+    old = p.value.copy()
+    p.assign(np.array([3.0, -1.0]))
+    after = op.leaf_for(p)
+    assert after is not before and op.source_of(before) is p and op.source_of(after) is p
+    second = op.mul(p, 3.0).sum()           # d/dp = 3; p joins op as the new leaf
+    op.backward(first + second)
+    np.testing.assert_allclose(p.grad.value, 2 * old + 3.0, rtol=1e-15)
+    # a persistent Ops, released and reassigned every step: p is adopted anew each step and
+    # the Ops' record of adoptions stops growing (white-box: the bookkeeping dicts; the two
+    # leaves above are still alive and keep their entries)
+    p.grad = None
+    sizes = []
+    for _ in range(200):
+        L = op.mul(op.mul(p, p).sum(), 0.5)
+        (g,) = op.grad(L, [p], create_graph=False)
+        np.testing.assert_allclose(g.value, p.value, rtol=1e-15)    # d(p^2 / 2)/dp = p
+        op.release()
+        p.assign(p.value * 0.5)
+        sizes.append((len(op._adopted), len(op._sources)))
+    assert len(set(sizes[10:])) == 1 and max(s for _, s in sizes) <= 3
+    np.testing.assert_allclose(p.value, np.array([3.0, -1.0]) * 0.5 ** 200, rtol=1e-12)
