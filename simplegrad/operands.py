@@ -71,6 +71,36 @@ def constant(prim: Primitive, inputs: tuple, x: Any, dtype: np.dtype | None,
     return out
 
 
+def recordable(ops: Any, prim: Primitive, inputs: tuple) -> tuple:
+    """Inputs other than ``ops``' Variables and Python numbers, made recordable: another Ops'
+    Variable is joined (``ops.join``: a free one becomes a leaf, any other is refused),
+    constants are converted. Returns the inputs, their values and whether any input requires
+    grad (None when none is a Variable)."""
+    inputs = list(inputs)
+    requires = None
+    first = real = None     # the first Variable's dtype, and the first float one's
+    constants = False
+    for i, x in enumerate(inputs):
+        if isinstance(x, Variable):
+            if x.ops is not ops:
+                x = inputs[i] = ops.join(prim, tuple(inputs), x)
+            requires = requires or x.requires_grad
+            dtype = x.raw.dtype
+            if first is None:
+                first = dtype
+            if real is None and dtype.kind == "f":
+                real = dtype
+        elif type(x) is not float and type(x) is not int:
+            constants = True
+    if constants:
+        frozen_inputs = tuple(inputs)
+        for i, x in enumerate(inputs):
+            if type(x) is not Variable and type(x) is not float and type(x) is not int:
+                inputs[i] = constant(prim, frozen_inputs, x, real or first, ops.borrow)
+    values = [x.raw if type(x) is Variable else x for x in inputs]
+    return tuple(inputs), values, requires
+
+
 def float_array(value: Any, name: str | None, borrow: bool = False) -> np.ndarray:
     """A fresh float array from user data (bool and int become float64); ``borrow``: a view of
     a float array, not a copy."""

@@ -86,6 +86,44 @@ class FreeOps(PrimitiveMethods):
 FREE = FreeOps()
 
 
+class Adoptions:
+    """Which leaf stands for each free Variable (a Parameter) on one Ops, and back.
+
+    Plain dicts keyed by id holding weak references both ways: no cycle through the Ops, and a
+    plain dict's speed (each step of a training loop adopts every parameter anew). A leaf
+    replaced while it is alive (after ``p.assign``) still routes its gradient to p.
+    """
+
+    __slots__ = ("leaves", "sources")
+
+    def __init__(self) -> None:
+        self.leaves: dict[int, tuple] = {}     # id(p) -> (p, its leaf, id(leaf)), weakly
+        self.sources: dict[int, tuple] = {}    # id(leaf) -> (the leaf, its p), weakly
+
+    def leaf(self, ops: Any, p: Variable) -> Variable:
+        """The leaf standing for p on ``ops``: made on first use, and again after p's value
+        was replaced or its leaf died."""
+        got = self.leaves.get(id(p))
+        if got is not None:
+            leaf = got[1]()
+            if got[0]() is p and leaf is not None and leaf.raw is p.raw:
+                return leaf
+            if leaf is None:
+                entry = self.sources.get(got[2])
+                if entry is not None and entry[0]() is None:   # its id names no other leaf
+                    del self.sources[got[2]]
+        leaf = ops.leaf(p.raw, p.label if type(p.label) is str else None, p.requires_grad,
+                        "leaf", source=p)
+        self.leaves[id(p)] = (weakref.ref(p), weakref.ref(leaf), id(leaf))
+        self.sources[id(leaf)] = (weakref.ref(leaf), weakref.ref(p))
+        return leaf
+
+    def source(self, leaf: Variable) -> Variable | None:
+        """The free Variable ``leaf`` stands for, if any."""
+        entry = self.sources.get(id(leaf))
+        return entry[1]() if entry is not None and entry[0]() is leaf else None
+
+
 def free(value: Any, name: str | None, requires_grad: bool, cls: type | None = None) -> Variable:
     """A Variable bound to no Ops (its array made read-only)."""
     if type(value) is np.ndarray:

@@ -17,8 +17,8 @@ from .batching import Batched
 from .batching import apply as apply_batched
 from .errors import ArgumentError, GraphError
 from .events import Event, Leaf, Pullbacks
-from .operands import check_name, constant, error, float_array, translate
-from .params import FREE
+from .operands import check_name, error, float_array, recordable, translate
+from .params import FREE, Adoptions
 from .primitives import PrimitiveMethods
 from .primitives.core import Primitive
 from .variable import UNARY, Variable, leaf_variable
@@ -155,8 +155,7 @@ class Ops(PrimitiveMethods):
         self.borrow = bool(borrow)
         self.recording = True
         self.simplify = bool(simplify)
-        self._adopted: dict | None = None   # id(Parameter) -> (it, its leaf here, id(leaf))
-        self._sources: dict | None = None   # id(leaf) -> (the leaf, its Parameter), all weak
+        self._adoptions: Adoptions | None = None    # the leaves standing for Parameters here
         self.echo = echo
         if self.simplify:       # the simplifying path replaces the plain one on this Ops only
             self._cse: dict = {}
@@ -338,7 +337,7 @@ class Ops(PrimitiveMethods):
             for x in inputs:
                 if type(x) is Batched:      # inside vmap: batching.py
                     return apply_batched(self, prim, inputs, attrs, name)
-            inputs, values, requires = self._operands(prim, inputs)
+            inputs, values, requires = recordable(self, prim, inputs)
         if requires is None:    # constants only: fold, record nothing
             return prim.forward(*values, **attrs) if attrs else prim.forward(*values)
         try:
@@ -408,70 +407,24 @@ class Ops(PrimitiveMethods):
             self._cse[key] = out
         return out
 
-    def _operands(self, prim: Primitive, inputs: tuple) -> tuple:
-        """Inputs other than this Ops' Variables and Python numbers, made recordable: free
-        Variables join as leaves, constants are converted (operands.py), another Ops' Variable
-        is refused. Returns the inputs, their values and whether any input requires grad (None
-        when none is a Variable)."""
-        inputs = list(inputs)
-        requires = None
-        first = real = None     # the first Variable's dtype, and the first float one's
-        constants = False
-        for i, x in enumerate(inputs):
-            if isinstance(x, Variable):
-                if x.ops is not self:
-                    if x.ops is not FREE:
-                        raise error(prim.name, tuple(inputs), f"{x.name} belongs to another "
-                                    "Ops (a released or finished tape, or another "
-                                    "computation); pass its .value as a constant, or keep "
-                                    "values that live across steps as sg.Parameter",
-                                    GraphError)
-                    x = inputs[i] = self._adopt(x)      # a free value joins as a leaf
-                requires = requires or x.requires_grad
-                dtype = x.raw.dtype
-                if first is None:
-                    first = dtype
-                if real is None and dtype.kind == "f":
-                    real = dtype
-            elif type(x) is not float and type(x) is not int:
-                constants = True
-        if constants:
-            frozen_inputs = tuple(inputs)
-            for i, x in enumerate(inputs):
-                if type(x) is not Variable and type(x) is not float and type(x) is not int:
-                    inputs[i] = constant(prim, frozen_inputs, x, real or first, self.borrow)
-        values = [x.raw if type(x) is Variable else x for x in inputs]
-        return tuple(inputs), values, requires
-
     # ------------------------------------------------------------ parameters (params.py)
 
-    def _adopt(self, p: Variable) -> Variable:
-        """The leaf standing for the free Variable p on this Ops (made on first use, and again
-        after p's value was replaced)."""
-        adopted = self._adopted
-        got = adopted.get(id(p)) if adopted is not None else None
-        if got is not None:
-            leaf = got[1]()
-            if got[0]() is p and leaf is not None and leaf.raw is p.raw:
-                return leaf
-            if leaf is None:    # a leaf replaced while alive still routes its gradient to p
-                self._forget_source(got[2])
-        if adopted is None:
-            adopted = self._adopted = {}
-            self._sources = {}
-        leaf = self.leaf(p.raw, p.label if type(p.label) is str else None,
-                         p.requires_grad, "leaf", source=p)
-        # keyed by id, holding weak references both ways: no cycle through the Ops, and a
-        # plain dict's speed (each step of a training loop adopts every parameter)
-        adopted[id(p)] = (weakref.ref(p), weakref.ref(leaf), id(leaf))
-        self._sources[id(leaf)] = (weakref.ref(leaf), weakref.ref(p))
-        return leaf
+    def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Variable:
+        """The Variable of another Ops standing for x here: a free Variable's leaf, or an error
+        naming the operation for any other."""
+        if x.ops is not FREE:
+            raise error(prim.name, inputs, f"{x.name} belongs to another Ops (a released or "
+                        "finished tape, or another computation); pass its .value as a "
+                        "constant, or keep values that live across steps as sg.Parameter",
+                        GraphError)
+        return self._adopt(x)
 
-    def _forget_source(self, key: int) -> None:
-        """Drop the source entry of a dead leaf (unless its id now names another leaf)."""
-        entry = self._sources.get(key)
-        if entry is not None and entry[0]() is None:
-            del self._sources[key]
+    def _adopt(self, p: Variable) -> Variable:
+        """The leaf standing for the free Variable p on this Ops (see ``params.Adoptions``)."""
+        adoptions = self._adoptions
+        if adoptions is None:
+            adoptions = self._adoptions = Adoptions()
+        return adoptions.leaf(self, p)
 
     def leaf_for(self, w: Variable) -> Variable:
         """w itself, or for a free Variable (a Parameter) the leaf standing for it here."""
@@ -479,8 +432,8 @@ class Ops(PrimitiveMethods):
 
     def source_of(self, leaf: Variable) -> Variable | None:
         """The free Variable (a Parameter) a leaf of this Ops stands for, if any."""
-        entry = self._sources.get(id(leaf)) if self._adopted is not None else None
-        return entry[1]() if entry is not None and entry[0]() is leaf else None
+        adoptions = self._adoptions
+        return adoptions.source(leaf) if adoptions is not None else None
 
     def _error(self, op: str, inputs: tuple, reason: str, kind: type) -> Exception:
         return error(op, inputs, reason, kind)

@@ -180,6 +180,6 @@ def test_gradients_route_to_the_parameter_across_an_assign_and_many_steps():
         np.testing.assert_allclose(g.value, p.value, rtol=1e-15)    # d(p^2 / 2)/dp = p
         op.release()
         p.assign(p.value * 0.5)
-        sizes.append((len(op._adopted), len(op._sources)))
+        sizes.append((len(op._adoptions.leaves), len(op._adoptions.sources)))
     assert len(set(sizes[10:])) == 1 and max(s for _, s in sizes) <= 3
     np.testing.assert_allclose(p.value, np.array([3.0, -1.0]) * 0.5 ** 200, rtol=1e-12)
