@@ -111,36 +111,31 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
              only: set | None) -> dict:
     seed_value = _seed_value(ops, "grad", L, seed)
     tape = ops.tape
+    if not tape.keep:               # a step on free parameters ends with its backward pass
+        FREE.finish()
+    if not recording:               # values only: nothing is recorded, nothing to undo
+        _count_pass(tape)           # (a ValueOps of its own: custom rules key memos by it)
+        return _sweep(ValueOps(), tape, L, seed_value, False, stop, keep, only)
     with _sweeping(tape):
-        if recording:
-            o = ops
-            tape.add(BlockBegin(tape.end, "grad", L))
-            if isinstance(seed, Variable):
-                seed_var = seed
-            elif ops.simplify and seed is None:     # ones, as a constant the rules can see
-                seed_value.flags.writeable = False
-                seed_var = seed_value
-            else:
-                seed_var = ops.leaf(seed_value, None, True, "seed")
-        else:
-            o = ValueOps()
+        tape.add(BlockBegin(tape.end, "grad", L))
+        if isinstance(seed, Variable):
+            seed_var = seed
+        elif ops.simplify and seed is None:     # ones, as a constant the rules can see
+            seed_value.flags.writeable = False
             seed_var = seed_value
-            _count_pass(tape)
-        if not tape.keep:           # a step on free parameters ends with its backward pass
-            FREE.finish()
-        grads = _sweep(o, tape, L, seed_var, recording, stop, None if recording else keep,
-                       only)
-        if recording:
-            for v, g in grads.items():  # a constant seed stands for itself as a leaf
-                if type(g) is not Variable:
-                    grads[v] = ops.leaf(g, None, False, "leaf")
-            tape.add(BlockEnd(tape.end, "grad", L, grads))
+        else:
+            seed_var = ops.leaf(seed_value, None, True, "seed")
+        grads = _sweep(ops, tape, L, seed_var, True, stop, None, only)
+        for v, g in grads.items():      # a constant seed stands for itself as a leaf
+            if type(g) is not Variable:
+                grads[v] = ops.leaf(g, None, False, "leaf")
+        tape.add(BlockEnd(tape.end, "grad", L, grads))
     return grads
 
 
 @contextmanager
 def _sweeping(tape: Tape) -> Iterator[None]:
-    """Scope of a sweep: undo its entries if it fails."""
+    """Scope of a recording sweep: undo its entries if it fails."""
     snap = tape.snapshot()
     try:
         yield
