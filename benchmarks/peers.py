@@ -14,26 +14,24 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from timing import interleaved_medians
-
-THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+from timing import MEASURING_ENV, interleaved_medians
 
 
-def pin_threads() -> None:
-    """Re-run this script with BLAS on one thread, unless it already is.
+def pin_environment() -> None:
+    """Re-run this script in ``timing.MEASURING_ENV`` (BLAS on one thread, glibc's malloc
+    thresholds fixed), unless it already runs there.
 
-    A multithreaded OpenBLAS on a shared 2-core machine can make a 100x100 matmul 500 times
-    slower than on one thread; the thread count is read once, when BLAS loads, so the only
-    sure way is an environment set before the process starts.
+    Both are read once, when BLAS loads and when the process starts, so the only sure way is
+    an environment set before the process starts.
     """
-    if all(os.environ.get(k) == v for k, v in THREADS.items()):
+    if all(os.environ.get(k) == v for k, v in MEASURING_ENV.items()):
         return
-    os.environ.update(THREADS)
+    os.environ.update(MEASURING_ENV)
     if sys.argv and os.path.isfile(sys.argv[0]):    # a script run: start it again
         os.execv(sys.executable, [sys.executable, *sys.argv])
 
 
-pin_threads()
+pin_environment()
 
 
 def torch_or_none() -> Any:

@@ -1,7 +1,8 @@
 """Run every benchmark and write the table of same-run ratios that benchmarks/README.md shows.
 
 Each peer benchmark (hessian, nth_derivative, mlp, hvp, taylor, batching) runs in its own
-process with BLAS on one thread and appends its headline ratios to a JSON-lines file; overhead.py,
+process in ``timing.MEASURING_ENV`` (BLAS on one thread, glibc's malloc thresholds fixed) and
+appends its headline ratios to a JSON-lines file; overhead.py,
 higher_order.py and swell.py run too (their checks must pass) and overhead's simplegrad /
 PyTorch ratios (recorded, and the compiled gradient program per op) join the table. The table
 goes to benchmarks/results.md and replaces the part of benchmarks/README.md between its
@@ -24,12 +25,13 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from timing import MEASURING_ENV
+
 HERE = Path(__file__).resolve().parent
 PEERS = ("hessian", "nth_derivative", "mlp", "hvp", "taylor", "batching")
 COLUMNS = ("simplegrad", "numpy (by hand)", "torch eager", "torch.func", "autograd", "JAX jit")
 BEGIN, END = "<!-- results: begin -->", "<!-- results: end -->"
-ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-       "MKL_NUM_THREADS": "1"}
+ENV = {**os.environ, **MEASURING_ENV}
 
 
 def run(script: str, args: list[str], log: list[str]) -> str:
@@ -54,7 +56,9 @@ def versions() -> str:
     for name, label in (("torch", "PyTorch"), ("autograd", "HIPS autograd"), ("jax", "JAX")):
         with contextlib.suppress(metadata.PackageNotFoundError):
             parts.append(f"{label} {metadata.version(name)}")
-    return ", ".join(parts) + f"; {os.cpu_count()} cores, BLAS on one thread"
+    malloc = ("glibc malloc defaults" if "MALLOC_MMAP_THRESHOLD_" not in MEASURING_ENV
+              else "glibc malloc thresholds fixed")
+    return ", ".join(parts) + f"; {os.cpu_count()} cores, BLAS on one thread, {malloc}"
 
 
 def _cell(ratio: float) -> str:

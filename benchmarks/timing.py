@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import time
 from collections.abc import Callable
+
+# The environment every measuring process runs in (run_all.py sets it; peers.py re-runs a
+# script in it). BLAS on one thread: a multithreaded OpenBLAS on a shared 2-core machine can
+# make a 100x100 matmul 500 times slower. glibc's malloc thresholds fixed: with its adaptive
+# defaults, interleaving workloads of different sizes makes it hand heap pages back to the
+# system and fault them in again, and whichever run comes next pays (measured 0 to 300 page
+# faults per call of the MLP step, moving single ratios by up to 70%); fixed, every run sees
+# the steady state of a loop that repeats one workload. SIMPLEGRAD_BENCH_MALLOC=default keeps
+# glibc's defaults.
+MEASURING_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+if os.environ.get("SIMPLEGRAD_BENCH_MALLOC") != "default":
+    MEASURING_ENV.update({"MALLOC_MMAP_THRESHOLD_": str(64 << 20),
+                          "MALLOC_TRIM_THRESHOLD_": str(256 << 20)})
 
 
 def interleaved_medians(runs: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
