@@ -4,11 +4,12 @@ Workloads (float64, BLAS on one thread, interleaved in one process after checkin
 runs agree; medians and same-run ratios):
 1. the Hessian of sum(tanh(W x)), W 100x100: ``batching.hessian_batched`` (every basis
    tangent in one batched forward sweep) and the column-by-column ``sg.hessian``, against the
-   closed form by hand in numpy and, when installed, ``torch.func.hessian`` and
-   ``jax.jit(jax.hessian)``;
+   closed form by hand in numpy and, when installed, ``torch.func.hessian``, HIPS autograd's
+   ``hessian`` and ``jax.jit(jax.hessian)``;
 2. per-sample gradients of an MLP loss (batch 64, 100-64-10, tanh, squared error) in the first
    layer's weights and bias: ``sg.vmap(sg.grad(loss))`` against numpy by hand,
-   ``torch.func.vmap(torch.func.grad(loss))`` and ``jax.jit(jax.vmap(jax.grad(loss)))``.
+   ``torch.func.vmap(torch.func.grad(loss))``, ``jax.jit(jax.vmap(jax.grad(loss)))`` and HIPS
+   autograd's ``grad`` in a loop over the examples (it has no vmap).
 Ratios are to torch.func (to numpy without torch).
 Run: python benchmarks/batching.py [--n 100] [--batch 64] [--quick]
 """
@@ -22,7 +23,7 @@ import simplegrad as sg
 from simplegrad.batching import hessian_batched
 
 
-def hessian_workload(args, torch, jax) -> dict:
+def hessian_workload(args, torch, jax, autograd) -> dict:
     """Runs and table columns of the Hessian workload; prints its table."""
     rng = np.random.default_rng(0)
     W = rng.normal(size=(args.n, args.n)) / np.sqrt(args.n)
@@ -49,6 +50,11 @@ def hessian_workload(args, torch, jax) -> dict:
         hess = torch.func.hessian(lambda x: torch.tanh(Wt @ x).sum())
         runs["torch.func.hessian"] = lambda: hess(xt)
         cols["torch.func.hessian"] = "torch.func"
+    if autograd is not None:
+        import autograd.numpy as anp
+        hess_ag = autograd.hessian(lambda x: anp.tanh(anp.dot(W, x)).sum())
+        runs["autograd hessian"] = lambda: hess_ag(x0)
+        cols["autograd hessian"] = "autograd"
     if jax is not None:
         Wj, xj = jax.numpy.asarray(W), jax.numpy.asarray(x0)
         hess_jax = jax.jit(jax.hessian(lambda x: jax.numpy.tanh(Wj @ x).sum()))
@@ -58,7 +64,7 @@ def hessian_workload(args, torch, jax) -> dict:
                     runs, cols, "torch.func.hessian" if torch is not None else "numpy (by hand)")
 
 
-def per_sample_workload(args, torch, jax) -> dict:
+def per_sample_workload(args, torch, jax, autograd) -> dict:
     """Runs and table columns of the per-sample gradient workload; prints its table."""
     rng = np.random.default_rng(1)
     d_in, d_hidden, d_out, b = 100, 64, 10, args.batch
@@ -88,6 +94,18 @@ def per_sample_workload(args, torch, jax) -> dict:
         tgrad = torch.func.vmap(torch.func.grad(tloss, argnums=(0, 1)), in_dims=(None, None, 0, 0))
         runs["torch.func.vmap(grad)"] = lambda: tgrad(W1t, b1t, Xt, Yt)
         cols["torch.func.vmap(grad)"] = "torch.func"
+    if autograd is not None:        # no vmap: its grad in a loop over the examples
+        import autograd.numpy as anp
+
+        def aloss(W1, b1, x, y):
+            return ((anp.dot(W2, anp.tanh(anp.dot(W1, x) + b1)) - y) ** 2).sum()
+        both = autograd.grad(lambda p, x, y: aloss(p[0], p[1], x, y))   # (dW1, db1) at once
+
+        def autograd_loop():
+            gs = [both((W1, b1), x, y) for x, y in zip(X, Y)]
+            return np.stack([g[0] for g in gs]), np.stack([g[1] for g in gs])
+        runs["autograd grad, a loop over examples"] = autograd_loop
+        cols["autograd grad, a loop over examples"] = "autograd"
     if jax is not None:
         jnp = jax.numpy
         W1j, b1j, W2j, Xj, Yj = (jnp.asarray(a) for a in (W1, b1, W2, X, Y))
@@ -119,7 +137,9 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=64)
     args = p.parse_args()
     torch, jax = peers.torch_or_none(), peers.jax_or_none()
-    rows = [hessian_workload(args, torch, jax), per_sample_workload(args, torch, jax)]
+    autograd = peers.autograd_or_none()
+    rows = [hessian_workload(args, torch, jax, autograd),
+            per_sample_workload(args, torch, jax, autograd)]
     peers.emit(args, rows)
 
 
