@@ -76,3 +76,17 @@ def test_results_the_transform_computed_are_handed_over_without_a_copy():
     assert not np.shares_memory(ga, gb)
     ga[0] = 99.0
     assert gb[0] == 2.0
+
+
+def test_a_parameter_step_copies_writable_data_and_records_read_only_data_as_it_is():
+    W = sg.Parameter(np.array([[1.0], [-1.0]]))
+    X = np.array([[2.0, 3.0], [4.0, 5.0]])
+    h = X @ W                                   # on the implicit Ops of free parameters
+    assert h.inputs[0] is not X and np.array_equal(h.inputs[0], X)
+    L = h.sum()
+    X[:] = 0.0                                  # a later write changes nothing recorded
+    L.backward()
+    np.testing.assert_array_equal(W.grad.value, [[6.0], [8.0]])   # column sums of X
+    frozen = np.array([[2.0, 3.0], [4.0, 5.0]])
+    frozen.flags.writeable = False
+    assert (frozen @ W).inputs[0] is frozen     # nothing can write through it: no copy
