@@ -123,6 +123,13 @@ class Adoptions:
         entry = self.sources.get(id(leaf))
         return entry[1]() if entry is not None and entry[0]() is leaf else None
 
+    def prune(self) -> None:
+        """Forget the entries whose free Variable or leaf is gone."""
+        self.leaves = {k: e for k, e in self.leaves.items()
+                       if e[0]() is not None and e[1]() is not None}
+        self.sources = {k: e for k, e in self.sources.items()
+                        if e[0]() is not None and e[1]() is not None}
+
 
 def free(value: Any, name: str | None, requires_grad: bool, cls: type | None = None) -> Variable:
     """A Variable bound to no Ops (its array made read-only)."""

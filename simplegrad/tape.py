@@ -211,6 +211,8 @@ class Ops(PrimitiveMethods):
         self.tape.clear()
         if self.simplify:
             self._cse.clear()
+        if self._adoptions is not None:
+            self._adoptions.prune()
 
     def __enter__(self) -> Ops:
         return self

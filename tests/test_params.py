@@ -183,3 +183,8 @@ def test_gradients_route_to_the_parameter_across_an_assign_and_many_steps():
         sizes.append((len(op._adoptions.leaves), len(op._adoptions.sources)))
     assert len(set(sizes[10:])) == 1 and max(s for _, s in sizes) <= 3
     np.testing.assert_allclose(p.value, np.array([3.0, -1.0]) * 0.5 ** 200, rtol=1e-12)
+    # free values made afresh each step leave nothing behind once the tape is released
+    for _ in range(50):
+        op.mul(sg.Parameter(np.ones(2)), 2.0).sum()
+        op.release()
+    assert len(op._adoptions.leaves) <= 2 and len(op._adoptions.sources) <= 3
