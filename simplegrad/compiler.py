@@ -101,7 +101,10 @@ def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg
                           f"{_describe(c.value)})")
         refs[(CONST, i)] = text
     shapes = _Shapes(prog)
-    dead = _dead_after(prog)
+    # each dead intermediate's name is deleted on the line of its last use, so its buffer goes
+    # back to the allocator then (as in hand-written numpy); a view still holding the buffer
+    # keeps it alive, so values cannot change
+    dead = prog.dead_after()
     lines = []
     for i, node in enumerate(prog.nodes):
         target = names.take(node.name)
@@ -120,22 +123,6 @@ def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg
     return Compiled(prog, source, namespace[name])
 
 
-def _dead_after(prog: Program) -> list[list[int]]:
-    """For each entry, the entries no later line reads and no output is: their names are
-    deleted there, so a large intermediate's buffer goes back to the allocator as soon as it
-    is dead (as in hand-written numpy) instead of when the function returns. Only a name goes:
-    a view still holding the buffer keeps it alive, so values cannot change."""
-    last = list(range(len(prog.nodes)))
-    for i, node in enumerate(prog.nodes):
-        for r in node.args:
-            if r.kind == NODE:
-                last[r.index] = i
-    kept = {r.index for r in prog.outputs if r.kind == NODE}
-    dead: list[list[int]] = [[] for _ in prog.nodes]
-    for j, i in enumerate(last):
-        if j not in kept:
-            dead[i].append(j)
-    return dead
 
 
 class _Names:

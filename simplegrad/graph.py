@@ -214,18 +214,7 @@ def stats(prog: Program) -> Stats:
 def _peak_bytes(prog: Program) -> int:
     """The most bytes of entry values alive at once, each freed after the entry that reads it
     last (outputs are kept to the end); inputs and constants are not counted."""
-    last = list(range(len(prog.nodes)))     # an entry nobody reads is freed at once
-    for i, node in enumerate(prog.nodes):
-        for r in node.args:
-            if r.kind == NODE:
-                last[r.index] = i
-    for r in prog.outputs:
-        if r.kind == NODE:
-            last[r.index] = len(prog.nodes)
-    frees: list[list[int]] = [[] for _ in prog.nodes]
-    for j, i in enumerate(last):
-        if i < len(prog.nodes):
-            frees[i].append(j)
+    frees = prog.dead_after()
     size = [int(np.prod(n.shape, dtype=np.int64)) * np.dtype(n.dtype).itemsize
             for n in prog.nodes]
     live = peak = 0

@@ -180,24 +180,25 @@ class Program:
         """Per node: forward, argument slots, attrs, and the node slots no later node reads."""
         if self._plan is None:
             base = len(self.inputs) + len(self.constants)
-            last = {}
-            for i, node in enumerate(self.nodes):
-                for r in node.args:
-                    if r.kind == NODE:
-                        last[r.index] = i
-            for r in self.outputs:
-                if r.kind == NODE:
-                    last[r.index] = len(self.nodes)     # kept to the end
-            frees: list[list[int]] = [[] for _ in self.nodes]
-            for j, i in last.items():
-                if i < len(self.nodes):
-                    frees[i].append(base + j)
-            for j in range(len(self.nodes)):
-                if j not in last:
-                    frees[j].append(base + j)       # nobody reads it (a hand-made program)
             self._plan = [(n.prim.forward, tuple(self._slot(r) for r in n.args), n.attrs,
-                           tuple(f)) for n, f in zip(self.nodes, frees)]
+                           tuple(base + j for j in dead))
+                          for n, dead in zip(self.nodes, self.dead_after())]
         return self._plan
+
+    def dead_after(self) -> list[list[int]]:
+        """Per node, the nodes whose values no later node reads and no output is, once it has
+        run (a node nobody reads is dead after itself)."""
+        last = list(range(len(self.nodes)))
+        for i, node in enumerate(self.nodes):
+            for r in node.args:
+                if r.kind == NODE:
+                    last[r.index] = i
+        kept = {r.index for r in self.outputs if r.kind == NODE}
+        dead: list[list[int]] = [[] for _ in self.nodes]
+        for j, i in enumerate(last):
+            if j not in kept:
+                dead[i].append(j)
+        return dead
 
     # ------------------------------------------------------------ text
 
