@@ -178,7 +178,7 @@ def _sweep(o: Any, tape: Tape, L: Variable, seed: Any, recording: bool, stop: in
         if only is not None and out not in only:
             continue
         prim = out.prim
-        inputs = out.more
+        inputs = out.more           # Variable.inputs, inlined: the sweep's hot path
         if inputs is None:
             b = out.in1
             inputs = (out.in0,) if b is UNARY else (out.in0, b)

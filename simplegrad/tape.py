@@ -21,7 +21,7 @@ from .operands import check_name, error, float_array, recordable, translate
 from .params import FREE, Adoptions
 from .primitives import PrimitiveMethods
 from .primitives.core import Primitive
-from .variable import UNARY, Variable, leaf_variable
+from .variable import UNARY, Variable, leaf_variable, set_inputs
 
 _new = object.__new__
 
@@ -107,7 +107,8 @@ class Tape(Sequence):
         """Forget the whole history; the entries become leaves (their values are kept)."""
         for v in self.entries:
             if v is not None:
-                v.prim, v.in0, v.in1, v.more, v.attrs = None, None, None, (), None
+                v.prim, v.attrs = None, None
+                set_inputs(v, ())
         self.base = self.end
         self.passes = 0
         self.entries.clear()
@@ -366,7 +367,7 @@ class Ops(PrimitiveMethods):
         out.grad = None
         out.requires_grad = requires and prim.differentiable
         out.prim = prim
-        if len(inputs) == 2:        # set_inputs inlined
+        if len(inputs) == 2:        # set_inputs, inlined: this is the hot path
             out.in0, out.in1 = inputs
             out.more = None
         elif len(inputs) == 1:

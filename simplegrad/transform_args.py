@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,14 +48,22 @@ def context(fname: str, args: Sequence[Any], borrow: bool = True) -> tuple[Ops, 
     return ops, True
 
 
-@contextmanager
-def own(ops: Ops, nested: bool) -> Iterator[None]:
-    """Release a transform's own Ops when it is done (results are copied out as arrays)."""
-    try:
-        yield
-    finally:
-        if not nested:
-            ops.release()
+class own:  # noqa: N801 (used as ``with own(ops, nested):``)
+    """Release a transform's own Ops when it is done (results are copied out as arrays); a
+    plain context manager, not a generator: every transform call enters one."""
+
+    __slots__ = ("ops", "nested")
+
+    def __init__(self, ops: Ops, nested: bool) -> None:
+        self.ops = ops
+        self.nested = nested
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.nested:
+            self.ops.release()
 
 
 def primals(ops: Ops, args: Sequence[Any], nums: Sequence[int]) -> tuple[list, list]:

@@ -89,7 +89,7 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0) -> Callable:
         if batched.has_batched(args):      # inside vmap: per-example results
             return batched.value_and_grad(f, argnums, args)
         ops, nested = context("grad", args)
-        try:        # (what ``own`` does, without a generator: this is the hot path)
+        with own(ops, nested):
             nums = resolve("grad", argnums, len(args))
             call, trees = primals(ops, args, nums)
             y = scalar("grad", output("grad", ops, f(*call)))
@@ -103,9 +103,6 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0) -> Callable:
             y, *gs = results(nested, [y, *gs])
             gs = regroup(trees, gs)
             return y, gs[0] if single else gs
-        finally:
-            if not nested:
-                ops.release()
     return value_and_grad_f
 
 

@@ -405,8 +405,7 @@ def leaf_variable(value: Any, ops: Any, label: int | str | None, requires_grad: 
     v.grad = None
     v.requires_grad = requires_grad
     v.prim = None
-    v.in0 = v.in1 = None
-    v.more = ()
+    set_inputs(v, ())
     v.attrs = None
     v.position = position
     return v
