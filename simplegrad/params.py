@@ -91,13 +91,14 @@ class Adoptions:
 
     Plain dicts keyed by id holding weak references both ways: no cycle through the Ops, and a
     plain dict's speed (each step of a training loop adopts every parameter anew). A leaf
-    replaced while it is alive (after ``p.assign``) still routes its gradient to p.
+    replaced while it is alive (after ``p.assign``) still routes its gradient to p; entries
+    whose value or leaf is gone are pruned when the Ops is released.
     """
 
     __slots__ = ("leaves", "sources")
 
     def __init__(self) -> None:
-        self.leaves: dict[int, tuple] = {}     # id(p) -> (p, its leaf, id(leaf)), weakly
+        self.leaves: dict[int, tuple] = {}     # id(p) -> (p, its leaf), weakly
         self.sources: dict[int, tuple] = {}    # id(leaf) -> (the leaf, its p), weakly
 
     def leaf(self, ops: Any, p: Variable) -> Variable:
@@ -108,13 +109,9 @@ class Adoptions:
             leaf = got[1]()
             if got[0]() is p and leaf is not None and leaf.raw is p.raw:
                 return leaf
-            if leaf is None:
-                entry = self.sources.get(got[2])
-                if entry is not None and entry[0]() is None:   # its id names no other leaf
-                    del self.sources[got[2]]
         leaf = ops.leaf(p.raw, p.label if type(p.label) is str else None, p.requires_grad,
                         "leaf", source=p)
-        self.leaves[id(p)] = (weakref.ref(p), weakref.ref(leaf), id(leaf))
+        self.leaves[id(p)] = (weakref.ref(p), weakref.ref(leaf))
         self.sources[id(leaf)] = (weakref.ref(leaf), weakref.ref(p))
         return leaf
 
