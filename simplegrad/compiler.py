@@ -38,7 +38,6 @@ class Compiled:
         self.program = prog
         self.source = source
         self._fn = fn
-        self._shapes = tuple(i.shape for i in prog.inputs)
         self._specs = tuple((tuple(i.shape), np.dtype(i.dtype)) for i in prog.inputs)
 
     def __call__(self, *arrays: Any) -> Any:
@@ -56,9 +55,9 @@ class Compiled:
 
     def _checked(self, arrays: tuple) -> list:
         """The inputs as arrays of the program's shapes and dtypes, or a clear error."""
-        if len(arrays) != len(self._shapes):
+        if len(arrays) != len(self._specs):
             names = ", ".join(i.name for i in self.program.inputs)
-            raise ArgumentError(f"compiled program: takes {len(self._shapes)} input(s) "
+            raise ArgumentError(f"compiled program: takes {len(self._specs)} input(s) "
                                 f"({names}), got {len(arrays)}")
         args = []
         for spec, a in zip(self.program.inputs, arrays):

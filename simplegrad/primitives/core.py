@@ -187,6 +187,8 @@ def unbroadcast(o: Any, g: Any, shape: tuple, reduce: str = "sum") -> Any:
     fold = o.sum if reduce == "sum" else o.all
     if shape == ():
         return fold(g)
+    if gshape[1:] == shape:     # one new leading axis (a bias over a batch): sum it away
+        return fold(g, axis=0)
     lead = len(gshape) - len(shape)
     axes = tuple(range(lead)) + tuple(
         i + lead for i, n in enumerate(shape) if n == 1 and gshape[i + lead] != 1)

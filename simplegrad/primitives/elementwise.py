@@ -55,12 +55,7 @@ def _vjp_rule(rule: Callable | None, i: int, nin: int) -> Callable | None:
     def vjp(o, g, out, *xs, **attrs):
         c = rule(o, g, out, *xs, **attrs)
         shape = xs[i].shape     # inputs that get cotangents are Variables or arrays
-        cshape = c.shape
-        if cshape == shape:
-            return c
-        if shape and cshape[1:] == shape:   # one new leading axis (a bias over a batch): what
-            return o.sum(c, axis=0)     # unbroadcast records there, without its search
-        return unbroadcast(o, c, shape)
+        return c if c.shape == shape else unbroadcast(o, c, shape)
     return vjp
 
 
