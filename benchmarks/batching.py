@@ -20,7 +20,7 @@ import numpy as np
 import peers
 
 import simplegrad as sg
-from simplegrad.batching import hessian_batched
+from simplegrad.transforms.jacobians import hessian_batched
 
 
 def hessian_workload(args, torch, jax, autograd) -> dict:

@@ -1,11 +1,10 @@
 """simplegrad: reverse-mode autodiff on numpy in which gradients are recorded programs."""
 
-from .accumulation import jacobian_cost
-from .batching import vmap
-from .checkpoint import checkpoint
 from .checks import check_grads, check_jvp_vjp_consistency
-from .compiler import compile as compile  # sg.compile; kept out of __all__ (shadows a builtin)
-from .custom import custom_vjp
+from .engine.ops import Ops
+from .engine.params import Parameter
+from .engine.tape import Tape
+from .engine.variable import Variable
 from .errors import (
     ArgumentError,
     AxisError,
@@ -22,16 +21,22 @@ from .errors import (
     TapeGrowthWarning,
 )
 from .estimators import divergence, hutchinson_trace, hutchpp_trace
-from .params import Parameter
 from .primitives import REGISTRY, Case, Primitive
-from .program import Program
+from .program.accumulation import jacobian_cost
+from .program.compile import (
+    compile as compile,  # sg.compile; kept out of __all__ (shadows a builtin)
+)
+from .program.core import Program
+from .program.load import load_program
+from .program.simplify import simplify
 from .pytree import TreeDef, tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
-from .serialize import load_program
-from .simplifier import simplify
-from .tape import Ops, Tape
-from .taylor_mode import taylor, taylor_derivative
-from .transforms import derivative, grad, hessian, hvp, jacobian, jvp, trace, value_and_grad, vjp
-from .variable import Variable
+from .transforms.checkpoint import checkpoint
+from .transforms.custom import custom_vjp
+from .transforms.forward import derivative, jvp
+from .transforms.jacobians import hessian, hvp, jacobian
+from .transforms.reverse import grad, trace, value_and_grad, vjp
+from .transforms.taylor import taylor, taylor_derivative
+from .transforms.vmap import vmap
 
 __version__ = "0.1.0"
 

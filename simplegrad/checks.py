@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from .engine.ops import Ops
+from .engine.variable import Variable
 from .errors import ArgumentError, GradientCheckError
 from .pytree import tree_flatten, tree_leaves, tree_unflatten
-from .tape import Ops
-from .variable import Variable
 
 MODES = ("rev", "fwd")
 

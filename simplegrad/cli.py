@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from .engine.ops import Ops
+from .engine.render import format_value
+from .engine.variable import Variable
 from .errors import SimplegradError
 from .expression import Evaluator, UsageError, parse
 from .primitives.core import REGISTRY
-from .render import format_value
-from .tape import Ops
-from .variable import Variable
 
 
 def seed_program(echo: bool = True, ops: Ops | None = None) -> tuple[Ops, Variable, Variable]:
@@ -183,7 +183,7 @@ def _trace(ns: argparse.Namespace) -> int:
                 loss = _sum_of_squares(op, grads, f"L{k}")
     prog = op.program(xs, list(grads))
     if ns.simplify:
-        from .simplifier import simplify
+        from .program.simplify import simplify
         prog = simplify(prog)
     _show(op, prog, ns, note)
     for x, g in zip(xs, grads):

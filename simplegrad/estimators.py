@@ -19,9 +19,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .engine.ops import Ops
+from .engine.variable import Variable
 from .errors import ArgumentError, ShapeError
-from .tape import Ops
-from .variable import Variable
 
 Dist = Literal["rademacher", "gaussian"]
 Method = Literal["exact", "hutchinson", "hutch++"]

@@ -13,9 +13,9 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from .engine.ops import Ops
+from .engine.variable import Variable
 from .primitives.core import REGISTRY
-from .tape import Ops
-from .variable import Variable
 
 
 class UsageError(Exception):

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from .engine.params import Parameter
 from .errors import ArgumentError, GraphError, ShapeError
 from .nn.module import ops_of, value_of
-from .params import Parameter
 from .primitives import VALUES
 from .pytree import tree_flatten, tree_unflatten
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import simplegrad as sg
-from simplegrad.accumulation import eliminate, jacobian_from, linearise
-from simplegrad.explain import blocks
+from simplegrad.engine.explain import blocks
+from simplegrad.program.accumulation import eliminate, jacobian_from, linearise
 
 W = np.array([1.0, -2.0, 0.5])
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from simplegrad.cli import main
-from simplegrad.render import format_value
+from simplegrad.engine.render import format_value
 from tests.test_trace import SEED_OUTPUT, comparable
 
 

@@ -108,7 +108,8 @@ def test_compile_checks_its_arguments():
 
 
 def test_names_cannot_break_out_of_a_comment():
-    from simplegrad.program import INPUT, Input, Node, Program, Ref
+    from simplegrad.program.core import Program
+    from simplegrad.program.nodes import INPUT, Input, Node, Ref
 
     f64 = np.dtype(np.float64)
     prog = Program([Input("x\nraise SystemExit('injected')", (2,), f64)], [],

@@ -10,7 +10,7 @@ import pytest
 
 import simplegrad as sg
 from simplegrad.cli import seed_program
-from simplegrad.explain import blocks, orders
+from simplegrad.engine.explain import blocks, orders
 
 
 def test_explained_seed_trace_names_the_forward_entry_and_input_of_each_line():

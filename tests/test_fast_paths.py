@@ -132,7 +132,8 @@ def test_compiled_templates_reduce_transpose_and_reshape_match_numpy():
 def test_a_method_template_on_a_number_constant_compiles():
     """A program read from a file may hold a number constant where a method template expects
     an array: the compiler wraps the literal (``np.asarray(2.5).transpose()``)."""
-    from simplegrad.program import CONST, NODE, Constant, Input, Node, Program, Ref
+    from simplegrad.program.core import Program
+    from simplegrad.program.nodes import CONST, NODE, Constant, Input, Node, Ref
     for name, attrs in [("transpose", {"axes": None}), ("sum", {"axis": None,
                                                              "keepdims": False})]:
         node = Node(REGISTRY[name], (Ref(CONST, 0),), attrs, "v0", (), np.dtype(np.float64))

@@ -14,7 +14,7 @@ import pytest
 
 import simplegrad as sg
 from simplegrad.primitives.core import REGISTRY
-from simplegrad.primitives.decomp import (
+from simplegrad.primitives.linalg.functions import (
     COFACTORS_UP_TO,
     diagonally_dominant,
     negative_det,

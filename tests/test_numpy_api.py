@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import simplegrad as sg
-from simplegrad import numpy_api
+from simplegrad.primitives import numpy_api
 from simplegrad.primitives import PrimitiveMethods
 
 # ---------------------------------------------------------------- the functions

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import simplegrad as sg
+from simplegrad.engine.render import format_entry
 from simplegrad.primitives.core import ANY
-from simplegrad.render import format_entry
 
 # what each kind checks: order1 = reverse mode; order2 = every mode at orders 1 and 2
 # (rev of rev, fwd of rev, rev of fwd, fwd of fwd); jvp = forward mode

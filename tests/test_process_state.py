@@ -121,7 +121,7 @@ def test_threads_training_free_parameters_record_on_their_own_implicit_ops():
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from simplegrad.params import FREE
+    from simplegrad.engine.params import FREE
 
     together = threading.Barrier(4)
     first_ops: list = [None] * 4

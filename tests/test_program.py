@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simplegrad as sg
-from simplegrad.program import CONST, INPUT, NODE, Ref
+from simplegrad.program.nodes import CONST, INPUT, NODE, Ref
 from tests.test_primitives import applying, case_id, sample
 
 RTOL = 1e-12
@@ -243,7 +243,8 @@ def test_extract_checks_its_arguments():
 
 
 def test_hand_made_programs_are_checked():
-    from simplegrad.program import Input, Node, Program
+    from simplegrad.program.core import Program
+    from simplegrad.program.nodes import Input, Node
 
     sin = sg.REGISTRY["sin"]
     spec = Input("x", (2,), np.dtype(np.float64))

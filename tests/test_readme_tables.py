@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import simplegrad as sg
-from simplegrad import numpy_api
+from simplegrad.primitives import numpy_api
 from simplegrad.primitives import PrimitiveMethods
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -60,4 +60,4 @@ def test_readme_lists_exactly_the_numpy_functions_that_record():
     names = re.findall(r"`([\w.]+)`", listed.group(1))
     assert names == numpy_api.covered(), (
         "the README's list of numpy functions that record is out of date: regenerate it with "
-        "python -c \"import simplegrad.numpy_api as m; print(m.readme_list())\"")
+        "python -c \"import simplegrad.primitives.numpy_api as m; print(m.readme_list())\"")

@@ -15,7 +15,8 @@ import pytest
 
 import simplegrad as sg
 from simplegrad.cli import seed_program
-from simplegrad.serialize import decode, encode
+from simplegrad.program.load import decode
+from simplegrad.program.serialize import encode
 from tests.test_primitives import case_id, sample
 from tests.test_program import record
 

@@ -11,8 +11,9 @@ import pytest
 
 import simplegrad as sg
 from simplegrad.cli import seed_program
-from simplegrad.program import CONST, INPUT, NODE, Constant, Input, Node, Program, Ref
-from simplegrad.rules import cse_key, describe_variable, reduces_to, rewrite
+from simplegrad.primitives.rewrites import cse_key, describe_variable, reduces_to, rewrite
+from simplegrad.program.core import Program
+from simplegrad.program.nodes import CONST, INPUT, NODE, Constant, Input, Node, Ref
 
 F64 = np.dtype(np.float64)
 
@@ -357,7 +358,7 @@ def test_simplifying_ops_gives_the_seed_values_with_a_smaller_order_two_block():
     sa, sb = _seed_on(simple)
     np.testing.assert_allclose(sa.grad.value, pa.grad.value, rtol=1e-15)
     np.testing.assert_allclose(sb.grad.value, pb.grad.value, rtol=1e-15)
-    from simplegrad.explain import blocks
+    from simplegrad.engine.explain import blocks
     sizes = [b.size for b in blocks(simple.tape)]
     assert sizes[1] <= blocks(plain.tape)[1].size // 3
     keys = [cse_key(v.prim, v.inputs, v.attrs) for v in simple.tape]

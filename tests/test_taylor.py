@@ -288,7 +288,7 @@ def test_only_the_listed_primitives_lack_a_rule():
 
 def test_rules_live_on_the_records():
     """No name-keyed table: each rule is the record's ``taylor`` field, a callable."""
-    import simplegrad.taylor_mode as tm
+    import simplegrad.engine.taylor as tm
     assert not hasattr(tm, "RULES")
     for prim in sg.REGISTRY.values():
         assert prim.taylor is None or callable(prim.taylor), prim.name

@@ -1,19 +1,19 @@
 """simplegrad.nn: modules and losses built only on simplegrad's public primitives."""
 
 from .layers import (
-    MLP,
-    BatchNorm1d,
-    Dropout,
-    Embedding,
-    Identity,
-    LayerNorm,
-    LeakyReLU,
-    Linear,
-    ReLU,
-    Sequential,
-    Sigmoid,
-    Softplus,
-    Tanh,
+           MLP,
+           BatchNorm1d,
+           Dropout,
+           Embedding,
+           Identity,
+           LayerNorm,
+           LeakyReLU,
+           Linear,
+           ReLU,
+           Sequential,
+           Sigmoid,
+           Softplus,
+           Tanh,
 )
 from .losses import cross_entropy, mse, nll
 from .module import Module, functional_call, ops_of, value_of

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.params import Parameter
+from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
-from ..params import Parameter
 from ..primitives import VALUES
-from ..variable import Variable
 
 __all__ = ["Module", "functional_call", "ops_of", "value_of"]
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..numpy_api import NumpyFunctions
 from .binary import BinaryOps, BinaryVariable
 from .core import REGISTRY, Case, Primitive, register
-from .decomp import DecompOps
 from .elementwise import ElementwiseOps
 from .gather import GatherMethods, GatherOps
 from .layout import LayoutMethods, LayoutOps
-from .linalg import LinalgOps
+from .linalg.functions import DecompOps
+from .linalg.matmul import LinalgOps
+from .linalg.pseudo import SpectralOps
 from .logic import LogicOps
-from .matfuncs import SpectralOps
+from .numpy_api import NumpyFunctions
 from .products import ProductMethods, ProductOps
 from .reduce import ReduceOps
 from .scans import ScanOps, ScanVariable

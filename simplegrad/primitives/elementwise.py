@@ -45,7 +45,7 @@ from .core import (
 )
 
 if TYPE_CHECKING:
-    from ..variable import Variable
+    from ..engine.variable import Variable
 
 
 def _vjp_rule(rule: Callable | None, i: int, nin: int) -> Callable | None:

@@ -37,7 +37,7 @@ from .core import (
 from .layout import axes_of, flat
 
 if TYPE_CHECKING:
-    from ..variable import Variable
+    from ..engine.variable import Variable
 
 # ---------------------------------------------------------------- argsort
 

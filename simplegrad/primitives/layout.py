@@ -22,7 +22,7 @@ from . import taylor as tr
 from .core import Case, Primitive, along, error, full_mask, register, run, shape_of, shift_axis
 
 if TYPE_CHECKING:
-    from ..variable import Variable
+    from ..engine.variable import Variable
 
 # ---------------------------------------------------------------- flip and roll
 

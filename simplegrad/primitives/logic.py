@@ -17,7 +17,7 @@ import numpy as np
 from .core import BINARY, REDUCE, UNARY, Primitive, along, method_fmt, pointwise, register
 
 if TYPE_CHECKING:
-    from ..variable import Variable
+    from ..engine.variable import Variable
 
 
 def _none_jvp(o, ts, out, *xs, **attrs):

@@ -44,7 +44,7 @@ from .core import (
 from .subscripts import LETTERS, from_sublists, letter_sizes, parse_subscripts
 
 if TYPE_CHECKING:
-    from ..variable import Variable
+    from ..engine.variable import Variable
 
 # ---------------------------------------------------------------- einsum
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..series import Series, exp_series, minus, quotient_series
 from .core import (
     REDUCE,
     Case,
@@ -23,10 +22,11 @@ from .core import (
     register,
     shape_of,
 )
+from .series import Series, exp_series, minus, quotient_series
 from .taylor import linear
 
 if TYPE_CHECKING:
-    from ..variable import Variable
+    from ..engine.variable import Variable
 
 ALONG = [Case(((3,),), {"axis": -1}), Case(((3, 4),), {"axis": 1}),
          Case(((3, 4),), {"axis": 0}), Case(((2, 3, 4),), {"axis": -1})]

@@ -38,7 +38,7 @@ from .core import (
 )
 
 if TYPE_CHECKING:
-    from ..variable import Variable
+    from ..engine.variable import Variable
 
 ALONG = [Case(((3,),), {"axis": 0}), Case(((3, 4),), {"axis": 1}),
          Case(((3, 4),), {"axis": 0}), Case(((2, 3, 4),), {"axis": -1}), Case(((2, 3),))]

@@ -33,7 +33,7 @@ from .core import (
 )
 
 if TYPE_CHECKING:
-    from ..variable import Variable
+    from ..engine.variable import Variable
 
 # ---------------------------------------------------------------- expand, reshape, transpose
 

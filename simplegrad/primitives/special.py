@@ -22,7 +22,7 @@ from .core import ANY, NONZERO, POSITIVE, UNARY, Case, Sampler, uniform
 from .elementwise import elementwise
 
 if TYPE_CHECKING:
-    from ..variable import Variable
+    from ..engine.variable import Variable
 
 LN2 = float(np.log(2.0))
 LN10 = float(np.log(10.0))

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ..series import (
+from .core import REGISTRY, is_constant, normalize_axes, shape_of
+from .series import (
     Series,
     affine_square,
     cauchy,
@@ -38,7 +39,6 @@ from ..series import (
     square_coef,
     times,
 )
-from .core import REGISTRY, is_constant, normalize_axes, shape_of
 
 Rule = Callable[..., Series]
 LN2, LN10 = math.log(2.0), math.log(10.0)

@@ -1,0 +1,232 @@
+"""Batching: ``sg.vmap``, transforms of batched arguments, and Jacobians by one batched sweep.
+
+A ``Batched`` Variable stands for one example of a batch inside ``f``: it reports the
+per-example shape (``x.shape``, ``x.ndim``, ``x.size``) while it holds ``inner``, the whole
+batch with the examples along a leading axis. A primitive given a Batched input is handed
+here by ``Ops.apply`` (the one recording path): the primitive's batching rule (``batch`` in
+its record, see primitives/core.py) computes the batch at once with primitives called on the
+real Ops, so the batched program is recorded and differentiable like any other. A primitive
+without a rule loops over the examples and stacks.
+
+Each ``vmap`` call has its own level; nested vmaps wrap Batched in Batched, and a primitive
+works on the innermost (highest) level first, its rule seeing the outer levels' Batched
+values as ordinary per-example values, which batch again when the rule calls primitives.
+
+Transforms inside a running vmap (``vmap(grad(f))``, or grad of a closure over the example):
+examples are independent, so the derivative of the batched program taken on the stacked
+values gives every example's derivative at once. While f runs, the vmap is listed in
+``STATE`` (per thread); the transforms in transforms.py then hand the call to
+batched_transforms.py, which runs the same transform on the stacked values.
+
+``batched_jvp`` pushes many tangents through one forward sweep of a recorded program (each
+jvp rule runs once, on Batched tangents); ``jacobian_fwd_batched`` and ``hessian_batched``
+are built on it.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError, ShapeError
+from ..primitives import REGISTRY, Primitive
+from ..primitives.core import batch_size
+from .events import BlockBegin, BlockEnd
+from .variable import Variable
+
+_levels = itertools.count(1)
+# levels of the vmaps running on an Ops of their own: their results leave as arrays, so
+# nothing outside can differentiate what is recorded at that level
+FINAL: set[int] = set()
+# per thread: .active, the (level, batch size, Ops) of each vmap whose f is running, innermost
+# last; .ceiling, while batched_transforms.py calls a transform on stacks: only levels below
+# it are running for that call
+STATE = threading.local()
+
+
+def running() -> tuple | None:
+    """The innermost vmap whose f is running (and not hidden by a ceiling), or None."""
+    active = getattr(STATE, "active", None)
+    if not active:
+        return None
+    ceiling = getattr(STATE, "ceiling", None)
+    for entry in reversed(active):
+        if ceiling is None or entry[0] < ceiling:
+            return entry
+    return None
+
+
+@contextmanager
+def ceiling(level: int | None) -> Iterator[None]:
+    """Within the block, transforms see only the vmaps below ``level`` (None: all)."""
+    before = getattr(STATE, "ceiling", None)
+    STATE.ceiling = level
+    try:
+        yield
+    finally:
+        STATE.ceiling = before
+
+# ---------------------------------------------------------------- the batched Variable
+
+
+class Batched(Variable):
+    """One example of a batch: per-example shape outside, the stacked ``inner`` inside."""
+
+    __slots__ = ("inner", "level")
+
+    inner: Any          # the batch: a Variable (or an outer level's Batched), examples first
+    level: int          # which vmap it belongs to; nested vmaps have higher levels
+
+    @property
+    def shape(self) -> tuple:
+        """Shape of one example."""
+        return self.inner.shape[1:]
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions of one example."""
+        return len(self.inner.shape) - 1
+
+    @property
+    def size(self) -> int:
+        """Number of entries of one example."""
+        return int(np.prod(self.shape))
+
+    @property
+    def batch(self) -> int:
+        """Number of examples."""
+        return self.inner.shape[0]
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError(f"len() of a 0-d variable {self.name}")
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        raise self._control("bool")
+
+    def _one(self, what: str) -> Any:
+        raise self._control(what)
+
+    def _control(self, what: str) -> Exception:
+        return ArgumentError(f"vmap: {what}() of {self.name} needs one example's value, but "
+                             "under vmap it stands for a batch of them; write the branch with "
+                             "where() instead")
+
+    def __repr__(self) -> str:
+        return f"Batched({self.name}: {self.batch} examples of shape {self.shape})"
+
+
+def wrap(inner: Any, level: int) -> Batched:
+    """A Batched at ``level`` standing for the batch ``inner`` (examples along axis 0)."""
+    b = object.__new__(Batched)
+    b.inner, b.level = inner, level
+    b.raw, b.ops, b.label = inner.raw, inner.ops, inner.label
+    b.grad, b.requires_grad = None, inner.requires_grad
+    b.prim, b.inputs, b.attrs, b.position = None, (), None, inner.position
+    return b
+
+
+# ---------------------------------------------------------------- primitives on batches
+
+
+def apply(o: Any, prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
+          name: str | None) -> Batched:
+    """``prim`` on inputs of which some are Batched: its batching rule, at the highest level."""
+    level = max(x.level for x in inputs if type(x) is Batched)
+    xs, flags = [], []
+    for x in inputs:
+        mine = type(x) is Batched and x.level == level
+        xs.append(x.inner if mine else x)
+        flags.append(mine)
+    sizes = {x.inner.shape[0] for x, b in zip(inputs, flags) if b}
+    if len(sizes) > 1:
+        raise ShapeError(f"{prim.name}: batched inputs of different batch sizes {sorted(sizes)}")
+    rule = prim.batch or functools.partial(loop, prim)
+    out = rule(o, xs, flags, **(attrs or {}))
+    if name is not None and isinstance(out, Variable):
+        out.name = name
+    return wrap(out, level)
+
+
+def loop(prim: Primitive, o: Any, xs: Sequence[Any], batched: Sequence[bool],
+         **attrs: Any) -> Any:
+    """The batching rule of a primitive that has none: one application per example, stacked."""
+    outs = [o.apply(prim, [o.getitem(x, (k,)) if b else x for x, b in zip(xs, batched)],
+                    attrs or None, None) for k in range(batch_size(xs, batched))]
+    return o.stack(outs, axis=0)
+
+
+def is_int(a: Any) -> bool:
+    """An int that is not a bool."""
+    return isinstance(a, (int, np.integer)) and not isinstance(a, bool)
+
+# ---------------------------------------------------------------- Jacobians in one sweep
+
+
+def batched_jvp(ops: Any, y: Variable, x: Variable, tangents: Any) -> Variable:
+    """The tangents of y along K tangents of x stacked on a leading axis, shape (K,) + y.shape,
+    from one forward sweep: each entry's jvp rule runs once, on Batched tangents."""
+    level = next(_levels)
+    tape = ops.tape
+    tape.add(BlockBegin(tape.end, "jvp", y, (x,)))
+    seed = tangents if isinstance(tangents, Variable) else ops.leaf(
+        np.asarray(tangents, dtype=x.dtype), None, True, "seed")
+    k = seed.shape[0]
+    known: dict[Variable, Any] = {x: wrap(seed, level)}
+    for pos in _path(y, x):
+        out = tape.at(pos)
+        ts = [known.get(v) if type(v) is Variable else None for v in out.inputs]
+        if all(t is None for t in ts):
+            continue
+        start = tape.end
+        if REGISTRY.get(out.prim.name) is out.prim:
+            t = out.prim.jvp(ops, ts, out, *out.inputs, **(out.attrs or {}))
+        else:       # a custom primitive's rule may sweep: one tangent at a time, stacked
+            t = _jvp_each(ops, out, ts, k, level)
+        if tape.end > start and tape.keep:      # explain.py reads which entry these came from
+            tape.pullbacks.add(start, tape.end, out, -1)
+        if t is not None:
+            if t.dtype != out.raw.dtype:
+                t = ops.cast(t, out.raw.dtype)
+            known[out] = t
+    t = known.get(y)
+    if t is None:
+        t = ops.var(np.zeros((k,) + y.shape, dtype=y.dtype), requires_grad=False)
+    elif type(t) is Batched:
+        t = t.inner
+    else:
+        t = ops.expand(t, (k,) + y.shape)
+    tape.add(BlockEnd(tape.end, "jvp", y, {y: t}))
+    return t
+
+
+def _jvp_each(ops: Any, out: Variable, ts: list, k: int, level: int) -> Any:
+    """The jvp rule of ``out`` run once per tangent of the batch, the results stacked."""
+    cols = []
+    for j in range(k):
+        tj = [None if t is None else ops.getitem(t.inner, (j,)) if type(t) is Batched else t
+              for t in ts]
+        c = out.prim.jvp(ops, tj, out, *out.inputs, **(out.attrs or {}))
+        cols.append(ops.zeros_like(out) if c is None else c)
+    return wrap(ops.stack(cols, axis=0), level)
+
+
+def _path(y: Variable, x: Variable) -> list[int]:
+    """Positions, oldest first, of the entries after x that lead to y."""
+    start = x.position + (x.prim is not None)
+    seen: set[int] = set()
+    stack = [y]
+    while stack:
+        v = stack.pop()
+        if type(v) is not Variable or v.prim is None or v.position < start or v.position in seen:
+            continue
+        seen.add(v.position)
+        stack.extend(v.inputs)
+    return sorted(seen)

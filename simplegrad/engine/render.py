@@ -1,0 +1,206 @@
+"""Text and rich rendering of traces: entries are data, text is made here on demand.
+
+(The module is not called trace.py because ``sg.trace`` is the function that records one.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..primitives.shape import render_index
+from .events import BlockBegin, BlockEnd, Event, Leaf
+from .explain import blocks, comments, orders
+from .variable import Variable
+
+if TYPE_CHECKING:
+    from .tape import Tape
+
+HEADER_DASHES = "-" * 14
+FOOTER = "-" * 18
+SMALL = 8           # constants with at most this many entries print their values
+
+STYLES = {
+    "leaf": "cyan",
+    "forward": "default",
+    "header": "bold magenta",
+    "grad": "green",
+    "accumulate": "bold yellow",
+    "map": "magenta",
+    "footer": "bold magenta",
+}
+
+
+def format_value(x: Any) -> str:
+    """A value as the seed prints it: four fixed decimals, comma separated, one line."""
+    text = np.array2string(np.asarray(x), precision=4, separator=", ", floatmode="fixed",
+                           suppress_small=True, max_line_width=10**6, threshold=64, edgeitems=3)
+    return text.replace("\n", "")
+
+
+def format_operand(x: Any) -> str:
+    """How an input prints inside an entry: a name, a number, or a small constant."""
+    if isinstance(x, Variable):
+        return x.name if x.label is not None else format_value(x.raw)
+    if isinstance(x, (int, float)):
+        return repr(x)
+    arr = np.asarray(x)
+    if arr.size <= SMALL:
+        return format_value(arr)
+    return f"<{arr.dtype} {'x'.join(map(str, arr.shape))}>"
+
+
+def format_attr(key: str, value: Any) -> str:
+    """An attribute value as it would be written in Python."""
+    if isinstance(value, np.ndarray):
+        return format_operand(value)
+    if isinstance(value, np.dtype):
+        return value.name
+    if isinstance(value, tuple) and key in ("shape", "axes"):
+        return str(list(value))
+    if isinstance(value, tuple) and key == "index":
+        return render_index(value)
+    return repr(value)
+
+
+def format_entry(v: Variable) -> str:
+    """One recorded entry as ``name = expression``."""
+    args = [format_operand(x) for x in v.inputs]
+    attrs = v.attrs or {}
+    fmt = v.prim.fmt
+    if callable(fmt):
+        expr = fmt(args, attrs, lambda a, key="": format_attr(key, a))
+    else:
+        expr = fmt.format(*args, **{k: format_attr(k, a) for k, a in attrs.items()})
+    return f"{v.name} = {expr}"
+
+
+def format_event(event: Event) -> list[tuple[str, str]]:
+    """The lines (role, text) of an event: a leaf, a derivative block's start or end."""
+    if type(event) is Leaf:
+        v = event.var
+        if event.kind == "leaf":
+            return [("leaf", f"{v.name} = {format_value(v.raw)}")]
+        if event.kind == "zeros":
+            return [("leaf", f"{v.name} = zeros({list(v.shape)})")]
+        if event.kind == "detach":
+            return [("leaf", f"{v.name} = {event.source.name}.detach()")]
+        return []       # seeds are not printed
+    if type(event) is BlockBegin:
+        if event.kind == "grad":
+            return [("header", f"d{event.target.name} {HEADER_DASHES}")]
+        names = ", ".join(x.name for x in event.inputs)
+        return [("header", f"jvp {event.target.name} wrt {names} {HEADER_DASHES}")]
+    if event.kind == "grad":
+        return [("map", f"d{event.target.name}_d{v.name} = {g.name}") for v, g in event.pairs] + \
+               [("footer", FOOTER)]
+    return [("map", f"t{y.name} = {t.name}") for y, t in event.pairs] + [("footer", FOOTER)]
+
+
+def roles(tape: Tape, explain: bool = False, block: int | None = None
+          ) -> Iterator[tuple[str, str]]:
+    """Every line of the trace with its role, in recording order.
+
+    ``explain`` appends to each gradient entry what it differentiates; ``block`` keeps only
+    one derivative block (an index into the blocks in the order they began: -1 the newest).
+    """
+    return ((role, text) for role, text, _ in _items(tape, explain, block))
+
+
+def _items(tape: Tape, explain: bool, block: int | None) -> Iterator[tuple[str, str, Any]]:
+    """(role, text, the entry or event it comes from) for every line, in recording order."""
+    events = tape.events
+    accumulations = tape.accumulations
+    notes = comments(tape) if explain else {}
+    first, last, lo, hi = 0, len(events), None, None
+    if block is not None:
+        begins = [i for i, e in enumerate(events) if type(e) is BlockBegin]
+        if not begins:
+            return
+        first = begins[block]
+        depth = 0
+        for last in range(first, len(events)):
+            e = events[last]
+            depth += 1 if type(e) is BlockBegin else -1 if type(e) is BlockEnd else 0
+            if depth == 0:
+                break
+        lo, hi = events[first].position, events[last].position
+        last += 1
+    m = first
+    depth = 0
+    for v in tape.entries:
+        if v is None:       # freed (a tape that keeps no trace)
+            continue
+        pos = v.position
+        if lo is not None and not lo <= pos < hi:
+            continue
+        while m < last and events[m].position <= pos:
+            event = events[m]
+            if type(event) is not Leaf:
+                depth += 1 if type(event) is BlockBegin else -1
+            for role, text in format_event(event):
+                yield role, text, event
+            m += 1
+        role = "accumulate" if pos in accumulations else ("grad" if depth else "forward")
+        line = format_entry(v)
+        note = notes.get(pos)
+        yield role, line if note is None else f"{line}    # {note}", v
+    for event in events[m:last]:
+        for role, text in format_event(event):
+            yield role, text, event
+
+
+def lines(tape: Tape, explain: bool = False, block: int | None = None) -> Iterator[str]:
+    """Every line of the trace, in recording order (see ``roles``)."""
+    return (text for _, text in roles(tape, explain, block))
+
+
+def echo(item: Variable | Event) -> None:
+    """Print the lines of one newly recorded entry or event (a tape listener)."""
+    if isinstance(item, Variable):
+        print(format_entry(item))
+    else:
+        for _, text in format_event(item):
+            print(text)
+
+
+ORDER_STYLES = ("default", "green", "cyan", "yellow", "blue", "red")
+
+
+def print_rich(tape: Tape, console: Any = None, explain: bool = False,
+               block: int | None = None) -> None:
+    """Print the trace to a rich console, gradient entries coloured by derivative order, then a
+    table of the derivative blocks grouped by order with their entry counts."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = console or Console()
+    ords = orders(tape)
+    text = Text()
+    for role, line, item in _items(tape, explain, block):
+        style = STYLES[role]
+        if role == "grad":
+            style = ORDER_STYLES[min(ords.get(item, 1), len(ORDER_STYLES) - 1)]
+        text.append(line + "\n", style=style)
+    console.print(text, end="")
+    shown = blocks(tape)
+    if block is not None:
+        begins = sorted(b.start for b in shown)
+        shown = [b for b in shown if b.start == begins[block]] if begins else []
+    table = Table(title="derivative blocks by order")
+    for column in ("order", "block", "entries"):
+        table.add_column(column, justify="right" if column != "block" else "left")
+    forward = sum(1 for v in tape.entries if ords.get(v, 0) == 0)
+    if block is None:
+        table.add_row("0", "forward", str(forward), style=ORDER_STYLES[0])
+    for k in sorted({b.order for b in shown}):
+        group = [b for b in shown if b.order == k]
+        style = ORDER_STYLES[min(k, len(ORDER_STYLES) - 1)]
+        for b in group:
+            table.add_row(str(k), b.title, str(b.size), style=style)
+        if len(group) > 1:
+            table.add_row(str(k), "all", str(sum(b.size for b in group)), style="bold " + style)
+    console.print(table)

@@ -1,0 +1,346 @@
+"""The sweeps: reverse (grad, backward) and forward (jvp) over an Ops' recorded entries.
+
+Functions of an ``Ops`` that use its public interface only (its ``tape``, ``recording``,
+``leaf``, ``unrecorded``, ``zeros_like`` and primitive methods); ``Ops.grad``, ``Ops.backward``
+and ``Ops.jvp`` delegate here. Every derivative is computed by calling primitives on ``o``: the
+Ops itself when the result is to be recorded (so it can be printed and differentiated again),
+or a ``ValueOps`` when only values are wanted (``create_graph=False``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import ArgumentError, DTypeError, GraphError, ShapeError, TapeGrowthWarning
+from ..primitives import ValueOps
+from ..primitives.core import value_of
+from .events import BlockBegin, BlockEnd
+from .params import FREE
+from .variable import UNARY, Variable
+
+if TYPE_CHECKING:
+    from .ops import Ops
+    from .tape import Tape
+
+
+class _Sparse:
+    """Pending cotangent contributions of indexing reads: added into one dense array once."""
+
+    __slots__ = ("dense", "grads", "indices", "shape")
+
+    def __init__(self, g: Any, index: tuple, shape: tuple):
+        self.dense = None
+        self.grads = [g]
+        self.indices = [index]
+        self.shape = shape
+
+# ---------------------------------------------------------------- reverse mode
+
+
+def grad(ops: Ops, L: Variable, wrt: Variable | Sequence[Variable], seed: Any = None,
+         create_graph: bool = True) -> Any:
+    """Gradients of L with respect to ``wrt``; sets ``.grad`` on each (see ``Ops.grad``)."""
+    single = isinstance(wrt, Variable) or not isinstance(wrt, Iterable)
+    asked = [wrt] if single else list(wrt)
+    recording = bool(create_graph) and ops.recording
+    targets, grads = _gradients(ops, L, asked, seed, recording)
+    out = []
+    for a, w in zip(asked, targets):
+        g = grads.get(w)
+        if g is None:
+            g = ops.zeros_like(w, recording)
+        elif not recording:
+            g = ops.unrecorded(g, f"d{L.name}_d{w.name}")
+        w.grad = a.grad = g
+        out.append(g)
+    return out[0] if single else out
+
+
+def gradient_values(ops: Ops, L: Variable, wrt: Sequence[Variable], seed: Any = None) -> list:
+    """The gradients of L with respect to ``wrt`` as arrays, by a value-only sweep that records
+    nothing and sets no ``.grad`` (what a transform hands back)."""
+    targets, grads = _gradients(ops, L, list(wrt), seed, False)
+    out = []
+    for w in targets:
+        g = grads.get(w)
+        out.append(np.zeros(w.shape, w.dtype) if g is None else g)
+    return out
+
+
+def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool) -> tuple:
+    """The leaves standing for ``asked`` (a Parameter's leaf on this Ops) and the sweep's
+    cotangents."""
+    targets = [ops.leaf_for(w) for w in asked]
+    _check_target(ops, "grad", L)
+    for w in targets:
+        _check_wrt(ops, "grad", w)
+    # entries older than every wrt cannot lie on a path from them: stop there
+    stop = min((w.position if w.prim is None else w.position + 1 for w in targets),
+               default=ops.tape.end)
+    only = _descendants(ops.tape, targets, stop, L) if ops.simplify else None
+    return targets, _reverse(ops, L, seed, recording, stop, set(targets), only)
+
+
+def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False) -> None:
+    """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""
+    _check_target(ops, "backward", L)
+    recording = bool(create_graph) and ops.recording
+    grads = _reverse(ops, L, seed, recording, 0, set(), None)    # leaves are never swept
+    for v, g in grads.items():
+        if v.prim is not None or not v.requires_grad:
+            continue
+        p = ops.source_of(v)
+        if p is not None:           # a Parameter's leaf: its gradient lives on the Parameter
+            value = g.raw if type(g) is Variable else g
+            p.grad = FREE.unrecorded(value if p.grad is None else p.grad.raw + value) \
+                if not recording else (g if p.grad is None else ops.add(p.grad, g))
+            continue
+        if v.grad is None:
+            v.grad = g if recording else ops.unrecorded(g, f"d{L.name}_d{v.name}")
+        elif recording:
+            v.grad = ops.add(v.grad, g)
+        else:
+            v.grad = ops.unrecorded(v.grad.raw + g, f"d{L.name}_d{v.name}")
+
+
+def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep: set,
+             only: set | None) -> dict:
+    seed_value = _seed_value(ops, "grad", L, seed)
+    tape = ops.tape
+    if not tape.keep:               # a step on free parameters ends with its backward pass
+        FREE.finish()
+    if not recording:               # values only: nothing is recorded, nothing to undo
+        _count_pass(tape)           # (a ValueOps of its own: custom rules key memos by it)
+        return _sweep(ValueOps(), tape, L, seed_value, False, stop, keep, only)
+    with _sweeping(tape):
+        tape.add(BlockBegin(tape.end, "grad", L))
+        if isinstance(seed, Variable):
+            seed_var = seed
+        elif ops.simplify and seed is None:     # ones, as a constant the rules can see
+            seed_value.flags.writeable = False
+            seed_var = seed_value
+        else:
+            seed_var = ops.leaf(seed_value, None, True, "seed")
+        grads = _sweep(ops, tape, L, seed_var, True, stop, None, only)
+        for v, g in grads.items():      # a constant seed stands for itself as a leaf
+            if type(g) is not Variable:
+                grads[v] = ops.leaf(g, None, False, "leaf")
+        tape.add(BlockEnd(tape.end, "grad", L, grads))
+    return grads
+
+
+@contextmanager
+def _sweeping(tape: Tape) -> Iterator[None]:
+    """Scope of a recording sweep: undo its entries if it fails."""
+    snap = tape.snapshot()
+    try:
+        yield
+    except BaseException:
+        tape.restore(snap)
+        raise
+
+
+def _sweep(o: Any, tape: Tape, L: Variable, seed: Any, recording: bool, stop: int,
+           keep: set | None, only: set | None) -> dict:
+    """The reverse sweep: entries leading to L, newest first, each input's cotangent.
+
+    ``keep`` (value-only sweeps): free each cotangent once it is pulled back, except these.
+    ``only``: pull back only through these entries (the ones a ``wrt`` reaches).
+    """
+    grads: dict[Variable, Any] = {L: seed}
+    masks: dict[Variable, Any] = {}     # cotangents zero by construction there (core.py)
+    entries = tape.entries
+    base = tape.base
+    pullbacks = tape.pullbacks if recording and tape.keep else None
+    if L.prim is None:
+        return grads
+    # the entries from L back to ``stop``, newest first (one slice: a weakly held tape
+    # resolves its references once, not at every step)
+    for out in reversed(entries[max(stop, base) - base:L.position - base + 1]):
+        if keep is None:
+            g = grads.get(out)
+            if g is None:
+                continue
+        else:
+            g = grads.pop(out, None)
+            if g is None:
+                continue
+        if type(g) is _Sparse:
+            g = _densify(o, tape, out, g)
+            if keep is None:
+                grads[out] = g
+        if keep is not None and out in keep:
+            grads[out] = g
+        if only is not None and out not in only:
+            continue
+        prim = out.prim
+        inputs = out.more           # Variable.inputs, inlined: the sweep's hot path
+        if inputs is None:
+            b = out.in1
+            inputs = (out.in0,) if b is UNARY else (out.in0, b)
+        attrs = out.attrs
+        if recording:
+            args, outv = inputs, out
+        elif len(inputs) == 1:      # (the input of a recorded unary op is a Variable)
+            args, outv = (inputs[0].raw,), out.raw
+        elif len(inputs) == 2:
+            a, b = inputs
+            args = (a.raw if type(a) is Variable else a, b.raw if type(b) is Variable else b)
+            outv = out.raw
+        else:
+            args = [x.raw if type(x) is Variable else x for x in inputs]
+            outv = out.raw
+        m = masks.get(out) if masks else None
+        special = prim.mask is not None and (m is not None or prim.mask_source)
+        cts = []
+        for i, x in enumerate(inputs):
+            if type(x) is not Variable or not x.requires_grad:
+                continue
+            if only is not None and x not in only:
+                continue
+            start = len(entries)
+            if prim.sparse_vjp:    # indexing: same dtype, added up later
+                ct = _Sparse(g, attrs["index"], x.raw.shape)
+            elif prim.variadic:
+                ct = prim.vjp[0](o, g, outv, i, *args, **(attrs or {}))
+            elif m is not None and prim.vjp_masked is not None:
+                rule = prim.vjp_masked[i]
+                if rule is None:
+                    continue
+                ct = rule(o, g, outv, m, *args, **attrs) if attrs else rule(o, g, outv, m, *args)
+            else:
+                rule = prim.vjp[i]
+                if rule is None:
+                    continue
+                ct = rule(o, g, outv, *args, **attrs) if attrs else rule(o, g, outv, *args)
+            if ct is None:
+                continue
+            if type(ct) is not _Sparse and ct.dtype is not x.raw.dtype and \
+                    ct.dtype != x.raw.dtype:
+                ct = o.cast(ct, x.raw.dtype)
+            mask = prim.mask(o, m, i, outv, *args, **(attrs or {})) if special else None
+            if pullbacks is not None and len(entries) > start:
+                pullbacks.add(base + start, base + len(entries), out, i)
+            cts.append((x, ct, mask))
+        for x, ct, mask in cts:    # all cotangents first, then accumulate in input order
+            old = grads.get(x)
+            if old is None:
+                grads[x] = ct
+                if mask is not None:
+                    masks[x] = mask
+            else:
+                grads[x] = _accumulate(o, tape, x, old, ct)
+                if masks:
+                    before = masks.pop(x, None)
+                    if before is not None and mask is not None:
+                        masks[x] = before if before is mask else o.logical_and(before, mask)
+    for v, g in grads.items():
+        if type(g) is _Sparse:
+            grads[v] = _densify(o, tape, v, g)
+    return grads
+
+
+GROWTH_PASSES = 100     # value-only backward passes on one tape before it warns
+
+
+def _count_pass(tape: Tape) -> None:
+    """Warn once when one Ops serves many training steps without being released: passes that
+    follow new recording count (a Jacobian's rows, swept over one graph, do not)."""
+    end = tape.end
+    if end == tape.last_pass_end:
+        return
+    tape.last_pass_end = end
+    tape.passes += 1
+    if tape.passes == GROWTH_PASSES and tape.keep:
+        warnings.warn(
+            f"this Ops has served {GROWTH_PASSES} value-only backward passes and still holds "
+            f"all {len(tape.entries)} entries and their arrays; in a training loop record each "
+            "step on its own Ops (`with sg.Ops() as op:`), call op.release() after each step, "
+            "or keep the weights as sg.Parameter (freed automatically)",
+            TapeGrowthWarning, stacklevel=4)
+
+
+def _descendants(tape: Tape, targets: list[Variable], stop: int, L: Variable) -> set:
+    """The entries between ``stop`` and L computed from any of ``targets``."""
+    reached = set(targets)
+    entries, base = tape.entries, tape.base
+    for pos in range(max(stop, base), L.position + 1):
+        v = entries[pos - base]
+        for x in () if v is None else v.inputs:
+            if type(x) is Variable and x in reached:
+                reached.add(v)
+                break
+    return reached
+
+
+def _accumulate(o: Any, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
+    """existing + new cotangent of x, keeping indexing reads sparse until they are needed."""
+    if type(new) is _Sparse:
+        if type(old) is _Sparse:
+            old.grads.extend(new.grads)
+            old.indices.extend(new.indices)
+            if new.dense is not None:
+                old.dense = (new.dense if old.dense is None
+                             else _add_existing(o, tape, x, old.dense, new.dense))
+            return old
+        new.dense = old
+        return new
+    if type(old) is _Sparse:
+        old.dense = new if old.dense is None else _add_existing(o, tape, x, old.dense, new)
+        return old
+    return _add_existing(o, tape, x, old, new)
+
+
+def _add_existing(o: Any, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
+    total = o.add(old, new)
+    if type(total) is Variable and tape.keep:
+        tape.accumulations[total.position] = x
+    return total
+
+
+def _densify(o: Any, tape: Tape, x: Variable, s: _Sparse) -> Any:
+    dense = o.scatter_add(s.grads, s.indices, s.shape)
+    if type(dense) is Variable and tape.keep:
+        tape.accumulations[dense.position] = x
+    return dense if s.dense is None else _add_existing(o, tape, x, s.dense, dense)
+
+# ---------------------------------------------------------------- checks
+
+
+def _check_target(ops: Ops, op: str, L: Any) -> None:
+    if not isinstance(L, Variable):
+        raise ArgumentError(f"{op}: expected a Variable to differentiate, got "
+                            f"{type(L).__name__}")
+    if L.ops is not ops:
+        raise GraphError(f"{op}: {L.name} belongs to another Ops")
+
+
+def _check_wrt(ops: Ops, op: str, w: Any) -> None:
+    if not isinstance(w, Variable):
+        raise ArgumentError(f"{op}: wrt must be Variables, got {type(w).__name__}")
+    if w.ops is not ops:
+        raise GraphError(f"{op}: {w.name} belongs to another Ops")
+    if not w.requires_grad:
+        raise GraphError(f"{op}: {w.name} does not require grad (created with "
+                         "requires_grad=False, detached, or computed without recording)")
+
+
+def _seed_value(ops: Ops, op: str, L: Variable, seed: Any) -> np.ndarray:
+    if seed is None:
+        if L.raw.size != 1:
+            raise ShapeError(f"{op}: {L.name} has shape {L.shape}, not a scalar: pass "
+                             f"seed= of that shape or reduce it with .sum()")
+        return np.ones(L.shape, dtype=L.dtype)
+    if isinstance(seed, Variable) and seed.ops is not ops:
+        raise GraphError(f"{op}: the seed {seed.name} belongs to another Ops")
+    arr = np.asarray(value_of(seed))
+    if arr.shape != L.shape:
+        raise ShapeError(f"{op}: seed has shape {arr.shape} but {L.name} has shape {L.shape}")
+    if arr.dtype.kind not in "biuf":
+        raise DTypeError(f"{op}: seed of dtype {arr.dtype} is not supported")
+    return np.array(arr, dtype=L.dtype)

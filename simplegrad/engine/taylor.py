@@ -1,0 +1,90 @@
+"""Taylor mode: the derivatives of t -> f(x + t v) at t = 0 up to any order, in one forward walk.
+
+Each entry between x and f's output carries a truncated Taylor series, its coefficient list
+``[c0, c1, ..., cK]`` in t (``c0`` is the entry itself; ``None`` is an exact zero). Each
+primitive's Taylor rule, the ``taylor`` field of its record (beside its jvp, in its family
+module; the shared ones in primitives/taylor.py), maps the series of the inputs to the series of
+the output: products by the Cauchy product, exp, log, sin/cos, tanh, sigmoid, sqrt, pow and div by
+their recurrences, linear (and piecewise linear) primitives coefficient-wise through their
+own jvp. Every coefficient is computed by calling primitives on ``o``, the Ops when the
+arguments are Variables (so the derivatives are recorded and can be differentiated again) or
+``VALUES`` when they are arrays, as in transforms.py, whose nesting rule (and helpers, from
+transform_args.py) this module follows.
+Cost: O(K^2) primitive calls per nonlinear entry, against the exponential growth of nested
+first-order sweeps.
+
+A rule has the signature ``rule(o, ss, out, *xs, **attrs) -> series``: ``ss`` holds one
+series per input (an input that does not depend on t has ``[x, None, ..., None]``), ``out``
+and ``xs`` are the primal output and inputs, and the result is the output's series.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import NotDifferentiableError
+from ..primitives.core import dtype_of, shape_of
+from ..primitives.series import Series
+from .variable import Variable
+
+
+def missing_rule(y: Variable, x: Variable) -> Variable | None:
+    """The first entry between x and y that carries a tangent but whose primitive has no
+    Taylor rule; None when every one has a rule."""
+    moving = {x}
+    for out in _between(y, x.position if x.prim is None else x.position + 1):
+        if not out.prim.differentiable:
+            continue
+        if any(type(i) is Variable and i in moving for i in out.inputs):
+            if out.prim.taylor is None:
+                return out
+            moving.add(out)
+    return None
+
+
+def propagate(o: Any, y: Variable, x: Variable, v: Any, order: int, recording: bool) -> Series:
+    """The Taylor series of y when x moves along x + t v (coefficients, not derivatives)."""
+    series: dict[Variable, Series] = {x: [x if recording else x.raw, v] + [None] * (order - 1)}
+    if order == 0:
+        return [y if recording else y.raw]
+    start = x.position if x.prim is None else x.position + 1
+    for out in _between(y, start):
+        inputs = out.inputs
+        ss = [series.get(i) if type(i) is Variable else None for i in inputs]
+        if all(s is None for s in ss) or not out.prim.differentiable:
+            continue
+        rule = out.prim.taylor
+        if rule is None:
+            raise NotDifferentiableError(
+                f"taylor: primitive {out.prim.name!r} (entry {out.name}) has no Taylor rule; "
+                "use sg.derivative (nested jvps) for this function")
+        xs = [i if recording or type(i) is not Variable else i.raw for i in inputs]
+        ss = [s if s is not None else [xi] + [None] * order for s, xi in zip(ss, xs)]
+        res = rule(o, ss, out if recording else out.raw, *xs, **(out.attrs or {}))
+        shape, dtype = out.shape, out.raw.dtype
+        for k in range(1, order + 1):
+            c = res[k]
+            if c is None:
+                continue
+            if shape_of(c) != shape:
+                c = o.expand(c, shape)
+            if dtype_of(c) != dtype:
+                c = o.cast(c, dtype)
+            res[k] = c
+        res[0] = out if recording else out.raw
+        series[out] = res
+    s = series.get(y)
+    return [y if recording else y.raw] + [None] * order if s is None else s
+
+
+def _between(y: Variable, start: int) -> list[Variable]:
+    """The entries at positions >= start that y depends on, oldest first (iterative walk)."""
+    seen: dict[int, Variable] = {}
+    stack = [y]
+    while stack:
+        v = stack.pop()
+        if v.position < start or v.prim is None or v.position in seen:
+            continue
+        seen[v.position] = v
+        stack.extend(i for i in v.inputs if type(i) is Variable)
+    return [seen[p] for p in sorted(seen)]

@@ -1,0 +1,300 @@
+"""numpy functions on Variables: ``np.sum(x, axis=1)`` records the matching primitive.
+
+numpy hands a call of one of its functions with a Variable among the arguments to
+``Variable.__array_function__`` (NEP 18). The call is recorded on the Ops of its Variable
+arguments through the table built here:
+
+- generated: every registered primitive, and every other public method of the primitive
+  families (``PrimitiveMethods``: not the tape's own methods such as ``op.var``), whose name
+  is a numpy function (``np.<name>`` or ``np.linalg.<name>``; ufuncs aside, they reach
+  ``__array_ufunc__``, see ``ufuncs()``) calls the Ops method of that name, with numpy's
+  arguments mapped by name (numpy's first argument ``a`` becomes the method's ``x``). An
+  argument the method lacks is accepted only at numpy's default;
+- numpy's own fallback: a numpy function named like a ``Variable`` method calls that method
+  on its first argument, the other arguments by name (``np.var(x, ddof=1)`` is
+  ``x.var(ddof=1)``), as numpy does for objects that are not arrays;
+- explicit (numpy_entries.py): numpy functions whose name or signature differs
+  (``np.broadcast_to`` is ``expand``, ``np.linalg.slogdet`` returns (sign, logabsdet),
+  ``np.linalg.norm`` takes ``ord``, the array API's ``np.linalg.trace`` works on the last two
+  axes, ...) and a few compositions of primitives (``np.polyval``, ``np.linalg.multi_dot``).
+
+A numpy function with no entry raises ``sg.ArgumentError`` naming it: numpy's own code would
+either drop the Variable from the tape or fail with a generic TypeError.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError
+from .core import REGISTRY
+from .numpy_entries import EXPLICIT, RENAMED, UFUNC_ALIASES, Handler, describe
+
+# np.linalg functions of the array API whose semantics differ from np.<name> of the same name
+ARRAY_API = frozenset({"cross", "diagonal", "matmul", "matrix_transpose", "outer", "tensordot",
+                        "trace", "vecdot", "vector_norm", "matrix_norm", "svdvals"})
+# arguments that change nothing about the result at these values
+_NEUTRAL = {"out": None, "dtype": None, "where": True, "casting": "same_kind", "subok": False,
+            "order": "C", "copy": None, "device": None}
+
+
+class NumpyFunctions:
+    """Variable mixin: numpy functions called on Variables record the matching primitive."""
+
+    __slots__ = ()
+
+    def __array_function__(self, func: Callable, types: tuple, args: tuple,
+                           kwargs: dict) -> Any:
+        if not all(issubclass(t, (NumpyFunctions, np.ndarray)) for t in types):
+            return NotImplemented       # another library's array: let it answer
+        handler = table().get(func)
+        if handler is None:
+            raise ArgumentError(f"{qualname(func)} has no simplegrad rule for Variables "
+                                f"({describe(args, kwargs)}); see \"numpy functions that record\" "
+                                "in the README, or use .value for the plain (unrecorded) value")
+        return handler(self.ops, *args, **kwargs)      # self: one of the Variable arguments
+
+
+# ---------------------------------------------------------------- the table
+
+_CACHE: dict[str, Any] = {"size": -1, "table": {}, "ufuncs": {}}
+
+
+def table() -> dict[Callable, Handler]:
+    """numpy function -> handler, from the registry (same names) and the explicit entries."""
+    _refresh()
+    return _CACHE["table"]
+
+
+def ufuncs() -> dict[np.ufunc, str]:
+    """numpy ufunc -> Ops method, generated like the function table (for __array_ufunc__).
+
+    ``np.equal`` and ``np.not_equal`` are left out: ``==`` and ``!=`` stay identity.
+    """
+    _refresh()
+    return _CACHE["ufuncs"]
+
+
+def _refresh() -> None:
+    if _CACHE["size"] != len(REGISTRY):     # primitives registered since: rebuild
+        _CACHE["table"] = _build()
+        _CACHE["ufuncs"] = _build_ufuncs()
+        _CACHE["size"] = len(REGISTRY)
+
+
+def covered() -> list[str]:
+    """The numpy functions that record on Variables, as sorted qualified names (np.linalg.x)."""
+    return sorted(qualname(f) for f in table())
+
+
+def readme_list(width: int = 96) -> str:
+    """The covered functions as the README shows them: backticked names, wrapped."""
+    lines, line = [], ""
+    for name in covered():
+        word = f"`{name}`"
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return "\n".join(lines + [line])
+
+
+def qualname(func: Callable) -> str:
+    """``np.sum``, ``np.linalg.solve``, ``np.fft.fft``: how a reader writes the function."""
+    module = getattr(func, "__module__", None) or "numpy"
+    if module == "numpy" or module.startswith("numpy."):
+        module = "np" + module[len("numpy"):]
+    return f"{module}.{getattr(func, '__name__', repr(func))}"
+
+
+def _build() -> dict[Callable, Handler]:
+    out: dict[Callable, Handler] = {}
+    names = _method_names()
+    for name in names:
+        for space in (np, np.linalg):
+            fn = getattr(space, name, None)
+            if fn is None or isinstance(fn, np.ufunc) or not callable(fn):
+                continue
+            if space is np.linalg and name in ARRAY_API or fn in out:
+                continue                    # a primitive's own name comes first
+            out[fn] = _method(fn, name)
+    for fn, method in RENAMED.items():
+        if method in names:
+            out[fn] = _method(fn, method)
+    for fn, handler in EXPLICIT.items():
+        out[fn] = _checked(fn, handler)
+    from ..engine.variable import Variable
+    for name in dir(Variable):          # numpy's own fallback: np.f(x, ...) calls x.f(...)
+        fn = getattr(np, name, None)
+        if name.startswith("_") or fn is None or fn in out or isinstance(fn, np.ufunc) or \
+                not callable(fn) or not callable(getattr(Variable, name)):
+            continue
+        out[fn] = _variable_method(fn, name)
+    return out
+
+
+def _method_names() -> list[str]:
+    """The registered primitives and the other public methods of the primitive families."""
+    from . import PrimitiveMethods
+    names = [n for n in REGISTRY if callable(getattr(PrimitiveMethods, n, None))]
+    names += sorted(n for n in dir(PrimitiveMethods) if not n.startswith("_") and n != "apply"
+                    and n not in REGISTRY and callable(getattr(PrimitiveMethods, n)))
+    return names
+
+
+def _build_ufuncs() -> dict[np.ufunc, str]:
+    out = {}
+    for name in _method_names():
+        fn = getattr(np, name, None)
+        if isinstance(fn, np.ufunc) and name not in ("equal", "not_equal"):
+            out.setdefault(fn, name)
+    for fn, name in UFUNC_ALIASES.items():
+        if name in REGISTRY:
+            out[fn] = name
+    return out
+
+
+# ---------------------------------------------------------------- generated entries
+
+
+def _method(func: Callable, name: str) -> Handler:
+    """A handler calling the Ops method ``name`` with func's arguments mapped by name."""
+    from . import PrimitiveMethods
+    method = getattr(PrimitiveMethods, name)
+    msig = inspect.signature(method)
+    mparams = [p for p in msig.parameters.values() if p.name not in ("self", "name")]
+    mnames = [p.name for p in mparams]
+    nsig = inspect.signature(func)
+    nparams = list(nsig.parameters.values())
+    nnames = {p.name for p in nparams}
+    rename = {}
+    for i, p in enumerate(nparams):
+        if p.name in mnames:
+            rename[p.name] = p.name
+        elif i < len(mparams) and mparams[i].name not in nnames and p.kind is not p.VAR_KEYWORD:
+            rename[p.name] = mparams[i].name
+    shown = f"op.{name}({', '.join(mnames)})"
+    # the common call (leading positional arguments, keywords the method takes) skips binding
+    positional = []
+    for p in nparams:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.name not in rename:
+            break
+        positional.append(rename[p.name])
+    keywords = {k: v for k, v in rename.items()
+                if nsig.parameters[k].kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                               inspect.Parameter.KEYWORD_ONLY)}
+    required = {p.name for p in mparams if p.default is p.empty and p.kind in (
+        p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+    def handler(ops: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(args) <= len(positional) and all(k in keywords for k in kwargs):
+            call = dict(zip(positional, args))
+            for k, v in kwargs.items():
+                call[keywords[k]] = v
+            if len(call) == len(args) + len(kwargs) and required.issubset(call):
+                return method(ops, **call)
+        bound = _bind(func, nsig, args, kwargs)
+        call_args: list = []
+        call_kwargs: dict = {}
+        for pname, value in bound.arguments.items():
+            p = nsig.parameters[pname]
+            if p.kind is p.VAR_POSITIONAL:
+                call_args.extend(value)
+                continue
+            items = value.items() if p.kind is p.VAR_KEYWORD else [(pname, value)]
+            for key, v in items:
+                target = rename.get(key)
+                if target is not None and p.kind is not p.VAR_KEYWORD:
+                    call_kwargs[target] = v
+                elif not _neutral(key, v, p.default):
+                    raise ArgumentError(f"{qualname(func)}: {key}={_short(v)} is not supported "
+                                        f"on Variables ({describe(args, kwargs)}); it records "
+                                        f"as {shown}")
+        try:
+            msig.bind(ops, *call_args, **call_kwargs)
+        except TypeError as e:
+            raise ArgumentError(f"{qualname(func)} on Variables ({describe(args, kwargs)}) records "
+                                f"as {shown}: {e}") from None
+        return method(ops, *call_args, **call_kwargs)
+
+    return handler
+
+
+def _variable_method(func: Callable, name: str) -> Handler:
+    """A handler calling the Variable method ``name`` on func's first argument, the rest by
+    name (what numpy does for an object that is not an ndarray: ``np.var(x)`` is ``x.var()``)."""
+    nsig = inspect.signature(func)
+    first = next(iter(nsig.parameters))
+
+    def handler(ops: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = _bind(func, nsig, args, kwargs)
+        arguments = dict(bound.arguments)
+        x = arguments.pop(first)
+        if not isinstance(x, NumpyFunctions):
+            raise ArgumentError(f"{qualname(func)} records on Variables only when its first "
+                                f"argument is one, as {first}.{name}(...) "
+                                f"({describe(args, kwargs)})")
+        kw: dict = {}
+        for key, value in arguments.items():
+            if nsig.parameters[key].kind is inspect.Parameter.VAR_KEYWORD:
+                kw.update(value)
+            else:
+                kw[key] = value
+        method = getattr(x, name)
+        try:
+            inspect.signature(method).bind(**kw)
+        except TypeError as e:
+            raise ArgumentError(f"{qualname(func)} on Variables ({describe(args, kwargs)}) records "
+                                f"as {x.name}.{name}(...): {e}") from None
+        return method(**kw)
+
+    return handler
+
+
+def _checked(func: Callable, handler: Handler) -> Handler:
+    """An explicit handler whose arguments are checked against its own signature first."""
+    sig = inspect.signature(handler)
+
+    def checked(ops: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            sig.bind(ops, *args, **kwargs)
+        except TypeError as e:
+            raise ArgumentError(f"{qualname(func)} on Variables ({describe(args, kwargs)}): {e} "
+                                f"(supported: {_signature_text(sig)})") from None
+        return handler(ops, *args, **kwargs)
+
+    return checked
+
+
+def _bind(func: Callable, sig: inspect.Signature, args: tuple, kwargs: dict):
+    try:
+        return sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise ArgumentError(f"{qualname(func)}: {e}") from None
+
+
+def _neutral(key: str, value: Any, default: Any) -> bool:
+    if value is default:
+        return True
+    simple = (bool, int, float, str, type(None))
+    if type(value) in simple and type(default) is type(value) and value == default:
+        return True
+    if key == "optimize":            # einsum's contraction order: the same result
+        return True
+    return key in _NEUTRAL and type(value) in simple and value == _NEUTRAL[key]
+
+
+def _signature_text(sig: inspect.Signature) -> str:
+    return ", ".join(str(p) for p in list(sig.parameters.values())[1:])
+
+# ---------------------------------------------------------------- helpers
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,0 +1,181 @@
+"""The explicit entries of the numpy function table (see numpy_api.py).
+
+numpy functions whose name or signature differs from the Ops method that records them
+(``np.broadcast_to`` is ``expand``, ``np.linalg.slogdet`` returns (sign, logabsdet),
+``np.linalg.norm`` takes ``ord``, ``np.linalg.trace`` works on the last two axes), a few
+compositions of primitives, and the ufuncs whose primitive has another name. Each handler
+has numpy's signature after a leading ``ops``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..errors import ArgumentError
+from .core import is_constant, shape_of, value_of
+
+Handler = Callable[..., Any]   # handler(ops, *args, **kwargs) with numpy's signature
+
+
+
+class SlogdetResult(NamedTuple):
+    """numpy's (sign, logabsdet): the sign is a constant, logabsdet is recorded."""
+
+    sign: Any
+    logabsdet: Any
+
+
+def _slogdet(ops, a):
+    return SlogdetResult(np.linalg.slogdet(value_of(a)).sign, ops.slogdet(a))
+
+
+def _norm(ops, x, ord=None, axis=None, keepdims=False):  # noqa: A002 - numpy's name
+    nd = len(shape_of(x)) if axis is None else (1 if isinstance(axis, (int, np.integer))
+                                                 else len(axis))
+    if not (ord is None or ord == 2 and nd == 1 or ord == "fro" and nd == 2):
+        raise ArgumentError(f"np.linalg.norm: ord={ord!r} is not supported on Variables "
+                            f"({describe((x,), {})}); the 2-norm of vectors and the Frobenius "
+                            "norm of matrices record (ord=None, 2 or 'fro')")
+    return ops.norm(x, axis=axis, keepdims=keepdims)
+
+
+def _vector_norm(ops, x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002
+    if ord != 2:
+        raise ArgumentError(f"np.linalg.vector_norm: ord={ord!r} is not supported on Variables "
+                            f"({describe((x,), {})}); ord=2 records")
+    return ops.norm(x, axis=axis, keepdims=keepdims)
+
+
+def _matrix_norm(ops, x, /, *, keepdims=False, ord="fro"):  # noqa: A002
+    if ord != "fro":
+        raise ArgumentError(f"np.linalg.matrix_norm: ord={ord!r} is not supported on Variables "
+                            f"({describe((x,), {})}); ord='fro' records")
+    return ops.norm(x, axis=(-2, -1), keepdims=keepdims)
+
+
+def _swap_last(ops, x):
+    nd = len(shape_of(x))
+    if nd < 2:
+        raise ArgumentError(f"np.linalg.matrix_transpose needs at least 2 axes "
+                            f"({describe((x,), {})})")
+    return ops.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _matrix_transpose(ops, x, /):
+    return _swap_last(ops, x)
+
+
+def _multi_dot(ops, arrays, *, out=None):
+    if out is not None or len(arrays) < 2:
+        raise ArgumentError("np.linalg.multi_dot on Variables takes two or more arrays and no out=")
+    result = arrays[0]
+    for a in arrays[1:]:
+        result = ops.matmul(result, a)
+    return result
+
+
+def _vecdot(ops, x1, x2, /, *, axis=-1):
+    return ops.sum(ops.mul(x1, x2), axis=axis)
+
+
+def _polyval(ops, p, x):
+    """Horner's rule: p[0] x^(n-1) + ... + p[n-1], recorded (p may be a Variable too)."""
+    if is_constant(p):
+        p = np.asarray(p, dtype=float)
+    if len(shape_of(p)) != 1 or shape_of(p)[0] == 0:
+        raise ArgumentError(f"np.polyval: p must be a non-empty 1-D array on Variables "
+                            f"({describe((p, x), {})})")
+    n = shape_of(p)[0]
+    if n == 1:
+        return ops.add(ops.mul(x, 0.0), p[0])
+    result = ops.add(ops.mul(x, p[0]), p[1])
+    for k in range(2, n):
+        result = ops.add(ops.mul(result, x), p[k])
+    return result
+
+
+def _like(fill: float) -> Handler:
+    def like(ops, a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+        return np.full(shape_of(a) if shape is None else shape, fill,
+                       dtype=getattr(a, "dtype", np.float64) if dtype is None else dtype)
+    return like
+
+
+def _shape(ops, a):
+    return shape_of(a)
+
+
+def _ndim(ops, a):
+    return len(shape_of(a))
+
+
+def _size(ops, a, axis=None):
+    s = shape_of(a)
+    return int(np.prod(s)) if axis is None else s[axis]
+
+
+def _linalg_trace(ops, x, /, *, offset=0, dtype=None):
+    if dtype is not None:
+        raise ArgumentError(f"np.linalg.trace: dtype={dtype!r} is not supported on Variables "
+                            f"({describe((x,), {})})")
+    return ops.trace(x, offset=offset, axis1=-2, axis2=-1)
+
+
+def _linalg_diagonal(ops, x, /, *, offset=0):
+    return ops.diagonal(x, offset=offset, axis1=-2, axis2=-1)
+
+
+def _linalg_outer(ops, x1, x2, /):
+    return ops.outer(x1, x2)
+
+
+def _linalg_tensordot(ops, x1, x2, /, *, axes=2):
+    return ops.tensordot(x1, x2, axes=axes)
+
+
+def _linalg_cross(ops, x1, x2, /, *, axis=-1):
+    return ops.cross(x1, x2, axis=axis)
+
+
+RENAMED: dict[Callable, str] = {
+    np.broadcast_to: "expand", np.amax: "max", np.amin: "min", np.linalg.matmul: "matmul",
+    np.linalg.eigvalsh: "eigvalsh", np.linalg.svdvals: "svdvals",
+}
+EXPLICIT: dict[Callable, Handler] = {
+    np.linalg.slogdet: _slogdet, np.linalg.norm: _norm, np.linalg.vector_norm: _vector_norm,
+    np.linalg.matrix_norm: _matrix_norm, np.linalg.matrix_transpose: _matrix_transpose,
+    np.linalg.multi_dot: _multi_dot, np.linalg.vecdot: _vecdot, np.polyval: _polyval,
+    np.zeros_like: _like(0.0), np.ones_like: _like(1.0), np.shape: _shape, np.ndim: _ndim,
+    np.size: _size,
+    # the array API's np.linalg versions work on the last axes
+    np.linalg.trace: _linalg_trace, np.linalg.diagonal: _linalg_diagonal,
+    np.linalg.outer: _linalg_outer, np.linalg.tensordot: _linalg_tensordot,
+    np.linalg.cross: _linalg_cross,
+}
+# numpy's names of ufuncs whose primitive is named differently
+UFUNC_ALIASES = {np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",
+                 np.negative: "neg", np.power: "pow", np.absolute: "abs", np.rint: "round"}
+
+# ---------------------------------------------------------------- helpers
+
+
+def variables_in(args: Any, found: list) -> list:
+    """The Variables among args (nested in lists, tuples and dicts), appended to found."""
+    if not is_constant(args):
+        found.append(args)
+    elif isinstance(args, (list, tuple)):
+        for a in args:
+            variables_in(a, found)
+    elif isinstance(args, dict):
+        for a in args.values():
+            variables_in(a, found)
+    return found
+
+
+def describe(args: Any, kwargs: dict) -> str:
+    """'x with shape (2, 3), ...' for the Variables among the arguments of a call."""
+    vs = variables_in([args, kwargs], [])
+    return ", ".join(f"{v.name} with shape {v.shape}" for v in vs) or "no Variables"

@@ -1,0 +1,271 @@
+"""Simplification rules, one set for ``sg.simplify`` and for simplifying while recording.
+
+Each rule looks at one entry: its primitive, its inputs and its attributes, and, through a
+``describe`` function, at what is known about each input (an ``Operand``: shape, dtype, the
+value when it is a constant, and the entry that computed it). The inputs are whatever the
+caller uses to refer to values: ``Ref``s in a ``Program``, Variables (and Python numbers or
+arrays for constants) on a tape. ``describe_variable`` describes tape inputs.
+
+- ``cse_key(prim, inputs, attrs)``: two entries with equal keys compute the same value. Inputs
+  of commutative primitives (add, mul, maximum, minimum, equal, not_equal, logical_and,
+  logical_or) count in either order.
+- ``reduces_to(prim, inputs, attrs, describe)``: the input (of the entry or of the entry that
+  computed one of them) the entry equals exactly, or None. ``x * 1``, ``1 * x``, ``x + 0``,
+  ``x - 0``, ``x / 1``, ``--x``, ``~~m``, ``m & m``, ``m | m``, ``where(c, x, x)``, a where
+  that repeats an inner where on the same condition (``where(c, 0, where(c, 0, g))``), an
+  expand or reshape to the same shape, a transpose undone by its inverse (or by nothing), a
+  cast to the same dtype. A rule applies only when the result has the input's shape and dtype
+  (a broadcasting constant of ones does not reduce).
+- ``rewrite(prim, inputs, attrs, describe)``: an equal entry in a simpler form: ``x + x`` is
+  ``x * 2.0``, ``x * -1`` is ``-x``, ``x + -y`` and ``-y + x`` are ``x - y``, ``x - -y`` is
+  ``x + y``.
+
+IEEE arithmetic stays: ``x * 0`` and ``x - x`` are not zero (x may be inf or nan). The one
+rule that can change a bit is ``x + 0`` -> ``x``: -0.0 + 0 is +0.0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .core import REGISTRY, Primitive
+
+COMMUTATIVE = frozenset(REGISTRY[n] for n in ("add", "mul", "maximum", "minimum", "equal",
+                                               "not_equal", "logical_and", "logical_or"))
+_ADD, _SUB, _MUL, _DIV, _NEG = (REGISTRY[n] for n in ("add", "sub", "mul", "div", "neg"))
+_EXPAND, _RESHAPE, _TRANSPOSE, _CAST = (REGISTRY[n] for n in
+                                        ("expand", "reshape", "transpose", "cast"))
+_AND, _OR, _NOT, _WHERE = (REGISTRY[n] for n in
+                           ("logical_and", "logical_or", "logical_not", "where"))
+
+
+class Operand(NamedTuple):
+    """What the rules know about one input of an entry."""
+
+    shape: tuple
+    dtype: np.dtype | None          # None for a Python number (it takes the other's dtype)
+    constant: bool                  # True when ``value`` is the input's value at every point
+    value: Any = None
+    prim: Primitive | None = None   # the primitive that computed it, if any
+    inputs: tuple = ()              # ... its inputs
+    attrs: dict | None = None       # ... and its attributes
+
+
+# ---------------------------------------------------------------- keys
+
+LARGE = 4096   # constant arrays with more entries match only themselves (by identity)
+
+
+def constant_key(x: Any) -> Hashable:
+    """A hashable key equal for two constants exactly when they are interchangeable (a large
+    array only for itself: its key is its identity, valid while the entry holding it lives)."""
+    t = type(x)
+    if t is float or t is int:
+        return (t.__name__, repr(x))            # repr tells -0.0 from 0.0; nan matches nan
+    if isinstance(x, np.ndarray | np.generic):
+        arr = np.asarray(x)
+        if arr.size > LARGE:        # hashing megabytes per entry would cost more than it saves
+            return ("same array", id(x))
+        return ("array", arr.dtype.str, arr.shape, arr.tobytes())
+    if isinstance(x, bool | int | float):
+        return (type(x).__name__, repr(x))
+    return _freeze(x)
+
+
+def operand_key(x: Any) -> Hashable:
+    """How an input counts in a key: constants by value, anything else by identity/equality."""
+    if isinstance(x, np.ndarray | np.generic | bool | int | float):
+        return constant_key(x)
+    return x
+
+
+def attrs_key(attrs: dict | None) -> Hashable:
+    """Attributes as a hashable key (arrays, slices, dtypes and nested tuples included)."""
+    if not attrs:
+        return ()
+    return tuple(sorted((k, _freeze(v)) for k, v in attrs.items()))
+
+
+def cse_key(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> tuple:
+    """The key under which an entry is one common subexpression: primitive, inputs, attrs."""
+    ops: Any = tuple(operand_key(x) for x in inputs)
+    if prim in COMMUTATIVE and len(ops) == 2:
+        ops = frozenset(ops)        # (x, y) and (y, x) alike; {x} only comes from (x, x)
+    return (prim, ops, attrs_key(attrs))
+
+
+def _freeze(x: Any) -> Hashable:
+    if isinstance(x, np.ndarray | np.generic | bool | int | float):
+        return constant_key(x)
+    if x is None or x is Ellipsis or isinstance(x, str):
+        return x
+    if isinstance(x, np.dtype):
+        return ("dtype", x.str)
+    if isinstance(x, slice):
+        return ("slice", _freeze(x.start), _freeze(x.stop), _freeze(x.step))
+    if isinstance(x, tuple | list):
+        return (type(x).__name__, *(_freeze(i) for i in x))
+    if isinstance(x, dict):
+        return ("dict", attrs_key(x))
+    try:
+        hash(x)
+    except TypeError:
+        return ("id", id(x))    # unhashable and unknown: equal only to itself
+    return ("object", x)
+
+
+# ---------------------------------------------------------------- describing tape inputs
+
+def describe_variable(x: Any) -> Operand:
+    """An Operand for a tape input: a Variable (computed or leaf), a Python number or an array."""
+    t = type(x)
+    if t is float or t is int or t is bool:
+        return Operand((), None, True, x)
+    if t is np.ndarray or isinstance(x, np.ndarray | np.generic):
+        return Operand(np.shape(x), np.asarray(x).dtype, True, x)
+    if isinstance(x, bool | int | float):
+        return Operand((), None, True, x)
+    raw = x.raw         # a Variable: its stored value
+    return Operand(raw.shape, raw.dtype, False, None, x.prim, x.inputs, x.attrs)
+
+
+# ---------------------------------------------------------------- identities
+
+def reduces_to(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
+               describe: Callable[[Any], Operand] = describe_variable) -> Any | None:
+    """The input the entry equals exactly (``x * 1`` -> x, ``--x`` -> x, ...), or None."""
+    if prim is _MUL:
+        return _unit_side(inputs, describe, 1, (0, 1))
+    if prim is _ADD:
+        return _unit_side(inputs, describe, 0, (0, 1))
+    if prim is _SUB:
+        return _unit_side(inputs, describe, 0, (0,))
+    if prim is _DIV:
+        return _unit_side(inputs, describe, 1, (0,))
+    if prim is _NEG or prim is _NOT:
+        x = describe(inputs[0])
+        return x.inputs[0] if x.prim is prim else None
+    if prim is _AND or prim is _OR:
+        return _same_pair(inputs, describe)
+    if prim is _WHERE:
+        return _where_reduces(inputs, describe)
+    if prim is _CAST:
+        x = describe(inputs[0])
+        return inputs[0] if not x.constant and x.dtype == np.dtype(attrs["dtype"]) else None
+    if prim is _EXPAND or prim is _RESHAPE:
+        x = describe(inputs[0])
+        same = not x.constant and _target_shape(x.shape, attrs["shape"]) == tuple(x.shape)
+        return inputs[0] if same else None
+    if prim is _TRANSPOSE:
+        return _undone_transpose(inputs[0], attrs.get("axes") if attrs else None, describe)
+    return None
+
+
+def rewrite(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
+            describe: Callable[[Any], Operand] = describe_variable) -> tuple | None:
+    """An equal entry ``(prim, inputs, attrs)`` in a simpler form: ``x + x`` -> ``x * 2.0``,
+    ``x * -1`` -> ``-x``, ``x + -y`` -> ``x - y``, ``x - -y`` -> ``x + y``."""
+    if prim is _ADD or prim is _SUB:
+        x, y = describe(inputs[0]), describe(inputs[1])
+        if prim is _ADD and operand_key(inputs[0]) == operand_key(inputs[1]):
+            return None if x.constant else (_MUL, (inputs[0], 2.0), None)
+        for i in ((1, 0) if prim is _ADD else (1,)):
+            if (x, y)[i].prim is _NEG:     # neg keeps shape and dtype: broadcasting is alike
+                d = (x, y)[i]
+                flipped = _SUB if prim is _ADD else _ADD
+                return flipped, (inputs[1 - i], d.inputs[0]), None
+        return None
+    if prim is _MUL:
+        x = _unit_side(inputs, describe, -1, (0, 1))
+        return None if x is None else (_NEG, (x,), None)
+    return None
+
+
+def _same_pair(inputs: Sequence[Any], describe: Callable) -> Any:
+    """x for ``x & x`` and ``x | x`` (a computed bool x)."""
+    if operand_key(inputs[0]) != operand_key(inputs[1]):
+        return None
+    x = describe(inputs[0])
+    return None if x.constant or x.dtype != np.dtype(bool) else inputs[0]
+
+
+def _where_reduces(inputs: Sequence[Any], describe: Callable) -> Any:
+    """x for ``where(c, x, x)``; w for ``where(c, a, w)`` when w = where(c, a, ...) already
+    (and the mirror image), provided the result keeps that input's shape."""
+    cond, x, y = inputs
+    c = describe(cond)
+    if operand_key(x) == operand_key(y):
+        return _keeps_shape(x, describe, c)
+    for inner, taken in ((y, 1), (x, 2)):
+        w = describe(inner)
+        if w.prim is _WHERE and operand_key(w.inputs[0]) == operand_key(cond) and \
+                operand_key(w.inputs[taken]) == operand_key(inputs[taken]):
+            return _keeps_shape(inner, describe, c, describe(inputs[taken]))
+    return None
+
+
+def _keeps_shape(x: Any, describe: Callable, *others: Operand) -> Any:
+    d = describe(x)
+    if d.constant:
+        return None
+    shapes = [tuple(d.shape)] + [tuple(o.shape) for o in others]
+    return x if np.broadcast_shapes(*shapes) == tuple(d.shape) else None
+
+
+def _unit_side(inputs: Sequence[Any], describe: Callable, unit: int, kept: tuple) -> Any:
+    """inputs[i] for the first i in ``kept`` whose partner is the constant ``unit`` and does
+    not change its shape or dtype."""
+    described = [describe(inputs[0]), describe(inputs[1])]
+    for i in kept:
+        x, c = described[i], described[1 - i]
+        if x.constant or not c.constant or not _all_equal(c.value, unit):
+            continue
+        if c.dtype is None:
+            same_dtype = np.result_type(x.dtype, c.value) == x.dtype
+        else:
+            same_dtype = np.result_type(x.dtype, c.dtype) == x.dtype
+        if same_dtype and np.broadcast_shapes(tuple(x.shape), tuple(c.shape)) == tuple(x.shape):
+            return inputs[i]
+    return None
+
+
+def _all_equal(value: Any, unit: int) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int | float):
+        return value == unit
+    arr = np.asarray(value)
+    return arr.dtype.kind in "iuf" and bool(np.all(arr == unit))
+
+
+def _target_shape(shape: tuple, target: tuple) -> tuple:
+    """``target`` with a -1 resolved against ``shape``'s number of entries."""
+    target = tuple(int(n) for n in target)
+    if -1 not in target:
+        return target
+    known = int(np.prod([n for n in target if n != -1]))
+    size = int(np.prod(shape))
+    return tuple(size // known if known and n == -1 else n for n in target)
+
+
+def _permutation(axes: Any, ndim: int) -> tuple:
+    return tuple(range(ndim))[::-1] if axes is None else tuple(int(a) % ndim for a in axes)
+
+
+def _undone_transpose(x: Any, axes: Any, describe: Callable) -> Any:
+    """x when transposing it changes nothing, x's input when x is the inverse transpose."""
+    d = describe(x)
+    ndim = len(d.shape)
+    outer = _permutation(axes, ndim)
+    if outer == tuple(range(ndim)):
+        return None if d.constant else x
+    if d.prim is not _TRANSPOSE:
+        return None
+    inner = _permutation(d.attrs.get("axes") if d.attrs else None, ndim)
+    # transpose(transpose(y, inner), outer) has axis k of y's axis inner[outer[k]]
+    if all(inner[outer[k]] == k for k in range(ndim)):
+        return d.inputs[0]
+    return None

@@ -1,0 +1,279 @@
+"""``sg.compile(prog)``: a Program as straight-line numpy source, one assignment per entry.
+
+The source is generated from the Program's data alone, never from text read elsewhere: each
+entry's primitive is the registry's record, its forward rule gives the call, its print rule the
+comment. A primitive whose record says the numpy expression it compiles to (``numpy=`` in
+the record: the operators ``v0 = a + b``, ``sum``, ``reshape``, indexing, ...) prints as that
+expression, one whose forward is a numpy function as that function (``v10 = np.tanh(v9)``),
+and every other as a call of its own forward rule through the namespace ``F`` the code runs in
+(``v7 = F["sigmoid"](v6)``). Attribute values print as Python
+literals (ints, tuples, slices, dtypes) or, for arrays, as names bound in that namespace.
+
+The compiled function records nothing and checks only the number, shapes and dtypes of its
+inputs: it is the fast path for evaluating a gradient again and again.
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..engine.render import format_operand
+from ..errors import ArgumentError, DTypeError, ShapeError
+from ..primitives.core import REGISTRY
+from .core import Program
+from .nodes import CONST, INPUT, NODE, Node
+
+RESERVED = {"np", "F", "slice"}
+
+
+class Compiled:
+    """A compiled program: call it on arrays; ``.source`` is its numpy code."""
+
+    def __init__(self, prog: Program, source: str, fn: Callable):
+        self.program = prog
+        self.source = source
+        self._fn = fn
+        self._specs = tuple((tuple(i.shape), np.dtype(i.dtype)) for i in prog.inputs)
+
+    def __call__(self, *arrays: Any) -> Any:
+        """Evaluate the program on new input values; one array per output (one when single)."""
+        specs = self._specs
+        fast = len(arrays) == len(specs)
+        for a, (shape, dtype) in zip(arrays, specs):     # the common case, checked in a loop
+            if type(a) is not np.ndarray or a.shape != shape or a.dtype is not dtype:
+                fast = False
+                break
+        outs = self._fn(*arrays) if fast else self._fn(*self._checked(arrays))
+        if self.program.single:
+            return outs if type(outs) is np.ndarray else np.asarray(outs)
+        return [o if type(o) is np.ndarray else np.asarray(o) for o in outs]
+
+    def _checked(self, arrays: tuple) -> list:
+        """The inputs as arrays of the program's shapes and dtypes, or a clear error."""
+        if len(arrays) != len(self._specs):
+            names = ", ".join(i.name for i in self.program.inputs)
+            raise ArgumentError(f"compiled program: takes {len(self._specs)} input(s) "
+                                f"({names}), got {len(arrays)}")
+        args = []
+        for spec, a in zip(self.program.inputs, arrays):
+            if type(a) is np.ndarray and a.shape == spec.shape and a.dtype == spec.dtype:
+                args.append(a)
+                continue
+            arr = a if type(a) is np.ndarray else np.asarray(a)
+            if arr.dtype != spec.dtype:
+                if not np.can_cast(arr.dtype, spec.dtype, "safe"):
+                    raise DTypeError(f"compiled program: input {spec.name} has dtype "
+                                     f"{spec.dtype}, got {arr.dtype}")
+                arr = arr.astype(spec.dtype)
+            if arr.shape != spec.shape:
+                raise ShapeError(f"compiled program: input {spec.name} has shape {spec.shape}, "
+                                 f"got {arr.shape}")
+            args.append(arr)
+        return args
+
+    def __repr__(self) -> str:
+        return f"<compiled program: {len(self.program.nodes)} entries>"
+
+
+def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg.compile)
+    """Compile a Program to a numpy function with no tape; ``.source`` holds its code."""
+    if not isinstance(prog, Program):
+        raise ArgumentError(f"compile: expected a Program, got {type(prog).__name__}")
+    if not name.isidentifier() or keyword.iskeyword(name) or name in RESERVED:
+        raise ArgumentError(f"compile: name must be a Python identifier, got {name!r}")
+    names = _Names()
+    namespace: dict[str, Any] = {"np": np, "F": {}, "__builtins__": {"slice": slice}}
+    params = [names.take(i.name) for i in prog.inputs]
+    refs: dict[tuple, str] = {(INPUT, i): p for i, p in enumerate(params)}
+    header = [f"def {name}({', '.join(params)}):"]
+    for i, c in enumerate(prog.constants):
+        text = _number(c.value) if c.name is None else None
+        if text is None:
+            text = names.take(c.name or f"c{i}")
+            namespace[text] = c.value
+            header.append(f"    # {_comment(text)} = {format_operand(c.value)}  (constant, "
+                          f"{_describe(c.value)})")
+        refs[(CONST, i)] = text
+    shapes = _Shapes(prog)
+    # each dead intermediate's name is deleted on the line of its last use, so its buffer goes
+    # back to the allocator then (as in hand-written numpy); a view still holding the buffer
+    # keeps it alive, so values cannot change
+    dead = prog.dead_after()
+    lines = []
+    for i, node in enumerate(prog.nodes):
+        target = names.take(node.name)
+        expr = _expression(node, [refs[(r.kind, r.index)] for r in node.args], namespace,
+                           names, [shapes(r) for r in node.args])
+        refs[(NODE, i)] = target
+        drop = f"; del {', '.join(refs[(NODE, j)] for j in dead[i])}" if dead[i] else ""
+        lines.append((f"    {target} = {expr}{drop}", prog.format_node(node)))
+    width = min(max((len(code) for code, _ in lines), default=0), 60)
+    body = [f"{code.ljust(width)}  # {_comment(comment)}" for code, comment in lines]
+    outs = [refs[(r.kind, r.index)] for r in prog.outputs]
+    ret = outs[0] if prog.single else "[" + ", ".join(outs) + "]"
+    source = "\n".join(header + body + [f"    return {ret}"]) + "\n"
+    code = builtins.compile(source, f"<simplegrad compiled {name}>", "exec")
+    exec(code, namespace)  # noqa: S102 -- source generated above from registry records
+    return Compiled(prog, source, namespace[name])
+
+
+
+
+class _Names:
+    """Python identifiers for the program's names, each unique."""
+
+    def __init__(self) -> None:
+        self.taken = set(RESERVED)
+
+    def take(self, name: str) -> str:
+        base = name if name.isidentifier() and not keyword.iskeyword(name) and \
+            not name.startswith("__") else "v_" + "".join(c if c.isalnum() else "_" for c in name)
+        text, k = base, 1
+        while text in self.taken:
+            k += 1
+            text = f"{base}_{k}"
+        self.taken.add(text)
+        return text
+
+
+def _comment(text: str) -> str:
+    """Text safe inside a comment: no line breaks or other unprintable characters (names come
+    from the program, and a loaded program's names from a file)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _number(x: Any) -> str | None:
+    """A Python number constant as a literal, or None (arrays, nan and inf are bound names)."""
+    if type(x) is int or (type(x) is float and math.isfinite(x)):
+        return repr(x) if x >= 0 or type(x) is int else f"({x!r})"
+    return None
+
+
+def _describe(x: Any) -> str:
+    arr = np.asarray(x)
+    return f"{arr.dtype}, shape {arr.shape}"
+
+
+def _expression(node: Node, args: list[str], namespace: dict, names: _Names,
+                shapes: list[tuple | None]) -> str:
+    """The numpy expression of one entry."""
+    prim = node.prim
+    attrs = node.attrs or {}
+    literal = {k: _literal(v, namespace, names) for k, v in attrs.items()}
+    registered = REGISTRY.get(prim.name) is prim    # never a template of a look-alike
+    if registered and prim.numpy is not None:
+        if prim.numpy.startswith("{0}.") and not args[0].isidentifier():
+            args = [f"np.asarray({args[0]})", *args[1:]]    # a number literal has no methods
+        return _fill(prim.numpy, args, attrs, literal)
+    if registered and prim.name == "matmul" and not attrs and _plain_matmul(*shapes):
+        return f"{args[0]} @ {args[1]}"     # where the forward is plain np.matmul
+    keywords = "".join(f", {k}={v}" for k, v in literal.items())
+    fn = prim.forward
+    if isinstance(fn, np.ufunc) or getattr(np, getattr(fn, "__name__", ""), None) is fn:
+        return f"np.{fn.__name__}({', '.join(args)}{keywords})"
+    table = namespace["F"]
+    key, k = prim.name, 1
+    while table.get(key, fn) is not fn:     # two custom primitives of one name
+        k += 1
+        key = f"{prim.name}#{k}"
+    table[key] = fn
+    return f'F[{key!r}]({", ".join(args)}{keywords})'
+
+
+class _Shapes:
+    """The static shape of an argument: inputs are checked on every call, nodes are recorded,
+    constants are fixed (None when unknown)."""
+
+    def __init__(self, prog: Program):
+        self.prog = prog
+
+    def __call__(self, ref: Any) -> tuple | None:
+        if ref.kind == INPUT:
+            return self.prog.inputs[ref.index].shape
+        if ref.kind == NODE:
+            return tuple(self.prog.nodes[ref.index].shape)
+        value = self.prog.constants[ref.index].value
+        return value.shape if isinstance(value, np.ndarray) else None
+
+
+def _plain_matmul(x: tuple | None, y: tuple | None) -> bool:
+    """Whether the matmul forward is plain ``np.matmul`` for these shapes: operands of one or
+    two dimensions whose contraction is not the length-1 outer product it multiplies instead
+    (stacks can take its broadcast-weight path, which depends on strides, so they keep the
+    call)."""
+    if x is None or y is None or len(x) not in (1, 2) or len(y) not in (1, 2):
+        return False
+    return not (len(x) == 2 and len(y) == 2 and x[-1] == 1)
+
+
+def _fill(template: str, args: list[str], attrs: dict, literal: dict) -> str:
+    def keyword_arg(k: str, default: Any) -> str:
+        return f", {k}={literal[k]}" if k in attrs and attrs[k] != default else ""
+    fields = {"axis": keyword_arg("axis", None), "keepdims": keyword_arg("keepdims", False),
+              "axes": "" if attrs.get("axes") is None else f", {literal['axes']}"}
+    # for ufunc reductions ("np.add.reduce({0}{reduce_axis}{keepdims})", whose own default axis
+    # is 0) and method templates ("{0}.transpose({axes_arg})"): both skip the dispatch layer of
+    # the np.* function, about a microsecond per call, which counts on small arrays
+    fields["reduce_axis"] = f", axis={literal['axis']}" if "axis" in attrs else ", axis=None"
+    fields["axes_arg"] = fields["axes"][2:]
+    for k in ("shape", "index", "dtype"):
+        if k in literal:
+            fields[k] = literal[k]
+    if "index" in attrs:
+        fields["index"] = _index(attrs["index"], literal["index"])
+    return template.format(*args, **fields)
+
+
+def _index(index: Any, text: str) -> str:
+    """An index in subscript form (``0, 1:3``) when it is made of ints, slices, ``...`` and
+    None; otherwise the tuple's literal, whose arrays are bound names."""
+    items = index if isinstance(index, tuple) else (index,)
+    parts = [_subscript(item) for item in items]
+    if any(p is None for p in parts):
+        return text
+    if not parts:
+        return "()"
+    return parts[0] + "," if len(parts) == 1 and isinstance(index, tuple) else ", ".join(parts)
+
+
+def _subscript(item: Any) -> str | None:
+    if item is None or item is Ellipsis:
+        return "None" if item is None else "..."
+    if type(item) is int or isinstance(item, np.integer):
+        return str(int(item))
+    if isinstance(item, slice):
+        bounds = (item.start, item.stop, item.step)
+        if not all(p is None or type(p) is int or isinstance(p, np.integer) for p in bounds):
+            return None
+        text = ":".join("" if p is None else str(int(p)) for p in bounds[:2])
+        return text if item.step is None else f"{text}:{int(item.step)}"
+    return None
+
+
+def _literal(value: Any, namespace: dict, names: _Names) -> str:
+    """Python source for an attribute value; arrays and anything unusual are bound names."""
+    if value is None or type(value) in (bool, int, str):
+        return repr(value)
+    if type(value) is float and math.isfinite(value):
+        return repr(value)
+    if value is Ellipsis:
+        return "..."
+    if isinstance(value, np.integer):
+        return repr(int(value))
+    if isinstance(value, np.dtype):
+        return f"np.dtype({value.str!r})"
+    if isinstance(value, slice):
+        return "slice(" + ", ".join(_literal(p, namespace, names)
+                                    for p in (value.start, value.stop, value.step)) + ")"
+    if isinstance(value, tuple):
+        inner = ", ".join(_literal(v, namespace, names) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    key = names.take("attr")
+    namespace[key] = value
+    return key

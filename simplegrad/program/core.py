@@ -1,0 +1,334 @@
+"""Programs: part of a tape as data of its own, run again at new inputs, simplified.
+
+``extract(inputs, outputs)`` (``op.program``) takes the entries between some Variables (the
+inputs) and the outputs, in tape order, and keeps them as ``Node``s: a primitive, arguments
+(``Ref``s to an input slot, an earlier node or a constant), attributes and the tape's name.
+Leaves that are not inputs, and entries not computed from the inputs, become constants holding
+their recorded values. Nothing refers back to the tape, so a Program can be simplified, saved
+and compiled; calling it runs each primitive's numpy forward on new values.
+
+A Program is fixed at recording time: Python control flow on values (``if x > 0:``)
+took one branch when the tape was recorded, and the program keeps that branch (as
+``torch.jit.trace`` and ``jax.make_jaxpr`` do).
+
+``sg.simplify`` (simplifier.py) rewrites a Program with the rules of ``simplegrad.rules``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..engine import explain, render
+from ..engine.variable import Variable
+from ..errors import ArgumentError, DTypeError, GraphError, LinAlgError, ShapeError
+from ..primitives.core import Primitive
+from ..primitives.rewrites import (
+    COMMUTATIVE,
+    Operand,
+    constant_key,
+    cse_key,
+    describe_variable,
+    operand_key,
+    reduces_to,
+    rewrite,
+)
+from .nodes import CONST, INPUT, NODE, Constant, Input, Node, Ref
+
+__all__ = ["Ref", "Input", "Constant", "Node", "Program", "extract",
+           "COMMUTATIVE", "Operand", "constant_key", "cse_key", "describe_variable",
+           "operand_key", "reduces_to", "rewrite"]
+
+
+class Program:
+    """A recorded sub-program independent of any tape: call it on arrays to run it again."""
+
+    def __init__(self, inputs: Sequence[Input], constants: Sequence[Constant],
+                 nodes: Sequence[Node], outputs: Sequence[Ref], single: bool = False,
+                 check: bool = True):
+        self.inputs = tuple(Input(i.name, tuple(i.shape), np.dtype(i.dtype)) for i in inputs)
+        self.constants = tuple(constants)
+        self.nodes = tuple(nodes)
+        self.outputs = tuple(outputs)
+        self.single = bool(single)
+        if self.single and len(self.outputs) != 1:
+            raise ArgumentError(f"program: single=True needs one output, got "
+                                f"{len(self.outputs)}")
+        for i, node in enumerate(self.nodes if check else ()):
+            if not isinstance(node.prim, Primitive):
+                raise ArgumentError(f"program: node {i} ({node.name}) has no Primitive")
+            for r in node.args:
+                self._check_ref(r, i, node.name)
+        for r in self.outputs:
+            self._check_ref(r, len(self.nodes), "an output")
+        self._plan: list | None = None
+
+    def _check_ref(self, r: Any, limit: int, where: str) -> None:
+        sizes = {INPUT: len(self.inputs), CONST: len(self.constants), NODE: limit}
+        if not isinstance(r, Ref) or r.kind not in sizes or not 0 <= r.index < sizes[r.kind]:
+            raise GraphError(f"program: {where} refers to {r!r}, which is not an input, a "
+                             "constant or an earlier node")
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __repr__(self) -> str:
+        return (f"<Program: {len(self.inputs)} inputs, {len(self.nodes)} entries, "
+                f"{len(self.outputs)} outputs>")
+
+    # ------------------------------------------------------------ running
+
+    def __call__(self, *arrays: Any) -> Any:
+        """Run the program on new input values; one array per output (one when single)."""
+        env = [*self._arguments(arrays), *(c.value for c in self.constants)]
+        env.extend([None] * len(self.nodes))
+        k = len(self.inputs) + len(self.constants)
+        ndarray, generic, asarray = np.ndarray, np.generic, np.asarray
+        try:
+            for forward, slots, attrs, frees in self._steps():
+                if attrs:
+                    value = forward(*[env[s] for s in slots], **attrs)
+                elif len(slots) == 2:
+                    value = forward(env[slots[0]], env[slots[1]])
+                elif len(slots) == 1:
+                    value = forward(env[slots[0]])
+                else:
+                    value = forward(*[env[s] for s in slots])
+                if type(value) is not ndarray and isinstance(value, generic):
+                    value = asarray(value)
+                env[k] = value
+                k += 1
+                for s in frees:
+                    env[s] = None
+        except np.linalg.LinAlgError as e:
+            name = self.nodes[k - len(self.inputs) - len(self.constants)].name
+            raise LinAlgError(f"program: computing {name}: {e}") from e
+        outs = [env[self._slot(r)] for r in self.outputs]
+        return outs[0] if self.single else outs
+
+    def _arguments(self, arrays: tuple) -> list:
+        if len(arrays) != len(self.inputs):
+            names = ", ".join(i.name for i in self.inputs)
+            raise ArgumentError(f"program: takes {len(self.inputs)} input(s) ({names}), got "
+                                f"{len(arrays)}")
+        values = []
+        for spec, a in zip(self.inputs, arrays):
+            if isinstance(a, Variable):
+                raise ArgumentError(f"program: input {spec.name} got the Variable {a.name}; "
+                                    f"pass its value ({a.name}.value): a program runs on arrays")
+            arr = np.asarray(a)
+            if arr.shape != spec.shape:
+                raise ShapeError(f"program: input {spec.name} has shape {spec.shape}, got "
+                                 f"{arr.shape}")
+            if arr.dtype != spec.dtype:
+                if not np.can_cast(arr.dtype, spec.dtype, "safe"):
+                    raise DTypeError(f"program: input {spec.name} has dtype {spec.dtype}, got "
+                                     f"{arr.dtype}; convert it with .astype({spec.dtype.name!r})")
+                arr = arr.astype(spec.dtype)
+            values.append(arr)
+        return values
+
+    def _slot(self, r: Ref) -> int:
+        if r.kind == INPUT:
+            return r.index
+        if r.kind == CONST:
+            return len(self.inputs) + r.index
+        return len(self.inputs) + len(self.constants) + r.index
+
+    def _steps(self) -> list:
+        """Per node: forward, argument slots, attrs, and the node slots no later node reads."""
+        if self._plan is None:
+            base = len(self.inputs) + len(self.constants)
+            self._plan = [(n.prim.forward, tuple(self._slot(r) for r in n.args), n.attrs,
+                           tuple(base + j for j in dead))
+                          for n, dead in zip(self.nodes, self.dead_after())]
+        return self._plan
+
+    def dead_after(self) -> list[list[int]]:
+        """Per node, the nodes whose values no later node reads and no output is, once it has
+        run (a node nobody reads is dead after itself)."""
+        last = list(range(len(self.nodes)))
+        for i, node in enumerate(self.nodes):
+            for r in node.args:
+                if r.kind == NODE:
+                    last[r.index] = i
+        kept = {r.index for r in self.outputs if r.kind == NODE}
+        dead: list[list[int]] = [[] for _ in self.nodes]
+        for j, i in enumerate(last):
+            if j not in kept:
+                dead[i].append(j)
+        return dead
+
+    # ------------------------------------------------------------ text
+
+    def format(self) -> str:
+        """The program as text: inputs, named constants, one line per entry, outputs."""
+        lines = [f"inputs: {', '.join(i.name for i in self.inputs)}"]
+        lines += [f"{c.name} = {render.format_value(c.value)}" for c in self.constants
+                  if c.name is not None]
+        lines += [self.format_node(n) for n in self.nodes]
+        lines.append(f"outputs: {', '.join(self._operand(r) for r in self.outputs)}")
+        return "\n".join(lines)
+
+    def format_node(self, node: Node) -> str:
+        """One node as ``name = expression``, in the trace's style."""
+        args = [self._operand(r) for r in node.args]
+        attrs = node.attrs or {}
+        fmt = node.prim.fmt
+        if callable(fmt):
+            expr = fmt(args, attrs, lambda a, key="": render.format_attr(key, a))
+        else:
+            expr = fmt.format(*args, **{k: render.format_attr(k, a) for k, a in attrs.items()})
+        return f"{node.name} = {expr}"
+
+    def _operand(self, r: Ref) -> str:
+        if r.kind == INPUT:
+            return self.inputs[r.index].name
+        if r.kind == NODE:
+            return self.nodes[r.index].name
+        c = self.constants[r.index]
+        return c.name if c.name is not None else render.format_operand(c.value)
+
+    def duplicates(self) -> list[tuple[str, str]]:
+        """Pairs of node names that share a common-subexpression key (empty when simplified)."""
+        seen: dict = {}
+        pairs = []
+        for node in self.nodes:
+            key = cse_key(node.prim, node.args, node.attrs)
+            if key in seen:
+                pairs.append((seen[key], node.name))
+            else:
+                seen[key] = node.name
+        return pairs
+
+    # ------------------------------------------------------------ out (graph.py, serialize.py)
+
+    def to_networkx(self) -> Any:
+        """The program as a ``networkx.DiGraph`` (see ``simplegrad.graph.program_graph``)."""
+        from .graph import program_graph
+        return program_graph(self)
+
+    def stats(self) -> Any:
+        """Entries per primitive and order, depth, widest level, peak live bytes (a ``Stats``)."""
+        from .graph import stats
+        return stats(self)
+
+    def to_dot(self) -> str:
+        """The program as Graphviz DOT text, coloured as the rich trace is."""
+        from .graph import to_dot
+        return to_dot(self)
+
+    def render(self, path: Any) -> Any:
+        """Draw the program to an .svg or .png file with Graphviz's ``dot``; returns the path."""
+        from .graph import render as draw
+        return draw(self, path)
+
+    def save(self, path: Any) -> Any:
+        """Write the program to ``<path>.json`` and ``<path>.npz`` (``sg.load_program`` reads
+        them); returns the two paths."""
+        from .serialize import save
+        return save(self, path)
+
+
+# ---------------------------------------------------------------- extract
+
+
+def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[Variable]
+            ) -> Program:
+    """The entries between ``inputs`` and ``outputs`` of one tape, as a Program."""
+    ins = _variables("inputs", inputs)
+    single = isinstance(outputs, Variable)
+    outs = _variables("outputs", outputs)
+    if not outs:
+        raise ArgumentError("program: needs at least one output")
+    ops = outs[0].ops
+    for v in ins + outs:
+        if v.ops is not ops:
+            raise GraphError(f"program: {v.name} belongs to another Ops than {outs[0].name}")
+    slots = {}
+    for i, v in enumerate(ins):
+        if id(v) in slots:
+            raise ArgumentError(f"program: {v.name} is given twice as an input")
+        slots[id(v)] = i
+    found: dict[int, Variable] = {}
+    stack = list(outs)
+    while stack:        # iterative: a program may have millions of entries
+        v = stack.pop()
+        key = id(v)
+        if key in slots or key in found:
+            continue
+        found[key] = v
+        if v.prim is not None:
+            stack.extend(x for x in v.inputs if type(x) is Variable)
+    builder = Builder([Input(v.name, v.shape, v.dtype) for v in ins])
+    order = explain.orders(ops.tape)
+    refs: dict[int, Ref] = {k: Ref(INPUT, i) for k, i in slots.items()}
+    for v in sorted((v for v in found.values() if v.prim is not None), key=_position):
+        args = []
+        computed = False
+        for x in v.inputs:
+            r = refs.get(id(x)) if type(x) is Variable else None
+            if r is not None and r[0] is not CONST:
+                computed = True
+            args.append(r)
+        if not computed:
+            refs[id(v)] = builder.capture(v)      # not computed from the inputs: a constant
+            continue
+        for i, r in enumerate(args):
+            if r is None:
+                x = v.inputs[i]
+                args[i] = builder.capture(x) if type(x) is Variable else builder.constant(x)
+        refs[id(v)] = builder.node(Node(v.prim, tuple(args), v.attrs, v.name, v.shape, v.dtype,
+                                          order.get(v, 0)))
+    out_refs = [refs[id(v)] if id(v) in refs else builder.capture(v) for v in outs]
+    return builder.program(out_refs, single)
+
+
+def _variables(what: str, xs: Any) -> list[Variable]:
+    items = [xs] if isinstance(xs, Variable) else list(xs) if isinstance(xs, Sequence) else None
+    if items is None:
+        raise ArgumentError(f"program: {what} must be a Variable or a sequence of Variables, "
+                            f"got {type(xs).__name__}")
+    for x in items:
+        if not isinstance(x, Variable):
+            raise ArgumentError(f"program: {what} must be Variables, got {type(x).__name__}")
+    return items
+
+
+def _position(v: Variable) -> int:
+    return v.position
+
+
+class Builder:
+    """Collects inputs, constants (each once) and nodes into a Program."""
+
+    def __init__(self, inputs: list[Input]):
+        self.inputs = inputs
+        self.constants: list[Constant] = []
+        self.nodes: list[Node] = []
+        self._by_key: dict = {}
+
+    def constant(self, value: Any, name: str | None = None, key: Any = None) -> Ref:
+        """A constant's ref, shared with an equal constant added before."""
+        key = ("value", constant_key(value)) if key is None else key
+        r = self._by_key.get(key)
+        if r is None:
+            if isinstance(value, np.ndarray) and value.flags.writeable:
+                value = value.copy()
+                value.flags.writeable = False
+            r = self._by_key[key] = Ref(CONST, len(self.constants))
+            self.constants.append(Constant(value, name))
+        return r
+
+    def capture(self, v: Variable) -> Ref:
+        """A Variable's recorded value as a named constant (an unrecorded one prints inline)."""
+        return self.constant(v.value, None if v.label is None else v.name, ("var", id(v)))
+
+    def node(self, node: Node) -> Ref:
+        self.nodes.append(node)
+        return Ref(NODE, len(self.nodes) - 1)
+
+    def program(self, outputs: list[Ref], single: bool) -> Program:
+        return Program(self.inputs, self.constants, self.nodes, outputs, single, check=False)

@@ -1,0 +1,293 @@
+"""Programs and tapes as graphs: networkx export, statistics, DOT text and pictures.
+
+``program_graph(prog)`` (``prog.to_networkx()``) and ``tape_graph(ops, outputs)``
+(``op.to_networkx()``) give a ``networkx.DiGraph`` with one node per input, constant and entry
+and an edge from each argument to the entry that reads it. Node attributes: ``name``,
+``primitive`` (None for inputs and constants), ``attrs``, ``shape``, ``dtype``, ``order`` (0
+forward, k in an order-k gradient block), ``role`` (``input``, ``forward``, ``gradient`` or
+``constant``), ``label`` (the trace line) and ``output``; edge attributes: ``position`` (the
+argument's place in the entry's inputs; ``positions`` lists them all when an entry reads one
+value twice, as ``x * x`` does).
+
+``stats(prog)`` reads the graph: entries per primitive and per order, depth, widest level and
+the bytes of intermediates alive at the peak when the entries run in tape order. ``to_dot`` and
+``render`` draw it, in the colours of the rich trace (``render.STYLES``, ``ORDER_STYLES``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import networkx as nx
+import numpy as np
+
+from ..engine.events import Leaf
+from ..engine.explain import orders
+from ..engine.render import ORDER_STYLES, STYLES, format_entry, format_operand, format_value
+from ..engine.variable import Variable
+from ..errors import ArgumentError, GraphError, MissingToolError
+from ..primitives.rewrites import constant_key
+from .core import Program
+from .nodes import CONST, INPUT, NODE
+
+if TYPE_CHECKING:
+    from ..engine.ops import Ops
+
+ROLES = ("input", "forward", "gradient", "constant")
+
+# ---------------------------------------------------------------- networkx
+
+
+class _Keys:
+    """Unique node keys: the name itself, or ``name#2``, ``name#3``... when it is taken."""
+
+    def __init__(self) -> None:
+        self.taken: set[str] = set()
+
+    def __call__(self, name: str) -> str:
+        key, k = name, 1
+        while key in self.taken:
+            k += 1
+            key = f"{name}#{k}"
+        self.taken.add(key)
+        return key
+
+
+def _role(order: int) -> str:
+    return "gradient" if order > 0 else "forward"
+
+
+def program_graph(prog: Program) -> nx.DiGraph:
+    """The program as a DiGraph: inputs, constants and entries as nodes, arguments as edges."""
+    if not isinstance(prog, Program):
+        raise ArgumentError(f"to_networkx: expected a Program, got {type(prog).__name__}")
+    g = nx.DiGraph(kind="program")
+    keys = _Keys()
+    ref_key: dict[tuple, str] = {}
+    outputs = {(r.kind, r.index) for r in prog.outputs}
+    for i, spec in enumerate(prog.inputs):
+        key = ref_key[(INPUT, i)] = keys(spec.name)
+        g.add_node(key, name=spec.name, primitive=None, attrs=None, shape=spec.shape,
+                   dtype=spec.dtype, order=0, role="input", label=spec.name,
+                   output=(INPUT, i) in outputs)
+    for i, c in enumerate(prog.constants):
+        text = format_operand(c.value)
+        key = ref_key[(CONST, i)] = keys(c.name if c.name is not None else text)
+        g.add_node(key, name=c.name, primitive=None, attrs=None, shape=np.shape(c.value),
+                   dtype=_dtype(c.value), order=0, role="constant",
+                   label=text if c.name is None else f"{c.name} = {format_value(c.value)}",
+                   output=(CONST, i) in outputs)
+    for i, node in enumerate(prog.nodes):
+        key = ref_key[(NODE, i)] = keys(node.name)
+        g.add_node(key, name=node.name, primitive=node.prim.name, attrs=node.attrs,
+                   shape=node.shape, dtype=node.dtype, order=node.order, role=_role(node.order),
+                   label=prog.format_node(node), output=(NODE, i) in outputs)
+        for p, r in enumerate(node.args):
+            _edge(g, ref_key[(r.kind, r.index)], key, p)
+    g.graph["outputs"] = [ref_key[(r.kind, r.index)] for r in prog.outputs]
+    return g
+
+
+def tape_graph(ops: Ops, outputs: Variable | Sequence[Variable] | None = None) -> nx.DiGraph:
+    """The tape as a DiGraph: every entry (or those ``outputs`` need), its leaves, constants."""
+    tape = ops.tape
+    if outputs is None:
+        entries = list(tape.entries)
+        outs: list[Variable] = []
+    else:
+        outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
+        for v in outs:
+            if not isinstance(v, Variable) or v.ops is not ops:
+                raise GraphError(f"to_networkx: outputs must be Variables of this Ops, got "
+                                 f"{getattr(v, 'name', type(v).__name__)}")
+        entries = _ancestors(outs)
+    kinds = {id(e.var): e.kind for e in tape.events if type(e) is Leaf}
+    order = orders(tape)
+    g = nx.DiGraph(kind="tape")
+    keys = _Keys()
+    var_key: dict[int, str] = {}
+    const_key: dict[Any, str] = {}
+    out_ids = {id(v) for v in outs}
+
+    def leaf(v: Variable) -> str:
+        key = var_key.get(id(v))
+        if key is None:
+            key = var_key[id(v)] = keys(v.name)
+            role = "input" if kinds.get(id(v)) == "leaf" else "constant"   # not a seed
+            g.add_node(key, name=v.name, primitive=None, attrs=None, shape=v.shape,
+                       dtype=v.dtype, order=order.get(v, 0), role=role,
+                       label=f"{v.name} = {format_value(v.raw)}", output=id(v) in out_ids)
+        return key
+
+    def constant(x: Any) -> str:
+        ck = constant_key(x)
+        key = const_key.get(ck)
+        if key is None:
+            text = format_operand(x)
+            key = const_key[ck] = keys(text)
+            g.add_node(key, name=None, primitive=None, attrs=None, shape=np.shape(x),
+                       dtype=_dtype(x), order=0, role="constant", label=text, output=False)
+        return key
+
+    for v in entries:
+        key = var_key[id(v)] = keys(v.name)
+        k = order.get(v, 0)
+        g.add_node(key, name=v.name, primitive=v.prim.name, attrs=v.attrs, shape=v.shape,
+                   dtype=v.dtype, order=k, role=_role(k), label=format_entry(v),
+                   output=id(v) in out_ids)
+        for p, x in enumerate(v.inputs):
+            if type(x) is not Variable:
+                src = constant(x)
+            elif x.prim is None or id(x) not in var_key:
+                src = var_key.get(id(x)) or leaf(x)
+            else:
+                src = var_key[id(x)]
+            _edge(g, src, key, p)
+    for v in outs:
+        if v.prim is None:
+            leaf(v)
+    g.graph["outputs"] = [var_key[id(v)] for v in outs]
+    return g
+
+
+def _ancestors(outs: list[Variable]) -> list[Variable]:
+    """The entries the outputs are computed from, in tape order (iteratively)."""
+    found: dict[int, Variable] = {}
+    stack = list(outs)
+    while stack:
+        v = stack.pop()
+        if id(v) in found or v.prim is None:
+            continue
+        found[id(v)] = v
+        stack.extend(x for x in v.inputs if type(x) is Variable)
+    return sorted(found.values(), key=lambda v: v.position)
+
+
+def _edge(g: nx.DiGraph, src: str, dst: str, position: int) -> None:
+    if g.has_edge(src, dst):
+        data = g.edges[src, dst]
+        data["positions"] = (*data["positions"], position)
+    else:
+        g.add_edge(src, dst, position=position, positions=(position,))
+
+
+def _dtype(x: Any) -> np.dtype | None:
+    return None if isinstance(x, bool | int | float) else np.asarray(x).dtype
+
+# ---------------------------------------------------------------- statistics
+
+
+@dataclass(frozen=True)
+class Stats:
+    """What ``prog.stats()`` reports about a program."""
+
+    entries: int
+    by_primitive: dict      # primitive name -> number of entries
+    by_order: dict          # derivative order -> number of entries
+    depth: int              # entries on the longest chain of entries
+    width: int              # entries in the widest level (entries whose longest chain ties)
+    peak_bytes: int         # bytes of entries alive at once, at the peak, run in tape order
+
+    def __str__(self) -> str:
+        prims = ", ".join(f"{k} {n}" for k, n in self.by_primitive.items())
+        ords = ", ".join(f"order {k}: {n}" for k, n in sorted(self.by_order.items()))
+        return (f"{self.entries} entries ({prims}); {ords}; depth {self.depth}, widest level "
+                f"{self.width}; peak live intermediates {self.peak_bytes} bytes")
+
+
+def stats(prog: Program) -> Stats:
+    """Entries per primitive and per order, depth, widest level and peak live bytes."""
+    g = program_graph(prog)
+    entries = g.subgraph([k for k, d in g.nodes(data="role") if d in ("forward", "gradient")])
+    levels = [len(level) for level in nx.topological_generations(entries)]
+    by_prim = Counter(n.prim.name for n in prog.nodes)
+    return Stats(len(prog.nodes), dict(by_prim.most_common()),
+                 dict(sorted(Counter(n.order for n in prog.nodes).items())),
+                 len(levels), max(levels, default=0), _peak_bytes(prog))
+
+
+def _peak_bytes(prog: Program) -> int:
+    """The most bytes of entry values alive at once, each freed after the entry that reads it
+    last (outputs are kept to the end); inputs and constants are not counted."""
+    frees = prog.dead_after()
+    size = [int(np.prod(n.shape, dtype=np.int64)) * np.dtype(n.dtype).itemsize
+            for n in prog.nodes]
+    live = peak = 0
+    for i in range(len(prog.nodes)):
+        live += size[i]
+        peak = max(peak, live)
+        live -= sum(size[j] for j in frees[i])
+    return peak
+
+# ---------------------------------------------------------------- DOT and pictures
+
+FILL = {"default": "#ffffff", "cyan": "#d2f3f7", "green": "#d5f2d5", "yellow": "#fbf3c4",
+        "blue": "#d6e2fb", "red": "#fbd6d6", "magenta": "#f3d6f3"}
+CONSTANT_FILL = "#eeeeee"
+
+
+def fill_colour(role: str, order: int) -> str:
+    """The fill of a node: the rich trace's colour for its role and derivative order."""
+    if role == "constant":
+        return CONSTANT_FILL
+    top = len(ORDER_STYLES) - 1
+    style = STYLES["leaf"] if role == "input" else ORDER_STYLES[min(order, top)]
+    return FILL.get(style.split()[-1], FILL["default"])
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def to_dot(prog: Program) -> str:
+    """Graphviz DOT text of the program: one box per node, coloured by role and order."""
+    g = program_graph(prog)
+    lines = ["digraph program {", "  rankdir=TB;",
+             '  node [shape=box, style="rounded,filled", fontname="monospace", fontsize=11];',
+             '  edge [fontsize=9, color="#666666"];']
+    for key, d in g.nodes(data=True):
+        extra = ", penwidth=2.5" if d["output"] else ""
+        label = d["label"]
+        if d["role"] == "input":        # inputs are ellipses, constants dashed boxes
+            label = f"{label}  {list(d['shape'])} {np.dtype(d['dtype']).name}"
+            extra += ", shape=ellipse"
+        elif d["role"] == "constant":
+            extra += ', style="rounded,filled,dashed"'
+        lines.append(f"  {_quote(key)} [label={_quote(label)}, "
+                     f"fillcolor={_quote(fill_colour(d['role'], d['order']))}{extra}];")
+    for src, dst, d in g.edges(data=True):
+        label = ",".join(str(p) for p in d["positions"])
+        lines.append(f"  {_quote(src)} -> {_quote(dst)} [label={_quote(label)}];")
+    inputs = [k for k, role in g.nodes(data="role") if role == "input"]
+    if inputs:              # the inputs on top, in order (invisible edges keep the order)
+        lines.append(f"  {{rank=source; {'; '.join(_quote(k) for k in inputs)};}}")
+        lines += [f"  {_quote(u)} -> {_quote(v)} [style=invis];"
+                  for u, v in zip(inputs, inputs[1:])]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def render(prog: Program, path: str | Path) -> Path:
+    """Draw the program to ``path`` (.svg or .png) with Graphviz's ``dot`` program."""
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in ("svg", "png"):
+        raise ArgumentError(f"render: {path.name} must end in .svg or .png")
+    dot = shutil.which("dot")
+    if dot is None:
+        raise MissingToolError(
+            "render: Graphviz's `dot` program was not found on PATH; install the graphviz "
+            "package (apt-get install graphviz, brew install graphviz or conda install "
+            "graphviz), or write prog.to_dot() to a file and draw it elsewhere")
+    done = subprocess.run([dot, f"-T{fmt}", "-o", str(path)], input=to_dot(prog).encode(),
+                          capture_output=True, check=False)
+    if done.returncode != 0:
+        raise MissingToolError(f"render: dot failed on {path.name}: "
+                               f"{done.stderr.decode(errors='replace').strip()}")
+    return path

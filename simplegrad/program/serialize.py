@@ -1,0 +1,132 @@
+"""Saved programs: ``prog.save(path)`` and ``sg.load_program(path)``, without pickle.
+
+A program is saved as two files side by side: ``<path>.json`` holds the structure and
+``<path>.npz`` the arrays (constants and array attributes), read back with
+``np.load(..., allow_pickle=False)``. The JSON document::
+
+    {"format": "simplegrad-program", "version": 1,
+     "inputs":    [{"name": "a", "shape": [4], "dtype": "float64"}, ...],
+     "constants": [{"name": "v3" or null, "value": VALUE}, ...],
+     "nodes":     [{"name": "v0", "primitive": "add", "args": [["input", 0], ["input", 1]],
+                    "attrs": {"axis": VALUE, ...} or null, "shape": [4], "dtype": "float64",
+                    "order": 0}, ...],
+     "outputs":   [["node", 13], ...], "single": false}
+
+An argument refers to an input slot, a constant or an earlier node by index. A VALUE is JSON
+null, a boolean, an integer, a finite float or a string as itself, or one tagged object:
+``{"float": "nan" | "inf" | "-inf"}``, ``{"tuple": [VALUE, ...]}``, ``{"list": [...]}``,
+``{"slice": [start, stop, step]}``, ``{"ellipsis": null}``, ``{"dtype": "int64"}``,
+``{"scalar": ["int64", VALUE]}`` (a numpy scalar) or ``{"array": "a0"}`` (the array stored
+under that key in the .npz; dtypes bool, int, uint and float only).
+
+Primitives are named, and looked up in ``sg.REGISTRY`` when loading: a program through a
+``custom_vjp`` or ``checkpoint`` function (not in the registry) cannot be saved. Loading
+validates everything before building anything: sizes, JSON syntax, keys and types, primitive
+names, arities, references, dtypes, and the shapes and dtypes each entry declares (its forward
+is run once on stand-in values of the declared inputs). Any failure is a ``FormatError``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError
+from ..primitives.core import REGISTRY
+from .core import Program
+from .nodes import CONST, INPUT, NODE
+
+FORMAT, VERSION = "simplegrad-program", 1
+MAX_BYTES = 256 * 2**20     # default limit for each file and for any declared value
+DTYPES = frozenset(np.dtype(t).name for t in (
+    bool, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+    np.float16, np.float32, np.float64))
+KINDS = (INPUT, CONST, NODE)
+MAX_DEPTH = 32
+
+# ---------------------------------------------------------------- saving
+
+
+def paths(path: str | os.PathLike) -> tuple[Path, Path]:
+    """The .json and .npz paths of a saved program (``path`` with or without either suffix)."""
+    p = Path(path)
+    if p.suffix in (".json", ".npz"):
+        p = p.with_suffix("")
+    return p.with_name(p.name + ".json"), p.with_name(p.name + ".npz")
+
+
+def save(prog: Program, path: str | os.PathLike) -> tuple[Path, Path]:
+    """Write ``prog`` to ``<path>.json`` and ``<path>.npz``; returns both paths."""
+    doc, arrays = encode(prog)
+    json_path, npz_path = paths(path)
+    json_path.write_text(_dumps(doc), encoding="utf-8")
+    with open(npz_path, "wb") as f:
+        np.savez(f, **arrays)
+    return json_path, npz_path
+
+
+def _dumps(doc: dict) -> str:
+    """The document as JSON text with one input, constant, node or output per line."""
+    def item(key: str, value: Any) -> str:
+        if isinstance(value, list) and value:
+            inner = ",\n".join("  " + json.dumps(x, allow_nan=False) for x in value)
+            return f" {json.dumps(key)}: [\n{inner}\n ]"
+        return f" {json.dumps(key)}: {json.dumps(value, allow_nan=False)}"
+    return "{\n" + ",\n".join(item(k, v) for k, v in doc.items()) + "\n}\n"
+
+
+def encode(prog: Program) -> tuple[dict, dict[str, np.ndarray]]:
+    """The JSON document and the arrays of a program."""
+    if not isinstance(prog, Program):
+        raise ArgumentError(f"save: expected a Program, got {type(prog).__name__}")
+    arrays: dict[str, np.ndarray] = {}
+    for node in prog.nodes:
+        if REGISTRY.get(node.prim.name) is not node.prim:
+            raise ArgumentError(
+                f"save: {node.name} is computed by {node.prim.name!r}, a custom primitive "
+                "(custom_vjp or checkpoint) that is not in sg.REGISTRY; only programs of "
+                "registered primitives can be saved")
+    return {
+        "format": FORMAT, "version": VERSION,
+        "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype.name}
+                   for i in prog.inputs],
+        "constants": [{"name": c.name, "value": _encode(c.value, arrays, f"constant {k}")}
+                      for k, c in enumerate(prog.constants)],
+        "nodes": [{"name": n.name, "primitive": n.prim.name,
+                   "args": [[r.kind, r.index] for r in n.args],
+                   "attrs": None if n.attrs is None else
+                   {k: _encode(v, arrays, f"{n.name}'s attribute {k}")
+                    for k, v in n.attrs.items()},
+                   "shape": list(n.shape), "dtype": np.dtype(n.dtype).name, "order": n.order}
+                  for n in prog.nodes],
+        "outputs": [[r.kind, r.index] for r in prog.outputs],
+        "single": prog.single,
+    }, arrays
+
+
+def _encode(x: Any, arrays: dict, where: str) -> Any:
+    if x is None or type(x) in (bool, int, str):
+        return x
+    if type(x) is float:
+        return x if math.isfinite(x) else {"float": repr(x)}
+    if x is Ellipsis:
+        return {"ellipsis": None}
+    if isinstance(x, tuple | list):
+        return {type(x).__name__: [_encode(v, arrays, where) for v in x]}
+    if isinstance(x, slice):
+        return {"slice": [_encode(v, arrays, where) for v in (x.start, x.stop, x.step)]}
+    if isinstance(x, np.dtype) and x.name in DTYPES:
+        return {"dtype": x.name}
+    if isinstance(x, np.generic) and x.dtype.name in DTYPES:
+        return {"scalar": [x.dtype.name, _encode(x.item(), arrays, where)]}
+    if isinstance(x, np.ndarray) and x.dtype.name in DTYPES:
+        key = f"a{len(arrays)}"
+        arrays[key] = x
+        return {"array": key}
+    raise ArgumentError(f"save: {where} is a {type(x).__name__} "
+                        f"({getattr(x, 'dtype', '')}), which the format cannot hold")

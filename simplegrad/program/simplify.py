@@ -1,0 +1,118 @@
+"""``sg.simplify``: a Program rewritten by the rules of ``simplegrad.rules``.
+
+One pass in tape order: each entry's arguments are renamed to what earlier entries became, then
+the entry is folded (all arguments constant), reduced to an input (an identity), rewritten
+(``x + x``), or shared with an earlier entry of the same CSE key; last, entries and constants no
+output needs are dropped. One pass suffices: a rule looks only at an entry's arguments and at
+the entries that computed them, which are final by the time the entry is reached.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ArgumentError
+from ..primitives.core import Primitive
+from ..primitives.rewrites import Operand, cse_key, reduces_to, rewrite
+from .core import Builder, Program
+from .nodes import CONST, INPUT, NODE, Ref
+
+
+def simplify(prog: Program) -> Program:
+    """An equal Program with constants folded, identities applied, common subexpressions shared
+    and entries no output needs removed (see ``simplegrad.rules``)."""
+    if not isinstance(prog, Program):
+        raise ArgumentError(f"simplify: expected a Program, got {type(prog).__name__}")
+    b = Builder(list(prog.inputs))
+    consts = [b.constant(c.value, c.name) for c in prog.constants]
+    nodes: list[Ref] = []       # old node index -> its ref in the new program
+    table: dict = {}
+
+    known: dict[Ref, Operand] = {}
+
+    def describe(r: Ref) -> Operand:
+        d = known.get(r)
+        if d is not None:
+            return d
+        if r.kind == CONST:
+            value = b.constants[r.index].value
+            dtype = None if isinstance(value, bool | int | float) and not isinstance(
+                value, np.generic) else np.asarray(value).dtype
+            d = Operand(np.shape(value), dtype, True, value)
+        elif r.kind == INPUT:
+            spec = b.inputs[r.index]
+            d = Operand(spec.shape, spec.dtype, False)
+        else:
+            n = b.nodes[r.index]
+            d = Operand(n.shape, n.dtype, False, None, n.prim, n.args, n.attrs)
+        known[r] = d
+        return d
+
+    def new(r: Ref) -> Ref:
+        return r if r.kind == INPUT else consts[r.index] if r.kind == CONST else nodes[r.index]
+
+    for node in prog.nodes:
+        prim, args, attrs = node.prim, tuple(new(r) for r in node.args), node.attrs
+        if all(r.kind == CONST for r in args):
+            nodes.append(_fold(b, prim, args, attrs, node.name))
+            continue
+        same = reduces_to(prim, args, attrs, describe)
+        if same is not None:
+            nodes.append(same)
+            continue
+        simpler = rewrite(prim, args, attrs, describe)
+        if simpler is not None:
+            prim, args, attrs = simpler
+            args = tuple(a if isinstance(a, Ref) else b.constant(a) for a in args)
+        key = cse_key(prim, args, attrs)
+        r = table.get(key)
+        if r is None:
+            r = table[key] = b.node(node._replace(prim=prim, args=args, attrs=attrs))
+        nodes.append(r)
+    return _without_dead(b, [new(r) for r in prog.outputs], prog.single)
+
+
+def _fold(b: Builder, prim: Primitive, args: tuple, attrs: dict | None, name: str) -> Ref:
+    """Compute an entry whose arguments are all constants, once, now."""
+    values = [b.constants[r.index].value for r in args]
+    with np.errstate(all="ignore"):     # the plain program gives the same value (and warnings)
+        value = prim.forward(*values, **attrs) if attrs else prim.forward(*values)
+    if type(value) is not np.ndarray and isinstance(value, np.generic):
+        value = np.asarray(value)
+    return b.constant(value, name)
+
+
+def _without_dead(b: Builder, outputs: list[Ref], single: bool) -> Program:
+    """The builder's program keeping only the nodes and constants the outputs need."""
+    need = [False] * len(b.nodes)
+    used = [False] * len(b.constants)
+    for r in outputs:
+        if r.kind == NODE:
+            need[r.index] = True
+        elif r.kind == CONST:
+            used[r.index] = True
+    for i in range(len(b.nodes) - 1, -1, -1):
+        if need[i]:
+            for r in b.nodes[i].args:
+                if r.kind == NODE:
+                    need[r.index] = True
+                elif r.kind == CONST:
+                    used[r.index] = True
+    const_map = {}
+    constants = []
+    for i, c in enumerate(b.constants):
+        if used[i]:
+            const_map[i] = Ref(CONST, len(constants))
+            constants.append(c)
+    node_map: dict[int, Ref] = {}
+    kept = []
+
+    def moved(r: Ref) -> Ref:
+        return r if r.kind == INPUT else const_map[r.index] if r.kind == CONST else node_map[
+            r.index]
+
+    for i, n in enumerate(b.nodes):
+        if need[i]:
+            node_map[i] = Ref(NODE, len(kept))
+            kept.append(n._replace(args=tuple(moved(r) for r in n.args)))
+    return Program(b.inputs, constants, kept, [moved(r) for r in outputs], single, check=False)

@@ -1,0 +1,16 @@
+"""Functions of functions: grad, value_and_grad, vjp, jvp, jacobian, hessian, hvp, derivative,
+vmap, Taylor mode, custom rules and checkpointing, all recording on the tape of the transform
+around them."""
+
+from .arguments import ArgNums, Result
+from .checkpoint import checkpoint
+from .custom import custom_vjp
+from .forward import derivative, jvp
+from .jacobians import hessian, hvp, jacobian
+from .reverse import grad, trace, value_and_grad, vjp
+from .taylor import taylor, taylor_derivative
+from .vmap import vmap
+
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "derivative",
+           "trace", "vmap", "taylor", "taylor_derivative", "custom_vjp", "checkpoint",
+           "ArgNums", "Result"]

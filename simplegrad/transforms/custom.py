@@ -1,0 +1,348 @@
+"""Custom gradients (``custom_vjp``) and the machinery it shares with ``checkpoint``.
+
+Both turn a Python function into a ``Primitive`` made at run time and kept out
+of ``REGISTRY``. Calling the function records ONE entry, printed as the call a
+reader would write (``v7 = softplus(v3)``, ``v9 = checkpoint(block)(v3, W)``);
+keyword arguments become the entry's attributes (constants, never
+differentiated). The entry's rules use the vocabulary of ``primitives/core.py``:
+given ``o`` = the recording Ops they run the user's code on the recorded
+Variables, so whatever they compute is on the tape and can be differentiated
+again; given ``o`` = VALUES they run the same code on Variables of a scratch Ops
+and hand back arrays.
+
+API choice: ``f = custom_vjp(forward)`` then ``f.defvjp(bwd)`` with
+``bwd(g, out, *inputs, **attrs)`` returning one cotangent per input (``None``
+for "no gradient"). That is the signature of every built-in vjp rule minus
+``o``: the tape already keeps the inputs and the output, so there is nothing
+to save on a ``ctx`` and no class to subclass, the forward stays an ordinary
+function that can be called and tested alone, and one user rule serves the
+recorded and the value-only sweeps alike. A ``bwd`` written with simplegrad
+operations works at every order; one that returns numpy arrays, or a nonzero
+cotangent that does not depend on the Variable ``g`` (made from ``g.value``),
+works at first order, and differentiating its result again raises
+``NotDifferentiableError``. The jvp is derived from the vjp: ``J t`` is the
+gradient with respect to a fresh ``u`` (of ones) of ``<bwd(u), t>`` (linear in
+``u``), so forward mode and forward-over-reverse Hessians pass through custom
+functions too. A forward that fails leaves the caller's tape as it was, even if
+it recorded on a Variable it read from a closure.
+
+``checkpoint`` (checkpoint.py) is the other dynamic primitive built on
+``CustomFunction``.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ..engine.ops import Ops
+from ..engine.variable import Variable
+from ..errors import ArgumentError, GraphError, NotDifferentiableError, ShapeError
+from ..primitives.core import Primitive, shape_of, value_of
+
+# ---------------------------------------------------------------- shared machinery
+
+
+class CustomFunction:
+    """A function recorded as one entry of a dynamic primitive (CustomVJP, Checkpoint)."""
+
+    def __init__(self, fn: Callable, label: str):
+        if not callable(fn):
+            raise ArgumentError(f"{label}: expected a function, got {type(fn).__name__}")
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self._label = label
+        # cotangents of one entry, computed once and handed out input by input (see _vjp)
+        self._memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.primitive = Primitive(label, self._forward, [self._vjp], self._jvp, self._fmt, [],
+                                   variadic=True)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Record one entry on the Ops of the Variable arguments (arrays in, arrays out)."""
+        for k in kwargs:
+            if k.startswith("_"):
+                raise ArgumentError(f"{self._label}: keyword {k!r}: names starting with '_' "
+                                    "are reserved")
+        ops = next((x.ops for x in args if isinstance(x, Variable)), None)
+        if ops is None:     # no Variable: compute the value on a throwaway Ops
+            scratch = Ops()
+            with scratch.no_grad():
+                args = tuple(x if _is_number(x) else scratch.var(x) for x in args)
+                return self(*args, **kwargs).value
+        attrs = dict(kwargs)
+        attrs["_vars"] = tuple(i for i, x in enumerate(args) if isinstance(x, Variable))
+        attrs["_wrt"] = tuple(i for i, x in enumerate(args)
+                              if isinstance(x, Variable) and x.requires_grad)
+        with _undone_on_failure(ops):   # the forward may have recorded on a closure Variable
+            return ops.apply(self.primitive, args, attrs)
+
+    def __repr__(self) -> str:
+        return f"<{self._label}>"
+
+    # ------------------------------------------------------------ the primitive's rules
+
+    def _forward(self, *values: Any, **attrs: Any) -> Any:
+        scratch = Ops()
+        with scratch.no_grad():
+            try:
+                y = self._fn(*wrap_values(scratch, values, attrs["_vars"]), **user_attrs(attrs))
+            except GraphError as e:
+                raise GraphError(f"{self._label}: {e}. The function sees its arguments as "
+                                 "Variables of a scratch Ops: pass every Variable it reads as "
+                                 "an argument") from e
+        return self._as_array(y)
+
+    def _vjp(self, o: Any, g: Any, out: Any, i: int, *inputs: Any, **attrs: Any) -> Any:
+        # The sweep asks input by input; every cotangent of the entry is computed at the first
+        # request and kept until the last one. Nothing may outlive the sweep (a sweep may stop
+        # after some inputs: it raised, or an input stopped requiring grad), so the memo is
+        # keyed weakly by ``o``: a value-only sweep's own ValueOps, which dies with the sweep,
+        # holds the arrays; a recorded sweep's Ops gets only weak references to the cotangents,
+        # which are entries of its tape (the tape holds them, not the memo).
+        memo = self._memo.get(o)
+        if memo is None:
+            memo = self._memo[o] = {}
+        recording = isinstance(o, Ops)
+        key = (id(g), id(out), *map(id, inputs))
+        entry = memo.get(key)
+        cts = None if entry is None else entry.cotangents()
+        if cts is None:         # first request (or a recorded cotangent no longer held)
+            for k in [k for k, e in memo.items() if e.cotangents() is None]:
+                del memo[k]     # left by a recorded sweep that stopped early: only weak refs
+            cts = self._cotangents(o, g, out, inputs, attrs)
+            entry = memo[key] = _Pending(cts, attrs["_wrt"], (g, out, inputs), recording)
+        entry.waiting.discard(i)
+        if not entry.waiting:
+            del memo[key]
+            if not memo:
+                del self._memo[o]
+        return cts[i]
+
+    def _fmt(self, args: list[str], attrs: dict, render: Callable) -> str:
+        shown = args + [f"{k}={render(v, k)}" for k, v in attrs.items() if not k.startswith("_")]
+        return f"{self._label}({', '.join(shown)})"
+
+    def _as_array(self, y: Any) -> np.ndarray:
+        if isinstance(y, (tuple, list)):
+            raise ArgumentError(f"{self._label}: the function must return one array or Variable, "
+                                f"got a {type(y).__name__}")
+        v = value_of(y)
+        return v if hasattr(v, "shape") else np.asarray(v)
+
+    def _cotangents(self, o: Any, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
+        raise NotImplementedError
+
+    def _jvp(self, o: Any, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
+        raise NotImplementedError
+
+
+class _Pending:
+    """The cotangents of one entry while the sweep asks for them input by input.
+
+    Weak (a recorded sweep): the cotangents are entries of the tape, which keeps them alive,
+    and the key's ids are checked through weak references to g and the entry (its inputs are
+    the entry's own). Strong (a value-only sweep): the arrays are held, for as long as the
+    sweep's ValueOps lives.
+    """
+
+    __slots__ = ("held", "waiting", "key_objects", "weak")
+
+    def __init__(self, cts: list, wrt: tuple, key_objects: tuple, weak: bool):
+        self.weak = weak
+        self.held = [weakref.ref(c) if weak and c is not None else c for c in cts]
+        self.key_objects = tuple(map(_weak, key_objects[:2])) if weak else key_objects
+        self.waiting = set(wrt)
+
+    def cotangents(self) -> list | None:
+        """The cotangents, or None when one of them or of the key's objects is gone."""
+        if not self.weak:
+            return self.held
+        if any(r() is None for r in self.key_objects):
+            return None
+        cts = [None if r is None else r() for r in self.held]
+        if any(c is None and r is not None for c, r in zip(cts, self.held)):
+            return None
+        return cts
+
+
+def _weak(x: Any) -> Callable[[], Any]:
+    """A weak reference to x; a number (which cannot have one, and is small) is held."""
+    try:
+        return weakref.ref(x)
+    except TypeError:
+        return lambda: x
+
+
+@contextmanager
+def _undone_on_failure(ops: Ops) -> Iterator[None]:
+    """If the block raises, leave the tape, the trace and the v-counter as they were."""
+    snap = ops.tape.snapshot()
+    try:
+        yield
+    except BaseException:
+        ops.tape.restore(snap)
+        raise
+
+
+def _depends_on(c: Variable, g: Variable) -> bool:
+    """True when g is among c's recorded ancestors (walking only entries newer than g)."""
+    start = g.position
+    seen: set[int] = set()
+    stack = [c]
+    while stack:
+        v = stack.pop()
+        if v is g:
+            return True
+        if v.prim is None or v.position < start or id(v) in seen:
+            continue
+        seen.add(id(v))
+        stack.extend(x for x in v.inputs if type(x) is Variable)
+    return False
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def user_attrs(attrs: dict) -> dict:
+    """The attributes the user passed (keyword arguments), without the bookkeeping ones."""
+    return {k: v for k, v in attrs.items() if not k.startswith("_")}
+
+
+def wrap_values(scratch: Ops, values: tuple, positions: tuple) -> list:
+    """Values as unrecorded Variables of ``scratch`` at ``positions`` (where Variables were)."""
+    args = list(values)
+    for i in positions:
+        args[i] = scratch.unrecorded(values[i])
+    return args
+
+
+# ---------------------------------------------------------------- custom_vjp
+
+
+class CustomVJP(CustomFunction):
+    """A function whose gradient is a user rule: ``bwd(g, out, *inputs, **attrs)``."""
+
+    def __init__(self, fn: Callable):
+        super().__init__(fn, getattr(fn, "__name__", "custom"))
+        self._bwd: Callable | None = None
+        self._raw = Primitive(f"{self._label}_bwd", _raw_forward, [self._raw_rule],
+                              self._raw_rule, self._raw_fmt, [], variadic=True)
+
+    def defvjp(self, bwd: Callable) -> Callable:
+        """Attach the backward rule (usable as a decorator); returns ``bwd``."""
+        if not callable(bwd):
+            raise ArgumentError(f"{self._label}.defvjp: expected a function, got "
+                                f"{type(bwd).__name__}")
+        self._bwd = bwd
+        return bwd
+
+    def _cotangents(self, o: Any, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
+        if isinstance(o, Ops):
+            return self._call_bwd(o, g, out, inputs, user_attrs(attrs))
+        scratch = Ops()
+        with scratch.no_grad():
+            cts = self._checked(self._run_bwd(scratch.unrecorded(g), scratch.unrecorded(out),
+                                              wrap_values(scratch, inputs, attrs["_vars"]),
+                                              user_attrs(attrs)), inputs)
+        return [None if c is None else np.asarray(value_of(c)) for c in cts]
+
+    def _run_bwd(self, g: Any, out: Any, inputs: Any, kw: dict) -> Any:
+        if self._bwd is None:
+            raise NotDifferentiableError(f"{self._label}: no backward rule; attach one with "
+                                         f"@{self._label}.defvjp")
+        return self._bwd(g, out, *inputs, **kw)
+
+    def _call_bwd(self, r: Ops, g: Variable, out: Variable, inputs: Any, kw: dict) -> list:
+        """The user's cotangents, recorded on ``r``; raw arrays go through the _bwd entry.
+
+        So does a recorded cotangent that does not depend on g (made from ``g.value``, say)
+        although it is nonzero: it is right as a value but not as a function of g, so
+        differentiating it again must raise, not give a wrong answer.
+        """
+        cts = self._checked(self._run_bwd(g, out, inputs, kw), inputs)
+        for i, c in enumerate(cts):
+            if c is None:
+                continue
+            recorded = isinstance(c, Variable) and c.ops is r
+            frozen = recorded and g.requires_grad and not _depends_on(c, g) and (
+                np.any(c.raw != 0) or not np.any(g.raw != 0))
+            if not recorded or frozen:
+                cts[i] = r.apply(self._raw, (g, out, *inputs),
+                                 {"ct": np.asarray(value_of(c)), "position": i,
+                                  "frozen": frozen})
+        return cts
+
+    def _checked(self, cts: Any, inputs: Any) -> list:
+        n = len(inputs)
+        if n == 1 and not isinstance(cts, (tuple, list)):
+            cts = (cts,)
+        if not isinstance(cts, (tuple, list)) or len(cts) != n:
+            got = len(cts) if isinstance(cts, (tuple, list)) else type(cts).__name__
+            raise ArgumentError(f"{self._label}: the backward rule must return {n} cotangent(s) "
+                                f"(one per input, None for none), got {got}")
+        for i, (c, x) in enumerate(zip(cts, inputs)):
+            if c is not None and shape_of(c) != shape_of(x):
+                raise ShapeError(f"{self._label}: the backward rule gave a cotangent of shape "
+                                 f"{shape_of(c)} for input {i} of shape {shape_of(x)}")
+        return list(cts)
+
+    def _jvp(self, o: Any, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
+        # J t = d/du <bwd(u), t>, with u a fresh cotangent of ones (bwd is linear in u, so its
+        # value does not matter, but a nonzero one shows a cotangent that ignores u)
+        if all(t is None for t in ts):
+            return None
+        if isinstance(o, Ops):
+            return self._tangent(o, ts, out, inputs, attrs, True)
+        r = Ops()
+        try:
+            jt = self._tangent(r, ts, r.unrecorded(out), wrap_values(r, inputs, attrs["_vars"]),
+                               attrs, False)
+            return None if jt is None else jt.raw
+        finally:
+            r.release()
+
+    def _tangent(self, r: Ops, ts: list, out: Variable, inputs: Any, attrs: dict,
+                 create_graph: bool) -> Variable | None:
+        u = r.leaf(np.ones(out.shape, dtype=out.dtype), None, True, "seed")
+        pairing = None
+        for c, t in zip(self._call_bwd(r, u, out, inputs, user_attrs(attrs)), ts):
+            if c is not None and t is not None:
+                term = r.sum(r.mul(c, t))
+                pairing = term if pairing is None else r.add(pairing, term)
+        if pairing is None:
+            return None
+        jt = r.grad(pairing, u, create_graph=create_graph)
+        u.grad = None
+        return jt
+
+    # ------------------------------------------------------------ a backward made of raw arrays
+
+    def _raw_rule(self, *args: Any, **attrs: Any) -> Any:
+        if attrs.get("frozen"):
+            raise NotDifferentiableError(
+                f"{self._label}: its backward rule returned a cotangent for input "
+                f"{attrs['position']} that does not depend on the cotangent g (computed from "
+                "g.value, say), so its gradient cannot be differentiated again (grad of grad, or "
+                "a jvp through it); write the backward with simplegrad operations on g itself")
+        raise NotDifferentiableError(
+            f"{self._label}: its backward rule returned numpy arrays instead of Variables, so its "
+            "gradient cannot be differentiated again (grad of grad, or a jvp through it); write "
+            "the backward with simplegrad operations on g, out and the inputs")
+
+    def _raw_fmt(self, args: list[str], attrs: dict, render: Callable) -> str:
+        return f"{self._label}_bwd({', '.join(args)})[{attrs['position']}]"
+
+
+def _raw_forward(*values: Any, ct: np.ndarray, position: int, frozen: bool) -> np.ndarray:
+    return ct
+
+
+def custom_vjp(fn: Callable) -> CustomVJP:
+    """``fn`` as one recorded operation whose gradient is the rule given to ``.defvjp``."""
+    return CustomVJP(fn)

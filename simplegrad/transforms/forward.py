@@ -1,0 +1,119 @@
+"""Functional transforms: grad, value_and_grad, vjp, jvp, jacobian, hessian, hvp, derivative.
+
+Every transform is a thin layer over ``Ops.grad`` (the reverse sweep) and
+``Ops.jvp`` (the forward sweep), so whatever it computes is recorded by the
+same primitives as any other program.
+
+Nesting rule. If any argument is a Variable, the transform records on that
+Variable's Ops and returns Variables, which an enclosing transform (or
+``op.grad``) can differentiate again. Otherwise it makes its own Ops and
+returns numpy arrays; nothing can differentiate those, so its outermost
+derivative pass runs on values only (``create_graph=False``).
+
+A Variable argument enters ``f`` through one identity entry,
+``x.reshape(x.shape)``. Derivatives are taken with respect to that entry, so
+they count only the paths through ``f``'s use of its argument and not a
+closure's use of the same Variable (``grad(lambda y: x * y)(x)`` is ``x``,
+not ``2 * x``). The reverse sweep stops at that entry (``Ops.grad`` never
+sweeps entries older than its oldest ``wrt``), so the caller's graph is not
+differentiated again.
+Arguments not named by ``argnums`` reach ``f`` unchanged (arrays stay arrays).
+
+Arguments, results, cotangents and tangents may be pytrees (nested dicts, lists and tuples;
+see pytree.py): every leaf of a differentiated argument is a primal, and derivatives come back
+in the argument's structure, as with JAX.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError, ShapeError
+from ..pytree import tree_flatten, tree_unflatten
+from . import per_example as batched
+from .arguments import (
+    Result,
+    check_callable,
+    context,
+    flat,
+    leaf_shape,
+    leaves_like,
+    output,
+    outputs,
+    own,
+    primals,
+    result,
+    results,
+)
+from .taylor import derivative_entry as taylor_derivative_entry
+
+
+def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple[Result, Result]:
+    """``(f(*xs), J v)``: the output and its tangent along the tangents ``vs`` of ``xs``.
+
+    Each primal may be a pytree, its tangent of the same structure; so may the output.
+    """
+    check_callable("jvp", f)
+    if not isinstance(xs, (tuple, list)) or not isinstance(vs, (tuple, list)):
+        raise ArgumentError("jvp: xs and vs must be tuples (one entry per argument of f), got "
+                            f"{type(xs).__name__} and {type(vs).__name__}")
+    if len(xs) != len(vs):
+        raise ArgumentError(f"jvp: {len(xs)} primals but {len(vs)} tangents")
+    if batched.has_batched((*xs, *vs)):
+        return batched.jvp(jvp, f, xs, vs)
+    tangents = []
+    for i, (x, v) in enumerate(zip(xs, vs)):
+        x_leaves, x_def = tree_flatten(x)
+        for xl, vl in zip(x_leaves, leaves_like("jvp", f"tangent {i}", "its primal", x_def, v)):
+            if leaf_shape(xl) != leaf_shape(vl):
+                raise ShapeError(f"jvp: tangent {i} has shape {leaf_shape(vl)} but its primal has "
+                                 f"shape {leaf_shape(xl)}")
+            tangents.append(vl)
+    ops, nested = context("jvp", (*xs, *vs))
+    with own(ops, nested):
+        call, trees = primals(ops, xs, range(len(xs)))
+        prims = flat(trees)
+        ys, out_def = outputs("jvp", ops, f(*call))
+        if prims:
+            ts = [ops.jvp(y, prims, tangents, create_graph=nested) for y in ys]
+        else:
+            ts = [ops.zeros_like(y, nested) for y in ys]
+        both = results(nested, [*ys, *ts])
+        return (tree_unflatten(out_def, both[:len(ys)]),
+                tree_unflatten(out_def, both[len(ys):]))
+
+
+def derivative(f: Callable, order: int = 1) -> Callable:
+    """The function computing the ``order``-th derivative of ``f`` of one scalar argument.
+
+    Along a unit tangent: for ``f`` acting elementwise on an array it gives the elementwise
+    derivative. From order 2, by Taylor mode (one forward walk of truncated series) when every
+    primitive between the argument and the result has a Taylor rule; else repeated jvps.
+    """
+    check_callable("derivative", f)
+    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
+        raise ArgumentError(f"derivative: order must be an int >= 0, not {order!r}")
+    order = int(order)
+
+    @functools.wraps(f)
+    def derivative_f(x: Any) -> Result:
+        if batched.has_batched((x,)):
+            return batched.derivative(derivative, f, order, x)
+        ops, nested = context("derivative", (x,))
+        with own(ops, nested):
+            call, trees = primals(ops, (x,), (0,))
+            (xv,) = flat(trees)
+            y = output("derivative", ops, f(*call))
+            if order > 1:
+                d = taylor_derivative_entry(ops, y, xv, order, nested)
+                if d is not None:
+                    return result(nested, d)
+            ones = np.ones(xv.shape, dtype=xv.dtype)
+            for k in range(order):
+                y = ops.jvp(y, xv, ones, create_graph=nested or k < order - 1)
+            return result(nested, y)
+    return derivative_f

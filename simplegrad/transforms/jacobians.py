@@ -1,0 +1,232 @@
+"""Functional transforms: grad, value_and_grad, vjp, jvp, jacobian, hessian, hvp, derivative.
+
+Every transform is a thin layer over ``Ops.grad`` (the reverse sweep) and
+``Ops.jvp`` (the forward sweep), so whatever it computes is recorded by the
+same primitives as any other program.
+
+Nesting rule. If any argument is a Variable, the transform records on that
+Variable's Ops and returns Variables, which an enclosing transform (or
+``op.grad``) can differentiate again. Otherwise it makes its own Ops and
+returns numpy arrays; nothing can differentiate those, so its outermost
+derivative pass runs on values only (``create_graph=False``).
+
+A Variable argument enters ``f`` through one identity entry,
+``x.reshape(x.shape)``. Derivatives are taken with respect to that entry, so
+they count only the paths through ``f``'s use of its argument and not a
+closure's use of the same Variable (``grad(lambda y: x * y)(x)`` is ``x``,
+not ``2 * x``). The reverse sweep stops at that entry (``Ops.grad`` never
+sweeps entries older than its oldest ``wrt``), so the caller's graph is not
+differentiated again.
+Arguments not named by ``argnums`` reach ``f`` unchanged (arrays stay arrays).
+
+Arguments, results, cotangents and tangents may be pytrees (nested dicts, lists and tuples;
+see pytree.py): every leaf of a differentiated argument is a primal, and derivatives come back
+in the argument's structure, as with JAX.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, Literal
+
+import numpy as np
+
+from ..engine.batched import batched_jvp
+from ..engine.ops import Ops
+from ..engine.variable import Variable
+from ..errors import ArgumentError, ShapeError
+from ..program.accumulation import prefers_forward
+from ..pytree import tree_flatten, tree_unflatten
+from . import per_example as batched
+from .arguments import (
+    ArgNums,
+    Result,
+    argnums_kind,
+    check_callable,
+    concat_flat,
+    context,
+    flat,
+    leaf_shape,
+    leaves_like,
+    output,
+    outputs,
+    own,
+    primals,
+    regroup,
+    resolve,
+    result,
+    results,
+    scalar,
+    split_rows,
+)
+from .reverse import vjp
+
+
+def jacobian(f: Callable, argnums: ArgNums = 0,
+             mode: Literal["auto", "rev", "fwd"] = "auto") -> Callable:
+    """The function computing the Jacobian of ``f``, shaped ``out.shape + in.shape`` per input.
+
+    ``rev`` builds it a row at a time with vjps, ``fwd`` a column at a time
+    with jvps; ``auto`` takes ``fwd`` when forward vertex elimination needs fewer
+    multiplications than reverse (``sg.jacobian_cost``), else the sizes decide. With pytrees
+    the result is the output's structure holding, for each output leaf, the input's structure
+    (as ``jax.jacobian``).
+    """
+    check_callable("jacobian", f)
+    single = argnums_kind("jacobian", argnums)
+    if mode not in ("auto", "rev", "fwd"):
+        raise ArgumentError(f"jacobian: mode must be 'auto', 'rev' or 'fwd', not {mode!r}")
+
+    @functools.wraps(f)
+    def jacobian_f(*args: Any) -> Any:
+        if batched.has_batched(args):
+            return batched.jacobian(vjp, f, argnums, args)
+        ops, nested = context("jacobian", args)
+        with own(ops, nested):
+            nums = resolve("jacobian", argnums, len(args))
+            call, trees = primals(ops, args, nums)
+            xs = flat(trees)
+            ys, out_def = outputs("jacobian", ops, f(*call))
+            forward = mode == "fwd" or (mode == "auto" and prefers_forward(xs, ys))
+            jac = _jac_fwd if forward else _jac_rev
+            per_output = []
+            for y in ys:
+                jacs = regroup(trees, jac(ops, y, xs, nested))
+                per_output.append(jacs[0] if single else jacs)
+            return tree_unflatten(out_def, per_output)
+    return jacobian_f
+
+
+def hessian(f: Callable, argnums: ArgNums = 0) -> Callable:
+    """The function computing the Hessian of scalar ``f``, shaped ``x.shape + x.shape``.
+
+    Forward-over-reverse: every basis tangent pushed through the recorded gradient in one
+    batched jvp sweep. For pytree
+    arguments block ``[i][j]`` has shape ``x_i.shape + x_j.shape``, nested as ``jax.hessian``.
+    """
+    check_callable("hessian", f)
+    single = argnums_kind("hessian", argnums)
+
+    @functools.wraps(f)
+    def hessian_f(*args: Any) -> Any:
+        if batched.has_batched(args):
+            return batched.hessian(hvp, f, argnums, args)
+        ops, nested = context("hessian", args)
+        with own(ops, nested):
+            nums = resolve("hessian", argnums, len(args))
+            call, trees = primals(ops, args, nums)
+            xs = flat(trees)
+            y = scalar("hessian", output("hessian", ops, f(*call)))
+            gs = ops.grad(y, xs, create_graph=True)
+            if len(xs) == 1:
+                blocks = [[_jac_fwd(ops, gs[0], xs, nested)[0]]]
+            else:
+                g = concat_flat(ops, gs)
+                cols = [_jac_fwd(ops, g, [x], nested)[0] for x in xs]
+                blocks = [[split_rows(ops, nested, c, xs, i, xj.shape) for c, xj in zip(cols, xs)]
+                          for i in range(len(xs))]
+            rows = [regroup(trees, row) for row in blocks]
+            rows = [r[0] if single else r for r in rows]
+            out = regroup(trees, rows)
+            return out[0] if single else out
+    return hessian_f
+
+
+def hvp(f: Callable, *xv: Any) -> Any:
+    """The Hessian-vector product H(x) v of scalar ``f``, without forming H.
+
+    ``hvp(f, x, v)`` computes it; ``hvp(f)`` is the function ``(x, v) -> H(x) v``. ``x``
+    may be a pytree (a dict of parameters, say) and ``v`` then has the same structure.
+    """
+    check_callable("hvp", f)
+    if not xv:
+        @functools.wraps(f)
+        def hvp_f(x: Any, v: Any) -> Any:
+            return _hvp(f, x, v)
+        return hvp_f
+    if len(xv) != 2:
+        raise ArgumentError(f"hvp: call it as hvp(f, x, v) or hvp(f)(x, v), not with "
+                            f"{len(xv)} argument(s) after f")
+    return _hvp(f, *xv)
+
+
+def _hvp(f: Callable, x: Any, v: Any) -> Any:
+    if batched.has_batched((x, v)):
+        return batched.hvp(hvp, f, x, v)
+    x_leaves, x_def = tree_flatten(x)
+    vs = leaves_like("hvp", "v", "x", x_def, v)
+    for xl, vl in zip(x_leaves, vs):
+        if leaf_shape(xl) != leaf_shape(vl):
+            raise ShapeError(f"hvp: v has shape {leaf_shape(vl)} but x has shape {leaf_shape(xl)}")
+    ops, nested = context("hvp", (x, v))
+    with own(ops, nested):
+        call, trees = primals(ops, (x,), (0,))
+        xs = flat(trees)
+        y = scalar("hvp", output("hvp", ops, f(*call)))
+        # reverse over forward: H v is the gradient of the directional derivative <grad f, v>;
+        # tangents given as arrays are leaves that need no gradient of their own
+        ts = [t if isinstance(t, Variable) else ops.var(getattr(t, "raw", t),
+                                                        requires_grad=False) for t in vs]
+        d = ops.jvp(y, xs, ts, create_graph=True)
+        hs = ops.grad(d, xs, create_graph=nested)
+        return tree_unflatten(x_def, results(nested, hs))
+
+# ---------------------------------------------------------------- Jacobians
+
+
+def _jac_rev(ops: Ops, y: Variable, xs: list[Variable], nested: bool) -> list[Result]:
+    """One reverse sweep per output entry; row k is the gradient of y[k]."""
+    if y.size == 0 or any(x.size == 0 for x in xs):
+        return [_zeros(ops, nested, y.shape + x.shape, y.dtype) for x in xs]
+    rows: list[list[Variable]] = [[] for _ in xs]
+    for k in range(y.size):
+        seed = _unit(k, y.shape, y.dtype)
+        for row, g in zip(rows, ops.grad(y, xs, seed=seed, create_graph=nested)):
+            row.append(g)
+    return [_assemble(ops, nested, row, 0, y.shape + x.shape) for row, x in zip(rows, xs)]
+
+
+def _jac_fwd(ops: Ops, y: Variable, xs: list[Variable], nested: bool) -> list[Result]:
+    """Per input, every basis tangent pushed through one batched forward sweep (batching.py)."""
+    jacs = []
+    for x in xs:
+        if y.size == 0 or x.size == 0:
+            jacs.append(_zeros(ops, nested, y.shape + x.shape, y.dtype))
+            continue
+        jacs.append(result(nested, jacobian_fwd_batched(ops, y, x)))
+    return jacs
+
+
+def _assemble(ops: Ops, nested: bool, parts: list[Variable], axis: int, shape: tuple) -> Result:
+    """Stack rows (axis 0) or columns (last axis) and give the Jacobian its full shape."""
+    if nested:
+        return ops.reshape(ops.stack(parts, axis=axis), shape)
+    return np.stack([p.raw for p in parts], axis=axis).reshape(shape)
+
+
+def _unit(k: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
+    e = np.zeros(int(np.prod(shape)), dtype=dtype)
+    e[k] = 1
+    return e.reshape(shape)
+
+
+def _zeros(ops: Ops, nested: bool, shape: tuple, dtype: np.dtype) -> Result:
+    z = np.zeros(shape, dtype=dtype)
+    return ops.var(z, requires_grad=False) if nested else z
+
+
+def jacobian_fwd_batched(ops: Any, y: Variable, x: Variable) -> Variable:
+    """dy/dx shaped y.shape + x.shape: every basis tangent of x in one batched forward sweep."""
+    n = x.size
+    if n == 0 or y.size == 0:
+        return ops.var(np.zeros(y.shape + x.shape, dtype=y.dtype), requires_grad=False)
+    basis = np.eye(n, dtype=x.dtype).reshape((n,) + x.shape)
+    cols = batched_jvp(ops, y, x, basis)
+    moved = cols if y.ndim == 0 else ops.transpose(cols, tuple(range(1, y.ndim + 1)) + (0,))
+    return ops.reshape(moved, y.shape + x.shape)
+
+
+def hessian_batched(ops: Any, y: Variable, x: Variable) -> Variable:
+    """The Hessian of scalar y in x (x.shape + x.shape): forward over reverse, one sweep."""
+    return jacobian_fwd_batched(ops, ops.grad(y, x, create_graph=True), x)

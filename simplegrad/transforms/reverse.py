@@ -1,0 +1,146 @@
+"""Functional transforms: grad, value_and_grad, vjp, jvp, jacobian, hessian, hvp, derivative.
+
+Every transform is a thin layer over ``Ops.grad`` (the reverse sweep) and
+``Ops.jvp`` (the forward sweep), so whatever it computes is recorded by the
+same primitives as any other program.
+
+Nesting rule. If any argument is a Variable, the transform records on that
+Variable's Ops and returns Variables, which an enclosing transform (or
+``op.grad``) can differentiate again. Otherwise it makes its own Ops and
+returns numpy arrays; nothing can differentiate those, so its outermost
+derivative pass runs on values only (``create_graph=False``).
+
+A Variable argument enters ``f`` through one identity entry,
+``x.reshape(x.shape)``. Derivatives are taken with respect to that entry, so
+they count only the paths through ``f``'s use of its argument and not a
+closure's use of the same Variable (``grad(lambda y: x * y)(x)`` is ``x``,
+not ``2 * x``). The reverse sweep stops at that entry (``Ops.grad`` never
+sweeps entries older than its oldest ``wrt``), so the caller's graph is not
+differentiated again.
+Arguments not named by ``argnums`` reach ``f`` unchanged (arrays stay arrays).
+
+Arguments, results, cotangents and tangents may be pytrees (nested dicts, lists and tuples;
+see pytree.py): every leaf of a differentiated argument is a primal, and derivatives come back
+in the argument's structure, as with JAX.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..engine.ops import Ops
+from ..engine.reverse import gradient_values
+from ..engine.variable import Variable
+from ..errors import GraphError, ShapeError
+from ..pytree import tree_unflatten
+from . import per_example as batched
+from .arguments import (
+    ArgNums,
+    Result,
+    argnums_kind,
+    check_callable,
+    context,
+    flat,
+    leaf_shape,
+    leaves_like,
+    output,
+    outputs,
+    own,
+    param_names,
+    primals,
+    regroup,
+    resolve,
+    results,
+    scalar,
+)
+
+# ---------------------------------------------------------------- public transforms
+
+
+def grad(f: Callable, argnums: ArgNums = 0) -> Callable:
+    """The function computing the gradient of scalar-valued ``f`` in the ``argnums`` arguments."""
+    value_and_grad_f = value_and_grad(f, argnums)
+
+    @functools.wraps(f)
+    def grad_f(*args: Any) -> Any:
+        return value_and_grad_f(*args)[1]
+    return grad_f
+
+
+def value_and_grad(f: Callable, argnums: ArgNums = 0) -> Callable:
+    """The function computing ``(f(*args), gradient of f in the argnums arguments)``."""
+    check_callable("value_and_grad", f)
+    single = argnums_kind("value_and_grad", argnums)
+
+    @functools.wraps(f)
+    def value_and_grad_f(*args: Any) -> tuple[Result, Any]:
+        if batched.has_batched(args):      # inside vmap: per-example results
+            return batched.value_and_grad(vjp, f, argnums, args)
+        ops, nested = context("grad", args)
+        with own(ops, nested):
+            nums = resolve("grad", argnums, len(args))
+            call, trees = primals(ops, args, nums)
+            y = scalar("grad", output("grad", ops, f(*call)))
+            xs = flat(trees)
+            if not xs:
+                gs = []
+            elif nested:
+                gs = ops.grad(y, xs)
+            else:
+                gs = gradient_values(ops, y, xs)
+            y, *gs = results(nested, [y, *gs])
+            gs = regroup(trees, gs)
+            return y, gs[0] if single else gs
+    return value_and_grad_f
+
+
+def vjp(f: Callable, *xs: Any) -> tuple[Result, Callable]:
+    """``(f(*xs), vjp_fn)`` where ``vjp_fn(u)`` gives one cotangent ``u^T J`` per primal.
+
+    Primals, the output and ``u`` may be pytrees; ``u`` has the output's structure.
+    """
+    check_callable("vjp", f)
+    if batched.has_batched(xs):
+        return batched.vjp(vjp, f, xs)
+    ops, nested = context("vjp", xs, borrow=False)     # its tape lives as long as vjp_fn
+    call, trees = primals(ops, xs, range(len(xs)))
+    prims = flat(trees)
+    ys, out_def = outputs("vjp", ops, f(*call))
+
+    def vjp_fn(u: Any) -> tuple:
+        """The cotangents of the primals for the output cotangent ``u``."""
+        us = leaves_like("vjp", "the cotangent", "f's output", out_def, u)
+        for y, uk in zip(ys, us):
+            if isinstance(uk, Variable) and uk.ops is not ops:
+                where = "its own Ops (the primals were arrays)" if not nested else "another Ops"
+                raise GraphError(f"vjp: the cotangent {uk.name} belongs to {where}; pass an "
+                                 "array, or a Variable of the primals' Ops")
+            if leaf_shape(uk) != y.shape:
+                raise ShapeError(f"vjp: the cotangent has shape {leaf_shape(uk)} but f's output "
+                                 f"has shape {y.shape}")
+        if len(ys) == 1:
+            gs = ops.grad(ys[0], prims, seed=us[0], create_graph=nested)
+        else:       # several outputs: the gradient of sum_k <u_k, y_k>
+            pairing = functools.reduce(ops.add, [ops.sum(ops.mul(y, uk))
+                                                 for y, uk in zip(ys, us)])
+            gs = ops.grad(pairing, prims, create_graph=nested)
+        return regroup(trees, results(nested, gs))
+    if not nested:      # our own tape lives as long as vjp_fn does, then is released
+        weakref.finalize(vjp_fn, ops.release)
+    # (copies: the tape that vjp_fn sweeps keeps these arrays)
+    return tree_unflatten(out_def, [y if nested else np.array(y.raw) for y in ys]), vjp_fn
+
+
+def trace(fn: Callable, *args: Any) -> Ops:
+    """Run ``fn`` on fresh Variables holding ``args`` and return the Ops it recorded on."""
+    check_callable("trace", fn)
+    ops = Ops()
+    names = param_names(fn, len(args))
+    fn(*[ops.var(getattr(a, "raw", a), name=n) for a, n in zip(args, names)])
+    return ops
+
