@@ -33,11 +33,11 @@ from ..engine.render import ORDER_STYLES, STYLES, format_entry, format_operand, 
 from ..engine.variable import Variable
 from ..errors import ArgumentError, GraphError, MissingToolError
 from ..primitives.rewrites import constant_key
-from .core import Program
 from .nodes import CONST, INPUT, NODE
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:     # (Program's methods call here: no runtime import back)
     from ..engine.ops import Ops
+    from .core import Program
 
 ROLES = ("input", "forward", "gradient", "constant")
 
@@ -65,8 +65,6 @@ def _role(order: int) -> str:
 
 def program_graph(prog: Program) -> nx.DiGraph:
     """The program as a DiGraph: inputs, constants and entries as nodes, arguments as edges."""
-    if not isinstance(prog, Program):
-        raise ArgumentError(f"to_networkx: expected a Program, got {type(prog).__name__}")
     g = nx.DiGraph(kind="program")
     keys = _Keys()
     ref_key: dict[tuple, str] = {}

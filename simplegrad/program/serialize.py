@@ -32,14 +32,16 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ArgumentError
 from ..primitives.core import REGISTRY
-from .core import Program
 from .nodes import CONST, INPUT, NODE
+
+if TYPE_CHECKING:     # (prog.save calls here: no runtime import back)
+    from .core import Program
 
 FORMAT, VERSION = "simplegrad-program", 1
 MAX_BYTES = 256 * 2**20     # default limit for each file and for any declared value
@@ -82,8 +84,6 @@ def _dumps(doc: dict) -> str:
 
 def encode(prog: Program) -> tuple[dict, dict[str, np.ndarray]]:
     """The JSON document and the arrays of a program."""
-    if not isinstance(prog, Program):
-        raise ArgumentError(f"save: expected a Program, got {type(prog).__name__}")
     arrays: dict[str, np.ndarray] = {}
     for node in prog.nodes:
         if REGISTRY.get(node.prim.name) is not node.prim:
