@@ -14,8 +14,8 @@ import pytest
 
 import simplegrad as sg
 from simplegrad.primitives.core import REGISTRY
-from simplegrad.primitives.linalg.functions import (
-    COFACTORS_UP_TO,
+from simplegrad.primitives.linalg.determinants import COFACTORS_UP_TO
+from simplegrad.primitives.linalg.samplers import (
     diagonally_dominant,
     negative_det,
     positive_definite,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import simplegrad as sg
-from simplegrad.primitives.linalg.decompositions import spread_singular, symmetric_spread
+from simplegrad.primitives.linalg.samplers import spread_singular, symmetric_spread
 
 # ---------------------------------------------------------------- eigh
 

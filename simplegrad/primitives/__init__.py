@@ -15,9 +15,16 @@ from .core import REGISTRY, Case, Primitive, register
 from .elementwise import ElementwiseOps
 from .gather import GatherMethods, GatherOps
 from .layout import LayoutMethods, LayoutOps
-from .linalg.functions import DecompOps
-from .linalg.matmul import LinalgOps
-from .linalg.pseudo import SpectralOps
+from .linalg.cholesky import CholeskyOps
+from .linalg.determinants import DeterminantOps
+from .linalg.eigh import EighOps
+from .linalg.matmul import MatmulOps
+from .linalg.matrix_power import MatrixPowerOps
+from .linalg.norm import NormOps
+from .linalg.pseudo import PseudoInverseOps
+from .linalg.qr import QROps
+from .linalg.solve import SolveOps
+from .linalg.svd import SVDOps
 from .logic import LogicOps
 from .numpy_api import NumpyFunctions
 from .products import ProductMethods, ProductOps
@@ -30,9 +37,10 @@ __all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "Val
            "VALUES", "VariableMethods"]
 
 
-class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps, DecompOps,
-                       ProductOps, LayoutOps, GatherOps, SpecialOps, BinaryOps, ScanOps,
-                       SpectralOps):
+class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, MatmulOps, SolveOps,
+                       DeterminantOps, CholeskyOps, NormOps, ProductOps, LayoutOps, GatherOps,
+                       SpecialOps, BinaryOps, ScanOps, EighOps, SVDOps, QROps, PseudoInverseOps,
+                       MatrixPowerOps):
     """Every primitive as a method; subclasses say what ``apply`` (the generic form) does."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,

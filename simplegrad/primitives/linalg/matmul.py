@@ -1,4 +1,4 @@
-"""Linear algebra: matmul (the matrix functions are in ``decomp.py``)."""
+"""matmul: numpy's ``@`` for 1-D, 2-D and batched (broadcast) operands."""
 
 from __future__ import annotations
 
@@ -9,16 +9,17 @@ import numpy as np
 
 from ..core import Case, Primitive, matrix, register, shape_of, unbroadcast
 from ..taylor import multilinear
-from .functions import swap_last as _swap
+from .matrices import swap_last
 
 if TYPE_CHECKING:
     from ...engine.variable import Variable
+    from .. import PrimitiveMethods
 
 # ---------------------------------------------------------------- matmul
 
 
 def _matmul_vjp(which: int):
-    def vjp(o, g, out, x, y):
+    def vjp(o: PrimitiveMethods, g, out, x, y):
         xs, ys = shape_of(x), shape_of(y)
         if len(xs) == 2 and len(ys) == 2:           # matrices: no promotion, no broadcasting
             return o.matmul(g, o.transpose(y)) if which == 0 else o.matmul(o.transpose(x), g)
@@ -34,16 +35,16 @@ def _matmul_vjp(which: int):
             gshape = gshape + (1,)
         g2 = g if gshape == shape_of(g) else o.reshape(g, gshape)
         if which == 0:
-            d = o.matmul(g2, _swap(o, y2))
+            d = o.matmul(g2, swap_last(o, y2))
             d = unbroadcast(o, d, shape_of(x2))
             return d if len(xs) > 1 else o.reshape(d, xs)
-        d = o.matmul(_swap(o, x2), g2)
+        d = o.matmul(swap_last(o, x2), g2)
         d = unbroadcast(o, d, shape_of(y2))
         return d if len(ys) > 1 else o.reshape(d, ys)
     return vjp
 
 
-def _matmul_jvp(o, ts, out, x, y):
+def _matmul_jvp(o: PrimitiveMethods, ts, out, x, y):
     tx, ty = ts
     parts = [o.matmul(tx, y) if tx is not None else None,
              o.matmul(x, ty) if ty is not None else None]
@@ -88,20 +89,22 @@ MATMUL = register(Primitive(
     taylor=multilinear("matmul")))
 
 
-def _batch_matmul(o, xs, batched):
+def _batch_matmul(o: PrimitiveMethods, xs, batched):
     """A shared matrix times batched vectors is one product with the stack of rows,
     (B, k) @ a^T; the other forms go through core.matrix."""
     a, v = xs
     if not batched[0] and len(shape_of(a)) == 2 and len(shape_of(v)) == 2:
-        return o.matmul(v, _swap(o, a))
+        return o.matmul(v, swap_last(o, a))
     return _MATRIX(o, xs, batched)
 
 
 _MATRIX = matrix("matmul")
 
+# ---------------------------------------------------------------- Ops methods
 
-class LinalgOps:
-    """The linear algebra primitives as methods of an Ops."""
+
+class MatmulOps:
+    """matmul as a method of an Ops."""
 
     def matmul(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """x @ y with numpy's rules for 1-D, 2-D and batched (broadcast) operands."""

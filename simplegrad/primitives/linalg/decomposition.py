@@ -1,0 +1,119 @@
+"""What the decompositions (eigh, svd, qr) share: one primitive with several parts.
+
+A decomposition with several outputs is ONE primitive whose ``part`` attribute picks the
+output an entry holds, so each output is an ordinary array entry that prints as the Python a
+reader would write (``v2 = eigh(v1).eigenvalues``, ``v3 = eigh(v1).eigenvectors``) and has its
+own vjp and jvp. ``op.eigh(a)`` records both entries from one decomposition (the forwards share
+it while the call lasts). Rules are written with primitives only (matmul, solve, ``swap_last``,
+constant masks), so every order works; matrices are the last two axes, leading axes a batch.
+
+Conventions (documented in the README):
+- ``eigh`` works on (a + a^T) / 2, as ``cholesky`` does; eigenvalues ascend.
+- Signs are fixed in the forward: each eigenvector (column of V), each left singular vector
+  (column of U, with the matching row of Vh) has its largest-magnitude entry positive, and
+  ``qr``'s R has a non-negative diagonal. So the outputs are smooth functions of the input
+  wherever the decomposition is (finite differences agree), not numpy's arbitrary signs.
+- Derivatives of eigenvectors need distinct eigenvalues, of singular vectors distinct nonzero
+  singular values: a rule that meets (numerically) repeated ones raises ``sg.LinAlgError`` when
+  the derivative is taken. This check refuses; it never changes the recorded program, which
+  replayed at such an input gives inf or nan. Eigenvalues and singular values alone
+  differentiate anywhere (at a repeated value the result is one valid choice).
+- ``qr`` (tall or wide) needs the first min(m, n) columns independent; a wide matrix [X | Y]
+  is differentiated through the square QR of X and R's right block Q^T Y.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...errors import ArgumentError, LinAlgError
+from ..core import Primitive, shape_of, value_of
+from .matrices import as_column, as_row
+
+if TYPE_CHECKING:
+    from .. import PrimitiveMethods
+
+# ---------------------------------------------------------------- shared decompositions
+
+_SHARED = threading.local()
+
+
+@contextmanager
+def shared_decompositions() -> Iterator[None]:
+    """Within the block, forwards of one decomposition on the same array compute it once."""
+    outer = getattr(_SHARED, "memo", None)
+    if outer is None:
+        _SHARED.memo = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _SHARED.memo = None
+
+
+def decompose(kind: str, compute: Any, a: np.ndarray) -> tuple:
+    """compute(a), computed once per ``kind`` and array inside ``shared_decompositions``."""
+    memo = getattr(_SHARED, "memo", None)
+    if memo is None:
+        return compute(a)
+    hit = memo.get((kind, id(a)))
+    if hit is not None and hit[0] is a:     # the memo holds a, so its id is not reused
+        return hit[1]
+    result = compute(a)
+    memo[(kind, id(a))] = (a, result)
+    return result
+
+
+def column_signs(u: np.ndarray) -> np.ndarray:
+    """Per column of u, the sign (+1 or -1) that makes its largest-magnitude entry positive."""
+    i = np.argmax(np.abs(u), axis=-2)[..., None, :]
+    s = np.sign(np.take_along_axis(u, i, axis=-2))
+    return np.where(s == 0, 1.0, s).astype(u.dtype)
+
+# ---------------------------------------------------------------- rule pieces
+
+
+def inverse_gaps(o: PrimitiveMethods, lam: Any, a: Any, fn: str, what: str) -> Any:
+    """F with F[i, j] = 1 / (lam[j] - lam[i]) off the diagonal and 0 on it (recorded).
+
+    Raises LinAlgError when two values of ``lam`` coincide to working precision.
+    """
+    shape = shape_of(lam)
+    n = shape[-1]
+    diff = o.sub(as_row(o, lam), as_column(o, lam))
+    values = np.asarray(value_of(lam))
+    gaps = np.abs(np.asarray(value_of(diff)))[..., ~np.eye(n, dtype=bool)]
+    scale = np.max(np.abs(values), axis=-1, keepdims=True) if n else 0.0
+    tol = 10 * n * np.finfo(values.dtype).eps * scale
+    if gaps.size and np.any(gaps <= tol):
+        name = getattr(a, "name", "the matrix")
+        raise LinAlgError(f"{fn}: the derivative of the {what} needs distinct values, but "
+                          f"{name} has repeated ones ({np.round(values, 6).tolist()}); "
+                          "functions of the values alone differentiate at any matrix")
+    eye = np.eye(n, dtype=values.dtype)
+    return o.mul(o.div(1.0, o.add(diff, eye)), 1.0 - eye)
+
+# ---------------------------------------------------------------- recording the parts
+
+
+def _names(name: Any, parts: Sequence[str]) -> list:
+    """One name per output: None, or a sequence of names (one per output)."""
+    if name is None:
+        return [None] * len(parts)
+    if isinstance(name, str) or len(name) != len(parts):
+        raise ArgumentError(f"name= of a decomposition is one name per output "
+                            f"({', '.join(parts)}), got {name!r}")
+    return list(name)
+
+
+def record_parts(ops: PrimitiveMethods, prim: Primitive, a: Any, parts: Sequence[str],
+                 name: Any) -> list:
+    """One entry per part of ``prim`` on a, from one decomposition; ``name``: one per part."""
+    names = _names(name, parts)
+    with shared_decompositions():
+        return [ops.apply(prim, (a,), {"part": p}, n) for p, n in zip(parts, names)]

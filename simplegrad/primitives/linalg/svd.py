@@ -1,0 +1,142 @@
+"""svd: the thin singular value decomposition a = U @ (S[..., None] * Vh).
+
+One primitive with three parts (``U``, ``S``, ``Vh``); its conventions (fixed signs, distinct
+nonzero values for the vectors' derivative) are in ``decomposition.py``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from ...errors import ArgumentError, LinAlgError
+from ..core import Case, Primitive, error, mapped, register, shape_of, value_of
+from .decomposition import (
+    column_signs,
+    decompose,
+    inverse_gaps,
+    record_parts,
+    shared_decompositions,
+)
+from .matrices import as_column, as_row, check_matrices, swap_last
+from .samplers import spread_singular
+
+if TYPE_CHECKING:
+    from ...engine.variable import Variable
+    from .. import PrimitiveMethods
+
+# ---------------------------------------------------------------- svd
+
+
+def _svd_numpy(a: np.ndarray) -> tuple:
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    signs = column_signs(u)
+    return u * signs, s, vh * np.swapaxes(signs, -1, -2)
+
+
+def _svd(a, part):
+    u, s, vh = decompose("svd", _svd_numpy, a)
+    return {"U": u, "S": s, "Vh": vh}[part]
+
+
+def _check_nonzero(s: Any, a: Any) -> None:
+    """Raise LinAlgError when a singular value is zero to working precision."""
+    values = np.asarray(value_of(s))
+    if values.size == 0:
+        return
+    tol = 10 * values.shape[-1] * np.finfo(values.dtype).eps * np.max(values, axis=-1)
+    if np.any(np.min(values, axis=-1) <= tol):
+        name = getattr(a, "name", "the matrix")
+        raise LinAlgError(f"svd: the derivative of the singular vectors needs nonzero singular "
+                          f"values, but {name} has a zero one ({np.round(values, 6).tolist()}); "
+                          "functions of the singular values alone differentiate at any matrix")
+
+
+def _svd_factors(o: PrimitiveMethods, out, a, part):
+    """(U, S, Vh): ``out`` for the entry's own part, the others recorded from one svd."""
+    with shared_decompositions():
+        return tuple(out if p == part else o.apply(SVD, (a,), {"part": p})
+                     for p in ("U", "S", "Vh"))
+
+
+def _svd_vjp(o: PrimitiveMethods, g, out, a, part):
+    u, s, vh = _svd_factors(o, out, a, part)
+    if part == "S":                 # U diag(g) Vh
+        return o.matmul(o.mul(u, as_row(o, g)), vh)
+    _check_nonzero(s, a)
+    f = inverse_gaps(o, o.mul(s, s), a, "svd", "singular vectors")
+    if part == "U":                 # (U (F o (Y - Y^T)) S - U U^T G S^-1 + G S^-1) Vh, Y = U^T G
+        ut, srow = swap_last(o, u), as_row(o, s)
+        y = o.matmul(ut, g)
+        gs = o.div(g, srow)
+        inner = o.sub(o.mul(o.mul(f, o.sub(y, swap_last(o, y))), srow), o.matmul(ut, gs))
+        return o.matmul(o.add(o.matmul(u, inner), gs), vh)
+    x = o.matmul(vh, swap_last(o, g))   # U (S (F o (X - X^T)) Vh + S^-1 G (I - V Vh)), X = Vh G^T
+    ht = o.div(g, as_column(o, s))
+    inner = o.sub(o.mul(as_column(o, s), o.mul(f, o.sub(x, swap_last(o, x)))),
+                  o.matmul(ht, swap_last(o, vh)))
+    return o.matmul(u, o.add(o.matmul(inner, vh), ht))
+
+
+def _svd_jvp(o: PrimitiveMethods, ts, out, a, part):
+    t = ts[0]
+    u, s, vh = _svd_factors(o, out, a, part)
+    v = swap_last(o, vh)
+    tv = o.matmul(t, v)
+    if part == "S":                 # ds_i = u_i^T dA v_i
+        return o.sum(o.mul(u, tv), axis=-2)
+    _check_nonzero(s, a)
+    f = inverse_gaps(o, o.mul(s, s), a, "svd", "singular vectors")
+    srow, scol = as_row(o, s), as_column(o, s)
+    p = o.matmul(swap_last(o, u), tv)   # P = U^T dA V
+    pt = swap_last(o, p)
+    if part == "U":                 # dU = U (F o (P S + S P^T)) + (dA V - U P) S^-1
+        d = o.mul(f, o.add(o.mul(p, srow), o.mul(scol, pt)))
+        return o.add(o.matmul(u, d), o.div(o.sub(tv, o.matmul(u, p)), srow))
+    d = o.mul(f, o.add(o.mul(scol, p), o.mul(pt, srow)))   # dV = V (F o (S P + P^T S)) + ...
+    tu = o.matmul(swap_last(o, t), u)
+    rest = o.div(o.sub(tu, o.matmul(v, pt)), srow)          # ... (dA^T U - V P^T) S^-1
+    return swap_last(o, o.add(o.matmul(v, d), rest))
+
+
+SVD = register(Primitive(
+    "svd", _svd, [_svd_vjp], _svd_jvp,
+    lambda args, attrs, render: f"svd({args[0]}).{attrs['part']}",
+    [Case(((3, 3),), {"part": "S"}), Case(((3, 2),), {"part": "U"}),
+     Case(((2, 3),), {"part": "Vh"}), Case(((3, 2),), {"part": "Vh"}),
+     Case(((2, 3),), {"part": "U"}), Case(((2, 3, 3),), {"part": "U"}),
+     Case(((2, 2, 3),), {"part": "S"})],
+    domain=(spread_singular,), plain=False, batch=mapped("svd")))
+
+# ---------------------------------------------------------------- Ops methods
+
+
+class SVDResult(NamedTuple):
+    """a = U @ (S[..., None] * Vh), with full_matrices=False shapes."""
+
+    U: Any
+    S: Any
+    Vh: Any
+
+
+class SVDOps:
+    """svd and svdvals as methods of an Ops."""
+
+    def svd(self, a: Any, full_matrices: bool = True, compute_uv: bool = True,
+            name: Any = None) -> Any:
+        """U, S, Vh with a = U @ (S[..., None] * Vh); only S when compute_uv=False."""
+        check_matrices(self, "svd", a)
+        if not compute_uv:
+            return self.apply(SVD, (a,), {"part": "S"}, name)
+        m, n = shape_of(a)[-2:]
+        if full_matrices and m != n:
+            raise error("svd", (a,), "full_matrices=True adds singular vectors that are "
+                              "not determined by a (no derivative); pass full_matrices=False",
+                              ArgumentError)
+        return SVDResult(*record_parts(self, SVD, a, ("U", "S", "Vh"), name))
+
+    def svdvals(self, x: Any, name: str | None = None) -> Variable:
+        """The singular values of each matrix, descending."""
+        check_matrices(self, "svdvals", x)
+        return self.apply(SVD, (x,), {"part": "S"}, name)
