@@ -34,8 +34,9 @@ from .transforms.checkpoint import checkpoint
 from .transforms.custom import custom_vjp
 from .transforms.forward import derivative, jvp
 from .transforms.jacobians import hessian, hvp, jacobian
-from .transforms.reverse import grad, trace, value_and_grad, vjp
+from .transforms.reverse import grad, value_and_grad, vjp
 from .transforms.taylor import taylor, taylor_derivative
+from .transforms.tracing import trace
 from .transforms.vmap import vmap
 
 __version__ = "0.1.0"

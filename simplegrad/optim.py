@@ -26,9 +26,10 @@ import numpy as np
 
 from .engine.params import Parameter
 from .errors import ArgumentError, GraphError, ShapeError
-from .nn.module import ops_of, value_of
-from .primitives import VALUES
+from .nn.module import value_of
+from .primitives import VALUES, PrimitiveMethods
 from .pytree import tree_flatten, tree_unflatten
+from .transforms.arguments import recording_ops
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
 
@@ -54,7 +55,7 @@ class Optimizer:
 
     # ------------------------------------------------------------ the rule, per parameter
 
-    def rule(self, o: Any, p: Any, g: Any, slot: dict, step: int) -> tuple[Any, dict]:
+    def rule(self, o: PrimitiveMethods, p: Any, g: Any, slot: dict, step: int) -> tuple[Any, dict]:
         """The new value of one parameter and its new slots, at step ``step`` (0 first)."""
         raise NotImplementedError
 
@@ -110,9 +111,11 @@ class Optimizer:
                 raise ShapeError(f"{type(self).__name__}.update: a gradient has shape "
                                  f"{np.shape(value_of(g))} but its parameter has "
                                  f"{np.shape(value_of(p))}")
-            o = ops_of(p, g, *slot.values())
-            if o is not VALUES and any(getattr(x, "ops", o) is not o
-                                       for x in (p, g, *slot.values())):
+            xs = (p, g, *slot.values())
+            o = recording_ops(f"{type(self).__name__}.update", xs)
+            if o is None:
+                o = VALUES
+            elif any(getattr(x, "ops", o) is not o for x in xs):   # free beside bound: refused
                 raise GraphError(f"{type(self).__name__}.update: a parameter, its gradient "
                                  "and its slots belong to different Ops")
             q, s = self.rule(o, p, g, dict(slot), step)
@@ -150,7 +153,7 @@ class SGD(Optimizer):
         self.weight_decay, self.nesterov = float(weight_decay), bool(nesterov)
         self.slots = ("momentum",) if momentum else ()
 
-    def rule(self, o: Any, p: Any, g: Any, slot: dict, step: int) -> tuple[Any, dict]:
+    def rule(self, o: PrimitiveMethods, p: Any, g: Any, slot: dict, step: int) -> tuple[Any, dict]:
         """p - lr * d, d the (Nesterov) momentum buffer or the decayed gradient."""
         if self.weight_decay:
             g = o.add(g, o.mul(p, self.weight_decay))
@@ -181,7 +184,7 @@ class Adam(Optimizer):
         self.betas = (float(b1), float(b2))
         self.eps, self.weight_decay = float(eps), float(weight_decay)
 
-    def rule(self, o: Any, p: Any, g: Any, slot: dict, step: int) -> tuple[Any, dict]:
+    def rule(self, o: PrimitiveMethods, p: Any, g: Any, slot: dict, step: int) -> tuple[Any, dict]:
         """p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)."""
         b1, b2 = self.betas
         t = step + 1

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, DTypeError, OutOfBoundsError, ShapeError
+from ..primitives import PrimitiveMethods
 from .module import ops_of, value_of
 
 __all__ = ["cross_entropy", "nll", "mse"]
@@ -51,7 +52,7 @@ def mse(prediction: Any, target: Any, reduction: str = "mean") -> Any:
     return _reduce(o, o.mul(d, d), reduction)
 
 
-def _reduce(o: Any, x: Any, reduction: str) -> Any:
+def _reduce(o: PrimitiveMethods, x: Any, reduction: str) -> Any:
     if reduction == "mean":
         return o.mean(x)
     if reduction == "sum":

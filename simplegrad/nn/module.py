@@ -6,7 +6,8 @@ JAX habit: ``module.params()`` is a dict of plain arrays and ``module.apply(para
 ``functional_call(module, params, x)``) runs the forward with those values in place of the
 module's own, so ``sg.value_and_grad(loss)(params, batch)`` differentiates with respect to
 them. A forward runs on Variables of any Ops and, given only plain arrays (``apply`` with
-arrays, or ``predict``), on plain arrays: ``ops_of`` picks the first Variable's Ops, or
+arrays, or ``predict``), on plain arrays: ``ops_of`` picks the one Ops of the Variables
+(parameters join it; the transforms' answer, ``transforms.arguments.recording_ops``), or
 ``VALUES``, which records nothing. ``module(x)`` with a plain ``x`` records on the implicit
 Ops of its parameters, freed by reference counting when the step's last reference goes.
 """
@@ -22,17 +23,16 @@ import numpy as np
 from ..engine.params import Parameter
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
-from ..primitives import VALUES
+from ..primitives import VALUES, PrimitiveMethods
+from ..transforms.arguments import recording_ops
 
 __all__ = ["Module", "functional_call", "ops_of", "value_of"]
 
 
-def ops_of(*xs: Any) -> Any:
-    """What to compute with: the Ops of the first Variable among ``xs``, else ``VALUES``."""
-    for x in xs:
-        if isinstance(x, Variable):
-            return x.ops
-    return VALUES
+def ops_of(*xs: Any) -> PrimitiveMethods:
+    """What to compute with: the Ops recording the Variables among ``xs``, else ``VALUES``."""
+    ops = recording_ops("ops_of", xs)
+    return VALUES if ops is None else ops
 
 
 def value_of(x: Any) -> np.ndarray:

@@ -1,19 +1,40 @@
-"""The arguments and results of the functional transforms: contexts, primals, pytrees.
+"""The arguments and results of the transforms: which Ops records, primals, results, argnums.
 
-Helpers shared by ``transforms.py``: which Ops a transform records on, the primal Variables
-that stand for (the leaves of) its differentiated arguments, and f's results as Variables.
+Every transform is a thin layer over ``Ops.grad`` (the reverse sweep) and
+``Ops.jvp`` (the forward sweep), so whatever it computes is recorded by the
+same primitives as any other program. The helpers here are what they share.
+
+Nesting rule. If any argument is a Variable of an Ops, the transform records on that
+Ops and returns Variables, which an enclosing transform (or ``op.grad``) can
+differentiate again. Otherwise it makes its own Ops and returns numpy arrays;
+nothing can differentiate those, so its outermost derivative pass runs on values
+only (``create_graph=False``). Free Variables (sg.Parameter) join the Ops the
+transform records on. ``recording_ops`` answers "which Ops" for nn's layers
+(``nn.ops_of``) and the optimisers too.
+
+A Variable argument enters ``f`` through one identity entry,
+``x.reshape(x.shape)``. Derivatives are taken with respect to that entry, so
+they count only the paths through ``f``'s use of its argument and not a
+closure's use of the same Variable (``grad(lambda y: x * y)(x)`` is ``x``,
+not ``2 * x``). The reverse sweep stops at that entry (``Ops.grad`` never
+sweeps entries older than its oldest ``wrt``), so the caller's graph is not
+differentiated again.
+Arguments not named by ``argnums`` reach ``f`` unchanged (arrays stay arrays).
+
+Arguments, results, cotangents and tangents may be pytrees (nested dicts, lists and tuples;
+see pytree.py): every leaf of a differentiated argument is a primal, and derivatives come back
+in the argument's structure, as with JAX.
 """
 
 from __future__ import annotations
 
-import inspect
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..engine.ops import Ops
+from ..engine.params import FREE, FreeOps
 from ..engine.variable import Variable
 from ..errors import ArgumentError, GraphError, ShapeError
 from ..pytree import LEAF, TreeDef, tree_flatten, tree_leaves, tree_unflatten
@@ -21,28 +42,46 @@ from ..pytree import LEAF, TreeDef, tree_flatten, tree_leaves, tree_unflatten
 ArgNums = int | tuple[int, ...]
 Result = Any        # a Variable when nested, a numpy array otherwise
 
-def context(fname: str, args: Sequence[Any], borrow: bool = True) -> tuple[Ops, bool]:
-    """The Ops to record on, and whether it is the caller's (some argument is a Variable).
+# ---------------------------------------------------------------- which Ops records
+
+
+def recording_ops(fname: str, leaves: Iterable[Any]) -> Ops | FreeOps | None:
+    """The Ops that records the Variables among ``leaves``, or None when there is none.
+
+    The bound Variables must all belong to one Ops; free Variables (sg.Parameter) join it.
+    When every Variable is free this is ``FREE``, which records them on its implicit Ops.
+    """
+    ops = first = None
+    for a in leaves:
+        if isinstance(a, Variable) and a.ops is not ops:
+            if ops is None or ops is FREE:
+                ops, first = a.ops, a
+            elif a.ops is not FREE:
+                raise GraphError(f"{fname}: the arguments belong to different Ops ({first.name} "
+                                 f"and {a.name}); create them on one Ops, or pass arrays")
+    return ops
+
+
+def context(fname: str, args: Sequence[Any], borrow: bool = True,
+            derivative: bool = True) -> tuple[Ops, bool]:
+    """The Ops a transform records on, and whether it is the caller's (that of the Variable
+    arguments, see ``recording_ops``) rather than a new one of its own.
 
     A transform's own Ops borrows the caller's arrays (no copies): it is released before the
     call returns, and its results are copied out. ``borrow=False`` for one that outlives it.
+    ``derivative=False`` for a transform that takes none (vmap): it may run inside no_grad.
     """
     for a in args:
         if type(a) is not np.ndarray:
             break
     else:           # arrays only (the common case): no tree to walk
         return Ops(borrow=borrow), False
-    ops = first = None
-    for a in tree_leaves(list(args)):
-        if isinstance(a, Variable):
-            if ops is None:
-                ops, first = a.ops, a
-            elif a.ops is not ops:
-                raise GraphError(f"{fname}: the arguments belong to different Ops ({first.name} "
-                                 f"and {a.name}); create them on one Ops, or pass arrays")
-    if ops is None:
+    leaves = tree_leaves(list(args))
+    ops = recording_ops(fname, leaves)
+    if ops is None or ops is FREE:      # free Variables join the transform's own Ops
         return Ops(borrow=borrow), False
-    if not ops.recording:
+    if derivative and not ops.recording:
+        first = next(a for a in leaves if isinstance(a, Variable) and a.ops is ops)
         raise GraphError(f"{fname}: the Ops of {first.name} is not recording (inside no_grad); "
                          "a transform of Variables must record its derivative")
     return ops, True
@@ -64,6 +103,9 @@ class own:  # noqa: N801 (used as ``with own(ops, nested):``)
     def __exit__(self, *exc: object) -> None:
         if not self.nested:
             self.ops.release()
+
+
+# ---------------------------------------------------------------- primals
 
 
 def primals(ops: Ops, args: Sequence[Any], nums: Sequence[int]) -> tuple[list, list]:
@@ -135,6 +177,9 @@ def split_rows(ops: Ops, nested: bool, m: Any, xs: list[Variable], i: int, tail:
     return np.array(np.asarray(getattr(m, "raw", m))[rows].reshape(shape))
 
 
+# ---------------------------------------------------------------- results
+
+
 def output(fname: str, ops: Ops, out: Any) -> Variable:
     """f's result as a Variable of ``ops`` (a constant result becomes a leaf with no gradient)."""
     if isinstance(out, Variable):
@@ -192,6 +237,9 @@ def results(nested: bool, vs: list) -> list[Result]:
     return out
 
 
+# ---------------------------------------------------------------- argnums and checks
+
+
 def argnums_kind(fname: str, argnums: Any) -> bool:
     """Check argnums' type; True when it is a single int."""
     if is_int(argnums):
@@ -227,14 +275,3 @@ def check_callable(fname: str, f: Any) -> None:
     if not callable(f):
         raise ArgumentError(f"{fname}: expected a function, got {type(f).__name__}")
 
-
-def param_names(fn: Callable, n: int) -> list[str | None]:
-    """Names for the leaves of ``trace``: fn's positional parameter names where they exist."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    names: list[str | None] = [p.name for p in params if p.kind in kinds][:n]
-    names = [None if re.fullmatch(r"v\d+", s) else s for s in names]  # would look like v-numbers
-    return names + [None] * (n - len(names))

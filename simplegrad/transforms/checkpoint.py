@@ -19,6 +19,7 @@ import numpy as np
 from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..errors import GraphError
+from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive, value_of
 from .custom import CustomFunction, user_attrs, wrap_values
 
@@ -49,7 +50,8 @@ class Checkpoint(CustomFunction):
     def __init__(self, fn: Callable):
         super().__init__(fn, f"checkpoint({getattr(fn, '__name__', 'block')})")
 
-    def _cotangents(self, o: Any, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
+    def _cotangents(self, o: PrimitiveMethods, g: Any, out: Any, inputs: tuple,
+                    attrs: dict) -> list:
         wrt = attrs["_wrt"]
         gate = _Gate()
         r, args = self._enter(o, inputs, attrs, wrt, gate)
@@ -73,7 +75,7 @@ class Checkpoint(CustomFunction):
             if not recording:
                 r.release()
 
-    def _jvp(self, o: Any, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
+    def _jvp(self, o: PrimitiveMethods, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
         moving = tuple(i for i, t in enumerate(ts) if t is not None)
         if not moving:
             return None
@@ -90,7 +92,7 @@ class Checkpoint(CustomFunction):
             if not recording:
                 r.release()
 
-    def _enter(self, o: Any, inputs: tuple, attrs: dict, positions: tuple,
+    def _enter(self, o: PrimitiveMethods, inputs: tuple, attrs: dict, positions: tuple,
                gate: _Gate) -> tuple[Ops, list]:
         """The Ops to recompute on and the block's arguments, fresh entries at ``positions``."""
         if isinstance(o, Ops):

@@ -43,6 +43,7 @@ import numpy as np
 from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..errors import ArgumentError, GraphError, NotDifferentiableError, ShapeError
+from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive, shape_of, value_of
 
 # ---------------------------------------------------------------- shared machinery
@@ -97,7 +98,8 @@ class CustomFunction:
                                  "an argument") from e
         return self._as_array(y)
 
-    def _vjp(self, o: Any, g: Any, out: Any, i: int, *inputs: Any, **attrs: Any) -> Any:
+    def _vjp(self, o: PrimitiveMethods, g: Any, out: Any, i: int, *inputs: Any,
+             **attrs: Any) -> Any:
         # The sweep asks input by input; every cotangent of the entry is computed at the first
         # request and kept until the last one. Nothing may outlive the sweep (a sweep may stop
         # after some inputs: it raised, or an input stopped requiring grad), so the memo is
@@ -134,10 +136,11 @@ class CustomFunction:
         v = value_of(y)
         return v if hasattr(v, "shape") else np.asarray(v)
 
-    def _cotangents(self, o: Any, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
+    def _cotangents(self, o: PrimitiveMethods, g: Any, out: Any, inputs: tuple,
+                    attrs: dict) -> list:
         raise NotImplementedError
 
-    def _jvp(self, o: Any, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
+    def _jvp(self, o: PrimitiveMethods, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
         raise NotImplementedError
 
 
@@ -242,7 +245,8 @@ class CustomVJP(CustomFunction):
         self._bwd = bwd
         return bwd
 
-    def _cotangents(self, o: Any, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
+    def _cotangents(self, o: PrimitiveMethods, g: Any, out: Any, inputs: tuple,
+                    attrs: dict) -> list:
         if isinstance(o, Ops):
             return self._call_bwd(o, g, out, inputs, user_attrs(attrs))
         scratch = Ops()
@@ -292,7 +296,7 @@ class CustomVJP(CustomFunction):
                                  f"{shape_of(c)} for input {i} of shape {shape_of(x)}")
         return list(cts)
 
-    def _jvp(self, o: Any, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
+    def _jvp(self, o: PrimitiveMethods, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
         # J t = d/du <bwd(u), t>, with u a fresh cotangent of ones (bwd is linear in u, so its
         # value does not matter, but a nonzero one shows a cotangent that ignores u)
         if all(t is None for t in ts):

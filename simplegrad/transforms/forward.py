@@ -1,27 +1,8 @@
-"""Functional transforms: grad, value_and_grad, vjp, jvp, jacobian, hessian, hvp, derivative.
+"""Forward mode: jvp and derivative, over ``Ops.jvp`` (the forward sweep); ``derivative``
+of order 2 and up by Taylor mode (taylor.py) where every primitive on the way has a Taylor rule.
 
-Every transform is a thin layer over ``Ops.grad`` (the reverse sweep) and
-``Ops.jvp`` (the forward sweep), so whatever it computes is recorded by the
-same primitives as any other program.
-
-Nesting rule. If any argument is a Variable, the transform records on that
-Variable's Ops and returns Variables, which an enclosing transform (or
-``op.grad``) can differentiate again. Otherwise it makes its own Ops and
-returns numpy arrays; nothing can differentiate those, so its outermost
-derivative pass runs on values only (``create_graph=False``).
-
-A Variable argument enters ``f`` through one identity entry,
-``x.reshape(x.shape)``. Derivatives are taken with respect to that entry, so
-they count only the paths through ``f``'s use of its argument and not a
-closure's use of the same Variable (``grad(lambda y: x * y)(x)`` is ``x``,
-not ``2 * x``). The reverse sweep stops at that entry (``Ops.grad`` never
-sweeps entries older than its oldest ``wrt``), so the caller's graph is not
-differentiated again.
-Arguments not named by ``argnums`` reach ``f`` unchanged (arrays stay arrays).
-
-Arguments, results, cotangents and tangents may be pytrees (nested dicts, lists and tuples;
-see pytree.py): every leaf of a differentiated argument is a primal, and derivatives come back
-in the argument's structure, as with JAX.
+How a transform picks its Ops, stands for its arguments and returns its results (the nesting
+rule) is told in arguments.py.
 """
 
 from __future__ import annotations

@@ -1,27 +1,9 @@
-"""Functional transforms: grad, value_and_grad, vjp, jvp, jacobian, hessian, hvp, derivative.
+"""Whole derivatives: jacobian (rows by reverse sweeps, or columns by one batched forward
+sweep), hessian (forward over reverse) and hvp (reverse over forward); and
+``jacobian_fwd_batched`` and ``hessian_batched`` of an output already recorded.
 
-Every transform is a thin layer over ``Ops.grad`` (the reverse sweep) and
-``Ops.jvp`` (the forward sweep), so whatever it computes is recorded by the
-same primitives as any other program.
-
-Nesting rule. If any argument is a Variable, the transform records on that
-Variable's Ops and returns Variables, which an enclosing transform (or
-``op.grad``) can differentiate again. Otherwise it makes its own Ops and
-returns numpy arrays; nothing can differentiate those, so its outermost
-derivative pass runs on values only (``create_graph=False``).
-
-A Variable argument enters ``f`` through one identity entry,
-``x.reshape(x.shape)``. Derivatives are taken with respect to that entry, so
-they count only the paths through ``f``'s use of its argument and not a
-closure's use of the same Variable (``grad(lambda y: x * y)(x)`` is ``x``,
-not ``2 * x``). The reverse sweep stops at that entry (``Ops.grad`` never
-sweeps entries older than its oldest ``wrt``), so the caller's graph is not
-differentiated again.
-Arguments not named by ``argnums`` reach ``f`` unchanged (arrays stay arrays).
-
-Arguments, results, cotangents and tangents may be pytrees (nested dicts, lists and tuples;
-see pytree.py): every leaf of a differentiated argument is a primal, and derivatives come back
-in the argument's structure, as with JAX.
+How a transform picks its Ops, stands for its arguments and returns its results (the nesting
+rule) is told in arguments.py.
 """
 
 from __future__ import annotations
@@ -188,7 +170,7 @@ def _jac_rev(ops: Ops, y: Variable, xs: list[Variable], nested: bool) -> list[Re
 
 
 def _jac_fwd(ops: Ops, y: Variable, xs: list[Variable], nested: bool) -> list[Result]:
-    """Per input, every basis tangent pushed through one batched forward sweep (batching.py)."""
+    """Per input, every basis tangent pushed through one batched forward sweep (batched_jvp)."""
     jacs = []
     for x in xs:
         if y.size == 0 or x.size == 0:
@@ -216,7 +198,7 @@ def _zeros(ops: Ops, nested: bool, shape: tuple, dtype: np.dtype) -> Result:
     return ops.var(z, requires_grad=False) if nested else z
 
 
-def jacobian_fwd_batched(ops: Any, y: Variable, x: Variable) -> Variable:
+def jacobian_fwd_batched(ops: Ops, y: Variable, x: Variable) -> Variable:
     """dy/dx shaped y.shape + x.shape: every basis tangent of x in one batched forward sweep."""
     n = x.size
     if n == 0 or y.size == 0:
@@ -227,6 +209,6 @@ def jacobian_fwd_batched(ops: Any, y: Variable, x: Variable) -> Variable:
     return ops.reshape(moved, y.shape + x.shape)
 
 
-def hessian_batched(ops: Any, y: Variable, x: Variable) -> Variable:
+def hessian_batched(ops: Ops, y: Variable, x: Variable) -> Variable:
     """The Hessian of scalar y in x (x.shape + x.shape): forward over reverse, one sweep."""
     return jacobian_fwd_batched(ops, ops.grad(y, x, create_graph=True), x)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..engine.batched import FINAL, STATE, Batched, ceiling, is_int, running, wrap
+from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
 from ..pytree import tree_flatten, tree_unflatten
@@ -42,7 +43,7 @@ def _top() -> tuple[int, int, Any]:
     return running()
 
 
-def _stack(ops: Any, tree: Any, level: int, n: int) -> Any:
+def _stack(ops: Ops, tree: Any, level: int, n: int) -> Any:
     """``_stacked`` leaf by leaf."""
     return leafwise(lambda a: _stacked(ops, a, level, n), tree)
 
@@ -52,7 +53,7 @@ def _wrap(tree: Any, level: int) -> Any:
     return leafwise(lambda v: wrap(v, level), tree)
 
 
-def _stacked(ops: Any, a: Any, level: int, n: int) -> Any:
+def _stacked(ops: Ops, a: Any, level: int, n: int) -> Any:
     """The batch behind ``a``: its inner value at ``level``, or a shared value expanded along
     the batch (a zero-stride view: differentiating in it gives each example its own cotangent,
     and nothing is copied)."""
@@ -64,7 +65,7 @@ def _stacked(ops: Any, a: Any, level: int, n: int) -> Any:
 
 
 def _lift(f: Callable, args: Sequence[Any], nums: Sequence[int], level: int, n: int,
-          ops: Any) -> Callable:
+          ops: Ops) -> Callable:
     """The function of the stacks of arguments ``nums`` that f computes example by example."""
     def lifted(*stacks: Any) -> Any:
         call = list(args)
@@ -81,7 +82,7 @@ def _lift(f: Callable, args: Sequence[Any], nums: Sequence[int], level: int, n: 
     return lifted
 
 
-def _summed(g: Callable, ops: Any) -> Callable:
+def _summed(g: Callable, ops: Ops) -> Callable:
     """The sum over examples of a lifted scalar function (its Hessian is block diagonal)."""
     def total(*stacks: Any) -> Any:
         return ops.sum(_scalar(g(*stacks)))

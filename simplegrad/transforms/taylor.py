@@ -8,8 +8,8 @@ the output: products by the Cauchy product, exp, log, sin/cos, tanh, sigmoid, sq
 their recurrences, linear (and piecewise linear) primitives coefficient-wise through their
 own jvp. Every coefficient is computed by calling primitives on ``o``, the Ops when the
 arguments are Variables (so the derivatives are recorded and can be differentiated again) or
-``VALUES`` when they are arrays, as in transforms.py, whose nesting rule (and helpers, from
-transform_args.py) this module follows.
+``VALUES`` when they are arrays, by the nesting rule every transform follows (see
+arguments.py, whose helpers this module uses).
 Cost: O(K^2) primitive calls per nonlinear entry, against the exponential growth of nested
 first-order sweeps.
 
@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.ops import Ops
 from ..engine.taylor import missing_rule, propagate
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
@@ -76,7 +77,7 @@ def taylor_derivative(f: Callable, order: int = 1) -> Callable:
     return derivative_f
 
 
-def derivative_entry(ops: Any, y: Variable, x: Variable, order: int,
+def derivative_entry(ops: Ops, y: Variable, x: Variable, order: int,
                      nested: bool) -> Variable | None:
     """The ``order``-th derivative of y along ones in x by Taylor mode, as an entry of ``ops``
     (recorded when nested); None when an entry between x and y that carries a tangent has no

@@ -1,12 +1,12 @@
-"""Batching: ``sg.vmap``, transforms of batched arguments, and Jacobians by one batched sweep.
+"""``sg.vmap``: a function mapped over a batch axis of its arguments, recorded as one program.
 
 A ``Batched`` Variable stands for one example of a batch inside ``f``: it reports the
 per-example shape (``x.shape``, ``x.ndim``, ``x.size``) while it holds ``inner``, the whole
 batch with the examples along a leading axis. A primitive given a Batched input is handed
-here by ``Ops.apply`` (the one recording path): the primitive's batching rule (``batch`` in
-its record, see primitives/core.py) computes the batch at once with primitives called on the
-real Ops, so the batched program is recorded and differentiable like any other. A primitive
-without a rule loops over the examples and stacks.
+by ``Ops.apply`` (the one recording path) to the engine's batched values: the primitive's
+batching rule (``batch`` in its record, see primitives/core.py) computes the batch at once
+with primitives called on the real Ops, so the batched program is recorded and
+differentiable like any other. A primitive without a rule loops over the examples and stacks.
 
 Each ``vmap`` call has its own level; nested vmaps wrap Batched in Batched, and a primitive
 works on the innermost (highest) level first, its rule seeing the outer levels' Batched
@@ -15,12 +15,12 @@ values as ordinary per-example values, which batch again when the rule calls pri
 Transforms inside a running vmap (``vmap(grad(f))``, or grad of a closure over the example):
 examples are independent, so the derivative of the batched program taken on the stacked
 values gives every example's derivative at once. While f runs, the vmap is listed in
-``STATE`` (per thread); the transforms in transforms.py then hand the call to
-batched_transforms.py, which runs the same transform on the stacked values.
+``STATE`` (per thread); the transforms (reverse.py, forward.py, jacobians.py) then hand
+the call to per_example.py, which runs the same transform on the stacked values.
 
-``batched_jvp`` pushes many tangents through one forward sweep of a recorded program (each
-jvp rule runs once, on Batched tangents); ``jacobian_fwd_batched`` and ``hessian_batched``
-are built on it.
+Batched values also serve the engine's ``batched_jvp``, which pushes many tangents
+through one forward sweep of a recorded program (each jvp rule runs once, on Batched
+tangents); ``jacobian_fwd_batched`` and ``hessian_batched`` (jacobians.py) are built on it.
 """
 
 from __future__ import annotations
@@ -32,9 +32,11 @@ from typing import Any
 import numpy as np
 
 from ..engine.batched import FINAL, STATE, Batched, _levels, is_int, wrap
+from ..engine.ops import Ops
 from ..engine.variable import Variable
-from ..errors import ArgumentError, GraphError, ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..pytree import tree_leaves, tree_map
+from .arguments import context
 
 # ---------------------------------------------------------------- vmap
 
@@ -49,7 +51,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
     @functools.wraps(f)
     def vmapped(*args: Any) -> Any:
         axes = _per_argument(in_axes, len(args))
-        ops, nested = _context(args)
+        ops, nested = context("vmap", args, borrow=False, derivative=False)
         level = next(_levels)
         if not nested:
             FINAL.add(level)
@@ -97,21 +99,6 @@ def _per_argument(axes: Any, count: int, what: str = "in_axes") -> list:
                         f"({count}), not {axes!r}")
 
 
-def _context(args: Sequence[Any]) -> tuple[Any, bool]:
-    """The Ops of the Variable arguments (all on one), or a new Ops of vmap's own; free
-    Variables (sg.Parameter) join whichever Ops records them."""
-    from ..engine.ops import Ops
-    from ..engine.params import FREE
-    found = {id(a.ops): a for a in tree_leaves(list(args))
-             if isinstance(a, Variable) and a.ops is not FREE}
-    if len(found) > 1:
-        names = ", ".join(a.name for a in found.values())
-        raise GraphError(f"vmap: the arguments belong to different Ops ({names})")
-    if found:
-        return next(iter(found.values())).ops, True
-    return Ops(), False
-
-
 def _size(args: Sequence[Any], axes: list) -> int:
     sizes = {}
     for i, (a, ax) in enumerate(zip(args, axes)):
@@ -133,7 +120,7 @@ def _size(args: Sequence[Any], axes: list) -> int:
     return found.pop()
 
 
-def _leading(ops: Any, a: Any, ax: int) -> Any:
+def _leading(ops: Ops, a: Any, ax: int) -> Any:
     """Argument ``a`` as a Variable of ``ops`` with its batch axis ``ax`` moved first."""
     if isinstance(a, Variable):
         a = ops.leaf_for(a)
@@ -145,7 +132,7 @@ def _leading(ops: Any, a: Any, ax: int) -> Any:
     return a if ax == 0 else ops.moveaxis(a, ax, 0)
 
 
-def _unbatch(ops: Any, y: Any, level: int, n: int, ax: Any, nested: bool) -> Any:
+def _unbatch(ops: Ops, y: Any, level: int, n: int, ax: Any, nested: bool) -> Any:
     """One leaf of f's output with the batch axis at ``ax`` (None: the output must be
     unbatched); an array unless ``nested``."""
     out = _moved(ops, y, level, n, ax)
@@ -160,7 +147,7 @@ def _array(v: Any) -> np.ndarray:
     return np.array(v)
 
 
-def _moved(ops: Any, y: Any, level: int, n: int, ax: Any) -> Any:
+def _moved(ops: Ops, y: Any, level: int, n: int, ax: Any) -> Any:
     if type(y) is Batched and y.level == level:
         if ax is None:
             raise ArgumentError("vmap: out_axes=None needs an output that is the same for every "

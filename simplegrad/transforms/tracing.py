@@ -1,0 +1,36 @@
+"""``sg.trace``: run a function once on fresh Variables and keep the Ops it recorded on.
+
+The leaves are named after the function's positional parameters, so the trace reads as the
+function does (``x = [...]``, ``v2 = sin(x)``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from typing import Any
+
+from ..engine.ops import Ops
+from .arguments import check_callable
+
+
+def trace(fn: Callable, *args: Any) -> Ops:
+    """Run ``fn`` on fresh Variables holding ``args`` and return the Ops it recorded on."""
+    check_callable("trace", fn)
+    ops = Ops()
+    names = _param_names(fn, len(args))
+    fn(*[ops.var(getattr(a, "raw", a), name=n) for a, n in zip(args, names)])
+    return ops
+
+
+def _param_names(fn: Callable, n: int) -> list[str | None]:
+    """Names for the leaves: fn's positional parameter names where they exist."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names: list[str | None] = [p.name for p in params if p.kind in kinds][:n]
+    names = [None if re.fullmatch(r"v\d+", s) else s for s in names]  # would look like v-numbers
+    return names + [None] * (n - len(names))
