@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 import simplegrad as sg
-from simplegrad.primitives import numpy_api
-from simplegrad.primitives import PrimitiveMethods
+from simplegrad.primitives import PrimitiveMethods, numpy_api
 
 # ---------------------------------------------------------------- the functions
 

@@ -11,8 +11,7 @@ import re
 from pathlib import Path
 
 import simplegrad as sg
-from simplegrad.primitives import numpy_api
-from simplegrad.primitives import PrimitiveMethods
+from simplegrad.primitives import PrimitiveMethods, numpy_api
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

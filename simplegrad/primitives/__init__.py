@@ -1,44 +1,25 @@
 """The primitive families, their registry, and the two objects rules compute with.
 
-Rules call primitives as methods of ``o``: the recording ``Ops`` (simplegrad.tape) or a
+Rules call primitives as methods of ``o``: the recording ``Ops`` (engine/ops.py) or a
 ``ValueOps``, which runs the same methods on plain numpy values and records nothing.
-Both share ``PrimitiveMethods``: every primitive as a method, plus ``apply``.
+Both share ``PrimitiveMethods`` (methods.py): every primitive as a method, plus ``apply``.
+``VariableMethods`` is what the families add to ``Variable``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
-from .binary import BinaryOps, BinaryVariable
+from .binary import BinaryVariable
 from .core import REGISTRY, Case, Primitive, register
-from .elementwise import ElementwiseOps
-from .gather import GatherMethods, GatherOps
-from .layout import LayoutMethods, LayoutOps
-from .linalg.functions import DecompOps
-from .linalg.matmul import LinalgOps
-from .linalg.pseudo import SpectralOps
-from .logic import LogicOps
+from .gather import GatherMethods
+from .layout import LayoutMethods
+from .methods import VALUES, PrimitiveMethods, ValueOps
 from .numpy_api import NumpyFunctions
-from .products import ProductMethods, ProductOps
-from .reduce import ReduceOps
-from .scans import ScanOps, ScanVariable
-from .shape import ShapeOps
-from .special import SpecialOps, SpecialVariable
+from .products import ProductMethods
+from .scans import ScanVariable
+from .special import SpecialVariable
 
 __all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "ValueOps",
            "VALUES", "VariableMethods"]
-
-
-class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps, DecompOps,
-                       ProductOps, LayoutOps, GatherOps, SpecialOps, BinaryOps, ScanOps,
-                       SpectralOps):
-    """Every primitive as a method; subclasses say what ``apply`` (the generic form) does."""
-
-    def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
-              name: str | None = None) -> Any:
-        """Run ``prim`` on ``inputs`` with ``attrs`` (the generic form of every method)."""
-        raise NotImplementedError
 
 
 class VariableMethods(ProductMethods, LayoutMethods, GatherMethods, SpecialVariable,
@@ -50,19 +31,3 @@ class VariableMethods(ProductMethods, LayoutMethods, GatherMethods, SpecialVaria
     """
 
     __slots__ = ()
-
-
-class ValueOps(PrimitiveMethods):
-    """The same primitive methods run on plain numpy values: nothing is recorded."""
-
-    def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
-              name: str | None = None) -> Any:
-        """The value of ``prim`` on plain values (nothing is recorded)."""
-        return prim.forward(*inputs, **attrs) if attrs else prim.forward(*inputs)
-
-
-for _prim in REGISTRY.values():
-    if _prim.plain:     # skip the method and apply layers when only values are wanted
-        setattr(ValueOps, _prim.name, staticmethod(_prim.forward))
-
-VALUES = ValueOps()

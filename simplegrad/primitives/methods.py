@@ -1,0 +1,53 @@
+"""The two objects rules compute with: every primitive as a method of ``o``.
+
+Rules call primitives as methods of ``o``: the recording ``Ops`` (engine/ops.py) or a
+``ValueOps``, which runs the same methods on plain numpy values and records nothing.
+Both share ``PrimitiveMethods``: every family's methods, plus ``apply``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .binary import BinaryOps
+from .core import REGISTRY, Primitive
+from .elementwise import ElementwiseOps
+from .gather import GatherOps
+from .layout import LayoutOps
+from .linalg.functions import DecompOps
+from .linalg.matmul import LinalgOps
+from .linalg.pseudo import SpectralOps
+from .logic import LogicOps
+from .products import ProductOps
+from .reduce import ReduceOps
+from .scans import ScanOps
+from .shape import ShapeOps
+from .special import SpecialOps
+
+
+class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps, DecompOps,
+                       ProductOps, LayoutOps, GatherOps, SpecialOps, BinaryOps, ScanOps,
+                       SpectralOps):
+    """Every primitive as a method; subclasses say what ``apply`` (the generic form) does."""
+
+    def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
+              name: str | None = None) -> Any:
+        """Run ``prim`` on ``inputs`` with ``attrs`` (the generic form of every method)."""
+        raise NotImplementedError
+
+
+class ValueOps(PrimitiveMethods):
+    """The same primitive methods run on plain numpy values: nothing is recorded."""
+
+    def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
+              name: str | None = None) -> Any:
+        """The value of ``prim`` on plain values (nothing is recorded)."""
+        return prim.forward(*inputs, **attrs) if attrs else prim.forward(*inputs)
+
+
+for _prim in REGISTRY.values():
+    if _prim.plain:     # skip the method and apply layers when only values are wanted
+        setattr(ValueOps, _prim.name, staticmethod(_prim.forward))
+
+VALUES = ValueOps()
