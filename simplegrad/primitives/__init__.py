@@ -13,8 +13,10 @@ from .core import REGISTRY, Case, Primitive, register
 from .gather import GatherMethods
 from .layout import LayoutMethods
 from .methods import VALUES, PrimitiveMethods, ValueOps
+from .moments import MomentVariable
 from .numpy_api import NumpyFunctions
 from .products import ProductMethods
+from .rearrange import RearrangeMethods
 from .scans import ScanVariable
 from .special import SpecialVariable
 
@@ -22,8 +24,9 @@ __all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "Val
            "VALUES", "VariableMethods"]
 
 
-class VariableMethods(ProductMethods, LayoutMethods, GatherMethods, SpecialVariable,
-                      BinaryVariable, ScanVariable, NumpyFunctions):
+class VariableMethods(ProductMethods, LayoutMethods, RearrangeMethods, GatherMethods,
+                      SpecialVariable, BinaryVariable, ScanVariable, MomentVariable,
+                      NumpyFunctions):
     """Methods that primitive families add to ``Variable`` (``x.cumsum()``, ...).
 
     A family keeps its Variable methods in a mixin with ``__slots__ = ()`` beside its records

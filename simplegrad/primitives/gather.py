@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, AxisError, OutOfBoundsError, ShapeError
-from . import taylor as tr
 from .core import (
     Case,
     Primitive,
@@ -34,7 +33,8 @@ from .core import (
     shape_of,
     value_of,
 )
-from .layout import axes_of, flat
+from .rearrange import axes_of, flat
+from .taylor import linear
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
@@ -100,7 +100,7 @@ TAKE_ALONG_AXIS = register(Primitive(
     variadic=True, batch=lambda o, xs, batched, axis, indices=None: o.take_along_axis(
         xs[0] if batched[0] else o.reshape(xs[0], (1,) + shape_of(xs[0])),
         _batch_indices(o, xs, batched, indices), axis + 1),
-    taylor=tr.linear("take_along_axis")))
+    taylor=linear("take_along_axis")))
 
 SCATTER_ADD_ALONG_AXIS = register(Primitive(
     "scatter_add_along_axis", _scatter_add_along_axis,
@@ -117,7 +117,7 @@ SCATTER_ADD_ALONG_AXIS = register(Primitive(
                                               shape_of(xs[0])),
             _batch_indices(o, xs, batched, indices), axis + 1,
             (batch_size(xs, batched),) + tuple(shape)),
-    taylor=tr.linear("scatter_add_along_axis")))
+    taylor=linear("scatter_add_along_axis")))
 
 
 def _batch_indices(o, xs, batched, indices):

@@ -14,21 +14,25 @@ from .binary import BinaryOps
 from .core import REGISTRY, Primitive
 from .elementwise import ElementwiseOps
 from .gather import GatherOps
+from .indexing import IndexingOps
 from .layout import LayoutOps
 from .linalg.functions import DecompOps
 from .linalg.matmul import LinalgOps
 from .linalg.pseudo import SpectralOps
 from .logic import LogicOps
+from .moments import MomentOps
+from .piecewise import PiecewiseOps
 from .products import ProductOps
+from .rearrange import RearrangeOps
 from .reduce import ReduceOps
 from .scans import ScanOps
 from .shape import ShapeOps
 from .special import SpecialOps
 
 
-class PrimitiveMethods(ElementwiseOps, LogicOps, ReduceOps, ShapeOps, LinalgOps, DecompOps,
-                       ProductOps, LayoutOps, GatherOps, SpecialOps, BinaryOps, ScanOps,
-                       SpectralOps):
+class PrimitiveMethods(ElementwiseOps, PiecewiseOps, LogicOps, ReduceOps, ShapeOps, IndexingOps,
+                       LinalgOps, DecompOps, ProductOps, LayoutOps, RearrangeOps, GatherOps,
+                       SpecialOps, BinaryOps, ScanOps, MomentOps, SpectralOps):
     """Every primitive as a method; subclasses say what ``apply`` (the generic form) does."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,

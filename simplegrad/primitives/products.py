@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import AxisError, ShapeError
-from . import taylor as tr
+from .broadcasting import unbroadcast
 from .core import (
     Case,
     Primitive,
@@ -39,9 +39,9 @@ from .core import (
     run,
     shape_of,
     shift_axis,
-    unbroadcast,
 )
 from .subscripts import LETTERS, from_sublists, letter_sizes, parse_subscripts
+from .taylor import linear, multilinear
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
@@ -112,7 +112,7 @@ EINSUM = register(Primitive(
      Case(((2, 2, 2),), {"subscripts": "iii->i"})],
     variadic=True, batch=lambda o, xs, batched, subscripts: _batch_einsum(o, xs, batched,
                                                                           subscripts),
-    taylor=tr.multilinear("einsum")))
+    taylor=multilinear("einsum")))
 
 
 def _batch_einsum(o, xs, batched, subscripts):
@@ -139,7 +139,7 @@ CROSS = register(Primitive(
     [Case(((3,), (3,))), Case(((2, 3), (3,))), Case(((3, 4), (3, 1)), {"axis": -2}),
      Case(((2, 3, 2), (2, 3, 2)), {"axis": -2})],
     batch=lambda o, xs, batched, axis=-1: _batch_cross(o, xs, batched, axis),
-    taylor=tr.multilinear("cross")))
+    taylor=multilinear("cross")))
 
 
 def _batch_cross(o, xs, batched, axis):
@@ -197,7 +197,7 @@ DIAGONAL = register(Primitive(
     batch=lambda o, xs, batched, offset=0, axis1=0, axis2=1: run(o, "diagonal", xs, {
         "offset": offset, "axis1": shift_axis(axis1, len(shape_of(xs[0])) - 1),
         "axis2": shift_axis(axis2, len(shape_of(xs[0])) - 1)}),
-    taylor=tr.linear("diagonal")))
+    taylor=linear("diagonal")))
 
 
 def _triangle(name: str, forward) -> Primitive:
@@ -208,7 +208,7 @@ def _triangle(name: str, forward) -> Primitive:
         [lambda o, g, out, x, k=0: getattr(o, name)(g, k=k)],
         lambda o, ts, out, x, k=0: getattr(o, name)(ts[0], k=k), fmt,
         [Case(((3, 3),)), Case(((3, 4),), {"k": 1}), Case(((2, 3, 3),), {"k": -1})],
-        mask=lambda o, m, i, out, x, k=0: m, batch=mapped(name), taylor=tr.linear(name)))
+        mask=lambda o, m, i, out, x, k=0: m, batch=mapped(name), taylor=linear(name)))
 
 
 def _tril(x, k=0):

@@ -10,18 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .core import (
-    REDUCE,
-    Case,
-    Primitive,
-    along,
-    broadcast_to,
-    full_mask,
-    keepdims_shape,
-    method_fmt,
-    register,
-    shape_of,
-)
+from .broadcasting import broadcast_to, full_mask
+from .core import REDUCE, Case, Primitive, along, keepdims_shape, method_fmt, register, shape_of
 from .series import Series, exp_series, minus, quotient_series
 from .taylor import linear
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..broadcasting import unbroadcast
 from ..core import (
     Case,
     Primitive,
@@ -21,7 +22,6 @@ from ..core import (
     matrix,
     register,
     shape_of,
-    unbroadcast,
 )
 from ..series import Series, exp_series, minus, new, plus, sqrt_series, square_coef, times
 from ..taylor import order_of
