@@ -59,7 +59,7 @@ def _bound(c: Any, sign: float) -> bool:
     return is_constant(c) and np.ndim(c) == 0 and float(c) == sign * np.inf
 
 
-def _inside(o, x, lo, hi):
+def _inside(o: PrimitiveMethods, x, lo, hi):
     if _bound(lo, -1):
         return o.less_equal(x, hi)
     if _bound(hi, 1):
@@ -67,13 +67,13 @@ def _inside(o, x, lo, hi):
     return o.logical_and(o.greater_equal(x, lo), o.less_equal(x, hi))
 
 
-def _below(o, x, lo, hi):
+def _below(o: PrimitiveMethods, x, lo, hi):
     if _bound(hi, 1):
         return o.less(x, lo)
     return o.logical_and(o.less(x, lo), o.less_equal(lo, hi))
 
 
-def _above(o, x, lo, hi):
+def _above(o: PrimitiveMethods, x, lo, hi):
     if _bound(lo, -1):
         return o.greater(x, hi)
     return o.logical_or(o.greater(x, hi), o.greater(lo, hi))
@@ -93,26 +93,26 @@ CLIP = elementwise("clip", np.clip, _clip_fmt, (
 # ---------------------------------------------------------------- fmax, fmin
 
 
-def _if_nan(o, v, then, other):
+def _if_nan(o: PrimitiveMethods, v, then, other):
     """``then`` where v is nan, else ``other``; a constant without nan records nothing."""
     if is_constant(v) and not np.isnan(v).any():
         return other
     return o.where(o.not_equal(v, v), then, other)
 
 
-def _half_share(o, x, y, sense):
+def _half_share(o: PrimitiveMethods, x, y, sense):
     """(sign(x - y) * sense + 1) / 2: 1 where x wins, 0.5 on a tie, 0 where it loses."""
     s = o.sign(o.sub(x, y))
     return o.mul(o.add(s if sense > 0 else o.neg(s), 1), 0.5)
 
 
-def _nan_share(o, x, y, sense):
+def _nan_share(o: PrimitiveMethods, x, y, sense):
     """Weight of x in fmax (sense 1) or fmin (sense -1): 1 where it wins or y is nan, 0.5 on a
     tie, 0 where it loses or x alone is nan; recorded."""
     return _if_nan(o, y, 1.0, _if_nan(o, x, 0.0, _half_share(o, x, y, sense)))
 
 
-def _nan_other(o, x, y, sense):
+def _nan_other(o: PrimitiveMethods, x, y, sense):
     """Weight of y: one minus x's (so both nan sends everything to x)."""
     return _if_nan(o, y, 0.0, _if_nan(o, x, 1.0, _half_share(o, y, x, sense)))
 
@@ -133,7 +133,7 @@ MOD = elementwise("mod", np.remainder, "{0} % {1}", (
     domain=(ANY, NONZERO), taylor=linear("mod"))
 
 
-def _radius2(o, x, y):
+def _radius2(o: PrimitiveMethods, x, y):
     return o.add(o.mul(x, x), o.mul(y, y))
 
 
@@ -174,7 +174,7 @@ HYPOT = elementwise("hypot", np.hypot, "hypot({0}, {1})", (
 # ---------------------------------------------------------------- logaddexp, logaddexp2
 
 
-def _share_of(o, x, y, scale=1.0):
+def _share_of(o: PrimitiveMethods, x, y, scale=1.0):
     """d/dx of logaddexp (scale 1) or logaddexp2 (scale ln 2): sigmoid(scale (x - y)), which
     never overflows. Infinities are first clipped to +-M (a quarter of the dtype's largest
     value, so x - y is finite): the same infinity twice gives 0.5, never inf - inf."""

@@ -90,7 +90,7 @@ def broadcast_vjp(rule: VjpRule | None, i: int, nin: int) -> VjpRule | None:
     if rule is None or nin == 1:
         return rule
 
-    def vjp(o, g, out, *xs, **attrs):
+    def vjp(o: PrimitiveMethods, g, out, *xs, **attrs):
         c = rule(o, g, out, *xs, **attrs)
         shape = xs[i].shape     # inputs that get cotangents are Variables or arrays
         return c if c.shape == shape else unbroadcast(o, c, shape)
@@ -102,7 +102,7 @@ def masked_vjp(rule: VjpRule | None, i: int, nin: int) -> MaskedVjpRule | None:
     if rule is None:
         return None
 
-    def vjp(o, g, out, m, *xs, **attrs):
+    def vjp(o: PrimitiveMethods, g, out, m, *xs, **attrs):
         c = zero_masked(o, rule(o, g, out, *xs, **attrs), m)
         return c if nin == 1 else unbroadcast(o, c, xs[i].shape)
     return vjp
@@ -111,7 +111,7 @@ def masked_vjp(rule: VjpRule | None, i: int, nin: int) -> MaskedVjpRule | None:
 def summed_jvp(rules: Sequence[VjpRule | None]) -> JvpRule:
     """The jvp from one derivative rule per input: the rules on the tangents, summed and
     broadcast to the output's shape."""
-    def jvp(o, ts, out, *xs, **attrs):
+    def jvp(o: PrimitiveMethods, ts, out, *xs, **attrs):
         acc = None
         for rule, t in zip(rules, ts):
             if t is not None and rule is not None:

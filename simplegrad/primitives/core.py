@@ -297,12 +297,13 @@ def batch_size(xs: Sequence[Any], batched: Sequence[bool]) -> int:
     return next(shape_of(x)[0] for x, b in zip(xs, batched) if b)
 
 
-def run(o: Any, name: str, xs: Sequence[Any], attrs: dict) -> Any:
+def run(o: PrimitiveMethods, name: str, xs: Sequence[Any], attrs: dict) -> Any:
     """The registered primitive ``name`` applied on ``o`` (attributes as recorded)."""
     return o.apply(REGISTRY[name], tuple(xs), dict(attrs) or None, None)
 
 
-def align(o: Any, xs: Sequence[Any], batched: Sequence[bool], rank: int | None = None) -> list:
+def align(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
+          rank: int | None = None) -> list:
     """Batched inputs with singleton axes inserted after the batch axis, so every batched input
     has per-example rank ``rank`` (default: the largest per-example rank); numpy broadcasting
     then pairs the per-example axes as it would for one example."""
@@ -319,7 +320,7 @@ def align(o: Any, xs: Sequence[Any], batched: Sequence[bool], rank: int | None =
 
 def pointwise(name: str) -> Callable:
     """Rule of a primitive that broadcasts like numpy ufuncs: align ranks, apply once."""
-    def batch(o, xs, batched, **attrs):
+    def batch(o: PrimitiveMethods, xs, batched, **attrs):
         return run(o, name, align(o, xs, batched), attrs)
     return batch
 
@@ -327,7 +328,7 @@ def pointwise(name: str) -> Callable:
 def mapped(name: str) -> Callable:
     """Rule of a one-input primitive that already maps over leading axes (linear algebra,
     tril, cast): apply it to the stack as it is."""
-    def batch(o, xs, batched, **attrs):
+    def batch(o: PrimitiveMethods, xs, batched, **attrs):
         return run(o, name, xs, attrs)
     return batch
 
@@ -343,7 +344,7 @@ def along(name: str, key: str = "axis", default: Any = None, flat: bool = False)
     """Rule of a one-input primitive with an axis attribute: the axis moves past the batch
     axis. ``default`` is the forward's default axis. ``axis=None`` means every per-example axis,
     or with ``flat`` the flattened example (argmax, cumsum): each example is raveled first."""
-    def batch(o, xs, batched, **attrs):
+    def batch(o: PrimitiveMethods, xs, batched, **attrs):
         x = xs[0]
         s = shape_of(x)
         axis = attrs.get(key, default)
@@ -367,7 +368,7 @@ def matrix(name: str, vectors: tuple = (True, True)) -> Callable:
     reads a 1-D operand as a vector: a batched vector (which the primitive would read as a
     stack of rows) becomes a one-row (first input) or one-column (second input) matrix, and
     that axis is dropped from the result."""
-    def batch(o, xs, batched, **attrs):
+    def batch(o: PrimitiveMethods, xs, batched, **attrs):
         xs, drop = list(xs), []
         for i in (1, 0):
             s = shape_of(xs[i])

@@ -122,7 +122,7 @@ NEG = elementwise("neg", np.negative, "-{0}", (
     lambda o, g, out, x: o.neg(g),), taylor=linear("neg"), numpy="-{0}")
 
 
-def _pow_dx(o, g, out, x, y):
+def _pow_dx(o: PrimitiveMethods, g, out, x, y):
     """y x ** (y - 1), and 0 where y == 0 (x ** 0 is constant, even at x = 0, where the
     formula gives 0 * inf); the test is recorded unless y is a constant."""
     if is_constant(y):
@@ -138,7 +138,7 @@ def _pow_dx(o, g, out, x, y):
     return o.mul(g, o.where(zero, 0, o.mul(y, o.pow(x, o.sub(y, 1)))))
 
 
-def _pow_dy(o, g, out, x, y):
+def _pow_dy(o: PrimitiveMethods, g, out, x, y):
     """x ** y log x, with log 1 in place of log 0: d/dy 0 ** y = 0 (for y > 0), not 0 * -inf."""
     if not is_constant(x) or np.any(np.equal(x, 0)):
         x = o.where(o.equal(x, 0), 1, x)

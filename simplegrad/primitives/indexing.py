@@ -20,6 +20,7 @@ from .taylor import linear
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
+    from . import PrimitiveMethods
 
 # ---------------------------------------------------------------- indexing
 
@@ -76,7 +77,7 @@ GETITEM = register(Primitive(
     taylor=linear("getitem"), numpy="{0}[{index}]"))
 
 
-def _batch_getitem(o, x, index):
+def _batch_getitem(o: PrimitiveMethods, x, index):
     """x[:, *index] with the batch axis moved back to the front."""
     full = (slice(None),) + tuple(index)
     at, ndim = _batch_axis_of(shape_of(x)[1:], index)
@@ -99,7 +100,7 @@ def _batch_axis_of(shape: tuple, index: tuple) -> tuple[int, int]:
     return at, seen.ndim
 
 
-def _batch_scatter(o, gs, batched, indices, shape):
+def _batch_scatter(o: PrimitiveMethods, gs, batched, indices, shape):
     """zeros((B,) + shape) with each example's values added at ``(:, *index)``: every value
     is brought to its region's full per-example shape, the batch axis where that index puts
     it."""
@@ -116,7 +117,7 @@ def _batch_scatter(o, gs, batched, indices, shape):
     return o.scatter_add(parts, [(slice(None),) + tuple(i) for i in indices], (n,) + shape)
 
 
-def _read_mask(o, m, out, x, index):
+def _read_mask(o: PrimitiveMethods, m, out, x, index):
     """x's cotangent is zero where no unmasked entry of the output reads it."""
     unmasked = o.logical_not(full_mask(o, m, shape_of(out)))
     return o.logical_not(o.scatter_add([unmasked], [index], shape_of(x)))
@@ -136,7 +137,7 @@ SCATTER_ADD = register(Primitive(
     taylor=linear("scatter_add")))
 
 
-def _scatter_jvp(o, ts, indices, shape):
+def _scatter_jvp(o: PrimitiveMethods, ts, indices, shape):
     kept = [(t, i) for t, i in zip(ts, indices) if t is not None]
     if not kept:
         return None

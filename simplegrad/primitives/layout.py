@@ -20,6 +20,7 @@ from .taylor import linear
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
+    from . import PrimitiveMethods
 
 # ---------------------------------------------------------------- flip and roll
 
@@ -66,7 +67,7 @@ ROLL = register(Primitive(
     taylor=linear("roll")))
 
 
-def _batch_roll(o, x, shift, axis):
+def _batch_roll(o: PrimitiveMethods, x, shift, axis):
     """roll past the batch axis; with no axis each example is rolled flat, then reshaped."""
     s = shape_of(x)
     if axis is not None:
@@ -111,7 +112,7 @@ def _repeat(x, repeats, axis=None):
     return np.repeat(x, repeats, axis=axis)
 
 
-def _repeat_vjp(o, g, out, x, repeats, axis):
+def _repeat_vjp(o: PrimitiveMethods, g, out, x, repeats, axis):
     shape = shape_of(x)
     if isinstance(repeats, int):        # (..., n * r, ...) -> (..., n, r, ...), sum the copies
         copies = shape[:axis] + (shape[axis], repeats) + shape[axis + 1:]
@@ -133,7 +134,7 @@ def _tile(x, reps):
     return np.tile(x, reps)
 
 
-def _tile_vjp(o, g, out, x, reps):
+def _tile_vjp(o: PrimitiveMethods, g, out, x, reps):
     shape = shape_of(x)
     full = (1,) * (len(reps) - len(shape)) + shape
     copies = tuple(n for pair in zip(reps, full) for n in pair)     # (r0, n0, r1, n1, ...)
@@ -152,7 +153,7 @@ TILE = register(Primitive(
     taylor=linear("tile")))
 
 
-def _batch_tile(o, x, reps):
+def _batch_tile(o: PrimitiveMethods, x, reps):
     """tile with reps and the example brought to one rank, and 1 for the batch axis."""
     s = shape_of(x)
     nd, reps = len(s) - 1, tuple(reps)

@@ -52,16 +52,16 @@ def _dof(x, axis, ddof) -> float:
     return int(np.prod([shape[i] for i in normalize_axes(axis, len(shape))])) - ddof
 
 
-def _centered(o, x, axis):
+def _centered(o: PrimitiveMethods, x, axis):
     return o.sub(x, o.mean(x, axis=axis, keepdims=True))
 
 
-def _var_dir(o, out, x, axis, ddof, keepdims):
+def _var_dir(o: PrimitiveMethods, out, x, axis, ddof, keepdims):
     """d var / d x = 2 (x - mean) / (n - ddof)."""
     return o.mul(_centered(o, x, axis), 2.0 / _dof(x, axis, ddof))
 
 
-def _std_dir(o, out, x, axis, ddof, keepdims):
+def _std_dir(o: PrimitiveMethods, out, x, axis, ddof, keepdims):
     """d std / d x = (x - mean) / ((n - ddof) std), and 0 where std is 0."""
     kd = keepdims_shape(shape_of(x), axis)
     s = out if shape_of(out) == kd else o.reshape(out, kd)
@@ -90,10 +90,10 @@ def _std_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, axis: A
 
 def _moment(name: str, method: str, forward: Callable, direction: Callable,
             taylor: TaylorRule) -> Primitive:
-    def vjp(o, g, out, x, axis=None, ddof=0, keepdims=False):
+    def vjp(o: PrimitiveMethods, g, out, x, axis=None, ddof=0, keepdims=False):
         return o.mul(spread(o, g, x, axis, keepdims), direction(o, out, x, axis, ddof, keepdims))
 
-    def jvp(o, ts, out, x, axis=None, ddof=0, keepdims=False):
+    def jvp(o: PrimitiveMethods, ts, out, x, axis=None, ddof=0, keepdims=False):
         w = direction(o, out, x, axis, ddof, keepdims)
         return o.sum(o.mul(ts[0], w), axis=axis, keepdims=keepdims)
 

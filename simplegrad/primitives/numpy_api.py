@@ -197,7 +197,7 @@ def _method(func: Callable, name: str) -> Handler:
     required = {p.name for p in mparams if p.default is p.empty and p.kind in (
         p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
-    def handler(ops: Any, *args: Any, **kwargs: Any) -> Any:
+    def handler(ops: PrimitiveMethods, *args: Any, **kwargs: Any) -> Any:
         if len(args) <= len(positional) and all(k in keywords for k in kwargs):
             call = dict(zip(positional, args))
             for k, v in kwargs.items():
@@ -237,7 +237,7 @@ def _variable_method(func: Callable, name: str) -> Handler:
     nsig = inspect.signature(func)
     first = next(iter(nsig.parameters))
 
-    def handler(ops: Any, *args: Any, **kwargs: Any) -> Any:
+    def handler(ops: PrimitiveMethods, *args: Any, **kwargs: Any) -> Any:
         bound = _bind(func, nsig, args, kwargs)
         arguments = dict(bound.arguments)
         x = arguments.pop(first)
@@ -266,7 +266,7 @@ def _checked(func: Callable, handler: Handler) -> Handler:
     """An explicit handler whose arguments are checked against its own signature first."""
     sig = inspect.signature(handler)
 
-    def checked(ops: Any, *args: Any, **kwargs: Any) -> Any:
+    def checked(ops: PrimitiveMethods, *args: Any, **kwargs: Any) -> Any:
         try:
             sig.bind(ops, *args, **kwargs)
         except TypeError as e:

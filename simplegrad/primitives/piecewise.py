@@ -23,6 +23,7 @@ from .taylor import linear
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
+    from . import PrimitiveMethods
 
 # ---------------------------------------------------------------- piecewise functions
 
@@ -31,7 +32,7 @@ def _relu(x: Any) -> Any:
     return np.maximum(x, 0)
 
 
-def _step(o: Any, x: Any) -> Any:
+def _step(o: PrimitiveMethods, x: Any) -> Any:
     """1 where x > 0, else 0, in x's dtype: recorded, so valid at any input."""
     return o.cast(o.greater(x, 0), x.dtype)
 
@@ -46,7 +47,7 @@ ABS = elementwise("abs", np.abs, "{0}.abs()", (
     lambda o, g, out, x: o.mul(g, o.sign(x)),), domain=NONZERO, taylor=linear("abs"))
 
 
-def _share(o: Any, x: Any, y: Any, sense: float) -> Any:
+def _share(o: PrimitiveMethods, x: Any, y: Any, sense: float) -> Any:
     """Weight of x in maximum (sense 1) or minimum (sense -1): 1 where it wins, 0.5 on a tie,
     0 where it loses; (sign(x - y) * sense + 1) / 2, recorded."""
     return o.mul(o.add(o.mul(o.sign(o.sub(x, y)), sense), 1), 0.5)
@@ -64,7 +65,7 @@ MINIMUM = elementwise("minimum", np.minimum, "minimum({0}, {1})", (
 # ---------------------------------------------------------------- where
 
 
-def _where_mask(o, m, i, out, cond, x, y):
+def _where_mask(o: PrimitiveMethods, m, i, out, cond, x, y):
     """Input 1's cotangent is zero where cond is false, input 2's where it is true."""
     own = o.logical_not(cond) if i == 1 else cond
     if m is not None:
@@ -72,7 +73,7 @@ def _where_mask(o, m, i, out, cond, x, y):
     return mask_down(o, own, shape_of(out), shape_of((cond, x, y)[i]))
 
 
-def _where_jvp(o, ts, out, cond, x, y):
+def _where_jvp(o: PrimitiveMethods, ts, out, cond, x, y):
     _, tx, ty = ts
     if tx is None and ty is None:
         return None

@@ -45,6 +45,7 @@ from .taylor import linear, multilinear
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
+    from . import PrimitiveMethods
 
 # ---------------------------------------------------------------- einsum
 
@@ -53,7 +54,7 @@ def _einsum(*xs, subscripts):
     return np.einsum(subscripts, *xs, optimize=len(xs) > 2)
 
 
-def _einsum_vjp(o, g, out, k, *xs, subscripts):
+def _einsum_vjp(o: PrimitiveMethods, g, out, k, *xs, subscripts):
     lhs, target = subscripts.split("->")
     ins = lhs.split(",")
     shapes = [shape_of(x) for x in xs]
@@ -86,7 +87,7 @@ def _einsum_vjp(o, g, out, k, *xs, subscripts):
     return d if tuple(kept) == shape else o.reshape(d, shape)
 
 
-def _einsum_jvp(o, ts, out, *xs, subscripts):
+def _einsum_jvp(o: PrimitiveMethods, ts, out, *xs, subscripts):
     acc = None
     for k, t in enumerate(ts):
         if t is not None:
@@ -115,7 +116,7 @@ EINSUM = register(Primitive(
     taylor=multilinear("einsum")))
 
 
-def _batch_einsum(o, xs, batched, subscripts):
+def _batch_einsum(o: PrimitiveMethods, xs, batched, subscripts):
     """The same contraction with a fresh letter for the batch axis, kept in the output."""
     z = next(c for c in LETTERS if c not in subscripts)
     lhs, target = subscripts.split("->")
@@ -142,14 +143,14 @@ CROSS = register(Primitive(
     taylor=multilinear("cross")))
 
 
-def _batch_cross(o, xs, batched, axis):
+def _batch_cross(o: PrimitiveMethods, xs, batched, axis):
     """cross of aligned inputs, along the same axis counted from the end."""
     xs = align(o, xs, batched)
     rank = max(len(shape_of(x)) - b for x, b in zip(xs, batched))
     return run(o, "cross", xs, {"axis": axis - rank if axis >= 0 else axis})
 
 
-def _cross_jvp(o, ts, out, x, y, axis):
+def _cross_jvp(o: PrimitiveMethods, ts, out, x, y, axis):
     tx, ty = ts
     parts = [o.cross(tx, y, axis=axis) if tx is not None else None,
              o.cross(x, ty, axis=axis) if ty is not None else None]
@@ -171,7 +172,7 @@ def diagonal_index(n1: int, n2: int, offset: int) -> tuple[np.ndarray, np.ndarra
     return rows, rows + offset
 
 
-def _diagonal_vjp(o, g, out, x, offset=0, axis1=0, axis2=1):
+def _diagonal_vjp(o: PrimitiveMethods, g, out, x, offset=0, axis1=0, axis2=1):
     shape = shape_of(x)
     rest = [i for i in range(len(shape)) if i not in (axis1, axis2)]
     rows, cols = diagonal_index(shape[axis1], shape[axis2], offset)
@@ -350,12 +351,12 @@ class ProductOps:
         return self.apply(TRIU, (x,), {"k": int(k)}, name)
 
 
-def _matrices(ops: Any, op: str, x: Any) -> None:
+def _matrices(ops: PrimitiveMethods, op: str, x: Any) -> None:
     if len(shape_of(x)) < 2:
         raise error(op, (x,), "needs at least 2 dimensions", ShapeError)
 
 
-def _two_axes(ops: Any, op: str, x: Any, axis1: int, axis2: int) -> tuple[int, int]:
+def _two_axes(ops: PrimitiveMethods, op: str, x: Any, axis1: int, axis2: int) -> tuple[int, int]:
     nd = len(shape_of(x))
     if nd < 2 or not (-nd <= axis1 < nd and -nd <= axis2 < nd) or axis1 % nd == axis2 % nd:
         raise error(op, (x,), f"axis1={axis1}, axis2={axis2} must be two different axes "

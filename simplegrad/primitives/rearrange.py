@@ -20,6 +20,7 @@ from .core import error, shape_of
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
+    from . import PrimitiveMethods
 
 # ---------------------------------------------------------------- Ops methods
 
@@ -130,7 +131,8 @@ class RearrangeOps:
         return self.concatenate(xs, axis=0, name=name)
 
 
-def _check_join(ops: Any, op: str, xs: Sequence[Any], shapes: list[tuple], axis: int) -> None:
+def _check_join(ops: PrimitiveMethods, op: str, xs: Sequence[Any], shapes: list[tuple],
+                axis: int) -> None:
     """Raise before recording when the arrays cannot be joined along ``axis``."""
     if not xs:
         raise error(op, (), "needs at least one array", ArgumentError)
@@ -141,7 +143,7 @@ def _check_join(ops: Any, op: str, xs: Sequence[Any], shapes: list[tuple], axis:
                              f"{axis}", ShapeError)
 
 
-def axes_of(ops: Any, op: str, x: Any, axis: Any, repeats: bool = False,
+def axes_of(ops: PrimitiveMethods, op: str, x: Any, axis: Any, repeats: bool = False,
           keep_order: bool = False) -> tuple:
     """Axis argument (None, int or sequence) as non-negative axes; AxisError when out of range."""
     nd = len(shape_of(x))
@@ -158,7 +160,7 @@ def axes_of(ops: Any, op: str, x: Any, axis: Any, repeats: bool = False,
     return tuple(out) if keep_order or repeats else tuple(sorted(out))
 
 
-def flat(ops: Any, x: Any) -> Any:
+def flat(ops: PrimitiveMethods, x: Any) -> Any:
     """x as a vector: itself when it is one, else a recorded ravel."""
     return x if len(shape_of(x)) == 1 else ops.ravel(x)
 

@@ -51,7 +51,7 @@ def _slab(shape: tuple, ax: int, width: int, fill: float, like: Any) -> np.ndarr
     return np.full(shape, fill, dtype=dtype_of(like) or np.float64)
 
 
-def _shift(o, y, ax: int, s: int, fill: float, reverse: bool = False):
+def _shift(o: PrimitiveMethods, y, ax: int, s: int, fill: float, reverse: bool = False):
     """y moved s places along ax, towards the end (or the start when reverse); fill enters."""
     shape = shape_of(y)
     n = shape[ax]
@@ -63,12 +63,12 @@ def _shift(o, y, ax: int, s: int, fill: float, reverse: bool = False):
     return o.concatenate(parts, axis=ax)
 
 
-def _flip(o, y, ax: int):
+def _flip(o: PrimitiveMethods, y, ax: int):
     """y reversed along ax."""
     return o.getitem(y, (slice(None),) * ax + (slice(None, None, -1),))
 
 
-def _affine_scan(o, a, b, ax: int, reverse: bool = False):
+def _affine_scan(o: PrimitiveMethods, a, b, ax: int, reverse: bool = False):
     """c with c_i = b_i + a_i * c_(i-1) along ax (c_(i+1) when reverse); c is 0 past the edge.
 
     Hillis-Steele: after the round with shift s, (a_i, b_i) is the composition of the 2s maps
@@ -84,14 +84,14 @@ def _affine_scan(o, a, b, ax: int, reverse: bool = False):
     return b
 
 
-def _flat(o, x, axis):
+def _flat(o: PrimitiveMethods, x, axis):
     """x and the axis its scan runs along: numpy's axis=None scans the flattened array."""
     if axis is None:
         return (x if len(shape_of(x)) == 1 else o.reshape(x, (-1,))), 0
     return x, axis % len(shape_of(x))
 
 
-def _unflat(o, c, x):
+def _unflat(o: PrimitiveMethods, c, x):
     """A scan's cotangent back in x's shape (after numpy's axis=None flattened x)."""
     return c if shape_of(c) == shape_of(x) else o.reshape(c, shape_of(x))
 
@@ -103,7 +103,7 @@ def _cumsum(x, axis=None):
     return np.cumsum(x, axis=axis)
 
 
-def _cumsum_vjp(o, g, out, x, axis=None):
+def _cumsum_vjp(o: PrimitiveMethods, g, out, x, axis=None):
     ax = 0 if axis is None else axis % len(shape_of(x))
     return _unflat(o, _flip(o, o.cumsum(_flip(o, g, ax), axis=ax), ax), x)
 
@@ -119,7 +119,7 @@ def _cumprod(x, axis=None):
     return np.cumprod(x, axis=axis)
 
 
-def _cumprod_vjp(o, g, out, x, axis=None):
+def _cumprod_vjp(o: PrimitiveMethods, g, out, x, axis=None):
     # d out_i / d x_j = prod_{k <= i, k != j} x_k, so the cotangent of x_j is
     # prod_{k < j} x_k * c_j with c_j = g_j + x_(j+1) * c_(j+1): a reverse affine scan
     flat, ax = _flat(o, x, axis)
@@ -128,7 +128,7 @@ def _cumprod_vjp(o, g, out, x, axis=None):
     return _unflat(o, o.mul(before, c), x)
 
 
-def _cumprod_jvp(o, ts, out, x, axis=None):
+def _cumprod_jvp(o: PrimitiveMethods, ts, out, x, axis=None):
     # t_out_i = t_i * out_(i-1) + x_i * t_out_(i-1): a forward affine scan
     t, _ = _flat(o, ts[0], axis)
     x, ax = _flat(o, x, axis)
@@ -154,7 +154,7 @@ def _prod(x, axis=None, keepdims=False):
     return np.prod(x, axis=axis, keepdims=keepdims)
 
 
-def _others(o, x, axis):
+def _others(o: PrimitiveMethods, x, axis):
     """For each entry, the product of the other entries of its slice (no division)."""
     shape = shape_of(x)
     axes = normalize_axes(axis, len(shape))
@@ -218,7 +218,7 @@ def _argmin(x, axis=None, keepdims=False):
     return np.argmin(x, axis=axis, keepdims=keepdims)
 
 
-def _no_tangent(o, ts, out, *xs, **attrs):
+def _no_tangent(o: PrimitiveMethods, ts, out, *xs, **attrs):
     return None
 
 
@@ -278,7 +278,7 @@ def checked_axes(ops: PrimitiveMethods, fname: str, x: Any, axis: Any) -> Any:
     return tuple(int(a) for a in axis)
 
 
-def _one_axis(ops: Any, fname: str, x: Any, axis: Any) -> int | None:
+def _one_axis(ops: PrimitiveMethods, fname: str, x: Any, axis: Any) -> int | None:
     """axis checked to be None or one int in range for x."""
     if axis is not None and (isinstance(axis, bool) or not isinstance(axis, (int, np.integer))):
         raise error(fname, (x,), f"axis must be None or an int, got {axis!r}", ArgumentError)

@@ -30,6 +30,7 @@ from .taylor import linear
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
+    from . import PrimitiveMethods
 
 # ---------------------------------------------------------------- expand, reshape, transpose
 
@@ -138,7 +139,7 @@ def _join_fmt(fn):
     return fmt
 
 
-def _concatenate_jvp(o, ts, out, *xs, axis=0):
+def _concatenate_jvp(o: PrimitiveMethods, ts, out, *xs, axis=0):
     ts = _zeros_for_missing(ts, xs)
     return None if ts is None else o.concatenate(ts, axis=axis)
 
@@ -154,7 +155,7 @@ CONCATENATE = register(Primitive(
     taylor=linear("concatenate")))
 
 
-def _all_batched(o, xs, batched):
+def _all_batched(o: PrimitiveMethods, xs, batched):
     """The inputs with the shared ones expanded along the batch axis."""
     n = batch_size(xs, batched)
     return [x if b else o.expand(x, (n,) + shape_of(x)) for x, b in zip(xs, batched)]
@@ -164,12 +165,12 @@ def _stack(*xs, axis=0):
     return np.stack(xs, axis=axis)
 
 
-def _stack_vjp(o, g, out, i, *xs, axis=0):
+def _stack_vjp(o: PrimitiveMethods, g, out, i, *xs, axis=0):
     ax = axis % len(shape_of(out))
     return o.getitem(g, (slice(None),) * ax + (i,))
 
 
-def _stack_jvp(o, ts, out, *xs, axis=0):
+def _stack_jvp(o: PrimitiveMethods, ts, out, *xs, axis=0):
     ts = _zeros_for_missing(ts, xs)
     return None if ts is None else o.stack(ts, axis=axis)
 

@@ -51,7 +51,7 @@ def _unary(name: str, forward: Any, rule: Any, domain: Sampler = ANY, cases=None
                        taylor=taylor)
 
 
-def _sqrt_one_minus_square(o, x):
+def _sqrt_one_minus_square(o: PrimitiveMethods, x):
     """sqrt(1 - x^2), as sqrt((1 - x)(1 + x)) to keep precision near |x| = 1."""
     return o.sqrt(o.mul(o.sub(1, x), o.add(x, 1)))
 
@@ -65,7 +65,7 @@ def _tan_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 def _inverse(u: Callable, sign: float = 1.0) -> TaylorRule:
     """Taylor rule of z' = sign x' / u(x): arcsin, arccos, arctan, arcsinh, arccosh, arctanh."""
-    def rule(o, ss, out, x):
+    def rule(o: PrimitiveMethods, ss, out, x):
         ns = [out] + [times(o, c, sign) for c in ss[0][1:]]
         return quotient_series(o, ns, u(o, ss[0]), out)
     return rule
@@ -73,7 +73,7 @@ def _inverse(u: Callable, sign: float = 1.0) -> TaylorRule:
 
 def _root(a: float, b: float) -> Callable:
     """The series of sqrt(a + b x^2)."""
-    def u(o, xs):
+    def u(o: PrimitiveMethods, xs):
         inner = affine_square(o, xs, a, b)
         return sqrt_series(o, inner, o.sqrt(inner[0]))
     return u
@@ -135,7 +135,7 @@ def _expm1_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Se
 
 def _log_base(scale: float) -> TaylorRule:
     """Taylor rule of log2, log10: the natural log's series times 1 / ln(base)."""
-    def rule(o, ss, out, x):
+    def rule(o: PrimitiveMethods, ss, out, x):
         z = quotient_series(o, ss[0], ss[0], out)
         return [out] + [times(o, c, scale) for c in z[1:]]
     return rule

@@ -16,8 +16,13 @@ engine/taylor.py walks the tape calling them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .core import REGISTRY, TaylorRule
 from .series import Series, new, plus
+
+if TYPE_CHECKING:
+    from . import PrimitiveMethods
 
 
 def order_of(ss: list[Series]) -> int:
@@ -29,7 +34,7 @@ def order_of(ss: list[Series]) -> int:
 
 def linear(name: str) -> TaylorRule:
     """A primitive linear in its inputs jointly, or piecewise linear: its jvp, per coefficient."""
-    def rule(o, ss, out, *xs, **attrs):
+    def rule(o: PrimitiveMethods, ss, out, *xs, **attrs):
         jvp = REGISTRY[name].jvp
         z = new(out, order_of(ss))
         for k in range(1, len(z)):
@@ -49,7 +54,7 @@ def _compositions(k: int, n: int) -> list[tuple[int, ...]]:
 
 def multilinear(name: str) -> TaylorRule:
     """A primitive linear in each input (mul, matmul, einsum, cross): the Cauchy product."""
-    def rule(o, ss, out, *xs, **attrs):
+    def rule(o: PrimitiveMethods, ss, out, *xs, **attrs):
         prim = REGISTRY[name]
         z = new(out, order_of(ss))
         for k in range(1, len(z)):
