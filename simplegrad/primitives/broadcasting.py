@@ -1,7 +1,6 @@
-"""Broadcasting in rules: cotangents summed back down to an input's shape (``unbroadcast``),
-tangents expanded up to the output's (``broadcast_to``), and the structural-zero masks carried
-down the same way; and the vjp, masked vjp and jvp of a broadcasting primitive made from one
-derivative rule per input with them (``elementwise`` in elementwise.py registers with those).
+"""Broadcasting in rules: undone for cotangents (``unbroadcast``), tangents (``broadcast_to``)
+and structural-zero masks; and the vjp, masked vjp and jvp that an elementwise primitive gets
+from one derivative rule per input (``elementwise``, in elementwise.py, registers with them).
 
 Broadcasting is undone inside the rules with recorded ``sum`` and ``reshape``, so the gradient
 of a broadcast input has that input's shape, at every order.

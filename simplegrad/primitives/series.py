@@ -1,4 +1,4 @@
-"""Truncated Taylor series arithmetic for Taylor mode (see taylor_mode.py).
+"""Truncated Taylor series arithmetic for Taylor mode (engine/taylor.py walks the tape with it).
 
 A series is the list ``[c0, c1, ..., cK]`` of coefficients in t (not derivatives: ck is the
 k-th derivative over k!); ``None`` is an exact zero and keeps zero terms off the tape. Every
