@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..primitives.shape import render_index
+from ..primitives.indexing import render_index
 from .events import BlockBegin, BlockEnd, Event, Leaf
 from .explain import blocks, comments, orders
 from .variable import Variable

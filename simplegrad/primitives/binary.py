@@ -23,12 +23,25 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
-from . import taylor as tr
 from .core import ANY, NONZERO, Case, dtype_of, is_constant, uniform
 from .elementwise import elementwise
+from .series import (
+    Series,
+    cauchy,
+    div_series,
+    exp_series,
+    minus,
+    plus,
+    quotient_series,
+    sqrt_series,
+    square_coef,
+    times,
+)
+from .taylor import linear, order_of
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
+    from . import PrimitiveMethods
 
 LN2 = float(np.log(2.0))
 
@@ -46,7 +59,7 @@ def _bound(c: Any, sign: float) -> bool:
     return is_constant(c) and np.ndim(c) == 0 and float(c) == sign * np.inf
 
 
-def _inside(o, x, lo, hi):
+def _inside(o: PrimitiveMethods, x, lo, hi):
     if _bound(lo, -1):
         return o.less_equal(x, hi)
     if _bound(hi, 1):
@@ -54,13 +67,13 @@ def _inside(o, x, lo, hi):
     return o.logical_and(o.greater_equal(x, lo), o.less_equal(x, hi))
 
 
-def _below(o, x, lo, hi):
+def _below(o: PrimitiveMethods, x, lo, hi):
     if _bound(hi, 1):
         return o.less(x, lo)
     return o.logical_and(o.less(x, lo), o.less_equal(lo, hi))
 
 
-def _above(o, x, lo, hi):
+def _above(o: PrimitiveMethods, x, lo, hi):
     if _bound(lo, -1):
         return o.greater(x, hi)
     return o.logical_or(o.greater(x, hi), o.greater(lo, hi))
@@ -75,69 +88,93 @@ CLIP = elementwise("clip", np.clip, _clip_fmt, (
            Case(((3,), (), (3,))),
            Case(((4,), (4,), (4,)), label="crossed", domain=(ANY, uniform(0.2, 1.0),
                                                              uniform(-1.0, -0.2)))],
-    taylor=tr.linear("clip"))
+    taylor=linear("clip"))
 
 # ---------------------------------------------------------------- fmax, fmin
 
 
-def _if_nan(o, v, then, other):
+def _if_nan(o: PrimitiveMethods, v, then, other):
     """``then`` where v is nan, else ``other``; a constant without nan records nothing."""
     if is_constant(v) and not np.isnan(v).any():
         return other
     return o.where(o.not_equal(v, v), then, other)
 
 
-def _half_share(o, x, y, sense):
+def _half_share(o: PrimitiveMethods, x, y, sense):
     """(sign(x - y) * sense + 1) / 2: 1 where x wins, 0.5 on a tie, 0 where it loses."""
     s = o.sign(o.sub(x, y))
     return o.mul(o.add(s if sense > 0 else o.neg(s), 1), 0.5)
 
 
-def _nan_share(o, x, y, sense):
+def _nan_share(o: PrimitiveMethods, x, y, sense):
     """Weight of x in fmax (sense 1) or fmin (sense -1): 1 where it wins or y is nan, 0.5 on a
     tie, 0 where it loses or x alone is nan; recorded."""
     return _if_nan(o, y, 1.0, _if_nan(o, x, 0.0, _half_share(o, x, y, sense)))
 
 
-def _nan_other(o, x, y, sense):
+def _nan_other(o: PrimitiveMethods, x, y, sense):
     """Weight of y: one minus x's (so both nan sends everything to x)."""
     return _if_nan(o, y, 0.0, _if_nan(o, x, 1.0, _half_share(o, y, x, sense)))
 
 
 FMAX = elementwise("fmax", np.fmax, "fmax({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _nan_share(o, x, y, 1.0)),
-    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, 1.0))), taylor=tr.linear("fmax"))
+    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, 1.0))), taylor=linear("fmax"))
 
 FMIN = elementwise("fmin", np.fmin, "fmin({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _nan_share(o, x, y, -1.0)),
-    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, -1.0))), taylor=tr.linear("fmin"))
+    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, -1.0))), taylor=linear("fmin"))
 
 # ---------------------------------------------------------------- mod, arctan2, hypot
 
 MOD = elementwise("mod", np.remainder, "{0} % {1}", (
     lambda o, g, out, x, y: g,
     lambda o, g, out, x, y: o.neg(o.mul(g, o.floor(o.div(x, y))))),
-    domain=(ANY, NONZERO), taylor=tr.linear("mod"))
+    domain=(ANY, NONZERO), taylor=linear("mod"))
 
 
-def _radius2(o, x, y):
+def _radius2(o: PrimitiveMethods, x, y):
     return o.add(o.mul(x, x), o.mul(y, y))
+
+
+def _arctan2_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, y: Any, x: Any) -> Series:
+    """z' = (x y' - y x') / (x^2 + y^2): with r that quotient's series, z_k = r_{k-1} / k."""
+    ys, xs = ss
+    order = order_of(ss)
+
+    def d(s):   # the series of ds/dt, one order shorter
+        return [times(o, s[m + 1], m + 1) for m in range(order)]
+    dy, dx = d(ys), d(xs)
+    num = [minus(o, cauchy(o, o.mul, xs, dy, m), cauchy(o, o.mul, ys, dx, m))
+           for m in range(order)]
+    den = [plus(o, square_coef(o, ys, m), square_coef(o, xs, m)) for m in range(order)]
+    r = div_series(o, num, den, None if num[0] is None else o.div(num[0], den[0]))
+    return [out] + [times(o, c, 1.0 / (k + 1)) for k, c in enumerate(r)]
 
 
 ARCTAN2 = elementwise("arctan2", np.arctan2, "arctan2({0}, {1})", (
     lambda o, g, out, y, x: o.div(o.mul(g, x), _radius2(o, x, y)),
     lambda o, g, out, y, x: o.neg(o.div(o.mul(g, y), _radius2(o, x, y)))),
-    domain=(NONZERO, NONZERO), taylor=tr.arctan2)
+    domain=(NONZERO, NONZERO), taylor=_arctan2_taylor)
+
+
+
+def _hypot_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, y: Any) -> Series:
+    """sqrt(x^2 + y^2)."""
+    sq = [None] + [plus(o, square_coef(o, ss[0], k), square_coef(o, ss[1], k))
+                   for k in range(1, order_of(ss) + 1)]
+    return sqrt_series(o, sq, out)
+
 
 HYPOT = elementwise("hypot", np.hypot, "hypot({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, o.div(x, out)),
     lambda o, g, out, x, y: o.mul(g, o.div(y, out))),
-    domain=(NONZERO, NONZERO), taylor=tr.hypot)
+    domain=(NONZERO, NONZERO), taylor=_hypot_taylor)
 
 # ---------------------------------------------------------------- logaddexp, logaddexp2
 
 
-def _share_of(o, x, y, scale=1.0):
+def _share_of(o: PrimitiveMethods, x, y, scale=1.0):
     """d/dx of logaddexp (scale 1) or logaddexp2 (scale ln 2): sigmoid(scale (x - y)), which
     never overflows. Infinities are first clipped to +-M (a quarter of the dtype's largest
     value, so x - y is finite): the same infinity twice gives 0.5, never inf - inf."""
@@ -147,13 +184,29 @@ def _share_of(o, x, y, scale=1.0):
     return o.sigmoid(d if scale == 1.0 else o.mul(d, scale))
 
 
+def _logaddexp_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, y: Any,
+                      scale: float = 1.0) -> Series:
+    """log(e^x + e^y) = out + log of the sum of exp(x - out) and exp(y - out)."""
+    ex = exp_series(o, [times(o, c, scale) for c in ss[0]], o.exp(o.mul(o.sub(x, out), scale)))
+    ey = exp_series(o, [times(o, c, scale) for c in ss[1]], o.exp(o.mul(o.sub(y, out), scale)))
+    total = [plus(o, a, b) for a, b in zip(ex, ey)]
+    z = quotient_series(o, total, total, out)
+    return [out] + [times(o, c, 1.0 / scale) for c in z[1:]]
+
+
+def _logaddexp2_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any,
+                       y: Any) -> Series:
+    """log2(2^x + 2^y) = logaddexp(x ln 2, y ln 2) / ln 2."""
+    return _logaddexp_taylor(o, ss, out, x, y, scale=LN2)
+
+
 LOGADDEXP = elementwise("logaddexp", np.logaddexp, "logaddexp({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share_of(o, x, y)),
-    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x))), taylor=tr.logaddexp)
+    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x))), taylor=_logaddexp_taylor)
 
 LOGADDEXP2 = elementwise("logaddexp2", np.logaddexp2, "logaddexp2({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share_of(o, x, y, LN2)),
-    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x, LN2))), taylor=tr.logaddexp2)
+    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x, LN2))), taylor=_logaddexp2_taylor)
 
 # numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
 UFUNCS = {np.fmax: "fmax", np.fmin: "fmin", np.remainder: "mod", np.arctan2: "arctan2",

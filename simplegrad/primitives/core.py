@@ -1,4 +1,5 @@
-"""The primitive record, the registry, and the helpers every rule shares.
+"""The primitive record, the registry, the rule signatures (Protocols), and the helpers every
+rule shares (broadcasting.py holds those that undo broadcasting).
 
 Vocabulary, used everywhere in ``primitives/``:
 
@@ -18,9 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from . import PrimitiveMethods
+    from .series import Series
 
 Sampler = Callable[[np.random.Generator, tuple], np.ndarray]
 
@@ -36,23 +41,102 @@ class Case:
     conditions: tuple = ()  # inputs given as ``sample > 0`` (recorded bool entries)
 
 
+# ---------------------------------------------------------------- rule signatures
+#
+# A rule computes with ``o`` (the recording Ops or VALUES) and calls only primitives on it.
+# ``*xs`` are the entry's inputs (Variables and constants, or plain values in a value-only
+# sweep), ``out`` its output, ``**attrs`` its attributes; a rule answers None for "nothing
+# flows" (no gradient, no tangent, no mask), which keeps zeros off the tape.
+
+
+class Forward(Protocol):
+    """The output's value: numpy on the inputs' values."""
+
+    def __call__(self, *xs: Any, **attrs: Any) -> Any: ...
+
+
+class VjpRule(Protocol):
+    """The cotangent of the input at the rule's place in ``vjp``, from ``g``, the output's
+    (engine/reverse.py); None: no gradient flows to it."""
+
+    def __call__(self, o: PrimitiveMethods, g: Any, out: Any, /, *xs: Any,
+                 **attrs: Any) -> Any: ...
+
+
+class MaskedVjpRule(Protocol):
+    """The vjp rule used below a mask ``m`` (elementwise primitives): the cotangent, with
+    exact zeros where m holds."""
+
+    def __call__(self, o: PrimitiveMethods, g: Any, out: Any, m: Any, /, *xs: Any,
+                 **attrs: Any) -> Any: ...
+
+
+class VariadicVjpRule(Protocol):
+    """The one vjp rule of a variadic primitive (any number of inputs): the cotangent of input
+    ``i``."""
+
+    def __call__(self, o: PrimitiveMethods, g: Any, out: Any, i: int, /, *xs: Any,
+                 **attrs: Any) -> Any: ...
+
+
+class JvpRule(Protocol):
+    """The output's tangent from one tangent per input, ``ts`` (None for "no tangent"), or
+    None (engine/forward.py, engine/batched.py)."""
+
+    def __call__(self, o: PrimitiveMethods, ts: Sequence[Any], out: Any, /, *xs: Any,
+                 **attrs: Any) -> Any: ...
+
+
+class MaskRule(Protocol):
+    """Where input ``i``'s cotangent is zero by construction, given ``m``, where the output's
+    is (a bool entry or constant broadcastable to the output's shape, or None when the record
+    is a ``mask_source``); None: nowhere (see broadcasting.py)."""
+
+    def __call__(self, o: PrimitiveMethods, m: Any, i: int, out: Any, /, *xs: Any,
+                 **attrs: Any) -> Any: ...
+
+
+class BatchRule(Protocol):
+    """The output for a batch of examples at once, ``batched[i]`` saying whether input i
+    carries them along a leading axis (see "batching rules" below; engine/batched.py)."""
+
+    def __call__(self, o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool], /,
+                 **attrs: Any) -> Any: ...
+
+
+class TaylorRule(Protocol):
+    """The output's truncated Taylor series from one series per input, ``ss`` (taylor.py;
+    engine/taylor.py)."""
+
+    def __call__(self, o: PrimitiveMethods, ss: list[Series], out: Any, /, *xs: Any,
+                 **attrs: Any) -> Series: ...
+
+
+class PrintRule(Protocol):
+    """An entry's trace text from its inputs' texts, its attributes and a value renderer."""
+
+    def __call__(self, args: list[str], attrs: dict, render: Callable, /) -> str: ...
+
+
 class Primitive:
     """One differentiable operation: forward, vjp, jvp, print rule, check metadata, and the
-    optional batching and Taylor rules."""
+    optional mask, batching and Taylor rules (their signatures are the Protocols above)."""
 
     __slots__ = ("name", "forward", "vjp", "jvp", "fmt", "cases", "domain", "variadic",
                  "sparse_vjp", "tol", "plain", "mask", "mask_source", "elementwise",
                  "differentiable", "vjp_masked", "batch", "taylor", "numpy", "__weakref__")
 
-    def __init__(self, name: str, forward: Callable, vjp: Sequence, jvp: Callable | None,
-                 fmt: str | Callable, cases: Sequence[Case], domain: tuple | None = None,
-                 variadic: bool = False, sparse_vjp: bool = False, tol: float = 1e-6,
-                 plain: bool | None = None, mask: Callable | None = None,
+    def __init__(self, name: str, forward: Forward,
+                 vjp: Sequence[VjpRule | None] | Sequence[VariadicVjpRule],
+                 jvp: JvpRule | None, fmt: str | PrintRule, cases: Sequence[Case],
+                 domain: tuple | None = None, variadic: bool = False, sparse_vjp: bool = False,
+                 tol: float = 1e-6, plain: bool | None = None, mask: MaskRule | None = None,
                  mask_source: bool = False, elementwise: bool = False,
-                 differentiable: bool = True, batch: Callable | None = None,
-                 taylor: Callable | None = None, numpy: str | None = None):
+                 differentiable: bool = True, batch: BatchRule | None = None,
+                 taylor: TaylorRule | None = None, numpy: str | None = None):
         self.name = name
         self.forward = forward
+        # one VjpRule per input (None: no gradient flows to it); variadic: one VariadicVjpRule
         self.vjp = tuple(vjp)
         self.jvp = jvp
         self.fmt = fmt
@@ -64,26 +148,21 @@ class Primitive:
         # plain: forward(*inputs, **attrs) has the signature of the Ops method minus name=,
         # so value-only sweeps may call it directly
         self.plain = not variadic if plain is None else plain
-        # mask(o, m, i, out, *inputs, **attrs): where input i's cotangent is zero by
-        # construction, given m, where the output's is (a bool entry or constant, broadcastable
-        # to the output's shape); None when no structural zeros pass through this primitive.
+        # None when no structural zeros pass through this primitive
         self.mask = mask
         self.mask_source = mask_source  # the mask rule runs even when m is None (where)
         self.elementwise = elementwise
         # differentiable=False: the output (bool or integer) carries no gradient or tangent
         self.differentiable = differentiable
-        # vjp rules taking the mask after ``out``: ``rule(o, g, out, m, *inputs)`` gives the
-        # cotangent with exact zeros where m holds (elementwise primitives)
-        self.vjp_masked: tuple | None = None
-        # batch(o, xs, batched, **attrs): the output for a batch of examples at once (see
-        # "batching rules" below); None: batching.py loops over the examples and stacks
+        # one MaskedVjpRule per input, used below a mask (elementwise primitives)
+        self.vjp_masked: tuple[MaskedVjpRule | None, ...] | None = None
+        # None: engine/batched.py loops over the examples and stacks
         self.batch = batch
-        # taylor(o, ss, out, *inputs, **attrs): the output's truncated Taylor series from the
-        # inputs' (see primitives/taylor.py); None: Taylor mode refuses this primitive and
-        # sg.derivative nests jvps through it
+        # None: Taylor mode refuses this primitive and sg.derivative nests jvps through it
         self.taylor = taylor
-        # numpy: the numpy expression the primitive compiles to (compiler.py), a template with
-        # {0}, {1}, ... for the inputs and {attr} for each attribute; None: a call of forward
+        # numpy: the numpy expression the primitive compiles to (program/compile.py), a
+        # template with {0}, {1}, ... for the inputs and {attr} for each attribute; None: a
+        # call of forward
         self.numpy = numpy
 
     def __repr__(self) -> str:
@@ -176,68 +255,6 @@ def keepdims_shape(shape: tuple, axis: Any) -> tuple:
     return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 
-def unbroadcast(o: Any, g: Any, shape: tuple, reduce: str = "sum") -> Any:
-    """Sum a cotangent down to ``shape``, undoing numpy broadcasting with recorded ops.
-
-    ``reduce="all"`` does the same to a bool mask: an entry is masked when all its copies are.
-    """
-    gshape = shape_of(g)
-    if gshape == shape:
-        return g
-    fold = o.sum if reduce == "sum" else o.all
-    if shape == ():
-        return fold(g)
-    if gshape[1:] == shape:     # one new leading axis (a bias over a batch): sum it away
-        return fold(g, axis=0)
-    lead = len(gshape) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        i + lead for i, n in enumerate(shape) if n == 1 and gshape[i + lead] != 1)
-    if lead == 0:
-        return fold(g, axis=_one(axes), keepdims=True)
-    summed = fold(g, axis=_one(axes))
-    return summed if shape_of(summed) == shape else o.reshape(summed, shape)
-
-
-def broadcast_to(o: Any, t: Any, shape: tuple) -> Any:
-    """Expand a tangent to ``shape`` when broadcasting left it smaller."""
-    return t if shape_of(t) == shape else o.expand(t, shape)
-
-
-def _one(axes: tuple) -> int | tuple:
-    return axes[0] if len(axes) == 1 else axes
-
-
-# ---------------------------------------------------------------- structural zeros
-#
-# A cotangent entry can be zero by construction: the untaken side of ``where``. The reverse
-# sweep keeps, per cotangent, a bool mask of those entries, computed by recorded primitives
-# (so the recorded gradient is the same program at any input). Elementwise vjps below a mask
-# zero their result there (``where(m, 0, c)``), so an infinite or undefined local derivative
-# (``sqrt`` or ``log`` at 0 on the untaken side) contributes 0, not nan; shape primitives and
-# reductions carry the mask to their inputs.
-
-def zero_masked(o: Any, c: Any, mask: Any) -> Any:
-    """c with exact zeros where ``mask`` holds (the mask broadcasts to c's shape)."""
-    return o.where(mask, 0, c)
-
-
-def full_mask(o: Any, m: Any, shape: tuple) -> Any:
-    """A mask broadcast to ``shape``."""
-    return m if shape_of(m) == shape else o.expand(m, shape)
-
-
-def mask_down(o: Any, m: Any, out_shape: tuple, shape: tuple) -> Any:
-    """The mask of an input of ``shape`` that broadcasting took to ``out_shape``."""
-    if shape == out_shape:
-        return m
-    return unbroadcast(o, full_mask(o, m, out_shape), shape, reduce="all")
-
-
-def elementwise_mask(o: Any, m: Any, i: int, out: Any, *xs: Any, **attrs: Any) -> Any:
-    """Mask rule of elementwise primitives: the output's mask, undone for broadcasting."""
-    return None if m is None else mask_down(o, m, shape_of(out), shape_of(xs[i]))
-
-
 # ---------------------------------------------------------------- samplers
 
 def uniform(lo: float, hi: float) -> Sampler:
@@ -280,12 +297,13 @@ def batch_size(xs: Sequence[Any], batched: Sequence[bool]) -> int:
     return next(shape_of(x)[0] for x, b in zip(xs, batched) if b)
 
 
-def run(o: Any, name: str, xs: Sequence[Any], attrs: dict) -> Any:
+def run(o: PrimitiveMethods, name: str, xs: Sequence[Any], attrs: dict) -> Any:
     """The registered primitive ``name`` applied on ``o`` (attributes as recorded)."""
     return o.apply(REGISTRY[name], tuple(xs), dict(attrs) or None, None)
 
 
-def align(o: Any, xs: Sequence[Any], batched: Sequence[bool], rank: int | None = None) -> list:
+def align(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
+          rank: int | None = None) -> list:
     """Batched inputs with singleton axes inserted after the batch axis, so every batched input
     has per-example rank ``rank`` (default: the largest per-example rank); numpy broadcasting
     then pairs the per-example axes as it would for one example."""
@@ -302,7 +320,7 @@ def align(o: Any, xs: Sequence[Any], batched: Sequence[bool], rank: int | None =
 
 def pointwise(name: str) -> Callable:
     """Rule of a primitive that broadcasts like numpy ufuncs: align ranks, apply once."""
-    def batch(o, xs, batched, **attrs):
+    def batch(o: PrimitiveMethods, xs, batched, **attrs):
         return run(o, name, align(o, xs, batched), attrs)
     return batch
 
@@ -310,7 +328,7 @@ def pointwise(name: str) -> Callable:
 def mapped(name: str) -> Callable:
     """Rule of a one-input primitive that already maps over leading axes (linear algebra,
     tril, cast): apply it to the stack as it is."""
-    def batch(o, xs, batched, **attrs):
+    def batch(o: PrimitiveMethods, xs, batched, **attrs):
         return run(o, name, xs, attrs)
     return batch
 
@@ -326,7 +344,7 @@ def along(name: str, key: str = "axis", default: Any = None, flat: bool = False)
     """Rule of a one-input primitive with an axis attribute: the axis moves past the batch
     axis. ``default`` is the forward's default axis. ``axis=None`` means every per-example axis,
     or with ``flat`` the flattened example (argmax, cumsum): each example is raveled first."""
-    def batch(o, xs, batched, **attrs):
+    def batch(o: PrimitiveMethods, xs, batched, **attrs):
         x = xs[0]
         s = shape_of(x)
         axis = attrs.get(key, default)
@@ -350,7 +368,7 @@ def matrix(name: str, vectors: tuple = (True, True)) -> Callable:
     reads a 1-D operand as a vector: a batched vector (which the primitive would read as a
     stack of rows) becomes a one-row (first input) or one-column (second input) matrix, and
     that axis is dropped from the result."""
-    def batch(o, xs, batched, **attrs):
+    def batch(o: PrimitiveMethods, xs, batched, **attrs):
         xs, drop = list(xs), []
         for i in (1, 0):
             s = shape_of(xs[i])

@@ -1,18 +1,15 @@
-"""Elementwise primitives: arithmetic, transcendental functions, piecewise functions.
+"""Elementwise primitives: the ``elementwise`` builder, arithmetic, transcendental functions
+(piecewise functions and ``where``: piecewise.py; more functions: special.py, binary.py).
 
 Each primitive states one derivative rule per input, ``d(o, g, out, x, y)``,
 linear in ``g``. The vjp is that rule with broadcasting undone; the jvp is the
-same rule applied to the tangents and summed. Piecewise rules (relu, abs,
-maximum, minimum) weigh ``g`` by a mask computed with recorded comparisons
-(``v8 = v3 > 0``): a mask is locally constant, so it is exact at every order,
-and the recorded gradient stays valid at any input.
+same rule applied to the tangents and summed (broadcasting.py).
 
-Structural zeros (see ``core.zero_masked``): ``where`` declares that the
+Structural zeros (see ``broadcasting.zero_masked``): ``where`` declares that the
 untaken side of its cotangent is zero by construction; below it, each
 elementwise vjp also zeroes its result there (``vjp_masked``), so ``sqrt`` or
 ``log`` at 0 on the untaken side contribute 0, not nan. Elsewhere IEEE results
-stand: the gradient of ``sqrt`` at 0 is ``inf``. Forward mode needs nothing:
-``where`` selects tangents.
+stand: the gradient of ``sqrt`` at 0 is ``inf``.
 """
 
 from __future__ import annotations
@@ -22,8 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ArgumentError
-from . import taylor as tr
+from .broadcasting import (
+    broadcast_vjp,
+    elementwise_mask,
+    masked_vjp,
+    summed_jvp,
+)
 from .core import (
     ANY,
     BINARY,
@@ -31,64 +32,50 @@ from .core import (
     POSITIVE,
     UNARY,
     Case,
+    JvpRule,
+    MaskRule,
     Primitive,
+    PrintRule,
     Sampler,
-    broadcast_to,
-    elementwise_mask,
+    TaylorRule,
+    VjpRule,
     is_constant,
-    mask_down,
     pointwise,
     register,
-    shape_of,
-    unbroadcast,
-    zero_masked,
 )
+from .series import (
+    Series,
+    cauchy,
+    div_series,
+    exp_series,
+    minus,
+    new,
+    ode,
+    plus,
+    quotient_series,
+    riccati_series,
+    sin_cos_series,
+    sqrt_series,
+    square_coef,
+)
+from .taylor import linear, multilinear, order_of
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
+    from . import PrimitiveMethods
+
+SMALL_POWERS = 8        # x ** p for a constant integer 2 <= p <= this: Cauchy products (Taylor)
 
 
-def _vjp_rule(rule: Callable | None, i: int, nin: int) -> Callable | None:
-    if rule is None or nin == 1:
-        return rule
-
-    def vjp(o, g, out, *xs, **attrs):
-        c = rule(o, g, out, *xs, **attrs)
-        shape = xs[i].shape     # inputs that get cotangents are Variables or arrays
-        return c if c.shape == shape else unbroadcast(o, c, shape)
-    return vjp
-
-
-def _masked_vjp_rule(rule: Callable | None, i: int, nin: int) -> Callable | None:
-    """The vjp used below a ``where``: zero where the mask m holds, then unbroadcast."""
-    if rule is None:
-        return None
-
-    def vjp(o, g, out, m, *xs, **attrs):
-        c = zero_masked(o, rule(o, g, out, *xs, **attrs), m)
-        return c if nin == 1 else unbroadcast(o, c, xs[i].shape)
-    return vjp
-
-
-def _jvp_rule(rules: Sequence[Callable | None]) -> Callable:
-    def jvp(o, ts, out, *xs, **attrs):
-        acc = None
-        for rule, t in zip(rules, ts):
-            if t is not None and rule is not None:
-                c = rule(o, t, out, *xs, **attrs)
-                acc = c if acc is None else o.add(acc, c)
-        return None if acc is None else broadcast_to(o, acc, shape_of(out))
-    return jvp
-
-
-def elementwise(name: str, forward: Callable, fmt: str, d: Sequence[Callable | None],
+def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[VjpRule | None],
                 domain: Sampler | tuple = ANY, cases: Sequence[Case] | None = None,
-                jvp: Callable | None = None, mask: Callable = elementwise_mask,
+                jvp: JvpRule | None = None, mask: MaskRule = elementwise_mask,
                 mask_source: bool = False, masked: bool = True,
-                taylor: Callable | None = None, numpy: str | None = None) -> Primitive:
+                taylor: TaylorRule | None = None, numpy: str | None = None) -> Primitive:
     """Register an elementwise primitive from its forward and per-input derivative rules.
 
-    A rule of None means no gradient flows to that input (a derivative that is zero
+    A derivative rule ``d(o, g, out, *xs)`` is linear in ``g`` (so it has a vjp rule's
+    signature); None means no gradient flows to that input (a derivative that is zero
     everywhere it exists, or an input that is not differentiable).
     """
     nin = len(d)
@@ -97,37 +84,45 @@ def elementwise(name: str, forward: Callable, fmt: str, d: Sequence[Callable | N
     if callable(domain):
         domain = (domain,) * nin
     prim = Primitive(
-        name, forward, [_vjp_rule(r, i, nin) for i, r in enumerate(d)],
-        jvp or _jvp_rule(d), fmt, cases, domain=domain, mask=mask, mask_source=mask_source,
+        name, forward, [broadcast_vjp(r, i, nin) for i, r in enumerate(d)],
+        jvp or summed_jvp(d), fmt, cases, domain=domain, mask=mask, mask_source=mask_source,
         elementwise=True, batch=pointwise(name), taylor=taylor, numpy=numpy)
     if masked:
-        prim.vjp_masked = tuple(_masked_vjp_rule(r, i, nin) for i, r in enumerate(d))
+        prim.vjp_masked = tuple(masked_vjp(r, i, nin) for i, r in enumerate(d))
     return register(prim)
+
 
 # ---------------------------------------------------------------- arithmetic
 
 ADD = elementwise("add", np.add, "{0} + {1}", (
     lambda o, g, out, x, y: g,
-    lambda o, g, out, x, y: g), taylor=tr.linear("add"), numpy="{0} + {1}")
+    lambda o, g, out, x, y: g), taylor=linear("add"), numpy="{0} + {1}")
 
 SUB = elementwise("sub", np.subtract, "{0} - {1}", (
     lambda o, g, out, x, y: g,
-    lambda o, g, out, x, y: o.neg(g)), taylor=tr.linear("sub"), numpy="{0} - {1}")
+    lambda o, g, out, x, y: o.neg(g)), taylor=linear("sub"), numpy="{0} - {1}")
 
 MUL = elementwise("mul", np.multiply, "{0} * {1}", (
     lambda o, g, out, x, y: o.mul(g, y),
-    lambda o, g, out, x, y: o.mul(g, x)), taylor=tr.multilinear("mul"), numpy="{0} * {1}")
+    lambda o, g, out, x, y: o.mul(g, x)), taylor=multilinear("mul"), numpy="{0} * {1}")
+
+
+
+def _div_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, y: Any) -> Series:
+    """x / y by the quotient recurrence."""
+    return div_series(o, ss[0], ss[1], out)
+
 
 DIV = elementwise("div", np.divide, "{0} / {1}", (
     lambda o, g, out, x, y: o.div(g, y),
     lambda o, g, out, x, y: o.neg(o.mul(g, o.div(out, y)))),
-    domain=(ANY, NONZERO), taylor=tr.div, numpy="{0} / {1}")
+    domain=(ANY, NONZERO), taylor=_div_taylor, numpy="{0} / {1}")
 
 NEG = elementwise("neg", np.negative, "-{0}", (
-    lambda o, g, out, x: o.neg(g),), taylor=tr.linear("neg"), numpy="-{0}")
+    lambda o, g, out, x: o.neg(g),), taylor=linear("neg"), numpy="-{0}")
 
 
-def _pow_dx(o, g, out, x, y):
+def _pow_dx(o: PrimitiveMethods, g, out, x, y):
     """y x ** (y - 1), and 0 where y == 0 (x ** 0 is constant, even at x = 0, where the
     formula gives 0 * inf); the test is recorded unless y is a constant."""
     if is_constant(y):
@@ -143,35 +138,102 @@ def _pow_dx(o, g, out, x, y):
     return o.mul(g, o.where(zero, 0, o.mul(y, o.pow(x, o.sub(y, 1)))))
 
 
-def _pow_dy(o, g, out, x, y):
+def _pow_dy(o: PrimitiveMethods, g, out, x, y):
     """x ** y log x, with log 1 in place of log 0: d/dy 0 ** y = 0 (for y > 0), not 0 * -inf."""
     if not is_constant(x) or np.any(np.equal(x, 0)):
         x = o.where(o.equal(x, 0), 1, x)
     return o.mul(g, o.mul(out, o.log(x)))
 
 
+def _pow_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, y: Any) -> Series:
+    """x ** a for a constant a: z_k = sum_j ((a + 1) j - k) x_j z_{k-j} / (k x_0); a small
+    integer a by Cauchy products (exact at x = 0); a varying exponent as exp(y log x)."""
+    xs, ys = ss
+    order = order_of(ss)
+    if all(c is None for c in ys[1:]):
+        if is_constant(y) and np.ndim(y) == 0 and float(y) in range(2, SMALL_POWERS + 1):
+            return _integer_power(o, xs, int(y), out)
+        z = new(out, order)
+        for k in range(1, order + 1):
+            acc = None
+            for j in range(1, k + 1):
+                if xs[j] is not None and z[k - j] is not None:
+                    w = ((np.asarray(y) + 1.0) * j - k if is_constant(y)
+                         else o.sub(o.mul(o.add(y, 1.0), float(j)), float(k)))
+                    acc = plus(o, acc, o.mul(o.mul(xs[j], z[k - j]), w))
+            z[k] = None if acc is None else o.div(acc, o.mul(x, float(k)))
+        return z
+    logs = quotient_series(o, xs, xs, o.log(x))
+    prod = multilinear("mul")(o, [ys, logs], o.mul(y, logs[0]), y, logs[0])
+    return exp_series(o, prod, out)
+
+
+def _integer_power(o: PrimitiveMethods, xs: Series, p: int, out: Any) -> Series:
+    """x ** p for a small integer p by repeated Cauchy products: exact at x = 0, where the
+    recurrence divides by x."""
+    z = xs
+    for _ in range(p - 1):
+        z = [o.mul(z[0], xs[0])] + [cauchy(o, o.mul, z, xs, k) for k in range(1, len(xs))]
+    return [out] + z[1:]
+
+
 POW = elementwise("pow", np.power, "{0} ** {1}", (_pow_dx, _pow_dy), domain=(POSITIVE, ANY),
-                  taylor=tr.power)
+                  taylor=_pow_taylor)
 
 # ---------------------------------------------------------------- transcendental
 
+def _exp_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
+    """exp x: z' = z x'."""
+    return exp_series(o, ss[0], out)
+
+
 EXP = elementwise("exp", np.exp, "{0}.exp()", (
-    lambda o, g, out, x: o.mul(g, out),), taylor=tr.exp)
+    lambda o, g, out, x: o.mul(g, out),), taylor=_exp_taylor)
+
+
+def _log_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
+    """log x: z' = x' / x."""
+    return quotient_series(o, ss[0], ss[0], out)
+
 
 LOG = elementwise("log", np.log, "{0}.log()", (
-    lambda o, g, out, x: o.div(g, x),), domain=POSITIVE, taylor=tr.log)
+    lambda o, g, out, x: o.div(g, x),), domain=POSITIVE, taylor=_log_taylor)
+
+
+def _sqrt_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
+    """sqrt x: z^2 = x."""
+    return sqrt_series(o, ss[0], out)
+
 
 SQRT = elementwise("sqrt", np.sqrt, "{0}.sqrt()", (
-    lambda o, g, out, x: o.div(g, o.mul(out, 2)),), domain=POSITIVE, taylor=tr.sqrt)
+    lambda o, g, out, x: o.div(g, o.mul(out, 2)),), domain=POSITIVE, taylor=_sqrt_taylor)
+
+
+def _sin_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
+    """sin x, with cos x alongside."""
+    return sin_cos_series(o, ss[0], out, o.cos(x), -1.0)[0]
+
 
 SIN = elementwise("sin", np.sin, "{0}.sin()", (
-    lambda o, g, out, x: o.mul(g, o.cos(x)),), taylor=tr.sin)
+    lambda o, g, out, x: o.mul(g, o.cos(x)),), taylor=_sin_taylor)
+
+
+def _cos_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
+    """cos x, with sin x alongside."""
+    return sin_cos_series(o, ss[0], o.sin(x), out, -1.0)[1]
+
 
 COS = elementwise("cos", np.cos, "{0}.cos()", (
-    lambda o, g, out, x: o.neg(o.mul(g, o.sin(x))),), taylor=tr.cos)
+    lambda o, g, out, x: o.neg(o.mul(g, o.sin(x))),), taylor=_cos_taylor)
+
+
+def _tanh_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
+    """tanh x: z' = (1 - z^2) x'."""
+    return riccati_series(o, ss[0], out, o.sub(1.0, o.mul(out, out)), -1.0)
+
 
 TANH = elementwise("tanh", np.tanh, "{0}.tanh()", (
-    lambda o, g, out, x: o.mul(g, o.sub(1, o.mul(out, out))),), taylor=tr.tanh)
+    lambda o, g, out, x: o.mul(g, o.sub(1, o.mul(out, out))),), taylor=_tanh_taylor)
 
 
 def _sigmoid(x: Any) -> Any:
@@ -180,78 +242,23 @@ def _sigmoid(x: Any) -> Any:
     return np.where(np.greater_equal(x, 0), 1 / (1 + e), e / (1 + e))
 
 
+def _sigmoid_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
+    """z' = w x' with w = z - z^2."""
+    z = new(out, order_of(ss))
+    w = new(o.mul(out, o.sub(1.0, out)), order_of(ss))
+    for k in range(1, len(z)):
+        z[k] = ode(o, ss[0], w, k)
+        w[k] = minus(o, z[k], square_coef(o, z, k))
+    return z
+
+
 SIGMOID = elementwise("sigmoid", _sigmoid, "{0}.sigmoid()", (
-    lambda o, g, out, x: o.mul(g, o.mul(out, o.sub(1, out))),), taylor=tr.sigmoid)
-
-# ---------------------------------------------------------------- piecewise
-
-
-def _relu(x: Any) -> Any:
-    return np.maximum(x, 0)
-
-
-def _step(o: Any, x: Any) -> Any:
-    """1 where x > 0, else 0, in x's dtype: recorded, so valid at any input."""
-    return o.cast(o.greater(x, 0), x.dtype)
-
-
-RELU = elementwise("relu", _relu, "{0}.relu()", (
-    lambda o, g, out, x: o.mul(g, _step(o, x)),), domain=NONZERO, taylor=tr.linear("relu"),
-    numpy="np.maximum({0}, 0)")
-
-SIGN = elementwise("sign", np.sign, "{0}.sign()", (None,), taylor=tr.linear("sign"))
-
-ABS = elementwise("abs", np.abs, "{0}.abs()", (
-    lambda o, g, out, x: o.mul(g, o.sign(x)),), domain=NONZERO, taylor=tr.linear("abs"))
-
-
-def _share(o: Any, x: Any, y: Any, sense: float) -> Any:
-    """Weight of x in maximum (sense 1) or minimum (sense -1): 1 where it wins, 0.5 on a tie,
-    0 where it loses; (sign(x - y) * sense + 1) / 2, recorded."""
-    return o.mul(o.add(o.mul(o.sign(o.sub(x, y)), sense), 1), 0.5)
-
-
-MAXIMUM = elementwise("maximum", np.maximum, "maximum({0}, {1})", (
-    lambda o, g, out, x, y: o.mul(g, _share(o, x, y, 1.0)),
-    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, 1.0))), taylor=tr.linear("maximum"))
-
-MINIMUM = elementwise("minimum", np.minimum, "minimum({0}, {1})", (
-    lambda o, g, out, x, y: o.mul(g, _share(o, x, y, -1.0)),
-    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, -1.0))), taylor=tr.linear("minimum"))
-
-
-def _where_mask(o, m, i, out, cond, x, y):
-    """Input 1's cotangent is zero where cond is false, input 2's where it is true."""
-    own = o.logical_not(cond) if i == 1 else cond
-    if m is not None:
-        own = o.logical_or(own, m)
-    return mask_down(o, own, shape_of(out), shape_of((cond, x, y)[i]))
-
-
-def _where_jvp(o, ts, out, cond, x, y):
-    _, tx, ty = ts
-    if tx is None and ty is None:
-        return None
-    return broadcast_to(o, o.where(cond, 0 if tx is None else tx, 0 if ty is None else ty),
-                        shape_of(out))
-
-
-WHERE = elementwise("where", np.where, "where({0}, {1}, {2})", (
-    None,
-    lambda o, g, out, cond, x, y: o.where(cond, g, 0),
-    lambda o, g, out, cond, x, y: o.where(cond, 0, g)),
-    cases=[Case(((3,), (3,), (3,)), conditions=(0,)),
-           Case(((3, 4), (3, 1), (1, 4)), conditions=(0,)),
-           Case(((2, 3, 4), (2, 3, 4), (3, 4)), conditions=(0,)),
-           Case(((3,), (), (3,)), conditions=(0,)), Case(((3, 1), (3, 4), ()), conditions=(0,))],
-    domain=(NONZERO, ANY, ANY),
-    jvp=_where_jvp, mask=_where_mask, mask_source=True, masked=False, taylor=tr.linear("where"))
-
+    lambda o, g, out, x: o.mul(g, o.mul(out, o.sub(1, out))),), taylor=_sigmoid_taylor)
 
 # ---------------------------------------------------------------- Ops methods
 
 class ElementwiseOps:
-    """The elementwise primitives as methods of an Ops."""
+    """The arithmetic and transcendental primitives as methods of an Ops."""
 
     def add(self, x: Any, y: Any, name: str | None = None) -> Variable:
         """x + y, with numpy broadcasting."""
@@ -304,35 +311,3 @@ class ElementwiseOps:
     def sigmoid(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise logistic function 1 / (1 + e ** -x), stable for large |x|."""
         return self.apply(SIGMOID, (x,), None, name)
-
-    def relu(self, x: Any, name: str | None = None) -> Variable:
-        """Elementwise max(x, 0); its derivative at 0 is 0."""
-        return self.apply(RELU, (x,), None, name)
-
-    def abs(self, x: Any, name: str | None = None) -> Variable:
-        """Elementwise |x|; its derivative at 0 is 0."""
-        return self.apply(ABS, (x,), None, name)
-
-    def maximum(self, x: Any, y: Any, name: str | None = None) -> Variable:
-        """Elementwise maximum; a tie sends half the gradient to each side."""
-        return self.apply(MAXIMUM, (x, y), None, name)
-
-    def minimum(self, x: Any, y: Any, name: str | None = None) -> Variable:
-        """Elementwise minimum; a tie sends half the gradient to each side."""
-        return self.apply(MINIMUM, (x, y), None, name)
-
-    def sign(self, x: Any, name: str | None = None) -> Variable:
-        """Elementwise -1, 0 or 1; its derivative is 0."""
-        return self.apply(SIGN, (x,), None, name)
-
-    def where(self, cond: Any, x: Any, y: Any, name: str | None = None) -> Variable:
-        """x where ``cond`` holds, else y; the untaken side gets exactly zero gradient.
-
-        ``cond`` is a recorded bool entry (``x > 0``) or a constant bool array.
-        """
-        if is_constant(cond):
-            cond = np.asarray(cond)
-        if cond.dtype != bool:
-            raise ArgumentError(f"where: the condition must be bool, not {cond.dtype} (compare, "
-                                "as in x > 0)")
-        return self.apply(WHERE, (cond, x, y), None, name)

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, AxisError, OutOfBoundsError, ShapeError
-from . import taylor as tr
 from .core import (
     Case,
     Primitive,
@@ -34,10 +33,12 @@ from .core import (
     shape_of,
     value_of,
 )
-from .layout import axes_of, flat
+from .rearrange import axes_of, flat
+from .taylor import linear
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
+    from . import PrimitiveMethods
 
 # ---------------------------------------------------------------- argsort
 
@@ -100,7 +101,7 @@ TAKE_ALONG_AXIS = register(Primitive(
     variadic=True, batch=lambda o, xs, batched, axis, indices=None: o.take_along_axis(
         xs[0] if batched[0] else o.reshape(xs[0], (1,) + shape_of(xs[0])),
         _batch_indices(o, xs, batched, indices), axis + 1),
-    taylor=tr.linear("take_along_axis")))
+    taylor=linear("take_along_axis")))
 
 SCATTER_ADD_ALONG_AXIS = register(Primitive(
     "scatter_add_along_axis", _scatter_add_along_axis,
@@ -117,10 +118,10 @@ SCATTER_ADD_ALONG_AXIS = register(Primitive(
                                               shape_of(xs[0])),
             _batch_indices(o, xs, batched, indices), axis + 1,
             (batch_size(xs, batched),) + tuple(shape)),
-    taylor=tr.linear("scatter_add_along_axis")))
+    taylor=linear("scatter_add_along_axis")))
 
 
-def _batch_indices(o, xs, batched, indices):
+def _batch_indices(o: PrimitiveMethods, xs, batched, indices):
     """The indices of a batched gather or scatter: input 1 when recorded, else the attribute;
     shared ones get a leading axis of 1, which broadcasts along the batch."""
     if len(xs) > 1:
@@ -212,7 +213,7 @@ class GatherOps:
         return out if ishape else self.reshape(out, shape[:axis] + shape[axis + 1:], name=name)
 
 
-def _indices(ops: Any, op: str, x: Any, indices: Any) -> Any:
+def _indices(ops: PrimitiveMethods, op: str, x: Any, indices: Any) -> Any:
     """Integer indices: a recorded integer entry as it is, a constant as a read-only int64 array."""
     if not is_constant(indices):
         if indices.dtype.kind not in "iu":
@@ -231,7 +232,7 @@ def _indices(ops: Any, op: str, x: Any, indices: Any) -> Any:
     return arr
 
 
-def _check_bounds(ops: Any, op: str, x: Any, indices: Any, n: int) -> None:
+def _check_bounds(ops: PrimitiveMethods, op: str, x: Any, indices: Any, n: int) -> None:
     """Raise before recording when an index falls outside an axis of length n."""
     values = value_of(indices)
     if np.size(values) and not (-n <= np.min(values) and np.max(values) < n):

@@ -1,28 +1,26 @@
-"""Layout: numpy's re-arrangements of entries (sorting and gathering are in gather.py).
+"""Layout: numpy's re-arrangements of entries that are primitives of their own (those that
+are a shape primitive in disguise: rearrange.py; sorting and gathering: gather.py).
 
-A re-arrangement that is a reshape, transpose or expand in disguise records that primitive,
-whose trace line says the same thing in the engine's own words: ``squeeze``, ``expand_dims``,
-``ravel`` and ``flatten`` record ``reshape``; ``moveaxis`` and ``swapaxes`` ``transpose``;
-``broadcast_to`` ``expand``; ``split`` and ``array_split`` one indexing entry per part;
-``hstack`` and ``vstack`` ``concatenate``. So they carry the structural-zero masks of
-``where`` to their input as those primitives do. The rest are primitives here, in adjoint
-pairs: ``flip`` is its own vjp, ``roll`` rolls back, ``pad`` is undone by a slice, ``repeat``
-and ``tile`` sum over their copies. flip, roll and pad carry the masks too.
+They come in adjoint pairs: ``flip`` is its own vjp, ``roll`` rolls back, ``pad`` is undone by
+a slice, ``repeat`` and ``tile`` sum over their copies. flip, roll and pad carry the
+structural-zero masks of ``where`` to their input.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ArgumentError, AxisError, ShapeError
-from . import taylor as tr
-from .core import Case, Primitive, along, error, full_mask, register, run, shape_of, shift_axis
+from ..errors import ArgumentError, ShapeError
+from .broadcasting import full_mask
+from .core import Case, Primitive, along, error, register, run, shape_of, shift_axis
+from .rearrange import axes_of, flat
+from .taylor import linear
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
+    from . import PrimitiveMethods
 
 # ---------------------------------------------------------------- flip and roll
 
@@ -44,7 +42,7 @@ FLIP = register(Primitive(
      Case(((2, 3, 4),), {"axis": (0, 2)})],
     mask=lambda o, m, i, out, x, axis:
         None if m is None else o.flip(full_mask(o, m, shape_of(out)), axis),
-    batch=along("flip"), taylor=tr.linear("flip")))
+    batch=along("flip"), taylor=linear("flip")))
 
 
 def _roll(x, shift, axis=None):
@@ -66,10 +64,10 @@ ROLL = register(Primitive(
     mask=lambda o, m, i, out, x, shift, axis:
         None if m is None else o.roll(full_mask(o, m, shape_of(out)), _roll_back(shift), axis),
     batch=lambda o, xs, batched, shift, axis=None: _batch_roll(o, xs[0], shift, axis),
-    taylor=tr.linear("roll")))
+    taylor=linear("roll")))
 
 
-def _batch_roll(o, x, shift, axis):
+def _batch_roll(o: PrimitiveMethods, x, shift, axis):
     """roll past the batch axis; with no axis each example is rolled flat, then reshaped."""
     s = shape_of(x)
     if axis is not None:
@@ -107,14 +105,14 @@ PAD = register(Primitive(
         o.getitem(full_mask(o, m, shape_of(out)), _unpad(pad_width, shape_of(x))),
     batch=lambda o, xs, batched, pad_width, **attrs: run(
         o, "pad", xs, {"pad_width": ((0, 0),) + tuple(pad_width), **attrs}),
-    taylor=tr.linear("pad")))
+    taylor=linear("pad")))
 
 
 def _repeat(x, repeats, axis=None):
     return np.repeat(x, repeats, axis=axis)
 
 
-def _repeat_vjp(o, g, out, x, repeats, axis):
+def _repeat_vjp(o: PrimitiveMethods, g, out, x, repeats, axis):
     shape = shape_of(x)
     if isinstance(repeats, int):        # (..., n * r, ...) -> (..., n, r, ...), sum the copies
         copies = shape[:axis] + (shape[axis], repeats) + shape[axis + 1:]
@@ -129,14 +127,14 @@ REPEAT = register(Primitive(
     lambda args, attrs, render: f"{args[0]}.repeat({attrs['repeats']!r}, axis={attrs['axis']})",
     [Case(((3,),), {"repeats": 2, "axis": 0}), Case(((2, 3),), {"repeats": 3, "axis": 1}),
      Case(((3, 2),), {"repeats": (1, 0, 2), "axis": 0})], batch=along("repeat", flat=True),
-    taylor=tr.linear("repeat")))
+    taylor=linear("repeat")))
 
 
 def _tile(x, reps):
     return np.tile(x, reps)
 
 
-def _tile_vjp(o, g, out, x, reps):
+def _tile_vjp(o: PrimitiveMethods, g, out, x, reps):
     shape = shape_of(x)
     full = (1,) * (len(reps) - len(shape)) + shape
     copies = tuple(n for pair in zip(reps, full) for n in pair)     # (r0, n0, r1, n1, ...)
@@ -152,10 +150,10 @@ TILE = register(Primitive(
     [Case(((3,),), {"reps": (2,)}), Case(((2, 3),), {"reps": (2, 1)}),
      Case(((3,),), {"reps": (2, 2)}), Case(((1, 2),), {"reps": (3, 1)})],
     batch=lambda o, xs, batched, reps: _batch_tile(o, xs[0], reps),
-    taylor=tr.linear("tile")))
+    taylor=linear("tile")))
 
 
-def _batch_tile(o, x, reps):
+def _batch_tile(o: PrimitiveMethods, x, reps):
     """tile with reps and the example brought to one rank, and 1 for the batch axis."""
     s = shape_of(x)
     nd, reps = len(s) - 1, tuple(reps)
@@ -232,166 +230,13 @@ class LayoutOps:
         reps = (1,) * (nd - len(reps)) + tuple(int(r) for r in reps)
         return self.apply(TILE, (x,), {"reps": reps}, name)
 
-    # ------------------------------------------------------------ recorded as other primitives
-
-    def squeeze(self, x: Any, axis: Any = None, name: str | None = None) -> Variable:
-        """x without the size-1 axes named by ``axis`` (all of them when None)."""
-        shape = shape_of(x)
-        axes = tuple(i for i, n in enumerate(shape) if n == 1) if axis is None else \
-            axes_of(self, "squeeze", x, axis)
-        if any(shape[a] != 1 for a in axes):
-            raise error("squeeze", (x,), f"axis {axis} does not have size 1", ShapeError)
-        return self.reshape(x, tuple(n for i, n in enumerate(shape) if i not in axes), name=name)
-
-    def expand_dims(self, x: Any, axis: Any, name: str | None = None) -> Variable:
-        """x with new size-1 axes at the positions ``axis`` of the result."""
-        shape = shape_of(x)
-        count = 1 if isinstance(axis, (int, np.integer)) else len(tuple(axis))
-        nd = len(shape) + count
-        axes = []
-        for a in (axis,) if count == 1 and isinstance(axis, (int, np.integer)) else tuple(axis):
-            if not isinstance(a, (int, np.integer)) or not -nd <= a < nd:
-                raise error("expand_dims", (x,), f"axis {a} is out of range for the "
-                                  f"{nd}-d result", AxisError)
-            axes.append(int(a) % nd)
-        if len(set(axes)) != len(axes):
-            raise error("expand_dims", (x,), f"repeated axis in {axis}", ArgumentError)
-        it = iter(shape)
-        return self.reshape(x, tuple(1 if i in axes else next(it) for i in range(nd)), name=name)
-
-    def moveaxis(self, x: Any, source: Any, destination: Any,
-                 name: str | None = None) -> Variable:
-        """x with axes ``source`` moved to positions ``destination`` (a transpose)."""
-        src = axes_of(self, "moveaxis", x, source, keep_order=True)
-        dst = axes_of(self, "moveaxis", x, destination, keep_order=True)
-        if len(src) != len(dst):
-            raise error("moveaxis", (x,), "source and destination need as many axes",
-                              ArgumentError)
-        perm = [i for i in range(len(shape_of(x))) if i not in src]
-        for d, s in sorted(zip(dst, src)):
-            perm.insert(d, s)
-        return self.transpose(x, tuple(perm), name=name)
-
-    def swapaxes(self, x: Any, axis1: int, axis2: int, name: str | None = None) -> Variable:
-        """x with two axes exchanged (a transpose)."""
-        (a,), (b,) = axes_of(self, "swapaxes", x, axis1), axes_of(self, "swapaxes", x, axis2)
-        perm = list(range(len(shape_of(x))))
-        perm[a], perm[b] = b, a
-        return self.transpose(x, tuple(perm), name=name)
-
-    def ravel(self, x: Any, name: str | None = None) -> Variable:
-        """x as a 1-D array (a reshape)."""
-        return self.reshape(x, (int(np.prod(shape_of(x))),), name=name)
-
-    def flatten(self, x: Any, name: str | None = None) -> Variable:
-        """x as a 1-D array (a reshape; Variables are never written into, so no copy is needed)."""
-        return self.ravel(x, name=name)
-
-    def broadcast_to(self, x: Any, shape: Sequence[int], name: str | None = None) -> Variable:
-        """x broadcast to ``shape`` (records expand)."""
-        return self.expand(x, shape, name=name)
-
-    def array_split(self, x: Any, indices_or_sections: Any, axis: int = 0) -> list[Variable]:
-        """x cut along ``axis`` into that many near-equal parts, or at those indices."""
-        return self._parts("array_split", x, indices_or_sections, axis)
-
-    def _parts(self, op: str, x: Any, indices_or_sections: Any, axis: int) -> list[Variable]:
-        (ax,) = axes_of(self, op, x, axis)
-        n = shape_of(x)[ax]
-        if isinstance(indices_or_sections, (int, np.integer)):
-            parts = int(indices_or_sections)
-            if parts <= 0:
-                raise error(op, (x,), "the number of sections must be > 0",
-                                  ArgumentError)
-            each, extra = divmod(n, parts)
-            sizes = [each + 1] * extra + [each] * (parts - extra)
-            bounds = list(np.cumsum([0] + sizes))
-        else:
-            bounds = [0] + [int(i) for i in indices_or_sections] + [n]
-        return [self.getitem(x, (slice(None),) * ax + (slice(a, max(a, b)),))
-                for a, b in zip(bounds[:-1], bounds[1:])]
-
-    def split(self, x: Any, indices_or_sections: Any, axis: int = 0) -> list[Variable]:
-        """x cut along ``axis`` into that many equal parts, or at those indices."""
-        if isinstance(indices_or_sections, (int, np.integer)):
-            (ax,) = axes_of(self, "split", x, axis)
-            if indices_or_sections <= 0 or shape_of(x)[ax] % indices_or_sections:
-                raise error("split", (x,), f"{indices_or_sections} sections do not divide "
-                                  f"axis {axis} equally; use array_split", ShapeError)
-        return self._parts("split", x, indices_or_sections, axis)
-
-    def hstack(self, xs: Sequence[Any], name: str | None = None) -> Variable:
-        """Arrays joined along axis 1 (axis 0 for vectors; numbers count as vectors)."""
-        shapes = [shape_of(x) or (1,) for x in xs]
-        axis = 0 if all(len(s) == 1 for s in shapes) else 1
-        _check_join(self, "hstack", xs, shapes, axis)
-        xs = [x if shape_of(x) else self.reshape(x, (1,)) for x in xs]
-        return self.concatenate(xs, axis=axis, name=name)
-
-    def vstack(self, xs: Sequence[Any], name: str | None = None) -> Variable:
-        """Arrays joined along axis 0, vectors and numbers taken as rows."""
-        shapes = [shape_of(x) if len(shape_of(x)) >= 2 else (1, max(int(np.prod(shape_of(x))), 1))
-                  for x in xs]
-        _check_join(self, "vstack", xs, shapes, 0)
-        xs = [x if len(shape_of(x)) >= 2 else self.reshape(x, (1, -1)) for x in xs]
-        return self.concatenate(xs, axis=0, name=name)
-
-
-def _check_join(ops: Any, op: str, xs: Sequence[Any], shapes: list[tuple], axis: int) -> None:
-    """Raise before recording when the arrays cannot be joined along ``axis``."""
-    if not xs:
-        raise error(op, (), "needs at least one array", ArgumentError)
-    first = shapes[0]
-    for s in shapes[1:]:
-        if len(s) != len(first) or s[:axis] + s[axis + 1:] != first[:axis] + first[axis + 1:]:
-            raise error(op, tuple(xs), f"shapes {first} and {s} do not join along axis "
-                             f"{axis}", ShapeError)
-
-
-def axes_of(ops: Any, op: str, x: Any, axis: Any, repeats: bool = False,
-          keep_order: bool = False) -> tuple:
-    """Axis argument (None, int or sequence) as non-negative axes; AxisError when out of range."""
-    nd = len(shape_of(x))
-    axes = tuple(range(nd)) if axis is None else (
-        (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis))
-    out = []
-    for a in axes:
-        if not isinstance(a, (int, np.integer)) or not -nd <= a < nd:
-            raise error(op, (x,), f"axis {a} is out of range for {nd} dimension(s)",
-                             AxisError)
-        out.append(int(a) % nd)
-    if not repeats and len(set(out)) != len(out):
-        raise error(op, (x,), f"repeated axis in {axis}", ArgumentError)
-    return tuple(out) if keep_order or repeats else tuple(sorted(out))
-
-
-def flat(ops: Any, x: Any) -> Any:
-    """x as a vector: itself when it is one, else a recorded ravel."""
-    return x if len(shape_of(x)) == 1 else ops.ravel(x)
-
 
 # ---------------------------------------------------------------- Variable methods
 
 class LayoutMethods:
-    """Variable methods of the layout operations (numpy's ndarray names)."""
+    """Variable methods of the layout primitives (numpy's ndarray names)."""
 
     __slots__ = ()
-
-    def squeeze(self, axis: Any = None) -> Variable:
-        """Without the size-1 axes named by ``axis`` (all when None)."""
-        return self.ops.squeeze(self, axis=axis)
-
-    def ravel(self) -> Variable:
-        """As a 1-D array."""
-        return self.ops.ravel(self)
-
-    def flatten(self) -> Variable:
-        """As a 1-D array."""
-        return self.ops.flatten(self)
-
-    def swapaxes(self, axis1: int, axis2: int) -> Variable:
-        """Two axes exchanged."""
-        return self.ops.swapaxes(self, axis1, axis2)
 
     def repeat(self, repeats: Any, axis: int | None = None) -> Variable:
         """Each entry repeated along ``axis``."""

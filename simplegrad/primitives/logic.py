@@ -18,9 +18,10 @@ from .core import BINARY, REDUCE, UNARY, Primitive, along, method_fmt, pointwise
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
+    from . import PrimitiveMethods
 
 
-def _none_jvp(o, ts, out, *xs, **attrs):
+def _none_jvp(o: PrimitiveMethods, ts, out, *xs, **attrs):
     return None
 
 

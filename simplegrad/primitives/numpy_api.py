@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from .core import REGISTRY
+from .methods import PrimitiveMethods
 from .numpy_entries import EXPLICIT, RENAMED, UFUNC_ALIASES, Handler, describe
 
 # np.linalg functions of the array API whose semantics differ from np.<name> of the same name
@@ -47,6 +48,13 @@ class NumpyFunctions:
 
     __slots__ = ()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # the array class itself (the engine's Variable: numpy hands it the ufuncs), whose
+        # methods numpy's own fallback calls; its subclasses inherit the table
+        if "__array_ufunc__" in vars(cls) and _CACHE["array"] is None:
+            _CACHE["array"], _CACHE["size"] = cls, -1
+
     def __array_function__(self, func: Callable, types: tuple, args: tuple,
                            kwargs: dict) -> Any:
         if not all(issubclass(t, (NumpyFunctions, np.ndarray)) for t in types):
@@ -61,7 +69,7 @@ class NumpyFunctions:
 
 # ---------------------------------------------------------------- the table
 
-_CACHE: dict[str, Any] = {"size": -1, "table": {}, "ufuncs": {}}
+_CACHE: dict[str, Any] = {"size": -1, "table": {}, "ufuncs": {}, "array": None}
 
 
 def table() -> dict[Callable, Handler]:
@@ -128,11 +136,11 @@ def _build() -> dict[Callable, Handler]:
             out[fn] = _method(fn, method)
     for fn, handler in EXPLICIT.items():
         out[fn] = _checked(fn, handler)
-    from ..engine.variable import Variable
-    for name in dir(Variable):          # numpy's own fallback: np.f(x, ...) calls x.f(...)
+    array = _CACHE["array"]     # numpy's own fallback: np.f(x, ...) calls x.f(...)
+    for name in dir(array) if array is not None else ():
         fn = getattr(np, name, None)
         if name.startswith("_") or fn is None or fn in out or isinstance(fn, np.ufunc) or \
-                not callable(fn) or not callable(getattr(Variable, name)):
+                not callable(fn) or not callable(getattr(array, name)):
             continue
         out[fn] = _variable_method(fn, name)
     return out
@@ -140,7 +148,6 @@ def _build() -> dict[Callable, Handler]:
 
 def _method_names() -> list[str]:
     """The registered primitives and the other public methods of the primitive families."""
-    from . import PrimitiveMethods
     names = [n for n in REGISTRY if callable(getattr(PrimitiveMethods, n, None))]
     names += sorted(n for n in dir(PrimitiveMethods) if not n.startswith("_") and n != "apply"
                     and n not in REGISTRY and callable(getattr(PrimitiveMethods, n)))
@@ -164,7 +171,6 @@ def _build_ufuncs() -> dict[np.ufunc, str]:
 
 def _method(func: Callable, name: str) -> Handler:
     """A handler calling the Ops method ``name`` with func's arguments mapped by name."""
-    from . import PrimitiveMethods
     method = getattr(PrimitiveMethods, name)
     msig = inspect.signature(method)
     mparams = [p for p in msig.parameters.values() if p.name not in ("self", "name")]
@@ -191,7 +197,7 @@ def _method(func: Callable, name: str) -> Handler:
     required = {p.name for p in mparams if p.default is p.empty and p.kind in (
         p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
-    def handler(ops: Any, *args: Any, **kwargs: Any) -> Any:
+    def handler(ops: PrimitiveMethods, *args: Any, **kwargs: Any) -> Any:
         if len(args) <= len(positional) and all(k in keywords for k in kwargs):
             call = dict(zip(positional, args))
             for k, v in kwargs.items():
@@ -231,7 +237,7 @@ def _variable_method(func: Callable, name: str) -> Handler:
     nsig = inspect.signature(func)
     first = next(iter(nsig.parameters))
 
-    def handler(ops: Any, *args: Any, **kwargs: Any) -> Any:
+    def handler(ops: PrimitiveMethods, *args: Any, **kwargs: Any) -> Any:
         bound = _bind(func, nsig, args, kwargs)
         arguments = dict(bound.arguments)
         x = arguments.pop(first)
@@ -260,7 +266,7 @@ def _checked(func: Callable, handler: Handler) -> Handler:
     """An explicit handler whose arguments are checked against its own signature first."""
     sig = inspect.signature(handler)
 
-    def checked(ops: Any, *args: Any, **kwargs: Any) -> Any:
+    def checked(ops: PrimitiveMethods, *args: Any, **kwargs: Any) -> Any:
         try:
             sig.bind(ops, *args, **kwargs)
         except TypeError as e:

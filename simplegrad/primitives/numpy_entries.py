@@ -10,12 +10,15 @@ has numpy's signature after a leading ``ops``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from ..errors import ArgumentError
 from .core import is_constant, shape_of, value_of
+
+if TYPE_CHECKING:
+    from . import PrimitiveMethods
 
 Handler = Callable[..., Any]   # handler(ops, *args, **kwargs) with numpy's signature
 
@@ -28,11 +31,11 @@ class SlogdetResult(NamedTuple):
     logabsdet: Any
 
 
-def _slogdet(ops, a):
+def _slogdet(ops: PrimitiveMethods, a):
     return SlogdetResult(np.linalg.slogdet(value_of(a)).sign, ops.slogdet(a))
 
 
-def _norm(ops, x, ord=None, axis=None, keepdims=False):  # noqa: A002 - numpy's name
+def _norm(ops: PrimitiveMethods, x, ord=None, axis=None, keepdims=False):  # noqa: A002 - numpy's name
     nd = len(shape_of(x)) if axis is None else (1 if isinstance(axis, (int, np.integer))
                                                  else len(axis))
     if not (ord is None or ord == 2 and nd == 1 or ord == "fro" and nd == 2):
@@ -42,21 +45,21 @@ def _norm(ops, x, ord=None, axis=None, keepdims=False):  # noqa: A002 - numpy's 
     return ops.norm(x, axis=axis, keepdims=keepdims)
 
 
-def _vector_norm(ops, x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002
+def _vector_norm(ops: PrimitiveMethods, x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002
     if ord != 2:
         raise ArgumentError(f"np.linalg.vector_norm: ord={ord!r} is not supported on Variables "
                             f"({describe((x,), {})}); ord=2 records")
     return ops.norm(x, axis=axis, keepdims=keepdims)
 
 
-def _matrix_norm(ops, x, /, *, keepdims=False, ord="fro"):  # noqa: A002
+def _matrix_norm(ops: PrimitiveMethods, x, /, *, keepdims=False, ord="fro"):  # noqa: A002
     if ord != "fro":
         raise ArgumentError(f"np.linalg.matrix_norm: ord={ord!r} is not supported on Variables "
                             f"({describe((x,), {})}); ord='fro' records")
     return ops.norm(x, axis=(-2, -1), keepdims=keepdims)
 
 
-def _swap_last(ops, x):
+def _swap_last(ops: PrimitiveMethods, x):
     nd = len(shape_of(x))
     if nd < 2:
         raise ArgumentError(f"np.linalg.matrix_transpose needs at least 2 axes "
@@ -64,11 +67,11 @@ def _swap_last(ops, x):
     return ops.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
 
-def _matrix_transpose(ops, x, /):
+def _matrix_transpose(ops: PrimitiveMethods, x, /):
     return _swap_last(ops, x)
 
 
-def _multi_dot(ops, arrays, *, out=None):
+def _multi_dot(ops: PrimitiveMethods, arrays, *, out=None):
     if out is not None or len(arrays) < 2:
         raise ArgumentError("np.linalg.multi_dot on Variables takes two or more arrays and no out=")
     result = arrays[0]
@@ -77,11 +80,11 @@ def _multi_dot(ops, arrays, *, out=None):
     return result
 
 
-def _vecdot(ops, x1, x2, /, *, axis=-1):
+def _vecdot(ops: PrimitiveMethods, x1, x2, /, *, axis=-1):
     return ops.sum(ops.mul(x1, x2), axis=axis)
 
 
-def _polyval(ops, p, x):
+def _polyval(ops: PrimitiveMethods, p, x):
     """Horner's rule: p[0] x^(n-1) + ... + p[n-1], recorded (p may be a Variable too)."""
     if is_constant(p):
         p = np.asarray(p, dtype=float)
@@ -98,45 +101,46 @@ def _polyval(ops, p, x):
 
 
 def _like(fill: float) -> Handler:
-    def like(ops, a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    def like(ops: PrimitiveMethods, a, dtype=None, order="K", subok=True, shape=None, *,
+             device=None):
         return np.full(shape_of(a) if shape is None else shape, fill,
                        dtype=getattr(a, "dtype", np.float64) if dtype is None else dtype)
     return like
 
 
-def _shape(ops, a):
+def _shape(ops: PrimitiveMethods, a):
     return shape_of(a)
 
 
-def _ndim(ops, a):
+def _ndim(ops: PrimitiveMethods, a):
     return len(shape_of(a))
 
 
-def _size(ops, a, axis=None):
+def _size(ops: PrimitiveMethods, a, axis=None):
     s = shape_of(a)
     return int(np.prod(s)) if axis is None else s[axis]
 
 
-def _linalg_trace(ops, x, /, *, offset=0, dtype=None):
+def _linalg_trace(ops: PrimitiveMethods, x, /, *, offset=0, dtype=None):
     if dtype is not None:
         raise ArgumentError(f"np.linalg.trace: dtype={dtype!r} is not supported on Variables "
                             f"({describe((x,), {})})")
     return ops.trace(x, offset=offset, axis1=-2, axis2=-1)
 
 
-def _linalg_diagonal(ops, x, /, *, offset=0):
+def _linalg_diagonal(ops: PrimitiveMethods, x, /, *, offset=0):
     return ops.diagonal(x, offset=offset, axis1=-2, axis2=-1)
 
 
-def _linalg_outer(ops, x1, x2, /):
+def _linalg_outer(ops: PrimitiveMethods, x1, x2, /):
     return ops.outer(x1, x2)
 
 
-def _linalg_tensordot(ops, x1, x2, /, *, axes=2):
+def _linalg_tensordot(ops: PrimitiveMethods, x1, x2, /, *, axes=2):
     return ops.tensordot(x1, x2, axes=axes)
 
 
-def _linalg_cross(ops, x1, x2, /, *, axis=-1):
+def _linalg_cross(ops: PrimitiveMethods, x1, x2, /, *, axis=-1):
     return ops.cross(x1, x2, axis=axis)
 
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import AxisError, ShapeError
-from . import taylor as tr
+from .broadcasting import unbroadcast
 from .core import (
     Case,
     Primitive,
@@ -39,12 +39,13 @@ from .core import (
     run,
     shape_of,
     shift_axis,
-    unbroadcast,
 )
 from .subscripts import LETTERS, from_sublists, letter_sizes, parse_subscripts
+from .taylor import linear, multilinear
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
+    from . import PrimitiveMethods
 
 # ---------------------------------------------------------------- einsum
 
@@ -53,7 +54,7 @@ def _einsum(*xs, subscripts):
     return np.einsum(subscripts, *xs, optimize=len(xs) > 2)
 
 
-def _einsum_vjp(o, g, out, k, *xs, subscripts):
+def _einsum_vjp(o: PrimitiveMethods, g, out, k, *xs, subscripts):
     lhs, target = subscripts.split("->")
     ins = lhs.split(",")
     shapes = [shape_of(x) for x in xs]
@@ -86,7 +87,7 @@ def _einsum_vjp(o, g, out, k, *xs, subscripts):
     return d if tuple(kept) == shape else o.reshape(d, shape)
 
 
-def _einsum_jvp(o, ts, out, *xs, subscripts):
+def _einsum_jvp(o: PrimitiveMethods, ts, out, *xs, subscripts):
     acc = None
     for k, t in enumerate(ts):
         if t is not None:
@@ -112,10 +113,10 @@ EINSUM = register(Primitive(
      Case(((2, 2, 2),), {"subscripts": "iii->i"})],
     variadic=True, batch=lambda o, xs, batched, subscripts: _batch_einsum(o, xs, batched,
                                                                           subscripts),
-    taylor=tr.multilinear("einsum")))
+    taylor=multilinear("einsum")))
 
 
-def _batch_einsum(o, xs, batched, subscripts):
+def _batch_einsum(o: PrimitiveMethods, xs, batched, subscripts):
     """The same contraction with a fresh letter for the batch axis, kept in the output."""
     z = next(c for c in LETTERS if c not in subscripts)
     lhs, target = subscripts.split("->")
@@ -139,17 +140,17 @@ CROSS = register(Primitive(
     [Case(((3,), (3,))), Case(((2, 3), (3,))), Case(((3, 4), (3, 1)), {"axis": -2}),
      Case(((2, 3, 2), (2, 3, 2)), {"axis": -2})],
     batch=lambda o, xs, batched, axis=-1: _batch_cross(o, xs, batched, axis),
-    taylor=tr.multilinear("cross")))
+    taylor=multilinear("cross")))
 
 
-def _batch_cross(o, xs, batched, axis):
+def _batch_cross(o: PrimitiveMethods, xs, batched, axis):
     """cross of aligned inputs, along the same axis counted from the end."""
     xs = align(o, xs, batched)
     rank = max(len(shape_of(x)) - b for x, b in zip(xs, batched))
     return run(o, "cross", xs, {"axis": axis - rank if axis >= 0 else axis})
 
 
-def _cross_jvp(o, ts, out, x, y, axis):
+def _cross_jvp(o: PrimitiveMethods, ts, out, x, y, axis):
     tx, ty = ts
     parts = [o.cross(tx, y, axis=axis) if tx is not None else None,
              o.cross(x, ty, axis=axis) if ty is not None else None]
@@ -171,7 +172,7 @@ def diagonal_index(n1: int, n2: int, offset: int) -> tuple[np.ndarray, np.ndarra
     return rows, rows + offset
 
 
-def _diagonal_vjp(o, g, out, x, offset=0, axis1=0, axis2=1):
+def _diagonal_vjp(o: PrimitiveMethods, g, out, x, offset=0, axis1=0, axis2=1):
     shape = shape_of(x)
     rest = [i for i in range(len(shape)) if i not in (axis1, axis2)]
     rows, cols = diagonal_index(shape[axis1], shape[axis2], offset)
@@ -197,7 +198,7 @@ DIAGONAL = register(Primitive(
     batch=lambda o, xs, batched, offset=0, axis1=0, axis2=1: run(o, "diagonal", xs, {
         "offset": offset, "axis1": shift_axis(axis1, len(shape_of(xs[0])) - 1),
         "axis2": shift_axis(axis2, len(shape_of(xs[0])) - 1)}),
-    taylor=tr.linear("diagonal")))
+    taylor=linear("diagonal")))
 
 
 def _triangle(name: str, forward) -> Primitive:
@@ -208,7 +209,7 @@ def _triangle(name: str, forward) -> Primitive:
         [lambda o, g, out, x, k=0: getattr(o, name)(g, k=k)],
         lambda o, ts, out, x, k=0: getattr(o, name)(ts[0], k=k), fmt,
         [Case(((3, 3),)), Case(((3, 4),), {"k": 1}), Case(((2, 3, 3),), {"k": -1})],
-        mask=lambda o, m, i, out, x, k=0: m, batch=mapped(name), taylor=tr.linear(name)))
+        mask=lambda o, m, i, out, x, k=0: m, batch=mapped(name), taylor=linear(name)))
 
 
 def _tril(x, k=0):
@@ -350,12 +351,12 @@ class ProductOps:
         return self.apply(TRIU, (x,), {"k": int(k)}, name)
 
 
-def _matrices(ops: Any, op: str, x: Any) -> None:
+def _matrices(ops: PrimitiveMethods, op: str, x: Any) -> None:
     if len(shape_of(x)) < 2:
         raise error(op, (x,), "needs at least 2 dimensions", ShapeError)
 
 
-def _two_axes(ops: Any, op: str, x: Any, axis1: int, axis2: int) -> tuple[int, int]:
+def _two_axes(ops: PrimitiveMethods, op: str, x: Any, axis1: int, axis2: int) -> tuple[int, int]:
     nd = len(shape_of(x))
     if nd < 2 or not (-nd <= axis1 < nd and -nd <= axis2 < nd) or axis1 % nd == axis2 % nd:
         raise error(op, (x,), f"axis1={axis1}, axis2={axis2} must be two different axes "

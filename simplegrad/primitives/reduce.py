@@ -10,29 +10,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .core import (
-    REDUCE,
-    Case,
-    Primitive,
-    along,
-    broadcast_to,
-    full_mask,
-    keepdims_shape,
-    method_fmt,
-    register,
-    shape_of,
-)
+from .broadcasting import broadcast_to, full_mask
+from .core import REDUCE, Case, Primitive, along, keepdims_shape, method_fmt, register, shape_of
 from .series import Series, exp_series, minus, quotient_series
 from .taylor import linear
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
+    from . import PrimitiveMethods
 
 ALONG = [Case(((3,),), {"axis": -1}), Case(((3, 4),), {"axis": 1}),
          Case(((3, 4),), {"axis": 0}), Case(((2, 3, 4),), {"axis": -1})]
 
 
-def _spread(o, g, x, axis, keepdims):
+def _spread(o: PrimitiveMethods, g, x, axis, keepdims):
     """Cotangent of a reduction, reshaped to keep its dims and expanded to x's shape."""
     shape = shape_of(x)
     if axis is None and shape_of(g) == ():     # a total: the scalar spread over x
@@ -44,13 +35,13 @@ def _spread(o, g, x, axis, keepdims):
     return broadcast_to(o, g, shape)
 
 
-def _keep(o, out, x, axis, keepdims):
+def _keep(o: PrimitiveMethods, out, x, axis, keepdims):
     """The output of a reduction with its reduced dims kept, ready to broadcast against x."""
     kd = keepdims_shape(shape_of(x), axis)
     return out if keepdims or shape_of(out) == kd else o.reshape(out, kd)
 
 
-def _spread_mask(o, m, i, out, x, axis=None, keepdims=False):
+def _spread_mask(o: PrimitiveMethods, m, i, out, x, axis=None, keepdims=False):
     """Where a reduction's cotangent is zero, so is the cotangent it spreads over x."""
     return None if m is None else _spread(o, full_mask(o, m, shape_of(out)), x, axis, keepdims)
 
@@ -75,7 +66,7 @@ def _mean(x, axis=None, keepdims=False):
     return np.mean(x, axis=axis, keepdims=keepdims)
 
 
-def _mean_vjp(o, g, out, x, axis=None, keepdims=False):
+def _mean_vjp(o: PrimitiveMethods, g, out, x, axis=None, keepdims=False):
     count = int(np.prod(shape_of(x))) // max(int(np.prod(shape_of(out))), 1)
     return _spread(o, g if count == 1 else o.div(g, count), x, axis, keepdims)
 
@@ -89,7 +80,7 @@ MEAN = register(Primitive(
 # ---------------------------------------------------------------- max and min
 
 
-def _tie_weights(o, x, out, axis, keepdims):
+def _tie_weights(o: PrimitiveMethods, x, out, axis, keepdims):
     """Weights that split the gradient evenly among the entries equal to the extreme,
     recorded (so valid at any input)."""
     hit = o.cast(o.equal(x, _keep(o, out, x, axis, keepdims)), x.dtype)
@@ -97,10 +88,10 @@ def _tie_weights(o, x, out, axis, keepdims):
 
 
 def _extreme(name: str, forward) -> Primitive:
-    def vjp(o, g, out, x, axis=None, keepdims=False):
+    def vjp(o: PrimitiveMethods, g, out, x, axis=None, keepdims=False):
         return o.mul(_spread(o, g, x, axis, keepdims), _tie_weights(o, x, out, axis, keepdims))
 
-    def jvp(o, ts, out, x, axis=None, keepdims=False):
+    def jvp(o: PrimitiveMethods, ts, out, x, axis=None, keepdims=False):
         w = _tie_weights(o, x, out, axis, keepdims)
         return o.sum(o.mul(ts[0], w), axis=axis, keepdims=keepdims)
 
@@ -150,22 +141,22 @@ def _logsumexp_guarded(x, m, axis, keepdims):
         return np.log(total) + np.reshape(m, np.shape(total))
 
 
-def _softmax_of(o, out, x, axis, keepdims):
+def _softmax_of(o: PrimitiveMethods, out, x, axis, keepdims):
     """exp(x - logsumexp(x)), with an all -inf slice giving zeros instead of nan."""
     out = o.where(o.isfinite(out), out, 0)
     return o.exp(o.sub(x, _keep(o, out, x, axis, keepdims)))
 
 
-def _lse_vjp(o, g, out, x, axis=None, keepdims=False):
+def _lse_vjp(o: PrimitiveMethods, g, out, x, axis=None, keepdims=False):
     return o.mul(_spread(o, g, x, axis, keepdims), _softmax_of(o, out, x, axis, keepdims))
 
 
-def _lse_jvp(o, ts, out, x, axis=None, keepdims=False):
+def _lse_jvp(o: PrimitiveMethods, ts, out, x, axis=None, keepdims=False):
     p = _softmax_of(o, out, x, axis, keepdims)
     return o.sum(o.mul(ts[0], p), axis=axis, keepdims=keepdims)
 
 
-def _lse_series(o: Any, xs: Series, x: Any, axis: Any) -> Series:
+def _lse_series(o: PrimitiveMethods, xs: Series, x: Any, axis: Any) -> Series:
     """logsumexp(x, axis, keepdims=True): the log of the sum of exp(x - its primal)."""
     lse0 = o.logsumexp(x, axis=axis, keepdims=True)
     e = exp_series(o, xs, o.exp(o.sub(x, lse0)))
@@ -173,7 +164,7 @@ def _lse_series(o: Any, xs: Series, x: Any, axis: Any) -> Series:
     return quotient_series(o, sums, sums, lse0)
 
 
-def _lse_taylor(o: Any, ss: list[Series], out: Any, x: Any,
+def _lse_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any,
         axis: Any = None, keepdims: Any = False) -> Series:
     """logsumexp over axis: log of the sum of exp(x - its primal)."""
     shape = shape_of(out)
@@ -192,12 +183,13 @@ def _softmax(x, axis=-1):
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
-def _softmax_rule(o, g, out, x, axis=-1):
+def _softmax_rule(o: PrimitiveMethods, g, out, x, axis=-1):
     # the Jacobian is symmetric, so one rule serves as vjp and jvp
     return o.mul(out, o.sub(g, o.sum(o.mul(g, out), axis=axis, keepdims=True)))
 
 
-def _softmax_taylor(o: Any, ss: list[Series], out: Any, x: Any, axis: Any = -1) -> Series:
+def _softmax_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any,
+                    axis: Any = -1) -> Series:
     """exp(x - logsumexp(x))."""
     lse = _lse_series(o, ss[0], x, axis)
     return exp_series(o, [None] + [minus(o, a, b) for a, b in zip(ss[0][1:], lse[1:])], out)
@@ -218,7 +210,8 @@ def _log_softmax(x, axis=-1):
     return x - _logsumexp_guarded(x, m, axis, True)
 
 
-def _log_softmax_taylor(o: Any, ss: list[Series], out: Any, x: Any, axis: Any = -1) -> Series:
+def _log_softmax_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any,
+                        axis: Any = -1) -> Series:
     """x - logsumexp(x)."""
     lse = _lse_series(o, ss[0], x, axis)
     return [out] + [minus(o, a, b) for a, b in zip(ss[0][1:], lse[1:])]

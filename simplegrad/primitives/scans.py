@@ -1,4 +1,4 @@
-"""Products, scans and moments: prod, cumsum, cumprod, variance, std, and argmax / argmin.
+"""Scans and products: cumsum, cumprod, prod, and argmax / argmin (variance, std: moments.py).
 
 No rule here divides by x, so entries equal to zero are right at every order. The product of
 every entry but one is ``exclusive cumprod from the left * exclusive cumprod from the right``,
@@ -8,10 +8,7 @@ recorded getitem / concatenate / mul / add entries. Everything is built from mul
 additions and shifts, whose rules are exact, so prod and cumprod with zeros (one, two, any
 number) are right at order 1, order 2 and beyond.
 
-Conventions: ``std`` of a slice whose std is exactly 0 has gradient 0 (as ``norm`` of a zero
-vector). ``variance`` (``x.var()``; ``op.var`` makes a leaf) and ``std`` refuse a ``ddof`` that
-leaves no degrees of freedom. ``argmax`` and ``argmin`` return int64 entries with no gradient
-(``differentiable=False``).
+``argmax`` and ``argmin`` return int64 entries with no gradient (``differentiable=False``).
 """
 
 from __future__ import annotations
@@ -21,13 +18,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, AxisError
-from . import taylor as tr
+from .broadcasting import broadcast_to
 from .core import (
     REDUCE,
     Case,
     Primitive,
     along,
-    broadcast_to,
     dtype_of,
     error,
     keepdims_shape,
@@ -36,9 +32,12 @@ from .core import (
     register,
     shape_of,
 )
+from .series import Series, exp_series, quotient_series
+from .taylor import linear
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
+    from . import PrimitiveMethods
 
 ALONG = [Case(((3,),), {"axis": 0}), Case(((3, 4),), {"axis": 1}),
          Case(((3, 4),), {"axis": 0}), Case(((2, 3, 4),), {"axis": -1}), Case(((2, 3),))]
@@ -52,7 +51,7 @@ def _slab(shape: tuple, ax: int, width: int, fill: float, like: Any) -> np.ndarr
     return np.full(shape, fill, dtype=dtype_of(like) or np.float64)
 
 
-def _shift(o, y, ax: int, s: int, fill: float, reverse: bool = False):
+def _shift(o: PrimitiveMethods, y, ax: int, s: int, fill: float, reverse: bool = False):
     """y moved s places along ax, towards the end (or the start when reverse); fill enters."""
     shape = shape_of(y)
     n = shape[ax]
@@ -64,12 +63,12 @@ def _shift(o, y, ax: int, s: int, fill: float, reverse: bool = False):
     return o.concatenate(parts, axis=ax)
 
 
-def _flip(o, y, ax: int):
+def _flip(o: PrimitiveMethods, y, ax: int):
     """y reversed along ax."""
     return o.getitem(y, (slice(None),) * ax + (slice(None, None, -1),))
 
 
-def _affine_scan(o, a, b, ax: int, reverse: bool = False):
+def _affine_scan(o: PrimitiveMethods, a, b, ax: int, reverse: bool = False):
     """c with c_i = b_i + a_i * c_(i-1) along ax (c_(i+1) when reverse); c is 0 past the edge.
 
     Hillis-Steele: after the round with shift s, (a_i, b_i) is the composition of the 2s maps
@@ -85,14 +84,14 @@ def _affine_scan(o, a, b, ax: int, reverse: bool = False):
     return b
 
 
-def _flat(o, x, axis):
+def _flat(o: PrimitiveMethods, x, axis):
     """x and the axis its scan runs along: numpy's axis=None scans the flattened array."""
     if axis is None:
         return (x if len(shape_of(x)) == 1 else o.reshape(x, (-1,))), 0
     return x, axis % len(shape_of(x))
 
 
-def _unflat(o, c, x):
+def _unflat(o: PrimitiveMethods, c, x):
     """A scan's cotangent back in x's shape (after numpy's axis=None flattened x)."""
     return c if shape_of(c) == shape_of(x) else o.reshape(c, shape_of(x))
 
@@ -104,7 +103,7 @@ def _cumsum(x, axis=None):
     return np.cumsum(x, axis=axis)
 
 
-def _cumsum_vjp(o, g, out, x, axis=None):
+def _cumsum_vjp(o: PrimitiveMethods, g, out, x, axis=None):
     ax = 0 if axis is None else axis % len(shape_of(x))
     return _unflat(o, _flip(o, o.cumsum(_flip(o, g, ax), axis=ax), ax), x)
 
@@ -113,14 +112,14 @@ CUMSUM = register(Primitive(
     "cumsum", _cumsum, [_cumsum_vjp],
     lambda o, ts, out, x, axis=None: o.cumsum(ts[0], axis=axis),
     method_fmt("cumsum", "axis"), ALONG, batch=along("cumsum", flat=True),
-    taylor=tr.linear("cumsum")))
+    taylor=linear("cumsum")))
 
 
 def _cumprod(x, axis=None):
     return np.cumprod(x, axis=axis)
 
 
-def _cumprod_vjp(o, g, out, x, axis=None):
+def _cumprod_vjp(o: PrimitiveMethods, g, out, x, axis=None):
     # d out_i / d x_j = prod_{k <= i, k != j} x_k, so the cotangent of x_j is
     # prod_{k < j} x_k * c_j with c_j = g_j + x_(j+1) * c_(j+1): a reverse affine scan
     flat, ax = _flat(o, x, axis)
@@ -129,17 +128,24 @@ def _cumprod_vjp(o, g, out, x, axis=None):
     return _unflat(o, o.mul(before, c), x)
 
 
-def _cumprod_jvp(o, ts, out, x, axis=None):
+def _cumprod_jvp(o: PrimitiveMethods, ts, out, x, axis=None):
     # t_out_i = t_i * out_(i-1) + x_i * t_out_(i-1): a forward affine scan
     t, _ = _flat(o, ts[0], axis)
     x, ax = _flat(o, x, axis)
     return _affine_scan(o, x, o.mul(t, _shift(o, out, ax, 1, 1.0)), ax)
 
 
+def _cumprod_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any,
+                    axis: Any = None) -> Series:
+    """exp of the cumulative sum of logs (entries equal to 0 are not supported)."""
+    logs = quotient_series(o, ss[0], ss[0], None)
+    return exp_series(o, [None if c is None else o.cumsum(c, axis=axis) for c in logs], out)
+
+
 CUMPROD = register(Primitive(
     "cumprod", _cumprod, [_cumprod_vjp], _cumprod_jvp, method_fmt("cumprod", "axis"),
     [*ALONG, Case(((5,),), {"axis": 0}), Case(((3, 6),), {"axis": -1})],
-    batch=along("cumprod", flat=True), taylor=tr.cumprod))
+    batch=along("cumprod", flat=True), taylor=_cumprod_taylor))
 
 # ---------------------------------------------------------------- prod
 
@@ -148,7 +154,7 @@ def _prod(x, axis=None, keepdims=False):
     return np.prod(x, axis=axis, keepdims=keepdims)
 
 
-def _others(o, x, axis):
+def _others(o: PrimitiveMethods, x, axis):
     """For each entry, the product of the other entries of its slice (no division)."""
     shape = shape_of(x)
     axes = normalize_axes(axis, len(shape))
@@ -174,7 +180,7 @@ def _others(o, x, axis):
     return p
 
 
-def _spread(o, g, x, axis, keepdims):
+def spread(o: PrimitiveMethods, g: Any, x: Any, axis: Any, keepdims: bool) -> Any:
     """A reduction's cotangent with its reduced dims restored, expanded to x's shape."""
     kd = keepdims_shape(shape_of(x), axis)
     if not keepdims and shape_of(g) != kd and axis is not None:
@@ -182,70 +188,24 @@ def _spread(o, g, x, axis, keepdims):
     return broadcast_to(o, g, shape_of(x))
 
 
+def _prod_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, axis: Any = None,
+                 keepdims: Any = False) -> Series:
+    """exp of the sum of logs: only the logs' derivatives enter, so negative entries are fine
+    (an entry equal to 0 is not)."""
+    logs = quotient_series(o, ss[0], ss[0], None)
+    sums = [None if c is None else o.sum(c, axis=axis, keepdims=keepdims) for c in logs]
+    return exp_series(o, sums, out)
+
+
 PROD = register(Primitive(
     "prod", _prod,
     [lambda o, g, out, x, axis=None, keepdims=False:
-        o.mul(_spread(o, g, x, axis, keepdims), _others(o, x, axis))],
+        o.mul(spread(o, g, x, axis, keepdims), _others(o, x, axis))],
     lambda o, ts, out, x, axis=None, keepdims=False:
         o.sum(o.mul(ts[0], _others(o, x, axis)), axis=axis, keepdims=keepdims),
     method_fmt("prod", "axis", "keepdims"),
     [*REDUCE, Case(((2, 3, 4),), {"axis": (0, 2), "keepdims": True}),
-     Case(((3, 4),), {"axis": (1, 0)})], batch=along("prod"), taylor=tr.prod))
-
-# ---------------------------------------------------------------- var, std
-
-
-def _var(x, axis=None, ddof=0, keepdims=False):
-    return np.var(x, axis=axis, ddof=ddof, keepdims=keepdims)
-
-
-def _std(x, axis=None, ddof=0, keepdims=False):
-    return np.std(x, axis=axis, ddof=ddof, keepdims=keepdims)
-
-
-def _dof(x, axis, ddof) -> float:
-    """Entries per slice minus ddof."""
-    shape = shape_of(x)
-    return int(np.prod([shape[i] for i in normalize_axes(axis, len(shape))])) - ddof
-
-
-def _centered(o, x, axis):
-    return o.sub(x, o.mean(x, axis=axis, keepdims=True))
-
-
-def _var_dir(o, out, x, axis, ddof, keepdims):
-    """d var / d x = 2 (x - mean) / (n - ddof)."""
-    return o.mul(_centered(o, x, axis), 2.0 / _dof(x, axis, ddof))
-
-
-def _std_dir(o, out, x, axis, ddof, keepdims):
-    """d std / d x = (x - mean) / ((n - ddof) std), and 0 where std is 0."""
-    kd = keepdims_shape(shape_of(x), axis)
-    s = out if shape_of(out) == kd else o.reshape(out, kd)
-    zero = o.equal(s, 0)
-    scale = o.mul(o.where(zero, 1.0, s), float(_dof(x, axis, ddof)))
-    return o.where(zero, 0.0, o.div(_centered(o, x, axis), scale))
-
-
-def _moment(name: str, method: str, forward, direction, taylor) -> Primitive:
-    def vjp(o, g, out, x, axis=None, ddof=0, keepdims=False):
-        return o.mul(_spread(o, g, x, axis, keepdims), direction(o, out, x, axis, ddof, keepdims))
-
-    def jvp(o, ts, out, x, axis=None, ddof=0, keepdims=False):
-        w = direction(o, out, x, axis, ddof, keepdims)
-        return o.sum(o.mul(ts[0], w), axis=axis, keepdims=keepdims)
-
-    cases = [c for c in REDUCE if c.shapes != ((),)] + [
-        Case(((3, 4),), {"axis": 1, "ddof": 1}), Case(((4,),), {"ddof": 1.5}),
-        Case(((2, 3, 4),), {"axis": (0, 2), "ddof": 1, "keepdims": True})]
-    return register(Primitive(name, forward, [vjp], jvp,
-                              method_fmt(method, "axis", "ddof", "keepdims"), cases,
-                              batch=along(name), taylor=taylor))
-
-
-# op.var makes a leaf, so the variance is op.variance (and x.var(), np.var(x) as in numpy)
-VAR = _moment("variance", "var", _var, _var_dir, tr.variance)
-STD = _moment("std", "std", _std, _std_dir, tr.std)
+     Case(((3, 4),), {"axis": (1, 0)})], batch=along("prod"), taylor=_prod_taylor))
 
 # ---------------------------------------------------------------- argmax, argmin
 
@@ -258,7 +218,7 @@ def _argmin(x, axis=None, keepdims=False):
     return np.argmin(x, axis=axis, keepdims=keepdims)
 
 
-def _no_tangent(o, ts, out, *xs, **attrs):
+def _no_tangent(o: PrimitiveMethods, ts, out, *xs, **attrs):
     return None
 
 
@@ -276,15 +236,12 @@ ARGMIN = register(Primitive("argmin", _argmin, [None], _no_tangent,
 # ---------------------------------------------------------------- Ops methods
 
 class ScanOps:
-    """prod, the scans, the moments and argmax / argmin as methods of an Ops.
-
-    The variance is ``op.variance`` (``op.var`` makes a leaf); on Variables it is ``x.var()``.
-    """
+    """prod, the scans and argmax / argmin as methods of an Ops."""
 
     def prod(self, x: Any, axis: Any = None, keepdims: bool = False,
              name: str | None = None) -> Variable:
         """Product over ``axis`` (None, an int or a tuple); right with zeros at every order."""
-        axis = _axes(self, "prod", x, axis)
+        axis = checked_axes(self, "prod", x, axis)
         return self.apply(PROD, (x,), {"axis": axis, "keepdims": bool(keepdims)}, name)
 
     def cumsum(self, x: Any, axis: int | None = None, name: str | None = None) -> Variable:
@@ -296,17 +253,6 @@ class ScanOps:
         """Cumulative product along ``axis`` (None: flattened); right with zeros at every order."""
         axis = _one_axis(self, "cumprod", x, axis)
         return self.apply(CUMPROD, (x,), {"axis": axis} if axis is not None else None, name)
-
-    def variance(self, x: Any, axis: Any = None, ddof: float = 0, keepdims: bool = False,
-                 name: str | None = None) -> Variable:
-        """Variance over ``axis``, dividing by (entries - ddof); ``x.var()`` and ``np.var(x)``."""
-        attrs = _moment_attrs(self, "variance", x, axis, ddof, keepdims)
-        return self.apply(VAR, (x,), attrs, name)
-
-    def std(self, x: Any, axis: Any = None, ddof: float = 0, keepdims: bool = False,
-            name: str | None = None) -> Variable:
-        """Standard deviation over ``axis``; gradient 0 where it is 0."""
-        return self.apply(STD, (x,), _moment_attrs(self, "std", x, axis, ddof, keepdims), name)
 
     def argmax(self, x: Any, axis: int | None = None, keepdims: bool = False,
                name: str | None = None) -> Variable:
@@ -321,7 +267,7 @@ class ScanOps:
         return self.apply(ARGMIN, (x,), {"axis": axis, "keepdims": bool(keepdims)}, name)
 
 
-def _axes(ops: Any, fname: str, x: Any, axis: Any) -> Any:
+def checked_axes(ops: PrimitiveMethods, fname: str, x: Any, axis: Any) -> Any:
     """axis checked against x (None, an int or a tuple of ints), in numpy's spelling."""
     try:
         normalize_axes(axis, len(shape_of(x)))
@@ -332,75 +278,50 @@ def _axes(ops: Any, fname: str, x: Any, axis: Any) -> Any:
     return tuple(int(a) for a in axis)
 
 
-def _one_axis(ops: Any, fname: str, x: Any, axis: Any) -> int | None:
+def _one_axis(ops: PrimitiveMethods, fname: str, x: Any, axis: Any) -> int | None:
     """axis checked to be None or one int in range for x."""
     if axis is not None and (isinstance(axis, bool) or not isinstance(axis, (int, np.integer))):
         raise error(fname, (x,), f"axis must be None or an int, got {axis!r}", ArgumentError)
-    return _axes(ops, fname, x, axis)
-
-
-def _moment_attrs(ops: Any, fname: str, x: Any, axis: Any, ddof: Any, keepdims: bool) -> dict:
-    axis = _axes(ops, fname, x, axis)
-    if isinstance(ddof, bool) or not isinstance(ddof, (int, float, np.integer, np.floating)):
-        raise error(fname, (x,), f"ddof must be a number, got {ddof!r}", ArgumentError)
-    ddof = int(ddof) if float(ddof).is_integer() else float(ddof)
-    if _dof(x, axis, ddof) <= 0:
-        raise error(fname, (x,), f"ddof={ddof} leaves no degrees of freedom over axis "
-                         f"{axis}", ArgumentError)
-    return {"axis": axis, "ddof": ddof, "keepdims": bool(keepdims)}
+    return checked_axes(ops, fname, x, axis)
 
 
 # ---------------------------------------------------------------- Variable methods
 
 class ScanVariable:
-    """numpy's ndarray methods prod, cumsum, cumprod, var, std, argmax, argmin on Variables."""
+    """numpy's ndarray methods prod, cumsum, cumprod, argmax, argmin on Variables."""
 
     __slots__ = ()
 
     def prod(self, axis: Any = None, dtype: None = None, out: None = None,
              keepdims: bool = False, **numpy_args: Any) -> Variable:
         """Product over ``axis`` (np.prod(x) calls this)."""
-        _defaults("prod", self, dtype=dtype, out=out, **numpy_args)
+        numpy_defaults("prod", self, dtype=dtype, out=out, **numpy_args)
         return self.ops.prod(self, axis=axis, keepdims=keepdims)
 
     def cumsum(self, axis: int | None = None, dtype: None = None, out: None = None) -> Variable:
         """Cumulative sum along ``axis`` (None: flattened)."""
-        _defaults("cumsum", self, dtype=dtype, out=out)
+        numpy_defaults("cumsum", self, dtype=dtype, out=out)
         return self.ops.cumsum(self, axis=axis)
 
     def cumprod(self, axis: int | None = None, dtype: None = None, out: None = None) -> Variable:
         """Cumulative product along ``axis`` (None: flattened)."""
-        _defaults("cumprod", self, dtype=dtype, out=out)
+        numpy_defaults("cumprod", self, dtype=dtype, out=out)
         return self.ops.cumprod(self, axis=axis)
-
-    def var(self, axis: Any = None, dtype: None = None, out: None = None, ddof: float = 0,
-            keepdims: bool = False, **numpy_args: Any) -> Variable:
-        """Variance over ``axis`` with ``ddof`` (numpy's ``correction=`` is the same)."""
-        ddof = numpy_args.pop("correction", ddof)
-        _defaults("var", self, dtype=dtype, out=out, **numpy_args)
-        return self.ops.variance(self, axis=axis, ddof=ddof, keepdims=keepdims)
-
-    def std(self, axis: Any = None, dtype: None = None, out: None = None, ddof: float = 0,
-            keepdims: bool = False, **numpy_args: Any) -> Variable:
-        """Standard deviation over ``axis`` with ``ddof`` (or ``correction=``)."""
-        ddof = numpy_args.pop("correction", ddof)
-        _defaults("std", self, dtype=dtype, out=out, **numpy_args)
-        return self.ops.std(self, axis=axis, ddof=ddof, keepdims=keepdims)
 
     def argmax(self, axis: int | None = None, out: None = None, *,
                keepdims: bool = False) -> Variable:
         """Index of the first maximum along ``axis`` (an int64 entry, no gradient)."""
-        _defaults("argmax", self, out=out)
+        numpy_defaults("argmax", self, out=out)
         return self.ops.argmax(self, axis=axis, keepdims=keepdims)
 
     def argmin(self, axis: int | None = None, out: None = None, *,
                keepdims: bool = False) -> Variable:
         """Index of the first minimum along ``axis`` (an int64 entry, no gradient)."""
-        _defaults("argmin", self, out=out)
+        numpy_defaults("argmin", self, out=out)
         return self.ops.argmin(self, axis=axis, keepdims=keepdims)
 
 
-def _defaults(method: str, x: Any, **numpy_args: Any) -> None:
+def numpy_defaults(method: str, x: Any, **numpy_args: Any) -> None:
     """numpy passes dtype=None, out=None (and where=True, initial) along: refuse anything else."""
     for key, value in numpy_args.items():
         if key in ("dtype", "out") and value is None or key == "where" and value is True:

@@ -1,4 +1,4 @@
-"""Truncated Taylor series arithmetic for Taylor mode (see taylor_mode.py).
+"""Truncated Taylor series arithmetic for Taylor mode (engine/taylor.py walks the tape with it).
 
 A series is the list ``[c0, c1, ..., cK]`` of coefficients in t (not derivatives: ck is the
 k-th derivative over k!); ``None`` is an exact zero and keeps zero terms off the tape. Every
@@ -9,7 +9,10 @@ arrays), so the coefficients it returns are recorded like any other program.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from . import PrimitiveMethods
 
 Series = list       # [c0, c1, ..., cK]; None is an exact zero
 
@@ -21,22 +24,22 @@ def new(c0: Any, order: int) -> Series:
     return [c0] + [None] * order
 
 
-def plus(o: Any, a: Any, b: Any) -> Any:
+def plus(o: PrimitiveMethods, a: Any, b: Any) -> Any:
     """a + b where None is zero."""
     return b if a is None else a if b is None else o.add(a, b)
 
 
-def minus(o: Any, a: Any, b: Any) -> Any:
+def minus(o: PrimitiveMethods, a: Any, b: Any) -> Any:
     """a - b where None is zero."""
     return a if b is None else o.neg(b) if a is None else o.sub(a, b)
 
 
-def times(o: Any, a: Any, c: float) -> Any:
+def times(o: PrimitiveMethods, a: Any, c: float) -> Any:
     """a * c for a number c, where None is zero (and c == 1 records nothing)."""
     return None if a is None else a if c == 1 else o.mul(a, float(c))
 
 
-def cauchy(o: Any, op: Callable, a: Series, b: Series, k: int, lo: int = 0) -> Any:
+def cauchy(o: PrimitiveMethods, op: Callable, a: Series, b: Series, k: int, lo: int = 0) -> Any:
     """sum over lo <= j <= k - lo of op(a[j], b[k - j]), skipping zero terms (None if none)."""
     acc = None
     for j in range(lo, k - lo + 1):
@@ -45,7 +48,7 @@ def cauchy(o: Any, op: Callable, a: Series, b: Series, k: int, lo: int = 0) -> A
     return acc
 
 
-def square_coef(o: Any, z: Series, k: int) -> Any:
+def square_coef(o: PrimitiveMethods, z: Series, k: int) -> Any:
     """The k-th coefficient of z^2 (symmetric Cauchy product: about k/2 products)."""
     acc = None
     for j in range((k + 1) // 2):
@@ -57,7 +60,7 @@ def square_coef(o: Any, z: Series, k: int) -> Any:
     return acc
 
 
-def ode(o: Any, x: Series, a: Series, k: int) -> Any:
+def ode(o: PrimitiveMethods, x: Series, a: Series, k: int) -> Any:
     """z_k of z' = a x': (1/k) sum_{j=1..k} j x_j a_{k-j}."""
     acc = None
     for j in range(1, k + 1):
@@ -66,7 +69,7 @@ def ode(o: Any, x: Series, a: Series, k: int) -> Any:
     return times(o, acc, 1.0 / k) if acc is not None and k > 1 else acc
 
 
-def affine_square(o: Any, xs: Series, a: float, b: float) -> Series:
+def affine_square(o: PrimitiveMethods, xs: Series, a: float, b: float) -> Series:
     """The series of a + b x^2."""
     x = xs[0]
     return [o.add(o.mul(o.mul(x, x), b), a)] + [times(o, square_coef(o, xs, k), b)
@@ -75,7 +78,7 @@ def affine_square(o: Any, xs: Series, a: float, b: float) -> Series:
 # ---------------------------------------------------------------- functions of a series
 
 
-def exp_series(o: Any, xs: Series, z0: Any) -> Series:
+def exp_series(o: PrimitiveMethods, xs: Series, z0: Any) -> Series:
     """z = exp x (z0 given): z' = z x'."""
     z = new(z0, len(xs) - 1)
     for k in range(1, len(z)):
@@ -83,7 +86,7 @@ def exp_series(o: Any, xs: Series, z0: Any) -> Series:
     return z
 
 
-def quotient_series(o: Any, ns: Series, us: Series, z0: Any) -> Series:
+def quotient_series(o: PrimitiveMethods, ns: Series, us: Series, z0: Any) -> Series:
     """z with z' = n' / u: z_k = (n_k - (1/k) sum_{j=1..k-1} (k - j) z_{k-j} u_j) / u_0.
 
     log is n = u = x; arctan is n = x, u = 1 + x^2; and so on.
@@ -99,7 +102,7 @@ def quotient_series(o: Any, ns: Series, us: Series, z0: Any) -> Series:
     return z
 
 
-def div_series(o: Any, xs: Series, ys: Series, z0: Any) -> Series:
+def div_series(o: PrimitiveMethods, xs: Series, ys: Series, z0: Any) -> Series:
     """z = x / y: z_k = (x_k - sum_{j=1..k} y_j z_{k-j}) / y_0."""
     z = new(z0, len(xs) - 1)
     for k in range(1, len(z)):
@@ -108,7 +111,7 @@ def div_series(o: Any, xs: Series, ys: Series, z0: Any) -> Series:
     return z
 
 
-def _tail(o: Any, ys: Series, z: Series, k: int) -> Any:
+def _tail(o: PrimitiveMethods, ys: Series, z: Series, k: int) -> Any:
     """sum_{j=1..k} y_j z_{k-j}."""
     acc = None
     for j in range(1, k + 1):
@@ -117,7 +120,7 @@ def _tail(o: Any, ys: Series, z: Series, k: int) -> Any:
     return acc
 
 
-def sqrt_series(o: Any, xs: Series, z0: Any) -> Series:
+def sqrt_series(o: PrimitiveMethods, xs: Series, z0: Any) -> Series:
     """z^2 = x: z_k = (x_k - sum_{j=1..k-1} z_j z_{k-j}) / (2 z_0)."""
     z = new(z0, len(xs) - 1)
     twice = o.mul(z0, 2.0)
@@ -127,7 +130,8 @@ def sqrt_series(o: Any, xs: Series, z0: Any) -> Series:
     return z
 
 
-def sin_cos_series(o: Any, xs: Series, s0: Any, c0: Any, sign: float) -> tuple[Series, Series]:
+def sin_cos_series(o: PrimitiveMethods, xs: Series, s0: Any, c0: Any,
+                   sign: float) -> tuple[Series, Series]:
     """sin and cos (sign -1: s' = c x', c' = -s x') or sinh and cosh (sign 1) together."""
     s, c = new(s0, len(xs) - 1), new(c0, len(xs) - 1)
     for k in range(1, len(s)):
@@ -136,7 +140,7 @@ def sin_cos_series(o: Any, xs: Series, s0: Any, c0: Any, sign: float) -> tuple[S
     return s, c
 
 
-def riccati_series(o: Any, xs: Series, z0: Any, w0: Any, b: float) -> Series:
+def riccati_series(o: PrimitiveMethods, xs: Series, z0: Any, w0: Any, b: float) -> Series:
     """z' = w x' with w = a + b z^2 (tanh: 1 - z^2, tan: 1 + z^2), given w0 = a + b z0^2."""
     z = new(z0, len(xs) - 1)
     w = new(w0, len(xs) - 1)

@@ -12,76 +12,169 @@ flows through them and nothing is recorded for them in a gradient, also at their
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ArgumentError
-from . import taylor as tr
-from .core import ANY, NONZERO, POSITIVE, UNARY, Case, Sampler, uniform
+from .core import ANY, NONZERO, POSITIVE, UNARY, Case, Sampler, TaylorRule, uniform
 from .elementwise import elementwise
+from .series import (
+    Series,
+    affine_square,
+    div_series,
+    exp_series,
+    new,
+    ode,
+    quotient_series,
+    riccati_series,
+    sin_cos_series,
+    sqrt_series,
+    square_coef,
+    times,
+)
+from .taylor import linear, order_of
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
+    from . import PrimitiveMethods
 
 LN2 = float(np.log(2.0))
 LN10 = float(np.log(10.0))
 
 
 def _unary(name: str, forward: Any, rule: Any, domain: Sampler = ANY, cases=None,
-           taylor: Any = None) -> Any:
+           taylor: TaylorRule | None = None) -> Any:
     """Register a one-input function printed as a method, ``v3.tan()``."""
     return elementwise(name, forward, "{0}." + name + "()", (rule,), domain=domain, cases=cases,
                        taylor=taylor)
 
 
-def _sqrt_one_minus_square(o, x):
+def _sqrt_one_minus_square(o: PrimitiveMethods, x):
     """sqrt(1 - x^2), as sqrt((1 - x)(1 + x)) to keep precision near |x| = 1."""
     return o.sqrt(o.mul(o.sub(1, x), o.add(x, 1)))
 
 # ---------------------------------------------------------------- trigonometric, hyperbolic
 
 
+def _tan_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
+    """tan x: z' = (1 + z^2) x'."""
+    return riccati_series(o, ss[0], out, o.add(o.mul(out, out), 1.0), 1.0)
+
+
+def _inverse(u: Callable, sign: float = 1.0) -> TaylorRule:
+    """Taylor rule of z' = sign x' / u(x): arcsin, arccos, arctan, arcsinh, arccosh, arctanh."""
+    def rule(o: PrimitiveMethods, ss, out, x):
+        ns = [out] + [times(o, c, sign) for c in ss[0][1:]]
+        return quotient_series(o, ns, u(o, ss[0]), out)
+    return rule
+
+
+def _root(a: float, b: float) -> Callable:
+    """The series of sqrt(a + b x^2)."""
+    def u(o: PrimitiveMethods, xs):
+        inner = affine_square(o, xs, a, b)
+        return sqrt_series(o, inner, o.sqrt(inner[0]))
+    return u
+
+
+def _poly(a: float, b: float) -> Callable:
+    """The series of a + b x^2."""
+    return lambda o, xs: affine_square(o, xs, a, b)
+
+
+def _sinh_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
+    """sinh x, with cosh x alongside."""
+    return sin_cos_series(o, ss[0], out, o.cosh(x), 1.0)[0]
+
+
+def _cosh_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
+    """cosh x, with sinh x alongside."""
+    return sin_cos_series(o, ss[0], o.sinh(x), out, 1.0)[1]
+
+
+
 TAN = _unary("tan", np.tan, lambda o, g, out, x: o.mul(g, o.add(o.mul(out, out), 1)),
-             uniform(-1.2, 1.2), taylor=tr.tan)
+             uniform(-1.2, 1.2), taylor=_tan_taylor)
 ARCSIN = _unary("arcsin", np.arcsin, lambda o, g, out, x: o.div(g, _sqrt_one_minus_square(o, x)),
-                uniform(-0.9, 0.9), taylor=tr.inverse(tr.root(1.0, -1.0)))
+                uniform(-0.9, 0.9), taylor=_inverse(_root(1.0, -1.0)))
 ARCCOS = _unary("arccos", np.arccos,
                 lambda o, g, out, x: o.neg(o.div(g, _sqrt_one_minus_square(o, x))),
-                uniform(-0.9, 0.9), taylor=tr.inverse(tr.root(1.0, -1.0), -1.0))
+                uniform(-0.9, 0.9), taylor=_inverse(_root(1.0, -1.0), -1.0))
 ARCTAN = _unary("arctan", np.arctan, lambda o, g, out, x: o.div(g, o.add(o.mul(x, x), 1)),
-                taylor=tr.inverse(tr.poly(1.0, 1.0)))
-SINH = _unary("sinh", np.sinh, lambda o, g, out, x: o.mul(g, o.cosh(x)), taylor=tr.sinh)
-COSH = _unary("cosh", np.cosh, lambda o, g, out, x: o.mul(g, o.sinh(x)), taylor=tr.cosh)
+                taylor=_inverse(_poly(1.0, 1.0)))
+SINH = _unary("sinh", np.sinh, lambda o, g, out, x: o.mul(g, o.cosh(x)), taylor=_sinh_taylor)
+COSH = _unary("cosh", np.cosh, lambda o, g, out, x: o.mul(g, o.sinh(x)), taylor=_cosh_taylor)
 ARCSINH = _unary("arcsinh", np.arcsinh,
                  lambda o, g, out, x: o.div(g, o.sqrt(o.add(o.mul(x, x), 1))),
-                 taylor=tr.inverse(tr.root(1.0, 1.0)))
+                 taylor=_inverse(_root(1.0, 1.0)))
 ARCCOSH = _unary("arccosh", np.arccosh,       # sqrt((x - 1)(x + 1)): exact near x = 1
                  lambda o, g, out, x: o.div(g, o.sqrt(o.mul(o.sub(x, 1), o.add(x, 1)))),
-                 uniform(1.1, 3.0), taylor=tr.inverse(tr.root(-1.0, 1.0)))
+                 uniform(1.1, 3.0), taylor=_inverse(_root(-1.0, 1.0)))
 ARCTANH = _unary("arctanh", np.arctanh,
                  lambda o, g, out, x: o.div(g, o.mul(o.sub(1, x), o.add(x, 1))),
-                 uniform(-0.9, 0.9), taylor=tr.inverse(tr.poly(1.0, -1.0)))
+                 uniform(-0.9, 0.9), taylor=_inverse(_poly(1.0, -1.0)))
 
 # ---------------------------------------------------------------- logs, exponentials, powers
 
+
+def _log1p_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
+    """log(1 + x): z' = x' / (1 + x)."""
+    return quotient_series(o, ss[0], [o.add(x, 1.0)] + ss[0][1:], out)
+
+
+def _expm1_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
+    """z' = (z + 1) x'."""
+    z = new(out, order_of(ss))
+    a = new(o.add(out, 1.0), order_of(ss))
+    for k in range(1, len(z)):
+        z[k] = a[k] = ode(o, ss[0], a, k)
+    return z
+
+
+def _log_base(scale: float) -> TaylorRule:
+    """Taylor rule of log2, log10: the natural log's series times 1 / ln(base)."""
+    def rule(o: PrimitiveMethods, ss, out, x):
+        z = quotient_series(o, ss[0], ss[0], out)
+        return [out] + [times(o, c, scale) for c in z[1:]]
+    return rule
+
+
+def _exp2_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
+    """2^x = exp(x ln 2)."""
+    return exp_series(o, [times(o, c, LN2) for c in ss[0]], out)
+
+
+def _square_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
+    """x^2 by the symmetric Cauchy product."""
+    return [out] + [square_coef(o, ss[0], k) for k in range(1, order_of(ss) + 1)]
+
+
+def _reciprocal_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
+    """1 / x by the quotient recurrence."""
+    return div_series(o, new(1.0, order_of(ss)), ss[0], out)
+
+
 LOG1P = _unary("log1p", np.log1p, lambda o, g, out, x: o.div(g, o.add(x, 1)), uniform(-0.5, 2.0),
-               taylor=tr.log1p)
-EXPM1 = _unary("expm1", np.expm1, lambda o, g, out, x: o.mul(g, o.add(out, 1)), taylor=tr.expm1)
+               taylor=_log1p_taylor)
+EXPM1 = _unary("expm1", np.expm1, lambda o, g, out, x: o.mul(g, o.add(out, 1)),
+               taylor=_expm1_taylor)
 LOG2 = _unary("log2", np.log2, lambda o, g, out, x: o.div(g, o.mul(x, LN2)), POSITIVE,
-              taylor=tr.log_base(1 / LN2))
+              taylor=_log_base(1 / LN2))
 LOG10 = _unary("log10", np.log10, lambda o, g, out, x: o.div(g, o.mul(x, LN10)), POSITIVE,
-               taylor=tr.log_base(1 / LN10))
-EXP2 = _unary("exp2", np.exp2, lambda o, g, out, x: o.mul(g, o.mul(out, LN2)), taylor=tr.exp2)
-SQUARE = _unary("square", np.square, lambda o, g, out, x: o.mul(g, o.mul(x, 2)), taylor=tr.square)
+               taylor=_log_base(1 / LN10))
+EXP2 = _unary("exp2", np.exp2, lambda o, g, out, x: o.mul(g, o.mul(out, LN2)), taylor=_exp2_taylor)
+SQUARE = _unary("square", np.square, lambda o, g, out, x: o.mul(g, o.mul(x, 2)),
+                taylor=_square_taylor)
 RECIPROCAL = _unary("reciprocal", np.reciprocal,
                     lambda o, g, out, x: o.neg(o.mul(g, o.mul(out, out))), NONZERO,
-                    taylor=tr.reciprocal)
+                    taylor=_reciprocal_taylor)
 
 # ---------------------------------------------------------------- rounding (no gradient)
 
-FLOOR = _unary("floor", np.floor, None, taylor=tr.linear("floor"))
-CEIL = _unary("ceil", np.ceil, None, taylor=tr.linear("ceil"))
+FLOOR = _unary("floor", np.floor, None, taylor=linear("floor"))
+CEIL = _unary("ceil", np.ceil, None, taylor=linear("ceil"))
 
 
 def _round(x, decimals=0):
@@ -96,7 +189,7 @@ def _round_fmt(args, attrs, render):
 ROUND = elementwise("round", _round, _round_fmt, (None,),
                     cases=[*UNARY, Case(((3, 4),), {"decimals": 1}),
                            Case(((3,),), {"decimals": -1}, domain=(uniform(-20.0, 20.0),))],
-                    taylor=tr.linear("round"))
+                    taylor=linear("round"))
 
 # numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
 UFUNCS = {np.tan: "tan", np.arcsin: "arcsin", np.arccos: "arccos", np.arctan: "arctan",

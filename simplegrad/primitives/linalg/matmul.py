@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core import Case, Primitive, matrix, register, shape_of, unbroadcast
+from ..broadcasting import unbroadcast
+from ..core import Case, Primitive, matrix, register, shape_of
 from ..taylor import multilinear
 from .matrices import swap_last
 

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core import Case, Primitive, mapped, matrix, register, shape_of, unbroadcast
+from ..broadcasting import unbroadcast
+from ..core import Case, Primitive, mapped, matrix, register, shape_of
 from ..series import Series, minus, new, plus
 from ..taylor import order_of
 from .matrices import as_column, swap_last
