@@ -580,10 +580,23 @@ def test_other_argument_errors(x3):
 
 
 def test_transform_of_variables_inside_no_grad(x3):
+    """Under no_grad a transform still computes its derivative (as torch.func's do) and
+    records nothing on the caller's Ops: its results hold values only."""
     op = sg.Ops()
     x = op.var(x3, name="x")
-    with op.no_grad(), pytest.raises(sg.GraphError, match="no_grad"):
-        sg.grad(scalar_sg)(x)
+    before = len(op.tape)
+    with op.no_grad():
+        g = sg.grad(scalar_sg)(x)
+        (y, t), h = sg.jvp(scalar_sg, (x,), (np.ones(3),)), sg.hessian(scalar_sg)(x)
+        _, pull = sg.vjp(scalar_sg, x)
+        (c,) = pull(np.float64(2.0))
+    assert len(op.tape) == before
+    assert isinstance(g, sg.Variable) and g.ops is op and g.prim is None
+    np.testing.assert_allclose(g.value, scalar_grad_np(x3), rtol=1e-12)
+    np.testing.assert_allclose(c.value, 2 * scalar_grad_np(x3), rtol=1e-12)
+    np.testing.assert_allclose(t.value, scalar_grad_np(x3).sum(), rtol=1e-12)
+    np.testing.assert_allclose(y.value, scalar_np(x3), rtol=1e-12)
+    assert h.shape == (3, 3) and not h.requires_grad
 
 
 def test_vjp_releases_its_own_tape_when_vjp_fn_is_dropped():

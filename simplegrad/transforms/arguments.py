@@ -4,13 +4,17 @@ Every transform is a thin layer over ``Ops.grad`` (the reverse sweep) and
 ``Ops.jvp`` (the forward sweep), so whatever it computes is recorded by the
 same primitives as any other program. The helpers here are what they share.
 
-Nesting rule. If any argument is a Variable of an Ops, the transform records on that
-Ops and returns Variables, which an enclosing transform (or ``op.grad``) can
-differentiate again. Otherwise it makes its own Ops and returns numpy arrays;
-nothing can differentiate those, so its outermost derivative pass runs on values
-only (``create_graph=False``). Free Variables (sg.Parameter) join the Ops the
-transform records on. ``recording_ops`` answers "which Ops" for nn's layers
-(``nn.ops_of``) and the optimisers too.
+Nesting rule. A transform records on the Ops of its Variable arguments; with none, on the
+Ops of the transform whose function is running around it (``running``: a per-thread
+stack), so a function may close over the Variables of any transform around it, at any
+depth; in both cases it returns Variables, which the transform around it (or
+``op.grad``) can differentiate again. At top level, given no Variable, it makes its own
+Ops and returns numpy arrays; nothing can differentiate those, so its outermost
+derivative pass runs on values only (``create_graph=False``). Free Variables
+(sg.Parameter) join the Ops the transform records on. ``recording_ops`` answers "which
+Ops" for nn's layers (``nn.ops_of``) and the optimisers too. Under ``no_grad`` a
+transform still computes its derivatives (on an Ops of its own) and records nothing on
+the caller's: its results are Variables of that Ops holding values only (``paused``).
 
 A Variable argument enters ``f`` through one identity entry,
 ``x.reshape(x.shape)``. Derivatives are taken with respect to that entry, so
@@ -28,7 +32,8 @@ in the argument's structure, as with JAX.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,7 +42,7 @@ from ..engine.ops import Ops
 from ..engine.params import FREE, FreeOps
 from ..engine.variable import Variable
 from ..errors import ArgumentError, GraphError, ShapeError
-from ..pytree import LEAF, TreeDef, tree_flatten, tree_leaves, tree_unflatten
+from ..pytree import LEAF, TreeDef, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 ArgNums = int | tuple[int, ...]
 Result = Any        # a Variable when nested, a numpy array otherwise
@@ -62,45 +67,94 @@ def recording_ops(fname: str, leaves: Iterable[Any]) -> Ops | FreeOps | None:
     return ops
 
 
+_RUNNING = threading.local()    # .stack: the Ops of each transform whose f runs, innermost last
+
+
+def around() -> Ops | None:
+    """The Ops of the innermost transform whose function is running in this thread, if any."""
+    stack = getattr(_RUNNING, "stack", None)
+    return stack[-1] if stack else None
+
+
 def context(fname: str, args: Sequence[Any], borrow: bool = True,
-            derivative: bool = True) -> tuple[Ops, bool]:
+            derivative: bool = True) -> tuple[Ops, bool | None]:
     """The Ops a transform records on, and whether it is the caller's (that of the Variable
-    arguments, see ``recording_ops``) rather than a new one of its own.
+    arguments, see ``recording_ops``, or of the transform running around this call) rather
+    than a new one of its own.
 
     A transform's own Ops borrows the caller's arrays (no copies): it is released before the
     call returns, and its results are copied out. ``borrow=False`` for one that outlives it.
-    ``derivative=False`` for a transform that takes none (vmap): it may run inside no_grad.
+    ``derivative=False`` for a transform that takes none (vmap): it may record under no_grad;
+    any other gets ``None`` for "the caller's" under no_grad, and hands the call to
+    ``run_paused``.
     """
     for a in args:
         if type(a) is not np.ndarray:
+            ops = recording_ops(fname, tree_leaves(list(args)))
             break
     else:           # arrays only (the common case): no tree to walk
-        return Ops(borrow=borrow), False
-    leaves = tree_leaves(list(args))
-    ops = recording_ops(fname, leaves)
-    if ops is None or ops is FREE:      # free Variables join the transform's own Ops
-        return Ops(borrow=borrow), False
+        ops = None
+    if ops is None or ops is FREE:      # free Variables join the Ops the transform records on
+        ops = around()
+        if ops is None:
+            return Ops(borrow=borrow), False
     if derivative and not ops.recording:
-        first = next(a for a in leaves if isinstance(a, Variable) and a.ops is ops)
-        raise GraphError(f"{fname}: the Ops of {first.name} is not recording (inside no_grad); "
-                         "a transform of Variables must record its derivative")
+        return ops, None        # under no_grad: see ``run_paused``
     return ops, True
 
 
-class own:  # noqa: N801 (used as ``with own(ops, nested):``)
-    """Release a transform's own Ops when it is done (results are copied out as arrays); a
-    plain context manager, not a generator: every transform call enters one."""
+def run_paused(ops: Ops, fn: Callable, args: Sequence[Any]) -> Any:
+    """``fn`` (the transform) on the values of ``args``, its results handed back as Variables
+    of ``ops`` that hold values only; a function among the results is wrapped the same way."""
+    values = tree_map(lambda a: a.raw if isinstance(a, Variable) else a, list(args))
+    _RUNNING.stack, saved = [], getattr(_RUNNING, "stack", [])
+    try:
+        out = fn(*values)
+    finally:
+        _RUNNING.stack = saved
+    return _unrecorded(ops, out)
 
-    __slots__ = ("ops", "nested")
+
+def _unrecorded(ops: Ops, out: Any) -> Any:
+    if callable(out):
+        return lambda *a: _unrecorded(ops, run_paused(ops, out, a))
+    if isinstance(out, tuple) and any(callable(o) for o in out):
+        return tuple(_unrecorded(ops, o) for o in out)
+    return tree_map(lambda r: ops.unrecorded(np.asarray(r)) if isinstance(r, np.ndarray) or
+                    np.isscalar(r) else r, out)
+
+
+class running:  # noqa: N801 (used as ``with running(ops):``)
+    """Within the block, transforms called without Variable arguments record on ``ops``."""
+
+    __slots__ = ("ops",)
+
+    def __init__(self, ops: Ops) -> None:
+        self.ops = ops
+
+    def __enter__(self) -> None:
+        stack = getattr(_RUNNING, "stack", None)
+        if stack is None:
+            stack = _RUNNING.stack = []
+        stack.append(self.ops)
+
+    def __exit__(self, *exc: object) -> None:
+        _RUNNING.stack.pop()
+
+
+class own(running):  # noqa: N801 (used as ``with own(ops, nested):``)
+    """A transform's call: its f runs with ``ops`` around (``running``), and its own Ops is
+    released when it is done (results are copied out as arrays); a plain context manager, not
+    a generator: every transform call enters one."""
+
+    __slots__ = ("nested",)
 
     def __init__(self, ops: Ops, nested: bool) -> None:
         self.ops = ops
         self.nested = nested
 
-    def __enter__(self) -> None:
-        return None
-
     def __exit__(self, *exc: object) -> None:
+        _RUNNING.stack.pop()
         if not self.nested:
             self.ops.release()
 

@@ -29,6 +29,7 @@ from .arguments import (
     primals,
     result,
     results,
+    run_paused,
 )
 from .taylor import derivative_entry as taylor_derivative_entry
 
@@ -55,6 +56,8 @@ def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple[Result, Resu
                                  f"shape {leaf_shape(xl)}")
             tangents.append(vl)
     ops, nested = context("jvp", (*xs, *vs))
+    if nested is None:
+        return run_paused(ops, lambda *a: jvp(f, a[:len(xs)], a[len(xs):]), (*xs, *vs))
     with own(ops, nested):
         call, trees = primals(ops, xs, range(len(xs)))
         prims = flat(trees)
@@ -85,6 +88,8 @@ def derivative(f: Callable, order: int = 1) -> Callable:
         if batched.has_batched((x,)):
             return batched.derivative(derivative, f, order, x)
         ops, nested = context("derivative", (x,))
+        if nested is None:
+            return run_paused(ops, derivative(f, order), (x,))
         with own(ops, nested):
             call, trees = primals(ops, (x,), (0,))
             (xv,) = flat(trees)

@@ -39,6 +39,7 @@ from .arguments import (
     resolve,
     result,
     results,
+    run_paused,
     scalar,
     split_rows,
 )
@@ -65,6 +66,8 @@ def jacobian(f: Callable, argnums: ArgNums = 0,
         if batched.has_batched(args):
             return batched.jacobian(vjp, f, argnums, args)
         ops, nested = context("jacobian", args)
+        if nested is None:
+            return run_paused(ops, jacobian(f, argnums, mode), args)
         with own(ops, nested):
             nums = resolve("jacobian", argnums, len(args))
             call, trees = primals(ops, args, nums)
@@ -95,6 +98,8 @@ def hessian(f: Callable, argnums: ArgNums = 0) -> Callable:
         if batched.has_batched(args):
             return batched.hessian(hvp, f, argnums, args)
         ops, nested = context("hessian", args)
+        if nested is None:
+            return run_paused(ops, hessian(f, argnums), args)
         with own(ops, nested):
             nums = resolve("hessian", argnums, len(args))
             call, trees = primals(ops, args, nums)
@@ -142,6 +147,8 @@ def _hvp(f: Callable, x: Any, v: Any) -> Any:
         if leaf_shape(xl) != leaf_shape(vl):
             raise ShapeError(f"hvp: v has shape {leaf_shape(vl)} but x has shape {leaf_shape(xl)}")
     ops, nested = context("hvp", (x, v))
+    if nested is None:
+        return run_paused(ops, lambda a, b: _hvp(f, a, b), (x, v))
     with own(ops, nested):
         call, trees = primals(ops, (x,), (0,))
         xs = flat(trees)

@@ -34,6 +34,8 @@ from .arguments import (
     regroup,
     resolve,
     results,
+    run_paused,
+    running,
     scalar,
 )
 
@@ -60,6 +62,8 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0) -> Callable:
         if batched.has_batched(args):      # inside vmap: per-example results
             return batched.value_and_grad(vjp, f, argnums, args)
         ops, nested = context("grad", args)
+        if nested is None:
+            return run_paused(ops, value_and_grad(f, argnums), args)
         with own(ops, nested):
             nums = resolve("grad", argnums, len(args))
             call, trees = primals(ops, args, nums)
@@ -86,9 +90,13 @@ def vjp(f: Callable, *xs: Any) -> tuple[Result, Callable]:
     if batched.has_batched(xs):
         return batched.vjp(vjp, f, xs)
     ops, nested = context("vjp", xs, borrow=False)     # its tape lives as long as vjp_fn
+    if nested is None:
+        return run_paused(ops, lambda *a: vjp(f, *a), xs)
     call, trees = primals(ops, xs, range(len(xs)))
     prims = flat(trees)
-    ys, out_def = outputs("vjp", ops, f(*call))
+    with running(ops):
+        out = f(*call)
+    ys, out_def = outputs("vjp", ops, out)
 
     def vjp_fn(u: Any) -> tuple:
         """The cotangents of the primals for the output cotangent ``u``."""

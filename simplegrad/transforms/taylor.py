@@ -32,7 +32,7 @@ from ..engine.taylor import missing_rule, propagate
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
 from ..primitives import VALUES
-from .arguments import check_callable, context, output, own, primal
+from .arguments import check_callable, context, output, own, primal, run_paused
 
 # ---------------------------------------------------------------- public functions
 
@@ -45,6 +45,8 @@ def taylor(f: Callable, x: Any, v: Any, order: int) -> list:
     if xshape != vshape:
         raise ShapeError(f"taylor: v has shape {vshape} but x has shape {xshape}")
     ops, nested = context("taylor", (x, v))     # our own Ops borrows the caller's arrays
+    if nested is None:
+        return run_paused(ops, lambda a, b: taylor(f, a, b, order), (x, v))
     with own(ops, nested):
         xv = primal(ops, x)
         y = output("taylor", ops, f(xv))

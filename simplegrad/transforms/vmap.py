@@ -36,7 +36,7 @@ from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
 from ..pytree import tree_leaves, tree_map
-from .arguments import context
+from .arguments import context, running
 
 # ---------------------------------------------------------------- vmap
 
@@ -64,7 +64,8 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
             active.append((level, n, ops))
             before, STATE.ceiling = getattr(STATE, "ceiling", None), None
             try:
-                out = f(*call)
+                with running(ops):
+                    out = f(*call)
             finally:
                 active.pop()
                 STATE.ceiling = before
