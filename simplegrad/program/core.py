@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import explain, render
+from ..engine.tape import ancestors
 from ..engine.variable import Variable
 from ..errors import ArgumentError, DTypeError, GraphError, LinAlgError, ShapeError
 from ..primitives.core import Primitive
@@ -252,20 +253,10 @@ def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
         if id(v) in slots:
             raise ArgumentError(f"program: {v.name} is given twice as an input")
         slots[id(v)] = i
-    found: dict[int, Variable] = {}
-    stack = list(outs)
-    while stack:        # iterative: a program may have millions of entries
-        v = stack.pop()
-        key = id(v)
-        if key in slots or key in found:
-            continue
-        found[key] = v
-        if v.prim is not None:
-            stack.extend(x for x in v.inputs if type(x) is Variable)
     builder = Builder([Input(v.name, v.shape, v.dtype) for v in ins])
     order = explain.orders(ops.tape)
     refs: dict[int, Ref] = {k: Ref(INPUT, i) for k, i in slots.items()}
-    for v in sorted((v for v in found.values() if v.prim is not None), key=_position):
+    for v in ancestors(outs, stop=set(ins)):
         args = []
         computed = False
         for x in v.inputs:
@@ -295,10 +286,6 @@ def _variables(what: str, xs: Any) -> list[Variable]:
         if not isinstance(x, Variable):
             raise ArgumentError(f"program: {what} must be Variables, got {type(x).__name__}")
     return items
-
-
-def _position(v: Variable) -> int:
-    return v.position
 
 
 class Builder:
