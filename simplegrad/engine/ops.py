@@ -15,7 +15,7 @@ from ..errors import ArgumentError, GraphError
 from ..primitives import PrimitiveMethods
 from ..primitives import rewrites as rules
 from ..primitives.core import Primitive
-from . import explain, forward, render
+from . import forward, nonfinite, render
 from . import reverse as sweeps
 from .batched import Batched
 from .batched import apply as apply_batched
@@ -91,11 +91,11 @@ class Ops(PrimitiveMethods):
         entries per order."""
         render.print_rich(self.tape, console, explain, block)
 
-    def find_nonfinite(self, v: Variable) -> explain.NonFinite | None:
+    def find_nonfinite(self, v: Variable) -> nonfinite.NonFinite | None:
         """Where a nan or inf first appears among v's ancestors (None when all are finite)."""
         if not isinstance(v, Variable) or v.ops is not self:
             raise ArgumentError("find_nonfinite: expected a Variable of this Ops")
-        return explain.find_nonfinite(self.tape, v)
+        return nonfinite.find_nonfinite(self.tape, v)
 
     def release(self) -> None:
         """Forget the recorded history so its memory returns now; Variables keep their values.

@@ -175,14 +175,8 @@ class Program:
 
     def format_node(self, node: Node) -> str:
         """One node as ``name = expression``, in the trace's style."""
-        args = [self._operand(r) for r in node.args]
-        attrs = node.attrs or {}
-        fmt = node.prim.fmt
-        if callable(fmt):
-            expr = fmt(args, attrs, lambda a, key="": render.format_attr(key, a))
-        else:
-            expr = fmt.format(*args, **{k: render.format_attr(k, a) for k, a in attrs.items()})
-        return f"{node.name} = {expr}"
+        return render.format_line(node.name, node.prim, [self._operand(r) for r in node.args],
+                                  node.attrs)
 
     def _operand(self, r: Ref) -> str:
         if r.kind == INPUT:
