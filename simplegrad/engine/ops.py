@@ -1,6 +1,7 @@
-"""The Tape (entries, events, v-counter) and Ops (holds a Tape; the recording policy).
+"""Ops: the recorder (holds a Tape; the recording policy) and the face of the engine.
 
-The sweeps that differentiate a tape are in sweeps.py, the text made from it in render.py.
+The tape is in tape.py, the sweeps that differentiate it in reverse.py and forward.py, the
+text made from it in render.py.
 """
 
 from __future__ import annotations
@@ -349,3 +350,6 @@ class Ops(PrimitiveMethods):
         """The tape (or the entries ``outputs`` need) as a ``networkx.DiGraph``."""
         from ..program.graph import tape_graph
         return tape_graph(self, outputs)
+
+
+FREE.recorder = Ops     # free computations record on an Ops of their own (see params.py)
