@@ -45,7 +45,7 @@ class Tape(Sequence):
         # cotangent of ``entry`` back to its input ``input`` (-1: pushing a tangent through it)
         self.pullbacks = Pullbacks()
         self.listeners: list[Callable[[Any], None]] = []    # told of each entry and event
-        self.jvp_cache: tuple | None = None     # the last jvp's (y, start, positions)
+        self.jvp_cache: tuple | None = None     # the last forward sweep's (y, start, entries)
 
     def __len__(self) -> int:
         return len(self.entries)
