@@ -38,6 +38,7 @@ from ..errors import ArgumentError, ShapeError
 from ..primitives import REGISTRY, Primitive
 from ..primitives.core import batch_size
 from .events import BlockBegin, BlockEnd
+from .forward import forward_sweep
 from .variable import Variable
 
 _levels = itertools.count(1)
@@ -179,24 +180,17 @@ def batched_jvp(ops: Any, y: Variable, x: Variable, tangents: Any) -> Variable:
     seed = tangents if isinstance(tangents, Variable) else ops.leaf(
         np.asarray(tangents, dtype=x.dtype), None, True, "seed")
     k = seed.shape[0]
-    known: dict[Variable, Any] = {x: wrap(seed, level)}
-    for pos in _path(y, x):
-        out = tape.at(pos)
-        ts = [known.get(v) if type(v) is Variable else None for v in out.inputs]
-        if all(t is None for t in ts):
-            continue
-        start = tape.end
+
+    def step(out: Variable, ts: list) -> Any:
         if REGISTRY.get(out.prim.name) is out.prim:
             t = out.prim.jvp(ops, ts, out, *out.inputs, **(out.attrs or {}))
         else:       # a custom primitive's rule may sweep: one tangent at a time, stacked
             t = _jvp_each(ops, out, ts, k, level)
-        if tape.end > start and tape.keep:      # explain.py reads which entry these came from
-            tape.pullbacks.add(start, tape.end, out, -1)
-        if t is not None:
-            if t.dtype != out.raw.dtype:
-                t = ops.cast(t, out.raw.dtype)
-            known[out] = t
-    t = known.get(y)
+        if t is not None and t.dtype != out.raw.dtype:
+            t = ops.cast(t, out.raw.dtype)
+        return t
+
+    t = forward_sweep(tape, y, (x,), {x: wrap(seed, level)}, step, True).get(y)
     if t is None:
         t = ops.var(np.zeros((k,) + y.shape, dtype=y.dtype), requires_grad=False)
     elif type(t) is Batched:
@@ -217,16 +211,3 @@ def _jvp_each(ops: Any, out: Variable, ts: list, k: int, level: int) -> Any:
         cols.append(ops.zeros_like(out) if c is None else c)
     return wrap(ops.stack(cols, axis=0), level)
 
-
-def _path(y: Variable, x: Variable) -> list[int]:
-    """Positions, oldest first, of the entries after x that lead to y."""
-    start = x.position + (x.prim is not None)
-    seen: set[int] = set()
-    stack = [y]
-    while stack:
-        v = stack.pop()
-        if type(v) is not Variable or v.prim is None or v.position < start or v.position in seen:
-            continue
-        seen.add(v.position)
-        stack.extend(v.inputs)
-    return sorted(seen)

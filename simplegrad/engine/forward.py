@@ -1,15 +1,16 @@
-"""The sweeps: reverse (grad, backward) and forward (jvp) over an Ops' recorded entries.
+"""The forward sweep: ``forward_sweep`` carries something from some Variables to the entries
+computed from them, oldest first, one step per entry; jvp (here), the batched jvp (batched.py)
+and Taylor propagation (taylor.py) are its users.
 
-Functions of an ``Ops`` that use its public interface only (its ``tape``, ``recording``,
-``leaf``, ``unrecorded``, ``zeros_like`` and primitive methods); ``Ops.grad``, ``Ops.backward``
-and ``Ops.jvp`` delegate here. Every derivative is computed by calling primitives on ``o``: the
+``jvp`` is a function of an ``Ops`` that uses its public interface only, as reverse.py's
+are; ``Ops.jvp`` delegates here. Its tangents are computed by calling primitives on ``o``: the
 Ops itself when the result is to be recorded (so it can be printed and differentiated again),
 or a ``ValueOps`` when only values are wanted (``create_graph=False``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from ..primitives import VALUES
 from ..primitives.core import dtype_of
 from .events import BlockBegin, BlockEnd
 from .reverse import _check_target, _check_wrt, _seed_value, _sweeping
+from .tape import ancestors
 from .variable import Variable
 
 if TYPE_CHECKING:
@@ -44,7 +46,6 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
     for x in xs:
         _check_wrt(ops, "jvp", x)
     values = [_seed_value(ops, "jvp", x, t) for x, t in zip(xs, tangents)]
-    start = min(x.position if x.prim is None else x.position + 1 for x in xs)
     tape = ops.tape
     with _sweeping(tape):
         if recording:
@@ -58,34 +59,18 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
         known: dict[Variable, Any] = {}
         for x, t in zip(xs, given):
             known[x] = t if x not in known else o.add(known[x], t)
-        entries, base = tape.entries, tape.base
-        cached = tape.jvp_cache     # a Jacobian asks the same y once per column
-        if cached is not None and cached[0] is y and cached[1] == start:
-            positions = cached[2]
-        else:
-            positions = _ancestors(tape, y, start)
-            if tape.keep:           # (a tape that keeps no trace holds no Variable)
-                tape.jvp_cache = (y, start, positions)
-        for pos in positions:
-            out = entries[pos - base]
-            inputs = out.inputs
-            ts = [known.get(x) if type(x) is Variable else None for x in inputs]
-            if all(t is None for t in ts):
-                continue
-            attrs = out.attrs or {}
+
+        def step(out: Variable, ts: list) -> Any:
             if recording:
-                start = len(entries)
-                t = out.prim.jvp(o, ts, out, *inputs, **attrs)
-                if len(entries) > start and tape.keep:
-                    tape.pullbacks.add(base + start, base + len(entries), out, -1)
+                t = out.prim.jvp(o, ts, out, *out.inputs, **(out.attrs or {}))
             else:
-                t = out.prim.jvp(o, ts, out.raw, *[getattr(x, "raw", x) for x in inputs],
-                                 **attrs)
-            if t is not None:
-                if dtype_of(t) != out.raw.dtype:
-                    t = o.cast(t, out.raw.dtype)
-                known[out] = t
-        t = known.get(y)
+                t = out.prim.jvp(o, ts, out.raw, *[getattr(x, "raw", x) for x in out.inputs],
+                                 **(out.attrs or {}))
+            if t is not None and dtype_of(t) != out.raw.dtype:
+                t = o.cast(t, out.raw.dtype)
+            return t
+
+        t = forward_sweep(tape, y, xs, known, step, recording).get(y)
         if t is None:
             return ops.zeros_like(y, recording)
         if recording:
@@ -93,16 +78,43 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
             return t
     return ops.unrecorded(np.asarray(t), f"t{y.name}")
 
+# ---------------------------------------------------------------- the sweep
 
-def _ancestors(tape: Tape, y: Variable, start: int) -> list[int]:
-    """Positions, oldest first, of the entries at or after ``start`` that lead to y."""
-    start = max(start, tape.base)
-    seen: set[int] = set()
-    stack = [y]
-    while stack:
-        v = stack.pop()
-        if v.prim is None or v.position < start or v.position in seen:
+
+def forward_sweep(tape: Tape, y: Variable, xs: Sequence[Variable], known: dict,
+                  step: Callable[[Variable, list], Any], note: bool = False) -> dict:
+    """Carry what ``known`` holds for ``xs`` forward to y, entry by entry, oldest first.
+
+    ``step(out, ts)`` gives an entry's item from those of its inputs (``ts``, None where an
+    input carries nothing); an entry none of whose inputs carries anything is skipped, and a
+    None from ``step`` is not kept. ``note``: tell the tape's ``pullbacks`` which entry the
+    entries each step records push a tangent through (explain.py reads them).
+    """
+    start = max(min(x.position if x.prim is None else x.position + 1 for x in xs), tape.base)
+    cached = tape.jvp_cache     # a Jacobian asks the same y once per column
+    if cached is not None and cached[0] is y and cached[1] == start:
+        path = cached[2]
+    else:
+        path = ancestors(y, start)
+        if tape.keep:           # (a tape that keeps no trace holds no Variable)
+            tape.jvp_cache = (y, start, path)
+    get = known.get
+    pullbacks = tape.pullbacks if note and tape.keep else None
+    entries, base = tape.entries, tape.base
+    for out in path:
+        ts = [get(x) if type(x) is Variable else None for x in out.inputs]
+        for t in ts:
+            if t is not None:
+                break
+        else:
             continue
-        seen.add(v.position)
-        stack.extend(x for x in v.inputs if type(x) is Variable)
-    return sorted(seen)
+        if pullbacks is None:
+            t = step(out, ts)
+        else:
+            n = len(entries)
+            t = step(out, ts)
+            if len(entries) > n:
+                pullbacks.add(base + n, base + len(entries), out, -1)
+        if t is not None:
+            known[out] = t
+    return known

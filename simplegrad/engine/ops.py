@@ -1,6 +1,7 @@
-"""The Tape (entries, events, v-counter) and Ops (holds a Tape; the recording policy).
+"""Ops: the recorder (holds a Tape; the recording policy) and the face of the engine.
 
-The sweeps that differentiate a tape are in sweeps.py, the text made from it in render.py.
+The tape is in tape.py, the sweeps that differentiate it in reverse.py and forward.py, the
+text made from it in render.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ..errors import ArgumentError, GraphError
 from ..primitives import PrimitiveMethods
 from ..primitives import rewrites as rules
 from ..primitives.core import Primitive
-from . import explain, forward, render
+from . import forward, nonfinite, render
 from . import reverse as sweeps
 from .batched import Batched
 from .batched import apply as apply_batched
@@ -91,11 +92,11 @@ class Ops(PrimitiveMethods):
         entries per order."""
         render.print_rich(self.tape, console, explain, block)
 
-    def find_nonfinite(self, v: Variable) -> explain.NonFinite | None:
+    def find_nonfinite(self, v: Variable) -> nonfinite.NonFinite | None:
         """Where a nan or inf first appears among v's ancestors (None when all are finite)."""
         if not isinstance(v, Variable) or v.ops is not self:
             raise ArgumentError("find_nonfinite: expected a Variable of this Ops")
-        return explain.find_nonfinite(self.tape, v)
+        return nonfinite.find_nonfinite(self.tape, v)
 
     def release(self) -> None:
         """Forget the recorded history so its memory returns now; Variables keep their values.
@@ -349,3 +350,6 @@ class Ops(PrimitiveMethods):
         """The tape (or the entries ``outputs`` need) as a ``networkx.DiGraph``."""
         from ..program.graph import tape_graph
         return tape_graph(self, outputs)
+
+
+FREE.recorder = Ops     # free computations record on an Ops of their own (see params.py)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,8 @@ class FreeOps(PrimitiveMethods):
     recording = True
     simplify = False
 
+    recorder: Callable[..., Any]    # the Ops class; ops.py, which defines it, sets it here
+
     def __init__(self) -> None:
         self._local = threading.local()     # per thread, .implicit: its implicit Ops (weak)
 
@@ -52,12 +55,10 @@ class FreeOps(PrimitiveMethods):
 
     def implicit(self) -> Any:
         """The Ops that free computations record on: the one alive, or a new one."""
-        from .ops import Ops
-
         ref = getattr(self._local, "implicit", None)
         ops = ref() if ref is not None else None
         if ops is None:
-            ops = Ops(keep_trace=False)
+            ops = self.recorder(keep_trace=False)
             self._local.implicit = weakref.ref(ops)
         return ops
 

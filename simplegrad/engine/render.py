@@ -1,6 +1,8 @@
 """Text and rich rendering of traces: entries are data, text is made here on demand.
 
-(The module is not called trace.py because ``sg.trace`` is the function that records one.)
+``format_line`` prints one entry, of a tape (``format_entry``) or of a Program
+(``Program.format_node``). (The module is not called trace.py because ``sg.trace`` is the
+function that records one.)
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ import numpy as np
 
 from ..primitives.indexing import render_index
 from .events import BlockBegin, BlockEnd, Event, Leaf
-from .explain import blocks, comments, orders
+from .explain import block_target, blocks, orders, origins
 from .variable import Variable
 
 if TYPE_CHECKING:
+    from ..primitives.core import Primitive
     from .tape import Tape
 
 HEADER_DASHES = "-" * 14
@@ -65,16 +68,20 @@ def format_attr(key: str, value: Any) -> str:
     return repr(value)
 
 
-def format_entry(v: Variable) -> str:
-    """One recorded entry as ``name = expression``."""
-    args = [format_operand(x) for x in v.inputs]
-    attrs = v.attrs or {}
-    fmt = v.prim.fmt
+def format_line(name: str, prim: Primitive, args: list[str], attrs: dict | None) -> str:
+    """One entry as ``name = expression``, given its printed arguments."""
+    attrs = attrs or {}
+    fmt = prim.fmt
     if callable(fmt):
         expr = fmt(args, attrs, lambda a, key="": format_attr(key, a))
     else:
         expr = fmt.format(*args, **{k: format_attr(k, a) for k, a in attrs.items()})
-    return f"{v.name} = {expr}"
+    return f"{name} = {expr}"
+
+
+def format_entry(v: Variable) -> str:
+    """One recorded entry as ``name = expression``."""
+    return format_line(v.name, v.prim, [format_operand(x) for x in v.inputs], v.attrs)
 
 
 def format_event(event: Event) -> list[tuple[str, str]]:
@@ -97,6 +104,25 @@ def format_event(event: Event) -> list[tuple[str, str]]:
         return [("map", f"d{event.target.name}_d{v.name} = {g.name}") for v, g in event.pairs] + \
                [("footer", FOOTER)]
     return [("map", f"t{y.name} = {t.name}") for y, t in event.pairs] + [("footer", FOOTER)]
+
+
+def comments(tape: Tape) -> dict[int, str]:
+    """position -> the explanation appended to that entry's line by explained traces."""
+    out = {}
+    for p, (entry, i) in origins(tape).items():
+        if i < 0:
+            out[p] = f"jvp of ({format_entry(entry)})"
+        else:
+            out[p] = f"d({format_entry(entry)})/d{entry.inputs[i].name}"
+    for p, x in tape.accumulations.items():
+        entry = tape.at(p) if tape.base <= p < tape.end else None
+        if entry is None:
+            continue
+        target = f"d{block_target(tape, p)}/d{x.name}"
+        what = "indexing reads added into" if entry.prim.name == "scatter_add" else \
+            "accumulation of"
+        out[p] = f"{what} {target}"
+    return out
 
 
 def roles(tape: Tape, explain: bool = False, block: int | None = None

@@ -1,10 +1,11 @@
-"""The sweeps: reverse (grad, backward) and forward (jvp) over an Ops' recorded entries.
+"""The reverse sweep (grad, backward) over an Ops' recorded entries, newest first.
 
 Functions of an ``Ops`` that use its public interface only (its ``tape``, ``recording``,
-``leaf``, ``unrecorded``, ``zeros_like`` and primitive methods); ``Ops.grad``, ``Ops.backward``
-and ``Ops.jvp`` delegate here. Every derivative is computed by calling primitives on ``o``: the
-Ops itself when the result is to be recorded (so it can be printed and differentiated again),
-or a ``ValueOps`` when only values are wanted (``create_graph=False``).
+``leaf``, ``unrecorded``, ``zeros_like`` and primitive methods); ``Ops.grad`` and
+``Ops.backward`` delegate here (``Ops.jvp`` to forward.py). Every derivative is computed by
+calling primitives on ``o``: the Ops itself when the result is to be recorded (so it can be
+printed and differentiated again), or a ``ValueOps`` when only values are wanted
+(``create_graph=False``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..primitives import ValueOps
 from ..primitives.core import value_of
 from .events import BlockBegin, BlockEnd
 from .params import FREE
+from .tape import descendants
 from .variable import UNARY, Variable
 
 if TYPE_CHECKING:
@@ -82,7 +84,7 @@ def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool) -
     # entries older than every wrt cannot lie on a path from them: stop there
     stop = min((w.position if w.prim is None else w.position + 1 for w in targets),
                default=ops.tape.end)
-    only = _descendants(ops.tape, targets, stop, L) if ops.simplify else None
+    only = descendants(ops.tape, targets, stop, L.position + 1) if ops.simplify else None
     return targets, _reverse(ops, L, seed, recording, stop, set(targets), only)
 
 
@@ -263,19 +265,6 @@ def _count_pass(tape: Tape) -> None:
             "step on its own Ops (`with sg.Ops() as op:`), call op.release() after each step, "
             "or keep the weights as sg.Parameter (freed automatically)",
             TapeGrowthWarning, stacklevel=4)
-
-
-def _descendants(tape: Tape, targets: list[Variable], stop: int, L: Variable) -> set:
-    """The entries between ``stop`` and L computed from any of ``targets``."""
-    reached = set(targets)
-    entries, base = tape.entries, tape.base
-    for pos in range(max(stop, base), L.position + 1):
-        v = entries[pos - base]
-        for x in () if v is None else v.inputs:
-            if type(x) is Variable and x in reached:
-                reached.add(v)
-                break
-    return reached
 
 
 def _accumulate(o: Any, tape: Tape, x: Variable, old: Any, new: Any) -> Any:

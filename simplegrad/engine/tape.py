@@ -1,12 +1,15 @@
-"""The Tape (entries, events, v-counter) and Ops (holds a Tape; the recording policy).
+"""The Tape (entries, events, v-counter) and the walks over recorded entries.
 
-The sweeps that differentiate a tape are in sweeps.py, the text made from it in render.py.
+``ancestors`` is the one walk back from Variables to the entries they are computed from (the
+forward sweeps, programs, graphs, custom rules and nan provenance use it); ``descendants`` is
+its forward-direction sibling. The sweeps that differentiate a tape are in reverse.py and
+forward.py, the text made from it in render.py.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from .events import Event, Pullbacks
@@ -42,7 +45,7 @@ class Tape(Sequence):
         # cotangent of ``entry`` back to its input ``input`` (-1: pushing a tangent through it)
         self.pullbacks = Pullbacks()
         self.listeners: list[Callable[[Any], None]] = []    # told of each entry and event
-        self.jvp_cache: tuple | None = None     # the last jvp's (y, start, positions)
+        self.jvp_cache: tuple | None = None     # the last forward sweep's (y, start, entries)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -119,4 +122,60 @@ class _WeakEntries(list):
     def __iter__(self):
         return (r() for r in list.__iter__(self))
 
+# ---------------------------------------------------------------- walks
 
+
+def ancestors(roots: Variable | Iterable[Variable], start: int = 0,
+              stop: Collection[Variable] = (), leaves: bool = False) -> list[Variable]:
+    """The entries at positions >= ``start`` that ``roots`` are computed from, roots included,
+    oldest first.
+
+    The walk does not pass the Variables in ``stop`` (nor list them). ``leaves=True`` lists the
+    leaves reached too, each before the entry that shares its position (leaves at one position
+    in the order the walk reached them).
+    """
+    found: dict[int, Variable] = {}        # position -> entry
+    reached: dict[Variable, None] = {}     # the leaves, in the order reached
+    stack = [roots] if isinstance(roots, Variable) else list(roots)
+    pop, push = stack.pop, stack.append
+    while stack:        # iterative: a tape may hold millions of entries
+        v = pop()
+        if v.prim is None:
+            if leaves and v.position >= start and not (stop and v in stop):
+                reached[v] = None
+            continue
+        p = v.position
+        if p < start or p in found or stop and v in stop:
+            continue
+        found[p] = v
+        more = v.more               # Variable.inputs, inlined (UNARY is no Variable)
+        if more is None:
+            if type(v.in0) is Variable:
+                push(v.in0)
+            if type(v.in1) is Variable:
+                push(v.in1)
+        else:
+            for x in more:
+                if type(x) is Variable:
+                    push(x)
+    if leaves:
+        return sorted([*found.values(), *reached], key=_when)
+    return [found[p] for p in sorted(found)]
+
+
+def descendants(tape: Tape, sources: Iterable[Variable], start: int, end: int) -> set:
+    """``sources`` and the entries at positions ``start <= p < end`` computed from any of them."""
+    reached = set(sources)
+    entries, base = tape.entries, tape.base
+    for p in range(max(start, base), end):
+        v = entries[p - base]
+        for x in () if v is None else v.inputs:
+            if type(x) is Variable and x in reached:
+                reached.add(v)
+                break
+    return reached
+
+
+def _when(v: Variable) -> tuple[int, bool]:
+    """Recording order: a leaf comes before the entry that shares its position."""
+    return (v.position, v.prim is not None)

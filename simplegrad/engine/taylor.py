@@ -25,6 +25,8 @@ from typing import Any
 from ..errors import NotDifferentiableError
 from ..primitives.core import dtype_of, shape_of
 from ..primitives.series import Series
+from .forward import forward_sweep
+from .tape import ancestors
 from .variable import Variable
 
 
@@ -32,7 +34,7 @@ def missing_rule(y: Variable, x: Variable) -> Variable | None:
     """The first entry between x and y that carries a tangent but whose primitive has no
     Taylor rule; None when every one has a rule."""
     moving = {x}
-    for out in _between(y, x.position if x.prim is None else x.position + 1):
+    for out in ancestors(y, x.position if x.prim is None else x.position + 1):
         if not out.prim.differentiable:
             continue
         if any(type(i) is Variable and i in moving for i in out.inputs):
@@ -47,18 +49,16 @@ def propagate(o: Any, y: Variable, x: Variable, v: Any, order: int, recording: b
     series: dict[Variable, Series] = {x: [x if recording else x.raw, v] + [None] * (order - 1)}
     if order == 0:
         return [y if recording else y.raw]
-    start = x.position if x.prim is None else x.position + 1
-    for out in _between(y, start):
-        inputs = out.inputs
-        ss = [series.get(i) if type(i) is Variable else None for i in inputs]
-        if all(s is None for s in ss) or not out.prim.differentiable:
-            continue
+
+    def step(out: Variable, ss: list) -> Series | None:
+        if not out.prim.differentiable:
+            return None
         rule = out.prim.taylor
         if rule is None:
             raise NotDifferentiableError(
                 f"taylor: primitive {out.prim.name!r} (entry {out.name}) has no Taylor rule; "
                 "use sg.derivative (nested jvps) for this function")
-        xs = [i if recording or type(i) is not Variable else i.raw for i in inputs]
+        xs = [i if recording or type(i) is not Variable else i.raw for i in out.inputs]
         ss = [s if s is not None else [xi] + [None] * order for s, xi in zip(ss, xs)]
         res = rule(o, ss, out if recording else out.raw, *xs, **(out.attrs or {}))
         shape, dtype = out.shape, out.raw.dtype
@@ -72,19 +72,7 @@ def propagate(o: Any, y: Variable, x: Variable, v: Any, order: int, recording: b
                 c = o.cast(c, dtype)
             res[k] = c
         res[0] = out if recording else out.raw
-        series[out] = res
-    s = series.get(y)
+        return res
+
+    s = forward_sweep(x.ops.tape, y, (x,), series, step).get(y)
     return [y if recording else y.raw] + [None] * order if s is None else s
-
-
-def _between(y: Variable, start: int) -> list[Variable]:
-    """The entries at positions >= start that y depends on, oldest first (iterative walk)."""
-    seen: dict[int, Variable] = {}
-    stack = [y]
-    while stack:
-        v = stack.pop()
-        if v.position < start or v.prim is None or v.position in seen:
-            continue
-        seen[v.position] = v
-        stack.extend(i for i in v.inputs if type(i) is Variable)
-    return [seen[p] for p in sorted(seen)]

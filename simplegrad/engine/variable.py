@@ -1,8 +1,10 @@
-"""Variable: a value on an Ops' tape, with Python operators routed to that Ops."""
+"""Variable: a value on an Ops' tape, and the tape entry that computed it.
+
+Its Python operators and array methods (``x + y``, ``x.sum()``) are in operators.py.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -10,12 +12,13 @@ import numpy as np
 from ..errors import ArgumentError, GraphError
 from ..primitives import VariableMethods
 from ..primitives.numpy_api import ufuncs
+from .operators import Operators
 
 if TYPE_CHECKING:
     from .ops import Ops
 
 
-class Variable(VariableMethods):
+class Variable(Operators, VariableMethods):
     """A value recorded on an ``Ops``: a leaf, or the output of one primitive.
 
     A Variable is also its own tape entry: ``prim``, ``inputs`` and ``attrs``
@@ -144,55 +147,7 @@ class Variable(VariableMethods):
         for i in range(len(self)):
             yield self.ops.getitem(self, i)
 
-    # ------------------------------------------------------------ operators
-
-    def __add__(self, other: Any) -> Variable:
-        return self.ops.add(self, other)
-
-    def __radd__(self, other: Any) -> Variable:
-        return self.ops.add(other, self)
-
-    def __sub__(self, other: Any) -> Variable:
-        return self.ops.sub(self, other)
-
-    def __rsub__(self, other: Any) -> Variable:
-        return self.ops.sub(other, self)
-
-    def __mul__(self, other: Any) -> Variable:
-        return self.ops.mul(self, other)
-
-    def __rmul__(self, other: Any) -> Variable:
-        return self.ops.mul(other, self)
-
-    def __truediv__(self, other: Any) -> Variable:
-        return self.ops.div(self, other)
-
-    def __rtruediv__(self, other: Any) -> Variable:
-        return self.ops.div(other, self)
-
-    def __pow__(self, other: Any) -> Variable:
-        return self.ops.pow(self, other)
-
-    def __rpow__(self, other: Any) -> Variable:
-        return self.ops.pow(other, self)
-
-    def __matmul__(self, other: Any) -> Variable:
-        return self.ops.matmul(self, other)
-
-    def __rmatmul__(self, other: Any) -> Variable:
-        return self.ops.matmul(other, self)
-
-    def __neg__(self) -> Variable:
-        return self.ops.neg(self)
-
-    def __pos__(self) -> Variable:
-        return self
-
-    def __abs__(self) -> Variable:
-        return self.ops.abs(self)
-
-    def __getitem__(self, index: Any) -> Variable:
-        return self.ops.getitem(self, index)
+    # ------------------------------------------------------------ numpy's protocols
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         """numpy ufuncs on Variables: recorded as the matching primitive (np.exp(x), A @ x)."""
@@ -218,154 +173,7 @@ class Variable(VariableMethods):
         raise GraphError(f"{self.name} is recorded and cannot be written into; build a new "
                          "variable instead (op.where, op.scatter_add, op.concatenate)")
 
-    # comparisons record bool entries (no gradient); == and != stay identity
-    def __lt__(self, other: Any) -> Variable:
-        return self.ops.less(self, other)
-
-    def __le__(self, other: Any) -> Variable:
-        return self.ops.less_equal(self, other)
-
-    def __gt__(self, other: Any) -> Variable:
-        return self.ops.greater(self, other)
-
-    def __ge__(self, other: Any) -> Variable:
-        return self.ops.greater_equal(self, other)
-
-    def __invert__(self) -> Variable:
-        return self.ops.logical_not(self)
-
-    def __and__(self, other: Any) -> Variable:
-        return self.ops.logical_and(self, other)
-
-    def __rand__(self, other: Any) -> Variable:
-        return self.ops.logical_and(other, self)
-
-    def __or__(self, other: Any) -> Variable:
-        return self.ops.logical_or(self, other)
-
-    def __ror__(self, other: Any) -> Variable:
-        return self.ops.logical_or(other, self)
-
     __hash__ = object.__hash__
-
-    # ------------------------------------------------------------ methods
-
-    def sum(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
-        """Sum over ``axis``."""
-        if numpy_args:
-            _numpy_defaults("sum", self, numpy_args)
-        return self.ops.sum(self, axis=axis, keepdims=keepdims)
-
-    def mean(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
-        """Mean over ``axis``."""
-        if numpy_args:
-            _numpy_defaults("mean", self, numpy_args)
-        return self.ops.mean(self, axis=axis, keepdims=keepdims)
-
-    def max(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
-        """Maximum over ``axis``."""
-        if numpy_args:
-            _numpy_defaults("max", self, numpy_args)
-        return self.ops.max(self, axis=axis, keepdims=keepdims)
-
-    def min(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
-        """Minimum over ``axis``."""
-        if numpy_args:
-            _numpy_defaults("min", self, numpy_args)
-        return self.ops.min(self, axis=axis, keepdims=keepdims)
-
-    def any(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
-        """Whether any entry over ``axis`` is true (a bool entry)."""
-        if numpy_args:
-            _numpy_defaults("any", self, numpy_args)
-        return self.ops.any(self, axis=axis, keepdims=keepdims)
-
-    def all(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
-        """Whether every entry over ``axis`` is true (a bool entry)."""
-        if numpy_args:
-            _numpy_defaults("all", self, numpy_args)
-        return self.ops.all(self, axis=axis, keepdims=keepdims)
-
-    def sign(self) -> Variable:
-        """Elementwise -1, 0 or 1 (derivative 0)."""
-        return self.ops.sign(self)
-
-    def logsumexp(self, axis: Any = None, keepdims: bool = False) -> Variable:
-        """log(sum(exp(self))) over ``axis``, without overflow."""
-        return self.ops.logsumexp(self, axis=axis, keepdims=keepdims)
-
-    def softmax(self, axis: int = -1) -> Variable:
-        """Softmax along ``axis``."""
-        return self.ops.softmax(self, axis=axis)
-
-    def log_softmax(self, axis: int = -1) -> Variable:
-        """Log-softmax along ``axis``."""
-        return self.ops.log_softmax(self, axis=axis)
-
-    def exp(self) -> Variable:
-        """Elementwise e ** self."""
-        return self.ops.exp(self)
-
-    def log(self) -> Variable:
-        """Elementwise natural logarithm."""
-        return self.ops.log(self)
-
-    def sqrt(self) -> Variable:
-        """Elementwise square root."""
-        return self.ops.sqrt(self)
-
-    def sin(self) -> Variable:
-        """Elementwise sine."""
-        return self.ops.sin(self)
-
-    def cos(self) -> Variable:
-        """Elementwise cosine."""
-        return self.ops.cos(self)
-
-    def tanh(self) -> Variable:
-        """Elementwise hyperbolic tangent."""
-        return self.ops.tanh(self)
-
-    def sigmoid(self) -> Variable:
-        """Elementwise logistic function."""
-        return self.ops.sigmoid(self)
-
-    def relu(self) -> Variable:
-        """Elementwise max(self, 0)."""
-        return self.ops.relu(self)
-
-    def abs(self) -> Variable:
-        """Elementwise absolute value."""
-        return self.ops.abs(self)
-
-    def expand(self, *shape: Any) -> Variable:
-        """Broadcast to ``shape`` (given as a sequence or as separate ints)."""
-        return self.ops.expand(self, _shape_args(shape))
-
-    def reshape(self, *shape: Any) -> Variable:
-        """The same entries in a new shape (given as a sequence or as separate ints)."""
-        return self.ops.reshape(self, _shape_args(shape))
-
-    def transpose(self, *axes: Any) -> Variable:
-        """Axes permuted (reversed when none are given)."""
-        return self.ops.transpose(self, _shape_args(axes) if axes else None)
-
-    @property
-    def T(self) -> Variable:  # noqa: N802 - numpy's name
-        """The axes reversed."""
-        return self.ops.transpose(self)
-
-    def astype(self, dtype: Any) -> Variable:
-        """The value converted to a floating ``dtype``."""
-        return self.ops.cast(self, dtype)
-
-    def detach(self) -> Variable:
-        """A new leaf with the same value that no gradient flows through."""
-        return self.ops.detach(self)
-
-    def backward(self, seed: Any = None, create_graph: bool = False) -> None:
-        """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires grad."""
-        self.ops.backward(self, seed=seed, create_graph=create_graph)
 
 
 class _Unary:
@@ -409,20 +217,3 @@ def leaf_variable(value: Any, ops: Any, label: int | str | None, requires_grad: 
     v.attrs = None
     v.position = position
     return v
-
-
-
-
-def _numpy_defaults(method: str, x: Variable, numpy_args: dict) -> None:
-    """np.sum(x) and friends call x.sum(axis=..., dtype=None, out=None): allow only defaults."""
-    for key, value in numpy_args.items():
-        if key not in ("dtype", "out", "where", "initial") or value is not None and not (
-                key == "where" and value is True):
-            raise ArgumentError(f"{method} of {x.name}: {key}={value!r} is not supported on "
-                                "Variables")
-
-
-def _shape_args(args: Sequence[Any]) -> tuple:
-    if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
-        return tuple(args[0])
-    return tuple(args)

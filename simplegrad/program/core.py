@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import explain, render
+from ..engine.tape import ancestors
 from ..engine.variable import Variable
 from ..errors import ArgumentError, DTypeError, GraphError, LinAlgError, ShapeError
 from ..primitives.core import Primitive
@@ -174,14 +175,8 @@ class Program:
 
     def format_node(self, node: Node) -> str:
         """One node as ``name = expression``, in the trace's style."""
-        args = [self._operand(r) for r in node.args]
-        attrs = node.attrs or {}
-        fmt = node.prim.fmt
-        if callable(fmt):
-            expr = fmt(args, attrs, lambda a, key="": render.format_attr(key, a))
-        else:
-            expr = fmt.format(*args, **{k: render.format_attr(k, a) for k, a in attrs.items()})
-        return f"{node.name} = {expr}"
+        return render.format_line(node.name, node.prim, [self._operand(r) for r in node.args],
+                                  node.attrs)
 
     def _operand(self, r: Ref) -> str:
         if r.kind == INPUT:
@@ -252,20 +247,10 @@ def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
         if id(v) in slots:
             raise ArgumentError(f"program: {v.name} is given twice as an input")
         slots[id(v)] = i
-    found: dict[int, Variable] = {}
-    stack = list(outs)
-    while stack:        # iterative: a program may have millions of entries
-        v = stack.pop()
-        key = id(v)
-        if key in slots or key in found:
-            continue
-        found[key] = v
-        if v.prim is not None:
-            stack.extend(x for x in v.inputs if type(x) is Variable)
     builder = Builder([Input(v.name, v.shape, v.dtype) for v in ins])
     order = explain.orders(ops.tape)
     refs: dict[int, Ref] = {k: Ref(INPUT, i) for k, i in slots.items()}
-    for v in sorted((v for v in found.values() if v.prim is not None), key=_position):
+    for v in ancestors(outs, stop=set(ins)):
         args = []
         computed = False
         for x in v.inputs:
@@ -295,10 +280,6 @@ def _variables(what: str, xs: Any) -> list[Variable]:
         if not isinstance(x, Variable):
             raise ArgumentError(f"program: {what} must be Variables, got {type(x).__name__}")
     return items
-
-
-def _position(v: Variable) -> int:
-    return v.position
 
 
 class Builder:

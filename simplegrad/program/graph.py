@@ -30,6 +30,7 @@ import numpy as np
 from ..engine.events import Leaf
 from ..engine.explain import orders
 from ..engine.render import ORDER_STYLES, STYLES, format_entry, format_operand, format_value
+from ..engine.tape import ancestors
 from ..engine.variable import Variable
 from ..errors import ArgumentError, GraphError, MissingToolError
 from ..primitives.rewrites import constant_key
@@ -104,7 +105,7 @@ def tape_graph(ops: Ops, outputs: Variable | Sequence[Variable] | None = None) -
             if not isinstance(v, Variable) or v.ops is not ops:
                 raise GraphError(f"to_networkx: outputs must be Variables of this Ops, got "
                                  f"{getattr(v, 'name', type(v).__name__)}")
-        entries = _ancestors(outs)
+        entries = ancestors(outs)
     kinds = {id(e.var): e.kind for e in tape.events if type(e) is Leaf}
     order = orders(tape)
     g = nx.DiGraph(kind="tape")
@@ -152,19 +153,6 @@ def tape_graph(ops: Ops, outputs: Variable | Sequence[Variable] | None = None) -
             leaf(v)
     g.graph["outputs"] = [var_key[id(v)] for v in outs]
     return g
-
-
-def _ancestors(outs: list[Variable]) -> list[Variable]:
-    """The entries the outputs are computed from, in tape order (iteratively)."""
-    found: dict[int, Variable] = {}
-    stack = list(outs)
-    while stack:
-        v = stack.pop()
-        if id(v) in found or v.prim is None:
-            continue
-        found[id(v)] = v
-        stack.extend(x for x in v.inputs if type(x) is Variable)
-    return sorted(found.values(), key=lambda v: v.position)
 
 
 def _edge(g: nx.DiGraph, src: str, dst: str, position: int) -> None:

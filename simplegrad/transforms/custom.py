@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ..engine.ops import Ops
+from ..engine.tape import ancestors
 from ..engine.variable import Variable
 from ..errors import ArgumentError, GraphError, NotDifferentiableError, ShapeError
 from ..primitives import PrimitiveMethods
@@ -194,18 +195,7 @@ def _undone_on_failure(ops: Ops) -> Iterator[None]:
 
 def _depends_on(c: Variable, g: Variable) -> bool:
     """True when g is among c's recorded ancestors (walking only entries newer than g)."""
-    start = g.position
-    seen: set[int] = set()
-    stack = [c]
-    while stack:
-        v = stack.pop()
-        if v is g:
-            return True
-        if v.prim is None or v.position < start or id(v) in seen:
-            continue
-        seen.add(id(v))
-        stack.extend(x for x in v.inputs if type(x) is Variable)
-    return False
+    return g in ancestors(c, g.position, leaves=True)
 
 
 def _is_number(x: Any) -> bool:
