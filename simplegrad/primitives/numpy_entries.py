@@ -2,6 +2,7 @@
 
 numpy functions whose name or signature differs from the Ops method that records them
 (``np.broadcast_to`` is ``expand``, ``np.linalg.slogdet`` returns (sign, logabsdet),
+``np.linalg.qr``, ``svd`` and ``eigh`` return numpy's signs, not the Ops methods' fixed ones,
 ``np.linalg.norm`` takes ``ord``, ``np.linalg.trace`` works on the last two axes), a few
 compositions of primitives, and the ufuncs whose primitive has another name. Each handler
 has numpy's signature after a leading ``ops``.
@@ -16,6 +17,9 @@ import numpy as np
 
 from ..errors import ArgumentError
 from .core import is_constant, shape_of, value_of
+from .linalg.eigh import numpy_eigh
+from .linalg.qr import numpy_qr
+from .linalg.svd import numpy_svd
 
 if TYPE_CHECKING:
     from . import PrimitiveMethods
@@ -158,6 +162,8 @@ EXPLICIT: dict[Callable, Handler] = {
     np.linalg.trace: _linalg_trace, np.linalg.diagonal: _linalg_diagonal,
     np.linalg.outer: _linalg_outer, np.linalg.tensordot: _linalg_tensordot,
     np.linalg.cross: _linalg_cross,
+    # numpy's own signs, not op.qr's, op.svd's and op.eigh's fixed ones (decomposition.py)
+    np.linalg.qr: numpy_qr, np.linalg.svd: numpy_svd, np.linalg.eigh: numpy_eigh,
 }
 # numpy's names of ufuncs whose primitive is named differently
 UFUNC_ALIASES = {np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",

@@ -20,6 +20,13 @@ Conventions (documented in the README):
   differentiate anywhere (at a repeated value the result is one valid choice).
 - ``qr`` (tall or wide) needs the first min(m, n) columns independent; a wide matrix [X | Y]
   is differentiated through the square QR of X and R's right block Q^T Y.
+- numpy's functions on Variables (``np.linalg.qr``, ``np.linalg.svd``, ``np.linalg.eigh``)
+  return numpy's own signs: their entries carry ``signs="numpy"`` (printed
+  ``np.linalg.qr(A).Q``), whose forward is numpy's result on the value. Such an output is
+  F * D, F the sign-fixed part and D a +-1 pattern (one sign per vector: a column of Q, U
+  or V, a row of R or Vh), constant except where numpy's own signs jump; the rules record F
+  and D = sign(sum(F * out)) per vector and are F's rules times D (no gradient flows
+  through ``sign``), so every order works and a replayed program recomputes numpy's signs.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import ArgumentError, LinAlgError
-from ..core import Primitive, shape_of, value_of
+from ..core import REGISTRY, Primitive, shape_of, value_of
 from .matrices import as_column, as_row
 
 if TYPE_CHECKING:
@@ -112,8 +119,61 @@ def _names(name: Any, parts: Sequence[str]) -> list:
 
 
 def record_parts(ops: PrimitiveMethods, prim: Primitive, a: Any, parts: Sequence[str],
-                 name: Any) -> list:
-    """One entry per part of ``prim`` on a, from one decomposition; ``name``: one per part."""
+                 name: Any, attrs: dict | None = None) -> list:
+    """One entry per part of ``prim`` on a, from one decomposition; ``name``: one per part;
+    ``attrs``: added to each part's (``signs="numpy"``)."""
     names = _names(name, parts)
     with shared_decompositions():
-        return [ops.apply(prim, (a,), {"part": p}, n) for p, n in zip(parts, names)]
+        return [ops.apply(prim, (a,), {"part": p, **(attrs or {})}, n)
+                for p, n in zip(parts, names)]
+
+# ---------------------------------------------------------------- numpy's own signs
+
+NUMPY_SIGNS = {"signs": "numpy"}      # the attribute of an entry holding numpy's signs
+# per part with signs: the axis of one vector (a column: -2, a row: -1)
+_VECTOR_AXIS = {"Q": -2, "R": -1, "U": -2, "Vh": -1, "eigenvectors": -2}
+
+
+def with_numpy_signs(name: str, vjp: Any, jvp: Any) -> tuple:
+    """The vjp and jvp rules of a decomposition whose entries may hold numpy's own signs.
+
+    ``vjp``/``jvp`` are the sign-fixed rules ``rule(o, g_or_ts, out, a, part)`` of the
+    registered primitive ``name``. An entry with ``signs`` set is out = F * D: the returned
+    rules record F (the same part without ``signs``) and D, and apply F's vjp to g * D, or
+    multiply F's tangent by D.
+    """
+    def fixed_and_flips(o: PrimitiveMethods, out: Any, a: Any, part: str) -> tuple:
+        axis = _VECTOR_AXIS.get(part)
+        if axis is None:                # values: no signs, the same as the fixed part's
+            return out, None
+        f = o.apply(REGISTRY[name], (a,), {"part": part})
+        return f, o.sign(o.sum(o.mul(f, out), axis=axis, keepdims=True))
+
+    def signed_vjp(o: PrimitiveMethods, g: Any, out: Any, a: Any, part: str,
+                   **attrs: Any) -> Any:
+        if not attrs.get("signs"):
+            return vjp(o, g, out, a, part)
+        with shared_decompositions():
+            f, d = fixed_and_flips(o, out, a, part)
+            return vjp(o, g if d is None else o.mul(g, d), f, a, part)
+
+    def signed_jvp(o: PrimitiveMethods, ts: Any, out: Any, a: Any, part: str,
+                   **attrs: Any) -> Any:
+        if not attrs.get("signs"):
+            return jvp(o, ts, out, a, part)
+        with shared_decompositions():
+            f, d = fixed_and_flips(o, out, a, part)
+            t = jvp(o, ts, f, a, part)
+        return t if d is None else o.mul(t, d)
+
+    return signed_vjp, signed_jvp
+
+
+def decomposition_text(fn: str) -> Any:
+    """The print rule: ``qr(A).Q``; ``np.linalg.eigh(A, UPLO='U').eigenvectors`` for numpy's."""
+    def fmt(args: Sequence[str], attrs: dict, render: Any) -> str:
+        if not attrs.get("signs"):
+            return f"{fn}({args[0]}).{attrs['part']}"
+        extra = "".join(f", {k}={v!r}" for k, v in attrs.items() if k not in ("part", "signs"))
+        return f"np.linalg.{fn}({args[0]}{extra}).{attrs['part']}"
+    return fmt

@@ -2,6 +2,9 @@
 
 One primitive with two parts (``eigenvalues``, ``eigenvectors``); its conventions (ascending
 values, fixed signs, distinct values for the vectors' derivative) are in ``decomposition.py``.
+``np.linalg.eigh`` on a Variable (``numpy_eigh``) records the same parts with
+``signs="numpy"`` (and ``UPLO="U"`` when given): numpy's own eigenvectors, with numpy's signs,
+of the symmetric part, which for a symmetric matrix is numpy's result on it.
 """
 
 from __future__ import annotations
@@ -12,7 +15,15 @@ import numpy as np
 
 from ...errors import ArgumentError
 from ..core import Case, Primitive, error, mapped, register
-from .decomposition import column_signs, decompose, inverse_gaps, record_parts
+from .decomposition import (
+    NUMPY_SIGNS,
+    column_signs,
+    decompose,
+    decomposition_text,
+    inverse_gaps,
+    record_parts,
+    with_numpy_signs,
+)
 from .matrices import as_row, check_square, matmuls, swap_last, sym
 from .samplers import symmetric_spread
 
@@ -23,13 +34,23 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------- eigh
 
 
-def _eigh_numpy(a: np.ndarray) -> tuple:
-    w, v = np.linalg.eigh((a + np.swapaxes(a, -1, -2)) / 2)
+def _eigh_numpy(a: np.ndarray, uplo: str = "L") -> tuple:
+    s = (a + np.swapaxes(a, -1, -2)) / 2        # a itself, bit for bit, when a is symmetric
+    return tuple(np.linalg.eigh(s) if uplo == "L" else np.linalg.eigh(s, UPLO=uplo))
+
+
+def _eigh_fixed(a: np.ndarray) -> tuple:
+    w, v = decompose("np.linalg.eigh", _eigh_numpy, a)
     return w, v * column_signs(v)
 
 
-def _eigh(a, part):
-    w, v = decompose("eigh", _eigh_numpy, a)
+def _eigh(a, part, signs=None, UPLO="L"):  # noqa: N803 - numpy's name
+    if signs is None:
+        w, v = decompose("eigh", _eigh_fixed, a)
+    elif UPLO == "L":
+        w, v = decompose("np.linalg.eigh", _eigh_numpy, a)
+    else:
+        w, v = decompose("np.linalg.eigh-U", lambda x: _eigh_numpy(x, UPLO), a)
     return w if part == "eigenvalues" else v
 
 
@@ -58,12 +79,16 @@ def _eigh_jvp(o: PrimitiveMethods, ts, out, a, part):
     return o.matmul(out, o.mul(f, matmuls(o, swap_last(o, out), ds, out)))
 
 
+_signed_vjp, _signed_jvp = with_numpy_signs("eigh", _eigh_vjp, _eigh_jvp)
+
 EIGH = register(Primitive(
-    "eigh", _eigh, [_eigh_vjp], _eigh_jvp,
-    lambda args, attrs, render: f"eigh({args[0]}).{attrs['part']}",
+    "eigh", _eigh, [_signed_vjp], _signed_jvp, decomposition_text("eigh"),
     [Case(((3, 3),), {"part": "eigenvalues"}), Case(((3, 3),), {"part": "eigenvectors"}),
      Case(((2, 3, 3),), {"part": "eigenvalues"}), Case(((2, 2, 2),), {"part": "eigenvectors"}),
-     Case(((1, 1),), {"part": "eigenvectors"})],
+     Case(((1, 1),), {"part": "eigenvectors"}),
+     Case(((3, 3),), {"part": "eigenvectors", **NUMPY_SIGNS}),
+     Case(((2, 3, 3),), {"part": "eigenvectors", **NUMPY_SIGNS, "UPLO": "U"}),
+     Case(((3, 3),), {"part": "eigenvalues", **NUMPY_SIGNS, "UPLO": "U"})],
     domain=(symmetric_spread,), plain=False, batch=mapped("eigh")))
 
 # ---------------------------------------------------------------- Ops methods
@@ -95,3 +120,11 @@ class EighOps:
         check_square(self, "eigvalsh", a)
         _uplo(self, "eigvalsh", a, UPLO)
         return self.apply(EIGH, (a,), {"part": "eigenvalues"}, name)
+
+
+def numpy_eigh(ops: PrimitiveMethods, a: Any, UPLO: str = "L") -> EighResult:  # noqa: N803
+    """``np.linalg.eigh`` on a Variable: numpy's eigenvalues and eigenvectors, signs included."""
+    check_square(ops, "eigh", a)
+    _uplo(ops, "eigh", a, UPLO)
+    attrs = {**NUMPY_SIGNS, **({"UPLO": UPLO} if UPLO != "L" else {})}
+    return EighResult(*record_parts(ops, EIGH, a, ("eigenvalues", "eigenvectors"), None, attrs))

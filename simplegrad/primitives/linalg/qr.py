@@ -2,7 +2,8 @@
 
 One primitive with two parts (``Q``, ``R``); its conventions (fixed signs, the first
 min(m, n) columns independent, wide matrices through the QR of their left block) are in
-``decomposition.py``.
+``decomposition.py``. ``np.linalg.qr`` on a Variable (``numpy_qr``) records the same parts
+with ``signs="numpy"``: numpy's own Q and R, whose signs are numpy's (often diag(R) < 0).
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ import numpy as np
 
 from ...errors import ArgumentError
 from ..core import Case, Primitive, error, mapped, register, shape_of
-from .decomposition import decompose, record_parts, shared_decompositions
+from .decomposition import (
+    NUMPY_SIGNS,
+    decompose,
+    decomposition_text,
+    record_parts,
+    shared_decompositions,
+    with_numpy_signs,
+)
 from .matrices import check_matrices, swap_last
 from .samplers import spread_singular
 
@@ -72,14 +80,19 @@ def _split(o: PrimitiveMethods, a, k):
 
 
 def _qr_numpy(a: np.ndarray) -> tuple:
-    q, r = np.linalg.qr(a)
+    return tuple(np.linalg.qr(a))
+
+
+def _qr_fixed(a: np.ndarray) -> tuple:
+    q, r = decompose("np.linalg.qr", _qr_numpy, a)
     d = np.sign(np.diagonal(r, axis1=-2, axis2=-1))
     d = np.where(d == 0, 1.0, d).astype(r.dtype)
     return q * d[..., None, :], r * d[..., :, None]
 
 
-def _qr(a, part):
-    q, r = decompose("qr", _qr_numpy, a)
+def _qr(a, part, signs=None):
+    q, r = decompose("qr", _qr_fixed, a) if signs is None else \
+        decompose("np.linalg.qr", _qr_numpy, a)
     return q if part == "Q" else r
 
 
@@ -119,12 +132,17 @@ def _qr_jvp(o: PrimitiveMethods, ts, out, a, part):
     return o.concatenate([dr1, dr2], axis=-1)
 
 
+_signed_vjp, _signed_jvp = with_numpy_signs("qr", _qr_vjp, _qr_jvp)
+
 QR = register(Primitive(
-    "qr", _qr, [_qr_vjp], _qr_jvp, lambda args, attrs, render: f"qr({args[0]}).{attrs['part']}",
+    "qr", _qr, [_signed_vjp], _signed_jvp, decomposition_text("qr"),
     [Case(((3, 3),), {"part": "Q"}), Case(((3, 3),), {"part": "R"}),
      Case(((4, 2),), {"part": "Q"}), Case(((4, 2),), {"part": "R"}),
      Case(((2, 4),), {"part": "Q"}), Case(((2, 4),), {"part": "R"}),
-     Case(((2, 3, 2),), {"part": "R"})],
+     Case(((2, 3, 2),), {"part": "R"}),
+     Case(((3, 3),), {"part": "Q", **NUMPY_SIGNS}), Case(((4, 2),), {"part": "R", **NUMPY_SIGNS}),
+     Case(((2, 4),), {"part": "Q", **NUMPY_SIGNS}),
+     Case(((2, 3, 2),), {"part": "R", **NUMPY_SIGNS})],
     domain=(spread_singular,), plain=False, batch=mapped("qr")))
 
 # ---------------------------------------------------------------- Ops methods
@@ -142,11 +160,20 @@ class QROps:
 
     def qr(self, a: Any, mode: str = "reduced", name: Any = None) -> Any:
         """Q and R with a = Q @ R and diag(R) >= 0 (mode 'reduced'); only R for mode 'r'."""
-        check_matrices(self, "qr", a)
-        m, n = shape_of(a)[-2:]
-        if mode == "r":
-            return self.apply(QR, (a,), {"part": "R"}, name)
-        if mode not in ("reduced", "complete") or mode == "complete" and m > n:
-            raise error("qr", (a,), f"mode={mode!r} is not supported; use 'reduced' or "
-                              "'r' ('complete' only when m <= n)", ArgumentError)
-        return QRResult(*record_parts(self, QR, a, ("Q", "R"), name))
+        return _record_qr(self, a, mode, name, {})
+
+
+def numpy_qr(ops: PrimitiveMethods, a: Any, mode: str = "reduced") -> Any:
+    """``np.linalg.qr`` on a Variable: numpy's Q and R, signs included, recorded."""
+    return _record_qr(ops, a, mode, None, NUMPY_SIGNS)
+
+
+def _record_qr(ops: PrimitiveMethods, a: Any, mode: str, name: Any, attrs: dict) -> Any:
+    check_matrices(ops, "qr", a)
+    m, n = shape_of(a)[-2:]
+    if mode == "r":
+        return ops.apply(QR, (a,), {"part": "R", **attrs}, name)
+    if mode not in ("reduced", "complete") or mode == "complete" and m > n:
+        raise error("qr", (a,), f"mode={mode!r} is not supported; use 'reduced' or "
+                          "'r' ('complete' only when m <= n)", ArgumentError)
+    return QRResult(*record_parts(ops, QR, a, ("Q", "R"), name, attrs))

@@ -1,7 +1,9 @@
 """svd: the thin singular value decomposition a = U @ (S[..., None] * Vh).
 
 One primitive with three parts (``U``, ``S``, ``Vh``); its conventions (fixed signs, distinct
-nonzero values for the vectors' derivative) are in ``decomposition.py``.
+nonzero values for the vectors' derivative) are in ``decomposition.py``. ``np.linalg.svd`` on
+a Variable (``numpy_svd``) records the same parts with ``signs="numpy"``: numpy's own U and
+Vh, whose signs are numpy's.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ import numpy as np
 from ...errors import ArgumentError, LinAlgError
 from ..core import Case, Primitive, error, mapped, register, shape_of, value_of
 from .decomposition import (
+    NUMPY_SIGNS,
     column_signs,
     decompose,
+    decomposition_text,
     inverse_gaps,
     record_parts,
     shared_decompositions,
+    with_numpy_signs,
 )
 from .matrices import as_column, as_row, check_matrices, swap_last
 from .samplers import spread_singular
@@ -30,13 +35,20 @@ if TYPE_CHECKING:
 
 
 def _svd_numpy(a: np.ndarray) -> tuple:
-    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    # full_matrices=False gives numpy's default's bits on square matrices, the only shape
+    # where the default is taken
+    return tuple(np.linalg.svd(a, full_matrices=False))
+
+
+def _svd_fixed(a: np.ndarray) -> tuple:
+    u, s, vh = decompose("np.linalg.svd", _svd_numpy, a)
     signs = column_signs(u)
     return u * signs, s, vh * np.swapaxes(signs, -1, -2)
 
 
-def _svd(a, part):
-    u, s, vh = decompose("svd", _svd_numpy, a)
+def _svd(a, part, signs=None):
+    u, s, vh = decompose("svd", _svd_fixed, a) if signs is None else \
+        decompose("np.linalg.svd", _svd_numpy, a)
     return {"U": u, "S": s, "Vh": vh}[part]
 
 
@@ -100,13 +112,17 @@ def _svd_jvp(o: PrimitiveMethods, ts, out, a, part):
     return swap_last(o, o.add(o.matmul(v, d), rest))
 
 
+_signed_vjp, _signed_jvp = with_numpy_signs("svd", _svd_vjp, _svd_jvp)
+
 SVD = register(Primitive(
-    "svd", _svd, [_svd_vjp], _svd_jvp,
-    lambda args, attrs, render: f"svd({args[0]}).{attrs['part']}",
+    "svd", _svd, [_signed_vjp], _signed_jvp, decomposition_text("svd"),
     [Case(((3, 3),), {"part": "S"}), Case(((3, 2),), {"part": "U"}),
      Case(((2, 3),), {"part": "Vh"}), Case(((3, 2),), {"part": "Vh"}),
      Case(((2, 3),), {"part": "U"}), Case(((2, 3, 3),), {"part": "U"}),
-     Case(((2, 2, 3),), {"part": "S"})],
+     Case(((2, 2, 3),), {"part": "S"}),
+     Case(((3, 2),), {"part": "U", **NUMPY_SIGNS}), Case(((2, 3),), {"part": "Vh", **NUMPY_SIGNS}),
+     Case(((2, 3, 3),), {"part": "Vh", **NUMPY_SIGNS}),
+     Case(((2, 3),), {"part": "S", **NUMPY_SIGNS})],
     domain=(spread_singular,), plain=False, batch=mapped("svd")))
 
 # ---------------------------------------------------------------- Ops methods
@@ -126,17 +142,31 @@ class SVDOps:
     def svd(self, a: Any, full_matrices: bool = True, compute_uv: bool = True,
             name: Any = None) -> Any:
         """U, S, Vh with a = U @ (S[..., None] * Vh); only S when compute_uv=False."""
-        check_matrices(self, "svd", a)
-        if not compute_uv:
-            return self.apply(SVD, (a,), {"part": "S"}, name)
-        m, n = shape_of(a)[-2:]
-        if full_matrices and m != n:
-            raise error("svd", (a,), "full_matrices=True adds singular vectors that are "
-                              "not determined by a (no derivative); pass full_matrices=False",
-                              ArgumentError)
-        return SVDResult(*record_parts(self, SVD, a, ("U", "S", "Vh"), name))
+        return _record_svd(self, a, full_matrices, compute_uv, name, {})
 
     def svdvals(self, x: Any, name: str | None = None) -> Variable:
         """The singular values of each matrix, descending."""
         check_matrices(self, "svdvals", x)
         return self.apply(SVD, (x,), {"part": "S"}, name)
+
+
+def numpy_svd(ops: PrimitiveMethods, a: Any, full_matrices: bool = True,
+              compute_uv: bool = True, hermitian: bool = False) -> Any:
+    """``np.linalg.svd`` on a Variable: numpy's U, S and Vh, signs included, recorded."""
+    if hermitian:
+        raise error("np.linalg.svd", (a,), "hermitian=True is not supported on Variables; "
+                    "it records as op.svd(a, full_matrices, compute_uv)", ArgumentError)
+    return _record_svd(ops, a, full_matrices, compute_uv, None, NUMPY_SIGNS)
+
+
+def _record_svd(ops: PrimitiveMethods, a: Any, full_matrices: bool, compute_uv: bool,
+                name: Any, attrs: dict) -> Any:
+    check_matrices(ops, "svd", a)
+    if not compute_uv:                  # the values have no signs: the sign-fixed entry
+        return ops.apply(SVD, (a,), {"part": "S"}, name)
+    m, n = shape_of(a)[-2:]
+    if full_matrices and m != n:
+        raise error("svd", (a,), "full_matrices=True adds singular vectors that are "
+                          "not determined by a (no derivative); pass full_matrices=False",
+                          ArgumentError)
+    return SVDResult(*record_parts(ops, SVD, a, ("U", "S", "Vh"), name, attrs))
