@@ -11,7 +11,7 @@ A Program is fixed at recording time: Python control flow on values (``if x > 0:
 took one branch when the tape was recorded, and the program keeps that branch (as
 ``torch.jit.trace`` and ``jax.make_jaxpr`` do).
 
-``sg.simplify`` (simplifier.py) rewrites a Program with the rules of ``simplegrad.rules``.
+``sg.simplify`` (simplify.py) rewrites a Program with the rules of ``primitives.rewrites``.
 """
 
 from __future__ import annotations

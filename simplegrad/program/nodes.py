@@ -1,17 +1,7 @@
-"""Programs: part of a tape as data of its own, run again at new inputs, simplified.
+"""The parts of a Program: ``Ref`` (an input slot, a constant or an earlier node), ``Input``,
+``Constant`` and ``Node`` (a primitive, its argument Refs, attributes, name, shape, dtype).
 
-``extract(inputs, outputs)`` (``op.program``) takes the entries between some Variables (the
-inputs) and the outputs, in tape order, and keeps them as ``Node``s: a primitive, arguments
-(``Ref``s to an input slot, an earlier node or a constant), attributes and the tape's name.
-Leaves that are not inputs, and entries not computed from the inputs, become constants holding
-their recorded values. Nothing refers back to the tape, so a Program can be simplified, saved
-and compiled; calling it runs each primitive's numpy forward on new values.
-
-A Program is fixed at recording time: Python control flow on values (``if x > 0:``)
-took one branch when the tape was recorded, and the program keeps that branch (as
-``torch.jit.trace`` and ``jax.make_jaxpr`` do).
-
-``sg.simplify`` (simplifier.py) rewrites a Program with the rules of ``simplegrad.rules``.
+The Program that holds them, and ``extract``, are in core.py.
 """
 
 from __future__ import annotations
