@@ -552,8 +552,21 @@ def test_vjp_cotangent_errors(x3):
     _, vjp_fn = sg.vjp(lambda x: x.sin(), x3)
     with pytest.raises(sg.ShapeError, match="cotangent"):
         vjp_fn(np.ones(2))
-    with pytest.raises(sg.GraphError, match="cotangent"):
-        vjp_fn(sg.Ops().var(np.ones(3)))
+
+
+
+def test_vjp_fn_records_on_the_ops_of_its_cotangent(x3):
+    """A pullback made at top level, given a Variable of another Ops, is replayed there: a
+    linear function of u (f's values at the primals as constants), differentiable in u."""
+    _, vjp_fn = sg.vjp(lambda x: x.sin() * x, x3)
+    op = sg.Ops()
+    u = op.var([1.0, 2.0, -1.0], name="u")
+    (c,) = vjp_fn(u)
+    slope = np.sin(x3) + x3 * np.cos(x3)
+    assert c.ops is op
+    np.testing.assert_allclose(c.value, u.value * slope, rtol=1e-14)
+    np.testing.assert_allclose(op.grad((c * c).sum(), u).value, 2 * u.value * slope ** 2,
+                               rtol=1e-14)
 
 
 def test_jvp_argument_errors(x3):

@@ -109,6 +109,18 @@ class Program:
         outs = [env[self._slot(r)] for r in self.outputs]
         return outs[0] if self.single else outs
 
+    def record(self, ops: Any, *inputs: Any) -> Any:
+        """Run the program by recording each node on ``ops`` (inputs may be its Variables,
+        batched ones included, or arrays): the result is differentiable there."""
+        if len(inputs) != len(self.inputs):
+            raise ArgumentError(f"program: takes {len(self.inputs)} input(s), got {len(inputs)}")
+        env = [*inputs, *(c.value for c in self.constants)]
+        for node in self.nodes:
+            env.append(ops.apply(node.prim, [env[self._slot(r)] for r in node.args],
+                                 node.attrs or None))
+        outs = [env[self._slot(r)] for r in self.outputs]
+        return outs[0] if self.single else outs
+
     def _arguments(self, arrays: tuple) -> list:
         if len(arrays) != len(self.inputs):
             names = ", ".join(i.name for i in self.inputs)

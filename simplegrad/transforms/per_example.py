@@ -24,7 +24,7 @@ from ..engine.batched import FINAL, STATE, Batched, ceiling, is_int, running, wr
 from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
-from ..pytree import tree_flatten, tree_unflatten
+from ..pytree import tree_flatten, tree_leaves, tree_unflatten
 from .arguments import primal, resolve
 from .vmap import leafwise
 
@@ -146,9 +146,21 @@ def jvp(jvp: Callable, f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tup
     level, n, ops = _top()
     with ceiling(level):
         y, t = jvp(_lift(f, xs, range(len(xs)), level, n, ops),
-                              [_stack(ops, x, level, n) for x in xs],
-                              [_stack(ops, v, level, n) for v in vs])
+                   [_stack(ops, x, level, n) for x in xs],
+                   [_stack(ops, v, level, n) for v in vs])
+    if not any(_at(x, level) for x in tree_leaves(list(xs))):
+        # only the tangents are batched: the output is f at shared primals, the same for
+        # every example unless f reads a batched value through a closure (vmap's out_axes=None)
+        same = f(*[leafwise(lambda a: a if isinstance(a, Variable) else ops.var(a), x)
+                   for x in xs])
+        if not any(_at(v, level) for v in tree_leaves(same)):
+            return same, _wrap(t, level)
     return _wrap(y, level), _wrap(t, level)
+
+
+def _at(a: Any, level: int) -> bool:
+    """Whether ``a`` is batched at ``level``."""
+    return type(a) is Batched and a.level == level
 
 
 def hvp(hvp: Callable, f: Callable, x: Any, v: Any) -> Any:

@@ -13,9 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.ops import Ops
+from ..engine.params import FREE
 from ..engine.reverse import gradient_values
 from ..engine.variable import Variable
-from ..errors import GraphError, ShapeError
+from ..errors import ShapeError
+from ..program.core import Program, extract
 from ..pytree import tree_unflatten
 from . import per_example as batched
 from .arguments import (
@@ -31,6 +34,7 @@ from .arguments import (
     outputs,
     own,
     primals,
+    recording_ops,
     regroup,
     resolve,
     results,
@@ -98,17 +102,23 @@ def vjp(f: Callable, *xs: Any) -> tuple[Result, Callable]:
         out = f(*call)
     ys, out_def = outputs("vjp", ops, out)
 
+    pulled: list[Program] = []      # the pullback as a program of u, made on first use
+
     def vjp_fn(u: Any) -> tuple:
         """The cotangents of the primals for the output cotangent ``u``."""
         us = leaves_like("vjp", "the cotangent", "f's output", out_def, u)
         for y, uk in zip(ys, us):
-            if isinstance(uk, Variable) and uk.ops is not ops:
-                where = "its own Ops (the primals were arrays)" if not nested else "another Ops"
-                raise GraphError(f"vjp: the cotangent {uk.name} belongs to {where}; pass an "
-                                 "array, or a Variable of the primals' Ops")
-            if leaf_shape(uk) != y.shape:
-                raise ShapeError(f"vjp: the cotangent has shape {leaf_shape(uk)} but f's output "
+            shape = uk.shape if isinstance(uk, Variable) else leaf_shape(uk)
+            if shape != y.shape:
+                raise ShapeError(f"vjp: the cotangent has shape {shape} but f's output "
                                  f"has shape {y.shape}")
+        elsewhere = recording_ops("vjp", us)
+        if elsewhere is not None and elsewhere is not ops and elsewhere is not FREE:
+            # u is recorded by another transform (grad, vmap, ...): the pullback, linear in
+            # u, is replayed there, f's values at the primals held as constants
+            if not pulled:
+                pulled.append(_pullback(ops, ys, prims))
+            return regroup(trees, pulled[0].record(elsewhere, *us))
         if len(ys) == 1:
             gs = ops.grad(ys[0], prims, seed=us[0], create_graph=nested)
         else:       # several outputs: the gradient of sum_k <u_k, y_k>
@@ -121,3 +131,14 @@ def vjp(f: Callable, *xs: Any) -> tuple[Result, Callable]:
     # (copies: the tape that vjp_fn sweeps keeps these arrays)
     return tree_unflatten(out_def, [y if nested else np.array(y.raw) for y in ys]), vjp_fn
 
+
+
+def _pullback(ops: Ops, ys: list[Variable], prims: list[Variable]) -> Program:
+    """The cotangents of ``prims`` as a Program of the output cotangents (one input per y)."""
+    us = [ops.var(np.zeros(y.shape, y.dtype)) for y in ys]
+    if len(ys) == 1:
+        gs = ops.grad(ys[0], prims, seed=us[0], create_graph=True)
+    else:
+        pairing = functools.reduce(ops.add, [ops.sum(ops.mul(y, uk)) for y, uk in zip(ys, us)])
+        gs = ops.grad(pairing, prims, create_graph=True)
+    return extract(us, list(gs))
