@@ -336,10 +336,9 @@ def mapped(name: str) -> Callable:
 
 
 def shift_axis(axis: Any, op: str, x: Any, batched: bool = True, extra: int = 0) -> Any:
-    """A per-example axis (int or tuple, negative allowed) of input ``x`` of ``op`` (a batch when
-    ``batched``) as an axis of the batched value, for an example of x's rank plus ``extra``;
-    out of range, an AxisError naming op, the axis and one example's shape, before anything is
-    recorded, as numpy raises for one example."""
+    """A per-example axis (int or tuple) of ``op``'s input ``x`` (a batch when ``batched``), for
+    examples of x's rank plus ``extra``, as an axis of the batch; out of range, the AxisError
+    numpy raises for one example, naming op, the axis and one example's shape."""
     shape = tuple(shape_of(x)[1:] if batched else shape_of(x))
     ndim = len(shape) + extra
     one = isinstance(axis, (int, np.integer))
