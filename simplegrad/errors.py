@@ -6,6 +6,8 @@ tape exactly as it was.
 
 from __future__ import annotations
 
+import numpy as np
+
 
 class SimplegradError(Exception):
     """Base class of every error raised by simplegrad."""
@@ -19,8 +21,12 @@ class LinAlgError(SimplegradError, ValueError):
     """A matrix the operation cannot take: singular, not positive definite, and the like."""
 
 
-class AxisError(ShapeError):
-    """An axis out of range for the array it names."""
+class AxisError(ShapeError, np.exceptions.AxisError):
+    """An axis out of range for the array it names.
+
+    Also numpy's ``AxisError`` (itself both a ValueError and an IndexError), so code written
+    for numpy catches it where it caught numpy's.
+    """
 
 
 class GraphError(SimplegradError, ValueError):

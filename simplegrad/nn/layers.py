@@ -1,7 +1,9 @@
 """Layers built only on public primitives: each forward computes with ``o = ops_of(...)``.
 
 With a Variable among its inputs or parameters a layer records on that Variable's Ops; with
-plain arrays only it computes values with ``VALUES`` and records nothing.
+plain arrays only it computes values with ``VALUES`` and records nothing. Under ``sg.vmap`` a
+layer sees one example, as the function calling it does (``shape_of``): it computes what a
+loop over the examples would, Dropout drawing its own mask for each example.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.variable import Variable
 from ..errors import ArgumentError, DTypeError, OutOfBoundsError, ShapeError
-from .module import Module, ops_of, value_of
+from .module import Module, batched, ops_of, per_example, shape_of, value_of
 
 __all__ = ["Linear", "Sequential", "MLP", "Embedding", "BatchNorm1d", "LayerNorm", "Dropout",
            "ReLU", "Tanh", "Sigmoid", "LeakyReLU", "Softplus", "Identity"]
@@ -28,7 +31,7 @@ def _rng(rng: np.random.Generator | None) -> np.random.Generator:
 
 
 def _last_dim(layer: str, x: Any, n: int) -> None:
-    shape = np.shape(value_of(x))
+    shape = shape_of(x)
     if not shape or shape[-1] != n:
         raise ShapeError(f"{layer}: the input has shape {shape}, expected last dimension {n}")
 
@@ -116,14 +119,21 @@ class Embedding(Module):
 
     def forward(self, idx: Any) -> Any:
         """``weight[idx]``: shape ``idx.shape + (embedding_dim,)``."""
-        idx = np.asarray(idx)
-        if idx.dtype.kind not in "iu":
-            raise DTypeError(f"Embedding: indices must be integers, got dtype {idx.dtype}")
-        if idx.size and (idx.min() < 0 or idx.max() >= self.num_embeddings):
+        recorded = isinstance(idx, Variable)        # an integer entry, batched under vmap
+        # every example's indices at once (under vmap): the checks pass iff each example's do
+        values = np.asarray(value_of(idx) if recorded else idx)
+        if values.dtype.kind not in "iu":
+            raise DTypeError(f"Embedding: indices must be integers, got dtype {values.dtype}")
+        if values.size and (values.min() < 0 or values.max() >= self.num_embeddings):
             raise OutOfBoundsError(f"Embedding: indices must lie in [0, {self.num_embeddings}),"
-                                   f" got values from {idx.min()} to {idx.max()}")
+                                   f" got values from {values.min()} to {values.max()}")
         w = self.weight
-        return ops_of(w).getitem(w, idx)
+        if not recorded:
+            return ops_of(w).getitem(w, values)
+        o = ops_of(w, idx)
+        if not isinstance(w, Variable):             # apply() with arrays: gather from a leaf
+            w = o.var(w, requires_grad=False)
+        return o.take(w, idx, axis=0)
 
 
 class BatchNorm1d(Module):
@@ -151,11 +161,16 @@ class BatchNorm1d(Module):
 
     def forward(self, x: Any) -> Any:
         """Normalise each feature (column) of ``x``."""
-        shape = np.shape(value_of(x))
+        shape = shape_of(x)
         if len(shape) != 2 or shape[1] != self.num_features:
             raise ShapeError(f"BatchNorm1d: the input has shape {shape}, expected (N, "
                              f"{self.num_features})")
         w, b = self.weight, self.bias
+        if self.training and batched(x, w, b):
+            raise ArgumentError("BatchNorm1d: in training mode under vmap: its batch and "
+                                "running statistics have no per-example meaning; call .eval() "
+                                "to normalise each example with the running statistics, or "
+                                "apply the layer to the whole batch outside vmap")
         o = ops_of(x, w, b)
         if not self.training:
             mean, var = self.running_mean, self.running_var
@@ -193,7 +208,7 @@ class LayerNorm(Module):
     def forward(self, x: Any) -> Any:
         """Each sample's trailing axes scaled to mean 0 and variance 1, then affine."""
         k = len(self.normalized_shape)
-        shape = np.shape(value_of(x))
+        shape = shape_of(x)
         if shape[len(shape) - k:] != self.normalized_shape:
             raise ShapeError(f"LayerNorm: the input has shape {shape}, expected it to end in "
                              f"{self.normalized_shape}")
@@ -218,11 +233,14 @@ class Dropout(Module):
         self.p, self.rng = float(p), rng
 
     def forward(self, x: Any) -> Any:
-        """``x`` with a fresh random mask in training; ``x`` itself in evaluation."""
+        """``x`` with a fresh random mask in training (one per example under vmap); ``x`` itself
+        in evaluation."""
         if not self.training or self.p == 0.0:
             return x
-        keep = self.rng.random(np.shape(value_of(x))) >= self.p
-        return ops_of(x).mul(x, keep / (1.0 - self.p))
+        o = ops_of(x)
+        scale = 1.0 / (1.0 - self.p)
+        return o.mul(x, per_example(o, x, lambda shape: (self.rng.random(shape) >= self.p) *
+                                    scale))
 
     def extra_repr(self) -> str:
         """The layer's settings, as its repr shows them."""

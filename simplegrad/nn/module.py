@@ -14,12 +14,13 @@ Ops of its parameters, freed by reference counting when the step's last referenc
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
+from ..engine.batched import Batched, wrap
 from ..engine.params import Parameter
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
@@ -38,6 +39,32 @@ def ops_of(*xs: Any) -> PrimitiveMethods:
 def value_of(x: Any) -> np.ndarray:
     """The numpy value of a Variable, or the array itself."""
     return getattr(x, "raw", x)
+
+
+def shape_of(x: Any) -> tuple:
+    """The shape a function sees: one example's under vmap (never the stack's), else x's own."""
+    shape = getattr(x, "shape", None)
+    return np.shape(x) if shape is None else tuple(shape)
+
+
+def batched(*xs: Any) -> bool:
+    """True when one of ``xs`` stands for an example of a batch (inside ``sg.vmap``)."""
+    return any(isinstance(x, Batched) for x in xs)
+
+
+def per_example(o: PrimitiveMethods, x: Any, draw: Callable[[tuple], np.ndarray]) -> Any:
+    """``draw(shape)``, a constant, for x; under vmap one draw for every example of x, as a
+    batched value of x's levels (examples differ, as a loop over them would draw)."""
+    levels = []
+    while isinstance(x, Batched):
+        levels.append(x.level)
+        x = x.inner
+    if not levels:
+        return draw(shape_of(x))
+    value = o.leaf(draw(np.shape(value_of(x))), None, False)   # the stack: each example's own
+    for level in reversed(levels):
+        value = wrap(value, level)
+    return value
 
 
 def _new_parameter(value: Any, name: str) -> Parameter:

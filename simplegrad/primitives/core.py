@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from ..errors import AxisError
+
 if TYPE_CHECKING:
     from . import PrimitiveMethods
     from .series import Series
@@ -196,7 +198,7 @@ def describe(inputs: Sequence[Any]) -> str:
     parts = []
     for x in inputs:
         name = None if is_constant(x) else x.name
-        shape = np.shape(value_of(x))
+        shape = np.shape(x) if name is None else x.shape     # a batched value: one example's
         parts.append(f"constant with shape {shape}" if name is None else
                      f"{name} with shape {shape}")
     return ", ".join(parts)
@@ -242,8 +244,8 @@ def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     out = []
     for a in axes:
         if not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
-            raise IndexError(f"axis {a} is out of range for {ndim} dimension(s)")
-        out.append(int(a) % ndim if ndim else 0)
+            raise AxisError(f"axis {a} is out of range for {ndim} dimension(s)")
+        out.append(int(a) % ndim)
     if len(set(out)) != len(out):
         raise IndexError(f"repeated axis in {axis}")
     return tuple(sorted(out))
@@ -333,11 +335,18 @@ def mapped(name: str) -> Callable:
     return batch
 
 
-def shift_axis(axis: Any, ndim: int) -> Any:
-    """A per-example axis (int or tuple, negative allowed) as an axis of the batched value."""
-    if isinstance(axis, (int, np.integer)):
-        return int(axis) % ndim + 1 if ndim else 1
-    return tuple(int(a) % ndim + 1 for a in axis)
+def shift_axis(axis: Any, op: str, x: Any, batched: bool = True, extra: int = 0) -> Any:
+    """A per-example axis (int or tuple) of ``op``'s input ``x`` (a batch when ``batched``), for
+    examples of x's rank plus ``extra``, as an axis of the batch; out of range, the AxisError
+    numpy raises for one example, naming op, the axis and one example's shape."""
+    shape = tuple(shape_of(x)[1:] if batched else shape_of(x))
+    ndim = len(shape) + extra
+    one = isinstance(axis, (int, np.integer))
+    for a in (axis,) if one else axis:
+        if not -ndim <= a < ndim:
+            raise AxisError(f"{op}: axis {a} is out of bounds for array of dimension {ndim} "
+                            f"({getattr(x, 'name', 'constant')} with shape {shape})")
+    return int(axis) % ndim + 1 if one else tuple(int(a) % ndim + 1 for a in axis)
 
 
 def along(name: str, key: str = "axis", default: Any = None, flat: bool = False) -> Callable:
@@ -350,7 +359,7 @@ def along(name: str, key: str = "axis", default: Any = None, flat: bool = False)
         axis = attrs.get(key, default)
         new = dict(attrs)
         if axis is not None:
-            new[key] = shift_axis(axis, len(s) - 1)
+            new[key] = shift_axis(axis, name, x)
             return run(o, name, [x], new)
         if not flat:
             new[key] = tuple(range(1, len(s)))

@@ -31,6 +31,7 @@ from .core import (
     method_fmt,
     register,
     shape_of,
+    shift_axis,
     value_of,
 )
 from .rearrange import axes_of, flat
@@ -62,6 +63,9 @@ def _take_along_axis(x, indices, axis):
 
 
 def _scatter_add_along_axis(g, indices, axis, shape):
+    if not -len(shape) <= axis < len(shape):
+        raise np.exceptions.AxisError(axis, len(shape))
+    axis %= len(shape)
     grids = []
     gshape = np.shape(g)
     for d, n in enumerate(shape):
@@ -100,7 +104,8 @@ TAKE_ALONG_AXIS = register(Primitive(
      Case(((1, 3),), {"indices": np.array([[0, 2], [1, 1]]), "axis": 1})],
     variadic=True, batch=lambda o, xs, batched, axis, indices=None: o.take_along_axis(
         xs[0] if batched[0] else o.reshape(xs[0], (1,) + shape_of(xs[0])),
-        _batch_indices(o, xs, batched, indices), axis + 1),
+        _batch_indices(o, xs, batched, indices),
+        shift_axis(axis, "take_along_axis", xs[0], batched[0])),
     taylor=linear("take_along_axis")))
 
 SCATTER_ADD_ALONG_AXIS = register(Primitive(
@@ -116,7 +121,8 @@ SCATTER_ADD_ALONG_AXIS = register(Primitive(
         o.scatter_add_along_axis(
             xs[0] if batched[0] else o.expand(xs[0], (batch_size(xs, batched),) +
                                               shape_of(xs[0])),
-            _batch_indices(o, xs, batched, indices), axis + 1,
+            _batch_indices(o, xs, batched, indices),
+            shift_axis(axis, "scatter_add_along_axis", xs[0], batched[0]),
             (batch_size(xs, batched),) + tuple(shape)),
     taylor=linear("scatter_add_along_axis")))
 

@@ -71,7 +71,7 @@ def _batch_roll(o: PrimitiveMethods, x, shift, axis):
     """roll past the batch axis; with no axis each example is rolled flat, then reshaped."""
     s = shape_of(x)
     if axis is not None:
-        return run(o, "roll", [x], {"shift": shift, "axis": shift_axis(axis, len(s) - 1)})
+        return run(o, "roll", [x], {"shift": shift, "axis": shift_axis(axis, "roll", x)})
     flat = run(o, "roll", [o.reshape(x, (s[0], -1))], {"shift": shift, "axis": 1})
     return o.reshape(flat, s)
 

@@ -145,6 +145,8 @@ CROSS = register(Primitive(
 
 def _batch_cross(o: PrimitiveMethods, xs, batched, axis):
     """cross of aligned inputs, along the same axis counted from the end."""
+    for x, b in zip(xs, batched):       # numpy checks the axis against each input
+        shift_axis(axis, "cross", x, b)
     xs = align(o, xs, batched)
     rank = max(len(shape_of(x)) - b for x, b in zip(xs, batched))
     return run(o, "cross", xs, {"axis": axis - rank if axis >= 0 else axis})
@@ -196,8 +198,8 @@ DIAGONAL = register(Primitive(
     [Case(((3, 3),)), Case(((3, 4),), {"offset": 1}), Case(((4, 3),), {"offset": -2}),
      Case(((2, 3, 3),), {"axis1": 1, "axis2": 2}), Case(((3, 2, 4),), {"axis1": 2, "axis2": 0})],
     batch=lambda o, xs, batched, offset=0, axis1=0, axis2=1: run(o, "diagonal", xs, {
-        "offset": offset, "axis1": shift_axis(axis1, len(shape_of(xs[0])) - 1),
-        "axis2": shift_axis(axis2, len(shape_of(xs[0])) - 1)}),
+        "offset": offset, "axis1": shift_axis(axis1, "diagonal", xs[0]),
+        "axis2": shift_axis(axis2, "diagonal", xs[0])}),
     taylor=linear("diagonal")))
 
 

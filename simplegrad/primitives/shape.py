@@ -107,9 +107,8 @@ TRANSPOSE = register(Primitive(
 
 def _batch_axes(x, axes):
     """The permutation of a batched transpose: the batch axis stays first."""
-    nd = len(shape_of(x)) - 1
-    per = tuple(range(nd))[::-1] if axes is None else axes
-    return (0,) + tuple(int(a) % nd + 1 for a in per)
+    per = tuple(range(len(shape_of(x)) - 1))[::-1] if axes is None else tuple(axes)
+    return (0,) + shift_axis(per, "transpose", x)
 
 # ---------------------------------------------------------------- joins
 
@@ -151,8 +150,13 @@ CONCATENATE = register(Primitive(
     [Case(((3,), (2,))), Case(((3, 4), (1, 4), (2, 4)), {"axis": 0}),
      Case(((2, 3), (2, 1)), {"axis": -1})],
     variadic=True, batch=lambda o, xs, batched, axis=0: o.concatenate(
-        _all_batched(o, xs, batched), axis=shift_axis(axis, len(shape_of(xs[0])) - batched[0])),
+        _all_batched(o, xs, batched), axis=_join_axis("concatenate", axis, xs, batched, 0)),
     taylor=linear("concatenate")))
+
+
+def _join_axis(op: str, axis: int, xs, batched, extra: int) -> int:
+    """The axis of a batched join, checked against one example of its first batched input."""
+    return shift_axis(axis, op, next(x for x, b in zip(xs, batched) if b), extra=extra)
 
 
 def _all_batched(o: PrimitiveMethods, xs, batched):
@@ -180,8 +184,7 @@ STACK = register(Primitive(
     [Case(((), ())), Case(((3,), (3,), (3,))), Case(((3, 4), (3, 4)), {"axis": 1}),
      Case(((2, 3), (2, 3)), {"axis": -1})],
     variadic=True, batch=lambda o, xs, batched, axis=0: o.stack(
-        _all_batched(o, xs, batched),
-        axis=shift_axis(axis, len(shape_of(xs[0])) - batched[0] + 1)),
+        _all_batched(o, xs, batched), axis=_join_axis("stack", axis, xs, batched, 1)),
     taylor=linear("stack")))
 
 # ---------------------------------------------------------------- dtype

@@ -34,7 +34,7 @@ import numpy as np
 from ..engine.batched import FINAL, STATE, Batched, _levels, is_int, wrap
 from ..engine.ops import Ops
 from ..engine.variable import Variable
-from ..errors import ArgumentError, ShapeError
+from ..errors import ArgumentError, AxisError, ShapeError
 from ..pytree import tree_leaves, tree_map
 from .arguments import context, running
 
@@ -108,8 +108,8 @@ def _size(args: Sequence[Any], axes: list) -> int:
         for leaf in tree_leaves(a):
             shape = leaf.shape if isinstance(leaf, Variable) else np.shape(leaf)
             if not -len(shape) <= ax < len(shape):
-                raise ArgumentError(f"vmap: in_axes {ax} is out of range for argument {i} "
-                                    f"(a leaf of shape {tuple(shape)})")
+                raise AxisError(f"vmap: in_axes {ax} is out of bounds for argument {i} (a leaf "
+                                f"of shape {tuple(shape)})")
             sizes.setdefault(i, set()).add(shape[ax])
     if not sizes:
         raise ArgumentError("vmap: no argument is batched (every in_axes is None)")
@@ -154,10 +154,18 @@ def _moved(ops: Ops, y: Any, level: int, n: int, ax: Any) -> Any:
             raise ArgumentError("vmap: out_axes=None needs an output that is the same for every "
                                 f"example, but {y.name} depends on the batched arguments")
         inner = y.inner
-        ax = ax % len(inner.shape)
+        ax = _out_axis(ax, y.shape)
         return inner if ax == 0 else ops.moveaxis(inner, 0, ax)
     if ax is None:
         return y
     if not isinstance(y, Variable):
         y = ops.var(y, requires_grad=False)
-    return ops.moveaxis(ops.expand(y, (n,) + y.shape), 0, ax % (y.ndim + 1))
+    return ops.moveaxis(ops.expand(y, (n,) + y.shape), 0, _out_axis(ax, y.shape))
+
+
+def _out_axis(ax: int, shape: tuple) -> int:
+    """Where out_axes puts the batch axis of an output whose examples have ``shape``."""
+    if not -len(shape) - 1 <= ax <= len(shape):
+        raise AxisError(f"vmap: out_axes {ax} is out of bounds for an output of dimension "
+                        f"{len(shape) + 1} (examples of shape {tuple(shape)}, and the batch axis)")
+    return ax % (len(shape) + 1)
