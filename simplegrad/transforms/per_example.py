@@ -180,6 +180,16 @@ def derivative(derivative: Callable, f: Callable, order: int, x: Any) -> Batched
         return wrap(derivative(g, order)(_stacked(ops, x, level, n)), level)
 
 
+def taylor(taylor: Callable, f: Callable, x: Any, v: Any, order: int) -> list:
+    """``taylor(f, x, v, order)`` inside vmap: each example's coefficients (x, v or a closure
+    batched)."""
+    level, n, ops = _top()
+    g = _lift(f, (x,), (0,), level, n, ops)
+    with ceiling(level):
+        coefs = taylor(g, _stacked(ops, x, level, n), _stacked(ops, v, level, n), order)
+    return [wrap(c, level) for c in coefs]
+
+
 def jacobian(vjp: Callable, f: Callable, argnums: Any, args: Sequence[Any]) -> Any:
     """``jacobian(f, argnums)(*args)`` with Batched arguments: each example's Jacobian, a row
     per output entry (one reverse sweep each over the whole batch)."""

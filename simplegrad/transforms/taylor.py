@@ -32,6 +32,7 @@ from ..engine.taylor import missing_rule, propagate
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
 from ..primitives import VALUES
+from . import per_example as batched
 from .arguments import check_callable, context, output, own, primal, run_paused
 
 # ---------------------------------------------------------------- public functions
@@ -41,9 +42,11 @@ def taylor(f: Callable, x: Any, v: Any, order: int) -> list:
     """``[f(x), D1, ..., D_order]``: Dk is the k-th derivative of t -> f(x + t v) at t = 0."""
     check_callable("taylor", f)
     order = _check_order("taylor", order)
-    xshape, vshape = np.shape(getattr(x, "raw", x)), np.shape(getattr(v, "raw", v))
+    xshape, vshape = (a.shape if isinstance(a, Variable) else np.shape(a) for a in (x, v))
     if xshape != vshape:
         raise ShapeError(f"taylor: v has shape {vshape} but x has shape {xshape}")
+    if batched.has_batched((x, v)):
+        return batched.taylor(taylor, f, x, v, order)
     ops, nested = context("taylor", (x, v))     # our own Ops borrows the caller's arrays
     if nested is None:
         return run_paused(ops, lambda a, b: taylor(f, a, b, order), (x, v))
