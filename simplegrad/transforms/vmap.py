@@ -157,6 +157,8 @@ def _moved(ops: Ops, y: Any, level: int, n: int, ax: Any) -> Any:
         return inner if ax == 0 else ops.moveaxis(inner, 0, ax)
     if ax is None:
         return y
-    if not isinstance(y, Variable):
-        y = ops.var(y, requires_grad=False)
+    if not isinstance(y, Variable):     # a constant keeps its dtype (an int stays an int)
+        arr = np.asarray(y)
+        y = ops.var(arr, requires_grad=False) if arr.dtype.kind == "f" else \
+            ops.leaf(np.array(arr), None, False)
     return ops.moveaxis(ops.expand(y, (n,) + y.shape), 0, ax % (y.ndim + 1))
