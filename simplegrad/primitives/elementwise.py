@@ -45,7 +45,6 @@ from .core import (
 )
 from .series import (
     Series,
-    cauchy,
     div_series,
     exp_series,
     minus,
@@ -57,6 +56,7 @@ from .series import (
     sin_cos_series,
     sqrt_series,
     square_coef,
+    whole_power,
 )
 from .taylor import linear, multilinear, order_of
 
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from ..engine.variable import Variable
     from . import PrimitiveMethods
 
-SMALL_POWERS = 8        # x ** p for a constant integer 2 <= p <= this: Cauchy products (Taylor)
+SMALL_POWERS = 8        # x ** p for a whole p <= this (or <= the order): series products
 
 
 def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[VjpRule | None],
@@ -146,35 +146,80 @@ def _pow_dy(o: PrimitiveMethods, g, out, x, y):
 
 
 def _pow_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, y: Any) -> Series:
-    """x ** a for a constant a: z_k = sum_j ((a + 1) j - k) x_j z_{k-j} / (k x_0); a small
-    integer a by Cauchy products (exact at x = 0); a varying exponent as exp(y log x)."""
+    """x ** a for a constant a: a whole number a >= 0 (int or float) by products of series,
+    exact at x = 0; any other a by the recurrence z_k = sum_j ((a + 1) j - k) x_j z_{k-j} /
+    (k x_0), and where x_0 = 0 by its one-sided limit (_pow_at_zero); a varying exponent as
+    exp(y log x)."""
     xs, ys = ss
     order = order_of(ss)
     if all(c is None for c in ys[1:]):
-        if is_constant(y) and np.ndim(y) == 0 and float(y) in range(2, SMALL_POWERS + 1):
-            return _integer_power(o, xs, int(y), out)
-        z = new(out, order)
-        for k in range(1, order + 1):
-            acc = None
-            for j in range(1, k + 1):
-                if xs[j] is not None and z[k - j] is not None:
-                    w = ((np.asarray(y) + 1.0) * j - k if is_constant(y)
-                         else o.sub(o.mul(o.add(y, 1.0), float(j)), float(k)))
-                    acc = plus(o, acc, o.mul(o.mul(xs[j], z[k - j]), w))
-            z[k] = None if acc is None else o.div(acc, o.mul(x, float(k)))
-        return z
+        p = _whole(y, order)
+        if p is not None:
+            return [out] + (whole_power(o, xs, p)[1:] if p else [None] * order)
+        if not is_constant(y) or is_constant(x) and np.count_nonzero(x) == np.size(x):
+            return _pow_recurrence(o, xs, y, x, out, order)
+        # x_0 = 0 somewhere (or a recorded x, whose program holds at any value): the
+        # recurrence divides by 1 there and its result is replaced by the limit
+        zero = o.equal(x, 0)
+        raw = _pow_recurrence(o, xs, y, o.where(zero, 1.0, x), o.where(zero, 1.0, out), order)
+        return [out] + [o.where(zero, lim, 0.0 if c is None else c)
+                        for c, lim in zip(raw[1:], _pow_at_zero(o, xs, y, zero, order))]
     logs = quotient_series(o, xs, xs, o.log(x))
     prod = multilinear("mul")(o, [ys, logs], o.mul(y, logs[0]), y, logs[0])
     return exp_series(o, prod, out)
 
 
-def _integer_power(o: PrimitiveMethods, xs: Series, p: int, out: Any) -> Series:
-    """x ** p for a small integer p by repeated Cauchy products: exact at x = 0, where the
-    recurrence divides by x."""
-    z = xs
-    for _ in range(p - 1):
-        z = [o.mul(z[0], xs[0])] + [cauchy(o, o.mul, z, xs, k) for k in range(1, len(xs))]
-    return [out] + z[1:]
+def _whole(y: Any, order: int) -> int | None:
+    """A constant exponent as an int when it is one whole number 0 <= p <= max(order,
+    SMALL_POWERS) (beyond the order, x ** p has zero coefficients at 0 anyway)."""
+    if type(y) is float or type(y) is int:
+        p, same = y, True
+    elif is_constant(y) and np.size(y) and np.asarray(y).dtype.kind in "iuf":
+        a = np.asarray(y)
+        p = a.flat[0]
+        same = a.ndim == 0 or bool(np.all(a == p))
+    else:
+        return None
+    return int(p) if same and 0 <= p <= max(order, SMALL_POWERS) and p == int(p) else None
+
+
+def _pow_recurrence(o: PrimitiveMethods, xs: Series, y: Any, x: Any, z0: Any,
+                    order: int) -> Series:
+    """z_k = sum_{j=1..k} ((a + 1) j - k) x_j z_{k-j} / (k x), z_0 given."""
+    z = new(z0, order)
+    for k in range(1, order + 1):
+        acc = None
+        for j in range(1, k + 1):
+            if xs[j] is not None and z[k - j] is not None:
+                w = ((np.asarray(y) + 1.0) * j - k if is_constant(y)
+                     else o.sub(o.mul(o.add(y, 1.0), float(j)), float(k)))
+                acc = plus(o, acc, o.mul(o.mul(xs[j], z[k - j]), w))
+        z[k] = None if acc is None else o.div(acc, o.mul(x, float(k)))
+    return z
+
+
+def _pow_at_zero(o: PrimitiveMethods, xs: Series, a: Any, zero: Any, order: int) -> list:
+    """Coefficients 1..order of x ** a where x_0 = 0, for a constant a: for a whole number a,
+    those of the product of series (exact); for any other a, binom(a, k) 0 ** (a - k) x_1 ** k,
+    which is 0 for k < a and +-inf beyond (0 ** -s = inf, as numpy and the reverse rule have
+    it: the k-th derivative of x ** a at 0, times v ** k; nan where x_1 = 0)."""
+    a = np.asarray(a, dtype=float)
+    x1 = None if xs[1] is None else o.where(zero, xs[1], 1.0)  # 1 where the limit is unused
+    out, binom, x1k = [], np.ones_like(a), x1
+    for k in range(1, order + 1):
+        binom = binom * (a - (k - 1)) / k
+        if k > 1 and x1 is not None:
+            x1k = o.mul(x1k, x1)
+        c = np.where((k < a) | (binom == 0), 0.0, np.where(k == a, binom,
+                                                           np.copysign(np.inf, binom)))
+        if x1 is None:      # x_1 = 0: 0 * c, nan where c is infinite
+            out.append(np.where(np.isinf(c), np.nan, 0.0))
+        else:
+            out.append(o.mul(x1k, c) if np.any(c) else 0.0)
+    for p in np.unique(a[(a >= 1) & (a <= order) & (a == np.round(a))]):
+        exact, hit = whole_power(o, xs, int(p)), np.equal(a, p)
+        out = [o.where(hit, 0.0 if e is None else e, c) for e, c in zip(exact[1:], out)]
+    return out
 
 
 POW = elementwise("pow", np.power, "{0} ** {1}", (_pow_dx, _pow_dy), domain=(POSITIVE, ANY),

@@ -27,8 +27,9 @@ from .core import (
     register,
     shape_of,
 )
+from .reduce import per_count
 from .scans import checked_axes, numpy_defaults, spread
-from .series import Series, sqrt_series, square_coef
+from .series import Series, sqrt_series, square_coef, times
 from .taylor import order_of
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def _centered(o: PrimitiveMethods, x, axis):
 
 def _var_dir(o: PrimitiveMethods, out, x, axis, ddof, keepdims):
     """d var / d x = 2 (x - mean) / (n - ddof)."""
-    return o.mul(_centered(o, x, axis), 2.0 / _dof(x, axis, ddof))
+    return per_count(o, _centered(o, x, axis), _dof(x, axis, ddof), 2.0)
 
 
 def _std_dir(o: PrimitiveMethods, out, x, axis, ddof, keepdims):
@@ -66,18 +67,21 @@ def _std_dir(o: PrimitiveMethods, out, x, axis, ddof, keepdims):
     kd = keepdims_shape(shape_of(x), axis)
     s = out if shape_of(out) == kd else o.reshape(out, kd)
     zero = o.equal(s, 0)
-    scale = o.mul(o.where(zero, 1.0, s), float(_dof(x, axis, ddof)))
-    return o.where(zero, 0.0, o.div(_centered(o, x, axis), scale))
+    # divided by std first: (n - ddof) std can overflow float16 where the result does not
+    unit = o.div(_centered(o, x, axis), o.where(zero, 1.0, s))
+    return o.where(zero, 0.0, per_count(o, unit, _dof(x, axis, ddof)))
 
 
 def _variance_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, axis: Any = None,
                      ddof: Any = 0, keepdims: Any = False) -> Series:
-    """The reduced sum of squared deviations over (count - ddof)."""
-    count = _dof(x, axis, ddof)
+    """The mean of squared deviations times count / (count - ddof) (a mean: the sum of
+    float16 squares can overflow where their mean does not)."""
+    count, dof = _dof(x, axis, 0), _dof(x, axis, ddof)
     d = [None] + [None if c is None else o.sub(c, o.mean(c, axis=axis, keepdims=True))
                   for c in ss[0][1:]]
     d[0] = o.sub(x, o.mean(x, axis=axis, keepdims=True))
-    return [out] + [None if c is None else o.div(o.sum(c, axis=axis, keepdims=keepdims), count)
+    return [out] + [None if c is None else times(o, o.mean(c, axis=axis, keepdims=keepdims),
+                                                 count / dof)
                     for c in (square_coef(o, d, k) for k in range(1, order_of(ss) + 1))]
 
 

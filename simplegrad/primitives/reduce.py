@@ -11,7 +11,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .broadcasting import broadcast_to, full_mask
-from .core import REDUCE, Case, Primitive, along, keepdims_shape, method_fmt, register, shape_of
+from .core import (
+    REDUCE,
+    Case,
+    Primitive,
+    along,
+    dtype_of,
+    keepdims_shape,
+    method_fmt,
+    register,
+    shape_of,
+)
 from .series import Series, exp_series, minus, quotient_series
 from .taylor import linear
 
@@ -68,7 +78,20 @@ def _mean(x, axis=None, keepdims=False):
 
 def _mean_vjp(o: PrimitiveMethods, g, out, x, axis=None, keepdims=False):
     count = int(np.prod(shape_of(x))) // max(int(np.prod(shape_of(out))), 1)
-    return _spread(o, g if count == 1 else o.div(g, count), x, axis, keepdims)
+    return _spread(o, per_count(o, g, count), x, axis, keepdims)
+
+
+F16_LARGEST = 65504.0       # float16's largest finite number
+
+
+def per_count(o: PrimitiveMethods, g: Any, count: float, times: float = 1.0) -> Any:
+    """g * times / count for a count of entries (less ddof): a float16 count above 65,504 is
+    inf, so there the product is formed in float32 and rounded back once."""
+    if count > F16_LARGEST and dtype_of(g) == np.float16:
+        return o.cast(o.mul(o.cast(g, np.float32), times / count), np.float16)
+    if times == 1.0:
+        return g if count == 1 else o.div(g, count)
+    return o.mul(g, times / count)
 
 
 MEAN = register(Primitive(

@@ -69,6 +69,24 @@ def ode(o: PrimitiveMethods, x: Series, a: Series, k: int) -> Any:
     return times(o, acc, 1.0 / k) if acc is not None and k > 1 else acc
 
 
+def product(o: PrimitiveMethods, a: Series, b: Series) -> Series:
+    """The series of a b (Cauchy products; both primals given)."""
+    return [o.mul(a[0], b[0])] + [cauchy(o, o.mul, a, b, k) for k in range(1, len(a))]
+
+
+def whole_power(o: PrimitiveMethods, xs: Series, p: int) -> Series:
+    """The series of x ** p for a whole number p >= 1, by squaring and multiplying: exact
+    where x = 0, where a recurrence would divide by x."""
+    result, base = None, xs
+    while True:
+        if p & 1:
+            result = base if result is None else product(o, result, base)
+        p >>= 1
+        if not p:
+            return result
+        base = [o.mul(base[0], base[0])] + [square_coef(o, base, k) for k in range(1, len(base))]
+
+
 def affine_square(o: PrimitiveMethods, xs: Series, a: float, b: float) -> Series:
     """The series of a + b x^2."""
     x = xs[0]

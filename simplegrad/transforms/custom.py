@@ -73,8 +73,12 @@ class CustomFunction:
         ops = next((x.ops for x in args if isinstance(x, Variable)), None)
         if ops is None:     # no Variable: compute the value on a throwaway Ops
             scratch = Ops()
+            # numbers beside an array stay constants; numbers alone are the 0-d arrays
+            alone = all(_is_number(x) for x in args)
             with scratch.no_grad():
-                args = tuple(x if _is_number(x) else scratch.var(x) for x in args)
+                args = tuple(x if _is_number(x) and not alone else scratch.var(x) for x in args)
+                if not args:        # nothing to record on: the forward itself
+                    return self._forward(_vars=(), **kwargs)
                 return self(*args, **kwargs).value
         attrs = dict(kwargs)
         attrs["_vars"] = tuple(i for i, x in enumerate(args) if isinstance(x, Variable))

@@ -57,14 +57,16 @@ def taylor(f: Callable, x: Any, v: Any, order: int) -> list:
             o, tangent = ops, v if isinstance(v, Variable) else ops.var(v, requires_grad=False)
         else:
             o, tangent = VALUES, np.asarray(getattr(v, "raw", v), dtype=xv.raw.dtype)
-        coefs = propagate(o, y, xv, tangent, order, nested)
+        scale = _scale((xv.dtype, y.dtype), order)
+        coefs = propagate(o, y, xv, tangent if scale == 1 else o.mul(tangent, scale), order,
+                          nested)
         out = []
         for k, c in enumerate(coefs):
             if c is None:
                 c = np.zeros(y.shape, dtype=y.dtype)
                 c = ops.var(c, requires_grad=False) if nested else c
-            elif k > 1:
-                c = o.mul(c, float(math.factorial(k)))
+            elif k > 1 or k == 1 and scale != 1:
+                c = _derivative(o, c, k, scale)
             out.append(c if nested else np.array(getattr(c, "raw", c), dtype=y.dtype))
         return out
 
@@ -89,15 +91,57 @@ def derivative_entry(ops: Ops, y: Variable, x: Variable, order: int,
     Taylor rule, for sg.derivative to nest jvps instead."""
     if y.dtype.kind != "f" or missing_rule(y, x) is not None:
         return None     # a bool or integer y carries no tangent: the jvps give its zeros
-    ones = np.ones(x.shape, dtype=x.dtype)
+    scale = _scale((x.dtype, y.dtype), order)
+    ones = np.full(x.shape, scale, dtype=x.dtype)
     o, v = (ops, ops.var(ones, requires_grad=False)) if nested else (VALUES, ones)
     c = propagate(o, y, x, v, order, nested)[order]
-    if c is not None and order > 1:
-        c = o.mul(c, float(math.factorial(order)))
+    if c is not None and (order > 1 or scale != 1):
+        c = _derivative(o, c, order, scale)
     if isinstance(c, Variable):
         return c
     c = np.zeros(y.shape, dtype=y.dtype) if c is None else np.asarray(c, dtype=y.dtype)
     return ops.var(c, requires_grad=False)
+
+
+# ---------------------------------------------------------------- coefficients to derivatives
+# The k-th coefficient along s v is Dk s ** k / k!: with s = 1, 1 / k! underflows float16 from
+# k = 8 and float32 from k = 34 (and k! overflows them from 9 and 35), so past those orders the
+# tangent is scaled by a power of two s (exact) near order! ** (1 / order), the one of the two
+# around it that keeps s ** k / k! (k <= order) nearer 1: for float16 at order 12, s = 4 and
+# the factors lie in [0.035, 11]; for float32 at order 40, s = 16 and [1, 9e5]. Then
+# Dk = ck k! / s ** k is formed in float64 and rounded once.
+
+
+_UNSCALED = {np.dtype(d): max(k for k in range(2, 200)       # the last order whose 1 / k!
+                               if math.lgamma(k + 1) <= -math.log(np.finfo(d).tiny))
+             for d in (np.float16, np.float32, np.float64)}    # is normal: 7, 33, 170
+
+
+def _scale(dtypes: tuple, order: int) -> float:
+    """1 while 1 / order! is a normal number of each float dtype, else a power of two near
+    order! ** (1 / order)."""
+    if order <= min(_UNSCALED.get(d, 170) for d in dtypes):
+        return 1.0
+    log_factorial = math.lgamma(order + 1)
+
+    def reach(m: int) -> float:     # the largest |log2(s ** k / k!)| for s = 2 ** m
+        return max(abs(k * m - math.lgamma(k + 1) / math.log(2)) for k in range(order + 1))
+
+    m = math.floor(log_factorial / order / math.log(2))
+    return 2.0 ** min((m, m + 1), key=reach)
+
+
+def _derivative(o: Any, c: Any, k: int, scale: float) -> Any:
+    """Dk from the k-th coefficient c along scale * v: c k! / scale ** k, with k! in c's
+    dtype when unscaled (it is finite there), else formed in float64 and rounded once."""
+    if scale == 1:
+        return o.mul(c, float(math.factorial(k)))
+    factor = math.factorial(k) / int(scale) ** k
+    if not isinstance(c, Variable):
+        return c * np.float64(factor)       # float64 here; the caller rounds to y's dtype
+    if c.dtype == np.float64:
+        return o.mul(c, factor)
+    return o.cast(o.mul(o.cast(c, np.float64), factor), c.dtype)
 
 
 def _check_order(fname: str, order: Any) -> int:

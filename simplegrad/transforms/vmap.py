@@ -123,12 +123,7 @@ def _size(args: Sequence[Any], axes: list) -> int:
 
 def _leading(ops: Ops, a: Any, ax: int) -> Any:
     """Argument ``a`` as a Variable of ``ops`` with its batch axis ``ax`` moved first."""
-    if isinstance(a, Variable):
-        a = ops.leaf_for(a)
-    else:
-        arr = np.asarray(a)
-        a = ops.var(arr, requires_grad=False) if arr.dtype.kind == "f" else \
-            ops.leaf(np.array(arr), None, False)
+    a = ops.leaf_for(a) if isinstance(a, Variable) else _constant(ops, a)
     ax = ax % a.ndim
     return a if ax == 0 else ops.moveaxis(a, ax, 0)
 
@@ -159,8 +154,17 @@ def _moved(ops: Ops, y: Any, level: int, n: int, ax: Any) -> Any:
     if ax is None:
         return y
     if not isinstance(y, Variable):
-        y = ops.var(y, requires_grad=False)
+        y = _constant(ops, y)
     return ops.moveaxis(ops.expand(y, (n,) + y.shape), 0, _out_axis(ax, y.shape))
+
+
+def _constant(ops: Ops, a: Any) -> Variable:
+    """An array as a leaf of ``ops`` requiring no gradient, keeping its dtype (an int stays an
+    int; floats are recorded as ``ops.var`` records them)."""
+    arr = np.asarray(a)
+    if arr.dtype.kind == "f":
+        return ops.var(arr, requires_grad=False)
+    return ops.leaf(np.array(arr), None, False)
 
 
 def _out_axis(ax: int, shape: tuple) -> int:
