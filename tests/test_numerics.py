@@ -276,3 +276,16 @@ def test_vmap_keeps_the_dtype_of_an_unbatched_output(value):
     moved = sg.vmap(lambda x: value, out_axes=-1)(np.ones((2, 3)))
     assert moved.dtype == want.dtype
     np.testing.assert_array_equal(moved, np.moveaxis(want, 0, -1))
+
+
+def test_batchnorm_in_float16_over_more_rows_than_float16_counts():
+    """BatchNorm1d's batch variance of 70,000 float16 rows: the float64 normalisation rounded
+    to float16 (within 4e-3, float16's resolution near 1), and running_var finite."""
+    from simplegrad import nn
+    x = np.random.default_rng(3).normal(size=(70000, 2)).astype(np.float16)
+    bn = nn.BatchNorm1d(2)
+    y = bn(sg.Ops().var(x))
+    xd = x.astype(np.float64)
+    want = (xd - xd.mean(0)) / np.sqrt(xd.var(0) + bn.eps)
+    np.testing.assert_allclose(y.value.astype(np.float64), want, atol=4e-3 * np.abs(want).max())
+    assert np.all(np.isfinite(bn.running_var))

@@ -180,12 +180,16 @@ class BatchNorm1d(Module):
             raise ShapeError("BatchNorm1d: training needs at least 2 rows per batch")
         mean = o.mean(x, axis=0, keepdims=True)
         diff = o.sub(x, mean)
-        ss = o.sum(o.mul(diff, diff), axis=0, keepdims=True)
-        var = o.div(ss, n if self.variance == "biased" else n - 1)
+        # the biased variance as a mean (numpy sums float16 in float32: no overflow of the sum
+        # of squares or of the count), scaled for the unbiased one
+        biased = o.mean(o.mul(diff, diff), axis=0, keepdims=True)
+        var = biased if self.variance == "biased" else o.mul(biased, n / (n - 1))
         xhat = o.mul(diff, o.pow(o.add(var, self.eps), -0.5))
         m = self.momentum
+        unbiased = np.asarray(value_of(biased)[0], dtype=np.float64) * (n / (n - 1))
         self._buffers["running_mean"] = (1 - m) * self.running_mean + m * value_of(mean)[0]
-        self._buffers["running_var"] = (1 - m) * self.running_var + m * value_of(ss)[0] / (n - 1)
+        self._buffers["running_var"] = ((1 - m) * self.running_var + m * unbiased).astype(
+            self.running_var.dtype)
         return o.add(o.mul(xhat, w), b)
 
     def extra_repr(self) -> str:
