@@ -1,4 +1,5 @@
-"""Batching: ``sg.vmap``, transforms of batched arguments, and Jacobians by one batched sweep.
+"""Batched values: ``Batched`` (one example of a batch, holding the stack) and the batched
+jvp, for ``sg.vmap`` (transforms/vmap.py) and Jacobians in one sweep.
 
 A ``Batched`` Variable stands for one example of a batch inside ``f``: it reports the
 per-example shape (``x.shape``, ``x.ndim``, ``x.size``) while it holds ``inner``, the whole
@@ -12,24 +13,16 @@ Each ``vmap`` call has its own level; nested vmaps wrap Batched in Batched, and 
 works on the innermost (highest) level first, its rule seeing the outer levels' Batched
 values as ordinary per-example values, which batch again when the rule calls primitives.
 
-Transforms inside a running vmap (``vmap(grad(f))``, or grad of a closure over the example):
-examples are independent, so the derivative of the batched program taken on the stacked
-values gives every example's derivative at once. While f runs, the vmap is listed in
-``STATE`` (per thread); the transforms in transforms.py then hand the call to
-batched_transforms.py, which runs the same transform on the stacked values.
-
 ``batched_jvp`` pushes many tangents through one forward sweep of a recorded program (each
 jvp rule runs once, on Batched tangents); ``jacobian_fwd_batched`` and ``hessian_batched``
-are built on it.
+(transforms/jacobians.py) are built on it.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -45,34 +38,6 @@ _levels = itertools.count(1)
 # levels of the vmaps running on an Ops of their own: their results leave as arrays, so
 # nothing outside can differentiate what is recorded at that level
 FINAL: set[int] = set()
-# per thread: .active, the (level, batch size, Ops) of each vmap whose f is running, innermost
-# last; .ceiling, while batched_transforms.py calls a transform on stacks: only levels below
-# it are running for that call
-STATE = threading.local()
-
-
-def running() -> tuple | None:
-    """The innermost vmap whose f is running (and not hidden by a ceiling), or None."""
-    active = getattr(STATE, "active", None)
-    if not active:
-        return None
-    ceiling = getattr(STATE, "ceiling", None)
-    for entry in reversed(active):
-        if ceiling is None or entry[0] < ceiling:
-            return entry
-    return None
-
-
-@contextmanager
-def ceiling(level: int | None) -> Iterator[None]:
-    """Within the block, transforms see only the vmaps below ``level`` (None: all)."""
-    before = getattr(STATE, "ceiling", None)
-    STATE.ceiling = level
-    try:
-        yield
-    finally:
-        STATE.ceiling = before
-
 # ---------------------------------------------------------------- the batched Variable
 
 

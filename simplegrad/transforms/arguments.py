@@ -67,13 +67,38 @@ def recording_ops(fname: str, leaves: Iterable[Any]) -> Ops | FreeOps | None:
     return ops
 
 
-_RUNNING = threading.local()    # .stack: the Ops of each transform whose f runs, innermost last
+_RUNNING = threading.local()    # .stack: a frame per transform whose f runs, innermost last
 
 
 def around() -> Ops | None:
     """The Ops of the innermost transform whose function is running in this thread, if any."""
     stack = getattr(_RUNNING, "stack", None)
-    return stack[-1] if stack else None
+    return stack[-1].ops if stack else None
+
+
+def mapping() -> tuple[int, int, Ops] | None:
+    """(level, batch size, Ops) of the vmap whose function runs innermost in this thread, if a
+    transform called now runs per example (per_example.py); else None.
+
+    A frame that hides levels (per_example running a transform on the stacks) lets the vmaps
+    below those levels show through; the function of any other transform hides them all.
+    """
+    ceiling = None
+    for frame in reversed(getattr(_RUNNING, "stack", ())):
+        if frame.batch is not None:
+            if ceiling is None or frame.batch[0] < ceiling:
+                level, n = frame.batch
+                return level, n, frame.ops
+        elif frame.hides is None:
+            return None
+        else:
+            ceiling = frame.hides if ceiling is None else min(ceiling, frame.hides)
+    return None
+
+
+def inside(ops: Ops) -> bool:
+    """Whether a transform other than a vmap is running on ``ops`` in this thread."""
+    return any(f.batch is None and f.ops is ops for f in getattr(_RUNNING, "stack", ()))
 
 
 def context(fname: str, args: Sequence[Any], borrow: bool = True,
@@ -125,18 +150,23 @@ def _unrecorded(ops: Ops, out: Any) -> Any:
 
 
 class running:  # noqa: N801 (used as ``with running(ops):``)
-    """Within the block, transforms called without Variable arguments record on ``ops``."""
+    """Within the block, transforms called without Variable arguments record on ``ops``;
+    ``batch`` = (level, size) marks a vmap's function, inside which they run per example;
+    ``hides`` = level, a transform run on the stacks of that level's examples (``mapping``)."""
 
-    __slots__ = ("ops",)
+    __slots__ = ("ops", "batch", "hides")
 
-    def __init__(self, ops: Ops) -> None:
+    def __init__(self, ops: Ops, batch: tuple[int, int] | None = None,
+                 hides: int | None = None) -> None:
         self.ops = ops
+        self.batch = batch
+        self.hides = hides
 
     def __enter__(self) -> None:
         stack = getattr(_RUNNING, "stack", None)
         if stack is None:
             stack = _RUNNING.stack = []
-        stack.append(self.ops)
+        stack.append(self)
 
     def __exit__(self, *exc: object) -> None:
         _RUNNING.stack.pop()
@@ -151,6 +181,7 @@ class own(running):  # noqa: N801 (used as ``with own(ops, nested):``)
 
     def __init__(self, ops: Ops, nested: bool) -> None:
         self.ops = ops
+        self.batch = self.hides = None
         self.nested = nested
 
     def __exit__(self, *exc: object) -> None:

@@ -6,41 +6,39 @@ jacobians.py) hand a call made while a vmap's f runs here (``has_batched``), pas
 transform it runs again on the stacked values as the first argument
 (``_lift`` makes the function of stacks that f computes example by example, with the
 arguments it does not differentiate and any closure as they are), and its results are wrapped
-again. While it runs on the stacks, a ceiling hides this vmap's level, so that call is the
-ordinary transform (or the next outer vmap's).
+again. While it runs on the stacks, a plain frame of the vmap's Ops is the innermost of the
+stack of running transforms (arguments.py), so that call is the ordinary transform; f itself
+runs under a vmap frame again, so transforms inside it are per example in their turn.
 Differentiated arguments shared by the examples enter expanded along the batch (a zero-stride
 view), so each example gets its own derivative.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..engine.batched import FINAL, STATE, Batched, ceiling, is_int, running, wrap
+from ..engine.batched import FINAL, Batched, is_int, wrap
 from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
 from ..pytree import tree_flatten, tree_leaves, tree_unflatten
-from .arguments import primal, resolve
+from .arguments import inside, mapping, primal, resolve, running
 from .vmap import leafwise
-
-_INSIDE = threading.local()     # depth: how many batched transforms are running f here
 
 
 def has_batched(args: Sequence[Any]) -> bool:
     """True inside the f of a running vmap: every transform called there is per example,
     whether the batched values reach f's arguments or only a closure (``args`` are not
     needed)."""
-    return running() is not None
+    return mapping() is not None
 
 
 def _top() -> tuple[int, int, Any]:
     """The innermost running vmap's level, batch size and Ops."""
-    return running()
+    return mapping()
 
 
 def _stack(ops: Ops, tree: Any, level: int, n: int) -> Any:
@@ -71,13 +69,9 @@ def _lift(f: Callable, args: Sequence[Any], nums: Sequence[int], level: int, n: 
         call = list(args)
         for i, s in zip(nums, stacks):
             call[i] = _wrap(s, level)
-        _INSIDE.depth = getattr(_INSIDE, "depth", 0) + 1
-        before, STATE.ceiling = getattr(STATE, "ceiling", None), None
-        try:
+        # f runs per example again, marked as inside a per-example transform (``inside``)
+        with running(ops, hides=level), running(ops, (level, n)):
             out = f(*call)
-        finally:
-            _INSIDE.depth -= 1
-            STATE.ceiling = before
         return _stack(ops, out, level, n)
     return lifted
 
@@ -111,7 +105,7 @@ def value_and_grad(vjp: Callable, f: Callable, argnums: Any, args: Sequence[Any]
     lifted = _lift(f, args, nums, level, n, ops)
     leaves, treedef = (stacks, None) if all(type(s) is Variable for s in stacks) else \
         tree_flatten(stacks)
-    if level in FINAL and not getattr(_INSIDE, "depth", 0) and all(
+    if level in FINAL and not inside(ops) and all(
             type(s) is Variable for s in leaves):
         # nothing can differentiate the gradient (vmap's own Ops, no transform around this
         # one): one reverse sweep on values, as sg.grad of arrays does
@@ -120,7 +114,7 @@ def value_and_grad(vjp: Callable, f: Callable, argnums: Any, args: Sequence[Any]
         gs = ops.grad(y, prims, seed=np.ones(y.shape, y.dtype), create_graph=False)
         gs = gs if treedef is None else tree_unflatten(treedef, gs)
     else:
-        with ceiling(level):
+        with running(ops, hides=level):
             y, pull = vjp(lifted, *stacks)
         gs = pull(np.ones(_scalar(y).shape, y.dtype))
     gs = tuple(_wrap(g, level) for g in gs)
@@ -130,13 +124,13 @@ def value_and_grad(vjp: Callable, f: Callable, argnums: Any, args: Sequence[Any]
 def vjp(vjp: Callable, f: Callable, xs: Sequence[Any]) -> tuple:
     """``vjp(f, *xs)`` with Batched primals: the output, and a vjp_fn taking batched cotangents."""
     level, n, ops = _top()
-    with ceiling(level):
+    with running(ops, hides=level):
         y, pull = vjp(_lift(f, xs, range(len(xs)), level, n, ops),
                                  *[_stack(ops, x, level, n) for x in xs])
 
     def vjp_fn(u: Any) -> tuple:
         """The cotangents of the primals (per example) for the cotangent ``u``."""
-        with ceiling(level):
+        with running(ops, hides=level):
             return tuple(_wrap(c, level) for c in pull(_stack(ops, u, level, n)))
     return _wrap(y, level), vjp_fn
 
@@ -144,7 +138,7 @@ def vjp(vjp: Callable, f: Callable, xs: Sequence[Any]) -> tuple:
 def jvp(jvp: Callable, f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple:
     """``jvp(f, xs, vs)`` with Batched primals or tangents: per-example output and tangent."""
     level, n, ops = _top()
-    with ceiling(level):
+    with running(ops, hides=level):
         y, t = jvp(_lift(f, xs, range(len(xs)), level, n, ops),
                    [_stack(ops, x, level, n) for x in xs],
                    [_stack(ops, v, level, n) for v in vs])
@@ -167,7 +161,7 @@ def hvp(hvp: Callable, f: Callable, x: Any, v: Any) -> Any:
     """``hvp(f, x, v)`` with Batched arguments: each example's Hessian-vector product."""
     level, n, ops = _top()
     total = _summed(_lift(f, (x,), (0,), level, n, ops), ops)
-    with ceiling(level):
+    with running(ops, hides=level):
         return _wrap(hvp(total, _stack(ops, x, level, n), _stack(ops, v, level, n)),
                      level)
 
@@ -176,7 +170,7 @@ def derivative(derivative: Callable, f: Callable, order: int, x: Any) -> Batched
     """``derivative(f, order)(x)`` with a Batched x: each example's derivative."""
     level, n, ops = _top()
     g = _lift(f, (x,), (0,), level, n, ops)
-    with ceiling(level):
+    with running(ops, hides=level):
         return wrap(derivative(g, order)(_stacked(ops, x, level, n)), level)
 
 
@@ -185,7 +179,7 @@ def taylor(taylor: Callable, f: Callable, x: Any, v: Any, order: int) -> list:
     batched)."""
     level, n, ops = _top()
     g = _lift(f, (x,), (0,), level, n, ops)
-    with ceiling(level):
+    with running(ops, hides=level):
         coefs = taylor(g, _stacked(ops, x, level, n), _stacked(ops, v, level, n), order)
     return [wrap(c, level) for c in coefs]
 
@@ -197,7 +191,7 @@ def jacobian(vjp: Callable, f: Callable, argnums: Any, args: Sequence[Any]) -> A
     nums = resolve("jacobian", argnums, len(args))
     _no_trees("jacobian", [args[i] for i in nums])
     stacks = [_stacked(ops, args[i], level, n) for i in nums]
-    with ceiling(level):
+    with running(ops, hides=level):
         y, pull = vjp(_lift(f, args, nums, level, n, ops), *stacks)
     if not isinstance(y, Variable):
         raise ArgumentError("jacobian under vmap: f must return one array, not a pytree")
@@ -206,7 +200,7 @@ def jacobian(vjp: Callable, f: Callable, argnums: Any, args: Sequence[Any]) -> A
     for k in range(int(np.prod(out))):
         seed = np.zeros((n, int(np.prod(out))), dtype=y.dtype)
         seed[:, k] = 1
-        with ceiling(level):
+        with running(ops, hides=level):
             cs = pull(seed.reshape(y.shape))
         for row, c in zip(rows, cs):
             row.append(c)
@@ -234,6 +228,6 @@ def hessian(hvp: Callable, f: Callable, argnums: int, args: Sequence[Any]) -> Ba
     for j in range(size):
         e = np.zeros((n, size), dtype=x.dtype)
         e[:, j] = 1
-        with ceiling(level):
+        with running(ops, hides=level):
             cols.append(hvp(total, x, e.reshape(x.shape)))
     return wrap(ops.reshape(ops.stack(cols, axis=-1), (n,) + per + per), level)

@@ -14,9 +14,9 @@ values as ordinary per-example values, which batch again when the rule calls pri
 
 Transforms inside a running vmap (``vmap(grad(f))``, or grad of a closure over the example):
 examples are independent, so the derivative of the batched program taken on the stacked
-values gives every example's derivative at once. While f runs, the vmap is listed in
-``STATE`` (per thread); the transforms (reverse.py, forward.py, jacobians.py) then hand
-the call to per_example.py, which runs the same transform on the stacked values.
+values gives every example's derivative at once. While f runs, the vmap is the innermost
+frame of the stack of running transforms (arguments.py, per thread); a transform called
+there hands the call to per_example.py, which runs it on the stacked values.
 
 Batched values also serve the engine's ``batched_jvp``, which pushes many tangents
 through one forward sweep of a recorded program (each jvp rule runs once, on Batched
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.batched import FINAL, STATE, Batched, _levels, is_int, wrap
+from ..engine.batched import FINAL, Batched, _levels, is_int, wrap
 from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..errors import ArgumentError, AxisError, ShapeError
@@ -60,15 +60,8 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
             call = [a if ax is None else
                     leafwise(lambda x, ax=ax: wrap(_leading(ops, x, ax), level), a)
                     for a, ax in zip(args, axes)]
-            active = STATE.__dict__.setdefault("active", [])
-            active.append((level, n, ops))
-            before, STATE.ceiling = getattr(STATE, "ceiling", None), None
-            try:
-                with running(ops):
-                    out = f(*call)
-            finally:
-                active.pop()
-                STATE.ceiling = before
+            with running(ops, (level, n)):
+                out = f(*call)
             many = type(out) in (tuple, list)
             outs = list(out) if many else [out]
             oaxes = _per_argument(out_axes, len(outs), "out_axes")
