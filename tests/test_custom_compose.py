@@ -333,9 +333,13 @@ def test_jvp_rule_misuse_raises():
     (lambda g: [g + 1.0, None], False),
     (lambda g: [np.abs(g), None], False),
     (lambda g: [g / np.linalg.norm(g), None], False),
-], ids=["scale", "cumsum", "clip", "wide-clip", "square", "shift", "abs", "normalise"])
-def test_linearity_test(rule, linear):
-    assert linear_in_cotangent(rule, np.zeros(5)) is linear
+    (lambda g: [(g.astype(np.float32) * np.float32(0.1)).astype(g.dtype), None], True),
+    (lambda g: [g + 1e-7, None], False),
+], ids=["scale", "cumsum", "clip", "wide-clip", "square", "shift", "abs", "normalise",
+        "float32-inside", "tiny-shift"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_linearity_test(rule, linear, dtype):
+    assert linear_in_cotangent(rule, np.zeros(5, dtype=dtype)) is linear
 
 # ---------------------------------------------------------------- 6. divergence
 
@@ -369,3 +373,26 @@ def test_checkpoint_under_vmap_matches_a_loop():
     np.testing.assert_allclose(per_w, np.cos(W * X) * X, **TOL)
     closure = sg.vmap(sg.grad(lambda x: sg.checkpoint(lambda w: (w * x).sin().sum())(W)))(X)
     np.testing.assert_allclose(closure, np.cos(W * X) * W, **TOL)
+
+
+def test_custom_vjp_forward_reads_a_constant_through_a_closure():
+    op = sg.Ops()
+    c = op.var([2.0, -1.0], requires_grad=False)
+    W = op.var([1.0, 1.0])
+    f = sg.custom_vjp(lambda x: x * c)
+    f.defvjp(lambda g, out, x: g * c)
+    x = op.var([0.5, 0.25])
+    np.testing.assert_allclose(op.grad(f(x).sum(), x).value, [2.0, -1.0], **TOL)
+    n = len(op.tape)
+    with pytest.raises(sg.GraphError, match=r"<lambda>: .*reads v\d+ \(a Variable of another "
+                       r"Ops\) through a closure.*pass every Variable it reads as an argument"):
+        sg.custom_vjp(lambda x: x * W)(x)
+    assert len(op.tape) == n
+
+
+def test_forward_mode_through_a_float32_custom_function():
+    x = np.array([0.3, -1.2, 2.0], dtype=np.float32)
+    t = np.array([1.0, 0.5, -2.0], dtype=np.float32)
+    y, ty = sg.jvp(csin, (x,), (t,))
+    assert ty.dtype == np.float32
+    np.testing.assert_allclose(ty, np.cos(x) * t, rtol=1e-6)

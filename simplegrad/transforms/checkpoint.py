@@ -68,7 +68,7 @@ class _BlockOps(Ops):
     becomes a leaf here, kept in ``reads`` so that the entry takes it as an input."""
 
     def __init__(self) -> None:
-        super().__init__(borrow=True)
+        super().__init__()      # (no borrowing: the program keeps its constants)
         self.reads: dict[int, tuple[Variable, Variable]] = {}   # id(x) -> (x, its leaf)
 
     def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Variable:
