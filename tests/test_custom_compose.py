@@ -134,6 +134,55 @@ def test_checkpoint_closure_over_a_variable_of_its_ops(create_graph):
         np.testing.assert_allclose(g.value, h.value, **TOL)
 
 
+def test_nested_checkpoints_reading_closures_and_dropout():
+    op = sg.Ops()
+    W = op.var(np.array([[0.5, -1.0], [0.25, 2.0]]))
+    p = sg.Parameter([0.3, -0.1])
+    x0 = np.array([[1.0, 2.0], [0.5, -0.3], [0.2, 0.1]])
+    grads = []
+    for wrap in (lambda f: f, sg.checkpoint):
+        drop = nn.Dropout(0.5, rng=np.random.default_rng(4))
+        inner = wrap(lambda h, drop=drop: drop(h @ W + p).tanh())
+        outer = wrap(lambda x, inner=inner: inner(inner(x)) * 2.0)
+        x = op.var(x0)
+        L = (outer(x) ** 2).sum()
+        gx, gW, gp = op.grad(L, [x, W, op.leaf_for(p)])
+        h = op.grad((gW * gW).sum(), [x, W])
+        grads.append([v.value for v in (L, gx, gW, gp, *h)])
+    for got, want in zip(*grads):
+        np.testing.assert_allclose(got, want, **TOL)
+    assert np.abs(grads[1][2]).max() > 0
+
+
+def test_checkpoint_of_parameters_reading_a_variable_records_on_its_ops():
+    op = sg.Ops()
+    W = op.var([1.5, -0.5])
+    p = sg.Parameter([0.2, 0.7])
+    y = sg.checkpoint(lambda p: (p * W).sin())(p)
+    assert y.ops is op
+    gW, gp = op.grad(y.sum(), [W, op.leaf_for(p)])
+    np.testing.assert_allclose(gW.value, np.cos(p.value * W.value) * p.value, **TOL)
+    np.testing.assert_allclose(gp.value, np.cos(p.value * W.value) * W.value, **TOL)
+
+
+def test_checkpoint_argument_also_read_through_a_closure():
+    # as the unwrapped block: both uses of W count (d/dW of W * W is 2 W)
+    op = sg.Ops()
+    W = op.var([1.5, -0.5])
+    y = sg.checkpoint(lambda w: w * W)(W)
+    np.testing.assert_allclose(op.grad(y.sum(), W).value, 2 * W.value, **TOL)
+
+
+def test_checkpoint_reading_another_ops_raises():
+    a, b = sg.Ops(), sg.Ops()
+    W = a.var([1.0, 2.0])
+    x = b.var([3.0, 4.0])
+    n = len(b.tape)
+    with pytest.raises(sg.GraphError, match=r"checkpoint\(<lambda>\): the block reads v0"):
+        sg.checkpoint(lambda x: x * W)(x)
+    assert len(b.tape) == n
+
+
 def test_custom_vjp_refuses_a_closure_parameter():
     p = sg.Parameter([1.0, 2.0])
     f = sg.custom_vjp(lambda x: x * p)

@@ -35,11 +35,12 @@ from ..engine.batched import Batched
 from ..engine.ops import Ops
 from ..engine.params import FREE
 from ..engine.variable import Variable
+from ..errors import GraphError
 from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive
 from ..program.core import Program, extract
 from ..program.nodes import CONST, INPUT
-from .arguments import running
+from .arguments import around, recording_ops, running
 from .custom import CustomFunction, _is_number, _undone_on_failure
 
 
@@ -111,6 +112,30 @@ class Checkpoint(CustomFunction):
         outer = self._ops(args)
         if any(type(x) is Batched for x in args):
             return self._fn(*args, **kwargs)        # under vmap: the block as it is
+        with _undone_on_failure(outer) if outer is not None else nullcontext():
+            traced = self._trace(args, kwargs)
+        if not isinstance(traced, tuple):
+            return traced                   # it read a batched value: the block as it is
+        positions, program, value, sources = traced
+        ops = self._entry_ops(args, sources)
+        if ops is None:         # no Variable anywhere: the value
+            return np.array(value)
+        n = len(args)
+        attrs = dict(kwargs, _program=program, _n=n,
+                     _vars=positions + tuple(range(n, n + len(sources))))
+        attrs["_wrt"] = tuple(i for i in attrs["_vars"]
+                              if getattr(args[i] if i < n else sources[i - n], "requires_grad",
+                                         False))
+        self._ready = (program, value)
+        try:
+            with _undone_on_failure(ops):
+                return ops.apply(self.primitive, (*args, *sources), attrs)
+        finally:
+            self._ready = None
+
+    def _trace(self, args: tuple, kwargs: dict) -> Any:
+        """The block run once on a scratch Ops: the argument positions that are inputs of its
+        program, the program, the value, and the Variables read through closures."""
         scratch = _BlockOps()
         positions = tuple(i for i, x in enumerate(args) if isinstance(x, Variable))
         if not positions:       # arrays in: the block sees them as Variables (constants)
@@ -121,37 +146,37 @@ class Checkpoint(CustomFunction):
             call[i] = (scratch.leaf(x.raw, None, x.requires_grad) if isinstance(x, Variable)
                        else scratch.var(x, requires_grad=False))
         try:
-            with _undone_on_failure(outer) if outer is not None else nullcontext():
-                with running(scratch):
-                    try:
-                        y = self._fn(*call, **kwargs)
-                    except _ReadsBatchedError:
-                        return self._fn(*args, **kwargs)
-                if not isinstance(y, Variable):
-                    self._as_array(y)
-                    y = scratch.var(y, requires_grad=False)
-                elif y.ops is not scratch:      # the block returned a Variable it read
-                    y = scratch.reshape(y, y.shape)
-                reads = list(scratch.reads.values())
-                program = extract([call[i] for i in positions] + [leaf for _, leaf in reads], y)
+            with running(scratch):
+                try:
+                    y = self._fn(*call, **kwargs)
+                except _ReadsBatchedError:
+                    return self._fn(*args, **kwargs)
+            if not isinstance(y, Variable):
+                self._as_array(y)
+                y = scratch.var(y, requires_grad=False)
+            elif y.ops is not scratch:      # the block returned a Variable it read
+                y = scratch.reshape(y, y.shape)
+            reads = list(scratch.reads.values())
+            program = extract([call[i] for i in positions] + [leaf for _, leaf in reads], y)
+            return positions, program, y.raw, [x for x, _ in reads]
         finally:
             scratch.release()
-        sources = [x for x, _ in reads]
-        ops = self._ops((*args, *sources))
-        if ops is None:         # no Variable anywhere: the value
-            return np.array(y.raw)
-        n = len(args)
-        attrs = dict(kwargs, _program=program, _n=n,
-                     _vars=positions + tuple(range(n, n + len(sources))))
-        attrs["_wrt"] = tuple(i for i in attrs["_vars"]
-                              if getattr(args[i] if i < n else sources[i - n], "requires_grad",
-                                         False))
-        self._ready = (program, y.raw)
-        try:
-            with _undone_on_failure(ops):
-                return ops.apply(self.primitive, (*args, *sources), attrs)
-        finally:
-            self._ready = None
+
+    def _entry_ops(self, args: tuple, sources: list) -> Ops | None:
+        """The Ops that records the entry: the arguments', else the transform's around the
+        call, else that of the Variables read (Parameters join it). Inside an enclosing
+        checkpoint's block, Variables of any other Ops are read as closures of that block."""
+        ops = recording_ops(self._label, args)
+        if ops is None or ops is FREE:
+            ops = around() or recording_ops(self._label, sources) or ops
+            if ops is FREE:
+                ops = FREE.implicit()
+        for x in sources:
+            if x.ops is not FREE and x.ops is not ops and not isinstance(ops, _BlockOps):
+                raise GraphError(f"{self._label}: the block reads {x.name} through a closure, "
+                                 "a Variable of another Ops than its arguments' (a released "
+                                 "tape, or another computation)")
+        return ops
 
     # ------------------------------------------------------------ the primitive's rules
 
