@@ -445,3 +445,41 @@ def test_forward_mode_through_a_float32_custom_function():
     y, ty = sg.jvp(csin, (x,), (t,))
     assert ty.dtype == np.float32
     np.testing.assert_allclose(ty, np.cos(x) * t, rtol=1e-6)
+
+
+ONES = np.ones(3)
+TRANSFORMS = {      # each computes 2 c for the closure c (a Variable), through a transform
+    "grad": lambda c: sg.grad(lambda y: (c * y ** 2).sum())(ONES),
+    "value_and_grad": lambda c: sg.value_and_grad(lambda y: (c * y ** 2).sum())(ONES)[1],
+    "jvp": lambda c: sg.jvp(lambda y: c * y ** 2, (ONES,), (ONES,))[1],
+    "vjp": lambda c: sg.vjp(lambda y: c * y ** 2, ONES)[1](ONES)[0],
+    "jacobian-rev": lambda c: sg.jacobian(lambda y: c * y ** 2, mode="rev")(ONES).sum(axis=0),
+    "jacobian-fwd": lambda c: sg.jacobian(lambda y: c * y ** 2, mode="fwd")(ONES).sum(axis=0),
+    "hessian": lambda c: sg.hessian(lambda y: (c * y ** 3).sum() / 3)(ONES).sum(axis=0),
+    "hvp": lambda c: sg.hvp(lambda y: (c * y ** 3).sum() / 3, ONES, ONES),
+    "derivative": lambda c: sg.derivative(lambda y: c * y ** 2)(ONES),
+    "derivative-2": lambda c: sg.derivative(lambda y: c * y ** 3 / 3, 2)(ONES),
+    "taylor": lambda c: sg.taylor(lambda y: c * y ** 2, ONES, ONES, 1)[1],
+    "vmap": lambda c: sg.vmap(lambda y: c * y * 2.0)(ONES[None])[0],
+}
+
+
+@pytest.mark.parametrize("name", list(TRANSFORMS))
+def test_transforms_inside_checkpoint_and_custom_vjp_forwards(name):
+    """F(x) = 2 x^2 computed by a transform closing over x * x: value, gradient 4 x, Hessian
+    diag(4) (reverse over reverse, forward over reverse) and the jvp, in a checkpoint, in a
+    custom_vjp forward, and in a custom_vjp rule."""
+    T = TRANSFORMS[name]
+    x = np.array([0.5, -1.5, 2.0])
+    ck = sg.checkpoint(lambda x: T(x * x))
+    cv = sg.custom_vjp(lambda x: T(x * x))
+    cv.defvjp(lambda g, out, x: g * 4.0 * x)
+    rule = sg.custom_vjp(lambda x: 2.0 * x * x)
+    rule.defvjp(lambda g, out, x: T(g * x) * 2.0)       # 4 g x, computed by T
+    for F in (ck, cv, rule):
+        np.testing.assert_allclose(F(x), 2 * x * x, **TOL)
+        np.testing.assert_allclose(sg.grad(lambda x, F=F: F(x).sum())(x), 4 * x, **TOL)
+        H = sg.jacobian(sg.grad(lambda x, F=F: F(x).sum()), mode="rev")(x)
+        np.testing.assert_allclose(H, 4 * np.eye(3), **TOL)
+        np.testing.assert_allclose(sg.hessian(lambda x, F=F: F(x).sum())(x), H, **TOL)
+        np.testing.assert_allclose(sg.jvp(F, (x,), (ONES,))[1], 4 * x, **TOL)

@@ -86,11 +86,14 @@ class _BlockOps(Ops):
 
     def apply(self, prim: Primitive, inputs: Any, attrs: dict | None = None,
               name: str | None = None) -> Any:
-        """As ``Ops.apply``; a batched value (read through a closure under vmap) stops the
-        trace."""
+        """As ``Ops.apply``; a batched value of a vmap around the block (read through a
+        closure) stops the trace."""
         for x in inputs:
             if type(x) is Batched:
-                raise _ReadsBatchedError
+                while type(x) is Batched:
+                    x = x.inner
+                if not isinstance(x, Variable) or x.ops is not self:
+                    raise _ReadsBatchedError
         return Ops.apply(self, prim, inputs, attrs, name)
 
 
