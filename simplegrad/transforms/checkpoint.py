@@ -149,11 +149,12 @@ class Checkpoint(CustomFunction):
             call[i] = (scratch.leaf(x.raw, None, x.requires_grad) if isinstance(x, Variable)
                        else scratch.var(x, requires_grad=False))
         try:
-            with running(scratch):
-                try:
+            try:
+                with running(scratch):
                     y = self._fn(*call, **kwargs)
-                except _ReadsBatchedError:
-                    return self._fn(*args, **kwargs)
+            except _ReadsBatchedError:
+                scratch.release()
+                return self._fn(*args, **kwargs)
             if not isinstance(y, Variable):
                 self._as_array(y)
                 y = scratch.var(y, requires_grad=False)

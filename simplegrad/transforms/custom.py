@@ -29,9 +29,10 @@ and a rule that is not (gradient clipping) makes forward mode raise, naming the 
 Which Ops records the call: ``recording_ops`` of the arguments (Parameters join it); with
 Parameters only, or no Variable, the transform running around the call, else the implicit
 Ops of Parameters. The forward and the rules run with their Ops around them (``running``),
-so transforms inside them may close over the function's arguments. A Parameter that requires
-grad read through a closure of the forward is refused (the rule gives it no gradient). A
-forward that fails leaves the caller's tape as it was.
+so transforms inside them may close over the function's arguments. A Variable that requires
+grad read through a closure of the forward (a Parameter, a Variable of the caller's Ops) is
+refused, the rule giving it no gradient; one that takes none is a constant. A forward that
+fails leaves the caller's tape as it was.
 
 ``checkpoint`` (checkpoint.py) is the other dynamic primitive built on
 ``CustomFunction``.
@@ -253,7 +254,7 @@ class CustomVJP(CustomFunction):
         super().__init__(fn, getattr(fn, "__name__", "custom"))
         self._bwd: Callable | None = None
         self._jvp_rule: JVPRule | None = None
-        self._linear: bool | None = None      # is the vjp rule linear in g (jvp_rules.py)
+        self._linear: bool | None = None      # is the vjp rule linear in g (custom_rules.py)
         self._raw = raw_backward(self._label)
 
     def defvjp(self, bwd: Callable) -> Callable:
@@ -365,7 +366,7 @@ class CustomVJP(CustomFunction):
         return jt
 
     def _check_linear(self, out: Any, inputs: tuple, attrs: dict) -> None:
-        """Raise unless the vjp rule is linear in g (tested once per function: jvp_rules.py)."""
+        """Raise unless the vjp rule is linear in g (tested once per function: custom_rules.py)."""
         if self._linear is None:
             values = tuple(value_of(x) for x in inputs)
             self._linear = linear_in_cotangent(
