@@ -179,7 +179,8 @@ class Checkpoint(CustomFunction):
             if x.ops is not FREE and x.ops is not ops and not isinstance(ops, _BlockOps):
                 raise GraphError(f"{self._label}: the block reads {x.name} through a closure, "
                                  "a Variable of another Ops than its arguments' (a released "
-                                 "tape, or another computation)")
+                                 "tape, or another computation); compute it on their Ops, or "
+                                 "keep values that live across steps as sg.Parameter")
         return ops
 
     # ------------------------------------------------------------ the primitive's rules
