@@ -20,6 +20,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .engine.ops import Ops
+from .engine.params import FREE
 from .engine.variable import Variable
 from .errors import ArgumentError, ShapeError
 
@@ -74,7 +75,10 @@ def divergence(f: Callable[[Variable], Variable], x: Any, method: Method = "exac
         samples = _count("divergence", "samples", samples, 3 if method == "hutch++" else 1)
     recorded = isinstance(x, Variable)
     if recorded:
-        op, xv = x.ops, x
+        op = FREE.implicit() if x.ops is FREE else x.ops
+        xv = op.leaf_for(x)
+        if not xv.requires_grad:    # a point that takes no gradient: the products need one
+            xv = op.leaf(xv.raw, None, True)
     else:
         op = Ops()
         xv = op.var(x)

@@ -640,16 +640,23 @@ def test_checkpoint_on_arrays_returns_an_array(data):
     np.testing.assert_array_equal(out, block(op.var(data[0]), op.var(data[1]), scale=0.8).value)
 
 
-def test_checkpoint_closure_variable_raises():
+def test_checkpoint_closure_variable_gets_its_gradient():
+    # (a closure read was refused before issue 16; it is now an extra input of the entry)
     op = sg.Ops()
-    W = op.var(np.eye(2))
+    W = op.var(np.array([[1.0, 2.0], [-0.5, 0.3]]))
     x = op.var(np.ones((1, 2)))
-    with pytest.raises(sg.GraphError, match="pass every Variable"):
-        sg.checkpoint(lambda x: x @ W)(x)
+    y = sg.checkpoint(lambda x: (x @ W).tanh())(x)
+    assert "closure=[" in op.format_trace()
+    gx, gW = op.grad((y * y).sum(), [x, W])
+    t = np.tanh(np.ones((1, 2)) @ W.value)
+    np.testing.assert_allclose(gW.value, np.ones((2, 1)) @ (2 * t * (1 - t * t)), rtol=1e-14)
+    np.testing.assert_allclose(gx.value, (2 * t * (1 - t * t)) @ W.value.T, rtol=1e-14)
 
 
-def test_checkpoint_nondeterministic_block_raises():
-    draws = iter([1.0, 2.0])
+def test_checkpoint_replays_the_forward_draws():
+    # the backward replays the recorded block (constants included), never calls it again:
+    # before issue 16 a block that drew a new number raised "must be deterministic"
+    draws = iter([1.5, 2.0])
 
     def noisy(x):
         return x * next(draws)
@@ -657,8 +664,8 @@ def test_checkpoint_nondeterministic_block_raises():
     op = sg.Ops()
     x = op.var([1.0, 2.0])
     y = sg.checkpoint(noisy)(x)
-    with pytest.raises(sg.GraphError, match="deterministic"):
-        op.grad(y.sum(), x)
+    np.testing.assert_array_equal(op.grad(y.sum(), x).value, [1.5, 1.5])
+    assert next(draws) == 2.0       # the block ran once
 
 
 def test_checkpoint_memo_is_released(data):

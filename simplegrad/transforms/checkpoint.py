@@ -1,27 +1,47 @@
 """Gradient checkpointing: ``checkpoint(fn)``, a block recorded as one entry.
 
-``checkpoint(fn)`` records the block as one entry on its inputs and keeps none
-of its intermediates; its vjp re-runs ``fn`` and takes the gradient of the
-recomputed output with ``Ops.grad``. Every Variable the block reads must be one
-of its arguments, and the block must be deterministic (both are checked). Memory
-is saved by value-only backward passes (``create_graph=False``, ``backward()``):
-they hold one block's intermediates at a time. A recorded backward keeps the
-recomputed intermediates, since the gradient program refers to them.
+Calling ``checkpoint(fn)`` runs the block once on a scratch Ops (with that Ops around it, so
+transforms inside it record there and may close over its arguments) and keeps the recorded
+block as a ``Program``: its structure and its constants, not its intermediates. The entry
+holds that program; its forward runs it, and its vjp and jvp replay it on the entry's inputs
+(recorded, for a derivative that can be differentiated again, or on a throwaway Ops for a
+value-only sweep). Replaying the program, rather than calling ``fn`` again, makes the
+recomputation see the forward's random draws (a Dropout mask is a constant of the program,
+whatever generator drew it) and the forward's branches.
+
+Reads through a closure. A Variable the block reads that is not one of its arguments (a
+``sg.Parameter``, or a Variable of the recording Ops or of a transform around the call) joins
+the scratch Ops as a leaf standing for it, becomes an input of the program and an extra input
+of the entry (printed as ``closure=[W]``), so its gradient flows as an argument's would. The
+arguments and the Variables read must belong to one Ops (Parameters join it).
+
+Under vmap (a batched argument, or a batched value read through a closure) the block runs
+as it is, unwrapped: its values and derivatives are those of the block, and nothing is saved.
+
+Memory is saved by value-only backward passes (``create_graph=False``, ``backward()``): they
+hold one block's intermediates at a time. A recorded backward keeps the recomputed
+intermediates, since the gradient program refers to them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
 
+from ..engine.batched import Batched
 from ..engine.ops import Ops
+from ..engine.params import FREE
 from ..engine.variable import Variable
 from ..errors import GraphError
 from ..primitives import PrimitiveMethods
-from ..primitives.core import Primitive, value_of
-from .custom import CustomFunction, user_attrs, wrap_values
+from ..primitives.core import Primitive
+from ..program.core import Program, extract
+from ..program.nodes import CONST, INPUT
+from .arguments import around, recording_ops, running
+from .custom import CustomFunction, _is_number, _undone_on_failure
 
 
 class _Gate:
@@ -44,11 +64,141 @@ _ENTER = Primitive(
     lambda o, ts, out, x, gate: ts[0], "{0}", [])
 
 
+class _BlockOps(Ops):
+    """The scratch Ops a block records on: a Variable of another Ops (a Parameter included)
+    becomes a leaf here, kept in ``reads`` so that the entry takes it as an input."""
+
+    def __init__(self) -> None:
+        super().__init__()      # (no borrowing: the program keeps its constants)
+        self.reads: dict[int, tuple[Variable, Variable]] = {}   # id(x) -> (x, its leaf)
+
+    def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Variable:
+        """The leaf standing for ``x`` here (made on first use)."""
+        got = self.reads.get(id(x))
+        if got is None:
+            leaf = (super()._adopt(x) if x.ops is FREE else
+                    self.leaf(x.raw, None, x.requires_grad))
+            got = self.reads[id(x)] = (x, leaf)
+        return got[1]
+
+    def _adopt(self, p: Variable) -> Variable:
+        return self.join(None, (), p)       # type: ignore[arg-type]
+
+    def apply(self, prim: Primitive, inputs: Any, attrs: dict | None = None,
+              name: str | None = None) -> Any:
+        """As ``Ops.apply``; a batched value of a vmap around the block (read through a
+        closure) stops the trace."""
+        for x in inputs:
+            if type(x) is Batched:
+                while type(x) is Batched:
+                    x = x.inner
+                if not isinstance(x, Variable) or x.ops is not self:
+                    raise _ReadsBatchedError
+        return Ops.apply(self, prim, inputs, attrs, name)
+
+
+class _ReadsBatchedError(Exception):
+    """The block read a batched value through a closure: it runs unwrapped instead."""
+
+
 class Checkpoint(CustomFunction):
     """A block recorded as one entry; its intermediates are recomputed by the backward sweep."""
 
     def __init__(self, fn: Callable):
         super().__init__(fn, f"checkpoint({getattr(fn, '__name__', 'block')})")
+        self._ready: tuple | None = None    # (program, value) of the call being recorded
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Record one entry on the Ops of the Variables the block reads (arrays in, arrays
+        out)."""
+        self._check_keywords(kwargs)
+        outer = self._ops(args)
+        if any(type(x) is Batched for x in args):
+            return self._fn(*args, **kwargs)        # under vmap: the block as it is
+        with _undone_on_failure(outer) if outer is not None else nullcontext():
+            traced = self._trace(args, kwargs)
+        if not isinstance(traced, tuple):
+            return traced                   # it read a batched value: the block as it is
+        positions, program, value, sources = traced
+        ops = self._entry_ops(args, sources)
+        if ops is None:         # no Variable anywhere: the value
+            return np.array(value)
+        n = len(args)
+        attrs = dict(kwargs, _program=program, _n=n,
+                     _vars=positions + tuple(range(n, n + len(sources))))
+        attrs["_wrt"] = tuple(i for i in attrs["_vars"]
+                              if getattr(args[i] if i < n else sources[i - n], "requires_grad",
+                                         False))
+        self._ready = (program, value)
+        try:
+            with _undone_on_failure(ops):
+                return ops.apply(self.primitive, (*args, *sources), attrs)
+        finally:
+            self._ready = None
+
+    def _trace(self, args: tuple, kwargs: dict) -> Any:
+        """The block run once on a scratch Ops: the argument positions that are inputs of its
+        program, the program, the value, and the Variables read through closures."""
+        scratch = _BlockOps()
+        positions = tuple(i for i, x in enumerate(args) if isinstance(x, Variable))
+        if not positions:       # arrays in: the block sees them as Variables (constants)
+            positions = tuple(i for i, x in enumerate(args) if not _is_number(x))
+        call = list(args)
+        for i in positions:
+            x = args[i]
+            call[i] = (scratch.leaf(x.raw, None, x.requires_grad) if isinstance(x, Variable)
+                       else scratch.var(x, requires_grad=False))
+        try:
+            try:
+                with running(scratch):
+                    y = self._fn(*call, **kwargs)
+            except _ReadsBatchedError:
+                scratch.release()
+                return self._fn(*args, **kwargs)
+            if not isinstance(y, Variable):
+                self._as_array(y)
+                y = scratch.var(y, requires_grad=False)
+            elif y.ops is not scratch:      # the block returned a Variable it read
+                y = scratch.reshape(y, y.shape)
+            reads = list(scratch.reads.values())
+            program = extract([call[i] for i in positions] + [leaf for _, leaf in reads], y)
+            return positions, program, y.raw, [x for x, _ in reads]
+        finally:
+            scratch.release()
+
+    def _entry_ops(self, args: tuple, sources: list) -> Ops | None:
+        """The Ops that records the entry: the arguments', else the transform's around the
+        call, else that of the Variables read (Parameters join it). Inside an enclosing
+        checkpoint's block, Variables of any other Ops are read as closures of that block."""
+        ops = recording_ops(self._label, args)
+        if ops is None or ops is FREE:
+            ops = around() or recording_ops(self._label, sources) or ops
+            if ops is FREE:
+                ops = FREE.implicit()
+        for x in sources:
+            if x.ops is not FREE and x.ops is not ops and not isinstance(ops, _BlockOps):
+                raise GraphError(f"{self._label}: the block reads {x.name} through a closure, "
+                                 "a Variable of another Ops than its arguments' (a released "
+                                 "tape, or another computation); compute it on their Ops, or "
+                                 "keep values that live across steps as sg.Parameter")
+        return ops
+
+    # ------------------------------------------------------------ the primitive's rules
+
+    def _forward(self, *values: Any, **attrs: Any) -> Any:
+        program = attrs["_program"]
+        ready = self._ready
+        if ready is not None and ready[0] is program:   # the call that recorded it: its value
+            return ready[1]
+        return program(*[values[i] for i in attrs["_vars"]])
+
+    def _fmt(self, args: list[str], attrs: dict, render: Callable) -> str:
+        n = attrs.get("_n", len(args))
+        shown = args[:n] + [f"{k}={render(v, k)}" for k, v in attrs.items()
+                            if not k.startswith("_")]
+        if len(args) > n:
+            shown.append(f"closure=[{', '.join(args[n:])}]")
+        return f"{self._label}({', '.join(shown)})"
 
     def _cotangents(self, o: PrimitiveMethods, g: Any, out: Any, inputs: tuple,
                     attrs: dict) -> list:
@@ -57,9 +207,9 @@ class Checkpoint(CustomFunction):
         r, args = self._enter(o, inputs, attrs, wrt, gate)
         recording = r is o
         try:
-            y = self._recomputed(r, args, attrs, out)
+            y = _replay(r, attrs, args)
             cts: list = [None] * len(inputs)
-            if y is None:
+            if not isinstance(y, Variable) or not y.requires_grad:
                 return cts
             targets = [args[i] for i in wrt]
             gate.closed = True
@@ -82,8 +232,8 @@ class Checkpoint(CustomFunction):
         r, args = self._enter(o, inputs, attrs, moving, _OPEN)
         recording = r is o
         try:
-            y = self._recomputed(r, args, attrs, out)
-            if y is None:
+            y = _replay(r, attrs, args)
+            if not isinstance(y, Variable) or not y.requires_grad:
                 return None
             ty = r.jvp(y, [args[i] for i in moving], [ts[i] for i in moving],
                        create_graph=recording)
@@ -94,33 +244,40 @@ class Checkpoint(CustomFunction):
 
     def _enter(self, o: PrimitiveMethods, inputs: tuple, attrs: dict, positions: tuple,
                gate: _Gate) -> tuple[Ops, list]:
-        """The Ops to recompute on and the block's arguments, fresh entries at ``positions``."""
+        """The Ops to recompute on and the block's inputs, fresh entries at ``positions``."""
         if isinstance(o, Ops):
             args = list(inputs)
             for i in positions:
                 args[i] = o.apply(_ENTER, (inputs[i],), {"gate": gate})
             return o, args
         r = Ops()
-        args = wrap_values(r, inputs, attrs["_vars"])
-        for i in positions:
-            args[i] = r.leaf(inputs[i], None, True, "seed")
+        args = list(inputs)
+        for i in attrs["_vars"]:
+            args[i] = (r.leaf(inputs[i], None, True, "seed") if i in positions else
+                       r.unrecorded(inputs[i]))
         return r, args
 
-    def _recomputed(self, r: Ops, args: list, attrs: dict, out: Any) -> Variable | None:
-        """The block re-run on ``args``; None when it does not depend on them."""
-        y = self._fn(*args, **user_attrs(attrs))
-        if not isinstance(y, Variable):
-            self._as_array(y)
-            return None
-        if y.ops is not r:
-            raise GraphError(f"{self._label}: the block returned {y.name}, a Variable of "
-                             "another Ops")
-        if not np.allclose(y.raw, value_of(out), rtol=1e-6, atol=1e-12, equal_nan=True):
-            raise GraphError(f"{self._label}: recomputing the block gave a different value than "
-                             "the forward pass; a checkpointed block must be deterministic")
-        return y if y.requires_grad else None
+
+def _replay(r: Ops, attrs: dict, args: list) -> Any:
+    """The block's program recorded again on ``r``, on the entry's inputs ``args``."""
+    program: Program = attrs["_program"]
+    inputs = [args[i] for i in attrs["_vars"]]
+    constants = [c.value for c in program.constants]
+    env: list = []
+
+    def slot(ref: Any) -> Any:
+        if ref.kind == INPUT:
+            return inputs[ref.index]
+        if ref.kind == CONST:
+            return constants[ref.index]
+        return env[ref.index]
+    with running(r):
+        for node in program.nodes:
+            env.append(r.apply(node.prim, tuple(slot(a) for a in node.args), node.attrs))
+    return slot(program.outputs[0])
 
 
 def checkpoint(fn: Callable) -> Checkpoint:
     """``fn`` recorded as one entry whose intermediates are recomputed when differentiated."""
     return Checkpoint(fn)
+

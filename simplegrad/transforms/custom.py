@@ -20,11 +20,19 @@ recorded and the value-only sweeps alike. A ``bwd`` written with simplegrad
 operations works at every order; one that returns numpy arrays, or a nonzero
 cotangent that does not depend on the Variable ``g`` (made from ``g.value``),
 works at first order, and differentiating its result again raises
-``NotDifferentiableError``. The jvp is derived from the vjp: ``J t`` is the
-gradient with respect to a fresh ``u`` (of ones) of ``<bwd(u), t>`` (linear in
-``u``), so forward mode and forward-over-reverse Hessians pass through custom
-functions too. A forward that fails leaves the caller's tape as it was, even if
-it recorded on a Variable it read from a closure.
+``NotDifferentiableError``. Forward mode uses ``f.defjvp(rule)`` when given (JAX's
+custom_jvp signature, custom_rules.py); else it is derived from the vjp, ``J t`` being the
+gradient with respect to a fresh ``u`` (of ones) of ``<bwd(u), t>``, which is right only
+when ``bwd`` is linear in ``u``: that is tested once per function (``linear_in_cotangent``)
+and a rule that is not (gradient clipping) makes forward mode raise, naming the function.
+
+Which Ops records the call: ``recording_ops`` of the arguments (Parameters join it); with
+Parameters only, or no Variable, the transform running around the call, else the implicit
+Ops of Parameters. The forward and the rules run with their Ops around them (``running``),
+so transforms inside them may close over the function's arguments. A Variable that requires
+grad read through a closure of the forward (a Parameter, a Variable of the caller's Ops) is
+refused, the rule giving it no gradient; one that takes none is a constant. A forward that
+fails leaves the caller's tape as it was.
 
 ``checkpoint`` (checkpoint.py) is the other dynamic primitive built on
 ``CustomFunction``.
@@ -41,11 +49,14 @@ from typing import Any
 import numpy as np
 
 from ..engine.ops import Ops
+from ..engine.params import FREE
 from ..engine.tape import ancestors
 from ..engine.variable import Variable
 from ..errors import ArgumentError, GraphError, NotDifferentiableError, ShapeError
 from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive, shape_of, value_of
+from .arguments import around, recording_ops, running
+from .custom_rules import ForwardOps, JVPRule, linear_in_cotangent, raw_backward
 
 # ---------------------------------------------------------------- shared machinery
 
@@ -66,11 +77,8 @@ class CustomFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Record one entry on the Ops of the Variable arguments (arrays in, arrays out)."""
-        for k in kwargs:
-            if k.startswith("_"):
-                raise ArgumentError(f"{self._label}: keyword {k!r}: names starting with '_' "
-                                    "are reserved")
-        ops = next((x.ops for x in args if isinstance(x, Variable)), None)
+        self._check_keywords(kwargs)
+        ops = self._ops(args)
         if ops is None:     # no Variable: compute the value on a throwaway Ops
             scratch = Ops()
             # numbers beside an array stay constants; numbers alone are the 0-d arrays
@@ -80,6 +88,23 @@ class CustomFunction:
                 if not args:        # nothing to record on: the forward itself
                     return self._forward(_vars=(), **kwargs)
                 return self(*args, **kwargs).value
+        return self._record(ops, args, kwargs)
+
+    def _check_keywords(self, kwargs: dict) -> None:
+        for k in kwargs:
+            if k.startswith("_"):
+                raise ArgumentError(f"{self._label}: keyword {k!r}: names starting with '_' "
+                                    "are reserved")
+
+    def _ops(self, args: tuple) -> Ops | None:
+        """The Ops that records the call (``recording_ops``): a call on Parameters only, or on
+        no Variable, records on the transform running around it, else on the implicit Ops."""
+        ops = recording_ops(self._label, args)
+        if ops is None or ops is FREE:
+            return around() or (FREE.implicit() if ops is FREE else None)
+        return ops
+
+    def _record(self, ops: Ops, args: tuple, kwargs: dict) -> Any:
         attrs = dict(kwargs)
         attrs["_vars"] = tuple(i for i, x in enumerate(args) if isinstance(x, Variable))
         attrs["_wrt"] = tuple(i for i, x in enumerate(args)
@@ -93,15 +118,19 @@ class CustomFunction:
     # ------------------------------------------------------------ the primitive's rules
 
     def _forward(self, *values: Any, **attrs: Any) -> Any:
-        scratch = Ops()
-        with scratch.no_grad():
-            try:
+        # a scratch Ops that records (released after), around the function, so that the
+        # transforms it calls can close over its arguments
+        scratch = ForwardOps()
+        try:
+            with running(scratch):
                 y = self._fn(*wrap_values(scratch, values, attrs["_vars"]), **user_attrs(attrs))
-            except GraphError as e:
-                raise GraphError(f"{self._label}: {e}. The function sees its arguments as "
-                                 "Variables of a scratch Ops: pass every Variable it reads as "
-                                 "an argument") from e
-        return self._as_array(y)
+            return self._as_array(y)
+        except GraphError as e:
+            raise GraphError(f"{self._label}: {e}. The function sees its arguments as "
+                             "Variables of a scratch Ops: pass every Variable it reads as "
+                             "an argument") from e
+        finally:
+            scratch.release()
 
     def _vjp(self, o: PrimitiveMethods, g: Any, out: Any, i: int, *inputs: Any,
              **attrs: Any) -> Any:
@@ -228,8 +257,9 @@ class CustomVJP(CustomFunction):
     def __init__(self, fn: Callable):
         super().__init__(fn, getattr(fn, "__name__", "custom"))
         self._bwd: Callable | None = None
-        self._raw = Primitive(f"{self._label}_bwd", _raw_forward, [self._raw_rule],
-                              self._raw_rule, self._raw_fmt, [], variadic=True)
+        self._jvp_rule: JVPRule | None = None
+        self._linear: bool | None = None      # is the vjp rule linear in g (custom_rules.py)
+        self._raw = raw_backward(self._label)
 
     def defvjp(self, bwd: Callable) -> Callable:
         """Attach the backward rule (usable as a decorator); returns ``bwd``."""
@@ -237,24 +267,41 @@ class CustomVJP(CustomFunction):
             raise ArgumentError(f"{self._label}.defvjp: expected a function, got "
                                 f"{type(bwd).__name__}")
         self._bwd = bwd
+        self._linear = None
         return bwd
+
+    def defjvp(self, rule: Callable) -> Callable:
+        """Attach a forward-mode rule ``rule(primals, tangents) -> (primal_out, tangent_out)``
+        (usable as a decorator); returns ``rule``."""
+        self._jvp_rule = JVPRule(self._label, rule)
+        return rule
 
     def _cotangents(self, o: PrimitiveMethods, g: Any, out: Any, inputs: tuple,
                     attrs: dict) -> list:
         if isinstance(o, Ops):
             return self._call_bwd(o, g, out, inputs, user_attrs(attrs))
-        scratch = Ops()
-        with scratch.no_grad():
+        return self._bwd_values(g, out, inputs, attrs)
+
+    def _bwd_values(self, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
+        """The rule's cotangents as arrays (None for none), run on a scratch Ops."""
+        scratch = Ops(borrow=True)
+        try:
             cts = self._checked(self._run_bwd(scratch.unrecorded(g), scratch.unrecorded(out),
                                               wrap_values(scratch, inputs, attrs["_vars"]),
                                               user_attrs(attrs)), inputs)
-        return [None if c is None else np.asarray(value_of(c)) for c in cts]
+            return [None if c is None else np.asarray(value_of(c)) for c in cts]
+        finally:
+            scratch.release()
 
-    def _run_bwd(self, g: Any, out: Any, inputs: Any, kw: dict) -> Any:
+    def _run_bwd(self, g: Variable, out: Any, inputs: Any, kw: dict) -> Any:
         if self._bwd is None:
             raise NotDifferentiableError(f"{self._label}: no backward rule; attach one with "
                                          f"@{self._label}.defvjp")
-        return self._bwd(g, out, *inputs, **kw)
+        ops = getattr(g, "ops", None)
+        if not isinstance(ops, Ops):
+            return self._bwd(g, out, *inputs, **kw)
+        with running(ops):      # transforms in the rule record on its Ops
+            return self._bwd(g, out, *inputs, **kw)
 
     def _call_bwd(self, r: Ops, g: Variable, out: Variable, inputs: Any, kw: dict) -> list:
         """The user's cotangents, recorded on ``r``; raw arrays go through the _bwd entry.
@@ -295,6 +342,9 @@ class CustomVJP(CustomFunction):
         # value does not matter, but a nonzero one shows a cotangent that ignores u)
         if all(t is None for t in ts):
             return None
+        if self._jvp_rule is not None:
+            return self._jvp_rule.tangent(o, ts, out, inputs, attrs["_vars"], user_attrs(attrs))
+        self._check_linear(out, inputs, attrs)
         if isinstance(o, Ops):
             return self._tangent(o, ts, out, inputs, attrs, True)
         r = Ops()
@@ -319,26 +369,17 @@ class CustomVJP(CustomFunction):
         u.grad = None
         return jt
 
-    # ------------------------------------------------------------ a backward made of raw arrays
-
-    def _raw_rule(self, *args: Any, **attrs: Any) -> Any:
-        if attrs.get("frozen"):
+    def _check_linear(self, out: Any, inputs: tuple, attrs: dict) -> None:
+        """Raise unless the vjp rule is linear in g (tested once per function: custom_rules.py)."""
+        if self._linear is None:
+            values = tuple(value_of(x) for x in inputs)
+            self._linear = linear_in_cotangent(
+                lambda u: self._bwd_values(u, value_of(out), values, attrs), out)
+        if not self._linear:
             raise NotDifferentiableError(
-                f"{self._label}: its backward rule returned a cotangent for input "
-                f"{attrs['position']} that does not depend on the cotangent g (computed from "
-                "g.value, say), so its gradient cannot be differentiated again (grad of grad, or "
-                "a jvp through it); write the backward with simplegrad operations on g itself")
-        raise NotDifferentiableError(
-            f"{self._label}: its backward rule returned numpy arrays instead of Variables, so its "
-            "gradient cannot be differentiated again (grad of grad, or a jvp through it); write "
-            "the backward with simplegrad operations on g, out and the inputs")
-
-    def _raw_fmt(self, args: list[str], attrs: dict, render: Callable) -> str:
-        return f"{self._label}_bwd({', '.join(args)})[{attrs['position']}]"
-
-
-def _raw_forward(*values: Any, ct: np.ndarray, position: int, frozen: bool) -> np.ndarray:
-    return ct
+                f"{self._label}: its backward rule is not linear in the cotangent g, so forward "
+                "mode (jvp, hessian, hvp, jacobian(mode='fwd')) cannot be derived from it; give "
+                f"a forward rule with @{self._label}.defjvp, or use reverse mode")
 
 
 def custom_vjp(fn: Callable) -> CustomVJP:
