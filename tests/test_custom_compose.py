@@ -320,6 +320,17 @@ def test_forward_mode_through_a_nonlinear_rule_raises_naming_it():
     np.testing.assert_allclose(sg.jacobian(clip, mode="rev")(x), 0.5 * np.eye(2), **TOL)
 
 
+def test_jacobian_auto_falls_back_to_reverse_mode_for_a_nonlinear_rule(monkeypatch):
+    """mode="auto" answers by reverse mode where forward mode cannot go: even when the cost
+    model prefers forward mode (forced here), the Jacobian is the rule's 0.5 * cos(x)."""
+    import simplegrad.transforms.jacobians as jacobians
+    monkeypatch.setattr(jacobians, "prefers_forward", lambda xs, ys: True)
+    clip = _clip("clip_gradient", False)
+    x = np.array([0.3, -0.2, 1.0])
+    got = sg.jacobian(lambda z: clip(z.sin()) * 2.0)(x)
+    np.testing.assert_allclose(got, np.diag(0.5 * np.cos(x)), **TOL)
+
+
 def test_a_jvp_rule_makes_every_mode_agree():
     clip = _clip("clip_gradient", True)
     x, v = np.array([0.3, -0.2]), np.array([1.0, -2.0])

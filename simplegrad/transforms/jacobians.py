@@ -17,7 +17,7 @@ import numpy as np
 from ..engine.batched import batched_jvp
 from ..engine.ops import Ops
 from ..engine.variable import Variable
-from ..errors import ArgumentError, ShapeError
+from ..errors import ArgumentError, NotDifferentiableError, ShapeError
 from ..program.accumulation import prefers_forward
 from ..pytree import tree_flatten, tree_unflatten
 from . import per_example as batched
@@ -74,10 +74,18 @@ def jacobian(f: Callable, argnums: ArgNums = 0,
             xs = flat(trees)
             ys, out_def = outputs("jacobian", ops, f(*call))
             forward = mode == "fwd" or (mode == "auto" and prefers_forward(xs, ys))
-            jac = _jac_fwd if forward else _jac_rev
             per_output = []
             for y in ys:
-                jacs = regroup(trees, jac(ops, y, xs, nested))
+                if not forward:
+                    jacs = _jac_rev(ops, y, xs, nested)
+                elif mode == "fwd":
+                    jacs = _jac_fwd(ops, y, xs, nested)
+                else:       # auto: reverse mode where forward mode cannot go (a custom rule)
+                    try:
+                        jacs = _jac_fwd(ops, y, xs, nested)
+                    except NotDifferentiableError:
+                        jacs = _jac_rev(ops, y, xs, nested)
+                jacs = regroup(trees, jacs)
                 per_output.append(jacs[0] if single else jacs)
             return tree_unflatten(out_def, per_output)
     return jacobian_f
