@@ -46,6 +46,16 @@ def total(r) -> object:
     return r.sum() if isinstance(r, sg.Variable) else np.sum(r)
 
 
+SIN_SUM = sg.custom_vjp(lambda x, q: (q * x).sin().sum())
+SIN_SUM.defvjp(lambda g, out, x, q: (g * q * (q * x).cos(), g * x * (q * x).cos()))
+
+
+def _custom_closure(p):
+    """A custom_vjp of x alone whose forward and rule read p through a closure: the rule
+    gives p's part through a second custom function of (x, p)."""
+    return lambda x: SIN_SUM(x, p)
+
+
 # each: (closure form s(p), argument form s(p), closed form in numpy s(p))
 INNER: dict[str, tuple[Callable, Callable, Callable]] = {
     "grad": (
@@ -92,6 +102,14 @@ INNER: dict[str, tuple[Callable, Callable, Callable]] = {
         lambda p: total(sg.vmap(lambda x: h(x, p))(XS)),
         lambda p: total(sg.vmap(h, in_axes=(0, None))(XS, p)),
         lambda p: sum(np.sum(np.sin(p * x)) for x in XS)),
+    "checkpoint": (
+        lambda p: total(sg.checkpoint(lambda x: h(x, p))(X0)),
+        lambda p: total(sg.checkpoint(h)(X0, p)),
+        lambda p: np.sum(np.sin(p * X0))),
+    "custom_vjp": (  # closure form: a rule that reads p through its own closure
+        lambda p: total(_custom_closure(p)(X0)),
+        lambda p: total(SIN_SUM(X0, p)),
+        lambda p: np.sum(np.sin(p * X0))),
 }
 
 # the closed forms that differ between the closure and the argument form
@@ -151,7 +169,12 @@ OUTER: dict[str, tuple[Callable, Callable, float]] = {
     "taylor": (lambda s: np.array(sg.taylor(s, P0, V0, 2), dtype=float),
                lambda r: np.array([r(P0), fd_grad(r, P0) @ V0, fd_second(r, P0, V0)]), 1e-4),
     "vmap": (lambda s: sg.vmap(s)(PS), lambda r: np.array([r(p) for p in PS]), 1e-12),
+    "checkpoint": (lambda s: sg.grad(lambda p: sg.checkpoint(s)(p))(P0),
+                   lambda r: fd_grad(r, P0), TOL),
 }
+
+# Taylor mode refuses a primitive without a Taylor rule, naming it (README, "Taylor mode")
+NO_TAYLOR_RULE = ("checkpoint", "custom_vjp")
 
 CASES = [(outer, inner, form) for outer in OUTER for inner in INNER
          for form in ("closure", "argument")]
@@ -162,6 +185,10 @@ CASES = [(outer, inner, form) for outer in OUTER for inner in INNER
 def test_transform_inside_transform(outer, inner, form):
     s = INNER[inner][0 if form == "closure" else 1]
     apply, by_hand, tol = OUTER[outer]
+    if outer == "taylor" and inner in NO_TAYLOR_RULE:
+        with pytest.raises(sg.NotDifferentiableError, match="no Taylor rule"):
+            apply(s)
+        return
     got = np.asarray(apply(s), dtype=float)
     want = np.asarray(by_hand(closed(inner, form)), dtype=float)
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)

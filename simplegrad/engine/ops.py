@@ -46,6 +46,19 @@ class Ops(PrimitiveMethods):
     exactly what the program asked for.
     """
 
+    absorbs = False     # True for an Ops that records a block reading other Ops' Variables
+    made_in: Any = None    # for such an Ops: the Ops running when it was made
+
+    def within(self, other: Any) -> bool:
+        """Whether this Ops was made while ``other`` ran (following ``made_in``)."""
+        o = self.made_in
+        while o is not None:
+            if o is other:
+                return True
+            o = o.made_in
+        return False
+
+
     def __init__(self, echo: bool = False, simplify: bool = False, keep_trace: bool = True,
                  borrow: bool = False):
         self.tape = Tape(keep=bool(keep_trace))
@@ -234,7 +247,13 @@ class Ops(PrimitiveMethods):
                 values.append(x)
         if convert:
             for x in inputs:
-                if type(x) is Batched:      # inside vmap: batching.py
+                if type(x) is Variable and x.ops is not self and x.ops.absorbs and \
+                        not self.within(x.ops):
+                    # a block recording on an Ops of its own reads this Variable through a
+                    # closure (``w * x``, w of this Ops): the block's Ops records it
+                    return x.ops.apply(prim, inputs, attrs, name)
+            for x in inputs:
+                if type(x) is Batched:      # inside vmap: batched.py
                     return apply_batched(self, prim, inputs, attrs, name)
             inputs, values, requires = recordable(self, prim, inputs)
         if requires is None:    # constants only: fold, record nothing

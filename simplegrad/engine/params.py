@@ -34,6 +34,9 @@ from .variable import Variable, leaf_variable
 class FreeOps(PrimitiveMethods):
     """The ``ops`` of free Variables: records each primitive on the Ops it belongs on."""
 
+    absorbs = False     # (as Ops.absorbs)
+    made_in = None
+
     recording = True
     simplify = False
 

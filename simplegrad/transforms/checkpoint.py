@@ -68,8 +68,11 @@ class _BlockOps(Ops):
     """The scratch Ops a block records on: a Variable of another Ops (a Parameter included)
     becomes a leaf here, kept in ``reads`` so that the entry takes it as an input."""
 
+    absorbs = True      # an operator on an outer Variable records here (Ops.apply)
+
     def __init__(self) -> None:
         super().__init__()      # (no borrowing: the program keeps its constants)
+        self.made_in = around()
         self.reads: dict[int, tuple[Variable, Variable]] = {}   # id(x) -> (x, its leaf)
 
     def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Variable:
