@@ -1,0 +1,114 @@
+"""No silent zeros (issue 16, item 5 and where's dtype of item 6): a gradient that cannot be
+computed raises, recorded values cannot be written, a growing tape warns, and constants keep
+their dtype. Expected answers are written out by hand (PyTorch's and JAX's semantics) or come
+from numpy itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import simplegrad as sg
+
+# ---------------------------------------------------------------- recorded values are immutable
+
+
+def _variables():
+    op = sg.Ops()
+    x = op.var([1.0, 2.0, 3.0, 4.0])
+    y = x * 2.0
+    return op, x, [x, y, y.reshape(2, 2), y.reshape(2, 2).T, y[1:3], op.sum(y)]
+
+
+def test_a_write_through_value_raises_whatever_flag_is_set():
+    op, x, vs = _variables()
+    for v in vs:
+        before = np.array(v.raw)
+        arr = v.value
+        with pytest.raises(ValueError):
+            arr.flags.writeable = True
+        with pytest.raises(ValueError):
+            arr[...] = 0.0
+        with pytest.raises(ValueError):
+            v.numpy()[...] = 0.0
+        np.testing.assert_array_equal(v.raw, before)
+        assert np.shares_memory(arr, v.raw)         # a view, not a copy
+    with pytest.raises(sg.ArgumentError):          # numpy's conversions refuse a Variable
+        np.asarray(x)
+    with pytest.raises(sg.ArgumentError):
+        x.__array__()
+
+
+def test_a_gradient_cannot_be_changed_through_value():
+    op = sg.Ops()
+    x = op.var([1.0, 2.0])
+    y = x * x                                       # dy/dx = 2 x, read from the recorded x
+    arr = x.value
+    with pytest.raises(ValueError):
+        arr.flags.writeable = True
+    np.testing.assert_array_equal(op.grad(y.sum(), x).value, [2.0, 4.0])
+
+# ---------------------------------------------------------------- where keeps the branches' dtype
+
+
+BRANCHES = {
+    "f64": np.array([1.5, 2.5, -3.5]),
+    "f32": np.array([1.5, 2.5, -3.5], dtype=np.float32),
+    "i64": np.array([1, 2, 3]),
+    "bool": np.array([True, False, True]),
+    "scalar": 7.25,
+}
+
+
+def test_where_with_a_recorded_condition_and_constant_branches_is_numpy_where():
+    op = sg.Ops()
+    x = op.var([1.0, -2.0])
+    got = op.where(x > 0, np.array([1.5, 2.5]), np.array([-1.0, -2.0]))
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got.value, [1.5, -2.0])
+
+
+FLOAT = ("f64", "f32")     # what a leaf can hold
+WHERE_CASES = [(a, b, kind) for a, b in itertools.product(BRANCHES, repeat=2)
+               for kind in ("none", "a", "b", "both")
+               if (kind in ("none", "b") or a in FLOAT) and (kind in ("none", "a") or b in FLOAT)]
+
+
+@pytest.mark.parametrize("a,b,variable", WHERE_CASES)
+def test_where_matches_numpy_for_every_branch_kind(a, b, variable):
+    op = sg.Ops()
+    x = op.var([0.5, -1.0, 2.0])
+    cond = x > 0
+    va, vb = BRANCHES[a], BRANCHES[b]
+    args = []
+    for v, as_var in ((va, variable in ("a", "both")), (vb, variable in ("b", "both"))):
+        if as_var:
+            v = op.var(v)
+        args.append(v)
+    got = op.where(cond, *args)
+    # numpy's where on what is recorded: constant arrays take the dtype of the first float
+    # Variable among the inputs (the documented rule), and keep their own without one
+    floats = [v.dtype for v in args if isinstance(v, sg.Variable)]
+    recorded = [v.value if isinstance(v, sg.Variable) else
+                np.asarray(v, floats[0]) if floats and isinstance(v, np.ndarray) else v
+                for v in args]
+    want = np.where(cond.value, *recorded)
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    np.testing.assert_array_equal(got.value, want)
+    if not floats:      # no float Variable at all: exactly numpy's where on the given values
+        np.testing.assert_array_equal(got.value, np.where(cond.value, va, vb))
+        assert got.dtype == np.where(cond.value, va, vb).dtype
+
+
+def test_a_bool_or_integer_variable_never_decides_a_constants_dtype():
+    op = sg.Ops()
+    x = op.var([0.5, -1.0, 2.0])
+    mask = x > 0                                    # bool entry
+    scaled = mask * np.array([1.5, 2.5, 3.5])       # numpy: bool * float64 is float64
+    np.testing.assert_array_equal(scaled.value, [1.5, 0.0, 3.5])
+    idx = op.argmax(x)                              # integer entry
+    half = idx + np.array([0.5])
+    np.testing.assert_array_equal(half.value, [2.5])
