@@ -112,3 +112,67 @@ def test_a_bool_or_integer_variable_never_decides_a_constants_dtype():
     idx = op.argmax(x)                              # integer entry
     half = idx + np.array([0.5])
     np.testing.assert_array_equal(half.value, [2.5])
+
+# ---------------------------------------------------------------- a gradient with no history
+
+
+def _recorded():
+    op = sg.Ops()
+    x = op.var([1.0, 2.0])
+    return op, x, (x * x).sum()
+
+
+def test_grad_after_the_with_block_closed_raises_naming_the_release():
+    with sg.Ops() as op:
+        x = op.var([1.0, 2.0])
+        L = (x * x).sum()
+        np.testing.assert_array_equal(op.grad(L, x).value, [2.0, 4.0])     # inside: 2 x
+    for call in (lambda: op.grad(L, x), lambda: op.grad(L, x, create_graph=False),
+                 lambda: L.backward(), lambda: op.jvp(L, x, np.ones(2))):
+        with pytest.raises(sg.GraphError, match="released") as caught:
+            call()
+        assert ".value" not in str(caught.value)    # advice that would drop the dependence
+
+
+def test_grad_after_release_raises_and_a_new_recording_works():
+    op, x, L = _recorded()
+    op.release()
+    with pytest.raises(sg.GraphError, match=r"op\.release\(\)"):
+        op.grad(L, x)
+    with pytest.raises(sg.GraphError, match="released"):
+        op.grad(L, [x])
+    L2 = (x * x).sum()                              # x is still a leaf of op: record again
+    np.testing.assert_array_equal(op.grad(L2, x).value, [2.0, 4.0])
+
+
+def test_grad_of_a_value_made_under_no_grad_raises():
+    op = sg.Ops()
+    x = op.var([1.0, 2.0])
+    with op.no_grad():
+        L = (x * x).sum()
+        h = x * 3.0
+    with pytest.raises(sg.GraphError, match="no_grad") as caught:
+        op.grad(L, x)
+    assert ".value" not in str(caught.value)
+    with pytest.raises(sg.GraphError, match="no_grad"):
+        L.backward()
+    with pytest.raises(sg.GraphError, match="no_grad"):   # through it: PyTorch raises too
+        op.grad((h * h).sum(), x)
+    # a path around the no_grad value still gives its gradient (h is a constant there)
+    np.testing.assert_array_equal(op.grad((h * x).sum(), x).value, [3.0, 6.0])
+
+
+def test_leaves_and_genuinely_independent_outputs_keep_their_answers():
+    op, x, L = _recorded()
+    np.testing.assert_array_equal(op.grad(x, x, seed=np.ones(2)).value, [1.0, 1.0])   # dx/dx
+    y = op.var([5.0, 6.0])
+    np.testing.assert_array_equal(op.grad(L, y).value, [0.0, 0.0])      # no path: zeros
+    c = op.var([1.0, 1.0], requires_grad=False)
+    np.testing.assert_array_equal(op.grad((c * 2.0).sum(), x).value, [0.0, 0.0])
+    np.testing.assert_array_equal(op.grad(y.sum(), x).value, [0.0, 0.0])   # another leaf
+    op.release()                                    # a leaf stays a leaf after a release
+    np.testing.assert_array_equal(op.grad(x.sum(), x).value, [1.0, 1.0])
+    with op.no_grad():
+        d = x.detach()
+    np.testing.assert_array_equal(op.grad(x, x, seed=np.ones(2)).value, [1.0, 1.0])
+    assert d.requires_grad is False

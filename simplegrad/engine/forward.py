@@ -19,7 +19,7 @@ from ..errors import ArgumentError
 from ..primitives import VALUES
 from ..primitives.core import dtype_of
 from .events import BlockBegin, BlockEnd
-from .reverse import _check_target, _check_wrt, _seed_value, _sweeping
+from .reverse import _check_target, _check_wrt, _seed_value, _sweeping, check_history
 from .tape import ancestors
 from .variable import Variable
 
@@ -45,6 +45,7 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
     recording = bool(create_graph) and ops.recording
     for x in xs:
         _check_wrt(ops, "jvp", x)
+    check_history("jvp", y, xs)
     values = [_seed_value(ops, "jvp", x, t) for x, t in zip(xs, tangents)]
     tape = ops.tape
     with _sweeping(tape):

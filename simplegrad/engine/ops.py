@@ -24,7 +24,7 @@ from .events import Leaf
 from .operands import check_name, error, float_array, recordable, translate
 from .params import FREE, Adoptions
 from .tape import Tape
-from .variable import UNARY, Variable, leaf_variable
+from .variable import UNARY, UNRECORDED, Variable, leaf_variable
 
 _new = object.__new__
 
@@ -248,8 +248,10 @@ class Ops(PrimitiveMethods):
             raise err from e
         if type(value) is not np.ndarray and isinstance(value, np.generic):
             value = np.asarray(value)
-        if not self.recording:
-            return self.unrecorded(value)
+        if not self.recording:      # no history: op.grad of it says why (reverse.py)
+            out = self.unrecorded(value)
+            out.attrs = UNRECORDED
+            return out
         tape = self.tape
         out = _new(Variable)        # _bare's work inlined: this is the hot path
         out.raw = value

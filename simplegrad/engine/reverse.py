@@ -22,8 +22,8 @@ from ..primitives import ValueOps
 from ..primitives.core import value_of
 from .events import BlockBegin, BlockEnd
 from .params import FREE
-from .tape import descendants
-from .variable import UNARY, Variable
+from .tape import ancestors, descendants
+from .variable import RELEASED, UNARY, NoHistory, Variable
 
 if TYPE_CHECKING:
     from .ops import Ops
@@ -81,6 +81,7 @@ def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool) -
     _check_target(ops, "grad", L)
     for w in targets:
         _check_wrt(ops, "grad", w)
+    check_history("grad", L, targets)
     # entries older than every wrt cannot lie on a path from them: stop there
     stop = min((w.position if w.prim is None else w.position + 1 for w in targets),
                default=ops.tape.end)
@@ -91,6 +92,7 @@ def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool) -
 def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False) -> None:
     """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""
     _check_target(ops, "backward", L)
+    check_history("backward", L, ())
     recording = bool(create_graph) and ops.recording
     grads = _reverse(ops, L, seed, recording, 0, set(), None)    # leaves are never swept
     for v, g in grads.items():
@@ -317,6 +319,33 @@ def _check_wrt(ops: Ops, op: str, w: Any) -> None:
     if not w.requires_grad:
         raise GraphError(f"{op}: {w.name} does not require grad (created with "
                          "requires_grad=False, detached, or computed without recording)")
+
+
+def check_history(op: str, L: Variable, wrt: Sequence[Variable]) -> None:
+    """Refuse a derivative of L that would be zero only because L's history is gone: L's Ops
+    was released after L was recorded, or L (or all that L requires grad through) was computed
+    under no_grad. An L that does not depend on ``wrt`` through its recorded history keeps its
+    zeros (JAX's semantics)."""
+    if L.prim is not None and L.requires_grad or L.attrs is None and L.requires_grad:
+        return          # (the common case, first)
+    if any(L is w for w in wrt):
+        return          # dL/dL is the seed
+    cause = L if L.prim is None and type(L.attrs) is NoHistory else None
+    if cause is None and not L.requires_grad:   # nothing it depends on requires grad: why?
+        for v in ancestors(L, leaves=True):
+            if v.prim is None and type(v.attrs) is NoHistory:
+                cause = v
+                break
+    if cause is None:
+        return
+    what = f"{L.name}" if cause is L else f"{L.name} is computed from a value that"
+    if cause.attrs is RELEASED:
+        raise GraphError(f"{op}: {what} has no history: its Ops was released (op.release(), "
+                         "or the end of `with sg.Ops() as op:`) after it was recorded, so no "
+                         "gradient can reach what it was computed from; compute the gradient "
+                         "before the release (inside the with block), or record it again")
+    raise GraphError(f"{op}: {what} was computed under op.no_grad(), which records nothing, so "
+                     "it has no history to differentiate; compute it outside the no_grad block")
 
 
 def _seed_value(ops: Ops, op: str, L: Variable, seed: Any) -> np.ndarray:

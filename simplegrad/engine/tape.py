@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from .events import Event, Pullbacks
-from .variable import Variable, set_inputs
+from .variable import RELEASED, Variable, set_inputs
 
 # ---------------------------------------------------------------- the tape
 
@@ -94,13 +94,15 @@ class Tape(Sequence):
         self.jvp_cache = None
 
     def clear(self) -> None:
-        """Forget the whole history; the entries become leaves (their values are kept)."""
+        """Forget the whole history; the entries become leaves (their values are kept) that
+        know why they have none (``RELEASED``)."""
         for v in self.entries:
             if v is not None:
-                v.prim, v.attrs = None, None
+                v.prim, v.attrs = None, RELEASED
                 set_inputs(v, ())
         self.base = self.end
         self.passes = 0
+        self.last_pass_end = -1
         self.entries.clear()
         self.events.clear()
         self.pullbacks.clear()

@@ -183,6 +183,24 @@ class Variable(Operators, VariableMethods):
     __hash__ = object.__hash__
 
 
+class NoHistory:
+    """Why a Variable that was computed has no history to differentiate: the ``attrs`` of such
+    a leaf (``RELEASED``: its Ops was released after it was recorded; ``UNRECORDED``: computed
+    under ``no_grad``). A leaf made as a leaf has ``attrs`` None."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return self.reason.upper()
+
+
+RELEASED = NoHistory("released")
+UNRECORDED = NoHistory("unrecorded")
+
+
 class _Unary:
     """The type of ``UNARY``, the ``in1`` of an entry with one input."""
 
