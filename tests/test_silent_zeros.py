@@ -176,3 +176,43 @@ def test_leaves_and_genuinely_independent_outputs_keep_their_answers():
         d = x.detach()
     np.testing.assert_array_equal(op.grad(x, x, seed=np.ones(2)).value, [1.0, 1.0])
     assert d.requires_grad is False
+
+# ---------------------------------------------------------------- Parameter.assign
+
+
+@pytest.mark.parametrize("create_graph", [True, False])
+def test_grad_after_assign_is_the_gradient_at_the_value_each_use_saw(create_graph):
+    p = sg.Parameter([1.0, 2.0])
+    op = sg.Ops()
+    x = op.var([1.0, 1.0])
+    old = (x * p * p).sum()                     # d/dp = 2 p at p = [1, 2]
+    p.assign([3.0, 4.0])
+    np.testing.assert_array_equal(op.grad(old, p, create_graph=create_graph).value, [2.0, 4.0])
+    new = (x * p * p).sum()                     # computed again: at the new value
+    np.testing.assert_array_equal(op.grad(new, p, create_graph=create_graph).value, [6.0, 8.0])
+    both = old + new                            # one use per value: the sum, as backward gives
+    np.testing.assert_array_equal(op.grad(both, p, create_graph=create_graph).value,
+                                  [8.0, 12.0])
+    p.grad = None                               # (op.grad set it; backward accumulates)
+    both.backward()
+    np.testing.assert_array_equal(p.grad.value, [8.0, 12.0])
+
+
+def test_grad_after_assign_on_the_implicit_ops_of_parameters():
+    p = sg.Parameter([1.0, 2.0])
+    L = (p * p).sum()                           # recorded on the parameters' implicit Ops
+    p.assign([5.0, 6.0])
+    np.testing.assert_array_equal(L.ops.grad(L, p).value, [2.0, 4.0])
+    L2 = (p * p).sum()
+    np.testing.assert_array_equal(L2.ops.grad(L2, p).value, [10.0, 12.0])
+
+
+def test_a_training_loop_with_assign_on_one_ops_gets_every_steps_gradient():
+    # gradient descent on (p - 3)^2 with op.grad: the PyTorch habit of assigning the data and
+    # computing again; zeros would leave p where it started
+    p = sg.Parameter([0.0])
+    for _ in range(60):
+        with sg.Ops() as op:
+            loss = ((op.var([1.0]) * p - 3.0) ** 2).sum()
+            p.assign(p.value - 0.1 * op.grad(loss, p).value)
+    np.testing.assert_allclose(p.value, [3.0], rtol=1e-5)

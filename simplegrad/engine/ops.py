@@ -331,6 +331,13 @@ class Ops(PrimitiveMethods):
         """w itself, or for a free Variable (a Parameter) the leaf standing for it here."""
         return self._adopt(w) if isinstance(w, Variable) and w.ops is FREE else w
 
+    def earlier_leaves(self, w: Variable) -> list[Variable]:
+        """For a free Variable (a Parameter), its leaves here from before ``w.assign``."""
+        adoptions = self._adoptions
+        if adoptions is None or not isinstance(w, Variable) or w.ops is not FREE:
+            return []
+        return adoptions.earlier(w)
+
     def source_of(self, leaf: Variable) -> Variable | None:
         """The free Variable (a Parameter) a leaf of this Ops stands for, if any."""
         adoptions = self._adoptions

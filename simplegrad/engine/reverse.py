@@ -76,17 +76,29 @@ def gradient_values(ops: Ops, L: Variable, wrt: Sequence[Variable], seed: Any = 
 
 def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool) -> tuple:
     """The leaves standing for ``asked`` (a Parameter's leaf on this Ops) and the sweep's
-    cotangents."""
+    cotangents.
+
+    A Parameter assigned a new value after L used it has a leaf per value: its gradient is
+    the sum over them (each use at the value it had), as ``backward`` gives it.
+    """
     targets = [ops.leaf_for(w) for w in asked]
     _check_target(ops, "grad", L)
     for w in targets:
         _check_wrt(ops, "grad", w)
     check_history("grad", L, targets)
+    earlier = [(t, old) for w, t in zip(asked, targets) for old in ops.earlier_leaves(w)]
+    swept = targets + [old for _, old in earlier] if earlier else targets
     # entries older than every wrt cannot lie on a path from them: stop there
-    stop = min((w.position if w.prim is None else w.position + 1 for w in targets),
+    stop = min((w.position if w.prim is None else w.position + 1 for w in swept),
                default=ops.tape.end)
-    only = descendants(ops.tape, targets, stop, L.position + 1) if ops.simplify else None
-    return targets, _reverse(ops, L, seed, recording, stop, set(targets), only)
+    only = descendants(ops.tape, swept, stop, L.position + 1) if ops.simplify else None
+    grads = _reverse(ops, L, seed, recording, stop, set(swept), only)
+    for t, old in earlier:
+        g = grads.get(old)
+        if g is not None:
+            total = grads.get(t)
+            grads[t] = g if total is None else ops.add(total, g) if recording else total + g
+    return targets, grads
 
 
 def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False) -> None:
