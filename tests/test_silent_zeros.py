@@ -7,6 +7,7 @@ from numpy itself.
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -216,3 +217,61 @@ def test_a_training_loop_with_assign_on_one_ops_gets_every_steps_gradient():
             loss = ((op.var([1.0]) * p - 3.0) ** 2).sum()
             p.assign(p.value - 0.1 * op.grad(loss, p).value)
     np.testing.assert_allclose(p.value, [3.0], rtol=1e-5)
+
+# ---------------------------------------------------------------- a tape that keeps growing
+
+
+def _growth(run, action="always") -> list:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.resetwarnings()
+        warnings.simplefilter(action)
+        run()
+    return [c for c in caught if issubclass(c.category, sg.TapeGrowthWarning)]
+
+
+@pytest.mark.parametrize("create_graph", [True, False])
+def test_a_reused_ops_warns_at_every_pass_from_the_hundredth(create_graph):
+    def loop():
+        op = sg.Ops()
+        W = sg.Parameter([0.5, -0.5])
+        X = np.array([[1.0, 2.0], [3.0, 4.0]])
+        for _ in range(120):
+            loss = ((op.var(X) @ W) ** 2).sum()           # a new forward from the leaves
+            W.assign(W.value - 0.01 * op.grad(loss, W, create_graph=create_graph).value)
+    assert len(_growth(loop)) == 21                     # passes 100 to 120
+    shown = _growth(loop, "default")
+    assert len(shown) == 1 and shown[0].filename == __file__ and "op.release()" in \
+        str(shown[0].message)
+
+
+def test_one_step_with_many_nested_passes_does_not_warn():
+    def hessian_rows():     # a Hessian by rows on one Ops: each row's L is read from a gradient
+        op = sg.Ops()
+        x = op.var(np.linspace(0.1, 1.0, 150))
+        g = op.grad((x ** 3).sum(), x)
+        rows = [op.grad(g[i], x).value for i in range(150)]
+        np.testing.assert_allclose(np.array(rows), np.diag(6 * x.value), rtol=1e-12)
+
+    def grad_of_grad_chain():   # derivatives of derivatives, 120 deep
+        op = sg.Ops()
+        x = op.var(0.3)
+        y = x.sin()
+        for _ in range(120):
+            y = op.grad(y, x)
+
+    def jacobian_rows():    # one graph swept again and again, recording each pass
+        op = sg.Ops()
+        x = op.var(np.ones(150))
+        y = x * x
+        for i in range(150):
+            op.grad(y, x, seed=np.eye(150)[i])
+
+    def fresh_ops_per_step():
+        for _ in range(150):
+            with sg.Ops() as op:
+                v = op.var([1.0, 2.0])
+                op.grad((v * v).sum(), v)
+
+    for run in (hessian_rows, grad_of_grad_chain, jacobian_rows, fresh_ops_per_step):
+        assert _growth(run) == [], run.__name__
+    assert _growth(lambda: sg.hessian(lambda v: (v ** 3).sum())(np.ones(150))) == []

@@ -5,25 +5,24 @@ Functions of an ``Ops`` that use its public interface only (its ``tape``, ``reco
 ``Ops.backward`` delegate here (``Ops.jvp`` to forward.py). Every derivative is computed by
 calling primitives on ``o``: the Ops itself when the result is to be recorded (so it can be
 printed and differentiated again), or a ``ValueOps`` when only values are wanted
-(``create_graph=False``).
+(``create_graph=False``). What is checked first (the arguments, a history to differentiate,
+a growing tape) is in guards.py.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ArgumentError, DTypeError, GraphError, ShapeError, TapeGrowthWarning
 from ..primitives import ValueOps
-from ..primitives.core import value_of
 from .events import BlockBegin, BlockEnd
+from .guards import check_history, check_target, check_wrt, count_pass, seed_value
 from .params import FREE
-from .tape import ancestors, descendants
-from .variable import RELEASED, UNARY, NoHistory, Variable
+from .tape import descendants
+from .variable import UNARY, Variable
 
 if TYPE_CHECKING:
     from .ops import Ops
@@ -82,9 +81,9 @@ def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool) -
     the sum over them (each use at the value it had), as ``backward`` gives it.
     """
     targets = [ops.leaf_for(w) for w in asked]
-    _check_target(ops, "grad", L)
+    check_target(ops, "grad", L)
     for w in targets:
-        _check_wrt(ops, "grad", w)
+        check_wrt(ops, "grad", w)
     check_history("grad", L, targets)
     earlier = [(t, old) for w, t in zip(asked, targets) for old in ops.earlier_leaves(w)]
     swept = targets + [old for _, old in earlier] if earlier else targets
@@ -103,7 +102,7 @@ def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool) -
 
 def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False) -> None:
     """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""
-    _check_target(ops, "backward", L)
+    check_target(ops, "backward", L)
     check_history("backward", L, ())
     recording = bool(create_graph) and ops.recording
     grads = _reverse(ops, L, seed, recording, 0, set(), None)    # leaves are never swept
@@ -126,27 +125,29 @@ def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False
 
 def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep: set,
              only: set | None) -> dict:
-    seed_value = _seed_value(ops, "grad", L, seed)
+    seed_array = seed_value(ops, "grad", L, seed)
     tape = ops.tape
     if not tape.keep:               # a step on free parameters ends with its backward pass
         FREE.finish()
+    count_pass(tape, L)
     if not recording:               # values only: nothing is recorded, nothing to undo
-        _count_pass(tape)           # (a ValueOps of its own: custom rules key memos by it)
-        return _sweep(ValueOps(), tape, L, seed_value, False, stop, keep, only)
+        tape.last_pass_end = tape.end   # (a ValueOps of its own: custom rules key memos by it)
+        return _sweep(ValueOps(), tape, L, seed_array, False, stop, keep, only)
     with _sweeping(tape):
         tape.add(BlockBegin(tape.end, "grad", L))
         if isinstance(seed, Variable):
             seed_var = seed
         elif ops.simplify and seed is None:     # ones, as a constant the rules can see
-            seed_value.flags.writeable = False
-            seed_var = seed_value
+            seed_array.flags.writeable = False
+            seed_var = seed_array
         else:
-            seed_var = ops.leaf(seed_value, None, True, "seed")
+            seed_var = ops.leaf(seed_array, None, True, "seed")
         grads = _sweep(ops, tape, L, seed_var, True, stop, None, only)
         for v, g in grads.items():      # a constant seed stands for itself as a leaf
             if type(g) is not Variable:
                 grads[v] = ops.leaf(g, None, False, "leaf")
         tape.add(BlockEnd(tape.end, "grad", L, grads))
+    tape.last_pass_end = tape.end
     return grads
 
 
@@ -261,26 +262,6 @@ def _sweep(o: Any, tape: Tape, L: Variable, seed: Any, recording: bool, stop: in
     return grads
 
 
-GROWTH_PASSES = 100     # value-only backward passes on one tape before it warns
-
-
-def _count_pass(tape: Tape) -> None:
-    """Warn once when one Ops serves many training steps without being released: passes that
-    follow new recording count (a Jacobian's rows, swept over one graph, do not)."""
-    end = tape.end
-    if end == tape.last_pass_end:
-        return
-    tape.last_pass_end = end
-    tape.passes += 1
-    if tape.passes == GROWTH_PASSES and tape.keep:
-        warnings.warn(
-            f"this Ops has served {GROWTH_PASSES} value-only backward passes and still holds "
-            f"all {len(tape.entries)} entries and their arrays; in a training loop record each "
-            "step on its own Ops (`with sg.Ops() as op:`), call op.release() after each step, "
-            "or keep the weights as sg.Parameter (freed automatically)",
-            TapeGrowthWarning, stacklevel=4)
-
-
 def _accumulate(o: Any, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
     """existing + new cotangent of x, keeping indexing reads sparse until they are needed."""
     if type(new) is _Sparse:
@@ -311,66 +292,3 @@ def _densify(o: Any, tape: Tape, x: Variable, s: _Sparse) -> Any:
     if type(dense) is Variable and tape.keep:
         tape.accumulations[dense.position] = x
     return dense if s.dense is None else _add_existing(o, tape, x, s.dense, dense)
-
-# ---------------------------------------------------------------- checks
-
-
-def _check_target(ops: Ops, op: str, L: Any) -> None:
-    if not isinstance(L, Variable):
-        raise ArgumentError(f"{op}: expected a Variable to differentiate, got "
-                            f"{type(L).__name__}")
-    if L.ops is not ops:
-        raise GraphError(f"{op}: {L.name} belongs to another Ops")
-
-
-def _check_wrt(ops: Ops, op: str, w: Any) -> None:
-    if not isinstance(w, Variable):
-        raise ArgumentError(f"{op}: wrt must be Variables, got {type(w).__name__}")
-    if w.ops is not ops:
-        raise GraphError(f"{op}: {w.name} belongs to another Ops")
-    if not w.requires_grad:
-        raise GraphError(f"{op}: {w.name} does not require grad (created with "
-                         "requires_grad=False, detached, or computed without recording)")
-
-
-def check_history(op: str, L: Variable, wrt: Sequence[Variable]) -> None:
-    """Refuse a derivative of L that would be zero only because L's history is gone: L's Ops
-    was released after L was recorded, or L (or all that L requires grad through) was computed
-    under no_grad. An L that does not depend on ``wrt`` through its recorded history keeps its
-    zeros (JAX's semantics)."""
-    if L.prim is not None and L.requires_grad or L.attrs is None and L.requires_grad:
-        return          # (the common case, first)
-    if any(L is w for w in wrt):
-        return          # dL/dL is the seed
-    cause = L if L.prim is None and type(L.attrs) is NoHistory else None
-    if cause is None and not L.requires_grad:   # nothing it depends on requires grad: why?
-        for v in ancestors(L, leaves=True):
-            if v.prim is None and type(v.attrs) is NoHistory:
-                cause = v
-                break
-    if cause is None:
-        return
-    what = f"{L.name}" if cause is L else f"{L.name} is computed from a value that"
-    if cause.attrs is RELEASED:
-        raise GraphError(f"{op}: {what} has no history: its Ops was released (op.release(), "
-                         "or the end of `with sg.Ops() as op:`) after it was recorded, so no "
-                         "gradient can reach what it was computed from; compute the gradient "
-                         "before the release (inside the with block), or record it again")
-    raise GraphError(f"{op}: {what} was computed under op.no_grad(), which records nothing, so "
-                     "it has no history to differentiate; compute it outside the no_grad block")
-
-
-def _seed_value(ops: Ops, op: str, L: Variable, seed: Any) -> np.ndarray:
-    if seed is None:
-        if L.raw.size != 1:
-            raise ShapeError(f"{op}: {L.name} has shape {L.shape}, not a scalar: pass "
-                             f"seed= of that shape or reduce it with .sum()")
-        return np.ones(L.shape, dtype=L.dtype)
-    if isinstance(seed, Variable) and seed.ops is not ops:
-        raise GraphError(f"{op}: the seed {seed.name} belongs to another Ops")
-    arr = np.asarray(value_of(seed))
-    if arr.shape != L.shape:
-        raise ShapeError(f"{op}: seed has shape {arr.shape} but {L.name} has shape {L.shape}")
-    if arr.dtype.kind not in "biuf":
-        raise DTypeError(f"{op}: seed of dtype {arr.dtype} is not supported")
-    return np.array(arr, dtype=L.dtype)

@@ -33,8 +33,8 @@ class Tape(Sequence):
         # keep=False: the entries are held weakly (a dead one reads as None) and no events are
         # kept, so the graph is freed by reference counting when its last Variable goes
         self.keep = keep
-        self.passes = 0                 # value-only backward passes since the last clear
-        self.last_pass_end = -1         # the tape's end at the last counted pass
+        self.passes = 0                 # backward passes of new steps since the last clear
+        self.last_pass_end = -1         # the tape's end after the last backward pass
         self.entries: list[Variable] = [] if keep else _WeakEntries()
         self.events: list[Event] = []
         self.base = 0                   # the position of entries[0]
