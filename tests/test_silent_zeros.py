@@ -7,6 +7,7 @@ from numpy itself.
 from __future__ import annotations
 
 import itertools
+import math
 import warnings
 
 import numpy as np
@@ -275,3 +276,52 @@ def test_one_step_with_many_nested_passes_does_not_warn():
     for run in (hessian_rows, grad_of_grad_chain, jacobian_rows, fresh_ops_per_step):
         assert _growth(run) == [], run.__name__
     assert _growth(lambda: sg.hessian(lambda v: (v ** 3).sum())(np.ones(150))) == []
+
+# ---------------------------------------------------------------- outputs that do not depend
+
+
+def _disconnected(run) -> tuple:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.resetwarnings()
+        warnings.simplefilter("always")
+        out = run()
+    return out, [c for c in caught if issubclass(c.category, sg.DisconnectedWarning)]
+
+
+def constant_output(x):
+    return 3.0
+
+
+def left_the_tape(x):
+    return np.sin(x.value).sum()
+
+
+def through_float(x):
+    return math.sin(float(x))
+
+
+@pytest.mark.parametrize("f", [constant_output, left_the_tape, through_float],
+                         ids=lambda f: f.__name__)
+def test_a_transform_of_a_disconnected_output_returns_zeros_and_warns_naming_f(f):
+    x = np.array(0.5) if f is through_float else np.array([0.5, 1.5])
+    calls = {
+        "grad": lambda: sg.grad(f)(x),
+        "value_and_grad": lambda: sg.value_and_grad(f)(x)[1],
+        "vjp": lambda: sg.vjp(f, x)[1](np.ones(np.shape(f(sg.Ops().var(x)))))[0],
+        "jvp": lambda: sg.jvp(f, (x,), (np.ones_like(x),))[1],
+    }
+    for name, run in calls.items():
+        out, caught = _disconnected(run)
+        np.testing.assert_array_equal(out, np.zeros(np.shape(out)))
+        assert len(caught) == 1, name
+        assert f.__name__ in str(caught[0].message) and caught[0].filename == __file__
+    for _ in range(3):      # every call warns (the filters, not simplegrad, decide repeats)
+        assert len(_disconnected(calls["grad"])[1]) == 1
+
+
+def test_a_connected_output_does_not_warn_even_with_a_zero_derivative():
+    for f in (lambda x: (x * 0.0).sum(), lambda x: (x * x).sum()):
+        _, caught = _disconnected(lambda f=f: sg.grad(f)(np.array([1.0, 0.0])))
+        assert caught == []
+    _, caught = _disconnected(lambda: sg.jvp(lambda x: x * 2.0, (np.ones(2),), (np.ones(2),)))
+    assert caught == []

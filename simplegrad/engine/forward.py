@@ -73,6 +73,7 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
             return t
 
         t = forward_sweep(tape, y, xs, known, step, recording).get(y)
+        tape.reached = t is not None or y in known      # (a transform warns when not)
         if t is None:
             return ops.zeros_like(y, recording)
         if recording:

@@ -92,6 +92,7 @@ def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool) -
                default=ops.tape.end)
     only = descendants(ops.tape, swept, stop, L.position + 1) if ops.simplify else None
     grads = _reverse(ops, L, seed, recording, stop, set(swept), only)
+    ops.tape.reached = any(w in grads for w in swept)   # (a transform warns when not)
     for t, old in earlier:
         g = grads.get(old)
         if g is not None:

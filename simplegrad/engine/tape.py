@@ -27,7 +27,8 @@ class Tape(Sequence):
     """
 
     __slots__ = ("entries", "events", "base", "counter", "accumulations", "pullbacks",
-                 "listeners", "jvp_cache", "keep", "passes", "last_pass_end")
+                 "listeners", "jvp_cache", "keep", "passes", "last_pass_end",
+                 "reached")
 
     def __init__(self, keep: bool = True) -> None:
         # keep=False: the entries are held weakly (a dead one reads as None) and no events are
@@ -35,6 +36,7 @@ class Tape(Sequence):
         self.keep = keep
         self.passes = 0                 # backward passes of new steps since the last clear
         self.last_pass_end = -1         # the tape's end after the last backward pass
+        self.reached = True             # whether the last grad or jvp reached any of its wrt
         self.entries: list[Variable] = [] if keep else _WeakEntries()
         self.events: list[Event] = []
         self.base = 0                   # the position of entries[0]

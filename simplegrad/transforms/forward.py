@@ -20,6 +20,7 @@ from .arguments import (
     Result,
     check_callable,
     context,
+    disconnected,
     flat,
     leaf_shape,
     leaves_like,
@@ -64,6 +65,7 @@ def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple[Result, Resu
         ys, out_def = outputs("jvp", ops, f(*call))
         if prims:
             ts = [ops.jvp(y, prims, tangents, create_graph=nested) for y in ys]
+            disconnected("jvp", f, ops, ys)
         else:
             ts = [ops.zeros_like(y, nested) for y in ys]
         both = results(nested, [*ys, *ts])
