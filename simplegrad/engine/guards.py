@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------- arguments
 
 
-
 def check_target(ops: Ops, op: str, L: Any) -> None:
+    """Refuse an L that is not a Variable of ``ops``."""
     if not isinstance(L, Variable):
         raise ArgumentError(f"{op}: expected a Variable to differentiate, got "
                             f"{type(L).__name__}")
@@ -35,6 +35,7 @@ def check_target(ops: Ops, op: str, L: Any) -> None:
 
 
 def check_wrt(ops: Ops, op: str, w: Any) -> None:
+    """Refuse a ``wrt`` that is not a Variable of ``ops`` requiring grad."""
     if not isinstance(w, Variable):
         raise ArgumentError(f"{op}: wrt must be Variables, got {type(w).__name__}")
     if w.ops is not ops:
@@ -72,6 +73,7 @@ def check_history(op: str, L: Variable, wrt: Sequence[Variable]) -> None:
 
 
 def seed_value(ops: Ops, op: str, L: Variable, seed: Any) -> np.ndarray:
+    """The seed of a sweep from L as an array of L's shape and dtype (ones for a scalar L)."""
     if seed is None:
         if L.raw.size != 1:
             raise ShapeError(f"{op}: {L.name} has shape {L.shape}, not a scalar: pass "
@@ -85,6 +87,7 @@ def seed_value(ops: Ops, op: str, L: Variable, seed: Any) -> np.ndarray:
     if arr.dtype.kind not in "biuf":
         raise DTypeError(f"{op}: seed of dtype {arr.dtype} is not supported")
     return np.array(arr, dtype=L.dtype)
+
 
 # ---------------------------------------------------------------- a growing tape
 

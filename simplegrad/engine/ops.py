@@ -103,7 +103,8 @@ class Ops(PrimitiveMethods):
 
         An Ops and its Variables refer to each other, so a dropped tape is otherwise freed only
         by Python's cyclic garbage collector, which counts objects, not bytes. Afterwards every
-        Variable of this Ops is a leaf (no history) and the trace is empty.
+        Variable of this Ops is a leaf (no history) and the trace is empty; a gradient of one
+        that was computed raises GraphError (it can no longer reach what it was computed from).
         """
         self.tape.clear()
         if self.simplify:
@@ -119,7 +120,8 @@ class Ops(PrimitiveMethods):
 
     @contextmanager
     def no_grad(self) -> Iterator[None]:
-        """Within the block, primitives compute values and record nothing."""
+        """Within the block, primitives compute values and record nothing (a gradient of
+        such a value raises GraphError: it has no history)."""
         before = self.recording
         self.recording = False
         try:
