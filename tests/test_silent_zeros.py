@@ -325,3 +325,19 @@ def test_a_connected_output_does_not_warn_even_with_a_zero_derivative():
         assert caught == []
     _, caught = _disconnected(lambda: sg.jvp(lambda x: x * 2.0, (np.ones(2),), (np.ones(2),)))
     assert caught == []
+
+
+@pytest.mark.parametrize("f", [constant_output, left_the_tape, through_float],
+                         ids=lambda f: f.__name__)
+def test_the_other_transforms_of_a_disconnected_output_warn_too(f):
+    x = np.array(0.5)
+    calls = {
+        "jacobian": lambda: sg.jacobian(f)(x),
+        "hessian": lambda: sg.hessian(f)(x),
+        "derivative": lambda: sg.derivative(f)(x),
+        "taylor": lambda: sg.taylor(f, x, 1.0, 2)[1:],
+    }
+    for name, run in calls.items():
+        out, caught = _disconnected(run)
+        np.testing.assert_array_equal(np.asarray(out), np.zeros(np.shape(out)))
+        assert len(caught) == 1 and f.__name__ in str(caught[0].message), name

@@ -291,10 +291,12 @@ def results(nested: bool, vs: list) -> list[Result]:
     return out
 
 
-def disconnected(fname: str, f: Callable, ops: Ops, ys: Sequence[Variable]) -> None:
+def disconnected(fname: str, f: Callable, ops: Ops | None, ys: Sequence[Variable]) -> None:
     """Warn (``sg.DisconnectedWarning``) when f's output depends on none of the differentiated
-    inputs: its derivative is zeros (JAX's answer). Read from the sweep just run on ``ops``."""
-    if ops.tape.reached if len(ys) == 1 else any(y.requires_grad for y in ys):
+    inputs: its derivative is zeros (JAX's answer). Read from the sweep of one output just run
+    on ``ops``; without one (``ops`` None, or several outputs), from whether any requires grad."""
+    if ops.tape.reached if ops is not None and len(ys) == 1 else \
+            any(y.requires_grad for y in ys):
         return
     name = getattr(f, "__qualname__", None) or repr(f)
     warn(f"{fname}: the output of {name} does not depend on the inputs it is differentiated "

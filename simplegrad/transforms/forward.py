@@ -96,6 +96,7 @@ def derivative(f: Callable, order: int = 1) -> Callable:
             call, trees = primals(ops, (x,), (0,))
             (xv,) = flat(trees)
             y = output("derivative", ops, f(*call))
+            disconnected("derivative", f, None, [y])
             if order > 1:
                 d = taylor_derivative_entry(ops, y, xv, order, nested)
                 if d is not None:

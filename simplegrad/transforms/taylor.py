@@ -32,7 +32,7 @@ from ..engine.taylor import missing_rule, propagate
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
 from ..primitives import VALUES
-from .arguments import check_callable, context, output, own, primal, run_paused
+from .arguments import check_callable, context, disconnected, output, own, primal, run_paused
 
 # ---------------------------------------------------------------- public functions
 
@@ -50,6 +50,7 @@ def taylor(f: Callable, x: Any, v: Any, order: int) -> list:
     with own(ops, nested):
         xv = primal(ops, x)
         y = output("taylor", ops, f(xv))
+        disconnected("taylor", f, None, [y])
         if nested:
             o, tangent = ops, v if isinstance(v, Variable) else ops.var(v, requires_grad=False)
         else:
