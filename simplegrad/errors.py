@@ -72,6 +72,7 @@ class MissingToolError(SimplegradError, RuntimeError):
 def warn(message: str, category: type[Warning]) -> None:
     """``warnings.warn`` attributed to the innermost caller outside simplegrad."""
     frame, level = sys._getframe(0), 1
-    while frame is not None and frame.f_globals.get("__name__", "").startswith("simplegrad"):
+    while frame is not None and (frame.f_globals.get("__name__", "") + ".").startswith(
+            "simplegrad."):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
