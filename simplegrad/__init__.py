@@ -8,6 +8,7 @@ from .engine.variable import Variable
 from .errors import (
     ArgumentError,
     AxisError,
+    DisconnectedWarning,
     DTypeError,
     FormatError,
     GradientCheckError,
@@ -46,6 +47,7 @@ __all__ = [
     "SimplegradError", "ShapeError", "AxisError", "GraphError", "DTypeError", "ArgumentError",
     "LinAlgError",
     "OutOfBoundsError", "NotDifferentiableError", "GradientCheckError", "TapeGrowthWarning",
+    "DisconnectedWarning",
     "check_grads", "check_jvp_vjp_consistency",
     "hutchinson_trace", "hutchpp_trace", "divergence",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "derivative", "trace",

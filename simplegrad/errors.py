@@ -1,10 +1,16 @@
-"""The exceptions simplegrad raises, each a subclass of the builtin a caller would expect.
+"""The exceptions simplegrad raises, each a subclass of the builtin a caller would expect, and
+the warnings it gives.
 
 Every error is raised before anything is recorded, so a failed call leaves the
-tape exactly as it was.
+tape exactly as it was. A warning is given by ``warn``: on every occurrence, with a stable
+message and attributed to the caller's line, so Python's warning filters decide repeats (the
+default shows it once per line).
 """
 
 from __future__ import annotations
+
+import sys
+import warnings
 
 import numpy as np
 
@@ -57,9 +63,22 @@ class TapeGrowthWarning(UserWarning):
     """An Ops reused across training steps keeps every step's entries and arrays alive."""
 
 
+class DisconnectedWarning(UserWarning):
+    """A derivative is zero because the output does not depend on what is differentiated."""
+
+
 class FormatError(SimplegradError, ValueError):
     """A saved program that cannot be read: malformed, truncated, too large or inconsistent."""
 
 
 class MissingToolError(SimplegradError, RuntimeError):
     """An optional outside program (Graphviz's ``dot``) is not installed or failed."""
+
+
+def warn(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` attributed to the innermost caller outside simplegrad."""
+    frame, level = sys._getframe(0), 1
+    while frame is not None and (frame.f_globals.get("__name__", "") + ".").startswith(
+            "simplegrad."):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

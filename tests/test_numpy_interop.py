@@ -72,8 +72,9 @@ def test_what_numpy_cannot_record_is_refused_clearly(env, call):
 def test_constants_are_copied_unless_nothing_can_write_them(env):
     op, x = env
     y = op.var([3.0, 4.0])
-    kept = y * x.value                      # a leaf's value: read-only all the way down
-    assert kept.inputs[1] is x.value
+    value = x.value                         # a leaf's value: read-only all the way down
+    kept = y * value
+    assert kept.inputs[1] is value          # recorded as it is, no copy
     a = np.array([1.0, 2.0])
     view = a.view()
     view.flags.writeable = False            # read-only view of a writable array: copied

@@ -19,7 +19,8 @@ from ..errors import ArgumentError
 from ..primitives import VALUES
 from ..primitives.core import dtype_of
 from .events import BlockBegin, BlockEnd
-from .reverse import _check_target, _check_wrt, _seed_value, _sweeping
+from .guards import check_history, check_target, check_wrt, seed_value
+from .reverse import _sweeping
 from .tape import ancestors
 from .variable import Variable
 
@@ -39,13 +40,14 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
     single = isinstance(xs, Variable) or not isinstance(xs, Iterable)
     xs = [xs] if single else list(xs)
     tangents = [tangents] if single else list(tangents)
-    _check_target(ops, "jvp", y)
+    check_target(ops, "jvp", y)
     if len(xs) != len(tangents):
         raise ArgumentError(f"jvp: {len(xs)} inputs but {len(tangents)} tangents")
     recording = bool(create_graph) and ops.recording
     for x in xs:
-        _check_wrt(ops, "jvp", x)
-    values = [_seed_value(ops, "jvp", x, t) for x, t in zip(xs, tangents)]
+        check_wrt(ops, "jvp", x)
+    check_history("jvp", y, xs)
+    values = [seed_value(ops, "jvp", x, t) for x, t in zip(xs, tangents)]
     tape = ops.tape
     with _sweeping(tape):
         if recording:
@@ -71,6 +73,7 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
             return t
 
         t = forward_sweep(tape, y, xs, known, step, recording).get(y)
+        tape.reached = t is not None or y in known      # (a transform warns when not)
         if t is None:
             return ops.zeros_like(y, recording)
         if recording:

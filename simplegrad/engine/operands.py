@@ -2,8 +2,9 @@
 
 Constants (Python numbers, bools, numpy arrays and scalars, lists) are converted once, when an
 entry records them: a 0-d constant becomes a Python number, a bool array stays bool, any other
-array becomes a read-only array of the entry's float dtype (copied unless nothing can write
-through it already). User data for leaves becomes a fresh float array.
+array becomes a read-only array of the dtype of the entry's first float Variable, or keeps its
+own when no input is a float Variable (a bool condition never makes a branch bool), copied
+unless nothing can write through it already. User data for leaves becomes a fresh float array.
 
 An Ops made with ``borrow=True`` records arrays of the right dtype as read-only views of the
 caller's memory instead of copies. The transforms use it for the Ops they make and release
@@ -78,25 +79,22 @@ def recordable(ops: Any, prim: Primitive, inputs: tuple) -> tuple:
     grad (None when none is a Variable)."""
     inputs = list(inputs)
     requires = None
-    first = real = None     # the first Variable's dtype, and the first float one's
-    constants = False
+    real = None     # the first float Variable's dtype: the constants' (a bool condition or an
+    constants = False   # integer index never decides it; without one they keep their own)
     for i, x in enumerate(inputs):
         if isinstance(x, Variable):
             if x.ops is not ops:
                 x = inputs[i] = ops.join(prim, tuple(inputs), x)
             requires = requires or x.requires_grad
-            dtype = x.raw.dtype
-            if first is None:
-                first = dtype
-            if real is None and dtype.kind == "f":
-                real = dtype
+            if real is None and x.raw.dtype.kind == "f":
+                real = x.raw.dtype
         elif type(x) is not float and type(x) is not int:
             constants = True
     if constants:
         frozen_inputs = tuple(inputs)
         for i, x in enumerate(inputs):
             if type(x) is not Variable and type(x) is not float and type(x) is not int:
-                inputs[i] = constant(prim, frozen_inputs, x, real or first, ops.borrow)
+                inputs[i] = constant(prim, frozen_inputs, x, real, ops.borrow)
     values = [x.raw if type(x) is Variable else x for x in inputs]
     return tuple(inputs), values, requires
 

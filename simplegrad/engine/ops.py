@@ -24,7 +24,7 @@ from .events import Leaf
 from .operands import check_name, error, float_array, recordable, translate
 from .params import FREE, Adoptions
 from .tape import Tape
-from .variable import UNARY, Variable, leaf_variable
+from .variable import UNARY, UNRECORDED, Variable, leaf_variable
 
 _new = object.__new__
 
@@ -116,7 +116,8 @@ class Ops(PrimitiveMethods):
 
         An Ops and its Variables refer to each other, so a dropped tape is otherwise freed only
         by Python's cyclic garbage collector, which counts objects, not bytes. Afterwards every
-        Variable of this Ops is a leaf (no history) and the trace is empty.
+        Variable of this Ops is a leaf (no history) and the trace is empty; a gradient of one
+        that was computed raises GraphError (it can no longer reach what it was computed from).
         """
         self.tape.clear()
         if self.simplify:
@@ -132,7 +133,8 @@ class Ops(PrimitiveMethods):
 
     @contextmanager
     def no_grad(self) -> Iterator[None]:
-        """Within the block, primitives compute values and record nothing."""
+        """Within the block, primitives compute values and record nothing (a gradient of
+        such a value raises GraphError: it has no history)."""
         before = self.recording
         self.recording = False
         try:
@@ -267,8 +269,10 @@ class Ops(PrimitiveMethods):
             raise err from e
         if type(value) is not np.ndarray and isinstance(value, np.generic):
             value = np.asarray(value)
-        if not self.recording:
-            return self.unrecorded(value)
+        if not self.recording:      # no history: op.grad of it says why (reverse.py)
+            out = self.unrecorded(value)
+            out.attrs = UNRECORDED
+            return out
         tape = self.tape
         out = _new(Variable)        # _bare's work inlined: this is the hot path
         out.raw = value
@@ -347,6 +351,13 @@ class Ops(PrimitiveMethods):
     def leaf_for(self, w: Variable) -> Variable:
         """w itself, or for a free Variable (a Parameter) the leaf standing for it here."""
         return self._adopt(w) if isinstance(w, Variable) and w.ops is FREE else w
+
+    def earlier_leaves(self, w: Variable) -> list[Variable]:
+        """For a free Variable (a Parameter), its leaves here from before ``w.assign``."""
+        adoptions = self._adoptions
+        if adoptions is None or not isinstance(w, Variable) or w.ops is not FREE:
+            return []
+        return adoptions.earlier(w)
 
     def source_of(self, leaf: Variable) -> Variable | None:
         """The free Variable (a Parameter) a leaf of this Ops stands for, if any."""

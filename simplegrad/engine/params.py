@@ -12,7 +12,8 @@ parameters) never record on each other's.
 
 ``loss.backward()`` accumulates each parameter's gradient into ``p.grad`` (a free Variable
 holding the array); ``p.assign(array)`` replaces the value (tapes recorded before keep the
-value they used); ``p.grad = None`` resets it.
+value they used, and ``op.grad(L, p)`` and ``backward`` count every use of p in L, each at the
+value it had when it was used); ``p.grad = None`` resets it.
 """
 
 from __future__ import annotations
@@ -99,11 +100,12 @@ class Adoptions:
     whose value or leaf is gone are pruned when the Ops is released.
     """
 
-    __slots__ = ("leaves", "sources")
+    __slots__ = ("leaves", "sources", "replaced")
 
     def __init__(self) -> None:
         self.leaves: dict[int, tuple] = {}     # id(p) -> (p, its leaf), weakly
         self.sources: dict[int, tuple] = {}    # id(leaf) -> (the leaf, its p), weakly
+        self.replaced: dict[int, list] = {}    # id(p) -> p's earlier leaves still alive, weakly
 
     def leaf(self, ops: Any, p: Variable) -> Variable:
         """The leaf standing for p on ``ops``: made on first use, and again after p's value
@@ -111,13 +113,23 @@ class Adoptions:
         got = self.leaves.get(id(p))
         if got is not None:
             leaf = got[1]()
-            if got[0]() is p and leaf is not None and leaf.raw is p.raw:
-                return leaf
+            if got[0]() is p and leaf is not None:
+                if leaf.raw is p.raw:
+                    return leaf
+                self.replaced.setdefault(id(p), []).append(got[1])  # p.assign: kept for grad
         leaf = ops.leaf(p.raw, p.label if type(p.label) is str else None, p.requires_grad,
                         "leaf", source=p)
         self.leaves[id(p)] = (weakref.ref(p), weakref.ref(leaf))
         self.sources[id(leaf)] = (weakref.ref(leaf), weakref.ref(p))
         return leaf
+
+    def earlier(self, p: Variable) -> list[Variable]:
+        """p's leaves on this Ops from before its value was replaced (``p.assign``), alive."""
+        refs = self.replaced.get(id(p))
+        if not refs:
+            return []
+        return [leaf for leaf in (r() for r in refs)
+                if leaf is not None and self.source(leaf) is p]
 
     def source(self, leaf: Variable) -> Variable | None:
         """The free Variable ``leaf`` stands for, if any."""
@@ -130,6 +142,8 @@ class Adoptions:
                        if e[0]() is not None and e[1]() is not None}
         self.sources = {k: e for k, e in self.sources.items()
                         if e[0]() is not None and e[1]() is not None}
+        self.replaced = {k: alive for k, refs in self.replaced.items()
+                         if (alive := [r for r in refs if r() is not None])}
 
 
 def free(value: Any, name: str | None, requires_grad: bool, cls: type | None = None) -> Variable:

@@ -5,22 +5,21 @@ Functions of an ``Ops`` that use its public interface only (its ``tape``, ``reco
 ``Ops.backward`` delegate here (``Ops.jvp`` to forward.py). Every derivative is computed by
 calling primitives on ``o``: the Ops itself when the result is to be recorded (so it can be
 printed and differentiated again), or a ``ValueOps`` when only values are wanted
-(``create_graph=False``).
+(``create_graph=False``). What is checked first (the arguments, a history to differentiate,
+a growing tape) is in guards.py.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ArgumentError, DTypeError, GraphError, ShapeError, TapeGrowthWarning
 from ..primitives import ValueOps
-from ..primitives.core import value_of
 from .events import BlockBegin, BlockEnd
+from .guards import check_history, check_target, check_wrt, count_pass, seed_value
 from .params import FREE
 from .tape import descendants
 from .variable import UNARY, Variable
@@ -76,21 +75,36 @@ def gradient_values(ops: Ops, L: Variable, wrt: Sequence[Variable], seed: Any = 
 
 def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool) -> tuple:
     """The leaves standing for ``asked`` (a Parameter's leaf on this Ops) and the sweep's
-    cotangents."""
+    cotangents.
+
+    A Parameter assigned a new value after L used it has a leaf per value: its gradient is
+    the sum over them (each use at the value it had), as ``backward`` gives it.
+    """
     targets = [ops.leaf_for(w) for w in asked]
-    _check_target(ops, "grad", L)
+    check_target(ops, "grad", L)
     for w in targets:
-        _check_wrt(ops, "grad", w)
+        check_wrt(ops, "grad", w)
+    check_history("grad", L, targets)
+    earlier = [(t, old) for w, t in zip(asked, targets) for old in ops.earlier_leaves(w)]
+    swept = targets + [old for _, old in earlier] if earlier else targets
     # entries older than every wrt cannot lie on a path from them: stop there
-    stop = min((w.position if w.prim is None else w.position + 1 for w in targets),
+    stop = min((w.position if w.prim is None else w.position + 1 for w in swept),
                default=ops.tape.end)
-    only = descendants(ops.tape, targets, stop, L.position + 1) if ops.simplify else None
-    return targets, _reverse(ops, L, seed, recording, stop, set(targets), only)
+    only = descendants(ops.tape, swept, stop, L.position + 1) if ops.simplify else None
+    grads = _reverse(ops, L, seed, recording, stop, set(swept), only)
+    ops.tape.reached = any(w in grads for w in swept)   # (a transform warns when not)
+    for t, old in earlier:
+        g = grads.get(old)
+        if g is not None:
+            total = grads.get(t)
+            grads[t] = g if total is None else ops.add(total, g) if recording else total + g
+    return targets, grads
 
 
 def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False) -> None:
     """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""
-    _check_target(ops, "backward", L)
+    check_target(ops, "backward", L)
+    check_history("backward", L, ())
     recording = bool(create_graph) and ops.recording
     grads = _reverse(ops, L, seed, recording, 0, set(), None)    # leaves are never swept
     for v, g in grads.items():
@@ -112,27 +126,29 @@ def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False
 
 def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep: set,
              only: set | None) -> dict:
-    seed_value = _seed_value(ops, "grad", L, seed)
+    seed_array = seed_value(ops, "grad", L, seed)
     tape = ops.tape
     if not tape.keep:               # a step on free parameters ends with its backward pass
         FREE.finish()
+    count_pass(tape, L)
     if not recording:               # values only: nothing is recorded, nothing to undo
-        _count_pass(tape)           # (a ValueOps of its own: custom rules key memos by it)
-        return _sweep(ValueOps(), tape, L, seed_value, False, stop, keep, only)
+        tape.last_pass_end = tape.end   # (a ValueOps of its own: custom rules key memos by it)
+        return _sweep(ValueOps(), tape, L, seed_array, False, stop, keep, only)
     with _sweeping(tape):
         tape.add(BlockBegin(tape.end, "grad", L))
         if isinstance(seed, Variable):
             seed_var = seed
         elif ops.simplify and seed is None:     # ones, as a constant the rules can see
-            seed_value.flags.writeable = False
-            seed_var = seed_value
+            seed_array.flags.writeable = False
+            seed_var = seed_array
         else:
-            seed_var = ops.leaf(seed_value, None, True, "seed")
+            seed_var = ops.leaf(seed_array, None, True, "seed")
         grads = _sweep(ops, tape, L, seed_var, True, stop, None, only)
         for v, g in grads.items():      # a constant seed stands for itself as a leaf
             if type(g) is not Variable:
                 grads[v] = ops.leaf(g, None, False, "leaf")
         tape.add(BlockEnd(tape.end, "grad", L, grads))
+    tape.last_pass_end = tape.end
     return grads
 
 
@@ -247,26 +263,6 @@ def _sweep(o: Any, tape: Tape, L: Variable, seed: Any, recording: bool, stop: in
     return grads
 
 
-GROWTH_PASSES = 100     # value-only backward passes on one tape before it warns
-
-
-def _count_pass(tape: Tape) -> None:
-    """Warn once when one Ops serves many training steps without being released: passes that
-    follow new recording count (a Jacobian's rows, swept over one graph, do not)."""
-    end = tape.end
-    if end == tape.last_pass_end:
-        return
-    tape.last_pass_end = end
-    tape.passes += 1
-    if tape.passes == GROWTH_PASSES and tape.keep:
-        warnings.warn(
-            f"this Ops has served {GROWTH_PASSES} value-only backward passes and still holds "
-            f"all {len(tape.entries)} entries and their arrays; in a training loop record each "
-            "step on its own Ops (`with sg.Ops() as op:`), call op.release() after each step, "
-            "or keep the weights as sg.Parameter (freed automatically)",
-            TapeGrowthWarning, stacklevel=4)
-
-
 def _accumulate(o: Any, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
     """existing + new cotangent of x, keeping indexing reads sparse until they are needed."""
     if type(new) is _Sparse:
@@ -297,39 +293,3 @@ def _densify(o: Any, tape: Tape, x: Variable, s: _Sparse) -> Any:
     if type(dense) is Variable and tape.keep:
         tape.accumulations[dense.position] = x
     return dense if s.dense is None else _add_existing(o, tape, x, s.dense, dense)
-
-# ---------------------------------------------------------------- checks
-
-
-def _check_target(ops: Ops, op: str, L: Any) -> None:
-    if not isinstance(L, Variable):
-        raise ArgumentError(f"{op}: expected a Variable to differentiate, got "
-                            f"{type(L).__name__}")
-    if L.ops is not ops:
-        raise GraphError(f"{op}: {L.name} belongs to another Ops")
-
-
-def _check_wrt(ops: Ops, op: str, w: Any) -> None:
-    if not isinstance(w, Variable):
-        raise ArgumentError(f"{op}: wrt must be Variables, got {type(w).__name__}")
-    if w.ops is not ops:
-        raise GraphError(f"{op}: {w.name} belongs to another Ops")
-    if not w.requires_grad:
-        raise GraphError(f"{op}: {w.name} does not require grad (created with "
-                         "requires_grad=False, detached, or computed without recording)")
-
-
-def _seed_value(ops: Ops, op: str, L: Variable, seed: Any) -> np.ndarray:
-    if seed is None:
-        if L.raw.size != 1:
-            raise ShapeError(f"{op}: {L.name} has shape {L.shape}, not a scalar: pass "
-                             f"seed= of that shape or reduce it with .sum()")
-        return np.ones(L.shape, dtype=L.dtype)
-    if isinstance(seed, Variable) and seed.ops is not ops:
-        raise GraphError(f"{op}: the seed {seed.name} belongs to another Ops")
-    arr = np.asarray(value_of(seed))
-    if arr.shape != L.shape:
-        raise ShapeError(f"{op}: seed has shape {arr.shape} but {L.name} has shape {L.shape}")
-    if arr.dtype.kind not in "biuf":
-        raise DTypeError(f"{op}: seed of dtype {arr.dtype} is not supported")
-    return np.array(arr, dtype=L.dtype)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from .events import Event, Pullbacks
-from .variable import Variable, set_inputs
+from .variable import RELEASED, Variable, set_inputs
 
 # ---------------------------------------------------------------- the tape
 
@@ -27,14 +27,16 @@ class Tape(Sequence):
     """
 
     __slots__ = ("entries", "events", "base", "counter", "accumulations", "pullbacks",
-                 "listeners", "jvp_cache", "keep", "passes", "last_pass_end")
+                 "listeners", "jvp_cache", "keep", "passes", "last_pass_end",
+                 "reached")
 
     def __init__(self, keep: bool = True) -> None:
         # keep=False: the entries are held weakly (a dead one reads as None) and no events are
         # kept, so the graph is freed by reference counting when its last Variable goes
         self.keep = keep
-        self.passes = 0                 # value-only backward passes since the last clear
-        self.last_pass_end = -1         # the tape's end at the last counted pass
+        self.passes = 0                 # backward passes of new steps since the last clear
+        self.last_pass_end = -1         # the tape's end after the last backward pass
+        self.reached = True             # whether the last grad or jvp reached any of its wrt
         self.entries: list[Variable] = [] if keep else _WeakEntries()
         self.events: list[Event] = []
         self.base = 0                   # the position of entries[0]
@@ -94,13 +96,15 @@ class Tape(Sequence):
         self.jvp_cache = None
 
     def clear(self) -> None:
-        """Forget the whole history; the entries become leaves (their values are kept)."""
+        """Forget the whole history; the entries become leaves (their values are kept) that
+        know why they have none (``RELEASED``)."""
         for v in self.entries:
             if v is not None:
-                v.prim, v.attrs = None, None
+                v.prim, v.attrs = None, RELEASED
                 set_inputs(v, ())
         self.base = self.end
         self.passes = 0
+        self.last_pass_end = -1
         self.entries.clear()
         self.events.clear()
         self.pullbacks.clear()

@@ -23,7 +23,8 @@ class Variable(Operators, VariableMethods):
 
     A Variable is also its own tape entry: ``prim``, ``inputs`` and ``attrs``
     say how it was computed (``prim`` is None for a leaf). ``raw`` is the stored
-    array for engine code (never mutate it); ``value`` is the same array, read-only.
+    array for engine code (never mutate it); ``value`` is a view of it that no flag set on it
+    can make writable (recorded values are immutable).
 
     The inputs of a unary or binary entry sit in the slots ``in0`` and ``in1`` (``in1`` is
     ``UNARY`` for one input) and ``more`` is None; any other count is the tuple ``more``.
@@ -45,11 +46,17 @@ class Variable(Operators, VariableMethods):
 
     @property
     def value(self) -> np.ndarray:
-        """The numpy value, read-only."""
+        """The numpy value, read-only: a view that cannot be made writable (no copy)."""
         v = self.raw
-        if type(v) is np.ndarray and v.flags.writeable:
+        if type(v) is not np.ndarray:
+            return v
+        if v.flags.writeable:
             v.flags.writeable = False
-        return v
+        base = v.base       # numpy refuses writeable=True on a view whose bases are read-only
+        if type(base) is np.ndarray and base.flags.writeable and \
+                not getattr(self.ops, "borrow", False):     # (a borrowed base is the caller's)
+            base.flags.writeable = False
+        return v.view()
 
     @property
     def name(self) -> str:
@@ -174,6 +181,24 @@ class Variable(Operators, VariableMethods):
                          "variable instead (op.where, op.scatter_add, op.concatenate)")
 
     __hash__ = object.__hash__
+
+
+class NoHistory:
+    """Why a Variable that was computed has no history to differentiate: the ``attrs`` of such
+    a leaf (``RELEASED``: its Ops was released after it was recorded; ``UNRECORDED``: computed
+    under ``no_grad``). A leaf made as a leaf has ``attrs`` None."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return self.reason.upper()
+
+
+RELEASED = NoHistory("released")
+UNRECORDED = NoHistory("unrecorded")
 
 
 class _Unary:

@@ -41,7 +41,7 @@ import numpy as np
 from ..engine.ops import Ops
 from ..engine.params import FREE, FreeOps
 from ..engine.variable import Variable
-from ..errors import ArgumentError, GraphError, ShapeError
+from ..errors import ArgumentError, DisconnectedWarning, GraphError, ShapeError, warn
 from ..pytree import LEAF, TreeDef, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 ArgNums = int | tuple[int, ...]
@@ -320,6 +320,19 @@ def results(nested: bool, vs: list) -> list[Result]:
         else:
             out.append(np.array(arr))
     return out
+
+
+def disconnected(fname: str, f: Callable, ops: Ops | None, ys: Sequence[Variable]) -> None:
+    """Warn (``sg.DisconnectedWarning``) when f's output depends on none of the differentiated
+    inputs: its derivative is zeros (JAX's answer). Read from the sweep of one output just run
+    on ``ops``; without one (``ops`` None, or several outputs), from whether any requires grad."""
+    if ops.tape.reached if ops is not None and len(ys) == 1 else \
+            any(y.requires_grad for y in ys):
+        return
+    name = getattr(f, "__qualname__", None) or repr(f)
+    warn(f"{fname}: the output of {name} does not depend on the inputs it is differentiated "
+         "in, so its derivative is zeros; is it a constant, or computed from a value that left "
+         "the tape (.value, float(), math.*)?", DisconnectedWarning)
 
 
 # ---------------------------------------------------------------- argnums and checks

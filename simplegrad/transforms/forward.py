@@ -20,6 +20,7 @@ from .arguments import (
     Result,
     check_callable,
     context,
+    disconnected,
     flat,
     leaf_shape,
     leaves_like,
@@ -64,6 +65,7 @@ def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple[Result, Resu
         ys, out_def = outputs("jvp", ops, f(*call))
         if prims:
             ts = [ops.jvp(y, prims, tangents, create_graph=nested) for y in ys]
+            disconnected("jvp", f, ops, ys)
         else:
             ts = [ops.zeros_like(y, nested) for y in ys]
         both = results(nested, [*ys, *ts])
@@ -94,6 +96,7 @@ def derivative(f: Callable, order: int = 1) -> Callable:
             call, trees = primals(ops, (x,), (0,))
             (xv,) = flat(trees)
             y = output("derivative", ops, f(*call))
+            disconnected("derivative", f, None, [y])
             if order > 1:
                 d = taylor_derivative_entry(ops, y, xv, order, nested)
                 if d is not None:

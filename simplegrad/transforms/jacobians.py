@@ -28,6 +28,7 @@ from .arguments import (
     check_callable,
     concat_flat,
     context,
+    disconnected,
     flat,
     leaf_shape,
     leaves_like,
@@ -73,6 +74,7 @@ def jacobian(f: Callable, argnums: ArgNums = 0,
             call, trees = primals(ops, args, nums)
             xs = flat(trees)
             ys, out_def = outputs("jacobian", ops, f(*call))
+            disconnected("jacobian", f, None, ys)
             forward = mode == "fwd" or (mode == "auto" and prefers_forward(xs, ys))
             per_output = []
             for y in ys:
@@ -114,6 +116,7 @@ def hessian(f: Callable, argnums: ArgNums = 0) -> Callable:
             xs = flat(trees)
             y = scalar("hessian", output("hessian", ops, f(*call)))
             gs = ops.grad(y, xs, create_graph=True)
+            disconnected("hessian", f, ops, [y])
             if len(xs) == 1:
                 blocks = [[_jac_fwd(ops, gs[0], xs, nested)[0]]]
             else:

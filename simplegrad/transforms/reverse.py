@@ -27,6 +27,7 @@ from .arguments import (
     argnums_kind,
     check_callable,
     context,
+    disconnected,
     flat,
     leaf_shape,
     leaves_like,
@@ -79,6 +80,8 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0) -> Callable:
                 gs = ops.grad(y, xs)
             else:
                 gs = gradient_values(ops, y, xs)
+            if xs:
+                disconnected("grad", f, ops, [y])
             y, *gs = results(nested, [y, *gs])
             gs = regroup(trees, gs)
             return y, gs[0] if single else gs
@@ -125,6 +128,7 @@ def vjp(f: Callable, *xs: Any) -> tuple[Result, Callable]:
             pairing = functools.reduce(ops.add, [ops.sum(ops.mul(y, uk))
                                                  for y, uk in zip(ys, us)])
             gs = ops.grad(pairing, prims, create_graph=nested)
+        disconnected("vjp", f, ops, [ys[0] if len(ys) == 1 else pairing])
         return regroup(trees, results(nested, gs))
     if not nested:      # our own tape lives as long as vjp_fn does, then is released
         weakref.finalize(vjp_fn, ops.release)

@@ -33,7 +33,7 @@ from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
 from ..primitives import VALUES
 from . import per_example as batched
-from .arguments import check_callable, context, output, own, primal, run_paused
+from .arguments import check_callable, context, disconnected, output, own, primal, run_paused
 
 # ---------------------------------------------------------------- public functions
 
@@ -53,6 +53,7 @@ def taylor(f: Callable, x: Any, v: Any, order: int) -> list:
     with own(ops, nested):
         xv = primal(ops, x)
         y = output("taylor", ops, f(xv))
+        disconnected("taylor", f, None, [y])
         if nested:
             o, tangent = ops, v if isinstance(v, Variable) else ops.var(v, requires_grad=False)
         else:
