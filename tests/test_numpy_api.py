@@ -137,7 +137,17 @@ def test_inverse_determinant_and_matrix_power(rng):
 
 def test_spectral_functions(rng):
     A = rng.normal(size=(3, 3))
-    np.testing.assert_allclose(sg.grad(eigenvalue_energy)(A), A + A.T, rtol=1e-10)  # |sym A|^2
+    # numpy's eigh reads the lower triangle: sum w^2 = |M|_F^2, M = tril(A) + tril(A, -1)^T,
+    # = sum_i A_ii^2 + 2 sum_{i>j} A_ij^2; the upper triangle is ignored (gradient 0)
+    want = 4 * np.tril(A, -1) + 2 * np.diag(np.diag(A))
+    np.testing.assert_allclose(sg.grad(eigenvalue_energy)(A), want, rtol=1e-10)
+    h, differences = 1e-6, np.zeros_like(A)     # the same from numpy's function on arrays
+    for i in np.ndindex(A.shape):
+        e = np.zeros_like(A)
+        e[i] = h
+        differences[i] = (eigenvalue_energy(A + e) - eigenvalue_energy(A - e)) / (2 * h)
+    np.testing.assert_allclose(differences, want, rtol=1e-6, atol=1e-8)
+    sg.check_grads(eigenvalue_energy, [A])
     u, _, vh = np.linalg.svd(A)
     np.testing.assert_allclose(sg.grad(nuclear_norm)(A), u @ vh, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(sg.grad(log_abs_det_by_qr)(A), np.linalg.inv(A).T, rtol=1e-9)

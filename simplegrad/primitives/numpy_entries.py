@@ -3,6 +3,7 @@
 numpy functions whose name or signature differs from the Ops method that records them
 (``np.broadcast_to`` is ``expand``, ``np.linalg.slogdet`` returns (sign, logabsdet),
 ``np.linalg.qr``, ``svd`` and ``eigh`` return numpy's signs, not the Ops methods' fixed ones,
+``eigh`` and ``eigvalsh`` read one triangle as numpy does, not the symmetric part,
 ``np.linalg.norm`` takes ``ord``, ``np.linalg.trace`` works on the last two axes), a few
 compositions of primitives, and the ufuncs whose primitive has another name. Each handler
 has numpy's signature after a leading ``ops``.
@@ -17,7 +18,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from .core import is_constant, shape_of, value_of
-from .linalg.eigh import numpy_eigh
+from .linalg.eigh import numpy_eigh, numpy_eigvalsh
 from .linalg.qr import numpy_qr
 from .linalg.svd import numpy_svd
 
@@ -150,7 +151,7 @@ def _linalg_cross(ops: PrimitiveMethods, x1, x2, /, *, axis=-1):
 
 RENAMED: dict[Callable, str] = {
     np.broadcast_to: "expand", np.amax: "max", np.amin: "min", np.linalg.matmul: "matmul",
-    np.linalg.eigvalsh: "eigvalsh", np.linalg.svdvals: "svdvals",
+    np.linalg.svdvals: "svdvals",
 }
 EXPLICIT: dict[Callable, Handler] = {
     np.linalg.slogdet: _slogdet, np.linalg.norm: _norm, np.linalg.vector_norm: _vector_norm,
@@ -162,8 +163,10 @@ EXPLICIT: dict[Callable, Handler] = {
     np.linalg.trace: _linalg_trace, np.linalg.diagonal: _linalg_diagonal,
     np.linalg.outer: _linalg_outer, np.linalg.tensordot: _linalg_tensordot,
     np.linalg.cross: _linalg_cross,
-    # numpy's own signs, not op.qr's, op.svd's and op.eigh's fixed ones (decomposition.py)
+    # numpy's own signs, not op.qr's, op.svd's and op.eigh's fixed ones (decomposition.py);
+    # eigh and eigvalsh read numpy's triangle (UPLO), not op.eigh's symmetric part
     np.linalg.qr: numpy_qr, np.linalg.svd: numpy_svd, np.linalg.eigh: numpy_eigh,
+    np.linalg.eigvalsh: numpy_eigvalsh,
 }
 # numpy's names of ufuncs whose primitive is named differently
 UFUNC_ALIASES = {np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",

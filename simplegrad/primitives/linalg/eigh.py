@@ -2,9 +2,14 @@
 
 One primitive with two parts (``eigenvalues``, ``eigenvectors``); its conventions (ascending
 values, fixed signs, distinct values for the vectors' derivative) are in ``decomposition.py``.
-``np.linalg.eigh`` on a Variable (``numpy_eigh``) records the same parts with
-``signs="numpy"`` (and ``UPLO="U"`` when given): numpy's own eigenvectors, with numpy's signs,
-of the symmetric part, which for a symmetric matrix is numpy's result on it.
+``np.linalg.eigh`` and ``np.linalg.eigvalsh`` on a Variable (``numpy_eigh``,
+``numpy_eigvalsh``) decompose what numpy decomposes: the symmetric matrix mirrored from the
+one triangle numpy reads (the lower for ``UPLO="L"``, the upper for ``"U"``), recorded as
+``tril(a) + tril(a, k=-1).T`` (or with ``triu``), then the same parts with ``signs="numpy"``
+(and ``UPLO="U"`` when given): numpy's own eigenvectors, with numpy's signs, bit for bit
+(eigvalsh's values are eigh's, equal to numpy's eigvalsh to rounding). So the other triangle
+gets a gradient of exactly 0, and each strict entry of the triangle read gets the sum of the
+two mirrored entries of the (symmetric) gradient on the mirrored matrix: twice its own.
 """
 
 from __future__ import annotations
@@ -122,9 +127,29 @@ class EighOps:
         return self.apply(EIGH, (a,), {"part": "eigenvalues"}, name)
 
 
+def _triangle_read(ops: PrimitiveMethods, a: Any, uplo: str) -> Any:
+    """The symmetric matrix numpy's eigh decomposes: a's lower (or upper) triangle, mirrored."""
+    if uplo == "L":
+        return ops.add(ops.tril(a), swap_last(ops, ops.tril(a, -1)))
+    return ops.add(ops.triu(a), swap_last(ops, ops.triu(a, 1)))
+
+
+def _numpy_attrs(uplo: str) -> dict:
+    return {**NUMPY_SIGNS, **({"UPLO": uplo} if uplo != "L" else {})}
+
+
 def numpy_eigh(ops: PrimitiveMethods, a: Any, UPLO: str = "L") -> EighResult:  # noqa: N803
     """``np.linalg.eigh`` on a Variable: numpy's eigenvalues and eigenvectors, signs included."""
     check_square(ops, "eigh", a)
     _uplo(ops, "eigh", a, UPLO)
-    attrs = {**NUMPY_SIGNS, **({"UPLO": UPLO} if UPLO != "L" else {})}
-    return EighResult(*record_parts(ops, EIGH, a, ("eigenvalues", "eigenvectors"), None, attrs))
+    s = _triangle_read(ops, a, UPLO)
+    parts = ("eigenvalues", "eigenvectors")
+    return EighResult(*record_parts(ops, EIGH, s, parts, None, _numpy_attrs(UPLO)))
+
+
+def numpy_eigvalsh(ops: PrimitiveMethods, a: Any, UPLO: str = "L") -> Variable:  # noqa: N803
+    """``np.linalg.eigvalsh`` on a Variable: the eigenvalues of the triangle numpy reads."""
+    check_square(ops, "eigvalsh", a)
+    _uplo(ops, "eigvalsh", a, UPLO)
+    s = _triangle_read(ops, a, UPLO)
+    return ops.apply(EIGH, (s,), {"part": "eigenvalues", **_numpy_attrs(UPLO)})
