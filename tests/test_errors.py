@@ -162,3 +162,21 @@ def test_errors_can_be_caught_as_one_family() -> None:
                 sg.OutOfBoundsError, sg.NotDifferentiableError, sg.GradientCheckError):
         assert issubclass(cls, sg.SimplegradError)
     assert issubclass(sg.AxisError, sg.ShapeError)
+
+
+def test_a_variable_of_another_ops_gets_advice_that_keeps_its_dependence():
+    """A Variable of another live Ops: the message says to record on one Ops (or pass it to
+    the transform), never to take .value, which would drop what it depends on; one whose Ops
+    was released has no history left, so its value may be used as a constant."""
+    live = sg.Ops()
+    w = live.var([1.0, 2.0], name="w")
+    op = sg.Ops()
+    x = op.var([3.0, 4.0], name="x")
+    before = len(op.tape)
+    with pytest.raises(sg.GraphError, match="w belongs to another Ops, still live") as err:
+        op.mul(x, w)
+    assert ".value" not in str(err.value) and len(op.tape) == before
+    live.release()
+    with pytest.raises(sg.GraphError, match=r"released since it was recorded.*w\.value"):
+        op.mul(x, w)
+    assert len(op.tape) == before

@@ -335,10 +335,7 @@ class Ops(PrimitiveMethods):
         """The Variable of another Ops standing for x here: a free Variable's leaf, or an error
         naming the operation for any other."""
         if x.ops is not FREE:
-            raise error(prim.name, inputs, f"{x.name} belongs to another Ops (a released or "
-                        "finished tape, or another computation); pass its .value as a "
-                        "constant, or keep values that live across steps as sg.Parameter",
-                        GraphError)
+            raise error(prim.name, inputs, _foreign(x), GraphError)
         return self._adopt(x)
 
     def _adopt(self, p: Variable) -> Variable:
@@ -383,3 +380,18 @@ class Ops(PrimitiveMethods):
 
 
 FREE.recorder = Ops     # free computations record on an Ops of their own (see params.py)
+
+
+def _foreign(x: Variable) -> str:
+    """What to do with a Variable of another Ops: its history is gone (released) or it
+    belongs to another live computation."""
+    tape = getattr(x.ops, "tape", None)
+    if tape is not None and x.position < tape.base:
+        return (f"{x.name} belongs to an Ops released since it was recorded, so it has no "
+                f"history left: use {x.name}.value here as a constant, make it a leaf of this "
+                f"Ops to differentiate with respect to it (op.var({x.name}.value)), or keep "
+                "values that live across steps as sg.Parameter")
+    return (f"{x.name} belongs to another Ops, still live: record the whole computation on "
+            f"one Ops (create {x.name} there, or pass it to the transform as an argument, "
+            "so that the transform records on its Ops), or keep values that live across "
+            "steps as sg.Parameter")
