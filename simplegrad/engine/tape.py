@@ -102,7 +102,7 @@ class Tape(Sequence):
             if v is not None:
                 v.prim, v.attrs = None, RELEASED
                 set_inputs(v, ())
-        self.base = self.end
+        self.base = self.end + 1     # (+1: a leaf made before the release is older than all after)
         self.passes = 0
         self.last_pass_end = -1
         self.entries.clear()
