@@ -1,4 +1,4 @@
-"""Taylor mode: the derivatives of t -> f(x + t v) at t = 0 up to any order, in one forward walk.
+"""Taylor propagation: truncated series pushed from x to y in one forward walk of the tape.
 
 Each entry between x and f's output carries a truncated Taylor series, its coefficient list
 ``[c0, c1, ..., cK]`` in t (``c0`` is the entry itself; ``None`` is an exact zero). Each
@@ -8,8 +8,7 @@ the output: products by the Cauchy product, exp, log, sin/cos, tanh, sigmoid, sq
 their recurrences, linear (and piecewise linear) primitives coefficient-wise through their
 own jvp. Every coefficient is computed by calling primitives on ``o``, the Ops when the
 arguments are Variables (so the derivatives are recorded and can be differentiated again) or
-``VALUES`` when they are arrays, as in transforms.py, whose nesting rule (and helpers, from
-transform_args.py) this module follows.
+``VALUES`` when they are arrays (``sg.taylor`` in transforms/taylor.py decides which).
 Cost: O(K^2) primitive calls per nonlinear entry, against the exponential growth of nested
 first-order sweeps.
 

@@ -26,21 +26,10 @@ from ..engine.tape import ancestors
 from ..engine.variable import Variable
 from ..errors import ArgumentError, DTypeError, GraphError, LinAlgError, ShapeError
 from ..primitives.core import Primitive
-from ..primitives.rewrites import (
-    COMMUTATIVE,
-    Operand,
-    constant_key,
-    cse_key,
-    describe_variable,
-    operand_key,
-    reduces_to,
-    rewrite,
-)
+from ..primitives.rewrites import constant_key, cse_key
 from .nodes import CONST, INPUT, NODE, Constant, Input, Node, Ref
 
-__all__ = ["Ref", "Input", "Constant", "Node", "Program", "extract",
-           "COMMUTATIVE", "Operand", "constant_key", "cse_key", "describe_variable",
-           "operand_key", "reduces_to", "rewrite"]
+__all__ = ["Program", "extract", "Builder"]
 
 
 class Program:

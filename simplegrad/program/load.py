@@ -1,29 +1,9 @@
-"""Saved programs: ``prog.save(path)`` and ``sg.load_program(path)``, without pickle.
+"""Loading saved programs: ``sg.load_program(path)``, without pickle.
 
-A program is saved as two files side by side: ``<path>.json`` holds the structure and
-``<path>.npz`` the arrays (constants and array attributes), read back with
-``np.load(..., allow_pickle=False)``. The JSON document::
-
-    {"format": "simplegrad-program", "version": 1,
-     "inputs":    [{"name": "a", "shape": [4], "dtype": "float64"}, ...],
-     "constants": [{"name": "v3" or null, "value": VALUE}, ...],
-     "nodes":     [{"name": "v0", "primitive": "add", "args": [["input", 0], ["input", 1]],
-                    "attrs": {"axis": VALUE, ...} or null, "shape": [4], "dtype": "float64",
-                    "order": 0}, ...],
-     "outputs":   [["node", 13], ...], "single": false}
-
-An argument refers to an input slot, a constant or an earlier node by index. A VALUE is JSON
-null, a boolean, an integer, a finite float or a string as itself, or one tagged object:
-``{"float": "nan" | "inf" | "-inf"}``, ``{"tuple": [VALUE, ...]}``, ``{"list": [...]}``,
-``{"slice": [start, stop, step]}``, ``{"ellipsis": null}``, ``{"dtype": "int64"}``,
-``{"scalar": ["int64", VALUE]}`` (a numpy scalar) or ``{"array": "a0"}`` (the array stored
-under that key in the .npz; dtypes bool, int, uint and float only).
-
-Primitives are named, and looked up in ``sg.REGISTRY`` when loading: a program through a
-``custom_vjp`` or ``checkpoint`` function (not in the registry) cannot be saved. Loading
-validates everything before building anything: sizes, JSON syntax, keys and types, primitive
-names, arities, references, dtypes, and the shapes and dtypes each entry declares (its forward
-is run once on stand-in values of the declared inputs). Any failure is a ``FormatError``.
+The format is described in serialize.py. Loading validates everything before building
+anything: sizes, JSON syntax, keys and types, primitive names (looked up in ``sg.REGISTRY``),
+arities, references, dtypes, and the shapes and dtypes each entry declares (its forward is run
+once on stand-in values of the declared inputs). Any failure is a ``FormatError``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Saved programs: ``prog.save(path)`` and ``sg.load_program(path)``, without pickle.
+"""Saving programs: ``prog.save(path)``, the format ``sg.load_program`` (load.py) reads.
 
 A program is saved as two files side by side: ``<path>.json`` holds the structure and
 ``<path>.npz`` the arrays (constants and array attributes), read back with
@@ -20,10 +20,7 @@ null, a boolean, an integer, a finite float or a string as itself, or one tagged
 under that key in the .npz; dtypes bool, int, uint and float only).
 
 Primitives are named, and looked up in ``sg.REGISTRY`` when loading: a program through a
-``custom_vjp`` or ``checkpoint`` function (not in the registry) cannot be saved. Loading
-validates everything before building anything: sizes, JSON syntax, keys and types, primitive
-names, arities, references, dtypes, and the shapes and dtypes each entry declares (its forward
-is run once on stand-in values of the declared inputs). Any failure is a ``FormatError``.
+``custom_vjp`` or ``checkpoint`` function (not in the registry) cannot be saved.
 """
 
 from __future__ import annotations

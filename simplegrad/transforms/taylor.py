@@ -1,21 +1,9 @@
-"""Taylor mode: the derivatives of t -> f(x + t v) at t = 0 up to any order, in one forward walk.
-
-Each entry between x and f's output carries a truncated Taylor series, its coefficient list
-``[c0, c1, ..., cK]`` in t (``c0`` is the entry itself; ``None`` is an exact zero). Each
-primitive's Taylor rule, the ``taylor`` field of its record (beside its jvp, in its family
-module; the shared ones in primitives/taylor.py), maps the series of the inputs to the series of
-the output: products by the Cauchy product, exp, log, sin/cos, tanh, sigmoid, sqrt, pow and div by
-their recurrences, linear (and piecewise linear) primitives coefficient-wise through their
-own jvp. Every coefficient is computed by calling primitives on ``o``, the Ops when the
-arguments are Variables (so the derivatives are recorded and can be differentiated again) or
-``VALUES`` when they are arrays, by the nesting rule every transform follows (see
-arguments.py, whose helpers this module uses).
-Cost: O(K^2) primitive calls per nonlinear entry, against the exponential growth of nested
-first-order sweeps.
-
-A rule has the signature ``rule(o, ss, out, *xs, **attrs) -> series``: ``ss`` holds one
-series per input (an input that does not depend on t has ``[x, None, ..., None]``), ``out``
-and ``xs`` are the primal output and inputs, and the result is the output's series.
+"""Taylor mode: ``sg.taylor`` and ``sg.taylor_derivative``, the derivatives of
+t -> f(x + t v) at t = 0 up to any order, from one forward walk of truncated series
+(``engine.taylor.propagate``; the rules are on the primitives' records). Cost: O(K^2)
+primitive calls per nonlinear entry, against the exponential growth of nested first-order
+sweeps. The transforms here follow the nesting rule of every transform (arguments.py): on
+Variables the coefficients are recorded and can be differentiated again.
 """
 
 from __future__ import annotations
