@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..engine.ops import Ops
-from .arguments import check_callable
+from .arguments import check_callable, running
 
 
 def trace(fn: Callable, *args: Any) -> Ops:
@@ -20,7 +20,9 @@ def trace(fn: Callable, *args: Any) -> Ops:
     check_callable("trace", fn)
     ops = Ops()
     names = _param_names(fn, len(args))
-    fn(*[ops.var(getattr(a, "raw", a), name=n) for a, n in zip(args, names)])
+    leaves = [ops.var(getattr(a, "raw", a), name=n) for a, n in zip(args, names)]
+    with running(ops):      # transforms inside fn record here too, closures included
+        fn(*leaves)
     return ops
 
 
