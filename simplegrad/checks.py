@@ -28,6 +28,7 @@ from .engine.ops import Ops
 from .engine.variable import Variable
 from .errors import ArgumentError, GradientCheckError
 from .pytree import tree_flatten, tree_leaves, tree_unflatten
+from .transforms.arguments import running
 
 MODES = ("rev", "fwd")
 
@@ -56,7 +57,7 @@ def check_jvp_vjp_consistency(f: Callable[..., Any], args: Sequence[Any],
     rng = np.random.default_rng(0) if rng is None else rng
     op = Ops()
     ws = [op.var(x) for x in xs]
-    outs = _outputs(f(*ws))
+    outs = _run(f, ws)
     us = [_normal(rng, y.shape) for y in outs]
     vs = [_normal(rng, x.shape) for x in xs]
     grads = op.grad(_pairing(op, outs, us), ws, create_graph=False)
@@ -111,7 +112,7 @@ def _vjp_function(f: Callable, n: int) -> Callable:
     def vjp_of_f(*ws: Variable) -> tuple:
         op = ws[0].ops
         xs, us = list(ws[:n]), list(ws[n:])
-        return tuple(op.grad(_pairing(op, _outputs(f(*xs)), us), xs))
+        return tuple(op.grad(_pairing(op, _run(f, xs), us), xs))
     return vjp_of_f
 
 
@@ -120,7 +121,7 @@ def _jvp_function(f: Callable, n: int) -> Callable:
     def jvp_of_f(*ws: Variable) -> tuple:
         op = ws[0].ops
         xs, vs = list(ws[:n]), list(ws[n:])
-        return tuple(op.jvp(y, xs, vs) for y in _outputs(f(*xs)))
+        return tuple(op.jvp(y, xs, vs) for y in _run(f, xs))
     return jvp_of_f
 
 
@@ -129,7 +130,7 @@ def _check_rev(f: Callable, xs: list[np.ndarray], labels: list[str], us: list[np
     """op.grad of <u, f(x)> (recorded and value-only) against its central differences."""
     op = Ops()
     ws = [op.var(x) for x in xs]
-    outs = _outputs(f(*ws))
+    outs = _run(f, ws)
     s = _pairing(op, outs, us)
     recorded = [g.value for g in op.grad(s, ws)]
     plain = [g.value for g in op.grad(s, ws, create_graph=False)]
@@ -151,7 +152,7 @@ def _check_fwd(f: Callable, xs: list[np.ndarray], labels: list[str], vs: list[np
     """op.jvp along v, one argument at a time (recorded and value-only), against differences."""
     op = Ops()
     ws = [op.var(x) for x in xs]
-    outs = _outputs(f(*ws))
+    outs = _run(f, ws)
     for i, x in enumerate(xs):
         numeric = _central(lambda arrays: _evaluate(f, arrays), xs, i, vs[i], tol.eps)
         for k, y in enumerate(outs):
@@ -207,6 +208,13 @@ def _arrays(who: str, args: Sequence[Any]) -> list[np.ndarray]:
     return [np.array(a, dtype=np.float64) for a in args]
 
 
+def _run(f: Callable, ws: list[Variable]) -> list[Variable]:
+    """f's outputs at the Variables ``ws``, with their Ops around f (so transforms inside f,
+    closures included, record there)."""
+    with running(ws[0].ops):
+        return _outputs(f(*ws))
+
+
 def _outputs(out: Any) -> list[Variable]:
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     for y in outs:
@@ -219,7 +227,7 @@ def _outputs(out: Any) -> list[Variable]:
 def _evaluate(f: Callable, arrays: list[np.ndarray]) -> list[np.ndarray]:
     """Values of f's outputs at ``arrays``, on a fresh Ops."""
     op = Ops()
-    return [np.array(y.value, dtype=np.float64) for y in _outputs(f(*[op.var(a) for a in arrays]))]
+    return [np.array(y.value, dtype=np.float64) for y in _run(f, [op.var(a) for a in arrays])]
 
 
 def _pairing(op: Ops, outs: list[Variable], us: list[np.ndarray]) -> Variable:

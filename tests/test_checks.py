@@ -222,3 +222,11 @@ def test_rejects_bad_settings(kwargs: dict, fragment: str) -> None:
 def test_rejects_a_function_returning_a_non_variable() -> None:
     with pytest.raises(sg.ArgumentError, match="must return Variables"):
         sg.check_grads(lambda x: x.value * 2, [np.ones(2)])
+
+
+def test_check_grads_of_a_function_with_a_transform_inside_reading_a_closure():
+    """f(p) = sum of grad_x sum(sin(p x)) at x = ones: the inner grad reads p through a closure
+    and records on the checker's Ops, so every order is checked (closed form p cos p)."""
+    def f(p):
+        return sg.grad(lambda x: (p * x).sin().sum())(np.ones(3)).sum()
+    sg.check_grads(f, [np.array([0.3, -0.8, 1.1])], order=2)
