@@ -336,6 +336,7 @@ def test_the_other_transforms_of_a_disconnected_output_warn_too(f):
         "hessian": lambda: sg.hessian(f)(x),
         "derivative": lambda: sg.derivative(f)(x),
         "taylor": lambda: sg.taylor(f, x, 1.0, 2)[1:],
+        "hvp": lambda: sg.hvp(f, x, np.float64(1.0)),
     }
     for name, run in calls.items():
         out, caught = _disconnected(run)

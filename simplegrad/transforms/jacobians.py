@@ -164,6 +164,7 @@ def _hvp(f: Callable, x: Any, v: Any) -> Any:
         call, trees = primals(ops, (x,), (0,))
         xs = flat(trees)
         y = scalar("hvp", output("hvp", ops, f(*call)))
+        disconnected("hvp", f, None, [y])
         # reverse over forward: H v is the gradient of the directional derivative <grad f, v>;
         # tangents given as arrays are leaves that need no gradient of their own
         ts = [t if isinstance(t, Variable) else ops.var(getattr(t, "raw", t),
