@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,10 @@ from ..primitives.core import batch_size
 from .events import BlockBegin, BlockEnd
 from .forward import forward_sweep
 from .variable import Variable
+
+if TYPE_CHECKING:
+    from ..primitives import PrimitiveMethods
+    from .ops import Ops
 
 _levels = itertools.count(1)
 # levels of the vmaps running on an Ops of their own: their results leave as arrays, so
@@ -102,7 +106,7 @@ def wrap(inner: Any, level: int) -> Batched:
 # ---------------------------------------------------------------- primitives on batches
 
 
-def apply(o: Any, prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
+def apply(o: PrimitiveMethods, prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
           name: str | None) -> Batched:
     """``prim`` on inputs of which some are Batched: its batching rule, at the highest level."""
     level = max(x.level for x in inputs if type(x) is Batched)
@@ -121,7 +125,7 @@ def apply(o: Any, prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
     return wrap(out, level)
 
 
-def loop(prim: Primitive, o: Any, xs: Sequence[Any], batched: Sequence[bool],
+def loop(prim: Primitive, o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
          **attrs: Any) -> Any:
     """The batching rule of a primitive that has none: one application per example, stacked."""
     outs = [o.apply(prim, [o.getitem(x, (k,)) if b else x for x, b in zip(xs, batched)],
@@ -136,7 +140,7 @@ def is_int(a: Any) -> bool:
 # ---------------------------------------------------------------- Jacobians in one sweep
 
 
-def batched_jvp(ops: Any, y: Variable, x: Variable, tangents: Any) -> Variable:
+def batched_jvp(ops: Ops, y: Variable, x: Variable, tangents: Any) -> Variable:
     """The tangents of y along K tangents of x stacked on a leading axis, shape (K,) + y.shape,
     from one forward sweep: each entry's jvp rule runs once, on Batched tangents."""
     level = next(_levels)
@@ -166,7 +170,7 @@ def batched_jvp(ops: Any, y: Variable, x: Variable, tangents: Any) -> Variable:
     return t
 
 
-def _jvp_each(ops: Any, out: Variable, ts: list, k: int, level: int) -> Any:
+def _jvp_each(ops: Ops, out: Variable, ts: list, k: int, level: int) -> Any:
     """The jvp rule of ``out`` run once per tangent of the batch, the results stacked."""
     cols = []
     for j in range(k):

@@ -32,6 +32,7 @@ from .variable import Variable
 
 if TYPE_CHECKING:
     from ..primitives.core import Primitive
+    from .ops import Ops
 
 _FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 _SCALAR = {"b": bool, "i": int, "u": int}
@@ -72,7 +73,7 @@ def constant(prim: Primitive, inputs: tuple, x: Any, dtype: np.dtype | None,
     return out
 
 
-def recordable(ops: Any, prim: Primitive, inputs: tuple) -> tuple:
+def recordable(ops: Ops, prim: Primitive, inputs: tuple) -> tuple:
     """Inputs other than ``ops``' Variables and Python numbers, made recordable: another Ops'
     Variable is joined (``ops.join``: a free one becomes a leaf, any other is refused),
     constants are converted. Returns the inputs, their values and whether any input requires

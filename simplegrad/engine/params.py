@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive
 from .operands import float_array
 from .variable import Variable, leaf_variable
+
+if TYPE_CHECKING:
+    from .ops import Ops
 
 
 class FreeOps(PrimitiveMethods):
@@ -107,7 +110,7 @@ class Adoptions:
         self.sources: dict[int, tuple] = {}    # id(leaf) -> (the leaf, its p), weakly
         self.replaced: dict[int, list] = {}    # id(p) -> p's earlier leaves still alive, weakly
 
-    def leaf(self, ops: Any, p: Variable) -> Variable:
+    def leaf(self, ops: Ops, p: Variable) -> Variable:
         """The leaf standing for p on ``ops``: made on first use, and again after p's value
         was replaced or its leaf died."""
         got = self.leaves.get(id(p))

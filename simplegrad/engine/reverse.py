@@ -25,6 +25,7 @@ from .tape import descendants
 from .variable import UNARY, Variable
 
 if TYPE_CHECKING:
+    from ..primitives import PrimitiveMethods
     from .ops import Ops
     from .tape import Tape
 
@@ -163,7 +164,7 @@ def _sweeping(tape: Tape) -> Iterator[None]:
         raise
 
 
-def _sweep(o: Any, tape: Tape, L: Variable, seed: Any, recording: bool, stop: int,
+def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: bool, stop: int,
            keep: set | None, only: set | None) -> dict:
     """The reverse sweep: entries leading to L, newest first, each input's cotangent.
 
@@ -263,7 +264,7 @@ def _sweep(o: Any, tape: Tape, L: Variable, seed: Any, recording: bool, stop: in
     return grads
 
 
-def _accumulate(o: Any, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
+def _accumulate(o: PrimitiveMethods, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
     """existing + new cotangent of x, keeping indexing reads sparse until they are needed."""
     if type(new) is _Sparse:
         if type(old) is _Sparse:
@@ -281,14 +282,14 @@ def _accumulate(o: Any, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
     return _add_existing(o, tape, x, old, new)
 
 
-def _add_existing(o: Any, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
+def _add_existing(o: PrimitiveMethods, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
     total = o.add(old, new)
     if type(total) is Variable and tape.keep:
         tape.accumulations[total.position] = x
     return total
 
 
-def _densify(o: Any, tape: Tape, x: Variable, s: _Sparse) -> Any:
+def _densify(o: PrimitiveMethods, tape: Tape, x: Variable, s: _Sparse) -> Any:
     dense = o.scatter_add(s.grads, s.indices, s.shape)
     if type(dense) is Variable and tape.keep:
         tape.accumulations[dense.position] = x

@@ -19,7 +19,7 @@ and ``xs`` are the primal output and inputs, and the result is the output's seri
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NotDifferentiableError
 from ..primitives.core import dtype_of, shape_of
@@ -27,6 +27,9 @@ from ..primitives.series import Series
 from .forward import forward_sweep
 from .tape import ancestors
 from .variable import Variable
+
+if TYPE_CHECKING:
+    from ..primitives import PrimitiveMethods
 
 
 def missing_rule(y: Variable, x: Variable) -> Variable | None:
@@ -43,7 +46,8 @@ def missing_rule(y: Variable, x: Variable) -> Variable | None:
     return None
 
 
-def propagate(o: Any, y: Variable, x: Variable, v: Any, order: int, recording: bool) -> Series:
+def propagate(o: PrimitiveMethods, y: Variable, x: Variable, v: Any, order: int,
+              recording: bool) -> Series:
     """The Taylor series of y when x moves along x + t v (coefficients, not derivatives)."""
     series: dict[Variable, Series] = {x: [x if recording else x.raw, v] + [None] * (order - 1)}
     if order == 0:

@@ -16,6 +16,7 @@ from .operators import Operators
 
 if TYPE_CHECKING:
     from .ops import Ops
+    from .params import FreeOps
 
 
 class Variable(Operators, VariableMethods):
@@ -228,7 +229,7 @@ def set_inputs(v: Variable, inputs: tuple) -> None:
         v.more = tuple(inputs)
 
 
-def leaf_variable(value: Any, ops: Any, label: int | str | None, requires_grad: bool,
+def leaf_variable(value: Any, ops: Ops | FreeOps, label: int | str | None, requires_grad: bool,
                   position: int, cls: type | None = None) -> Variable:
     """A Variable computed by no primitive (a leaf, a seed, an unrecorded or free value)."""
     v = object.__new__(cls or Variable)

@@ -17,7 +17,7 @@ took one branch when the tape was recorded, and the program keeps that branch (a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from ..errors import ArgumentError, DTypeError, GraphError, LinAlgError, ShapeEr
 from ..primitives.core import Primitive
 from ..primitives.rewrites import constant_key, cse_key
 from .nodes import CONST, INPUT, NODE, Constant, Input, Node, Ref
+
+if TYPE_CHECKING:
+    from ..engine.ops import Ops
 
 __all__ = ["Program", "extract", "Builder"]
 
@@ -98,7 +101,7 @@ class Program:
         outs = [env[self._slot(r)] for r in self.outputs]
         return outs[0] if self.single else outs
 
-    def record(self, ops: Any, *inputs: Any) -> Any:
+    def record(self, ops: Ops, *inputs: Any) -> Any:
         """Run the program by recording each node on ``ops`` (inputs may be its Variables,
         batched ones included, or arrays): the result is differentiable there."""
         if len(inputs) != len(self.inputs):

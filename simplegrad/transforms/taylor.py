@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from ..errors import ArgumentError, ShapeError
 from ..primitives import VALUES
 from . import per_example as batched
 from .arguments import check_callable, context, disconnected, output, own, primal, run_paused
+
+if TYPE_CHECKING:
+    from ..primitives import PrimitiveMethods
 
 # ---------------------------------------------------------------- public functions
 
@@ -120,7 +123,7 @@ def _scale(dtypes: tuple, order: int) -> float:
     return 2.0 ** min((m, m + 1), key=reach)
 
 
-def _derivative(o: Any, c: Any, k: int, scale: float) -> Any:
+def _derivative(o: PrimitiveMethods, c: Any, k: int, scale: float) -> Any:
     """Dk from the k-th coefficient c along scale * v: c k! / scale ** k, with k! in c's
     dtype when unscaled (it is finite there), else formed in float64 and rounded once."""
     if scale == 1:
