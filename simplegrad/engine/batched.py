@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ArgumentError, ShapeError
+from ..errors import ShapeError
 from ..primitives import REGISTRY, Primitive
 from ..primitives.core import batch_size
 from .events import BlockBegin, BlockEnd
 from .forward import forward_sweep
+from .levels import Batched, innermost, levels_of, spread, stacked, union, unstack, wrap
 from .variable import Variable
 
 if TYPE_CHECKING:
@@ -42,67 +43,6 @@ _levels = itertools.count(1)
 # levels of the vmaps running on an Ops of their own: their results leave as arrays, so
 # nothing outside can differentiate what is recorded at that level
 FINAL: set[int] = set()
-# ---------------------------------------------------------------- the batched Variable
-
-
-class Batched(Variable):
-    """One example of a batch: per-example shape outside, the stacked ``inner`` inside."""
-
-    __slots__ = ("inner", "level")
-
-    inner: Any          # the batch: a Variable (or an outer level's Batched), examples first
-    level: int          # which vmap it belongs to; nested vmaps have higher levels
-
-    @property
-    def shape(self) -> tuple:
-        """Shape of one example."""
-        return self.inner.shape[1:]
-
-    @property
-    def ndim(self) -> int:
-        """Number of dimensions of one example."""
-        return len(self.inner.shape) - 1
-
-    @property
-    def size(self) -> int:
-        """Number of entries of one example."""
-        return int(np.prod(self.shape))
-
-    @property
-    def batch(self) -> int:
-        """Number of examples."""
-        return self.inner.shape[0]
-
-    def __len__(self) -> int:
-        if not self.shape:
-            raise TypeError(f"len() of a 0-d variable {self.name}")
-        return self.shape[0]
-
-    def __bool__(self) -> bool:
-        raise self._control("bool")
-
-    def _one(self, what: str) -> Any:
-        raise self._control(what)
-
-    def _control(self, what: str) -> Exception:
-        return ArgumentError(f"vmap: {what}() of {self.name} needs one example's value, but "
-                             "under vmap it stands for a batch of them; write the branch with "
-                             "where() instead")
-
-    def __repr__(self) -> str:
-        return f"Batched({self.name}: {self.batch} examples of shape {self.shape})"
-
-
-def wrap(inner: Any, level: int) -> Batched:
-    """A Batched at ``level`` standing for the batch ``inner`` (examples along axis 0)."""
-    b = object.__new__(Batched)
-    b.inner, b.level = inner, level
-    b.raw, b.ops, b.label = inner.raw, inner.ops, inner.label
-    b.grad, b.requires_grad = None, inner.requires_grad
-    b.prim, b.inputs, b.attrs, b.position = None, (), None, inner.position
-    return b
-
-
 # ---------------------------------------------------------------- primitives on batches
 
 
@@ -142,7 +82,10 @@ def is_int(a: Any) -> bool:
 
 def batched_jvp(ops: Ops, y: Variable, x: Variable, tangents: Any) -> Variable:
     """The tangents of y along K tangents of x stacked on a leading axis, shape (K,) + y.shape,
-    from one forward sweep: each entry's jvp rule runs once, on Batched tangents."""
+    from one forward sweep: each entry's jvp rule runs once, on Batched tangents. Given
+    values batched by vmap (x at every level y is at), the sweep runs on their stacks."""
+    if type(y) is Batched or type(x) is Batched:
+        return _on_stacks(ops, y, x, tangents)
     level = next(_levels)
     tape = ops.tape
     tape.add(BlockBegin(tape.end, "jvp", y, (x,)))
@@ -168,6 +111,24 @@ def batched_jvp(ops: Ops, y: Variable, x: Variable, tangents: Any) -> Variable:
         t = ops.expand(t, (k,) + y.shape)
     tape.add(BlockEnd(tape.end, "jvp", y, {y: t}))
     return t
+
+
+def _on_stacks(ops: Ops, y: Variable, x: Variable, tangents: Any) -> Variable:
+    """``batched_jvp`` of values batched by vmap: on the stacks, the K tangents (per example,
+    or the same for every example) spread along x's levels, the result wrapped back."""
+    levels = levels_of(x)
+    full = union(levels, levels_of(y))
+    k = np.shape(getattr(tangents, "raw", tangents))[0]
+    per = tuple(x.shape)
+    t = tangents
+    if type(t) is Batched:
+        t = stacked(ops, t, levels, "the tangent")      # K on each example's first axis
+        t = ops.moveaxis(t, len(levels), 0)
+    else:
+        t = spread(ops, t, (k,) + (1,) * len(levels) + per,
+                   (k,) + tuple(n for _, n in levels) + per)
+    cols = batched_jvp(ops, stacked(ops, y, full, "the output"), innermost(x), t)
+    return unstack(ops.moveaxis(cols, 0, len(full)), full)
 
 
 def _jvp_each(ops: Ops, out: Variable, ts: list, k: int, level: int) -> Any:

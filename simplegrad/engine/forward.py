@@ -20,6 +20,7 @@ from ..primitives import VALUES
 from ..primitives.core import dtype_of
 from .events import BlockBegin, BlockEnd
 from .guards import check_history, check_target, check_wrt, seed_value
+from .levels import Batched, innermost, levels_of, stacked, union, unstack
 from .reverse import _sweeping
 from .tape import ancestors
 from .variable import Variable
@@ -40,6 +41,8 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
     single = isinstance(xs, Variable) or not isinstance(xs, Iterable)
     xs = [xs] if single else list(xs)
     tangents = [tangents] if single else list(tangents)
+    if type(y) is Batched or any(type(x) is Batched for x in xs):
+        return _on_stacks(ops, y, xs, tangents, create_graph)
     check_target(ops, "jvp", y)
     if len(xs) != len(tangents):
         raise ArgumentError(f"jvp: {len(xs)} inputs but {len(tangents)} tangents")
@@ -80,6 +83,21 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
             tape.add(BlockEnd(tape.end, "jvp", y, {y: t}))
             return t
     return ops.unrecorded(np.asarray(t), f"t{y.name}")
+
+
+
+def _on_stacks(ops: Ops, y: Variable, xs: list, tangents: list, create_graph: bool) -> Variable:
+    """``jvp`` of values batched by vmap (every x at the same levels, each tangent at some of
+    them): one forward sweep of the stacked program, the tangent wrapped back at y's levels."""
+    levels = levels_of(xs[0])
+    for x in xs[1:]:
+        if levels_of(x) != levels:
+            raise ArgumentError(f"jvp: {xs[0].name} and {x.name} are batched by different "
+                                "vmaps; push tangents of values of the same ones")
+    full = union(levels, levels_of(y))
+    ts = [stacked(ops, t, levels, "the tangent") for t in tangents]
+    t = jvp(ops, stacked(ops, y, full, y.name), [innermost(x) for x in xs], ts, create_graph)
+    return unstack(t, full)
 
 # ---------------------------------------------------------------- the sweep
 

@@ -18,9 +18,9 @@ from ..primitives import rewrites as rules
 from ..primitives.core import Primitive
 from . import forward, nonfinite, render
 from . import reverse as sweeps
-from .batched import Batched
 from .batched import apply as apply_batched
 from .events import Leaf
+from .levels import Batched
 from .operands import check_name, error, float_array, recordable, translate
 from .params import FREE, Adoptions
 from .tape import Tape

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import ArgumentError, ShapeError
 from ..primitives import ValueOps
 from .events import BlockBegin, BlockEnd
 from .guards import check_history, check_target, check_wrt, count_pass, seed_value
+from .levels import Batched, innermost, levels_of, stacked, unstack
 from .params import FREE
 from .tape import descendants
 from .variable import UNARY, Variable
@@ -49,6 +51,9 @@ def grad(ops: Ops, L: Variable, wrt: Variable | Sequence[Variable], seed: Any = 
     """Gradients of L with respect to ``wrt``; sets ``.grad`` on each (see ``Ops.grad``)."""
     single = isinstance(wrt, Variable) or not isinstance(wrt, Iterable)
     asked = [wrt] if single else list(wrt)
+    if type(L) is Batched or type(seed) is Batched or any(type(w) is Batched for w in asked):
+        out = _on_stacks(ops, L, asked, seed, create_graph)
+        return out[0] if single else out
     recording = bool(create_graph) and ops.recording
     targets, grads = _gradients(ops, L, asked, seed, recording)
     out = []
@@ -61,6 +66,29 @@ def grad(ops: Ops, L: Variable, wrt: Variable | Sequence[Variable], seed: Any = 
         w.grad = a.grad = g
         out.append(g)
     return out[0] if single else out
+
+
+def _on_stacks(ops: Ops, L: Variable, asked: list, seed: Any, create_graph: bool) -> list:
+    """``grad`` of values batched by vmap (every ``wrt`` at the same levels, L at some of
+    them): one sweep of the stacked program from the stacked seed, the gradients wrapped back."""
+    levels = levels_of(asked[0])
+    for w in asked[1:]:
+        if levels_of(w) != levels:
+            raise ArgumentError(f"grad: {asked[0].name} and {w.name} are batched by different "
+                                "vmaps; differentiate in values of the same ones")
+    if seed is None:        # ones for a scalar per example (checked as for one example)
+        if L.size != 1:
+            raise ShapeError(f"grad: {L.name} has shape {L.shape} per example, not a scalar: "
+                             "pass seed= of that shape or reduce it with .sum()")
+        seed = np.ones(L.shape, dtype=L.dtype)
+    seed = stacked(ops, seed, levels, "the seed")
+    gs = grad(ops, stacked(ops, L, levels, L.name), [innermost(w) for w in asked], seed,
+              create_graph)
+    out = []
+    for w, g in zip(asked, gs):
+        w.grad = g = unstack(g, levels)
+        out.append(g)
+    return out
 
 
 def gradient_values(ops: Ops, L: Variable, wrt: Sequence[Variable], seed: Any = None) -> list:

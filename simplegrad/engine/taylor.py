@@ -25,6 +25,7 @@ from ..errors import NotDifferentiableError
 from ..primitives.core import dtype_of, shape_of
 from ..primitives.series import Series
 from .forward import forward_sweep
+from .levels import Batched, innermost, levels_of, stacked, union, unstack
 from .tape import ancestors
 from .variable import Variable
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 def missing_rule(y: Variable, x: Variable) -> Variable | None:
     """The first entry between x and y that carries a tangent but whose primitive has no
     Taylor rule; None when every one has a rule."""
+    y, x = innermost(y), innermost(x)
     moving = {x}
     for out in ancestors(y, x.position if x.prim is None else x.position + 1):
         if not out.prim.differentiable:
@@ -48,7 +50,15 @@ def missing_rule(y: Variable, x: Variable) -> Variable | None:
 
 def propagate(o: PrimitiveMethods, y: Variable, x: Variable, v: Any, order: int,
               recording: bool) -> Series:
-    """The Taylor series of y when x moves along x + t v (coefficients, not derivatives)."""
+    """The Taylor series of y when x moves along x + t v (coefficients, not derivatives);
+    of values batched by vmap, on their stacks (v at some of x's levels), wrapped back."""
+    if type(y) is Batched or type(x) is Batched:
+        levels = levels_of(x)
+        full = union(levels, levels_of(y))
+        coefs = propagate(o, stacked(o, y, full, y.name), innermost(x),
+                          stacked(o, v, levels, "the direction"), order, recording)
+        return [c if c is None or not isinstance(c, Variable) else unstack(c, full)
+                for c in coefs]
     series: dict[Variable, Series] = {x: [x if recording else x.raw, v] + [None] * (order - 1)}
     if order == 0:
         return [y if recording else y.raw]

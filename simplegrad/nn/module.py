@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.batched import Batched, wrap
+from ..engine.levels import Batched, wrap
 from ..engine.params import Parameter
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError

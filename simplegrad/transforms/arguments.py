@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.batched import FINAL
+from ..engine.levels import Batched, Level, stacked, unstack
 from ..engine.ops import Ops
 from ..engine.params import FREE, FreeOps
 from ..engine.variable import Variable
@@ -76,29 +78,24 @@ def around() -> Ops | None:
     return stack[-1].ops if stack else None
 
 
-def mapping() -> tuple[int, int, Ops] | None:
-    """(level, batch size, Ops) of the vmap whose function runs innermost in this thread, if a
-    transform called now runs per example (per_example.py); else None.
-
-    A frame that hides levels (per_example running a transform on the stacks) lets the vmaps
-    below those levels show through; the function of any other transform hides them all.
-    """
-    ceiling = None
-    for frame in reversed(getattr(_RUNNING, "stack", ())):
-        if frame.batch is not None:
-            if ceiling is None or frame.batch[0] < ceiling:
-                level, n = frame.batch
-                return level, n, frame.ops
-        elif frame.hides is None:
-            return None
-        else:
-            ceiling = frame.hides if ceiling is None else min(ceiling, frame.hides)
-    return None
+def active(ops: Ops) -> list[Level]:
+    """(level, batch size) of every vmap of ``ops`` whose function is running in this thread,
+    outermost first: a transform called now runs at all of them (its primals are lifted)."""
+    return [f.batch for f in getattr(_RUNNING, "stack", ()) if f.batch is not None and
+            f.ops is ops]
 
 
 def inside(ops: Ops) -> bool:
     """Whether a transform other than a vmap is running on ``ops`` in this thread."""
     return any(f.batch is None and f.ops is ops for f in getattr(_RUNNING, "stack", ()))
+
+
+def values_only(ops: Ops) -> bool:
+    """Whether a gradient taken now on ``ops`` can be computed on values only: inside a vmap
+    on an Ops of its own (its results leave as arrays) and no other transform."""
+    stack = getattr(_RUNNING, "stack", ())
+    return bool(stack) and stack[0].batch is not None and stack[0].batch[0] in FINAL and \
+        stack[0].ops is ops and not inside(ops)
 
 
 def context(fname: str, args: Sequence[Any], borrow: bool = True,
@@ -151,16 +148,13 @@ def _unrecorded(ops: Ops, out: Any) -> Any:
 
 class running:  # noqa: N801 (used as ``with running(ops):``)
     """Within the block, transforms called without Variable arguments record on ``ops``;
-    ``batch`` = (level, size) marks a vmap's function, inside which they run per example;
-    ``hides`` = level, a transform run on the stacks of that level's examples (``mapping``)."""
+    ``batch`` = (level, size) marks a vmap's function, inside which they run per example."""
 
-    __slots__ = ("ops", "batch", "hides")
+    __slots__ = ("ops", "batch")
 
-    def __init__(self, ops: Ops, batch: tuple[int, int] | None = None,
-                 hides: int | None = None) -> None:
+    def __init__(self, ops: Ops, batch: tuple[int, int] | None = None) -> None:
         self.ops = ops
         self.batch = batch
-        self.hides = hides
 
     def __enter__(self) -> None:
         stack = getattr(_RUNNING, "stack", None)
@@ -181,7 +175,7 @@ class own(running):  # noqa: N801 (used as ``with own(ops, nested):``)
 
     def __init__(self, ops: Ops, nested: bool) -> None:
         self.ops = ops
-        self.batch = self.hides = None
+        self.batch = None
         self.nested = nested
 
     def __exit__(self, *exc: object) -> None:
@@ -193,19 +187,26 @@ class own(running):  # noqa: N801 (used as ``with own(ops, nested):``)
 # ---------------------------------------------------------------- primals
 
 
-def primals(ops: Ops, args: Sequence[Any], nums: Sequence[int]) -> tuple[list, list]:
+def primals(ops: Ops, args: Sequence[Any], nums: Sequence[int],
+            levels: list[Level] | None = None) -> tuple[list, list]:
     """The arguments to call f with, and per differentiated argument its structure and the
-    Variables standing for its leaves."""
+    Variables standing for its leaves.
+
+    Under vmap each primal is lifted to every running vmap's level (``levels``, by default
+    ``active``): one not batched at a level is expanded along its batch, so that each example
+    has its own primal and the sweep of the stacked program gives each its own derivative.
+    """
+    levels = active(ops) if levels is None else levels
     call = list(args)
     trees = []
     for i in nums:
         a = args[i]
-        if type(a) is np.ndarray:       # one array: one leaf, no tree to walk
+        if type(a) is np.ndarray and not levels:   # one array: one leaf, no tree to walk
             call[i] = x = ops.var(a)
             trees.append((LEAF, [x]))
             continue
         leaves, treedef = tree_flatten(a)
-        xs = [primal(ops, a) for a in leaves]
+        xs = [primal(ops, a) if not levels else lifted(ops, a, levels) for a in leaves]
         call[i] = tree_unflatten(treedef, xs)
         trees.append((treedef, xs))
     return call, trees
@@ -216,6 +217,13 @@ def primal(ops: Ops, a: Any) -> Variable:
     if isinstance(a, Variable) and a.requires_grad:
         return ops.reshape(a, a.shape)      # identity entry: see the module docstring
     return ops.var(getattr(a, "raw", a))
+
+
+def lifted(ops: Ops, a: Any, levels: list[Level]) -> Variable:
+    """The primal standing for one leaf under vmap: its stack at every level, as one example."""
+    if not isinstance(a, Variable):
+        a = ops.var(a, requires_grad=False)
+    return unstack(primal(ops, stacked(ops, a, levels, a.name)), levels)
 
 
 def flat(trees: list) -> list[Variable]:
@@ -243,8 +251,8 @@ def leaves_like(fname: str, what: str, ref: str, treedef: TreeDef, tree: Any) ->
 
 
 def leaf_shape(a: Any) -> tuple:
-    """The shape of a Variable, an array or a number."""
-    return np.shape(getattr(a, "raw", a))
+    """The shape of a Variable (one example's under vmap), an array or a number."""
+    return a.shape if isinstance(a, Variable) else np.shape(a)
 
 
 def concat_flat(ops: Ops, gs: Sequence[Variable]) -> Variable:
@@ -289,7 +297,9 @@ def outputs(fname: str, ops: Ops, out: Any) -> tuple[list[Variable], TreeDef]:
 def scalar(fname: str, y: Variable) -> Variable:
     """``y``, checked to have one entry."""
     if y.size != 1:
-        raise ShapeError(f"{fname}: f returned shape {y.shape}, not a scalar; use sg.jacobian "
+        each = " per example" if type(y) is Batched else ""
+        raise ShapeError(f"{fname}: f returned shape {y.shape}{each}, not a scalar; use "
+                         "sg.jacobian "
                          "for the full derivative or sg.vjp for a vector-Jacobian product")
     return y
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.batched import Batched
+from ..engine.levels import Batched
 from ..engine.ops import Ops
 from ..engine.params import FREE
 from ..engine.variable import Variable

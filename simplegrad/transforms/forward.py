@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.levels import Batched
 from ..errors import ArgumentError, ShapeError
-from ..pytree import tree_flatten, tree_unflatten
-from . import per_example as batched
+from ..pytree import tree_flatten, tree_leaves, tree_unflatten
 from .arguments import (
     Result,
+    active,
     check_callable,
     context,
     disconnected,
@@ -46,8 +47,6 @@ def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple[Result, Resu
                             f"{type(xs).__name__} and {type(vs).__name__}")
     if len(xs) != len(vs):
         raise ArgumentError(f"jvp: {len(xs)} primals but {len(vs)} tangents")
-    if batched.has_batched((*xs, *vs)):
-        return batched.jvp(jvp, f, xs, vs)
     tangents = []
     for i, (x, v) in enumerate(zip(xs, vs)):
         x_leaves, x_def = tree_flatten(x)
@@ -60,9 +59,16 @@ def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple[Result, Resu
     if nested is None:
         return run_paused(ops, lambda *a: jvp(f, a[:len(xs)], a[len(xs):]), (*xs, *vs))
     with own(ops, nested):
-        call, trees = primals(ops, xs, range(len(xs)))
-        prims = flat(trees)
+        levels = active(ops) if nested else []
+        # forward mode needs no lifting: primals that are the same for every example stay
+        # so (the output too, unless f reads a batched value), whatever the tangents are
+        lift = levels if _batched(xs) else []
+        call, trees = primals(ops, xs, range(len(xs)), lift)
         ys, out_def = outputs("jvp", ops, f(*call))
+        if levels and not lift and _batched(tangents) and _batched(ys):
+            call, trees = primals(ops, xs, range(len(xs)), levels)
+            ys, out_def = outputs("jvp", ops, f(*call))
+        prims = flat(trees)
         if prims:
             ts = [ops.jvp(y, prims, tangents, create_graph=nested) for y in ys]
             disconnected("jvp", f, ops, ys)
@@ -87,8 +93,6 @@ def derivative(f: Callable, order: int = 1) -> Callable:
 
     @functools.wraps(f)
     def derivative_f(x: Any) -> Result:
-        if batched.has_batched((x,)):
-            return batched.derivative(derivative, f, order, x)
         ops, nested = context("derivative", (x,))
         if nested is None:
             return run_paused(ops, derivative(f, order), (x,))
@@ -106,3 +110,8 @@ def derivative(f: Callable, order: int = 1) -> Callable:
                 y = ops.jvp(y, xv, ones, create_graph=nested or k < order - 1)
             return result(nested, y)
     return derivative_f
+
+
+def _batched(tree: Any) -> bool:
+    """Whether a leaf of ``tree`` is batched by a running vmap."""
+    return any(type(a) is Batched for a in tree_leaves(list(tree)))

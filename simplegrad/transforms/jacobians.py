@@ -15,12 +15,12 @@ from typing import Any, Literal
 import numpy as np
 
 from ..engine.batched import batched_jvp
+from ..engine.levels import innermost
 from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..errors import ArgumentError, NotDifferentiableError, ShapeError
 from ..program.accumulation import prefers_forward
 from ..pytree import tree_flatten, tree_unflatten
-from . import per_example as batched
 from .arguments import (
     ArgNums,
     Result,
@@ -44,7 +44,6 @@ from .arguments import (
     scalar,
     split_rows,
 )
-from .reverse import vjp
 
 
 def jacobian(f: Callable, argnums: ArgNums = 0,
@@ -64,8 +63,6 @@ def jacobian(f: Callable, argnums: ArgNums = 0,
 
     @functools.wraps(f)
     def jacobian_f(*args: Any) -> Any:
-        if batched.has_batched(args):
-            return batched.jacobian(vjp, f, argnums, args)
         ops, nested = context("jacobian", args)
         if nested is None:
             return run_paused(ops, jacobian(f, argnums, mode), args)
@@ -75,7 +72,8 @@ def jacobian(f: Callable, argnums: ArgNums = 0,
             xs = flat(trees)
             ys, out_def = outputs("jacobian", ops, f(*call))
             disconnected("jacobian", f, None, ys)
-            forward = mode == "fwd" or (mode == "auto" and prefers_forward(xs, ys))
+            forward = mode == "fwd" or (mode == "auto" and prefers_forward(
+                [innermost(x) for x in xs], [innermost(y) for y in ys]))
             per_output = []
             for y in ys:
                 if not forward:
@@ -105,8 +103,6 @@ def hessian(f: Callable, argnums: ArgNums = 0) -> Callable:
 
     @functools.wraps(f)
     def hessian_f(*args: Any) -> Any:
-        if batched.has_batched(args):
-            return batched.hessian(hvp, f, argnums, args)
         ops, nested = context("hessian", args)
         if nested is None:
             return run_paused(ops, hessian(f, argnums), args)
@@ -150,8 +146,6 @@ def hvp(f: Callable, *xv: Any) -> Any:
 
 
 def _hvp(f: Callable, x: Any, v: Any) -> Any:
-    if batched.has_batched((x, v)):
-        return batched.hvp(hvp, f, x, v)
     x_leaves, x_def = tree_flatten(x)
     vs = leaves_like("hvp", "v", "x", x_def, v)
     for xl, vl in zip(x_leaves, vs):

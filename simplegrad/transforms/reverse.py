@@ -20,7 +20,6 @@ from ..engine.variable import Variable
 from ..errors import ShapeError
 from ..program.core import Program, extract
 from ..pytree import tree_unflatten
-from . import per_example as batched
 from .arguments import (
     ArgNums,
     Result,
@@ -42,6 +41,7 @@ from .arguments import (
     run_paused,
     running,
     scalar,
+    values_only,
 )
 
 # ---------------------------------------------------------------- public transforms
@@ -64,11 +64,10 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0) -> Callable:
 
     @functools.wraps(f)
     def value_and_grad_f(*args: Any) -> tuple[Result, Any]:
-        if batched.has_batched(args):      # inside vmap: per-example results
-            return batched.value_and_grad(vjp, f, argnums, args)
         ops, nested = context("grad", args)
         if nested is None:
             return run_paused(ops, value_and_grad(f, argnums), args)
+        final = nested and values_only(ops)
         with own(ops, nested):
             nums = resolve("grad", argnums, len(args))
             call, trees = primals(ops, args, nums)
@@ -76,8 +75,8 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0) -> Callable:
             xs = flat(trees)
             if not xs:
                 gs = []
-            elif nested:
-                gs = ops.grad(y, xs)
+            elif nested:        # (values only: nothing can differentiate the gradient)
+                gs = ops.grad(y, xs, create_graph=not final)
             else:
                 gs = gradient_values(ops, y, xs)
             if xs:
@@ -94,8 +93,6 @@ def vjp(f: Callable, *xs: Any) -> tuple[Result, Callable]:
     Primals, the output and ``u`` may be pytrees; ``u`` has the output's structure.
     """
     check_callable("vjp", f)
-    if batched.has_batched(xs):
-        return batched.vjp(vjp, f, xs)
     ops, nested = context("vjp", xs, borrow=False)     # its tape lives as long as vjp_fn
     if nested is None:
         return run_paused(ops, lambda *a: vjp(f, *a), xs)

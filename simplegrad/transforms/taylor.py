@@ -20,8 +20,7 @@ from ..engine.taylor import missing_rule, propagate
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
 from ..primitives import VALUES
-from . import per_example as batched
-from .arguments import check_callable, context, disconnected, output, own, primal, run_paused
+from .arguments import check_callable, context, disconnected, output, own, primals, run_paused
 
 if TYPE_CHECKING:
     from ..primitives import PrimitiveMethods
@@ -36,13 +35,11 @@ def taylor(f: Callable, x: Any, v: Any, order: int) -> list:
     xshape, vshape = (a.shape if isinstance(a, Variable) else np.shape(a) for a in (x, v))
     if xshape != vshape:
         raise ShapeError(f"taylor: v has shape {vshape} but x has shape {xshape}")
-    if batched.has_batched((x, v)):
-        return batched.taylor(taylor, f, x, v, order)
     ops, nested = context("taylor", (x, v))     # our own Ops borrows the caller's arrays
     if nested is None:
         return run_paused(ops, lambda a, b: taylor(f, a, b, order), (x, v))
     with own(ops, nested):
-        xv = primal(ops, x)
+        xv = primals(ops, (x,), (0,))[0][0]
         y = output("taylor", ops, f(xv))
         disconnected("taylor", f, None, [y])
         if nested:
