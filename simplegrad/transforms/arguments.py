@@ -221,8 +221,8 @@ def primal(ops: Ops, a: Any) -> Variable:
 
 def lifted(ops: Ops, a: Any, levels: list[Level]) -> Variable:
     """The primal standing for one leaf under vmap: its stack at every level, as one example."""
-    if not isinstance(a, Variable):
-        a = ops.var(a, requires_grad=False)
+    if not isinstance(a, Variable):     # (a leaf that requires grad: its expansion is a view)
+        a = ops.var(a)
     return unstack(primal(ops, stacked(ops, a, levels, a.name)), levels)
 
 
