@@ -1,7 +1,7 @@
-"""Batched values: ``Batched`` (one example of a batch, holding the stack) and the batched
-jvp, for ``sg.vmap`` (transforms/vmap.py) and Jacobians in one sweep.
+"""Primitives on batched values and the batched jvp, for ``sg.vmap`` (transforms/vmap.py) and
+Jacobians in one sweep.
 
-A ``Batched`` Variable stands for one example of a batch inside ``f``: it reports the
+A ``Batched`` Variable (levels.py) stands for one example of a batch inside ``f``: it reports the
 per-example shape (``x.shape``, ``x.ndim``, ``x.size``) while it holds ``inner``, the whole
 batch with the examples along a leading axis. A primitive given a Batched input is handed
 here by ``Ops.apply`` (the one recording path): the primitive's batching rule (``batch`` in
@@ -15,7 +15,8 @@ values as ordinary per-example values, which batch again when the rule calls pri
 
 ``batched_jvp`` pushes many tangents through one forward sweep of a recorded program (each
 jvp rule runs once, on Batched tangents); ``jacobian_fwd_batched`` and ``hessian_batched``
-(transforms/jacobians.py) are built on it.
+(transforms/jacobians.py) are built on it. Given values batched by a vmap it runs on their
+stacks, as the other sweeps do (levels.py).
 """
 
 from __future__ import annotations

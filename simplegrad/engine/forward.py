@@ -50,7 +50,10 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
     for x in xs:
         check_wrt(ops, "jvp", x)
     check_history("jvp", y, xs)
-    values = [seed_value(ops, "jvp", x, t) for x, t in zip(xs, tangents)]
+    # (a tangent batched by a vmap that batches neither x nor y is carried as it is: each
+    # rule runs on it, and its batching rule does the rest)
+    values = [t if type(t) is Batched and t.shape == x.shape else seed_value(ops, "jvp", x, t)
+              for x, t in zip(xs, tangents)]
     tape = ops.tape
     with _sweeping(tape):
         if recording:

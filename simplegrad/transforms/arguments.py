@@ -15,6 +15,10 @@ derivative pass runs on values only (``create_graph=False``). Free Variables
 Ops" for nn's layers (``nn.ops_of``) and the optimisers too. Under ``no_grad`` a
 transform still computes its derivatives (on an Ops of its own) and records nothing on
 the caller's: its results are Variables of that Ops holding values only (``paused``).
+Under vmap a transform is the same code: its primals are lifted to every running vmap's
+level (``active``, ``lifted``) and the sweeps run on the stacks (engine/levels.py); inside a
+vmap on an Ops of its own, with no other transform around, a gradient is a value-only sweep
+(``values_only``), as at top level.
 
 A Variable argument enters ``f`` through one identity entry,
 ``x.reshape(x.shape)``. Derivatives are taken with respect to that entry, so

@@ -12,11 +12,12 @@ Each ``vmap`` call has its own level; nested vmaps wrap Batched in Batched, and 
 works on the innermost (highest) level first, its rule seeing the outer levels' Batched
 values as ordinary per-example values, which batch again when the rule calls primitives.
 
-Transforms inside a running vmap (``vmap(grad(f))``, or grad of a closure over the example):
-examples are independent, so the derivative of the batched program taken on the stacked
-values gives every example's derivative at once. While f runs, the vmap is the innermost
-frame of the stack of running transforms (arguments.py, per thread); a transform called
-there hands the call to per_example.py, which runs it on the stacked values.
+Transforms inside a running vmap (``vmap(grad(f))``, or grad of a closure over the example)
+are the ordinary transforms: while f runs, the vmap has a frame on the stack of running
+transforms (arguments.py, per thread), and a transform called there lifts its primals to
+every running vmap's level (``primals``), so each example has its own; the sweeps given
+Batched values run on their stacks (engine/levels.py): examples are independent, so one sweep
+of the stacked program gives every example's derivative at once.
 
 Batched values also serve the engine's ``batched_jvp``, which pushes many tangents
 through one forward sweep of a recorded program (each jvp rule runs once, on Batched
