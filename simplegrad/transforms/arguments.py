@@ -48,6 +48,7 @@ from ..engine.ops import Ops
 from ..engine.params import FREE, FreeOps
 from ..engine.variable import Variable
 from ..errors import ArgumentError, DisconnectedWarning, GraphError, ShapeError, warn
+from ..primitives.core import value_of
 from ..pytree import LEAF, TreeDef, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 ArgNums = int | tuple[int, ...]
@@ -89,17 +90,13 @@ def active(ops: Ops) -> list[Level]:
             f.ops is ops]
 
 
-def inside(ops: Ops) -> bool:
-    """Whether a transform other than a vmap is running on ``ops`` in this thread."""
-    return any(f.batch is None and f.ops is ops for f in getattr(_RUNNING, "stack", ()))
-
-
 def values_only(ops: Ops) -> bool:
     """Whether a gradient taken now on ``ops`` can be computed on values only: inside a vmap
     on an Ops of its own (its results leave as arrays) and no other transform."""
     stack = getattr(_RUNNING, "stack", ())
-    return bool(stack) and stack[0].batch is not None and stack[0].batch[0] in FINAL and \
-        stack[0].ops is ops and not inside(ops)
+    first = stack[0] if stack else None
+    return first is not None and first.ops is ops and first.batch is not None and \
+        first.batch[0] in FINAL and all(f.batch is not None or f.ops is not ops for f in stack)
 
 
 def context(fname: str, args: Sequence[Any], borrow: bool = True,
@@ -131,13 +128,24 @@ def context(fname: str, args: Sequence[Any], borrow: bool = True,
 
 def run_paused(ops: Ops, fn: Callable, args: Sequence[Any]) -> Any:
     """``fn`` (the transform) on the values of ``args``, its results handed back as Variables
-    of ``ops`` that hold values only; a function among the results is wrapped the same way."""
-    values = tree_map(lambda a: a.raw if isinstance(a, Variable) else a, list(args))
+    of ``ops`` that hold values only; a function among the results is wrapped the same way.
+    Under vmap, on every example's values: ``fn`` mapped over the stacks at each level."""
+    levels = active(ops)
+    if levels:
+        from .vmap import vmap  # (built on this module)
+        values = tree_map(lambda a: value_of(stacked(ops, a, levels, "an argument")),
+                          list(args))
+        for _ in levels:
+            fn = vmap(fn)
+    else:
+        values = tree_map(lambda a: a.raw if isinstance(a, Variable) else a, list(args))
     _RUNNING.stack, saved = [], getattr(_RUNNING, "stack", [])
     try:
         out = fn(*values)
     finally:
         _RUNNING.stack = saved
+    if levels:
+        return tree_map(lambda r: unstack(ops.unrecorded(np.asarray(r)), levels), out)
     return _unrecorded(ops, out)
 
 
