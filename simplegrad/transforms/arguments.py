@@ -129,23 +129,23 @@ def context(fname: str, args: Sequence[Any], borrow: bool = True,
 def run_paused(ops: Ops, fn: Callable, args: Sequence[Any]) -> Any:
     """``fn`` (the transform) on the values of ``args``, its results handed back as Variables
     of ``ops`` that hold values only; a function among the results is wrapped the same way.
-    Under vmap, on every example's values: ``fn`` mapped over the stacks at each level."""
+    Under vmap, at the same levels on an Ops of its own: every example's values."""
     levels = active(ops)
-    if levels:
-        from .vmap import vmap  # (built on this module)
-        values = tree_map(lambda a: value_of(stacked(ops, a, levels, "an argument")),
-                          list(args))
-        for _ in levels:
-            fn = vmap(fn)
-    else:
-        values = tree_map(lambda a: a.raw if isinstance(a, Variable) else a, list(args))
-    _RUNNING.stack, saved = [], getattr(_RUNNING, "stack", [])
+    mine = Ops() if levels else None
+    values = tree_map(lambda a: unstack(mine.var(value_of(stacked(ops, a, levels, "an argument")),
+                                                 requires_grad=False), levels) if levels else
+                      a.raw if isinstance(a, Variable) else a, list(args))
+    _RUNNING.stack, saved = [running(mine, level) for level in levels], getattr(
+        _RUNNING, "stack", [])
     try:
         out = fn(*values)
+        if levels:
+            return tree_map(lambda r: unstack(ops.unrecorded(np.array(value_of(
+                stacked(mine, r, levels, "a result")))), levels), out)
     finally:
         _RUNNING.stack = saved
-    if levels:
-        return tree_map(lambda r: unstack(ops.unrecorded(np.asarray(r)), levels), out)
+        if mine is not None:
+            mine.release()
     return _unrecorded(ops, out)
 
 
