@@ -12,6 +12,7 @@ that batch, a zero-stride view), ``unstack`` wraps a stack back.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,7 @@ class Batched(Variable):
     @property
     def size(self) -> int:
         """Number of entries of one example."""
-        return int(np.prod(self.shape))
+        return math.prod(self.shape)
 
     @property
     def batch(self) -> int:
@@ -123,12 +124,20 @@ def stacked(ops: Any, a: Any, levels: list[Level], what: str) -> Any:
     return spread(ops, inner, ones, tuple(n for _, n in levels) + per)
 
 
+def lifted(ops: Any, a: Any, levels: list[Level]) -> Variable:
+    """One leaf of a transform's differentiated argument at ``levels``: its stack, a Variable
+    (an array becomes a leaf that requires grad, so that its expansion is a view)."""
+    if not isinstance(a, Variable):
+        a = ops.var(a)
+    return stacked(ops, a, levels, a.name)
+
+
 def spread(ops: Any, v: Any, ones: tuple, full: tuple) -> Any:
     """``v`` reshaped to ``ones`` (its axes, with singletons where it has none) and expanded to
     ``full``."""
     if isinstance(v, Variable):
-        if v.shape != ones:
-            v = ops.reshape(v, ones)
+        if v.shape != ones[len(ones) - v.ndim:] or any(n != 1 for n in ones[:len(ones) - v.ndim]):
+            v = ops.reshape(v, ones)        # (expand prepends the leading axes)
         return v if ones == full else ops.expand(v, full)
     return np.broadcast_to(np.reshape(v, ones), full)
 

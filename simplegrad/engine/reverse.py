@@ -11,6 +11,7 @@ a growing tape) is in guards.py.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -76,14 +77,15 @@ def _on_stacks(ops: Ops, L: Variable, asked: list, seed: Any, create_graph: bool
         if levels_of(w) != levels:
             raise ArgumentError(f"grad: {asked[0].name} and {w.name} are batched by different "
                                 "vmaps; differentiate in values of the same ones")
+    Ls = stacked(ops, L, levels, L.name)
     if seed is None:        # ones for a scalar per example (checked as for one example)
-        if L.size != 1:
+        if math.prod(L.shape) != 1:
             raise ShapeError(f"grad: {L.name} has shape {L.shape} per example, not a scalar: "
                              "pass seed= of that shape or reduce it with .sum()")
-        seed = np.ones(L.shape, dtype=L.dtype)
-    seed = stacked(ops, seed, levels, "the seed")
-    gs = grad(ops, stacked(ops, L, levels, L.name), [innermost(w) for w in asked], seed,
-              create_graph)
+        seed = np.ones(Ls.shape, dtype=Ls.dtype)
+    else:
+        seed = stacked(ops, seed, levels, "the seed")
+    gs = grad(ops, Ls, [innermost(w) for w in asked], seed, create_graph)
     out = []
     for w, g in zip(asked, gs):
         w.grad = g = unstack(g, levels)

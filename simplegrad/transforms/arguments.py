@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from ..engine.batched import FINAL
-from ..engine.levels import Batched, Level, stacked, unstack
+from ..engine.levels import Batched, Level, lifted, stacked, unstack
 from ..engine.ops import Ops
 from ..engine.params import FREE, FreeOps
 from ..engine.variable import Variable
@@ -207,10 +207,16 @@ def primals(ops: Ops, args: Sequence[Any], nums: Sequence[int],
     Under vmap each primal is lifted to every running vmap's level (``levels``, by default
     ``active``): one not batched at a level is expanded along its batch, so that each example
     has its own primal and the sweep of the stacked program gives each its own derivative.
+    Every expansion comes before every primal, so that the sweep, which stops at the oldest
+    primal, sweeps none.
     """
     levels = active(ops) if levels is None else levels
     call = list(args)
     trees = []
+    if levels:
+        args = [a if i not in nums else lifted(ops, a, levels) if type(a) is np.ndarray or
+                isinstance(a, Variable) else tree_map(lambda b: lifted(ops, b, levels), a)
+                for i, a in enumerate(args)]
     for i in nums:
         a = args[i]
         if type(a) is np.ndarray and not levels:   # one array: one leaf, no tree to walk
@@ -218,7 +224,7 @@ def primals(ops: Ops, args: Sequence[Any], nums: Sequence[int],
             trees.append((LEAF, [x]))
             continue
         leaves, treedef = tree_flatten(a)
-        xs = [primal(ops, a) if not levels else lifted(ops, a, levels) for a in leaves]
+        xs = [primal(ops, a) if not levels else unstack(primal(ops, a), levels) for a in leaves]
         call[i] = tree_unflatten(treedef, xs)
         trees.append((treedef, xs))
     return call, trees
@@ -229,13 +235,6 @@ def primal(ops: Ops, a: Any) -> Variable:
     if isinstance(a, Variable) and a.requires_grad:
         return ops.reshape(a, a.shape)      # identity entry: see the module docstring
     return ops.var(getattr(a, "raw", a))
-
-
-def lifted(ops: Ops, a: Any, levels: list[Level]) -> Variable:
-    """The primal standing for one leaf under vmap: its stack at every level, as one example."""
-    if not isinstance(a, Variable):     # (a leaf that requires grad: its expansion is a view)
-        a = ops.var(a)
-    return unstack(primal(ops, stacked(ops, a, levels, a.name)), levels)
 
 
 def flat(trees: list) -> list[Variable]:
