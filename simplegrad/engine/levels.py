@@ -110,10 +110,14 @@ def stacked(ops: Any, a: Any, levels: list[Level], what: str) -> Any:
     """``a``'s stack at ``levels`` (outermost first, holding ``a``'s own): one leading axis per
     level, a level ``a`` is not batched at expanded along its batch (a zero-stride view).
     Arrays stay arrays; Variables are expanded by recorded primitives of ``ops``."""
-    own = levels_of(a)
-    inner = innermost(a)
-    if own == levels:
-        return inner
+    if type(a) is not Batched:
+        if not levels:
+            return a
+        own, inner = [], a
+    else:
+        own, inner = levels_of(a), innermost(a)
+        if own == levels:
+            return inner
     mine = {level for level, _ in own}
     if not mine <= {level for level, _ in levels}:
         raise ArgumentError(f"{what} is batched by a vmap that the values it is differentiated "

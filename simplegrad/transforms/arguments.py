@@ -113,7 +113,8 @@ def context(fname: str, args: Sequence[Any], borrow: bool = True,
     """
     for a in args:
         if type(a) is not np.ndarray:
-            ops = recording_ops(fname, tree_leaves(list(args)))
+            ops = recording_ops(fname, args if all(type(a) is np.ndarray or isinstance(
+                a, Variable) for a in args) else tree_leaves(list(args)))
             break
     else:           # arrays only (the common case): no tree to walk
         ops = None
@@ -219,8 +220,9 @@ def primals(ops: Ops, args: Sequence[Any], nums: Sequence[int],
                 for i, a in enumerate(args)]
     for i in nums:
         a = args[i]
-        if type(a) is np.ndarray and not levels:   # one array: one leaf, no tree to walk
-            call[i] = x = ops.var(a)
+        # one array, or one stack: one leaf, no tree to walk
+        if isinstance(a, Variable) if levels else type(a) is np.ndarray:
+            call[i] = x = unstack(primal(ops, a), levels) if levels else ops.var(a)
             trees.append((LEAF, [x]))
             continue
         leaves, treedef = tree_flatten(a)
