@@ -152,3 +152,20 @@ def test_transform_under_no_grad_inside_vmap_is_per_example() -> None:
             a, B))(op.var(A))
     close(g.value, 3 * B ** 2)
     close(h.value, 2 * A[:, None, :] * B[None, :, :])
+
+
+def test_grad_of_a_vmapped_hessian_with_a_closure_over_the_outer_variable() -> None:
+    """H of sum(z z p) sum(x) is diag(2 p sum(x)); the sum over examples and entries of H has
+    gradient 2 sum_i sum(x_i) in each p_k."""
+    def outer(p):
+        hs = sg.vmap(lambda x: sg.hessian(lambda z: (z * z * p).sum() * x.sum())(X0))(B)
+        return hs.sum()
+    close(sg.grad(outer)(np.ones(3)), np.full(3, 2 * B.sum()))
+
+
+def test_nested_vmaps_with_shared_arguments_at_each_level() -> None:
+    """vmap(vmap(hessian), in_axes=(None, 0)), in_axes=(0, None)): H of sum(sin(x y)) in x is
+    diag(-y^2 sin(x y)) for each pair."""
+    h = sg.vmap(sg.vmap(sg.hessian(lambda x, y: (x * y).sin().sum()), in_axes=(None, 0)),
+                in_axes=(0, None))(A, B)
+    close(h, np.array([[np.diag(-b * b * np.sin(a * b)) for b in B] for a in A]))
