@@ -129,25 +129,38 @@ def context(fname: str, args: Sequence[Any], borrow: bool = True,
 
 def run_paused(ops: Ops, fn: Callable, args: Sequence[Any]) -> Any:
     """``fn`` (the transform) on the values of ``args``, its results handed back as Variables
-    of ``ops`` that hold values only; a function among the results is wrapped the same way.
-    Under vmap, at the same levels on an Ops of its own: every example's values."""
+    of ``ops`` that hold values only; a function among the results is wrapped the same way."""
     levels = active(ops)
-    mine = Ops() if levels else None
-    values = tree_map(lambda a: unstack(mine.var(value_of(stacked(ops, a, levels, "an argument")),
-                                                 requires_grad=False), levels) if levels else
-                      a.raw if isinstance(a, Variable) else a, list(args))
+    if levels:
+        return _paused_at(ops, levels, fn, args)
+    values = tree_map(lambda a: a.raw if isinstance(a, Variable) else a, list(args))
+    _RUNNING.stack, saved = [], getattr(_RUNNING, "stack", [])
+    try:
+        out = fn(*values)
+    finally:
+        _RUNNING.stack = saved
+    return _unrecorded(ops, out)
+
+
+def _paused_at(ops: Ops, levels: list[Level], fn: Callable, args: Sequence[Any]) -> Any:
+    """``run_paused`` under vmap: ``fn`` at the same levels on an Ops of its own, on every
+    example's values."""
+    mine = Ops()
+
+    def example(a: Any) -> Variable:    # a's values at every level, batched there on mine
+        return unstack(mine.var(value_of(stacked(ops, a, levels, "an argument")),
+                                requires_grad=False), levels)
+
+    def back(r: Any) -> Variable:       # a result's values, as unrecorded on ops
+        return unstack(ops.unrecorded(np.array(value_of(stacked(mine, r, levels, "a result")))),
+                       levels)
     _RUNNING.stack, saved = [running(mine, level) for level in levels], getattr(
         _RUNNING, "stack", [])
     try:
-        out = fn(*values)
-        if levels:
-            return tree_map(lambda r: unstack(ops.unrecorded(np.array(value_of(
-                stacked(mine, r, levels, "a result")))), levels), out)
+        return tree_map(back, fn(*tree_map(example, list(args))))
     finally:
         _RUNNING.stack = saved
-        if mine is not None:
-            mine.release()
-    return _unrecorded(ops, out)
+        mine.release()
 
 
 def _unrecorded(ops: Ops, out: Any) -> Any:
@@ -266,21 +279,6 @@ def leaves_like(fname: str, what: str, ref: str, treedef: TreeDef, tree: Any) ->
 def leaf_shape(a: Any) -> tuple:
     """The shape of a Variable (one example's under vmap), an array or a number."""
     return a.shape if isinstance(a, Variable) else np.shape(a)
-
-
-def concat_flat(ops: Ops, gs: Sequence[Variable]) -> Variable:
-    """The gradients of several leaves as one flat recorded vector."""
-    return ops.concatenate([ops.reshape(g, (g.size,)) for g in gs])
-
-
-def split_rows(ops: Ops, nested: bool, m: Any, xs: list[Variable], i: int, tail: tuple) -> Result:
-    """The rows of ``m`` (first axis: the flattened leaves ``xs``) belonging to leaf ``i``."""
-    lo = sum(x.size for x in xs[:i])
-    rows = slice(lo, lo + xs[i].size)
-    shape = xs[i].shape + tuple(tail)
-    if nested:
-        return ops.reshape(ops.getitem(m, rows), shape)
-    return np.array(np.asarray(getattr(m, "raw", m))[rows].reshape(shape))
 
 
 # ---------------------------------------------------------------- results

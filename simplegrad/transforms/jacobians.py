@@ -9,7 +9,7 @@ rule) is told in arguments.py.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -26,7 +26,6 @@ from .arguments import (
     Result,
     argnums_kind,
     check_callable,
-    concat_flat,
     context,
     disconnected,
     flat,
@@ -42,7 +41,6 @@ from .arguments import (
     results,
     run_paused,
     scalar,
-    split_rows,
 )
 
 
@@ -168,6 +166,21 @@ def _hvp(f: Callable, x: Any, v: Any) -> Any:
         return tree_unflatten(x_def, results(nested, hs))
 
 # ---------------------------------------------------------------- Jacobians
+
+
+def concat_flat(ops: Ops, gs: Sequence[Variable]) -> Variable:
+    """The gradients of several leaves as one flat recorded vector."""
+    return ops.concatenate([ops.reshape(g, (g.size,)) for g in gs])
+
+
+def split_rows(ops: Ops, nested: bool, m: Any, xs: list[Variable], i: int, tail: tuple) -> Result:
+    """The rows of ``m`` (first axis: the flattened leaves ``xs``) belonging to leaf ``i``."""
+    lo = sum(x.size for x in xs[:i])
+    rows = slice(lo, lo + xs[i].size)
+    shape = xs[i].shape + tuple(tail)
+    if nested:
+        return ops.reshape(ops.getitem(m, rows), shape)
+    return np.array(np.asarray(getattr(m, "raw", m))[rows].reshape(shape))
 
 
 def _jac_rev(ops: Ops, y: Variable, xs: list[Variable], nested: bool) -> list[Result]:
