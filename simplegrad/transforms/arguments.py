@@ -310,8 +310,8 @@ def scalar(fname: str, y: Variable) -> Variable:
     if y.size != 1:
         each = " per example" if type(y) is Batched else ""
         raise ShapeError(f"{fname}: f returned shape {y.shape}{each}, not a scalar; use "
-                         "sg.jacobian "
-                         "for the full derivative or sg.vjp for a vector-Jacobian product")
+                         "sg.jacobian for the full derivative or sg.vjp for a vector-Jacobian "
+                         "product")
     return y
 
 
