@@ -88,7 +88,6 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
     return ops.unrecorded(np.asarray(t), f"t{y.name}")
 
 
-
 def _on_stacks(ops: Ops, y: Variable, xs: list, tangents: list, create_graph: bool) -> Variable:
     """``jvp`` of values batched by vmap (every x at the same levels, each tangent at some of
     them): one forward sweep of the stacked program, the tangent wrapped back at y's levels."""
