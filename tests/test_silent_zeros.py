@@ -342,3 +342,20 @@ def test_the_other_transforms_of_a_disconnected_output_warn_too(f):
         out, caught = _disconnected(run)
         np.testing.assert_array_equal(np.asarray(out), np.zeros(np.shape(out)))
         assert len(caught) == 1 and f.__name__ in str(caught[0].message), name
+
+
+def test_a_gradient_cut_by_a_release_in_the_middle_raises():
+    """L2 = L * 2 recorded after L's Ops was released: the path from x to L2 went through L's
+    released history, so op.grad(L2, x) refuses instead of answering zeros; a wrt made after
+    the release with no path to L2 keeps JAX's zeros, and one that reaches L2 its gradient."""
+    op = sg.Ops()
+    x = op.var([1.0, 2.0], name="x")
+    L = (x * x).sum()
+    op.release()
+    L2 = L * 2.0
+    with pytest.raises(sg.GraphError, match="whose history was released"):
+        op.grad(L2, x)
+    y, z = op.var([3.0], name="y"), op.var([4.0], name="z")
+    L3 = (L * y).sum()
+    np.testing.assert_array_equal(op.grad(L3, y).value, [5.0])      # dL3/dy = L = 5
+    np.testing.assert_array_equal(op.grad(L3, z).value, [0.0])      # no path, made after

@@ -72,6 +72,21 @@ def check_history(op: str, L: Variable, wrt: Sequence[Variable]) -> None:
                      "it has no history to differentiate; compute it outside the no_grad block")
 
 
+def check_unreached(op: str, L: Variable, wrt: Sequence[Variable]) -> None:
+    """Refuse zeros that come from a release between ``wrt`` and L: L is computed from a
+    value whose history was released after some ``wrt`` was made, so a path from it may have
+    been cut (called only when the sweep reached no ``wrt``)."""
+    oldest = min((w.position for w in wrt), default=None)
+    if oldest is None:
+        return
+    for v in ancestors(L, leaves=True):
+        if v.prim is None and v.attrs is RELEASED and v.position > oldest:
+            raise GraphError(f"{op}: {L.name} is computed from {v.name}, whose history was "
+                             "released (op.release(), or the end of `with sg.Ops() as op:`), so "
+                             "no gradient can reach what it was computed from; compute the "
+                             "gradient before the release, or record it again")
+
+
 def seed_value(ops: Ops, op: str, L: Variable, seed: Any) -> np.ndarray:
     """The seed of a sweep from L as an array of L's shape and dtype (ones for a scalar L)."""
     if seed is None:

@@ -21,7 +21,14 @@ import numpy as np
 from ..errors import ArgumentError, ShapeError
 from ..primitives import ValueOps
 from .events import BlockBegin, BlockEnd
-from .guards import check_history, check_target, check_wrt, count_pass, seed_value
+from .guards import (
+    check_history,
+    check_target,
+    check_unreached,
+    check_wrt,
+    count_pass,
+    seed_value,
+)
 from .levels import Batched, innermost, levels_of, stacked, unstack
 from .params import FREE
 from .tape import descendants
@@ -124,6 +131,8 @@ def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool) -
     only = descendants(ops.tape, swept, stop, L.position + 1) if ops.simplify else None
     grads = _reverse(ops, L, seed, recording, stop, set(swept), only)
     ops.tape.reached = any(w in grads for w in swept)   # (a transform warns when not)
+    if not ops.tape.reached:
+        check_unreached("grad", L, swept)
     for t, old in earlier:
         g = grads.get(old)
         if g is not None:
