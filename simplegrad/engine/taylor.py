@@ -59,9 +59,15 @@ def propagate(o: PrimitiveMethods, y: Variable, x: Variable, v: Any, order: int,
                           stacked(o, v, levels, "the direction"), order, recording)
         return [c if c is None or not isinstance(c, Variable) else unstack(c, full)
                 for c in coefs]
-    series: dict[Variable, Series] = {x: [x if recording else x.raw, v] + [None] * (order - 1)}
     if order == 0:
         return [y if recording else y.raw]
+    start = [x if recording else x.raw, v] + [None] * (order - 1)
+    return carry(o, y, {x: start}, order, recording)
+
+
+def carry(o: PrimitiveMethods, y: Variable, known: dict, order: int, recording: bool) -> Series:
+    """The Taylor series of y from the series ``known`` holds for some of its ancestors (any
+    coefficients, not only a line x + t v): each entry's Taylor rule, one forward sweep."""
 
     def step(out: Variable, ss: list) -> Series | None:
         if not out.prim.differentiable:
@@ -87,5 +93,5 @@ def propagate(o: PrimitiveMethods, y: Variable, x: Variable, v: Any, order: int,
         res[0] = out if recording else out.raw
         return res
 
-    s = forward_sweep(x.ops.tape, y, (x,), series, step).get(y)
+    s = forward_sweep(y.ops.tape, y, list(known), dict(known), step).get(y)
     return [y if recording else y.raw] + [None] * order if s is None else s

@@ -34,6 +34,7 @@ import numpy as np
 from ..engine.levels import Batched
 from ..engine.ops import Ops
 from ..engine.params import FREE
+from ..engine.taylor import carry
 from ..engine.variable import Variable
 from ..errors import GraphError
 from ..primitives import PrimitiveMethods
@@ -109,6 +110,7 @@ class Checkpoint(CustomFunction):
 
     def __init__(self, fn: Callable):
         super().__init__(fn, f"checkpoint({getattr(fn, '__name__', 'block')})")
+        self.primitive.taylor = self._taylor
         self._ready: tuple | None = None    # (program, value) of the call being recorded
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -241,6 +243,28 @@ class Checkpoint(CustomFunction):
             ty = r.jvp(y, [args[i] for i in moving], [ts[i] for i in moving],
                        create_graph=recording)
             return ty if recording else ty.raw
+        finally:
+            if not recording:
+                r.release()
+
+    def _taylor(self, o: PrimitiveMethods, ss: list, out: Any, *inputs: Any,
+                **attrs: Any) -> list:
+        """The output's Taylor series: the block replayed, its entries' Taylor rules carried
+        from the inputs' series (a block is transparent to Taylor mode as to the sweeps)."""
+        order = len(ss[0]) - 1
+        moving = tuple(i for i, s in enumerate(ss) if any(c is not None for c in s[1:]))
+        if not moving:
+            return [out] + [None] * order
+        r, args = self._enter(o, inputs, attrs, moving, _OPEN)
+        recording = r is o
+        try:
+            y = _replay(r, attrs, args)
+            if not isinstance(y, Variable) or not y.requires_grad:
+                return [out] + [None] * order
+            known = {args[i]: [args[i] if recording else args[i].raw, *ss[i][1:]]
+                     for i in moving}
+            res = carry(o, y, known, order, recording)
+            return [out, *res[1:]]
         finally:
             if not recording:
                 r.release()
