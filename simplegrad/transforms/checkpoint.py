@@ -40,7 +40,6 @@ from ..errors import GraphError
 from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive
 from ..program.core import Program, extract
-from ..program.nodes import CONST, INPUT
 from .arguments import around, recording_ops, running
 from .custom import CustomFunction, _is_number, _undone_on_failure
 
@@ -288,20 +287,8 @@ class Checkpoint(CustomFunction):
 def _replay(r: Ops, attrs: dict, args: list) -> Any:
     """The block's program recorded again on ``r``, on the entry's inputs ``args``."""
     program: Program = attrs["_program"]
-    inputs = [args[i] for i in attrs["_vars"]]
-    constants = [c.value for c in program.constants]
-    env: list = []
-
-    def slot(ref: Any) -> Any:
-        if ref.kind == INPUT:
-            return inputs[ref.index]
-        if ref.kind == CONST:
-            return constants[ref.index]
-        return env[ref.index]
     with running(r):
-        for node in program.nodes:
-            env.append(r.apply(node.prim, tuple(slot(a) for a in node.args), node.attrs))
-    return slot(program.outputs[0])
+        return program.record(r, *[args[i] for i in attrs["_vars"]])
 
 
 def checkpoint(fn: Callable) -> Checkpoint:
