@@ -119,13 +119,8 @@ def vjp(f: Callable, *xs: Any) -> tuple[Result, Callable]:
             if not pulled:
                 pulled.append(_pullback(ops, ys, prims))
             return regroup(trees, pulled[0].record(elsewhere, *us))
-        if len(ys) == 1:
-            gs = ops.grad(ys[0], prims, seed=us[0], create_graph=nested)
-        else:       # several outputs: the gradient of sum_k <u_k, y_k>
-            pairing = functools.reduce(ops.add, [ops.sum(ops.mul(y, uk))
-                                                 for y, uk in zip(ys, us)])
-            gs = ops.grad(pairing, prims, create_graph=nested)
-        disconnected("vjp", f, ops, [ys[0] if len(ys) == 1 else pairing])
+        swept, gs = _pulled(ops, ys, us, prims, nested)
+        disconnected("vjp", f, ops, [swept])
         return regroup(trees, results(nested, gs))
     if not nested:      # our own tape lives as long as vjp_fn does, then is released
         weakref.finalize(vjp_fn, ops.release)
@@ -137,9 +132,15 @@ def vjp(f: Callable, *xs: Any) -> tuple[Result, Callable]:
 def _pullback(ops: Ops, ys: list[Variable], prims: list[Variable]) -> Program:
     """The cotangents of ``prims`` as a Program of the output cotangents (one input per y)."""
     us = [ops.var(np.zeros(y.shape, y.dtype)) for y in ys]
-    if len(ys) == 1:
-        gs = ops.grad(ys[0], prims, seed=us[0], create_graph=True)
-    else:
-        pairing = functools.reduce(ops.add, [ops.sum(ops.mul(y, uk)) for y, uk in zip(ys, us)])
-        gs = ops.grad(pairing, prims, create_graph=True)
+    _, gs = _pulled(ops, ys, us, prims, True)
     return extract(us, list(gs))
+
+
+def _pulled(ops: Ops, ys: list[Variable], us: list, prims: list[Variable],
+            create_graph: bool) -> tuple[Variable, list]:
+    """The output swept and the cotangents of ``prims`` for the output cotangents ``us``
+    (several outputs: the gradient of sum_k <u_k, y_k>)."""
+    if len(ys) == 1:
+        return ys[0], ops.grad(ys[0], prims, seed=us[0], create_graph=create_graph)
+    pairing = functools.reduce(ops.add, [ops.sum(ops.mul(y, uk)) for y, uk in zip(ys, us)])
+    return pairing, ops.grad(pairing, prims, create_graph=create_graph)
