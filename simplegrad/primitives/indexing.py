@@ -17,6 +17,7 @@ from .broadcasting import full_mask
 from .core import Case, Primitive, align, batch_size, error, is_constant, register, shape_of
 from .shape import shape_tuple
 from .taylor import linear
+from .traced_index import is_traced, traced_getitem
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
@@ -179,7 +180,10 @@ class IndexingOps:
     """Indexing and its adjoint as methods of an Ops."""
 
     def getitem(self, x: Any, index: Any, name: str | None = None) -> Variable:
-        """x[index] for ints, slices, None, Ellipsis, integer arrays and bool masks."""
+        """x[index] for ints, slices, None, Ellipsis, integer arrays and bool masks, and integer
+        Variables (positions and dynamic slice starts: traced_index.py)."""
+        if is_traced(index):
+            return traced_getitem(self, x, index, name)
         try:
             index = normalize_index(index, shape_of(x))
         except TypeError as e:

@@ -1,0 +1,104 @@
+"""Indexing by recorded integers (x[i], np.take(x, i), x[i:i + k]) against numpy's indexing
+of the values and a Python loop over the examples under vmap; gradients against the closed
+form (one-hot scatters) and float64 central differences; recorded programs replay at new
+positions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import simplegrad as sg
+
+X = np.arange(20.0).reshape(4, 5) * 0.5 - 3.0
+
+
+def test_vmap_of_indexing_by_a_batched_integer():
+    idx = np.array([0, 4, 1, 3])
+    np.testing.assert_array_equal(sg.vmap(lambda x, i: x[i])(X, idx), X[np.arange(4), idx])
+    np.testing.assert_array_equal(sg.vmap(lambda x, i: np.take(x, i))(X, idx),
+                                  [np.take(x, i) for x, i in zip(X, idx)])
+
+
+def test_vmap_of_gradients_through_a_batched_index(rng):
+    idx = np.array([2, 0, 4, 4])
+    grads = sg.vmap(sg.grad(lambda x, i: x[i] ** 3))(X, idx)
+    want = np.zeros_like(X)
+    want[np.arange(4), idx] = 3 * X[np.arange(4), idx] ** 2
+    np.testing.assert_allclose(grads, want, rtol=1e-14)
+    for k in range(4):
+        np.testing.assert_allclose(grads[k], sg.grad(lambda x, j=idx[k]: x[j] ** 3)(X[k]))
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_dynamic_slices_under_vmap(k):
+    starts = np.array([0, 2, 1, 5 - k])
+    got = sg.vmap(lambda x, i: x[i:i + k])(X, starts)
+    np.testing.assert_array_equal(got, [x[i:i + k] for x, i in zip(X, starts)])
+    g = sg.vmap(sg.grad(lambda x, i: (x[i:i + k] ** 2).sum()))(X, starts)
+    want = np.zeros_like(X)
+    for r, i in enumerate(starts):
+        want[r, i:i + k] = 2 * X[r, i:i + k]
+    np.testing.assert_allclose(g, want, rtol=1e-14)
+
+
+def test_recorded_positions_replay_at_new_values():
+    op = sg.Ops()
+    x = op.var([0.5, 3.0, -1.0, 2.0], name="x")
+    i = op.argmax(x)                        # an integer entry
+    y = x[i] + x[i - 1:i + 1].sum() + np.take(x, i)
+    (g,) = op.grad(y, [x])
+    prog = op.program([x], [y, g])
+    new = np.array([4.0, -2.0, 0.0, 7.0])   # argmax moves to 3
+    out, grad = prog(new)
+    assert out == pytest.approx(7.0 + 0.0 + 7.0 + 7.0)
+    np.testing.assert_array_equal(grad, [0.0, 0.0, 1.0, 3.0])
+
+
+def test_mixed_indices_match_numpy():
+    op = sg.Ops()
+    a = np.arange(60.0).reshape(3, 4, 5)
+    x = op.var(a, name="x")
+    j = op.argmin(op.var([3.0, 1.0, 0.0, 2.0]))      # 2
+    k = op.argmax(op.var([0.0, 9.0, 1.0]))            # 1
+    for got, want in [(x[j], a[2]), (x[k], a[1]), (x[:, j], a[:, 2]),
+                      (x[1, j], a[1, 2]), (x[..., j], a[..., 2]), (x[k, j, 1:3], a[1, 2, 1:3]),
+                      (x[None, k], a[None, 1]), (x[:, j:j + 2, ::2], a[:, 2:4, ::2]),
+                      (x[k, :, j - 1:j + 2:2], a[1, :, 1:4:2])]:
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got.value, want)
+
+
+def test_an_integer_array_variable_gathers(rng):
+    op = sg.Ops()
+    x = op.var(X, name="x")
+    order = op.argsort(op.var([3.0, 0.0, 2.0, 1.0]))         # [1, 3, 2, 0]
+    np.testing.assert_array_equal(x[order].value, X[[1, 3, 2, 0]])
+    np.testing.assert_array_equal(x[:, order].value, X[:, [1, 3, 2, 0]])
+    key = np.array([3.0, 0.0, 2.0, 1.0])
+    sg.check_grads(lambda v: v[(v[:, 0] * 0.0 + key).argsort()] ** 2, [X])
+
+
+def test_gradient_against_finite_differences():
+    sg.check_grads(lambda x: (x[x.argmax()] * x[x.argmin():x.argmin() + 2]).sum(),
+                   [np.array([0.3, -1.2, 0.7, 2.0, 0.1])], atol=1e-6, rtol=1e-6)
+
+
+def test_errors_name_the_operation_and_are_raised_before_recording():
+    op = sg.Ops()
+    x = op.var(X, name="x")
+    i = op.argmax(op.var([0.0, 1.0, 0.5]))             # 1
+    end, real, order = i + 6, x[0, 0], op.argsort(op.var([1.0, 0.0]))
+    before = len(op.tape)
+    with pytest.raises(sg.OutOfBoundsError, match=r"getitem: the dynamic slice \[1:7\]"):
+        x[0, i:end]
+    with pytest.raises(sg.ArgumentError, match="getitem: a slice start must be an integer"):
+        x[real:2]
+    with pytest.raises(sg.ArgumentError, match="only integer index"):
+        x[order, 2]
+    with pytest.raises(sg.OutOfBoundsError, match="getitem: an index is out of bounds .* 5"):
+        x[0, end]
+    with pytest.raises(sg.ArgumentError, match="one length for every example"):
+        sg.vmap(lambda r, a, b: r[a:b])(X, np.array([0, 1, 0, 1]), np.array([2, 2, 2, 2]))
+    assert len(op.tape) == before
