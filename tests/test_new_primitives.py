@@ -179,6 +179,17 @@ def test_running_extremes_against_a_loop(name, axis, rng):
     np.testing.assert_allclose(got, np.moveaxis(acc, -1, axis), rtol=1e-14)
 
 
+def test_reverse_runs_from_the_end(rng):
+    a = rng.normal(size=(3, 5))
+    op = sg.Ops()
+    x = op.var(a)
+    np.testing.assert_array_equal(x.cummax(axis=1, reverse=True).value,
+                                  np.maximum.accumulate(a[:, ::-1], axis=1)[:, ::-1])
+    np.testing.assert_array_equal(op.cummin(x, 0, reverse=True).value,
+                                  np.minimum.accumulate(a[::-1], axis=0)[::-1])
+    sg.check_grads(lambda v: v.cummax(axis=1, reverse=True), [a])
+
+
 def test_cummax_flattens_with_no_axis_and_batches_under_vmap(rng):
     a = rng.normal(size=(4, 3, 5))
     np.testing.assert_array_equal(sg.Ops().var(a[0]).cummax().value,

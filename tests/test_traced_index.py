@@ -89,7 +89,7 @@ def test_errors_name_the_operation_and_are_raised_before_recording():
     op = sg.Ops()
     x = op.var(X, name="x")
     i = op.argmax(op.var([0.0, 1.0, 0.5]))             # 1
-    end, real, order = i + 6, x[0, 0], op.argsort(op.var([1.0, 0.0]))
+    end, real, order, mask = i + 6, x[0, 0], op.argsort(op.var([1.0, 0.0])), x > 0
     before = len(op.tape)
     with pytest.raises(sg.OutOfBoundsError, match=r"getitem: the dynamic slice \[1:7\]"):
         x[0, i:end]
@@ -99,6 +99,8 @@ def test_errors_name_the_operation_and_are_raised_before_recording():
         x[order, 2]
     with pytest.raises(sg.OutOfBoundsError, match="getitem: an index is out of bounds .* 5"):
         x[0, end]
+    with pytest.raises(sg.ArgumentError, match="getitem: a recorded bool mask .* op.where"):
+        x[mask]
     with pytest.raises(sg.ArgumentError, match="one length for every example"):
         sg.vmap(lambda r, a, b: r[a:b])(X, np.array([0, 1, 0, 1]), np.array([2, 2, 2, 2]))
     assert len(op.tape) == before

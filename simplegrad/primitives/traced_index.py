@@ -40,6 +40,10 @@ def is_traced(index: Any) -> bool:
 
 def _int_entry(x: Any, v: Any, what: str, n: int | None = None) -> Any:
     """v checked to be an integer Variable (or constant), inside an axis of size n if given."""
+    if not is_constant(v) and v.dtype == bool:
+        raise error("getitem", (x, v), "a recorded bool mask selects a number of entries that "
+                    "depends on the values; use op.where(mask, x, 0), or index with "
+                    f"{v.name}.value (a constant mask)", ArgumentError)
     if not is_constant(v) and getattr(v, "dtype", np.dtype(float)).kind not in "iu":
         raise error("getitem", (x, v), f"{what} must be an integer Variable, not {v.dtype} "
                     "(cast it, or take its value)", ArgumentError)
