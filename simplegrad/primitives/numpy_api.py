@@ -310,16 +310,20 @@ def _variable_method(func: Callable, name: str) -> Handler:
 
 
 def _checked(func: Callable, handler: Handler) -> Handler:
-    """An explicit handler whose arguments are checked against its own signature first."""
+    """An explicit handler whose arguments, when the call fails with a TypeError, are checked
+    against its own signature (a call that does not bind has run nothing)."""
     sig = inspect.signature(handler)
 
     def checked(ops: PrimitiveMethods, *args: Any, **kwargs: Any) -> Any:
         try:
-            sig.bind(ops, *args, **kwargs)
-        except TypeError as e:
-            raise ArgumentError(f"{qualname(func)} on Variables ({describe(args, kwargs)}): {e} "
-                                f"(supported: {_signature_text(sig)})") from None
-        return handler(ops, *args, **kwargs)
+            return handler(ops, *args, **kwargs)
+        except TypeError:
+            try:
+                sig.bind(ops, *args, **kwargs)
+            except TypeError as e:
+                raise ArgumentError(f"{qualname(func)} on Variables ({describe(args, kwargs)}): "
+                                    f"{e} (supported: {_signature_text(sig)})") from None
+            raise
 
     return checked
 
