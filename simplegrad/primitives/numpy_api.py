@@ -41,7 +41,8 @@ from .numpy_entries import EXPLICIT, RENAMED, UFUNC_ALIASES, Handler, describe
 ARRAY_API = frozenset({"cross", "diagonal", "matmul", "matrix_transpose", "outer", "tensordot",
                         "trace", "vecdot", "vector_norm", "matrix_norm", "svdvals"})
 # scipy.special's ufuncs that record the primitive of the same name, when SciPy is loaded
-SCIPY_SPECIAL = ("erf", "erfc", "erfinv", "betainc")
+SCIPY_SPECIAL = {"erf": "erf", "erfc": "erfc", "erfinv": "erfinv", "betainc": "betainc",
+                 "gammaln": "gammaln", "digamma": "digamma", "psi": "digamma"}
 # the nearest form that records, for numpy functions users reach for that have no rule
 NEAREST = {
     "nansum": "np.sum(x, where=~np.isnan(x))",
@@ -209,7 +210,7 @@ class UfuncTable(dict):
         special = sys.modules.get("scipy.special")
         name = getattr(ufunc, "__name__", None)
         if special is not None and name in SCIPY_SPECIAL and getattr(special, name, None) is ufunc:
-            return name
+            return SCIPY_SPECIAL[name]
         return default
 
 
