@@ -104,3 +104,14 @@ def test_errors_name_the_operation_and_are_raised_before_recording():
     with pytest.raises(sg.ArgumentError, match="one length for every example"):
         sg.vmap(lambda r, a, b: r[a:b])(X, np.array([0, 1, 0, 1]), np.array([2, 2, 2, 2]))
     assert len(op.tape) == before
+
+
+def test_a_constant_table_gathered_by_a_recorded_index():
+    """op.take and op.getitem of a constant array by a recorded integer (numpy's own X[i] and
+    np.take(X, i) never hand the index to simplegrad)."""
+    idx = np.array([2, 0, 3, 3])
+    np.testing.assert_array_equal(sg.vmap(lambda i: i.ops.take(X, i, axis=0))(idx), X[idx])
+    np.testing.assert_array_equal(sg.vmap(lambda i: i.ops.getitem(X, (slice(None), i)))(idx),
+                                  X[:, idx].T)
+    g = sg.vmap(sg.grad(lambda w, i: (w * w.ops.take(X, i, axis=0)).sum()))(np.ones((4, 5)), idx)
+    np.testing.assert_array_equal(g, X[idx])

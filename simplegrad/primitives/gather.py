@@ -225,10 +225,6 @@ def _indices(ops: PrimitiveMethods, op: str, x: Any, indices: Any) -> Any:
         if indices.dtype.kind not in "iu":
             raise error(op, (x, indices), f"indices must be integers, not {indices.dtype}",
                              ArgumentError)
-        if is_constant(x):
-            raise error(op, (x, indices), "x is a constant: make it a Variable "
-                             "(op.var(x, requires_grad=False)) to gather with recorded indices",
-                             ArgumentError)
         return indices
     arr = np.asarray(indices)
     if arr.dtype.kind not in "iu":
