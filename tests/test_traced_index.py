@@ -115,3 +115,28 @@ def test_a_constant_table_gathered_by_a_recorded_index():
                                   X[:, idx].T)
     g = sg.vmap(sg.grad(lambda w, i: (w * w.ops.take(X, i, axis=0)).sum()))(np.ones((4, 5)), idx)
     np.testing.assert_array_equal(g, X[idx])
+
+
+def test_programs_with_the_new_entries_replay_compile_and_load(tmp_path):
+    """A gradient program through recorded positions, a dynamic slice, betainc with a recorded
+    a, polygamma, cummax, erfinv, median, convolve and cov, at new inputs: replayed, compiled
+    and loaded from a file, each equal to a fresh recording there."""
+    def build(op, av, xv, kv):
+        a, x, k = op.var(av, name="a"), op.var(xv, name="x"), op.var(kv, name="k")
+        lo = op.argmin(k)
+        y = (op.betainc(a, 3.0, x) + x[op.argmax(k)] + x[lo:lo + 2].sum() + np.median(x) +
+             op.polygamma(1, x) + x.cummax() + x.erfinv() + np.convolve(x, [1.0, 2.0], "same") +
+             np.cov(x))
+        (g,) = op.grad(y.sum(), [x])
+        return a, x, k, y, g
+
+    op = sg.Ops()
+    a, x, k, y, g = build(op, 2.0, [0.2, 0.5, 0.7], [0.0, 3.0, 1.0])
+    prog = op.program([a, x, k], [y, g])
+    new = (np.array(3.0), np.array([0.3, 0.1, 0.9]), np.array([5.0, 0.0, 2.0]))
+    *_, y2, g2 = build(sg.Ops(), *new)
+    json_path, _ = prog.save(str(tmp_path / "p"))
+    for run in (prog, sg.compile(prog), sg.load_program(json_path)):
+        out = run(*new)
+        np.testing.assert_allclose(out[0], y2.value, rtol=1e-13)
+        np.testing.assert_allclose(out[1], g2.value, rtol=1e-13)

@@ -179,8 +179,10 @@ ERFINV = elementwise("erfinv", _erfinv, "{0}.erfinv()",
 
 # ---------------------------------------------------------------- betainc
 #
-# a and b are attributes when constant and inputs after x when recorded (then they carry no
-# derivative: asking for one raises); ``_ab`` reads them back from either place.
+# a and b are attributes when constant and inputs after x when recorded, held fixed: no
+# cotangent flows to them (a reverse sweep cannot tell a derivative asked for from one merely
+# passed through), and a tangent or Taylor series of theirs raises, as JAX refuses to
+# differentiate in them; ``_ab`` reads them back from either place.
 
 
 def _ab(params: tuple, attrs: dict) -> tuple[Any, Any]:
@@ -210,8 +212,8 @@ def _only_x(what: str) -> NotDifferentiableError:
 
 
 def _betainc_vjp(o: PrimitiveMethods, g, out, i, x, *params, **attrs):
-    if i:
-        raise _only_x("derivative")
+    if i:       # a reverse sweep asks for every input that requires grad: nothing flows to a, b
+        return None
     a, b = _ab(params, attrs)
     return unbroadcast(o, o.mul(g, _density(o, x, a, b)), shape_of(x))
 
