@@ -255,12 +255,12 @@ class GatherMethods:
 
     def take(self, indices: Any, axis: int | None = None) -> Variable:
         """Entries at integer ``indices`` along ``axis``."""
-        return self.ops.take(self, indices, axis=axis)
+        return self.rec.take(self, indices, axis=axis)
 
     def argsort(self, axis: int | None = -1) -> Variable:
         """Indices that sort along ``axis`` (stable; an integer entry)."""
-        return self.ops.argsort(self, axis=axis)
+        return self.rec.argsort(self, axis=axis)
 
     def sort(self, axis: int | None = -1) -> Variable:
         """A sorted copy along ``axis`` (numpy sorts in place; a Variable is never written)."""
-        return self.ops.sort(self, axis=axis)
+        return self.rec.sort(self, axis=axis)

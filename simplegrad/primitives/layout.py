@@ -240,4 +240,4 @@ class LayoutMethods:
 
     def repeat(self, repeats: Any, axis: int | None = None) -> Variable:
         """Each entry repeated along ``axis``."""
-        return self.ops.repeat(self, repeats, axis=axis)
+        return self.rec.repeat(self, repeats, axis=axis)

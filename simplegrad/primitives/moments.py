@@ -158,11 +158,11 @@ class MomentVariable:
         """Variance over ``axis`` with ``ddof`` (numpy's ``correction=`` is the same)."""
         ddof = numpy_args.pop("correction", ddof)
         numpy_defaults("var", self, dtype=dtype, out=out, **numpy_args)
-        return self.ops.variance(self, axis=axis, ddof=ddof, keepdims=keepdims)
+        return self.rec.variance(self, axis=axis, ddof=ddof, keepdims=keepdims)
 
     def std(self, axis: Any = None, dtype: None = None, out: None = None, ddof: float = 0,
             keepdims: bool = False, **numpy_args: Any) -> Variable:
         """Standard deviation over ``axis`` with ``ddof`` (or ``correction=``)."""
         ddof = numpy_args.pop("correction", ddof)
         numpy_defaults("std", self, dtype=dtype, out=out, **numpy_args)
-        return self.ops.std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+        return self.rec.std(self, axis=axis, ddof=ddof, keepdims=keepdims)

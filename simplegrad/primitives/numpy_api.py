@@ -64,7 +64,7 @@ class NumpyFunctions:
             raise ArgumentError(f"{qualname(func)} has no simplegrad rule for Variables "
                                 f"({describe(args, kwargs)}); see \"numpy functions that record\" "
                                 "in the README, or use .value for the plain (unrecorded) value")
-        return handler(self.ops, *args, **kwargs)      # self: one of the Variable arguments
+        return handler(self.rec, *args, **kwargs)      # self: one of the Variable arguments
 
 
 # ---------------------------------------------------------------- the table

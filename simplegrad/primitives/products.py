@@ -375,13 +375,13 @@ class ProductMethods:
 
     def dot(self, other: Any) -> Variable:
         """numpy's dot of self and other."""
-        return self.ops.dot(self, other)
+        return self.rec.dot(self, other)
 
     def trace(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Variable:
         """Sum of the ``offset`` diagonal."""
-        return self.ops.trace(self, offset=offset, axis1=axis1, axis2=axis2)
+        return self.rec.trace(self, offset=offset, axis1=axis1, axis2=axis2)
 
     def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Variable:
         """The ``offset`` diagonal of the (axis1, axis2) matrices, as the last axis."""
-        return self.ops.diagonal(self, offset=offset, axis1=axis1, axis2=axis2)
+        return self.rec.diagonal(self, offset=offset, axis1=axis1, axis2=axis2)
 

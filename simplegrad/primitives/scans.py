@@ -296,29 +296,29 @@ class ScanVariable:
              keepdims: bool = False, **numpy_args: Any) -> Variable:
         """Product over ``axis`` (np.prod(x) calls this)."""
         numpy_defaults("prod", self, dtype=dtype, out=out, **numpy_args)
-        return self.ops.prod(self, axis=axis, keepdims=keepdims)
+        return self.rec.prod(self, axis=axis, keepdims=keepdims)
 
     def cumsum(self, axis: int | None = None, dtype: None = None, out: None = None) -> Variable:
         """Cumulative sum along ``axis`` (None: flattened)."""
         numpy_defaults("cumsum", self, dtype=dtype, out=out)
-        return self.ops.cumsum(self, axis=axis)
+        return self.rec.cumsum(self, axis=axis)
 
     def cumprod(self, axis: int | None = None, dtype: None = None, out: None = None) -> Variable:
         """Cumulative product along ``axis`` (None: flattened)."""
         numpy_defaults("cumprod", self, dtype=dtype, out=out)
-        return self.ops.cumprod(self, axis=axis)
+        return self.rec.cumprod(self, axis=axis)
 
     def argmax(self, axis: int | None = None, out: None = None, *,
                keepdims: bool = False) -> Variable:
         """Index of the first maximum along ``axis`` (an int64 entry, no gradient)."""
         numpy_defaults("argmax", self, out=out)
-        return self.ops.argmax(self, axis=axis, keepdims=keepdims)
+        return self.rec.argmax(self, axis=axis, keepdims=keepdims)
 
     def argmin(self, axis: int | None = None, out: None = None, *,
                keepdims: bool = False) -> Variable:
         """Index of the first minimum along ``axis`` (an int64 entry, no gradient)."""
         numpy_defaults("argmin", self, out=out)
-        return self.ops.argmin(self, axis=axis, keepdims=keepdims)
+        return self.rec.argmin(self, axis=axis, keepdims=keepdims)
 
 
 def numpy_defaults(method: str, x: Any, **numpy_args: Any) -> None:

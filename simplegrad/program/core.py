@@ -242,9 +242,9 @@ def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
     outs = _variables("outputs", outputs)
     if not outs:
         raise ArgumentError("program: needs at least one output")
-    ops = outs[0].ops
+    ops = outs[0].rec
     for v in ins + outs:
-        if v.ops is not ops:
+        if v.rec is not ops:
             raise GraphError(f"program: {v.name} belongs to another Ops than {outs[0].name}")
     slots = {}
     for i, v in enumerate(ins):

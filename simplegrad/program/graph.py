@@ -102,7 +102,7 @@ def tape_graph(ops: Ops, outputs: Variable | Sequence[Variable] | None = None) -
     else:
         outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
         for v in outs:
-            if not isinstance(v, Variable) or v.ops is not ops:
+            if not isinstance(v, Variable) or v.rec is not ops:
                 raise GraphError(f"to_networkx: outputs must be Variables of this Ops, got "
                                  f"{getattr(v, 'name', type(v).__name__)}")
         entries = ancestors(outs)

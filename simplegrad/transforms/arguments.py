@@ -44,8 +44,9 @@ import numpy as np
 
 from ..engine.batched import FINAL
 from ..engine.levels import Batched, Level, lifted, stacked, unstack
-from ..engine.ops import Ops
+from ..engine.ops import Ops, recorder_of
 from ..engine.params import FREE, FreeOps
+from ..engine.recorder import Recorder
 from ..engine.variable import Variable
 from ..errors import ArgumentError, DisconnectedWarning, GraphError, ShapeError, warn
 from ..primitives.core import value_of
@@ -65,10 +66,10 @@ def recording_ops(fname: str, leaves: Iterable[Any]) -> Ops | FreeOps | None:
     """
     ops = first = None
     for a in leaves:
-        if isinstance(a, Variable) and a.ops is not ops:
+        if isinstance(a, Variable) and a.rec is not ops:
             if ops is None or ops is FREE:
-                ops, first = a.ops, a
-            elif a.ops is not FREE:
+                ops, first = a.rec, a
+            elif a.rec is not FREE:
                 raise GraphError(f"{fname}: the arguments belong to different Ops ({first.name} "
                                  f"and {a.name}); create them on one Ops, or pass arrays")
     return ops
@@ -121,7 +122,7 @@ def context(fname: str, args: Sequence[Any], borrow: bool = True,
     if ops is None or ops is FREE:      # free Variables join the Ops the transform records on
         ops = around()
         if ops is None:
-            return Ops(borrow=borrow), False
+            return Recorder(borrow=borrow), False
     if derivative and not ops.recording:
         return ops, None        # under no_grad: see ``run_paused``
     return ops, True
@@ -145,7 +146,7 @@ def run_paused(ops: Ops, fn: Callable, args: Sequence[Any]) -> Any:
 def _paused_at(ops: Ops, levels: list[Level], fn: Callable, args: Sequence[Any]) -> Any:
     """``run_paused`` under vmap: ``fn`` at the same levels on an Ops of its own, on every
     example's values."""
-    mine = Ops()
+    mine = Recorder()
 
     def example(a: Any) -> Variable:    # a's values at every level, batched there on mine
         return unstack(mine.var(value_of(stacked(ops, a, levels, "an argument")),
@@ -179,7 +180,7 @@ class running:  # noqa: N801 (used as ``with running(ops):``)
     __slots__ = ("ops", "batch")
 
     def __init__(self, ops: Ops, batch: tuple[int, int] | None = None) -> None:
-        self.ops = ops
+        self.ops = recorder_of(ops)
         self.batch = batch
 
     def __enter__(self) -> None:
@@ -200,7 +201,7 @@ class own(running):  # noqa: N801 (used as ``with own(ops, nested):``)
     __slots__ = ("nested",)
 
     def __init__(self, ops: Ops, nested: bool) -> None:
-        self.ops = ops
+        self.ops = recorder_of(ops)
         self.batch = None
         self.nested = nested
 
@@ -287,7 +288,7 @@ def leaf_shape(a: Any) -> tuple:
 def output(fname: str, ops: Ops, out: Any) -> Variable:
     """f's result as a Variable of ``ops`` (a constant result becomes a leaf with no gradient)."""
     if isinstance(out, Variable):
-        if out.ops is not ops:
+        if out.rec is not ops:
             raise GraphError(f"{fname}: f returned {out.name}, a Variable of another Ops; "
                              "compute the result from f's arguments")
         return out

@@ -50,6 +50,7 @@ import numpy as np
 
 from ..engine.ops import Ops
 from ..engine.params import FREE
+from ..engine.recorder import Recorder
 from ..engine.tape import ancestors
 from ..engine.variable import Variable
 from ..errors import ArgumentError, GraphError, NotDifferentiableError, ShapeError
@@ -80,7 +81,7 @@ class CustomFunction:
         self._check_keywords(kwargs)
         ops = self._ops(args)
         if ops is None:     # no Variable: compute the value on a throwaway Ops
-            scratch = Ops()
+            scratch = Recorder()
             # numbers beside an array stay constants; numbers alone are the 0-d arrays
             alone = all(_is_number(x) for x in args)
             with scratch.no_grad():
@@ -284,7 +285,7 @@ class CustomVJP(CustomFunction):
 
     def _bwd_values(self, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
         """The rule's cotangents as arrays (None for none), run on a scratch Ops."""
-        scratch = Ops(borrow=True)
+        scratch = Recorder(borrow=True)
         try:
             cts = self._checked(self._run_bwd(scratch.unrecorded(g), scratch.unrecorded(out),
                                               wrap_values(scratch, inputs, attrs["_vars"]),
@@ -314,7 +315,7 @@ class CustomVJP(CustomFunction):
         for i, c in enumerate(cts):
             if c is None:
                 continue
-            recorded = isinstance(c, Variable) and c.ops is r
+            recorded = isinstance(c, Variable) and c.rec is r
             frozen = recorded and g.requires_grad and not _depends_on(c, g) and (
                 np.any(c.raw != 0) or not np.any(g.raw != 0))
             if not recorded or frozen:
@@ -347,7 +348,7 @@ class CustomVJP(CustomFunction):
         self._check_linear(out, inputs, attrs)
         if isinstance(o, Ops):
             return self._tangent(o, ts, out, inputs, attrs, True)
-        r = Ops()
+        r = Recorder()
         try:
             jt = self._tangent(r, ts, r.unrecorded(out), wrap_values(r, inputs, attrs["_vars"]),
                                attrs, False)

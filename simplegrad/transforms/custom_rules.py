@@ -32,6 +32,7 @@ import numpy as np
 
 from ..engine.ops import Ops
 from ..engine.params import FREE
+from ..engine.recorder import Recorder
 from ..engine.variable import Variable
 from ..errors import ArgumentError, GraphError, NotDifferentiableError, ShapeError
 from ..primitives import PrimitiveMethods
@@ -41,7 +42,7 @@ from .arguments import running
 # ---------------------------------------------------------------- the forward's scratch Ops
 
 
-class ForwardOps(Ops):
+class ForwardOps(Recorder):
     """The scratch Ops a custom function's forward records on: a Variable that requires grad
     read through a closure is refused (the rule gives gradients for the arguments only); one
     that does not is a constant."""
@@ -52,7 +53,7 @@ class ForwardOps(Ops):
     def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Variable:
         """A closure's Variable that takes no gradient as a constant; refuse any other."""
         if x.requires_grad:
-            kind = "a Parameter" if x.ops is FREE else "a Variable of another Ops"
+            kind = "a Parameter" if x.rec is FREE else "a Variable of another Ops"
             raise GraphError(f"{prim.name}: reads {x.name} ({kind}) through a closure, and the "
                              "rule gives it no gradient")
         return self.leaf(x.raw, None, False)
@@ -74,7 +75,7 @@ class JVPRule:
                 positions: tuple, kw: dict) -> Any:
         """The tangent of the entry's output for the input tangents ``ts``."""
         recording = isinstance(o, Ops)
-        r = o if recording else Ops(borrow=True)
+        r = o if recording else Recorder(borrow=True)
         try:
             primals = list(inputs)
             if not recording:       # values: Variables of the scratch Ops where they were
@@ -88,7 +89,7 @@ class JVPRule:
             t_out = self._checked(got, out)
             if not recording:
                 return np.asarray(value_of(t_out))
-            if isinstance(t_out, Variable) and t_out.ops is r:
+            if isinstance(t_out, Variable) and t_out.rec is r:
                 return t_out
             moving = tuple(t for t in (*ts, *inputs) if isinstance(t, Variable))
             return r.apply(_RAW_TANGENT, moving, {"value": np.asarray(value_of(t_out)),
