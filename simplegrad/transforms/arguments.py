@@ -145,23 +145,38 @@ def run_paused(ops: Ops, fn: Callable, args: Sequence[Any]) -> Any:
 
 def _paused_at(ops: Ops, levels: list[Level], fn: Callable, args: Sequence[Any]) -> Any:
     """``run_paused`` under vmap: ``fn`` at the same levels on an Ops of its own, on every
-    example's values."""
-    mine = Recorder()
+    example's values; a function among the results (a pullback) runs there again when called,
+    so that Ops lives as long as such a function does (and is freed with it)."""
+    mine = Ops()
+    rec = mine.recorder
 
     def example(a: Any) -> Variable:    # a's values at every level, batched there on mine
-        return unstack(mine.var(value_of(stacked(ops, a, levels, "an argument")),
-                                requires_grad=False), levels)
+        return unstack(rec.var(value_of(stacked(ops, a, levels, "an argument")),
+                               requires_grad=False), levels)
 
     def back(r: Any) -> Variable:       # a result's values, as unrecorded on ops
-        return unstack(ops.unrecorded(np.array(value_of(stacked(mine, r, levels, "a result")))),
+        return unstack(ops.unrecorded(np.array(value_of(stacked(rec, r, levels, "a result")))),
                        levels)
-    _RUNNING.stack, saved = [running(mine, level) for level in levels], getattr(
-        _RUNNING, "stack", [])
-    try:
-        return tree_map(back, fn(*tree_map(example, list(args))))
-    finally:
-        _RUNNING.stack = saved
-        mine.release()
+
+    def results(out: Any) -> Any:
+        if callable(out):
+            return lambda *a, _keep=mine: call(out, a)
+        if isinstance(out, tuple) and any(callable(o) for o in out):
+            return tuple(results(o) for o in out)
+        return tree_map(back, out)
+
+    def call(f: Callable, a: Sequence[Any]) -> Any:
+        _RUNNING.stack, saved = [running(rec, level) for level in levels], getattr(
+            _RUNNING, "stack", [])
+        try:
+            return results(f(*tree_map(example, list(a))))
+        finally:
+            _RUNNING.stack = saved
+
+    out = call(fn, args)
+    if not (callable(out) or isinstance(out, tuple) and any(callable(o) for o in out)):
+        rec.release()       # nothing calls back into it: its memory returns now
+    return out
 
 
 def _unrecorded(ops: Ops, out: Any) -> Any:
