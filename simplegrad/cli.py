@@ -20,7 +20,6 @@ import ast
 import keyword
 import os
 import sys
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -173,8 +172,7 @@ def _trace(ns: argparse.Namespace) -> int:
     op = Ops()
     env = {name: op.named_var(value, name) for name, value in variables.items()}
     xs = [env[w] for w in wrt]
-    with warnings.catch_warnings():     # a nan is reported below, where it first appears
-        warnings.simplefilter("ignore", RuntimeWarning)
+    with np.errstate(all="ignore"):     # a nan is reported below, where it first appears
         note, loss = _loss(op, tree, env)
         l0 = loss
         for k in range(1, ns.order + 1):

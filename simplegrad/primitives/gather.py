@@ -35,6 +35,7 @@ from .core import (
     value_of,
 )
 from .rearrange import axes_of, flat
+from .schema import AXIS, AXIS_OR_NONE, SHAPE, attrs, gathered, int_array, need, to_shape
 from .taylor import linear
 
 if TYPE_CHECKING:
@@ -52,7 +53,8 @@ ARGSORT = register(Primitive(
     "argsort", _argsort, [None], lambda o, ts, out, x, axis=-1: None,
     method_fmt("argsort", "axis"),
     [Case(((4,),)), Case(((3, 4),), {"axis": 0}), Case(((2, 3, 4),), {"axis": -1})],
-    differentiable=False, batch=along("argsort", default=-1, flat=True)))
+    differentiable=False, batch=along("argsort", default=-1, flat=True),
+    schema=attrs(axis=AXIS_OR_NONE)))
 
 
 # ---------------------------------------------------------------- the gather and its adjoint
@@ -106,7 +108,8 @@ TAKE_ALONG_AXIS = register(Primitive(
         xs[0] if batched[0] else o.reshape(xs[0], (1,) + shape_of(xs[0])),
         _batch_indices(o, xs, batched, indices),
         shift_axis(axis, "take_along_axis", xs[0], batched[0])),
-    taylor=linear("take_along_axis")))
+    taylor=linear("take_along_axis"),
+    schema=attrs(size=gathered, axis=need(AXIS), indices=int_array)))
 
 SCATTER_ADD_ALONG_AXIS = register(Primitive(
     "scatter_add_along_axis", _scatter_add_along_axis,
@@ -124,7 +127,8 @@ SCATTER_ADD_ALONG_AXIS = register(Primitive(
             _batch_indices(o, xs, batched, indices),
             shift_axis(axis, "scatter_add_along_axis", xs[0], batched[0]),
             (batch_size(xs, batched),) + tuple(shape)),
-    taylor=linear("scatter_add_along_axis")))
+    taylor=linear("scatter_add_along_axis"),
+    schema=attrs(size=to_shape, axis=need(AXIS), indices=int_array, shape=need(SHAPE))))
 
 
 def _batch_indices(o: PrimitiveMethods, xs, batched, indices):

@@ -29,6 +29,7 @@ from .core import (
 )
 from .reduce import per_count
 from .scans import checked_axes, numpy_defaults, spread
+from .schema import AXES_OR_NONE, BOOL, REAL, attrs
 from .series import Series, sqrt_series, square_coef, times
 from .taylor import order_of
 
@@ -106,7 +107,8 @@ def _moment(name: str, method: str, forward: Callable, direction: Callable,
         Case(((2, 3, 4),), {"axis": (0, 2), "ddof": 1, "keepdims": True})]
     return register(Primitive(name, forward, [vjp], jvp,
                               method_fmt(method, "axis", "ddof", "keepdims"), cases,
-                              batch=along(name), taylor=taylor))
+                              batch=along(name), taylor=taylor,
+                              schema=attrs(axis=AXES_OR_NONE, ddof=REAL, keepdims=BOOL)))
 
 
 # op.var makes a leaf, so the variance is op.variance (and x.var(), np.var(x) as in numpy)

@@ -40,6 +40,7 @@ from .core import (
     shape_of,
     shift_axis,
 )
+from .schema import AXIS, INT, SUBSCRIPTS, attrs, broadcast, einsum_size, need
 from .subscripts import LETTERS, from_sublists, letter_sizes, parse_subscripts
 from .taylor import linear, multilinear
 
@@ -113,7 +114,8 @@ EINSUM = register(Primitive(
      Case(((2, 2, 2),), {"subscripts": "iii->i"})],
     variadic=True, batch=lambda o, xs, batched, subscripts: _batch_einsum(o, xs, batched,
                                                                           subscripts),
-    taylor=multilinear("einsum")))
+    taylor=multilinear("einsum"),
+    schema=attrs(size=einsum_size, subscripts=need(SUBSCRIPTS))))
 
 
 def _batch_einsum(o: PrimitiveMethods, xs, batched, subscripts):
@@ -140,7 +142,7 @@ CROSS = register(Primitive(
     [Case(((3,), (3,))), Case(((2, 3), (3,))), Case(((3, 4), (3, 1)), {"axis": -2}),
      Case(((2, 3, 2), (2, 3, 2)), {"axis": -2})],
     batch=lambda o, xs, batched, axis=-1: _batch_cross(o, xs, batched, axis),
-    taylor=multilinear("cross")))
+    taylor=multilinear("cross"), schema=attrs(size=broadcast, axis=AXIS)))
 
 
 def _batch_cross(o: PrimitiveMethods, xs, batched, axis):
@@ -200,7 +202,7 @@ DIAGONAL = register(Primitive(
     batch=lambda o, xs, batched, offset=0, axis1=0, axis2=1: run(o, "diagonal", xs, {
         "offset": offset, "axis1": shift_axis(axis1, "diagonal", xs[0]),
         "axis2": shift_axis(axis2, "diagonal", xs[0])}),
-    taylor=linear("diagonal")))
+    taylor=linear("diagonal"), schema=attrs(offset=INT, axis1=AXIS, axis2=AXIS)))
 
 
 def _triangle(name: str, forward) -> Primitive:
@@ -211,7 +213,8 @@ def _triangle(name: str, forward) -> Primitive:
         [lambda o, g, out, x, k=0: getattr(o, name)(g, k=k)],
         lambda o, ts, out, x, k=0: getattr(o, name)(ts[0], k=k), fmt,
         [Case(((3, 3),)), Case(((3, 4),), {"k": 1}), Case(((2, 3, 3),), {"k": -1})],
-        mask=lambda o, m, i, out, x, k=0: m, batch=mapped(name), taylor=linear(name)))
+        mask=lambda o, m, i, out, x, k=0: m, batch=mapped(name), taylor=linear(name),
+        schema=attrs(k=INT)))
 
 
 def _tril(x, k=0):

@@ -32,6 +32,7 @@ from .core import (
     register,
     shape_of,
 )
+from .schema import AXIS_OR_NONE, BOOL, REDUCING, attrs
 from .series import Series, exp_series, quotient_series
 from .taylor import linear
 
@@ -112,7 +113,7 @@ CUMSUM = register(Primitive(
     "cumsum", _cumsum, [_cumsum_vjp],
     lambda o, ts, out, x, axis=None: o.cumsum(ts[0], axis=axis),
     method_fmt("cumsum", "axis"), ALONG, batch=along("cumsum", flat=True),
-    taylor=linear("cumsum")))
+    taylor=linear("cumsum"), schema=attrs(axis=AXIS_OR_NONE)))
 
 
 def _cumprod(x, axis=None):
@@ -145,7 +146,8 @@ def _cumprod_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any,
 CUMPROD = register(Primitive(
     "cumprod", _cumprod, [_cumprod_vjp], _cumprod_jvp, method_fmt("cumprod", "axis"),
     [*ALONG, Case(((5,),), {"axis": 0}), Case(((3, 6),), {"axis": -1})],
-    batch=along("cumprod", flat=True), taylor=_cumprod_taylor))
+    batch=along("cumprod", flat=True), taylor=_cumprod_taylor,
+    schema=attrs(axis=AXIS_OR_NONE)))
 
 # ---------------------------------------------------------------- prod
 
@@ -205,7 +207,8 @@ PROD = register(Primitive(
         o.sum(o.mul(ts[0], _others(o, x, axis)), axis=axis, keepdims=keepdims),
     method_fmt("prod", "axis", "keepdims"),
     [*REDUCE, Case(((2, 3, 4),), {"axis": (0, 2), "keepdims": True}),
-     Case(((3, 4),), {"axis": (1, 0)})], batch=along("prod"), taylor=_prod_taylor))
+     Case(((3, 4),), {"axis": (1, 0)})], batch=along("prod"), taylor=_prod_taylor,
+    schema=REDUCING))
 
 # ---------------------------------------------------------------- argmax, argmin
 
@@ -227,10 +230,12 @@ _ARG_CASES = [Case(((3,),)), Case(((3, 4),), {"axis": 1}),
               Case(((2, 3),), {"keepdims": True})]
 ARGMAX = register(Primitive("argmax", _argmax, [None], _no_tangent,
                             method_fmt("argmax", "axis", "keepdims"), _ARG_CASES,
-                            differentiable=False, batch=along("argmax", flat=True)))
+                            differentiable=False, batch=along("argmax", flat=True),
+                            schema=attrs(axis=AXIS_OR_NONE, keepdims=BOOL)))
 ARGMIN = register(Primitive("argmin", _argmin, [None], _no_tangent,
                             method_fmt("argmin", "axis", "keepdims"), _ARG_CASES,
-                            differentiable=False, batch=along("argmin", flat=True)))
+                            differentiable=False, batch=along("argmin", flat=True),
+                            schema=attrs(axis=AXIS_OR_NONE, keepdims=BOOL)))
 
 
 # ---------------------------------------------------------------- Ops methods

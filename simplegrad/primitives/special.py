@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import ArgumentError
 from .core import ANY, NONZERO, POSITIVE, UNARY, Case, Sampler, TaylorRule, uniform
 from .elementwise import elementwise
+from .schema import attrs, broadcast, integer
 from .series import (
     Series,
     affine_square,
@@ -189,7 +190,8 @@ def _round_fmt(args, attrs, render):
 ROUND = elementwise("round", _round, _round_fmt, (None,),
                     cases=[*UNARY, Case(((3, 4),), {"decimals": 1}),
                            Case(((3,),), {"decimals": -1}, domain=(uniform(-20.0, 20.0),))],
-                    taylor=linear("round"))
+                    taylor=linear("round"),
+                    schema=attrs(size=broadcast, decimals=integer(-400, 400)))
 
 # numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
 UFUNCS = {np.tan: "tan", np.arcsin: "arcsin", np.arccos: "arccos", np.arctan: "arctan",

@@ -27,7 +27,7 @@ from ..engine.render import format_operand
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..primitives.core import REGISTRY
 from .core import Program
-from .nodes import CONST, INPUT, NODE, Node
+from .nodes import CONST, INPUT, NODE, Names, Node
 
 RESERVED = {"np", "F", "slice"}
 
@@ -87,7 +87,7 @@ def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg
         raise ArgumentError(f"compile: expected a Program, got {type(prog).__name__}")
     if not name.isidentifier() or keyword.iskeyword(name) or name in RESERVED:
         raise ArgumentError(f"compile: name must be a Python identifier, got {name!r}")
-    names = _Names()
+    names = Names(RESERVED)
     namespace: dict[str, Any] = {"np": np, "F": {}, "__builtins__": {"slice": slice}}
     params = [names.take(i.name) for i in prog.inputs]
     refs: dict[tuple, str] = {(INPUT, i): p for i, p in enumerate(params)}
@@ -125,23 +125,6 @@ def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg
 
 
 
-class _Names:
-    """Python identifiers for the program's names, each unique."""
-
-    def __init__(self) -> None:
-        self.taken = set(RESERVED)
-
-    def take(self, name: str) -> str:
-        base = name if name.isidentifier() and not keyword.iskeyword(name) and \
-            not name.startswith("__") else "v_" + "".join(c if c.isalnum() else "_" for c in name)
-        text, k = base, 1
-        while text in self.taken:
-            k += 1
-            text = f"{base}_{k}"
-        self.taken.add(text)
-        return text
-
-
 def _comment(text: str) -> str:
     """Text safe inside a comment: no line breaks or other unprintable characters (names come
     from the program, and a loaded program's names from a file)."""
@@ -160,7 +143,7 @@ def _describe(x: Any) -> str:
     return f"{arr.dtype}, shape {arr.shape}"
 
 
-def _expression(node: Node, args: list[str], namespace: dict, names: _Names,
+def _expression(node: Node, args: list[str], namespace: dict, names: Names,
                 shapes: list[tuple | None]) -> str:
     """The numpy expression of one entry."""
     prim = node.prim
@@ -256,7 +239,7 @@ def _subscript(item: Any) -> str | None:
     return None
 
 
-def _literal(value: Any, namespace: dict, names: _Names) -> str:
+def _literal(value: Any, namespace: dict, names: Names) -> str:
     """Python source for an attribute value; arrays and anything unusual are bound names."""
     if value is None or type(value) in (bool, int, str):
         return repr(value)
