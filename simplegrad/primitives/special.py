@@ -6,8 +6,8 @@ Each is registered with ``elementwise`` from its derivative rule ``d(o, g, out, 
 which Variables have too. Inverse functions near their singular points use factored forms
 (``sqrt((1 - x)(1 + x))``) to keep precision; each check case samples away from them.
 
-floor, ceil and round have derivative 0 wherever it exists: their rule is None, so no gradient
-flows through them and nothing is recorded for them in a gradient, also at their jumps.
+floor, ceil, trunc and round have derivative 0 wherever it exists: their rule is None, so no
+gradient flows through them and nothing is recorded for them in a gradient, also at their jumps.
 """
 
 from __future__ import annotations
@@ -176,6 +176,7 @@ RECIPROCAL = _unary("reciprocal", np.reciprocal,
 
 FLOOR = _unary("floor", np.floor, None, taylor=linear("floor"))
 CEIL = _unary("ceil", np.ceil, None, taylor=linear("ceil"))
+TRUNC = _unary("trunc", np.trunc, None, taylor=linear("trunc"))
 
 
 def _round(x, decimals=0):
@@ -198,7 +199,7 @@ UFUNCS = {np.tan: "tan", np.arcsin: "arcsin", np.arccos: "arccos", np.arctan: "a
           np.sinh: "sinh", np.cosh: "cosh", np.arcsinh: "arcsinh", np.arccosh: "arccosh",
           np.arctanh: "arctanh", np.log1p: "log1p", np.expm1: "expm1", np.log2: "log2",
           np.log10: "log10", np.exp2: "exp2", np.square: "square", np.reciprocal: "reciprocal",
-          np.floor: "floor", np.ceil: "ceil", np.rint: "round"}
+          np.floor: "floor", np.ceil: "ceil", np.trunc: "trunc", np.rint: "round"}
 
 
 # ---------------------------------------------------------------- Ops methods
@@ -277,6 +278,10 @@ class SpecialOps:
     def ceil(self, x: Any, name: str | None = None) -> Variable:
         """Elementwise ceiling; no gradient flows (its derivative is 0 where it exists)."""
         return self.apply(CEIL, (x,), None, name)
+
+    def trunc(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise rounding towards zero; no gradient flows."""
+        return self.apply(TRUNC, (x,), None, name)
 
     def round(self, x: Any, decimals: int = 0, name: str | None = None) -> Variable:
         """Round to ``decimals`` places, halves to even as numpy; no gradient flows."""
@@ -364,6 +369,10 @@ class SpecialVariable:
     def ceil(self) -> Variable:
         """Elementwise ceiling (no gradient)."""
         return self.rec.ceil(self)
+
+    def trunc(self) -> Variable:
+        """Elementwise rounding towards zero (no gradient)."""
+        return self.ops.trunc(self)
 
     def round(self, decimals: int = 0, out: None = None) -> Variable:
         """Rounded to ``decimals`` places (no gradient); numpy's ``out`` must stay None."""
