@@ -40,6 +40,7 @@ from .core import (
     shape_of,
     shift_axis,
 )
+from .lazy import dask_array, per_block
 from .subscripts import LETTERS, from_sublists, letter_sizes, parse_subscripts
 from .taylor import linear, multilinear
 
@@ -127,7 +128,11 @@ def _batch_einsum(o: PrimitiveMethods, xs, batched, subscripts):
 
 
 def _cross(x, y, axis=-1):
-    return np.cross(x, y, axis=axis)
+    if dask_array(x, y) is None:
+        return np.cross(x, y, axis=axis)
+    core = "(i)" if shape_of(x)[axis] == 3 or shape_of(y)[axis] == 3 else "()"
+    return per_block(np.cross, f"(i),(i)->{core}", x, y, dtypes=np.result_type(x, y),
+                     axes=[(axis,), (axis,)] + ([(axis,)] if core == "(i)" else [()]))
 
 
 CROSS = register(Primitive(

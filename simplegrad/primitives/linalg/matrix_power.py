@@ -12,6 +12,7 @@ import numpy as np
 
 from ...errors import ArgumentError
 from ..core import Case, Primitive, error, mapped, register
+from ..lazy import per_block
 from ..series import Series, cauchy, new
 from ..taylor import order_of
 from .matrices import check_square, matmuls, swap_last
@@ -84,7 +85,7 @@ def _matrix_power_jvp(o: PrimitiveMethods, ts, out, a, n):
 
 
 def _matrix_power(a, n):
-    return np.linalg.matrix_power(a, n)
+    return per_block(np.linalg.matrix_power, "(i,i)->(i,i)", a, n=n)
 
 
 def _matrix_power_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, a: Any,
