@@ -1,6 +1,7 @@
 """simplegrad: reverse-mode autodiff on numpy in which gradients are recorded programs."""
 
 from .checks import check_grads, check_jvp_vjp_consistency
+from .distributed import map_chunks
 from .engine.ops import Ops
 from .engine.params import Parameter
 from .engine.tape import Tape
@@ -14,6 +15,7 @@ from .errors import (
     GradientCheckError,
     GraphError,
     LinAlgError,
+    MaterializeError,
     MissingToolError,
     NotDifferentiableError,
     OutOfBoundsError,
@@ -53,5 +55,6 @@ __all__ = [
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "derivative", "trace",
     "custom_vjp", "checkpoint", "Program", "simplify", "taylor", "taylor_derivative",
     "TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
-    "FormatError", "MissingToolError", "load_program", "jacobian_cost", "vmap",
+    "FormatError", "MissingToolError", "MaterializeError", "load_program", "jacobian_cost", "vmap",
+    "map_chunks",
 ]

@@ -23,7 +23,7 @@ LAYERS = {
     "engine": 2,
     "program": 3,
     "transforms": 4,
-    "checks": 5, "estimators": 5, "optim": 5, "nn": 5,
+    "checks": 5, "estimators": 5, "optim": 5, "nn": 5, "distributed": 5,
     "cli": 6, "expression": 6,
     "__init__": 7, "__main__": 7,
 }
@@ -35,7 +35,7 @@ FACADES = {
 }
 
 TOP_LEVEL = {"__init__", "__main__", "errors", "pytree", "checks", "estimators", "optim", "cli",
-             "expression"}
+             "expression", "distributed"}
 MAX_LINES = 400
 
 

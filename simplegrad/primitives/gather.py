@@ -34,6 +34,7 @@ from .core import (
     shift_axis,
     value_of,
 )
+from .lazy import dask_array, per_block, whole
 from .rearrange import axes_of, flat
 from .schema import AXIS, AXIS_OR_NONE, SHAPE, attrs, gathered, int_array, need, to_shape
 from .taylor import linear
@@ -45,8 +46,16 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------- argsort
 
 
-def _argsort(x, axis=-1):
+def _argsort_numpy(x, axis=-1):
     return np.argsort(x, axis=axis, kind="stable")
+
+
+def _argsort(x, axis=-1):
+    if dask_array(x) is None:
+        return _argsort_numpy(x, axis=axis)
+    if axis is None:
+        x, axis = np.reshape(x, -1), -1
+    return per_block(_argsort_numpy, "(i)->(i)", x, axes=[(axis,), (axis,)], dtypes=np.intp)
 
 
 ARGSORT = register(Primitive(
@@ -61,12 +70,24 @@ ARGSORT = register(Primitive(
 
 
 def _take_along_axis(x, indices, axis):
-    return np.take_along_axis(x, indices, axis=axis)
+    if axis is None or dask_array(x, indices) is None:
+        return np.take_along_axis(x, indices, axis=axis)
+    return per_block(_take_along_last, "(i),(j)->(j)", x, indices, axes=[(axis,)] * 3,
+                     dtypes=np.result_type(x))
+
+
+def _take_along_last(x, indices):
+    return np.take_along_axis(x, indices, axis=-1)
 
 
 def _scatter_add_along_axis(g, indices, axis, shape):
     if not -len(shape) <= axis < len(shape):
         raise np.exceptions.AxisError(axis, len(shape))
+    return whole(_scatter_along_numpy, shape, np.result_type(g), g, indices, axis=axis,
+                 shape=shape)
+
+
+def _scatter_along_numpy(g, indices, axis, shape):
     axis %= len(shape)
     grids = []
     gshape = np.shape(g)

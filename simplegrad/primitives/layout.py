@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import ArgumentError, ShapeError
 from .broadcasting import full_mask
 from .core import Case, Primitive, along, error, register, run, shape_of, shift_axis
+from .lazy import dask_array
 from .rearrange import axes_of, flat
 from .schema import (
     AXES,
@@ -127,7 +128,12 @@ def _counts(v: Any, shapes: Any) -> str | None:
 
 
 def _repeat(x, repeats, axis=None):
-    return np.repeat(x, repeats, axis=axis)
+    if isinstance(repeats, int) or dask_array(x) is None:
+        return np.repeat(x, repeats, axis=axis)
+    if axis is None:                    # dask repeats by an int only: gather the copies
+        x, axis = np.reshape(x, -1), 0
+    source = np.repeat(np.arange(shape_of(x)[axis]), repeats)
+    return x[(slice(None),) * (axis % len(shape_of(x))) + (source,)]
 
 
 def _repeat_vjp(o: PrimitiveMethods, g, out, x, repeats, axis):

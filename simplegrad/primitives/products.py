@@ -38,7 +38,7 @@ from .core import (
     shape_of,
     shift_axis,
 )
-from .schema import AXIS, INT, SUBSCRIPTS, attrs, broadcast, einsum_size, need
+from .schema import AXIS, INT, SUBSCRIPTS, attrs, einsum_size, need
 from .subscripts import LETTERS, from_sublists, letter_sizes, parse_subscripts
 from .taylor import linear, multilinear
 

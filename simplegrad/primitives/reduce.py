@@ -22,6 +22,7 @@ from .core import (
     register,
     shape_of,
 )
+from .lazy import is_lazy
 from .schema import AXIS, REDUCING, attrs
 from .series import Series, exp_series, minus, quotient_series
 from .taylor import linear
@@ -146,6 +147,8 @@ MIN = _extreme("min", _min)
 
 def _logsumexp(x, axis=None, keepdims=False):
     m = _max(x, axis=axis, keepdims=True)
+    if is_lazy(m):              # a dask array: no test of its values, the guarded form
+        return _logsumexp_guarded(x, m, axis, keepdims)
     if _all_finite(m):          # each sum of exp(x - m) is >= 1: its log needs no guard
         total = np.add.reduce(np.exp(x - m), axis=axis, keepdims=keepdims)
         return np.log(total) + (m if keepdims else np.reshape(m, np.shape(total)))
@@ -162,7 +165,7 @@ def _logsumexp_guarded(x, m, axis, keepdims):
     """logsumexp where some maximum is inf, -inf or nan: shift those slices by 0 instead
     (an all -inf slice gives -inf, one holding inf gives inf, nan stays nan)."""
     m = np.where(np.isfinite(m), m, 0)
-    total = np.add.reduce(np.exp(x - m), axis=axis, keepdims=keepdims)
+    total = np.sum(np.exp(x - m), axis=axis, keepdims=keepdims)
     with np.errstate(divide="ignore"):
         return np.log(total) + np.reshape(m, np.shape(total))
 
@@ -230,7 +233,7 @@ SOFTMAX = register(Primitive(
 
 def _log_softmax(x, axis=-1):
     m = _max(x, axis=axis, keepdims=True)
-    if _all_finite(m):          # (x - m) - log(sum(exp(x - m))), the sum >= 1: no guard
+    if not is_lazy(m) and _all_finite(m):   # (x - m) - log(sum(exp(x - m))): no guard
         shifted = x - m
         return shifted - np.log(np.add.reduce(np.exp(shifted), axis=axis, keepdims=True))
     return x - _logsumexp_guarded(x, m, axis, True)

@@ -17,15 +17,23 @@ took one branch when the tape was recorded, and the program keeps that branch (a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from ..engine import explain, render
 from ..engine.tape import ancestors
 from ..engine.variable import Variable
-from ..errors import ArgumentError, DTypeError, GraphError, LinAlgError, ShapeError
-from ..primitives.core import Primitive
+from ..errors import (
+    ArgumentError,
+    DTypeError,
+    GraphError,
+    LinAlgError,
+    MaterializeError,
+    ShapeError,
+)
+from ..primitives.core import REGISTRY, Primitive
+from ..primitives.lazy import is_lazy
 from ..primitives.rewrites import constant_key, cse_key
 from .nodes import CONST, INPUT, NODE, Constant, Input, Node, Ref
 
@@ -67,15 +75,49 @@ class Program:
     def __len__(self) -> int:
         return len(self.nodes)
 
+    def __getstate__(self) -> dict:
+        """Pickled with registered primitives by name (their rules hold local functions), so
+        ``pickle`` and ``cloudpickle`` can ship a program to another process."""
+        state = dict(self.__dict__, _plan=None)
+        state["nodes"] = tuple(n._replace(prim=_Registered(n.prim.name))
+                               if REGISTRY.get(n.prim.name) is n.prim else n for n in self.nodes)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        nodes = []
+        for n in state["nodes"]:
+            if isinstance(n.prim, _Registered):
+                if n.prim.name not in REGISTRY:
+                    raise GraphError(f"program: unpickling {n.name}, whose primitive "
+                                     f"{n.prim.name!r} this simplegrad does not register")
+                n = n._replace(prim=REGISTRY[n.prim.name])
+            nodes.append(n)
+        self.__dict__.update(state, nodes=tuple(nodes))
+
     def __repr__(self) -> str:
         return (f"<Program: {len(self.inputs)} inputs, {len(self.nodes)} entries, "
                 f"{len(self.outputs)} outputs>")
 
     # ------------------------------------------------------------ running
 
-    def __call__(self, *arrays: Any) -> Any:
-        """Run the program on new input values; one array per output (one when single)."""
-        env = [*self._arguments(arrays), *(c.value for c in self.constants)]
+    def __call__(self, *arrays: Any, materialize: bool = False) -> Any:
+        """Run the program on new input values; one array per output (one when single).
+
+        Arrays of other libraries that dispatch numpy's functions (dask arrays) stay what they
+        are: the outputs are lazy too. A primitive that would compute such an input raises
+        ``MaterializeError`` unless ``materialize=True``.
+        """
+        inputs = self._arguments(arrays)
+        try:
+            outs = self._run(inputs)
+        except MaterializeError:
+            if not materialize:
+                raise
+            outs = self._run_materializing(inputs)
+        return outs[0] if self.single else outs
+
+    def _run(self, inputs: list) -> list:
+        env = [*inputs, *(c.value for c in self.constants)]
         env.extend([None] * len(self.nodes))
         k = len(self.inputs) + len(self.constants)
         ndarray, generic, asarray = np.ndarray, np.generic, np.asarray
@@ -98,8 +140,22 @@ class Program:
         except np.linalg.LinAlgError as e:
             name = self.nodes[k - len(self.inputs) - len(self.constants)].name
             raise LinAlgError(f"program: computing {name}: {e}") from e
-        outs = [env[self._slot(r)] for r in self.outputs]
-        return outs[0] if self.single else outs
+        except MaterializeError as e:
+            name = self.nodes[k - len(self.inputs) - len(self.constants)].name
+            raise MaterializeError(f"program: computing {name}: {e}") from e
+        return [env[self._slot(r)] for r in self.outputs]
+
+    def _run_materializing(self, inputs: list) -> list:
+        """The run where an entry that would compute a lazy input gets it computed."""
+        env = [*inputs, *(c.value for c in self.constants)]
+        for node in self.nodes:
+            args = [env[self._slot(r)] for r in node.args]
+            try:
+                env.append(node.prim.forward(*args, **(node.attrs or {})))
+            except MaterializeError:
+                args = [np.asarray(x) if is_lazy(x) else x for x in args]
+                env.append(node.prim.forward(*args, **(node.attrs or {})))
+        return [env[self._slot(r)] for r in self.outputs]
 
     def record(self, ops: Ops, *inputs: Any) -> Any:
         """Run the program by recording each node on ``ops`` (inputs may be its Variables,
@@ -123,16 +179,7 @@ class Program:
             if isinstance(a, Variable):
                 raise ArgumentError(f"program: input {spec.name} got the Variable {a.name}; "
                                     f"pass its value ({a.name}.value): a program runs on arrays")
-            arr = np.asarray(a)
-            if arr.shape != spec.shape:
-                raise ShapeError(f"program: input {spec.name} has shape {spec.shape}, got "
-                                 f"{arr.shape}")
-            if arr.dtype != spec.dtype:
-                if not np.can_cast(arr.dtype, spec.dtype, "safe"):
-                    raise DTypeError(f"program: input {spec.name} has dtype {spec.dtype}, got "
-                                     f"{arr.dtype}; convert it with .astype({spec.dtype.name!r})")
-                arr = arr.astype(spec.dtype)
-            values.append(arr)
+            values.append(input_value("program", spec, a))
         return values
 
     def _slot(self, r: Ref) -> int:
@@ -229,6 +276,36 @@ class Program:
         them); returns the two paths."""
         from .serialize import save
         return save(self, path)
+
+
+class _Registered(NamedTuple):
+    """A registered primitive in a pickled program: its name."""
+
+    name: str
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def input_value(who: str, spec: Input, a: Any) -> Any:
+    """``a`` as the value of input ``spec``: an ndarray, or an array of another library that
+    dispatches numpy's functions (kept, its ``.shape`` and ``.dtype`` read, never converted),
+    cast safely to the input's dtype; ShapeError or DTypeError otherwise."""
+    arr = a if is_lazy(a) and hasattr(a, "shape") and hasattr(a, "dtype") else np.asarray(a)
+    error = input_error(who, spec, tuple(arr.shape), np.dtype(arr.dtype))
+    if error is not None:
+        raise error
+    return arr if arr.dtype == spec.dtype else arr.astype(spec.dtype)
+
+
+def input_error(who: str, spec: Input, shape: tuple, dtype: np.dtype) -> Exception | None:
+    """The error an argument of this shape and dtype gets as input ``spec``, or None."""
+    if shape != spec.shape:
+        return ShapeError(f"{who}: input {spec.name} has shape {spec.shape}, got {shape}")
+    if dtype != spec.dtype and not np.can_cast(dtype, spec.dtype, "safe"):
+        return DTypeError(f"{who}: input {spec.name} has dtype {spec.dtype}, got {dtype}; "
+                          f"convert it with .astype({spec.dtype.name!r})")
+    return None
 
 
 # ---------------------------------------------------------------- extract

@@ -40,7 +40,9 @@ fails leaves the caller's tape as it was.
 
 from __future__ import annotations
 
+import copyreg
 import functools
+import sys
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -75,6 +77,17 @@ class CustomFunction:
         self._memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.primitive = Primitive(label, self._forward, [self._vjp], self._jvp, self._fmt, [],
                                    variadic=True)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Pickled by name where its module holds it, else by value without its memo."""
+        found = functools.reduce(lambda o, part: getattr(o, part, None),
+                                 self.__qualname__.split("."), sys.modules.get(self.__module__))
+        if found is self and self.__module__ != "__main__":
+            return self.__qualname__
+        return copyreg.__newobj__, (type(self),), {**self.__dict__, "_memo": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _memo=weakref.WeakKeyDictionary())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Record one entry on the Ops of the Variable arguments (arrays in, arrays out)."""

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core import Case, Primitive, mapped, register, shape_of
+from ..lazy import per_block
 from ..schema import NONE
 from ..series import Series, minus, new, plus
 from ..taylor import order_of
@@ -24,8 +25,12 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------- cholesky
 
 
-def _cholesky(a):
+def _cholesky_numpy(a):
     return np.linalg.cholesky((a + np.swapaxes(a, -1, -2)) / 2)
+
+
+def _cholesky(a):
+    return per_block(_cholesky_numpy, "(n,n)->(n,n)", a)
 
 
 def _phi(out: Any) -> np.ndarray:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core import Case, Primitive, mapped, register, shape_of
+from ..lazy import per_block
 from ..schema import NONE
 from ..series import Series, exp_series, new, plus, times
 from .matrices import swap_last
@@ -52,7 +53,7 @@ def _slogdet_series(o: PrimitiveMethods, s: Series, a: Any, l0: Any) -> Series:
 
 
 def _det(a):
-    return np.linalg.det(a)
+    return per_block(np.linalg.det, "(n,n)->()", a)
 
 
 # Up to this size the gradient of det is the cofactor matrix built from minors: exact for
@@ -98,8 +99,12 @@ DET = register(Primitive(
 # ---------------------------------------------------------------- slogdet
 
 
-def _logabsdet(a):
+def _logabsdet_numpy(a):
     return np.linalg.slogdet(a)[1]
+
+
+def _logabsdet(a):
+    return per_block(_logabsdet_numpy, "(n,n)->()", a)
 
 
 def _slogdet_vjp(o: PrimitiveMethods, g, out, a):

@@ -20,6 +20,7 @@ import numpy as np
 
 from ...errors import ArgumentError
 from ..core import Case, Primitive, error, mapped, register
+from ..lazy import per_block
 from ..schema import attrs, need, one_of
 from .decomposition import (
     NUMPY_SIGNS,
@@ -52,12 +53,16 @@ def _eigh_fixed(a: np.ndarray) -> tuple:
 
 def _eigh(a, part, signs=None, UPLO="L"):  # noqa: N803 - numpy's name
     if signs is None:
-        w, v = decompose("eigh", _eigh_fixed, a)
+        w, v = decompose("eigh", lambda x: per_block(_eigh_fixed, _EIGH, x), a)
     elif UPLO == "L":
-        w, v = decompose("np.linalg.eigh", _eigh_numpy, a)
+        w, v = decompose("np.linalg.eigh", lambda x: per_block(_eigh_numpy, _EIGH, x), a)
     else:
-        w, v = decompose("np.linalg.eigh-U", lambda x: _eigh_numpy(x, UPLO), a)
+        w, v = decompose("np.linalg.eigh-U", lambda x: per_block(_eigh_numpy, _EIGH, x,
+                                                                 uplo=UPLO), a)
     return w if part == "eigenvalues" else v
+
+
+_EIGH = "(n,n)->(n),(n,n)"      # per_block's signature of the decomposition
 
 
 def _eig_values(o: PrimitiveMethods, a):

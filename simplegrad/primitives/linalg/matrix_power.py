@@ -12,6 +12,7 @@ import numpy as np
 
 from ...errors import ArgumentError
 from ..core import Case, Primitive, error, mapped, register
+from ..lazy import per_block
 from ..schema import INT, attrs, need
 from ..series import Series, cauchy, new
 from ..taylor import order_of
@@ -85,7 +86,7 @@ def _matrix_power_jvp(o: PrimitiveMethods, ts, out, a, n):
 
 
 def _matrix_power(a, n):
-    return np.linalg.matrix_power(a, n)
+    return per_block(np.linalg.matrix_power, "(i,i)->(i,i)", a, n=n)
 
 
 def _matrix_power_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, a: Any,

@@ -12,6 +12,7 @@ import numpy as np
 
 from ...errors import ArgumentError, ShapeError
 from ..core import REGISTRY, Case, Primitive, error, mapped, register, shape_of, value_of
+from ..lazy import per_block
 from ..schema import NONE, attrs, lstsq_size
 from .matrices import as_column, check_matrices, matmuls, swap_last
 from .samplers import spread_singular
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 
 def _pinv(a):
-    return np.linalg.pinv(a)
+    return per_block(np.linalg.pinv, "(m,n)->(n,m)", a)
 
 
 def _pinv_vjp(o: PrimitiveMethods, g, out, a):
@@ -52,8 +53,13 @@ PINV = register(Primitive(
 # ---------------------------------------------------------------- lstsq
 
 
-def _lstsq(a, b):
+def _lstsq_numpy(a, b):
     return np.linalg.lstsq(a, b)[0]
+
+
+def _lstsq(a, b):
+    vector = len(shape_of(b)) == 1
+    return per_block(_lstsq_numpy, "(m,n),(m)->(n)" if vector else "(m,n),(m,k)->(n,k)", a, b)
 
 
 def _as_columns(o: PrimitiveMethods, x, vector):

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..broadcasting import unbroadcast
 from ..core import Case, Primitive, mapped, matrix, register, shape_of
+from ..lazy import per_block
 from ..schema import NONE, attrs, solve_size
 from ..series import Series, minus, new, plus
 from ..taylor import order_of
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 
 
 def _solve(a, b):
-    return np.linalg.solve(a, b)
+    vector = len(shape_of(b)) == 1
+    return per_block(np.linalg.solve, "(n,n),(n)->(n)" if vector else "(n,n),(n,k)->(n,k)", a, b)
 
 
 def _solve_gb(o: PrimitiveMethods, g, a, b):
@@ -96,7 +98,7 @@ SOLVE = register(Primitive(
 
 
 def _inv(a):
-    return np.linalg.inv(a)
+    return per_block(np.linalg.inv, "(n,n)->(n,n)", a)
 
 
 def _inv_vjp(o: PrimitiveMethods, g, out, a):
