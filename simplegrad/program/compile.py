@@ -40,6 +40,9 @@ class Compiled:
         self.source = source
         self._fn = fn
         self._specs = tuple((tuple(i.shape), np.dtype(i.dtype)) for i in prog.inputs)
+        self.backend = "numpy"
+        self.fallback: tuple[str, ...] = ()     # entries the numba backend left to numpy
+        self.kernels: tuple[str, ...] = ()      # the numba backend's fused loops, as source
 
     def __call__(self, *arrays: Any) -> Any:
         """Evaluate the program on new input values; one array per output (one when single)."""
@@ -81,12 +84,22 @@ class Compiled:
         return f"<compiled program: {len(self.program.nodes)} entries>"
 
 
-def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg.compile)
-    """Compile a Program to a numpy function with no tape; ``.source`` holds its code."""
+def compile(prog: Program, name: str = "program",  # noqa: A001 (sg.compile)
+            backend: str = "numpy") -> Compiled:
+    """Compile a Program to a numpy function with no tape; ``.source`` holds its code.
+
+    ``backend="numba"`` (the ``[numba]`` extra) fuses elementwise chains and their sums into
+    compiled loops (numba_backend.py); ``.fallback`` names the entries left to numpy."""
     if not isinstance(prog, Program):
         raise ArgumentError(f"compile: expected a Program, got {type(prog).__name__}")
     if not name.isidentifier() or keyword.iskeyword(name) or name in RESERVED:
         raise ArgumentError(f"compile: name must be a Python identifier, got {name!r}")
+    if backend not in ("numpy", "numba"):
+        raise ArgumentError(f"compile: backend must be 'numpy' or 'numba', not {backend!r}")
+    original, kernels, fallback = prog, [], []
+    if backend == "numba":
+        from .numba_backend import fuse
+        prog, kernels, fallback = fuse(prog)
     names = _Names()
     namespace: dict[str, Any] = {"np": np, "F": {}, "__builtins__": {"slice": slice}}
     params = [names.take(i.name) for i in prog.inputs]
@@ -120,7 +133,10 @@ def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg
     source = "\n".join(header + body + [f"    return {ret}"]) + "\n"
     code = builtins.compile(source, f"<simplegrad compiled {name}>", "exec")
     exec(code, namespace)  # noqa: S102 -- source generated above from registry records
-    return Compiled(prog, source, namespace[name])
+    out = Compiled(original, source, namespace[name])
+    out.backend, out.fallback = backend, tuple(fallback)
+    out.kernels = tuple(k.source for k in kernels)
+    return out
 
 
 

@@ -128,7 +128,8 @@ class _Recorded:
                 for i, s in enumerate(self.slots)]
 
 
-def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int]) -> tuple:
+def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int], backend: str
+            ) -> tuple:
     """Run f once on fresh Variables; its results and the _Recorded that replays it."""
     ops = Ops()
     log: list = []
@@ -173,7 +174,7 @@ def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int]) -> tu
                                          for c in prog.constants],
                            [Node(n.prim, n.args, _plain(n.attrs), n.name, n.shape, n.dtype,
                                  n.order) for n in prog.nodes], prog.outputs, check=False)
-            compiled = compile_program(prog, "jitted")
+            compiled = compile_program(prog, "jitted", backend)
     finally:
         ops.tape.listeners.remove(listen)
         ops.release()
@@ -188,8 +189,10 @@ def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int]) -> tu
 class Jitted:
     """``f`` recorded once per signature and replayed compiled; call it as f."""
 
-    def __init__(self, f: Callable, static_argnums: tuple[int, ...], max_programs: int):
+    def __init__(self, f: Callable, static_argnums: tuple[int, ...], max_programs: int,
+                 backend: str):
         self.f = f
+        self.backend = backend
         self.static_argnums = static_argnums
         self.max_programs = max_programs
         self.recordings = 0     # how many times f was recorded (new signatures, failed guards)
@@ -210,7 +213,7 @@ class Jitted:
                     if k:                   # the most recently used first
                         programs.insert(0, programs.pop(k))
                     return tree_unflatten(rec.treedef, outs)
-        out, rec = _record(self.f, treedef, leaves, traced_at)
+        out, rec = _record(self.f, treedef, leaves, traced_at, self.backend)
         self.recordings += 1
         programs = self._cache.setdefault(key, [])
         programs.insert(0, rec)
@@ -242,9 +245,10 @@ class Jitted:
         return f"<jit of {name}: {len(self._cache)} signature(s), {self.recordings} recording(s)>"
 
 
-def jit(f: Callable, static_argnums: int | Sequence[int] = (), max_programs: int = 8) -> Jitted:
-    """``f`` recorded on its first call per signature, compiled, replayed; Python decisions on
-    recorded values become guards that record it again when they change."""
+def jit(f: Callable, static_argnums: int | Sequence[int] = (), max_programs: int = 8,
+        backend: str = "numpy") -> Jitted:
+    """``f`` recorded on its first call per signature, compiled (``sg.compile``'s ``backend``),
+    replayed; Python decisions on recorded values become guards that record it again."""
     check_callable("jit", f)
     nums = (static_argnums,) if is_int(static_argnums) else tuple(static_argnums) \
         if isinstance(static_argnums, (tuple, list)) else None
@@ -253,7 +257,9 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (), max_programs: int
                             f"{static_argnums!r}")
     if isinstance(max_programs, bool) or not isinstance(max_programs, int) or max_programs < 1:
         raise ArgumentError(f"jit: max_programs must be a positive int, not {max_programs!r}")
-    return Jitted(f, tuple(int(i) for i in nums), max_programs)
+    if backend not in ("numpy", "numba"):
+        raise ArgumentError(f"jit: backend must be 'numpy' or 'numba', not {backend!r}")
+    return Jitted(f, tuple(int(i) for i in nums), max_programs, backend)
 
 
 def _has_variable(args: tuple) -> bool:
