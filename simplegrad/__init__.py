@@ -37,6 +37,7 @@ from .transforms.checkpoint import checkpoint
 from .transforms.custom import custom_vjp
 from .transforms.forward import derivative, jvp
 from .transforms.jacobians import hessian, hvp, jacobian
+from .transforms.jit import jit
 from .transforms.reverse import grad, value_and_grad, vjp
 from .transforms.taylor import taylor, taylor_derivative
 from .transforms.tracing import trace
@@ -56,5 +57,5 @@ __all__ = [
     "custom_vjp", "checkpoint", "Program", "simplify", "taylor", "taylor_derivative",
     "TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
     "FormatError", "MissingToolError", "MaterializeError", "load_program", "jacobian_cost", "vmap",
-    "map_chunks",
+    "map_chunks", "jit",
 ]

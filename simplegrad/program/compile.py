@@ -43,6 +43,9 @@ class Compiled:
         self._fn = fn
         self._dispatching: tuple[str, Callable] | None = None
         self._specs = tuple((tuple(i.shape), np.dtype(i.dtype)) for i in prog.inputs)
+        self.backend = "numpy"
+        self.fallback: tuple[str, ...] = ()     # entries the numba backend left to numpy
+        self.kernels: tuple[str, ...] = ()      # the numba backend's fused loops, as source
 
     def __call__(self, *arrays: Any, materialize: bool = False) -> Any:
         """Evaluate the program on new input values; one array per output (one when single).
@@ -100,14 +103,27 @@ class Compiled:
         return f"<compiled program: {len(self.program.nodes)} entries>"
 
 
-def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg.compile)
-    """Compile a Program to a numpy function with no tape; ``.source`` holds its code."""
+def compile(prog: Program, name: str = "program",  # noqa: A001 (sg.compile)
+            backend: str = "numpy") -> Compiled:
+    """Compile a Program to a numpy function with no tape; ``.source`` holds its code.
+
+    ``backend="numba"`` (the ``[numba]`` extra) fuses elementwise chains and their sums into
+    compiled loops (numba_backend.py); ``.fallback`` names the entries left to numpy."""
     if not isinstance(prog, Program):
         raise ArgumentError(f"compile: expected a Program, got {type(prog).__name__}")
     if not name.isidentifier() or keyword.iskeyword(name) or name in RESERVED:
         raise ArgumentError(f"compile: name must be a Python identifier, got {name!r}")
+    if backend not in ("numpy", "numba"):
+        raise ArgumentError(f"compile: backend must be 'numpy' or 'numba', not {backend!r}")
+    original, kernels, fallback = prog, [], []
+    if backend == "numba":
+        from .numba_backend import fuse
+        prog, kernels, fallback = fuse(prog)
     source, fn = _generate(prog, name, dispatch=False)
-    return Compiled(prog, source, fn, name)
+    out = Compiled(original, source, fn, name)
+    out.backend, out.fallback = backend, tuple(fallback)
+    out.kernels = tuple(k.source for k in kernels)
+    return out
 
 
 # the builtins the generated code may need: ``slice`` (in attribute literals)

@@ -7,11 +7,12 @@ from .checkpoint import checkpoint
 from .custom import custom_vjp
 from .forward import derivative, jvp
 from .jacobians import hessian, hvp, jacobian
+from .jit import jit
 from .reverse import grad, value_and_grad, vjp
 from .taylor import taylor, taylor_derivative
 from .tracing import trace
 from .vmap import vmap
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "derivative",
-           "trace", "vmap", "taylor", "taylor_derivative", "custom_vjp", "checkpoint",
+           "trace", "vmap", "taylor", "taylor_derivative", "custom_vjp", "checkpoint", "jit",
            "ArgNums", "Result"]

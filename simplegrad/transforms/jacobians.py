@@ -17,9 +17,9 @@ import numpy as np
 from ..engine.batched import batched_jvp
 from ..engine.levels import innermost
 from ..engine.ops import Ops, recorder_of
+from ..engine.tape import ancestors
 from ..engine.variable import Variable
 from ..errors import ArgumentError, NotDifferentiableError, ShapeError
-from ..program.accumulation import prefers_forward
 from ..pytree import tree_flatten, tree_unflatten
 from .arguments import (
     ArgNums,
@@ -48,9 +48,8 @@ def jacobian(f: Callable, argnums: ArgNums = 0,
              mode: Literal["auto", "rev", "fwd"] = "auto") -> Callable:
     """The function computing the Jacobian of ``f``, shaped ``out.shape + in.shape`` per input.
 
-    ``rev`` builds it a row at a time with vjps, ``fwd`` a column at a time
-    with jvps; ``auto`` takes ``fwd`` when forward vertex elimination needs fewer
-    multiplications than reverse (``sg.jacobian_cost``), else the sizes decide. With pytrees
+    ``rev`` builds it a row at a time with vjps, ``fwd`` every column in one batched forward
+    sweep; ``auto`` takes the one its cost model (``prefers_forward``) says is faster. With pytrees
     the result is the output's structure holding, for each output leaf, the input's structure
     (as ``jax.jacobian``).
     """
@@ -166,6 +165,26 @@ def _hvp(f: Callable, x: Any, v: Any) -> Any:
         return tree_unflatten(x_def, results(nested, hs))
 
 # ---------------------------------------------------------------- Jacobians
+
+# jacobian(mode="auto")'s cost model, fitted on one core (benchmarks/jacobian_modes.py): the
+# seconds of Python per recorded entry and per sweep (reverse mode runs one sweep per output
+# entry; forward mode one batched sweep, whose entries cost more), and the seconds per unit of
+# work (an entry's output size, or its inputs' when larger: a matmul's m * n) of one reverse
+# sweep and of one tangent of the batched sweep (vectorised across tangents, so cheaper)
+ENTRY_REV, ENTRY_FWD = 6e-6, 15e-6
+WORK_REV, WORK_FWD = 1e-9, 0.5e-9
+
+
+def prefers_forward(xs: Sequence[Variable], ys: Sequence[Variable]) -> bool:
+    """For ``jacobian(mode="auto")``: whether one batched forward sweep of every input
+    direction is expected to be faster than one reverse sweep per output entry."""
+    n = sum(x.size for x in xs)
+    m = sum(y.size for y in ys)
+    entries = ancestors(list(ys), start=min(x.position for x in xs), stop=set(xs))
+    work = sum(max(v.size, sum(getattr(a, "size", 1) for a in v.inputs)) for v in entries)
+    reverse = m * (len(entries) * ENTRY_REV + work * WORK_REV)
+    forward = len(entries) * ENTRY_FWD + n * work * WORK_FWD
+    return forward < reverse
 
 
 def concat_flat(ops: Ops, gs: Sequence[Variable]) -> Variable:
