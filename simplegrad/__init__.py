@@ -1,5 +1,6 @@
 """simplegrad: reverse-mode autodiff on numpy in which gradients are recorded programs."""
 
+from . import nn, optim  # sg.nn and sg.optim without a separate import
 from .checks import check_grads, check_jvp_vjp_consistency
 from .engine.ops import Ops
 from .engine.params import Parameter
@@ -34,7 +35,7 @@ from .pytree import TreeDef, tree_flatten, tree_leaves, tree_map, tree_structure
 from .transforms.checkpoint import checkpoint
 from .transforms.custom import custom_vjp
 from .transforms.forward import derivative, jvp
-from .transforms.jacobians import hessian, hvp, jacobian
+from .transforms.jacobians import hessian, hvp, jacfwd, jacobian, jacrev
 from .transforms.reverse import grad, value_and_grad, vjp
 from .transforms.taylor import taylor, taylor_derivative
 from .transforms.tracing import trace
@@ -50,8 +51,9 @@ __all__ = [
     "DisconnectedWarning",
     "check_grads", "check_jvp_vjp_consistency",
     "hutchinson_trace", "hutchpp_trace", "divergence",
-    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "derivative", "trace",
+    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp",
+    "derivative", "trace",
     "custom_vjp", "checkpoint", "Program", "simplify", "taylor", "taylor_derivative",
     "TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
-    "FormatError", "MissingToolError", "load_program", "jacobian_cost", "vmap",
+    "FormatError", "MissingToolError", "load_program", "jacobian_cost", "vmap", "nn", "optim",
 ]
