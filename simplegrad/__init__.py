@@ -31,11 +31,20 @@ from .program.compile import (
 from .program.core import Program
 from .program.load import load_program
 from .program.simplify import simplify
-from .pytree import TreeDef, tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
+from .pytree import (
+    TreeDef,
+    register_pytree_node,
+    tree_flatten,
+    tree_leaves,
+    tree_map,
+    tree_structure,
+    tree_unflatten,
+)
 from .transforms.checkpoint import checkpoint
 from .transforms.custom import custom_vjp
 from .transforms.forward import derivative, jvp
 from .transforms.jacobians import hessian, hvp, jacfwd, jacobian, jacrev
+from .transforms.ravel import ravel_pytree
 from .transforms.reverse import grad, value_and_grad, vjp
 from .transforms.taylor import taylor, taylor_derivative
 from .transforms.tracing import trace
@@ -55,5 +64,6 @@ __all__ = [
     "derivative", "trace",
     "custom_vjp", "checkpoint", "Program", "simplify", "taylor", "taylor_derivative",
     "TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
+    "register_pytree_node", "ravel_pytree",
     "FormatError", "MissingToolError", "load_program", "jacobian_cost", "vmap", "nn", "optim",
 ]
