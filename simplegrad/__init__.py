@@ -44,6 +44,7 @@ from .transforms.checkpoint import checkpoint
 from .transforms.custom import custom_vjp
 from .transforms.forward import derivative, jvp
 from .transforms.jacobians import hessian, hvp, jacfwd, jacobian, jacrev
+from .transforms.linearize import linearize
 from .transforms.ravel import ravel_pytree
 from .transforms.reverse import grad, value_and_grad, vjp
 from .transforms.taylor import taylor, taylor_derivative
@@ -64,6 +65,6 @@ __all__ = [
     "derivative", "trace",
     "custom_vjp", "checkpoint", "Program", "simplify", "taylor", "taylor_derivative",
     "TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
-    "register_pytree_node", "ravel_pytree",
+    "register_pytree_node", "ravel_pytree", "linearize",
     "FormatError", "MissingToolError", "load_program", "jacobian_cost", "vmap", "nn", "optim",
 ]
