@@ -42,6 +42,7 @@ from .pytree import (
 )
 from .transforms.checkpoint import checkpoint
 from .transforms.custom import custom_vjp
+from .transforms.custom_jvp import custom_jvp
 from .transforms.forward import derivative, jvp
 from .transforms.jacobians import hessian, hvp, jacfwd, jacobian, jacrev
 from .transforms.linearize import linearize
@@ -63,7 +64,7 @@ __all__ = [
     "hutchinson_trace", "hutchpp_trace", "divergence",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp",
     "derivative", "trace",
-    "custom_vjp", "checkpoint", "Program", "simplify", "taylor", "taylor_derivative",
+    "custom_vjp", "custom_jvp", "checkpoint", "Program", "simplify", "taylor", "taylor_derivative",
     "TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
     "register_pytree_node", "ravel_pytree", "linearize",
     "FormatError", "MissingToolError", "load_program", "jacobian_cost", "vmap", "nn", "optim",

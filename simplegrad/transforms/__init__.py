@@ -5,8 +5,11 @@ around them."""
 from .arguments import ArgNums, Result
 from .checkpoint import checkpoint
 from .custom import custom_vjp
+from .custom_jvp import custom_jvp
 from .forward import derivative, jvp
 from .jacobians import hessian, hvp, jacfwd, jacobian, jacrev
+from .linearize import linearize
+from .ravel import ravel_pytree
 from .reverse import grad, value_and_grad, vjp
 from .taylor import taylor, taylor_derivative
 from .tracing import trace
@@ -14,5 +17,5 @@ from .vmap import vmap
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian",
            "hvp", "derivative", "trace", "vmap", "taylor", "taylor_derivative", "custom_vjp",
-           "checkpoint",
+           "custom_jvp", "linearize", "ravel_pytree", "checkpoint",
            "ArgNums", "Result"]
