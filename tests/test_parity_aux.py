@@ -139,6 +139,10 @@ def test_keyword_arguments_pass_through_every_transform_undifferentiated():
     np.testing.assert_allclose(sg.hvp(scaled)(X, Y, scale=s), -s * s * np.sin(s * X) * Y,
                                **CLOSE)
     np.testing.assert_allclose(sg.derivative(lambda x, p=2: x ** p, 2)(X, p=3), 6 * X, **CLOSE)
+    np.testing.assert_allclose(sg.taylor_derivative(lambda x, p=2: x ** p, 2)(X, p=3), 6 * X,
+                               **CLOSE)
+    np.testing.assert_allclose(sg.jacfwd(lambda x, k=1: x * k)(X, k=2.0), 2 * np.eye(3),
+                               **CLOSE)
 
 
 def test_the_issue_example():

@@ -192,3 +192,19 @@ def test_ravel_pytree_of_variables_records_and_of_parameters_joins_them():
     param = sg.Parameter(B)
     flat_p, _ = sg.ravel_pytree([param, np.ones(2)])
     np.testing.assert_allclose(flat_p.value, [0.7, -0.4, 1.0, 1.0], **CLOSE)
+
+
+def test_vjp_linearize_taylor_and_check_grads_take_a_registered_class():
+    p = Params(W, B)
+    out, pullback = sg.vjp(lambda q: Params(q.w * 2, q.b.sin()), p)
+    assert isinstance(out, Params)
+    (ct,) = pullback(Params(np.ones((2, 2)), np.ones(2)))
+    np.testing.assert_allclose(ct.w, 2 * np.ones((2, 2)), **CLOSE)
+    np.testing.assert_allclose(ct.b, np.cos(B), **CLOSE)
+    _, jvp_fn = sg.linearize(lambda q: loss(q, X), p)
+    tangent = Params(np.ones((2, 2)), np.zeros(2))
+    want = (loss_np(W + 1e-6, B, X) - loss_np(W - 1e-6, B, X)) / 2e-6
+    np.testing.assert_allclose(jvp_fn(tangent), want, **FD)
+    d = sg.taylor(lambda q: loss(q, X), (p,), (tangent,), 1)[1]
+    np.testing.assert_allclose(d, want, **FD)
+    sg.check_grads(lambda q: loss(q, X), [p], order=2)

@@ -133,9 +133,10 @@ def taylor_derivative(f: Callable, order: int = 1) -> Callable:
     order = _check_order("taylor_derivative", order)
 
     @functools.wraps(f)
-    def derivative_f(x: Any) -> Any:
+    def derivative_f(x: Any, **kwargs: Any) -> Any:
         ones = np.ones(leaf_shape(x))
-        return taylor(f, x, ones, order)[order]
+        g = functools.partial(f, **kwargs) if kwargs else f
+        return taylor(g, x, ones, order)[order]
     return derivative_f
 
 
