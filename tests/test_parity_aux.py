@@ -219,6 +219,19 @@ def test_hessian_of_a_pytree_output_and_two_arguments():
     np.testing.assert_allclose(h["b"][1][1], 0.0, **CLOSE)
 
 
+def test_hessian_of_a_vector_output_under_vmap_and_grad():
+    xs = np.stack([X, Y])
+    f = lambda x: {"c": x ** 3 * x[0], "s": x.sin().sum()}     # noqa: E731
+    h = sg.vmap(sg.hessian(f))(xs)
+    for k, x in enumerate(xs):
+        one = sg.hessian(f)(x)
+        np.testing.assert_allclose(h["c"][k], one["c"], **CLOSE)
+        np.testing.assert_allclose(h["s"][k], np.diag(-np.sin(x)), **CLOSE)
+    # d/dx sum_ijk d2(x_i^3)/dx_j dx_k = d/dx sum(6 x) = 6
+    np.testing.assert_allclose(sg.grad(lambda x: sg.hessian(lambda z: z ** 3)(x).sum())(X),
+                               6 * np.ones(3), **CLOSE)
+
+
 def test_vmap_of_jacobian_with_a_pytree_output():
     xs = np.stack([X, Y])
     j = sg.vmap(sg.jacobian(lambda x: {"s": x.sin(), "t": (x * x).sum()}))(xs)

@@ -190,6 +190,9 @@ def test_custom_vjp_nondiff_argnums_as_jax():
     np.testing.assert_allclose(g, 2 * X, **CLOSE)
     gs = sg.vmap(sg.grad(lambda x: apply(lambda z: z * z, x).sum()))(np.stack([X, Y]))
     np.testing.assert_allclose(gs, 2 * np.stack([X, Y]), **CLOSE)
+    with pytest.raises(sg.ArgumentError, match="argument 0 is in nondiff_argnums but holds a "
+                                               "Variable"):
+        sg.grad(lambda x: apply(x, x).sum())(X)
 
 
 def test_custom_vjp_pytree_against_finite_differences():

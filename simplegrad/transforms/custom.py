@@ -34,8 +34,14 @@ grad read through a closure of the forward (a Parameter, a Variable of the calle
 refused, the rule giving it no gradient; one that takes none is a constant. A forward that
 fails leaves the caller's tape as it was.
 
-``checkpoint`` (checkpoint.py) is the other dynamic primitive built on
-``CustomFunction``.
+Pytree arguments and outputs (custom_trees.py): the entry's inputs are the leaves of the
+arguments, a pytree output is raveled into its one output and sliced back, and the rule sees
+the call's structures (``g`` and ``out`` as the output, one cotangent per argument, ``None``
+for a whole argument or a leaf). ``nondiff_argnums`` (as JAX's) are kept off the inputs and
+reach the rule first: ``bwd(*nondiff, g, out, *other_inputs)``.
+
+``checkpoint`` (checkpoint.py) and ``custom_jvp`` (custom_jvp.py) are the other dynamic
+primitives built on ``CustomFunction``.
 """
 
 from __future__ import annotations

@@ -136,6 +136,11 @@ def pack(label: str, args: tuple, nondiff_argnums: tuple) -> tuple[list, Packing
     if len(nondiff) != len(nondiff_argnums):
         raise ArgumentError(f"{label}: nondiff_argnums={nondiff_argnums} names an argument "
                             f"the call with {len(args)} argument(s) does not have")
+    for i, a in nondiff:
+        if any(isinstance(b, Variable) for b in tree_flatten(a)[0]):
+            raise ArgumentError(f"{label}: argument {i} is in nondiff_argnums but holds a "
+                                "Variable; pass it as a differentiated argument (its rule may "
+                                "return None for its cotangent)")
     held = {i for i, _ in nondiff}
     leaves: list = []
     trees = []
