@@ -1,5 +1,6 @@
 """simplegrad: reverse-mode autodiff on numpy in which gradients are recorded programs."""
 
+from . import nn, optim  # sg.nn and sg.optim without a separate import
 from .checks import check_grads, check_jvp_vjp_consistency
 from .distributed import map_chunks
 from .engine.ops import Ops
@@ -32,12 +33,23 @@ from .program.compile import (
 from .program.core import Program
 from .program.load import load_program
 from .program.simplify import simplify
-from .pytree import TreeDef, tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
+from .pytree import (
+    TreeDef,
+    register_pytree_node,
+    tree_flatten,
+    tree_leaves,
+    tree_map,
+    tree_structure,
+    tree_unflatten,
+)
 from .transforms.checkpoint import checkpoint
 from .transforms.custom import custom_vjp
+from .transforms.custom_jvp import custom_jvp
 from .transforms.forward import derivative, jvp
-from .transforms.jacobians import hessian, hvp, jacobian
+from .transforms.jacobians import hessian, hvp, jacfwd, jacobian, jacrev
 from .transforms.jit import jit
+from .transforms.linearize import linearize
+from .transforms.ravel import ravel_pytree
 from .transforms.reverse import grad, value_and_grad, vjp
 from .transforms.taylor import taylor, taylor_derivative
 from .transforms.tracing import trace
@@ -53,9 +65,11 @@ __all__ = [
     "DisconnectedWarning",
     "check_grads", "check_jvp_vjp_consistency",
     "hutchinson_trace", "hutchpp_trace", "divergence",
-    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "derivative", "trace",
-    "custom_vjp", "checkpoint", "Program", "simplify", "taylor", "taylor_derivative",
+    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp",
+    "derivative", "trace",
+    "custom_vjp", "custom_jvp", "checkpoint", "Program", "simplify", "taylor", "taylor_derivative",
     "TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
+    "register_pytree_node", "ravel_pytree", "linearize",
     "FormatError", "MissingToolError", "MaterializeError", "load_program", "jacobian_cost", "vmap",
-    "map_chunks", "jit",
+    "map_chunks", "jit", "nn", "optim",
 ]

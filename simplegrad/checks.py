@@ -27,7 +27,7 @@ import numpy as np
 from .engine.ops import Ops
 from .engine.variable import Variable
 from .errors import ArgumentError, GradientCheckError
-from .pytree import tree_flatten, tree_leaves, tree_unflatten
+from .pytree import is_node, tree_flatten, tree_leaves, tree_unflatten
 from .transforms.arguments import running
 
 MODES = ("rev", "fwd")
@@ -187,7 +187,7 @@ def _on_leaves(f: Callable, args: Sequence[Any]) -> tuple[Callable, Sequence[Any
 def _numbers(a: Any) -> bool:
     if isinstance(a, (list, tuple)):
         return all(not isinstance(b, np.ndarray) and _numbers(b) for b in a)
-    return a is not None and not isinstance(a, dict)
+    return a is not None and not is_node(a)     # (a dict or a registered class: a tree)
 
 
 def _modes(modes: Sequence[str]) -> tuple:

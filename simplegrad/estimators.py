@@ -80,7 +80,8 @@ def divergence(f: Callable[[Variable], Variable], x: Any, method: Method = "exac
         if not xv.requires_grad:    # a point that takes no gradient: the products need one
             xv = op.leaf(xv.raw, None, True)
     else:
-        op = Ops().recorder
+        face = Ops()      # held for the whole computation (its tape keeps the entries)
+        op = face.recorder
         xv = op.var(x)
     y = f(xv)
     if not isinstance(y, Variable) or y.rec is not op:

@@ -134,8 +134,8 @@ class RunningVariable:
 
     def cummax(self, axis: int | None = None) -> Variable:
         """Running maximum along ``axis``."""
-        return self.ops.cummax(self, axis=axis)
+        return self.rec.cummax(self, axis=axis)
 
     def cummin(self, axis: int | None = None) -> Variable:
         """Running minimum along ``axis``."""
-        return self.ops.cummin(self, axis=axis)
+        return self.rec.cummin(self, axis=axis)

@@ -372,7 +372,7 @@ class SpecialVariable:
 
     def trunc(self) -> Variable:
         """Elementwise rounding towards zero (no gradient)."""
-        return self.ops.trunc(self)
+        return self.rec.trunc(self)
 
     def round(self, decimals: int = 0, out: None = None) -> Variable:
         """Rounded to ``decimals`` places (no gradient); numpy's ``out`` must stay None."""

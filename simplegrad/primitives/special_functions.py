@@ -277,15 +277,15 @@ class SpecialFunctionVariable:
 
     def erf(self) -> Variable:
         """Elementwise error function."""
-        return self.ops.erf(self)
+        return self.rec.erf(self)
 
     def erfc(self) -> Variable:
         """Elementwise complementary error function."""
-        return self.ops.erfc(self)
+        return self.rec.erfc(self)
 
     def erfinv(self) -> Variable:
         """Elementwise inverse error function."""
-        return self.ops.erfinv(self)
+        return self.rec.erfinv(self)
 
     def betainc(self, a: Any, b: Any) -> Variable:
         """The regularized incomplete beta I_self(a, b)."""

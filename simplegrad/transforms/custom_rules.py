@@ -25,6 +25,7 @@ values are not finite there is given the benefit of the doubt.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +58,45 @@ class ForwardOps(Recorder):
             raise GraphError(f"{prim.name}: reads {x.name} ({kind}) through a closure, and the "
                              "rule gives it no gradient")
         return self.leaf(x.raw, None, False)
+
+# ---------------------------------------------------------------- a sweep's cotangents
+
+
+class Pending:
+    """The cotangents of one entry while the sweep asks for them input by input.
+
+    Weak (a recorded sweep): the cotangents are entries of the tape, which keeps them alive,
+    and the key's ids are checked through weak references to g and the entry (its inputs are
+    the entry's own). Strong (a value-only sweep): the arrays are held, for as long as the
+    sweep's ValueOps lives.
+    """
+
+    __slots__ = ("held", "waiting", "key_objects", "weak")
+
+    def __init__(self, cts: list, wrt: tuple, key_objects: tuple, weak: bool):
+        self.weak = weak
+        self.held = [weakref.ref(c) if weak and c is not None else c for c in cts]
+        self.key_objects = tuple(map(weak_ref, key_objects[:2])) if weak else key_objects
+        self.waiting = set(wrt)
+
+    def cotangents(self) -> list | None:
+        """The cotangents, or None when one of them or of the key's objects is gone."""
+        if not self.weak:
+            return self.held
+        if any(r() is None for r in self.key_objects):
+            return None
+        cts = [None if r is None else r() for r in self.held]
+        if any(c is None and r is not None for c, r in zip(cts, self.held)):
+            return None
+        return cts
+
+
+def weak_ref(x: Any) -> Callable[[], Any]:
+    """A weak reference to x; a number (which cannot have one, and is small) is held."""
+    try:
+        return weakref.ref(x)
+    except TypeError:
+        return lambda: x
 
 # ---------------------------------------------------------------- a user's jvp rule
 

@@ -131,7 +131,8 @@ class _Recorded:
 def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int], backend: str
             ) -> tuple:
     """Run f once on fresh Variables; its results and the _Recorded that replays it."""
-    ops = Ops()
+    face = Ops()            # held while recording: the tape keeps every entry meanwhile
+    ops = face.recorder
     log: list = []
 
     def listen(item: Any) -> None:
@@ -152,7 +153,7 @@ def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int], backe
         outputs: list[Variable] = []
         slots, fixed = [], []
         for y in out_leaves:
-            if type(y) is Variable and y.ops is ops:
+            if type(y) is Variable and y.rec is ops:
                 slots.append(len(outputs))
                 fixed.append(None)
                 outputs.append(y)
@@ -162,7 +163,7 @@ def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int], backe
         n_out = len(outputs)
         guards = []
         for v, kind, seen in log:
-            if v.ops is ops:
+            if v.rec is ops:
                 guards.append((len(outputs), kind, seen))
                 outputs.append(v)
         results = [np.array(y.raw) if s is not None else _plain(c)

@@ -27,7 +27,7 @@ tangents); ``jacobian_fwd_batched`` and ``hessian_batched`` (jacobians.py) are b
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,39 +36,63 @@ from ..engine.batched import FINAL, Batched, _levels, is_int, wrap
 from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..errors import ArgumentError, AxisError, ShapeError
-from ..pytree import tree_leaves, tree_map
+from ..pytree import (
+    node_children,
+    tree_flatten,
+    tree_leaves,
+    tree_structure,
+    tree_unflatten,
+)
 from .arguments import context, running
+from .calls import everything
 
 # ---------------------------------------------------------------- vmap
 
 
-def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
-    """The function mapping ``f`` over a batch axis of its arguments (``in_axes``: an int or
-    None for all, or one per argument, applying to every leaf of a pytree argument;
-    ``out_axes``: an int or None, or one per output)."""
+def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0,
+         axis_size: int | None = None) -> Callable:
+    """The function mapping ``f`` over a batch axis of its arguments.
+
+    ``in_axes``: an int or None for every argument, or a tuple with one entry per positional
+    argument, each a prefix tree of ints and None over that argument (tuples, lists, dicts,
+    namedtuples, registered nodes); keyword arguments are mapped over axis 0. ``out_axes``: a
+    prefix tree of ints and None over f's output (None: an output the same for every
+    example). ``axis_size``: the batch size, needed when no argument is mapped.
+    """
     if not callable(f):
         raise ArgumentError(f"vmap: expected a function, got {type(f).__name__}")
+    if axis_size is not None and (not is_int(axis_size) or axis_size < 0):
+        raise ArgumentError(f"vmap: axis_size must be an int >= 0, not {axis_size!r}")
 
     @functools.wraps(f)
-    def vmapped(*args: Any) -> Any:
-        axes = _per_argument(in_axes, len(args))
-        ops, nested = context("vmap", args, borrow=False, derivative=False)
+    def vmapped(*args: Any, **kwargs: Any) -> Any:
+        per_arg = _per_argument(in_axes, len(args))
+        flat = [tree_flatten(a) for a in args]
+        axes = [prefix_axes(p, a, "in_axes", f"argument {i}")
+                for i, (p, a) in enumerate(zip(per_arg, args))]
+        kw_flat = {k: tree_flatten(v) for k, v in kwargs.items()}
+        leaves = [(f"argument {i}", leaf, ax) for i, ((ls, _), axs) in enumerate(zip(flat, axes))
+                  for leaf, ax in zip(ls, axs)]
+        leaves += [(f"keyword argument {k!r}", leaf, 0) for k, (ls, _) in kw_flat.items()
+                   for leaf in ls]
+        n = _size(leaves, axis_size)
+        ops, nested = context("vmap", everything(args, kwargs), borrow=False, derivative=False)
         level = next(_levels)
         if not nested:
             FINAL.add(level)
-        n = _size(args, axes)
         try:
-            call = [a if ax is None else
-                    leafwise(lambda x, ax=ax: wrap(_leading(ops, x, ax), level), a)
-                    for a, ax in zip(args, axes)]
+            def batched(ls: list, axs: list) -> list:
+                return [x if ax is None else wrap(_leading(ops, x, ax), level)
+                        for x, ax in zip(ls, axs)]
+            call = [tree_unflatten(d, batched(ls, axs)) for (ls, d), axs in zip(flat, axes)]
+            kw = {k: tree_unflatten(d, batched(ls, [0] * len(ls)))
+                  for k, (ls, d) in kw_flat.items()}
             with running(ops, (level, n)):
-                out = f(*call)
-            many = type(out) in (tuple, list)
-            outs = list(out) if many else [out]
-            oaxes = _per_argument(out_axes, len(outs), "out_axes")
-            res = [leafwise(lambda y, ax=ax: _unbatch(ops, y, level, n, ax, nested), y)
-                   for y, ax in zip(outs, oaxes)]
-            return type(out)(res) if many else res[0]
+                out = f(*call, **kw)
+            out_leaves, out_def = tree_flatten(out)
+            oaxes = prefix_axes(out_axes, out, "out_axes", "the output")
+            return tree_unflatten(out_def, [_unbatch(ops, y, level, n, ax, nested)
+                                            for y, ax in zip(out_leaves, oaxes)])
         finally:
             FINAL.discard(level)
             if not nested:
@@ -76,42 +100,64 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
     return vmapped
 
 
-def leafwise(fn: Callable, tree: Any) -> Any:
-    """``fn`` on each leaf of a pytree (``tree_map``), or on the value itself when it is one
-    leaf."""
-    if tree is None or isinstance(tree, (dict, list, tuple)):
-        return tree_map(fn, tree)
-    return fn(tree)
+def prefix_axes(prefix: Any, tree: Any, what: str, where: str) -> list:
+    """The axis of each leaf of ``tree`` (flattening order) from ``prefix``, a tree of ints and
+    None that is a prefix of ``tree``'s structure (an int or None covers a whole subtree)."""
+    out: list = []
+    stack = [(prefix, tree, where)]
+    while stack:
+        p, t, path = stack.pop()
+        if p is None or is_int(p):
+            out.extend([p] * len(tree_leaves(t)))
+            continue
+        mine, theirs = node_children(p), node_children(t)
+        if mine is None:
+            raise ArgumentError(f"vmap: {what} holds {p!r} for {path}: expected an int, None "
+                                "or a container of them")
+        same = theirs is not None and (mine[0] == theirs[0] or {mine[0], theirs[0]} <= {
+            list, tuple}) and mine[1] == theirs[1] and len(mine[2]) == len(theirs[2])
+        if not same:
+            raise ArgumentError(f"vmap: {what} {p!r} for {path} is not a prefix of its "
+                                f"structure {tree_structure(t)}")
+        names = mine[1] if mine[0] is dict else range(len(mine[2]))
+        stack.extend(reversed([(pc, tc, f"{path}[{k!r}]")
+                               for k, pc, tc in zip(names, mine[2], theirs[2])]))
+    return out
 
 
-def _per_argument(axes: Any, count: int, what: str = "in_axes") -> list:
+def _per_argument(axes: Any, count: int) -> list:
+    """in_axes as one prefix tree per positional argument."""
     if axes is None or is_int(axes):
         return [axes] * count
-    if isinstance(axes, (tuple, list)) and len(axes) == count and all(
-            a is None or is_int(a) for a in axes):
+    if isinstance(axes, (tuple, list)) and not hasattr(axes, "_fields") and len(axes) == count:
         return list(axes)
-    raise ArgumentError(f"vmap: {what} must be an int, None, or one of those per argument "
-                        f"({count}), not {axes!r}")
+    raise ArgumentError(f"vmap: in_axes must be an int, None, or a tuple with one entry per "
+                        f"positional argument ({count}), not {axes!r}")
 
 
-def _size(args: Sequence[Any], axes: list) -> int:
-    sizes = {}
-    for i, (a, ax) in enumerate(zip(args, axes)):
+def _size(leaves: list, axis_size: int | None) -> int:
+    sizes: dict[str, set] = {}
+    for where, leaf, ax in leaves:
         if ax is None:
             continue
-        for leaf in tree_leaves(a):
-            shape = leaf.shape if isinstance(leaf, Variable) else np.shape(leaf)
-            if not -len(shape) <= ax < len(shape):
-                raise AxisError(f"vmap: in_axes {ax} is out of bounds for argument {i} (a leaf "
-                                f"of shape {tuple(shape)})")
-            sizes.setdefault(i, set()).add(shape[ax])
+        shape = leaf.shape if isinstance(leaf, Variable) else np.shape(leaf)
+        if not -len(shape) <= ax < len(shape):
+            raise AxisError(f"vmap: in_axes {ax} is out of bounds for {where} (a leaf "
+                            f"of shape {tuple(shape)})")
+        sizes.setdefault(where, set()).add(shape[ax])
     if not sizes:
-        raise ArgumentError("vmap: no argument is batched (every in_axes is None)")
+        if axis_size is None:
+            raise ArgumentError("vmap: no argument is batched (every in_axes is None); pass "
+                                "axis_size= to map over a batch of that size")
+        return int(axis_size)
     found = set().union(*sizes.values())
+    if axis_size is not None:
+        found.add(int(axis_size))
     if len(found) > 1:
-        shown = {i: sorted(v)[0] if len(v) == 1 else sorted(v) for i, v in sizes.items()}
+        shown = {w: sorted(v)[0] if len(v) == 1 else sorted(v) for w, v in sizes.items()}
+        given = "" if axis_size is None else f", axis_size={axis_size}"
         raise ShapeError(f"vmap: the batched arguments have different sizes along in_axes: "
-                         f"{shown} (argument: size)")
+                         f"{shown}{given}")
     return found.pop()
 
 
