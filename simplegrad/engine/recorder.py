@@ -328,8 +328,8 @@ class Recorder(JoinsParameters, PrimitiveMethods):
                 listen(out)
         return out
 
-    def _apply_simplified(self, prim: Primitive, inputs: tuple, attrs: dict | None,
-                          name: str | None):
+    def _apply_simplified(self, prim: Primitive, inputs: Sequence[Any],
+                          attrs: dict | None = None, name: str | None = None) -> Any:
         """Record with the rules of ``sg.simplify`` (rules.py): an identity gives back its
         input, a rewrite records the simpler form, and an entry already on the tape with the
         same primitive, inputs and attributes is reused (hash-consing)."""

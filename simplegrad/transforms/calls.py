@@ -21,7 +21,7 @@ from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..errors import ArgumentError
 from ..pytree import tree_map
-from .arguments import run_paused
+from .paused import run_paused
 
 
 def everything(args: Sequence[Any], kwargs: dict) -> tuple:

@@ -294,7 +294,7 @@ class CustomVJP(CustomFunction):
         packing: Packing = attrs["_pack"]
         args = (*packing.held(), packing.structured(g), packing.structured(out),
                 *packing.arguments(list(inputs)))
-        ops = getattr(g, "ops", None)
+        ops = getattr(g, "rec", None)
         if not isinstance(ops, Ops):
             return packing.cotangents(self._bwd(*args, **user_attrs(attrs)))
         with running(ops):      # transforms in the rule record on its Ops

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..engine.ops import Ops
+from ..engine.recorder import Recorder
 from ..errors import ArgumentError, NotDifferentiableError
 from ..primitives import PrimitiveMethods
 from ..primitives.core import shape_of, value_of
@@ -62,7 +63,7 @@ class CustomJVP(CustomFunction):
                     attrs: dict) -> list:
         rule = self._checked_rule()
         recording = isinstance(o, Ops)
-        r = o if recording else Ops(borrow=True)
+        r = o if recording else Recorder(borrow=True)
         try:
             if recording:
                 xs, gv, ov = list(inputs), g, out

@@ -33,9 +33,9 @@ from .arguments import (
     resolve,
     result,
     results,
-    run_paused,
 )
 from .calls import aux_result, check_has_aux, everything, paused, split_aux
+from .paused import run_paused
 from .taylor import derivative_entry as taylor_derivative_entry
 
 

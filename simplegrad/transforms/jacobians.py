@@ -39,10 +39,10 @@ from .arguments import (
     resolve,
     result,
     results,
-    run_paused,
     scalar,
 )
 from .calls import aux_result, check_has_aux, everything, paused, split_aux
+from .paused import run_paused
 
 
 def jacobian(f: Callable, argnums: ArgNums = 0,

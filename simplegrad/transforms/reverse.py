@@ -38,12 +38,12 @@ from .arguments import (
     regroup,
     resolve,
     results,
-    run_paused,
     running,
     scalar,
     values_only,
 )
 from .calls import aux_result, check_has_aux, everything, paused, split_aux
+from .paused import run_paused
 
 # ---------------------------------------------------------------- public transforms
 
