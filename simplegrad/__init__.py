@@ -3,6 +3,7 @@
 from .checks import check_grads, check_jvp_vjp_consistency
 from .engine.ops import Ops
 from .engine.params import Parameter
+from .engine.steps import Step, step
 from .engine.tape import Tape
 from .engine.variable import Variable
 from .errors import (
@@ -24,12 +25,14 @@ from .errors import (
 from .estimators import divergence, hutchinson_trace, hutchpp_trace
 from .primitives import REGISTRY, Case, Primitive
 from .program.accumulation import jacobian_cost
+from .program.compare import Diff, diff
 from .program.compile import (
     compile as compile,  # sg.compile; kept out of __all__ (shadows a builtin)
 )
 from .program.core import Program
 from .program.load import load_program
 from .program.simplify import simplify
+from .program.symbolic import check_closed_form
 from .pytree import TreeDef, tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
 from .transforms.checkpoint import checkpoint
 from .transforms.custom import custom_vjp
@@ -54,4 +57,5 @@ __all__ = [
     "custom_vjp", "checkpoint", "Program", "simplify", "taylor", "taylor_derivative",
     "TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
     "FormatError", "MissingToolError", "load_program", "jacobian_cost", "vmap",
+    "step", "Step", "diff", "Diff", "check_closed_form",
 ]

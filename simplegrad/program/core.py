@@ -16,6 +16,7 @@ took one branch when the tape was recorded, and the program keeps that branch (a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -179,8 +180,18 @@ class Program:
 
     def format_node(self, node: Node) -> str:
         """One node as ``name = expression``, in the trace's style."""
-        return render.format_line(node.name, node.prim, [self._operand(r) for r in node.args],
-                                  node.attrs)
+        args = [self._operand(r) for r in node.args]
+        if len(node.args) == 1 and render.is_alias(node.prim, not re.fullmatch(r"v\d+", node.name),
+                                                    self._shape(node.args[0]), node.shape):
+            return f"{node.name} = {args[0]}"
+        return render.format_line(node.name, node.prim, args, node.attrs)
+
+    def _shape(self, r: Ref) -> tuple:
+        if r.kind == INPUT:
+            return self.inputs[r.index].shape
+        if r.kind == NODE:
+            return self.nodes[r.index].shape
+        return np.shape(self.constants[r.index].value)
 
     def _operand(self, r: Ref) -> str:
         if r.kind == INPUT:
@@ -223,6 +234,27 @@ class Program:
         """Draw the program to an .svg or .png file with Graphviz's ``dot``; returns the path."""
         from .graph import render as draw
         return draw(self, path)
+
+    def to_sympy(self) -> list:
+        """The outputs as SymPy expressions, one per output, in one symbol per input (needs
+        the ``[sympy]`` extra; see ``program/symbolic.py``)."""
+        from .symbolic import to_sympy
+        return to_sympy(self)
+
+    def to_latex(self) -> str:
+        """The outputs' closed forms as LaTeX, one ``name = ...`` line per output."""
+        from .symbolic import to_latex
+        return to_latex(self)
+
+    def _repr_html_(self) -> str:
+        """The program as HTML for notebooks: one collapsible block per derivative order."""
+        from .display import program_html
+        return program_html(self)
+
+    def _repr_svg_(self) -> str | None:
+        """The program drawn by Graphviz (None without it)."""
+        from ..engine.pictures import has_dot, run_dot
+        return run_dot(self.to_dot(), "svg", "a program").decode() if has_dot() else None
 
     def save(self, path: Any) -> Any:
         """Write the program to ``<path>.json`` and ``<path>.npz`` (``sg.load_program`` reads
