@@ -284,7 +284,7 @@ def _show(op: Ops, prog: Any, ns: argparse.Namespace, note: str | None) -> None:
     text = prog.format() if ns.simplify else None
     if ns.rich:
         from rich.console import Console
-        console = Console()
+        console = Console(markup=False)
         if note:
             console.print(note, style="dim", markup=False)
         if text is not None:

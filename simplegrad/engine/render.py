@@ -284,7 +284,7 @@ def print_rich(tape: Tape, console: Any = None, explain: bool = False,
     from rich.table import Table
     from rich.text import Text
 
-    console = console or Console()
+    console = console or Console(markup=False)
     ords = orders(tape)
     view = None if raw else Derivation(tape, outputs)
     text = Text()
