@@ -101,11 +101,11 @@ class Derivation:
         self.asked: dict[int, Asked] = {}       # id(BlockEnd) -> the grad call it answered
         for i, e in enumerate(events):
             if type(e) is BlockEnd and e.kind == "grad":
-                for later in events[i + 1:]:
-                    if type(later) is Asked and later.target is e.target:
-                        self.asked[id(e)] = later
-                    if type(later) is not Leaf:
-                        break
+                j = i + 1
+                while j < len(events) and type(events[j]) is Leaf:   # (zeros for unreached)
+                    j += 1
+                if j < len(events) and type(events[j]) is Asked and events[j].target is e.target:
+                    self.asked[id(e)] = events[j]
         roots = self._roots(outputs)
         self.sub: dict[Variable, Any] = {}      # entry or seed -> what it prints as
         self.lines: dict[int, Line] = {}        # position -> its line, for entries kept

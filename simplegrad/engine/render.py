@@ -158,7 +158,8 @@ def _operand(x: Any) -> str:
     return format_operand(x)
 
 
-def _view_line(line: Line) -> str:
+def derivation_line(line: Line) -> str:
+    """One line of a pruned derivation as ``name = expression``."""
     if line.prim is None:
         return f"{line.name} = {format_value(line.args[0])}"
     args = [_operand(x) for x in line.args]
@@ -227,7 +228,7 @@ def _items(tape: Tape, explain: bool, block: int | None, view: Derivation | None
         if view is not None and not view.shows(v):
             continue
         role = "accumulate" if pos in accumulations else ("grad" if depth else "forward")
-        line = format_entry(v) if view is None else _view_line(view.lines[pos])
+        line = format_entry(v) if view is None else derivation_line(view.lines[pos])
         note = notes.get(pos)
         yield role, line if note is None else f"{line}    # {note}", v
     for event in events[m:last]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine.derivation import Derivation, Line
-from ..engine.render import _view_line
+from ..engine.render import derivation_line
 from ..engine.variable import Variable
 from ..errors import ArgumentError
 from ..primitives.rewrites import COMMUTATIVE, attrs_key, constant_key
@@ -91,7 +91,7 @@ def _lines(x: Any, ids: dict) -> tuple[list[tuple[Any, str]], list[Any]]:
             else:
                 k = intern(_key(line.prim, [operand(a) for a in line.args], line.attrs))
             line_key[id(line)] = k
-            out.append((k, _view_line(line)))
+            out.append((k, derivation_line(line)))
         outs = [operand(view.value(v)) for v in x.outputs or ()]
         return out, outs
     raise ArgumentError(f"diff: expected an Ops, a trace or a Program, got {type(x).__name__}")

@@ -27,7 +27,8 @@ from ..engine.tape import ancestors
 from ..engine.variable import Variable
 from ..errors import ArgumentError, DTypeError, GraphError, LinAlgError, ShapeError
 from ..primitives.core import Primitive
-from ..primitives.rewrites import constant_key, cse_key
+from ..primitives.rewrites import cse_key
+from .builder import Builder
 from .nodes import CONST, INPUT, NODE, Constant, Input, Node, Ref
 
 if TYPE_CHECKING:
@@ -169,8 +170,12 @@ class Program:
 
     # ------------------------------------------------------------ text
 
-    def format(self) -> str:
-        """The program as text: inputs, named constants, one line per entry, outputs."""
+    def format(self, raw: bool = False) -> str:
+        """The program as text: inputs, named constants, one line per entry, outputs; as a
+        person reads it (simplified: constants folded, duplicates merged) unless ``raw``."""
+        if not raw:
+            from .simplify import simplify
+            return simplify(self).format(raw=True)
         lines = [f"inputs: {', '.join(i.name for i in self.inputs)}"]
         lines += [f"{c.name} = {render.format_value(c.value)}" for c in self.constants
                   if c.name is not None]
@@ -304,7 +309,8 @@ def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
         refs[id(v)] = builder.node(Node(v.prim, tuple(args), v.attrs, v.name, v.shape, v.dtype,
                                           order.get(v, 0)))
     out_refs = [refs[id(v)] if id(v) in refs else builder.capture(v) for v in outs]
-    return builder.program(out_refs, single)
+    return Program(builder.inputs, builder.constants, builder.nodes, out_refs, single,
+                   check=False)
 
 
 def _variables(what: str, xs: Any) -> list[Variable]:
@@ -316,36 +322,3 @@ def _variables(what: str, xs: Any) -> list[Variable]:
         if not isinstance(x, Variable):
             raise ArgumentError(f"program: {what} must be Variables, got {type(x).__name__}")
     return items
-
-
-class Builder:
-    """Collects inputs, constants (each once) and nodes into a Program."""
-
-    def __init__(self, inputs: list[Input]):
-        self.inputs = inputs
-        self.constants: list[Constant] = []
-        self.nodes: list[Node] = []
-        self._by_key: dict = {}
-
-    def constant(self, value: Any, name: str | None = None, key: Any = None) -> Ref:
-        """A constant's ref, shared with an equal constant added before."""
-        key = ("value", constant_key(value)) if key is None else key
-        r = self._by_key.get(key)
-        if r is None:
-            if isinstance(value, np.ndarray) and value.flags.writeable:
-                value = value.copy()
-                value.flags.writeable = False
-            r = self._by_key[key] = Ref(CONST, len(self.constants))
-            self.constants.append(Constant(value, name))
-        return r
-
-    def capture(self, v: Variable) -> Ref:
-        """A Variable's recorded value as a named constant (an unrecorded one prints inline)."""
-        return self.constant(v.value, None if v.label is None else v.name, ("var", id(v)))
-
-    def node(self, node: Node) -> Ref:
-        self.nodes.append(node)
-        return Ref(NODE, len(self.nodes) - 1)
-
-    def program(self, outputs: list[Ref], single: bool) -> Program:
-        return Program(self.inputs, self.constants, self.nodes, outputs, single, check=False)
