@@ -162,6 +162,8 @@ def test_diff_aligns_a_hand_written_backward_with_simplegrads():
     d = sg.diff(ours, hand)
     rows = str(d).splitlines()
     assert any(r.startswith("  ") and "x.cos()" in r for r in rows)     # aligned, equal
+    # sin(x) stands first in ours and third by hand: aligned all the same
+    assert any(r.startswith("  ") and r.count("x.sin()") == 2 for r in rows)
     assert any(r.startswith("  ") and "+" in r.split("|")[0] for r in rows)     # the sum
     assert d.outputs_match                  # the same expression of x, by structure
     hand_wrong = sg.trace(lambda x: x.cos() * x - x.sin(), np.array([0.5, 1.0]))

@@ -3,10 +3,10 @@
 Each line is reduced to its structure: its primitive, its attributes and its operands, where an
 operand is an input (by name), a constant (by value) or an earlier line (by that line's own
 structure, recursively: two lines match when they compute the same expression of the inputs).
-The two lists of structures are aligned as ``difflib`` aligns text; the result is falsy when
-every line and every output matches, and ``str()`` prints the aligned lines side by side with
-what differs marked (``-`` only in a, ``+`` only in b, ``~`` the same primitive on other
-operands).
+A line of b computing what a line of a computes is aligned with it wherever it stands; the
+result is falsy when every line and every output matches, and ``str()`` prints the aligned
+lines side by side with what differs marked (``-`` only in a, ``+`` only in b, ``~`` the
+same primitive on other operands).
 
 An Ops (what ``sg.trace`` returns included) is read as its pruned derivation
 (``engine.derivation``), a Program as its nodes.
@@ -14,7 +14,6 @@ An Ops (what ``sg.trace`` returns included) is read as its pruned derivation
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,20 +108,42 @@ def diff(a: Any, b: Any) -> Diff:
     ids: dict = {}
     la, outs_a = _lines(a, ids)
     lb, outs_b = _lines(b, ids)
-    ka, kb = [k for k, _ in la], [k for k, _ in lb]
     prims = {i: key[0] for key, i in ids.items()}
-    rows: list = []
-    matcher = difflib.SequenceMatcher(a=ka, b=kb, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            rows += [(" ", la[i][1], lb[j][1]) for i, j in zip(range(i1, i2), range(j1, j2))]
-            continue
-        left, right = la[i1:i2], lb[j1:j2]
-        for k in range(max(len(left), len(right))):
-            ta = left[k][1] if k < len(left) else ""
-            tb = right[k][1] if k < len(right) else ""
-            if ta and tb and prims[ka[i1 + k]] == prims[kb[j1 + k]]:
-                rows.append(("~", ta, tb))
-            else:           # one line each side, each marked for its side
-                rows += [("-", ta, "")] * bool(ta) + [("+", "", tb)] * bool(tb)
-    return Diff(rows, outs_a == outs_b)
+    # a line of b that computes what a line of a computes is its partner, wherever it stands
+    free: dict[Any, list[int]] = {}
+    for j, (k, _) in enumerate(lb):
+        free.setdefault(k, []).append(j)
+    partner: dict[int, int] = {}
+    for i, (k, _) in enumerate(la):
+        if free.get(k):
+            partner[i] = free[k].pop(0)
+    rows: list = [[(" ", text, lb[partner[i]][1]) if i in partner else ("-", text, "")]
+                  for i, (_, text) in enumerate(la)]
+    top: list = []              # b's other lines: after the partner of the b line before them
+    after = {q: i for i, q in partner.items()}
+    anchor = None
+    for q, (_, text) in enumerate(lb):
+        if q in after:          # (the latest row any earlier line of b stands at)
+            anchor = after[q] if anchor is None else max(anchor, after[q])
+        elif anchor is None:
+            top.append(("+", "", text))
+        else:
+            rows[anchor].append(("+", "", text))
+    rows = top + [row for group in rows for row in group]
+    return Diff(_pair_changes(rows, la, lb, prims), outs_a == outs_b)
+
+
+def _pair_changes(rows: list, la: list, lb: list, prims: dict) -> list:
+    """A line only in a next to a line only in b with the same primitive: one ``~`` row."""
+    prim_a = {text: prims[k] for k, text in la}
+    prim_b = {text: prims[k] for k, text in lb}
+    out: list = []
+    for mark, ta, tb in rows:
+        if out and mark in "+-" and out[-1][0] in "+-" and out[-1][0] != mark:
+            last = out[-1]
+            left, right = (last[1], tb) if mark == "+" else (ta, last[2])
+            if prim_a.get(left) == prim_b.get(right):
+                out[-1] = ("~", left, right)
+                continue
+        out.append((mark, ta, tb))
+    return out
