@@ -10,16 +10,19 @@
    and with 8 checkpointed blocks.
 3. The forward_vs_reverse table (README "Examples") comes from
    ``python examples/forward_vs_reverse.py``; its timings move with the machine.
+4. ``--pictures`` (needs Graphviz): the README's pictures, docs/seed_program.svg (the seed's
+   grad-of-grad program) and docs/seed_derivation.svg (the same, simplified).
 
 Every figure is printed as the README words it. ``--quick`` uses fewer trials (the tests).
 
-Run: python benchmarks/readme_figures.py [--quick]
+Run: python benchmarks/readme_figures.py [--quick] [--pictures]
 """
 
 from __future__ import annotations
 
 import argparse
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 
@@ -84,11 +87,27 @@ def figures(quick: bool = False) -> dict[str, float]:
             "checkpoint_plain_mb": plain / 1e6, "checkpoint_mb": ckpt / 1e6}
 
 
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def pictures(folder: Path = DOCS) -> list[Path]:
+    """Draw the README's pictures of the seed's grad-of-grad program (needs Graphviz)."""
+    from simplegrad.cli import seed_program
+    op, a, b = seed_program(echo=False)
+    grad2 = op.program([a, b], [a.grad, b.grad])
+    return [grad2.render(folder / "seed_program.svg"),
+            sg.simplify(grad2).render(folder / "seed_derivation.svg")]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print every figure as the README quotes it."""
+    """Print every figure as the README quotes it (and draw the pictures when asked)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer trials, for the tests")
+    parser.add_argument("--pictures", action="store_true", help="redraw docs/*.svg")
     args = parser.parse_args(argv)
+    if args.pictures:
+        for path in pictures():
+            print(f"drew {path}")
     f = figures(args.quick)
     print(f"Hutch++'s variance is about {f['hutchpp_low_rank']:.3g} times lower than "
           "Hutchinson's (100x100 rank-5-plus-noise matrix, 30 products)")
