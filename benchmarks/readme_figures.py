@@ -11,7 +11,9 @@
 3. The forward_vs_reverse table (README "Examples") comes from
    ``python examples/forward_vs_reverse.py``; its timings move with the machine.
 4. ``--pictures`` (needs Graphviz): the README's pictures, docs/seed_program.svg (the seed's
-   grad-of-grad program) and docs/seed_derivation.svg (the same, simplified).
+   grad-of-grad program) and docs/seed_derivation.svg (the same, simplified); with Chromium
+   installed, docs/notebook_view.png, the seed's derivation as a notebook shows it, rendered
+   by headless Chromium.
 
 Every figure is printed as the README words it. ``--quick`` uses fewer trials (the tests).
 
@@ -21,6 +23,9 @@ Run: python benchmarks/readme_figures.py [--quick] [--pictures]
 from __future__ import annotations
 
 import argparse
+import shutil
+import subprocess
+import tempfile
 import tracemalloc
 from pathlib import Path
 
@@ -95,8 +100,33 @@ def pictures(folder: Path = DOCS) -> list[Path]:
     from simplegrad.cli import seed_program
     op, a, b = seed_program(echo=False)
     grad2 = op.program([a, b], [a.grad, b.grad])
-    return [grad2.render(folder / "seed_program.svg"),
-            sg.simplify(grad2).render(folder / "seed_derivation.svg")]
+    drawn = [grad2.render(folder / "seed_program.svg"),
+             sg.simplify(grad2).render(folder / "seed_derivation.svg")]
+    if browser() is not None:
+        drawn.append(screenshot(op._repr_html_(), folder / "notebook_view.png", 760, 410))
+    return drawn
+
+
+def browser() -> str | None:
+    """A Chromium (or Chrome) executable on PATH, or None."""
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def screenshot(html: str, path: Path, width: int = 900, height: int = 1100) -> Path:
+    """Render an HTML fragment (a notebook display) to a PNG with headless Chromium."""
+    with tempfile.TemporaryDirectory() as tmp:
+        page = Path(tmp) / "page.html"
+        page.write_text(f"<!doctype html><html><head><meta charset='utf-8'></head>"
+                        f"<body style='background:white'>{html}</body></html>")
+        subprocess.run([browser(), "--headless", "--no-sandbox", "--disable-gpu",
+                        "--hide-scrollbars", f"--user-data-dir={tmp}/profile",
+                        f"--window-size={width},{height}", f"--screenshot={path}",
+                        page.as_uri()], capture_output=True, timeout=120, check=True)
+    return Path(path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,12 +81,15 @@ def page(p: str, groups: dict[int, list[str]], title: str) -> str:
 
 
 def line_html(text: str, ident: str | None = None, href: str | None = None,
-              meta: str = "", note: str = "") -> str:
-    """One line: its text (a link when ``href``), an id when ``ident``, the shape and value."""
+              meta: str = "", note: str = "", fill: str | None = None) -> str:
+    """One line: its text (a link when ``href``), an id when ``ident``, the shape and value,
+    on a ``fill`` colour when given (the inputs')."""
     body = html.escape(text)
     if href is not None:
         body = f'<a href="#{href}" title="{html.escape(note)}">{body}</a>'
     ident_attr = f' id="{ident}"' if ident else ""
+    if fill:
+        ident_attr += f' style="background:{fill}"'
     meta_html = f'<span class="sg-meta">{html.escape(meta)}</span>' if meta else ""
     return f'<div class="sg-line"{ident_attr}>{body}{meta_html}</div>'
 
@@ -123,7 +126,8 @@ def derivation_html(tape: Tape, outputs: Sequence[Variable] | None = None) -> st
             ident = anchor(p, item.var.name)
             meta = preview(item.var.raw)
         note = notes.get(item.position, "") if type(item) is Variable else ""
-        groups.setdefault(k, []).append(line_html(text, ident, href, meta, note))
+        fill = LEAF_FILL if type(item) is Leaf and item.kind == "leaf" else None
+        groups.setdefault(k, []).append(line_html(text, ident, href, meta, note, fill))
     shown = sum(len(v) for v in groups.values())
     return page(p, groups, f"derivation: {shown} lines (pruned to what was asked)")
 
