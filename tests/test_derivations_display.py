@@ -90,6 +90,22 @@ def test_sg_trace_displays_its_outputs_only():
     assert all(h[1:] in page.ids for h in page.hrefs)
 
 
+def test_a_long_derivation_shows_its_first_lines_and_draws_no_picture(monkeypatch):
+    from simplegrad.engine import html
+    op = sg.Ops()
+    x = op.var([0.1, 0.2], name="x")
+    y = x
+    for _ in range(30):
+        y = (y * 1.1).sin()
+    op.grad(op.sum(y, name="L"), x)
+    monkeypatch.setattr(html, "MAX_LINES", 20)
+    monkeypatch.setattr(html, "MAX_PICTURE", 20)
+    text = op._repr_html_()
+    assert "more lines: op.format_trace(raw=False) prints them all" in text
+    assert text.count('class="sg-line"') <= 20 + 2
+    assert op._repr_svg_() is None
+
+
 @pytest.mark.skipif(shutil.which("dot") is not None, reason="Graphviz is installed")
 def test_svg_is_left_to_html_without_graphviz():
     op, _, _ = seed_program(echo=False)

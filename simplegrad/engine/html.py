@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from .tape import Tape
 
 PREVIEW = 48        # characters of a value's preview
+MAX_LINES = 2000    # lines shown in one display (Jupyter displays every object it is given)
+MAX_PICTURE = 400   # entries drawn by _repr_svg_ (Graphviz on a larger tape takes long)
 
 STYLE = """<style>
 .sg-derivation {font-family: monospace; font-size: 12px}
@@ -129,7 +131,16 @@ def derivation_html(tape: Tape, outputs: Sequence[Variable] | None = None) -> st
         fill = LEAF_FILL if type(item) is Leaf and item.kind == "leaf" else None
         groups.setdefault(k, []).append(line_html(text, ident, href, meta, note, fill))
     shown = sum(len(v) for v in groups.values())
-    return page(p, groups, f"derivation: {shown} lines (pruned to what was asked)")
+    title = f"derivation: {shown} lines (pruned to what was asked)"
+    if shown > MAX_LINES:       # the first lines of each order, and what was left out
+        keep = max(1, MAX_LINES // len(groups))
+        for k, lines in groups.items():
+            if len(lines) > keep:
+                left = len(lines) - keep
+                groups[k] = lines[:keep] + [line_html(
+                    f"... {left} more lines: op.format_trace(raw=False) prints them all")]
+        title += f", the first {keep} of each order shown"
+    return page(p, groups, title)
 
 
 class Display:
@@ -141,8 +152,9 @@ class Display:
         return derivation_html(self.tape, self.outputs)
 
     def _repr_svg_(self) -> str | None:
-        """The tape drawn by Graphviz (None without it, so Jupyter shows the HTML)."""
+        """The tape drawn by Graphviz (None without it, or for a tape of more than
+        ``MAX_PICTURE`` entries: Jupyter then shows the HTML)."""
         from .pictures import dot_text, has_dot, run_dot
-        if not has_dot() or not len(self.tape):
+        if not has_dot() or not 0 < len(self.tape) <= MAX_PICTURE:
             return None
         return run_dot(dot_text(self.to_networkx(self.outputs)), "svg", "the tape").decode()

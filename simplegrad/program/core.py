@@ -257,9 +257,12 @@ class Program:
         return program_html(self)
 
     def _repr_svg_(self) -> str | None:
-        """The program drawn by Graphviz (None without it)."""
+        """The program drawn by Graphviz (None without it or beyond ``MAX_PICTURE`` nodes)."""
+        from ..engine.html import MAX_PICTURE
         from ..engine.pictures import has_dot, run_dot
-        return run_dot(self.to_dot(), "svg", "a program").decode() if has_dot() else None
+        if not has_dot() or len(self.nodes) > MAX_PICTURE:
+            return None
+        return run_dot(self.to_dot(), "svg", "a program").decode()
 
     def save(self, path: Any) -> Any:
         """Write the program to ``<path>.json`` and ``<path>.npz`` (``sg.load_program`` reads
