@@ -107,3 +107,15 @@ def test_reductions_refuse_with_the_entry_named():
         prog.to_sympy()
     with pytest.raises(sg.ArgumentError, match="1 output"):
         sg.check_closed_form(op.program(x, x.sin()), ["sin(x)", "cos(x)"])
+
+
+@pytest.mark.parametrize("expr", ["tanh(x)", "sin(x) * exp(x)", "x ** 5 - 2 * x ** 3 + x"])
+def test_derivative_n_on_the_command_line_is_sympys(expr, capsys):
+    from simplegrad.cli import main
+    from simplegrad.engine.render import format_value
+    formula = sp.sympify(expr, locals={"x": X})
+    for n in range(1, 7):
+        assert main(["trace", expr, "--var", "x=0.7", "--derivative", str(n)]) == 0
+        last = capsys.readouterr().out.splitlines()[-1]
+        want = float(sp.diff(formula, X, n).subs(X, 0.7))
+        assert last == f"{'dx' if n == 1 else f'd{n}x'} = {format_value(want)}", (n, last)
