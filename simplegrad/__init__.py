@@ -5,6 +5,7 @@ from .checks import check_grads, check_jvp_vjp_consistency
 from .distributed import map_chunks
 from .engine.ops import Ops
 from .engine.params import Parameter
+from .engine.steps import Step, step
 from .engine.tape import Tape
 from .engine.variable import Variable
 from .errors import (
@@ -27,12 +28,14 @@ from .errors import (
 from .estimators import divergence, hutchinson_trace, hutchpp_trace
 from .primitives import REGISTRY, Case, Primitive
 from .program.accumulation import jacobian_cost
+from .program.compare import Diff, diff
 from .program.compile import (
     compile as compile,  # sg.compile; kept out of __all__ (shadows a builtin)
 )
 from .program.core import Program
 from .program.load import load_program
 from .program.simplify import simplify
+from .program.symbolic import check_closed_form
 from .pytree import (
     TreeDef,
     register_pytree_node,
@@ -72,4 +75,5 @@ __all__ = [
     "register_pytree_node", "ravel_pytree", "linearize",
     "FormatError", "MissingToolError", "MaterializeError", "load_program", "jacobian_cost", "vmap",
     "map_chunks", "jit", "nn", "optim",
+    "step", "Step", "diff", "Diff", "check_closed_form",
 ]

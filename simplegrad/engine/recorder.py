@@ -17,10 +17,11 @@ from ..errors import ArgumentError, GraphError
 from ..primitives import PrimitiveMethods
 from ..primitives import rewrites as rules
 from ..primitives.core import Primitive
-from . import forward, nonfinite, render
+from . import derivation, forward, nonfinite, render
 from . import reverse as sweeps
 from .batched import apply as apply_batched
 from .events import Leaf
+from .html import Display
 from .levels import Batched
 from .operands import check_name, error, float_array, recordable, translate
 from .params import FREE, Adoptions, JoinsParameters
@@ -32,7 +33,7 @@ _new = object.__new__
 # ---------------------------------------------------------------- Ops
 
 
-class Recorder(JoinsParameters, PrimitiveMethods):
+class Recorder(JoinsParameters, PrimitiveMethods, Display):
     """One tape and one v-counter: every primitive called on it records one entry.
 
     This is the object behind an ``sg.Ops`` (ops.py): Variables hold it (``x.rec``), the user
@@ -55,6 +56,7 @@ class Recorder(JoinsParameters, PrimitiveMethods):
     absorbs = False     # True for an Ops that records a block reading other Ops' Variables
     made_in: Any = None    # for such an Ops: the Ops running when it was made
     face: Any = None       # a weak reference to the sg.Ops that holds this recorder, if any
+    outputs: tuple | None = None    # what a traced function returned (sg.trace sets it)
 
     def within(self, other: Any) -> bool:
         """Whether this Ops was made while ``other`` ran (following ``made_in``)."""
@@ -97,20 +99,21 @@ class Recorder(JoinsParameters, PrimitiveMethods):
 
     # ------------------------------------------------------------ the trace
 
-    def format_trace(self, explain: bool = False, block: int | None = None) -> str:
+    def format_trace(self, explain: bool = False, block: int | None = None,
+                     raw: bool = True) -> str:
         """The trace as text, in the seed's format.
 
         ``explain=True`` appends to each gradient entry the forward entry and input it pulls
         back through (``# d(v1 = v0 * b)/dv0``); ``block`` keeps one derivative block (-1: the
-        newest).
+        newest); ``raw=False``: the derivation pruned to what was asked (derivation.py).
         """
-        return "\n".join(render.lines(self.tape, explain, block))
+        return "\n".join(render.lines(self.tape, explain, block, raw, self.outputs))
 
     def print_trace(self, console: Any = None, explain: bool = False,
-                    block: int | None = None) -> None:
-        """Print the trace with rich colours by role and derivative order, and a count of the
-        entries per order."""
-        render.print_rich(self.tape, console, explain, block)
+                    block: int | None = None, raw: bool = False) -> None:
+        """Print the derivation pruned to what was asked (``raw=True``: the whole tape) with
+        rich colours by role and derivative order, a legend, and the entries per order."""
+        render.print_rich(self.tape, console, explain, block, raw, self.outputs)
 
     def find_nonfinite(self, v: Variable) -> nonfinite.NonFinite | None:
         """Where a nan or inf first appears among v's ancestors (None when all are finite)."""
@@ -173,21 +176,19 @@ class Recorder(JoinsParameters, PrimitiveMethods):
 
         Sets ``.grad`` on each of ``wrt`` (replacing it) and returns the gradients
         in order (a single Variable when ``wrt`` is one). ``name`` names the gradients (one
-        name, or one per ``wrt``), as setting ``.name`` on them would.
+        name, or one per ``wrt``): each named gradient is an alias entry of its own
+        (``dW = v12``), so a cotangent the sweep shares keeps its v-number.
         """
-        if name is None:
-            return sweeps.grad(self, L, wrt, seed, create_graph)
         single = isinstance(wrt, Variable) or not isinstance(wrt, Iterable)
-        names = [name] if isinstance(name, str) else list(name)
-        count = 1 if single else len(list(wrt))
-        if len(names) != count or not all(isinstance(n, str) and n.isidentifier()
-                                          for n in names):
+        wrt = wrt if single else list(wrt)
+        names = None if name is None else [name] if isinstance(name, str) else list(name)
+        count = 1 if single else len(wrt)
+        if names is not None and (len(names) != count or not all(
+                isinstance(n, str) and n.isidentifier() for n in names)):
             raise ArgumentError(f"grad: name= needs {count} identifier(s), one per wrt, got "
                                 f"{name!r}")
         grads = sweeps.grad(self, L, wrt, seed, create_graph)
-        for g, n in zip([grads] if single else grads, names):
-            g.name = n
-        return grads
+        return derivation.asked(self, L, wrt, grads, names, bool(create_graph))
 
     def backward(self, L: Variable, seed: Any = None, create_graph: bool = False) -> None:
         """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""
