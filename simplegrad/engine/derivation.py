@@ -50,7 +50,7 @@ def asked(ops: Ops, L: Variable, wrt: Variable | list, grads: Any, names: list[s
     wanted = [wrt] if single else wrt
     found = [grads] if single else list(grads)
     recorded = create_graph and ops.recording and all(
-        type(g) is Variable and g.ops is ops for g in found)
+        type(g) is Variable and g.rec is ops for g in found)
     tape = ops.tape
     if recorded and tape.keep:
         tape.add(Asked(tape.end, L, tuple(ops.leaf_for(w) for w in wanted), tuple(found)))

@@ -38,10 +38,10 @@ def step(L: Variable, wrt: Variable | Sequence[Variable]) -> Iterator[Step]:
     from .ops import Ops  # (ops.py does not import this module)
 
     wanted = [wrt] if isinstance(wrt, Variable) else list(wrt)
-    if not isinstance(L, Variable) or L.ops is None or not hasattr(L.ops, "tape"):
+    if not isinstance(L, Variable) or not hasattr(L.rec, "tape"):
         raise ArgumentError(f"step: L must be a recorded Variable, got {type(L).__name__}")
     for w in wanted:
-        if not isinstance(w, Variable) or w.ops is not L.ops:
+        if not isinstance(w, Variable) or w.rec is not L.rec:
             raise ArgumentError(f"step: wrt must be Variables of {L.name}'s Ops, got "
                                 f"{getattr(w, 'name', type(w).__name__)}")
     copy = Ops()
@@ -61,7 +61,7 @@ def step(L: Variable, wrt: Variable | Sequence[Variable]) -> Iterator[Step]:
         if id(w) not in copies:
             copies[id(w)] = new = copy.leaf(w.raw, None, w.requires_grad)
             new.label = w.label
-    copy.tape.counter = L.ops.tape.counter
+    copy.tape.counter = L.rec.tape.counter
     L2 = copies[id(L)]
     copy.grad(L2, [copies[id(w)] for w in wanted])
     return _steps(copy)
