@@ -37,6 +37,8 @@ from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..errors import ArgumentError, AxisError, ShapeError
 from ..pytree import (
+    LEAF,
+    TreeDef,
     node_children,
     tree_flatten,
     tree_leaves,
@@ -67,28 +69,29 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0,
     @functools.wraps(f)
     def vmapped(*args: Any, **kwargs: Any) -> Any:
         per_arg = _per_argument(in_axes, len(args))
-        flat = [tree_flatten(a) for a in args]
-        axes = [prefix_axes(p, a, "in_axes", f"argument {i}")
-                for i, (p, a) in enumerate(zip(per_arg, args))]
+        flat = [([a], LEAF) if type(a) is np.ndarray or isinstance(a, Variable) else
+                tree_flatten(a) for a in args]     # (one array: no tree to walk)
+        axes = [prefix_axes(p, a, "in_axes", i) for i, (p, a) in enumerate(zip(per_arg, args))]
         kw_flat = {k: tree_flatten(v) for k, v in kwargs.items()}
-        leaves = [(f"argument {i}", leaf, ax) for i, ((ls, _), axs) in enumerate(zip(flat, axes))
+        leaves = [(i, leaf, ax) for i, ((ls, _), axs) in enumerate(zip(flat, axes))
                   for leaf, ax in zip(ls, axs)]
-        leaves += [(f"keyword argument {k!r}", leaf, 0) for k, (ls, _) in kw_flat.items()
-                   for leaf in ls]
+        leaves += [(k, leaf, 0) for k, (ls, _) in kw_flat.items() for leaf in ls]
         n = _size(leaves, axis_size)
         ops, nested = context("vmap", everything(args, kwargs), borrow=False, derivative=False)
         level = next(_levels)
         if not nested:
             FINAL.add(level)
         try:
-            def batched(ls: list, axs: list) -> list:
-                return [x if ax is None else wrap(_leading(ops, x, ax), level)
-                        for x, ax in zip(ls, axs)]
-            call = [tree_unflatten(d, batched(ls, axs)) for (ls, d), axs in zip(flat, axes)]
-            kw = {k: tree_unflatten(d, batched(ls, [0] * len(ls)))
-                  for k, (ls, d) in kw_flat.items()}
+            def batched(ls: list, axs: list, treedef: TreeDef) -> Any:
+                xs = [x if ax is None else wrap(_leading(ops, x, ax), level)
+                      for x, ax in zip(ls, axs)]
+                return xs[0] if treedef is LEAF else tree_unflatten(treedef, xs)
+            call = [batched(ls, axs, d) for (ls, d), axs in zip(flat, axes)]
+            kw = {k: batched(ls, [0] * len(ls), d) for k, (ls, d) in kw_flat.items()}
             with running(ops, (level, n)):
                 out = f(*call, **kw)
+            if isinstance(out, Variable) and (out_axes is None or is_int(out_axes)):
+                return _unbatch(ops, out, level, n, out_axes, nested)   # (one output)
             out_leaves, out_def = tree_flatten(out)
             oaxes = prefix_axes(out_axes, out, "out_axes", "the output")
             return tree_unflatten(out_def, [_unbatch(ops, y, level, n, ax, nested)
@@ -100,9 +103,15 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0,
     return vmapped
 
 
-def prefix_axes(prefix: Any, tree: Any, what: str, where: str) -> list:
+def prefix_axes(prefix: Any, tree: Any, what: str, where: Any) -> list:
     """The axis of each leaf of ``tree`` (flattening order) from ``prefix``, a tree of ints and
-    None that is a prefix of ``tree``'s structure (an int or None covers a whole subtree)."""
+    None that is a prefix of ``tree``'s structure (an int or None covers a whole subtree);
+    ``where`` names the tree in errors (an int: that positional argument)."""
+    if (prefix is None or is_int(prefix)) and (type(tree) is np.ndarray or
+                                               isinstance(tree, Variable)):
+        return [prefix]         # (the common case: one array, one axis)
+    if is_int(where):
+        where = f"argument {where}"
     out: list = []
     stack = [(prefix, tree, where)]
     while stack:
@@ -137,12 +146,12 @@ def _per_argument(axes: Any, count: int) -> list:
 
 def _size(leaves: list, axis_size: int | None) -> int:
     sizes: dict[str, set] = {}
-    for where, leaf, ax in leaves:
+    for where, leaf, ax in leaves:      # where: a position, or a keyword's name
         if ax is None:
             continue
         shape = leaf.shape if isinstance(leaf, Variable) else np.shape(leaf)
         if not -len(shape) <= ax < len(shape):
-            raise AxisError(f"vmap: in_axes {ax} is out of bounds for {where} (a leaf "
+            raise AxisError(f"vmap: in_axes {ax} is out of bounds for {_named(where)} (a leaf "
                             f"of shape {tuple(shape)})")
         sizes.setdefault(where, set()).add(shape[ax])
     if not sizes:
@@ -154,11 +163,16 @@ def _size(leaves: list, axis_size: int | None) -> int:
     if axis_size is not None:
         found.add(int(axis_size))
     if len(found) > 1:
-        shown = {w: sorted(v)[0] if len(v) == 1 else sorted(v) for w, v in sizes.items()}
+        shown = {_named(w): sorted(v)[0] if len(v) == 1 else sorted(v)
+                 for w, v in sizes.items()}
         given = "" if axis_size is None else f", axis_size={axis_size}"
         raise ShapeError(f"vmap: the batched arguments have different sizes along in_axes: "
                          f"{shown}{given}")
     return found.pop()
+
+
+def _named(where: Any) -> str:
+    return f"argument {where}" if is_int(where) else f"keyword argument {where!r}"
 
 
 def _leading(ops: Ops, a: Any, ax: int) -> Any:
