@@ -110,14 +110,14 @@ def test_grad_with_keywords_under_vmap_matches_a_loop(rng):
 
 def test_prefix_mismatch_errors_name_the_argument(rng):
     tree = {"a": np.ones((N, 2)), "b": np.ones((N, 2))}
-    with pytest.raises(sg.ArgumentError, match=r"in_axes \{'a': 0\} for argument 0 is not a "
+    with pytest.raises(sg.ArgumentError, match=r"in_axes for argument 0: \{'a': \*\} is not a "
                                                "prefix"):
         sg.vmap(lambda t: t["a"], in_axes=({"a": 0},))(tree)
-    with pytest.raises(sg.ArgumentError, match=r"in_axes holds 'x' for argument 0\['a'\]"):
+    with pytest.raises(sg.ArgumentError, match=r"in_axes holds 'x' for argument 0"):
         sg.vmap(lambda t: t["a"], in_axes=({"a": "x", "b": 0},))(tree)
     with pytest.raises(sg.ArgumentError, match="one entry per positional argument"):
         sg.vmap(lambda t: t["a"], in_axes=(0, 0))(tree)
-    with pytest.raises(sg.ArgumentError, match=r"out_axes \(0, 0\) for the output"):
+    with pytest.raises(sg.ArgumentError, match=r"out_axes for the output: \(\*, \*\) is not"):
         sg.vmap(lambda t: t["a"], out_axes=(0, 0))(tree)
 
 

@@ -39,9 +39,8 @@ from ..errors import ArgumentError, AxisError, ShapeError
 from ..pytree import (
     LEAF,
     TreeDef,
-    node_children,
+    prefix_leaves,
     tree_flatten,
-    tree_leaves,
     tree_structure,
     tree_unflatten,
 )
@@ -110,28 +109,14 @@ def prefix_axes(prefix: Any, tree: Any, what: str, where: Any) -> list:
     if (prefix is None or is_int(prefix)) and (type(tree) is np.ndarray or
                                                isinstance(tree, Variable)):
         return [prefix]         # (the common case: one array, one axis)
-    if is_int(where):
-        where = f"argument {where}"
-    out: list = []
-    stack = [(prefix, tree, where)]
-    while stack:
-        p, t, path = stack.pop()
-        if p is None or is_int(p):
-            out.extend([p] * len(tree_leaves(t)))
-            continue
-        mine, theirs = node_children(p), node_children(t)
-        if mine is None:
-            raise ArgumentError(f"vmap: {what} holds {p!r} for {path}: expected an int, None "
+    where = f"argument {where}" if is_int(where) else where
+    axes = prefix_leaves(prefix, tree_structure(tree), lambda p: p is None or is_int(p),
+                         f"vmap: {what} for {where}")
+    for ax in axes:
+        if not (ax is None or is_int(ax)):
+            raise ArgumentError(f"vmap: {what} holds {ax!r} for {where}: expected an int, None "
                                 "or a container of them")
-        same = theirs is not None and (mine[0] == theirs[0] or {mine[0], theirs[0]} <= {
-            list, tuple}) and mine[1] == theirs[1] and len(mine[2]) == len(theirs[2])
-        if not same:
-            raise ArgumentError(f"vmap: {what} {p!r} for {path} is not a prefix of its "
-                                f"structure {tree_structure(t)}")
-        names = mine[1] if mine[0] is dict else range(len(mine[2]))
-        stack.extend(reversed([(pc, tc, f"{path}[{k!r}]")
-                               for k, pc, tc in zip(names, mine[2], theirs[2])]))
-    return out
+    return axes
 
 
 def _per_argument(axes: Any, count: int) -> list:
