@@ -19,6 +19,11 @@ every running vmap's level (``primals``), so each example has its own; the sweep
 Batched values run on their stacks (engine/levels.py): examples are independent, so one sweep
 of the stacked program gives every example's derivative at once.
 
+Axes follow JAX: ``in_axes`` is one prefix tree per positional argument (an int or None covers
+a whole subtree; ``pytree.prefix_leaves``), keyword arguments are mapped over axis 0,
+``out_axes`` is a prefix tree of the output, and ``axis_size`` gives the batch size when no
+argument is mapped.
+
 Batched values also serve the engine's ``batched_jvp``, which pushes many tangents
 through one forward sweep of a recorded program (each jvp rule runs once, on Batched
 tangents); ``jacobian_fwd_batched`` and ``hessian_batched`` (jacobians.py) are built on it.
