@@ -126,3 +126,15 @@ def test_nested_vmap_with_pytree_axes(rng):
     out = sg.vmap(sg.vmap(lambda t: t["x"] * t["y"], in_axes=({"x": 0, "y": None},)),
                   in_axes=({"x": 0, "y": 0},))({"x": m, "y": np.arange(2.0)})
     np.testing.assert_allclose(out, m * np.arange(2.0)[:, None, None], **CLOSE)
+
+
+def test_a_batched_keyword_argument_reaches_the_transforms_inside(rng):
+    x0 = rng.standard_normal(3)
+    scales = np.array([1.0, 2.0, 3.0])
+
+    def f(x, scale=1.0):
+        return (x * scale).sin().sum()
+    g = sg.vmap(lambda s: sg.grad(f)(x0, scale=s))(scales)
+    np.testing.assert_allclose(g, [s * np.cos(s * x0) for s in scales], **CLOSE)
+    h = sg.vmap(lambda s: sg.hessian(f)(x0, scale=s))(scales)
+    np.testing.assert_allclose(h, [np.diag(-s * s * np.sin(s * x0)) for s in scales], **CLOSE)
