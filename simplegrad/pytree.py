@@ -16,7 +16,7 @@ from typing import Any
 from .errors import ArgumentError
 
 __all__ = ["TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves",
-           "tree_structure", "register_pytree_node", "is_node", "node_children"]
+           "tree_structure", "register_pytree_node", "is_node", "node_children", "prefix_leaves"]
 
 _LEAF = "leaf"
 # the user's node classes: cls -> (flatten, unflatten)
@@ -119,6 +119,35 @@ def node_children(tree: Any) -> tuple[Any, Any, list] | None:
     kind = type(tree) if hasattr(tree, "_fields") else (list if isinstance(tree, list)
                                                          else tuple)
     return kind, None, list(tree)
+
+
+def prefix_leaves(prefix: Any, treedef: TreeDef, covers: Callable[[Any], bool],
+                  what: str) -> list:
+    """One value per leaf of ``treedef`` from ``prefix``, a tree matching ``treedef`` down to
+    where it stops: a ``covers(p)`` value (None, an int axis, ...) stands for a whole subtree,
+    and a leaf of ``treedef`` takes whatever ``prefix`` holds there (JAX's tree prefixes:
+    vmap's axes, a rule's cotangents). ``what`` opens the error for a mismatch."""
+    out: list = []
+    stack = [(prefix, treedef, "")]
+    while stack:
+        p, d, path = stack.pop()
+        if covers(p):
+            out.extend([p] * d.num_leaves)
+            continue
+        one = node_children(p)
+        if d.kind == _LEAF and one is None:
+            out.append(p)
+            continue
+        same = one is not None and (one[0] == d.kind or {one[0], d.kind} <= {list, tuple}) \
+            and one[1] == d.meta and len(one[2]) == len(d.children)
+        if not same:
+            got = f"{p!r}" if one is None else _describe(tree_structure(p))
+            raise ArgumentError(f"{what}{path}: {got} is not a prefix of the structure "
+                                f"{_describe(d)}")
+        names = d.meta if d.kind is dict else range(len(d.children))
+        stack.extend(reversed([(c, dc, f"{path}[{k!r}]")
+                               for k, c, dc in zip(names, one[2], d.children)]))
+    return out
 
 
 LEAF = TreeDef(_LEAF, None, ())     # the structure of every single leaf (shared)

@@ -79,6 +79,14 @@ def test_jacobians_has_aux(jac):
     np.testing.assert_allclose(aux, 2 * X.sum(), **CLOSE)
 
 
+def test_jacfwd_and_jacrev_with_argnums_agree_with_the_closed_form():
+    f = lambda x, y: x.sin() * y.sum()      # noqa: E731
+    for jac in (sg.jacfwd, sg.jacrev):
+        jx, jy = jac(f, argnums=(0, 1))(X, Y)
+        np.testing.assert_allclose(jx, np.diag(np.cos(X)) * Y.sum(), **CLOSE)
+        np.testing.assert_allclose(jy, np.broadcast_to(np.sin(X)[:, None], (3, 3)), **CLOSE)
+
+
 def test_hessian_has_aux():
     h, aux = sg.hessian(with_aux, has_aux=True)(X)
     want = np.diag(2 * np.cos(X) - X * np.sin(X))

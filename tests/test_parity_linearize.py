@@ -92,6 +92,13 @@ def test_linearize_inside_vmap_per_example():
     np.testing.assert_allclose(ts, np.cos(xs), **CLOSE)
 
 
+def test_jvp_fn_keeps_the_primals_it_was_made_at():
+    x = X.copy()
+    _, jvp_fn = sg.linearize(lambda z: z * z, x)
+    x[:] = 100.0                # the caller's array changes afterwards: J is still 2 X
+    np.testing.assert_allclose(jvp_fn(np.ones(3)), 2 * X, **CLOSE)
+
+
 def test_linearize_errors():
     _, jvp_fn = sg.linearize(lambda x, y: x * y, X, X)
     with pytest.raises(sg.ArgumentError, match="one tangent per primal \\(2\\), got 1"):

@@ -137,7 +137,7 @@ class Checkpoint(CustomFunction):
         self._ready = (program, value)
         try:
             with _undone_on_failure(ops):
-                return ops.apply(self.primitive, (*args, *sources), attrs)
+                return ops.apply(self.primitive, (*args, *sources), attrs, None)
         finally:
             self._ready = None
 
@@ -275,7 +275,7 @@ class Checkpoint(CustomFunction):
         if isinstance(o, Ops):
             args = list(inputs)
             for i in positions:
-                args[i] = o.apply(_ENTER, (inputs[i],), {"gate": gate})
+                args[i] = o.apply(_ENTER, (inputs[i],), {"gate": gate}, None)
             return o, args
         r = Recorder()
         args = list(inputs)

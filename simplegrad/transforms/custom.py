@@ -136,7 +136,10 @@ class CustomFunction:
                               if isinstance(x, Variable) and x.requires_grad)
         attrs["_pack"] = packing
         with _undone_on_failure(ops):   # the forward may have recorded on a closure Variable
-            return packing.structured(ops.apply(self.primitive, args, attrs))
+            y = ops.apply(self.primitive, args, attrs, None)
+        if packing.out is None:     # an equal entry recorded before (Ops(simplify=True)) holds it
+            packing = (getattr(y, "attrs", None) or {}).get("_pack", packing)
+        return packing.structured(y)
 
     def __repr__(self) -> str:
         return f"<{self._label}>"
@@ -317,7 +320,7 @@ class CustomVJP(CustomFunction):
             if not recorded or frozen:
                 cts[i] = r.apply(self._raw, (g, out, *inputs),
                                  {"ct": np.asarray(value_of(c)), "position": i,
-                                  "frozen": frozen})
+                                  "frozen": frozen}, None)
         return cts
 
     def _checked(self, cts: Any, inputs: Any) -> list:

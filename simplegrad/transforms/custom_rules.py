@@ -133,7 +133,7 @@ class JVPRule:
                 return t_out
             moving = tuple(t for t in (*ts, *inputs) if isinstance(t, Variable))
             return r.apply(_RAW_TANGENT, moving, {"value": np.asarray(value_of(t_out)),
-                                                  "label": self.label})
+                                                  "label": self.label}, None)
         finally:
             if not recording:
                 r.release()

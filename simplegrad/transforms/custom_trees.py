@@ -18,7 +18,7 @@ import numpy as np
 from ..engine.variable import Variable
 from ..errors import ArgumentError
 from ..primitives.core import value_of
-from ..pytree import LEAF, TreeDef, node_children, tree_flatten, tree_unflatten
+from ..pytree import LEAF, TreeDef, prefix_leaves, tree_flatten, tree_unflatten
 from .custom_rules import JVPRule
 from .ravel import ravel_pytree
 
@@ -83,7 +83,8 @@ class Packing:
                                 f"argument, None for none), got {got}")
         flat: list = []
         for i, (c, treedef) in enumerate(zip(cts, self.trees)):
-            flat += _leaves_or_none(self.label, c, treedef, f"argument {i}")
+            flat += prefix_leaves(c, treedef, lambda c: c is None, f"{self.label}: the "
+                                  f"backward rule's cotangent for argument {i}")
         return flat
 
     # ------------------------------------------------------------ the output
@@ -180,21 +181,3 @@ def user_tangent(label: str, rule: Callable, o: Any, ts: list, out: Any, inputs:
         return got
     kw = {k: v for k, v in attrs.items() if not k.startswith("_")}
     return JVPRule(label, flat_rule).tangent(o, ts, out, inputs, attrs["_vars"], kw)
-
-
-def _leaves_or_none(label: str, c: Any, treedef: TreeDef, where: str) -> list:
-    """The leaves of cotangent ``c`` for an argument of structure ``treedef``; None (for the
-    whole, or a subtree) gives None leaves."""
-    if c is None:
-        return [None] * treedef.num_leaves
-    if treedef is LEAF:
-        return [c]
-    one = node_children(c)
-    if one is None or one[0] != treedef.kind or one[1] != treedef.meta or len(
-            one[2]) != len(treedef.children):
-        raise ArgumentError(f"{label}: the backward rule gave a cotangent of structure "
-                            f"{tree_flatten(c)[1]} for {where} of structure {treedef}")
-    out: list = []
-    for k, (ck, dk) in enumerate(zip(one[2], treedef.children)):
-        out += _leaves_or_none(label, ck, dk, f"{where}[{k}]")
-    return out

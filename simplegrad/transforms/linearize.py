@@ -46,7 +46,7 @@ def linearize(f: Callable, *xs: Any) -> tuple[Any, Callable]:
     check_callable("linearize", f)
     if not xs:
         raise ArgumentError("linearize: give at least one primal: linearize(f, *primals)")
-    ops, nested = context("linearize", xs)
+    ops, nested = context("linearize", xs, borrow=False)   # (its program outlives the call)
     if nested is None:
         return run_paused(ops, lambda *a: linearize(f, *a), xs)
     with own(ops, nested):

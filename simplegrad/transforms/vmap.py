@@ -19,6 +19,11 @@ every running vmap's level (``primals``), so each example has its own; the sweep
 Batched values run on their stacks (engine/levels.py): examples are independent, so one sweep
 of the stacked program gives every example's derivative at once.
 
+Axes follow JAX: ``in_axes`` is one prefix tree per positional argument (an int or None covers
+a whole subtree; ``pytree.prefix_leaves``), keyword arguments are mapped over axis 0,
+``out_axes`` is a prefix tree of the output, and ``axis_size`` gives the batch size when no
+argument is mapped.
+
 Batched values also serve the engine's ``batched_jvp``, which pushes many tangents
 through one forward sweep of a recorded program (each jvp rule runs once, on Batched
 tangents); ``jacobian_fwd_batched`` and ``hessian_batched`` (jacobians.py) are built on it.
@@ -37,9 +42,10 @@ from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..errors import ArgumentError, AxisError, ShapeError
 from ..pytree import (
-    node_children,
+    LEAF,
+    TreeDef,
+    prefix_leaves,
     tree_flatten,
-    tree_leaves,
     tree_structure,
     tree_unflatten,
 )
@@ -67,28 +73,29 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0,
     @functools.wraps(f)
     def vmapped(*args: Any, **kwargs: Any) -> Any:
         per_arg = _per_argument(in_axes, len(args))
-        flat = [tree_flatten(a) for a in args]
-        axes = [prefix_axes(p, a, "in_axes", f"argument {i}")
-                for i, (p, a) in enumerate(zip(per_arg, args))]
+        flat = [([a], LEAF) if type(a) is np.ndarray or isinstance(a, Variable) else
+                tree_flatten(a) for a in args]     # (one array: no tree to walk)
+        axes = [prefix_axes(p, a, "in_axes", i) for i, (p, a) in enumerate(zip(per_arg, args))]
         kw_flat = {k: tree_flatten(v) for k, v in kwargs.items()}
-        leaves = [(f"argument {i}", leaf, ax) for i, ((ls, _), axs) in enumerate(zip(flat, axes))
+        leaves = [(i, leaf, ax) for i, ((ls, _), axs) in enumerate(zip(flat, axes))
                   for leaf, ax in zip(ls, axs)]
-        leaves += [(f"keyword argument {k!r}", leaf, 0) for k, (ls, _) in kw_flat.items()
-                   for leaf in ls]
+        leaves += [(k, leaf, 0) for k, (ls, _) in kw_flat.items() for leaf in ls]
         n = _size(leaves, axis_size)
         ops, nested = context("vmap", everything(args, kwargs), borrow=False, derivative=False)
         level = next(_levels)
         if not nested:
             FINAL.add(level)
         try:
-            def batched(ls: list, axs: list) -> list:
-                return [x if ax is None else wrap(_leading(ops, x, ax), level)
-                        for x, ax in zip(ls, axs)]
-            call = [tree_unflatten(d, batched(ls, axs)) for (ls, d), axs in zip(flat, axes)]
-            kw = {k: tree_unflatten(d, batched(ls, [0] * len(ls)))
-                  for k, (ls, d) in kw_flat.items()}
+            def batched(ls: list, axs: list, treedef: TreeDef) -> Any:
+                xs = [x if ax is None else wrap(_leading(ops, x, ax), level)
+                      for x, ax in zip(ls, axs)]
+                return xs[0] if treedef is LEAF else tree_unflatten(treedef, xs)
+            call = [batched(ls, axs, d) for (ls, d), axs in zip(flat, axes)]
+            kw = {k: batched(ls, [0] * len(ls), d) for k, (ls, d) in kw_flat.items()}
             with running(ops, (level, n)):
                 out = f(*call, **kw)
+            if isinstance(out, Variable) and (out_axes is None or is_int(out_axes)):
+                return _unbatch(ops, out, level, n, out_axes, nested)   # (one output)
             out_leaves, out_def = tree_flatten(out)
             oaxes = prefix_axes(out_axes, out, "out_axes", "the output")
             return tree_unflatten(out_def, [_unbatch(ops, y, level, n, ax, nested)
@@ -100,29 +107,21 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0,
     return vmapped
 
 
-def prefix_axes(prefix: Any, tree: Any, what: str, where: str) -> list:
+def prefix_axes(prefix: Any, tree: Any, what: str, where: Any) -> list:
     """The axis of each leaf of ``tree`` (flattening order) from ``prefix``, a tree of ints and
-    None that is a prefix of ``tree``'s structure (an int or None covers a whole subtree)."""
-    out: list = []
-    stack = [(prefix, tree, where)]
-    while stack:
-        p, t, path = stack.pop()
-        if p is None or is_int(p):
-            out.extend([p] * len(tree_leaves(t)))
-            continue
-        mine, theirs = node_children(p), node_children(t)
-        if mine is None:
-            raise ArgumentError(f"vmap: {what} holds {p!r} for {path}: expected an int, None "
+    None that is a prefix of ``tree``'s structure (an int or None covers a whole subtree);
+    ``where`` names the tree in errors (an int: that positional argument)."""
+    if (prefix is None or is_int(prefix)) and (type(tree) is np.ndarray or
+                                               isinstance(tree, Variable)):
+        return [prefix]         # (the common case: one array, one axis)
+    where = f"argument {where}" if is_int(where) else where
+    axes = prefix_leaves(prefix, tree_structure(tree), lambda p: p is None or is_int(p),
+                         f"vmap: {what} for {where}")
+    for ax in axes:
+        if not (ax is None or is_int(ax)):
+            raise ArgumentError(f"vmap: {what} holds {ax!r} for {where}: expected an int, None "
                                 "or a container of them")
-        same = theirs is not None and (mine[0] == theirs[0] or {mine[0], theirs[0]} <= {
-            list, tuple}) and mine[1] == theirs[1] and len(mine[2]) == len(theirs[2])
-        if not same:
-            raise ArgumentError(f"vmap: {what} {p!r} for {path} is not a prefix of its "
-                                f"structure {tree_structure(t)}")
-        names = mine[1] if mine[0] is dict else range(len(mine[2]))
-        stack.extend(reversed([(pc, tc, f"{path}[{k!r}]")
-                               for k, pc, tc in zip(names, mine[2], theirs[2])]))
-    return out
+    return axes
 
 
 def _per_argument(axes: Any, count: int) -> list:
@@ -137,12 +136,12 @@ def _per_argument(axes: Any, count: int) -> list:
 
 def _size(leaves: list, axis_size: int | None) -> int:
     sizes: dict[str, set] = {}
-    for where, leaf, ax in leaves:
+    for where, leaf, ax in leaves:      # where: a position, or a keyword's name
         if ax is None:
             continue
         shape = leaf.shape if isinstance(leaf, Variable) else np.shape(leaf)
         if not -len(shape) <= ax < len(shape):
-            raise AxisError(f"vmap: in_axes {ax} is out of bounds for {where} (a leaf "
+            raise AxisError(f"vmap: in_axes {ax} is out of bounds for {_named(where)} (a leaf "
                             f"of shape {tuple(shape)})")
         sizes.setdefault(where, set()).add(shape[ax])
     if not sizes:
@@ -154,11 +153,16 @@ def _size(leaves: list, axis_size: int | None) -> int:
     if axis_size is not None:
         found.add(int(axis_size))
     if len(found) > 1:
-        shown = {w: sorted(v)[0] if len(v) == 1 else sorted(v) for w, v in sizes.items()}
+        shown = {_named(w): sorted(v)[0] if len(v) == 1 else sorted(v)
+                 for w, v in sizes.items()}
         given = "" if axis_size is None else f", axis_size={axis_size}"
         raise ShapeError(f"vmap: the batched arguments have different sizes along in_axes: "
                          f"{shown}{given}")
     return found.pop()
+
+
+def _named(where: Any) -> str:
+    return f"argument {where}" if is_int(where) else f"keyword argument {where!r}"
 
 
 def _leading(ops: Ops, a: Any, ax: int) -> Any:
