@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 UNARY = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tan": "tan", "tanh": "tanh",
          "sinh": "sinh", "cosh": "cosh", "arcsin": "asin", "arccos": "acos", "arctan": "atan",
          "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "sqrt": "sqrt",
-         "abs": "Abs", "sign": "sign", "floor": "floor", "ceil": "ceiling"}
+         "abs": "Abs", "sign": "sign", "floor": "floor", "ceil": "ceiling", "erf": "erf",
+         "erfc": "erfc", "erfinv": "erfinv"}
 
 
 def _sympy() -> Any:
@@ -84,6 +85,8 @@ def _entry(sp: Any, node: Any, args: list, where: str, one: bool) -> Any:
         return _matrix_entry(sp, name, args, where)
     if name in UNARY:
         return getattr(sp, UNARY[name])(args[0])
+    if name == "trunc":         # SymPy has no trunc: toward zero is sign(x) floor(|x|)
+        return sp.sign(args[0]) * sp.floor(sp.Abs(args[0]))
     simple = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
               "div": lambda x, y: x / y, "pow": lambda x, y: x ** y, "neg": lambda x: -x,
               "square": lambda x: x ** 2, "reciprocal": lambda x: 1 / x,

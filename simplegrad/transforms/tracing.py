@@ -28,7 +28,8 @@ def trace(fn: Callable, *args: Any) -> Ops:
     leaves = [ops.var(getattr(a, "raw", a), name=n) for a, n in zip(args, names)]
     with running(ops):      # transforms inside fn record here too, closures included
         out = fn(*leaves)
-    ops.outputs = tuple(v for v in tree_leaves(out) if isinstance(v, Variable) and v.rec is ops.recorder)
+    rec = ops.recorder
+    ops.outputs = tuple(v for v in tree_leaves(out) if isinstance(v, Variable) and v.rec is rec)
     return ops
 
 
