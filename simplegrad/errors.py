@@ -59,6 +59,11 @@ class GradientCheckError(SimplegradError, AssertionError):
     """A derivative disagrees with finite differences beyond the stated tolerances."""
 
 
+class MaterializeError(SimplegradError, RuntimeError):
+    """A primitive would pull a lazy array (a dask array) into memory to compute; pass
+    ``materialize=True`` to allow it."""
+
+
 class TapeGrowthWarning(UserWarning):
     """An Ops reused across training steps keeps every step's entries and arrays alive."""
 

@@ -23,19 +23,19 @@ LAYERS = {
     "engine": 2,
     "program": 3,
     "transforms": 4,
-    "checks": 5, "estimators": 5, "optim": 5, "nn": 5,
+    "checks": 5, "estimators": 5, "optim": 5, "nn": 5, "distributed": 5,
     "cli": 6, "expression": 6,
     "__init__": 7, "__main__": 7,
 }
 
 # the one-line conveniences that reach up, each made inside a method: (importer, imported)
 FACADES = {
-    ("simplegrad.engine.ops", "simplegrad.program.core"): "op.program(inputs, outputs)",
-    ("simplegrad.engine.ops", "simplegrad.program.graph"): "op.to_networkx(outputs)",
+    ("simplegrad.engine.recorder", "simplegrad.program.core"): "op.program(inputs, outputs)",
+    ("simplegrad.engine.recorder", "simplegrad.program.graph"): "op.to_networkx(outputs)",
 }
 
 TOP_LEVEL = {"__init__", "__main__", "errors", "pytree", "checks", "estimators", "optim", "cli",
-             "expression"}
+             "expression", "distributed"}
 MAX_LINES = 400
 
 

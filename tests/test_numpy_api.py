@@ -273,3 +273,21 @@ def test_ufuncs_record_exactly_the_generated_ufunc_table():
             out = ufunc(*args)
             assert isinstance(out, sg.Variable), ufunc.__name__
             assert out.prim is getattr(op, name)(*args).prim, ufunc.__name__
+
+
+def test_shape_queries_answer_without_recording_and_match_the_array():
+    """np.shape, np.ndim and np.size of a Variable (the quick path before the table) equal
+    numpy's answers on its value, record nothing, and keep the argument forms of the table
+    (np.size(x, axis)); under vmap they see one example's shape."""
+    op = sg.Ops()
+    for shape in [(), (3,), (2, 0, 4), (3, 4)]:
+        x = op.var(np.ones(shape))
+        before = len(op.tape)
+        got = (np.shape(x), np.ndim(x), np.size(x))
+        assert got == (np.shape(x.value), np.ndim(x.value), np.size(x.value))
+        assert type(got[2]) is int and len(op.tape) == before
+    x = op.var(np.ones((3, 4)))
+    assert np.size(x, 1) == 4 and np.size(x, axis=0) == 3
+    seen = []
+    sg.vmap(lambda r: seen.append((np.shape(r), np.ndim(r), np.size(r))) or r)(np.ones((5, 3)))
+    assert seen == [((3,), 1, 3)]

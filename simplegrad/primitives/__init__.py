@@ -35,7 +35,7 @@ class VariableMethods(ProductMethods, LayoutMethods, RearrangeMethods, GatherMet
     """Methods that primitive families add to ``Variable`` (``x.cumsum()``, ...).
 
     A family keeps its Variable methods in a mixin with ``__slots__ = ()`` beside its records
-    and lists it among these bases; each method calls ``self.ops.<name>(self, ...)``.
+    and lists it among these bases; each method calls ``self.rec.<name>(self, ...)``.
     """
 
     __slots__ = ()

@@ -14,6 +14,8 @@ import numpy as np
 from ..errors import AxisError, ShapeError
 from .broadcasting import unbroadcast
 from .core import Case, Primitive, align, error, register, run, shape_of, shift_axis
+from .lazy import dask_array, per_block
+from .schema import AXIS, attrs, broadcast
 from .taylor import multilinear
 
 if TYPE_CHECKING:
@@ -24,7 +26,11 @@ if TYPE_CHECKING:
 
 
 def _cross(x, y, axis=-1):
-    return np.cross(x, y, axis=axis)
+    if dask_array(x, y) is None:
+        return np.cross(x, y, axis=axis)
+    core = "(i)" if shape_of(x)[axis] == 3 or shape_of(y)[axis] == 3 else "()"
+    return per_block(np.cross, f"(i),(i)->{core}", x, y, dtypes=np.result_type(x, y),
+                     axes=[(axis,), (axis,)] + ([(axis,)] if core == "(i)" else [()]))
 
 
 CROSS = register(Primitive(
@@ -37,7 +43,7 @@ CROSS = register(Primitive(
     [Case(((3,), (3,))), Case(((2, 3), (3,))), Case(((3, 4), (3, 1)), {"axis": -2}),
      Case(((2, 3, 2), (2, 3, 2)), {"axis": -2})],
     batch=lambda o, xs, batched, axis=-1: _batch_cross(o, xs, batched, axis),
-    taylor=multilinear("cross")))
+    taylor=multilinear("cross"), schema=attrs(size=broadcast, axis=AXIS)))
 
 
 def _batch_cross(o: PrimitiveMethods, xs, batched, axis):

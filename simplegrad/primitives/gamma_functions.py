@@ -23,6 +23,8 @@ import numpy as np
 from ..errors import ArgumentError
 from .core import POSITIVE, UNARY, Case
 from .elementwise import elementwise
+from .lazy import blockwise, dask_array
+from .schema import attrs, broadcast, integer
 from .series import Series, cauchy, new, plus, times
 from .taylor import order_of
 
@@ -42,6 +44,8 @@ def _gammaln(x):
 
 
 def _polygamma(x, n=0):
+    if dask_array(x) is not None:       # block by block on a dask array (lazy)
+        return blockwise(lambda b: _polygamma(b, n))(x)
     x = np.asarray(x, dtype=np.float64)
     pole = (x <= 0) & (x == np.floor(x))
     z = np.where(pole | ~np.isfinite(x), 1.0, x)
@@ -92,13 +96,14 @@ def _polygamma_fmt(args, attrs, render):
     return f"digamma({args[0]})" if n == 0 else f"polygamma({n}, {args[0]})"
 
 
-GAMMALN = elementwise("gammaln", _gammaln, "gammaln({0})",
+GAMMALN = elementwise("gammaln", blockwise(_gammaln), "gammaln({0})",
                       (lambda o, g, out, x: o.mul(g, o.polygamma(0, x)),), domain=POSITIVE,
                       taylor=known_derivatives(lambda o, x, j: o.polygamma(j - 1, x)))
 POLYGAMMA = elementwise(
     "polygamma", _polygamma, _polygamma_fmt,
     (lambda o, g, out, x, n=0: o.mul(g, o.polygamma(n + 1, x)),), domain=POSITIVE,
     cases=[*UNARY, Case(((3,),), {"n": 1}), Case(((2, 3),), {"n": 3})],
+    schema=attrs(size=broadcast, n=integer(0, 64)),
     taylor=known_derivatives(lambda o, x, j, n=0: o.polygamma(n + j, x)))
 POLYGAMMA.plain = False     # op.polygamma(n, x) puts n first: value sweeps go through apply
 
@@ -130,8 +135,8 @@ class GammaVariable:
 
     def gammaln(self) -> Variable:
         """Elementwise log |Gamma|."""
-        return self.ops.gammaln(self)
+        return self.rec.gammaln(self)
 
     def digamma(self) -> Variable:
         """Elementwise digamma."""
-        return self.ops.digamma(self)
+        return self.rec.digamma(self)

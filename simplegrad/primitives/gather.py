@@ -34,7 +34,9 @@ from .core import (
     shift_axis,
     value_of,
 )
+from .lazy import dask_array, per_block, whole
 from .rearrange import axes_of, flat
+from .schema import AXIS, AXIS_OR_NONE, SHAPE, attrs, gathered, int_array, need, to_shape
 from .taylor import linear
 
 if TYPE_CHECKING:
@@ -44,27 +46,48 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------- argsort
 
 
-def _argsort(x, axis=-1):
+def _argsort_numpy(x, axis=-1):
     return np.argsort(x, axis=axis, kind="stable")
+
+
+def _argsort(x, axis=-1):
+    if dask_array(x) is None:
+        return _argsort_numpy(x, axis=axis)
+    if axis is None:
+        x, axis = np.reshape(x, -1), -1
+    return per_block(_argsort_numpy, "(i)->(i)", x, axes=[(axis,), (axis,)], dtypes=np.intp)
 
 
 ARGSORT = register(Primitive(
     "argsort", _argsort, [None], lambda o, ts, out, x, axis=-1: None,
     method_fmt("argsort", "axis"),
     [Case(((4,),)), Case(((3, 4),), {"axis": 0}), Case(((2, 3, 4),), {"axis": -1})],
-    differentiable=False, batch=along("argsort", default=-1, flat=True)))
+    differentiable=False, batch=along("argsort", default=-1, flat=True),
+    schema=attrs(axis=AXIS_OR_NONE)))
 
 
 # ---------------------------------------------------------------- the gather and its adjoint
 
 
 def _take_along_axis(x, indices, axis):
-    return np.take_along_axis(x, indices, axis=axis)
+    if axis is None or dask_array(x, indices) is None:
+        return np.take_along_axis(x, indices, axis=axis)
+    return per_block(_take_along_last, "(i),(j)->(j)", x, indices, axes=[(axis,)] * 3,
+                     dtypes=np.result_type(x))
+
+
+def _take_along_last(x, indices):
+    return np.take_along_axis(x, indices, axis=-1)
 
 
 def _scatter_add_along_axis(g, indices, axis, shape):
     if not -len(shape) <= axis < len(shape):
         raise np.exceptions.AxisError(axis, len(shape))
+    return whole(_scatter_along_numpy, shape, np.result_type(g), g, indices, axis=axis,
+                 shape=shape)
+
+
+def _scatter_along_numpy(g, indices, axis, shape):
     axis %= len(shape)
     grids = []
     gshape = np.shape(g)
@@ -106,7 +129,8 @@ TAKE_ALONG_AXIS = register(Primitive(
         xs[0] if batched[0] else o.reshape(xs[0], (1,) + shape_of(xs[0])),
         _batch_indices(o, xs, batched, indices),
         shift_axis(axis, "take_along_axis", xs[0], batched[0])),
-    taylor=linear("take_along_axis")))
+    taylor=linear("take_along_axis"),
+    schema=attrs(size=gathered, axis=need(AXIS), indices=int_array)))
 
 SCATTER_ADD_ALONG_AXIS = register(Primitive(
     "scatter_add_along_axis", _scatter_add_along_axis,
@@ -124,7 +148,8 @@ SCATTER_ADD_ALONG_AXIS = register(Primitive(
             _batch_indices(o, xs, batched, indices),
             shift_axis(axis, "scatter_add_along_axis", xs[0], batched[0]),
             (batch_size(xs, batched),) + tuple(shape)),
-    taylor=linear("scatter_add_along_axis")))
+    taylor=linear("scatter_add_along_axis"),
+    schema=attrs(size=to_shape, axis=need(AXIS), indices=int_array, shape=need(SHAPE))))
 
 
 def _batch_indices(o: PrimitiveMethods, xs, batched, indices):
@@ -251,12 +276,12 @@ class GatherMethods:
 
     def take(self, indices: Any, axis: int | None = None) -> Variable:
         """Entries at integer ``indices`` along ``axis``."""
-        return self.ops.take(self, indices, axis=axis)
+        return self.rec.take(self, indices, axis=axis)
 
     def argsort(self, axis: int | None = -1) -> Variable:
         """Indices that sort along ``axis`` (stable; an integer entry)."""
-        return self.ops.argsort(self, axis=axis)
+        return self.rec.argsort(self, axis=axis)
 
     def sort(self, axis: int | None = -1) -> Variable:
         """A sorted copy along ``axis`` (numpy sorts in place; a Variable is never written)."""
-        return self.ops.sort(self, axis=axis)
+        return self.rec.sort(self, axis=axis)

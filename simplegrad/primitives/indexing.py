@@ -15,6 +15,8 @@ import numpy as np
 from ..errors import ArgumentError
 from .broadcasting import full_mask
 from .core import Case, Primitive, align, batch_size, error, is_constant, register, shape_of
+from .lazy import dask_array, per_block, refuse, whole
+from .schema import INDEX, INDICES, SHAPE, attrs, indexed, need, to_shape
 from .shape import shape_tuple
 from .taylor import linear
 from .traced_index import is_traced, traced_getitem
@@ -31,10 +33,38 @@ def _has_array(index: tuple) -> bool:
 
 
 def _getitem(x, index):
+    if dask_array(x) is None:
+        return x[index]
+    try:
+        return x[index]
+    except NotImplementedError:         # dask indexes with one array at a time
+        return _getitem_trailing(x, index)
+
+
+def _getitem_trailing(x, index):
+    """x[index] on a dask array for an index ``(..., items)`` that dask refuses: numpy's
+    indexing per block, the indexed trailing axes whole (MaterializeError for another)."""
+    items = index[1:] if isinstance(index, tuple) and index and index[0] is Ellipsis else None
+    if items is None or any(i is None or i is Ellipsis for i in items):
+        refuse("getitem", x, reason="dask takes one index array at a time")
+    core = np.shape(x)[len(np.shape(x)) - len(items):]
+    shape = np.empty(core)[index].shape
+    ins = ",".join(f"a{k}" for k in range(len(core)))
+    outs = ",".join(f"b{k}" for k in range(len(shape)))
+    return per_block(_index_block, f"({ins})->({outs})", x, dtypes=x.dtype,
+                     sizes={f"b{k}": n for k, n in enumerate(shape)}, index=index)
+
+
+def _index_block(x, index):
     return x[index]
 
 
 def _scatter_add(*gs, indices, shape):
+    return whole(_scatter_add_numpy, shape, np.result_type(*gs), *gs, indices=indices,
+                 shape=shape)
+
+
+def _scatter_add_numpy(*gs, indices, shape):
     out = np.zeros(shape, dtype=np.result_type(*gs))
     for g, index in zip(gs, indices):
         if _has_array(index):
@@ -75,7 +105,8 @@ GETITEM = register(Primitive(
      Case(((3, 4),), {"index": (slice(None), np.array([3, 0, 3]))}),
      Case(((2, 3, 4),), {"index": (Ellipsis, None, slice(None, None, 2))})],
     sparse_vjp=True, batch=lambda o, xs, batched, index: _batch_getitem(o, xs[0], index),
-    taylor=linear("getitem"), numpy="{0}[{index}]"))
+    taylor=linear("getitem"), numpy="{0}[{index}]",
+    schema=attrs(size=indexed, index=need(INDEX))))
 
 
 def _batch_getitem(o: PrimitiveMethods, x, index):
@@ -135,7 +166,8 @@ SCATTER_ADD = register(Primitive(
                          "shape": (2,)})],
     variadic=True, batch=lambda o, gs, batched, indices, shape: _batch_scatter(
         o, gs, batched, indices, shape),
-    taylor=linear("scatter_add")))
+    taylor=linear("scatter_add"),
+    schema=attrs(size=to_shape, indices=need(INDICES), shape=need(SHAPE))))
 
 
 def _scatter_jvp(o: PrimitiveMethods, ts, indices, shape):

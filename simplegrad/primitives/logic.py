@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .core import BINARY, REDUCE, UNARY, Primitive, along, method_fmt, pointwise, register
+from .schema import BROADCAST, REDUCING
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
@@ -32,7 +33,8 @@ def _logic(name: str, forward: Callable, fmt: str | Callable, nin: int, cases=No
         cases = UNARY if nin == 1 else BINARY
     return register(Primitive(name, forward, [None] * nin, _none_jvp, fmt, cases,
                               plain=plain, differentiable=False,
-                              batch=pointwise(name) if cases is not REDUCE else along(name)))
+                              batch=pointwise(name) if cases is not REDUCE else along(name),
+                              schema=BROADCAST if cases is not REDUCE else REDUCING))
 
 
 LESS = _logic("less", np.less, "{0} < {1}", 2)

@@ -25,6 +25,7 @@ either drop the Variable from the tape or fail with a generic TypeError.
 from __future__ import annotations
 
 import inspect
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -84,6 +85,9 @@ class NumpyFunctions:
 
     def __array_function__(self, func: Callable, types: tuple, args: tuple,
                            kwargs: dict) -> Any:
+        query = _QUERIES.get(func)
+        if query is not None and not kwargs and len(args) == 1:
+            return query(args[0].shape)     # np.shape(x): asked every step by layers
         if not all(issubclass(t, (NumpyFunctions, np.ndarray)) for t in types):
             return NotImplemented       # another library's array: let it answer
         handler = table().get(func)
@@ -94,10 +98,14 @@ class NumpyFunctions:
             raise ArgumentError(f"{qualname(func)} has no simplegrad rule for Variables "
                                 f"({describe(args, kwargs)}){nearest}, or use .value for the "
                                 "plain (unrecorded) value")
-        return handler(self.ops, *args, **kwargs)      # self: one of the Variable arguments
+        return handler(self.rec, *args, **kwargs)      # self: one of the Variable arguments
 
 
 # ---------------------------------------------------------------- the table
+
+# np.shape, np.ndim, np.size of one Variable: answered before the table (no argument binding)
+_QUERIES: dict[Callable, Callable[[tuple], Any]] = {
+    np.shape: lambda s: s, np.ndim: len, np.size: math.prod}
 
 _CACHE: dict[str, Any] = {"size": -1, "table": {}, "ufuncs": {}, "array": None}
 

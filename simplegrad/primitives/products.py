@@ -38,6 +38,7 @@ from .core import (
     shape_of,
     shift_axis,
 )
+from .schema import AXIS, INT, SUBSCRIPTS, attrs, einsum_size, need
 from .subscripts import LETTERS, from_sublists, letter_sizes, parse_subscripts
 from .taylor import linear, multilinear
 
@@ -111,7 +112,8 @@ EINSUM = register(Primitive(
      Case(((2, 2, 2),), {"subscripts": "iii->i"})],
     variadic=True, batch=lambda o, xs, batched, subscripts: _batch_einsum(o, xs, batched,
                                                                           subscripts),
-    taylor=multilinear("einsum")))
+    taylor=multilinear("einsum"),
+    schema=attrs(size=einsum_size, subscripts=need(SUBSCRIPTS))))
 
 
 def _batch_einsum(o: PrimitiveMethods, xs, batched, subscripts):
@@ -161,7 +163,7 @@ DIAGONAL = register(Primitive(
     batch=lambda o, xs, batched, offset=0, axis1=0, axis2=1: run(o, "diagonal", xs, {
         "offset": offset, "axis1": shift_axis(axis1, "diagonal", xs[0]),
         "axis2": shift_axis(axis2, "diagonal", xs[0])}),
-    taylor=linear("diagonal")))
+    taylor=linear("diagonal"), schema=attrs(offset=INT, axis1=AXIS, axis2=AXIS)))
 
 
 def _triangle(name: str, forward) -> Primitive:
@@ -172,7 +174,8 @@ def _triangle(name: str, forward) -> Primitive:
         [lambda o, g, out, x, k=0: getattr(o, name)(g, k=k)],
         lambda o, ts, out, x, k=0: getattr(o, name)(ts[0], k=k), fmt,
         [Case(((3, 3),)), Case(((3, 4),), {"k": 1}), Case(((2, 3, 3),), {"k": -1})],
-        mask=lambda o, m, i, out, x, k=0: m, batch=mapped(name), taylor=linear(name)))
+        mask=lambda o, m, i, out, x, k=0: m, batch=mapped(name), taylor=linear(name),
+        schema=attrs(k=INT)))
 
 
 def _tril(x, k=0):
@@ -323,13 +326,13 @@ class ProductMethods:
 
     def dot(self, other: Any) -> Variable:
         """numpy's dot of self and other."""
-        return self.ops.dot(self, other)
+        return self.rec.dot(self, other)
 
     def trace(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Variable:
         """Sum of the ``offset`` diagonal."""
-        return self.ops.trace(self, offset=offset, axis1=axis1, axis2=axis2)
+        return self.rec.trace(self, offset=offset, axis1=axis1, axis2=axis2)
 
     def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Variable:
         """The ``offset`` diagonal of the (axis1, axis2) matrices, as the last axis."""
-        return self.ops.diagonal(self, offset=offset, axis1=axis1, axis2=axis2)
+        return self.rec.diagonal(self, offset=offset, axis1=axis1, axis2=axis2)
 

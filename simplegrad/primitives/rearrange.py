@@ -218,16 +218,16 @@ class RearrangeMethods:
 
     def squeeze(self, axis: Any = None) -> Variable:
         """Without the size-1 axes named by ``axis`` (all when None)."""
-        return self.ops.squeeze(self, axis=axis)
+        return self.rec.squeeze(self, axis=axis)
 
     def ravel(self) -> Variable:
         """As a 1-D array."""
-        return self.ops.ravel(self)
+        return self.rec.ravel(self)
 
     def flatten(self) -> Variable:
         """As a 1-D array."""
-        return self.ops.flatten(self)
+        return self.rec.flatten(self)
 
     def swapaxes(self, axis1: int, axis2: int) -> Variable:
         """Two axes exchanged."""
-        return self.ops.swapaxes(self, axis1, axis2)
+        return self.rec.swapaxes(self, axis1, axis2)

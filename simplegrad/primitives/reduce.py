@@ -22,6 +22,8 @@ from .core import (
     register,
     shape_of,
 )
+from .lazy import is_lazy
+from .schema import AXIS, REDUCING, attrs
 from .series import Series, exp_series, minus, quotient_series
 from .taylor import linear
 
@@ -69,7 +71,8 @@ SUM = register(Primitive(
     [lambda o, g, out, x, axis=None, keepdims=False: _spread(o, g, x, axis, keepdims)],
     lambda o, ts, out, x, axis=None, keepdims=False: o.sum(ts[0], axis=axis, keepdims=keepdims),
     method_fmt("sum", "axis", "keepdims"), REDUCE, batch=along("sum"), mask=_spread_mask,
-    taylor=linear("sum"), numpy="np.add.reduce({0}{reduce_axis}{keepdims})"))
+    taylor=linear("sum"), numpy="np.add.reduce({0}{reduce_axis}{keepdims})",
+    schema=REDUCING))
 
 
 def _mean(x, axis=None, keepdims=False):
@@ -98,7 +101,7 @@ MEAN = register(Primitive(
     "mean", _mean, [_mean_vjp],
     lambda o, ts, out, x, axis=None, keepdims=False: o.mean(ts[0], axis=axis, keepdims=keepdims),
     method_fmt("mean", "axis", "keepdims"), REDUCE, batch=along("mean"), mask=_spread_mask,
-    taylor=linear("mean"), numpy="np.mean({0}{axis}{keepdims})"))
+    taylor=linear("mean"), numpy="np.mean({0}{axis}{keepdims})", schema=REDUCING))
 
 # ---------------------------------------------------------------- max and min
 
@@ -120,7 +123,8 @@ def _extreme(name: str, forward) -> Primitive:
 
     return register(Primitive(name, forward, [vjp], jvp,
                               method_fmt(name, "axis", "keepdims"), REDUCE, batch=along(name),
-                              taylor=linear(name), numpy=f"np.{name}({{0}}{{axis}}{{keepdims}})"))
+                              taylor=linear(name), numpy=f"np.{name}({{0}}{{axis}}{{keepdims}})",
+                              schema=REDUCING))
 
 
 def _max(x, axis=None, keepdims=False):
@@ -143,6 +147,8 @@ MIN = _extreme("min", _min)
 
 def _logsumexp(x, axis=None, keepdims=False):
     m = _max(x, axis=axis, keepdims=True)
+    if is_lazy(m):              # a dask array: no test of its values, the guarded form
+        return _logsumexp_guarded(x, m, axis, keepdims)
     if _all_finite(m):          # each sum of exp(x - m) is >= 1: its log needs no guard
         total = np.add.reduce(np.exp(x - m), axis=axis, keepdims=keepdims)
         return np.log(total) + (m if keepdims else np.reshape(m, np.shape(total)))
@@ -159,7 +165,7 @@ def _logsumexp_guarded(x, m, axis, keepdims):
     """logsumexp where some maximum is inf, -inf or nan: shift those slices by 0 instead
     (an all -inf slice gives -inf, one holding inf gives inf, nan stays nan)."""
     m = np.where(np.isfinite(m), m, 0)
-    total = np.add.reduce(np.exp(x - m), axis=axis, keepdims=keepdims)
+    total = np.sum(np.exp(x - m), axis=axis, keepdims=keepdims)
     with np.errstate(divide="ignore"):
         return np.log(total) + np.reshape(m, np.shape(total))
 
@@ -198,7 +204,7 @@ def _lse_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any,
 LOGSUMEXP = register(Primitive(
     "logsumexp", _logsumexp, [_lse_vjp], _lse_jvp,
     method_fmt("logsumexp", "axis", "keepdims"), REDUCE, batch=along("logsumexp"),
-    taylor=_lse_taylor))
+    taylor=_lse_taylor, schema=REDUCING))
 
 
 def _softmax(x, axis=-1):
@@ -222,12 +228,12 @@ SOFTMAX = register(Primitive(
     "softmax", _softmax, [_softmax_rule],
     lambda o, ts, out, x, axis=-1: _softmax_rule(o, ts[0], out, x, axis),
     method_fmt("softmax", "axis"), ALONG, batch=along("softmax", default=-1),
-    taylor=_softmax_taylor))
+    taylor=_softmax_taylor, schema=attrs(axis=AXIS)))
 
 
 def _log_softmax(x, axis=-1):
     m = _max(x, axis=axis, keepdims=True)
-    if _all_finite(m):          # (x - m) - log(sum(exp(x - m))), the sum >= 1: no guard
+    if not is_lazy(m) and _all_finite(m):   # (x - m) - log(sum(exp(x - m))): no guard
         shifted = x - m
         return shifted - np.log(np.add.reduce(np.exp(shifted), axis=axis, keepdims=True))
     return x - _logsumexp_guarded(x, m, axis, True)
@@ -247,7 +253,7 @@ LOG_SOFTMAX = register(Primitive(
     lambda o, ts, out, x, axis=-1:
         o.sub(ts[0], o.sum(o.mul(o.exp(out), ts[0]), axis=axis, keepdims=True)),
     method_fmt("log_softmax", "axis"), ALONG, batch=along("log_softmax", default=-1),
-    taylor=_log_softmax_taylor))
+    taylor=_log_softmax_taylor, schema=attrs(axis=AXIS)))
 
 
 # ---------------------------------------------------------------- Ops methods

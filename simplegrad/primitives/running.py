@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .core import Case, Primitive, along, method_fmt, register, shape_of
+from .lazy import scan_along
 from .rearrange import flat
 from .scans import _one_axis
+from .schema import AXIS_OR_NONE, attrs
 from .taylor import linear
 
 if TYPE_CHECKING:
@@ -44,19 +46,19 @@ def _cumargext(x, axis, ufunc):
 
 
 def _cummax(x, axis=0):
-    return np.maximum.accumulate(x, axis=axis)
+    return scan_along(lambda b, k: np.maximum.accumulate(b, axis=k), x, axis, x.dtype)
 
 
 def _cummin(x, axis=0):
-    return np.minimum.accumulate(x, axis=axis)
+    return scan_along(lambda b, k: np.minimum.accumulate(b, axis=k), x, axis, x.dtype)
 
 
 def _cumargmax(x, axis=0):
-    return _cumargext(x, axis, np.maximum)
+    return scan_along(lambda b, k: _cumargext(b, k, np.maximum), x, axis, np.int64)
 
 
 def _cumargmin(x, axis=0):
-    return _cumargext(x, axis, np.minimum)
+    return scan_along(lambda b, k: _cumargext(b, k, np.minimum), x, axis, np.int64)
 
 
 def _no_tangent(o: PrimitiveMethods, ts, out, *xs, **attrs):
@@ -67,10 +69,10 @@ def _no_tangent(o: PrimitiveMethods, ts, out, *xs, **attrs):
 
 CUMARGMAX = register(Primitive("cumargmax", _cumargmax, [None], _no_tangent,
                                method_fmt("cumargmax", "axis"), CASES, differentiable=False,
-                               batch=along("cumargmax")))
+                               batch=along("cumargmax"), schema=attrs(axis=AXIS_OR_NONE)))
 CUMARGMIN = register(Primitive("cumargmin", _cumargmin, [None], _no_tangent,
                                method_fmt("cumargmin", "axis"), CASES, differentiable=False,
-                               batch=along("cumargmin")))
+                               batch=along("cumargmin"), schema=attrs(axis=AXIS_OR_NONE)))
 
 
 def _running(name: str, forward: Any, where: str) -> Primitive:
@@ -84,7 +86,8 @@ def _running(name: str, forward: Any, where: str) -> Primitive:
             o.scatter_add_along_axis(g, index(o, x, axis), axis, shape_of(x))],
         lambda o, ts, out, x, axis=0: None if ts[0] is None else
             o.take_along_axis(ts[0], index(o, x, axis), axis),
-        method_fmt(name, "axis"), CASES, batch=along(name), taylor=linear(name)))
+        method_fmt(name, "axis"), CASES, batch=along(name), taylor=linear(name),
+        schema=attrs(axis=AXIS_OR_NONE)))
 
 
 CUMMAX = _running("cummax", _cummax, "cumargmax")
@@ -144,8 +147,8 @@ class RunningVariable:
 
     def cummax(self, axis: int | None = None, reverse: bool = False) -> Variable:
         """Running maximum along ``axis`` (from the end when ``reverse``)."""
-        return self.ops.cummax(self, axis=axis, reverse=reverse)
+        return self.rec.cummax(self, axis=axis, reverse=reverse)
 
     def cummin(self, axis: int | None = None, reverse: bool = False) -> Variable:
         """Running minimum along ``axis`` (from the end when ``reverse``)."""
-        return self.ops.cummin(self, axis=axis, reverse=reverse)
+        return self.rec.cummin(self, axis=axis, reverse=reverse)

@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import ArgumentError
 from .core import ANY, NONZERO, POSITIVE, UNARY, Case, Sampler, TaylorRule, uniform
 from .elementwise import elementwise
+from .schema import attrs, broadcast, integer
 from .series import (
     Series,
     affine_square,
@@ -190,7 +191,8 @@ def _round_fmt(args, attrs, render):
 ROUND = elementwise("round", _round, _round_fmt, (None,),
                     cases=[*UNARY, Case(((3, 4),), {"decimals": 1}),
                            Case(((3,),), {"decimals": -1}, domain=(uniform(-20.0, 20.0),))],
-                    taylor=linear("round"))
+                    taylor=linear("round"),
+                    schema=attrs(size=broadcast, decimals=integer(-400, 400)))
 
 # numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
 UFUNCS = {np.tan: "tan", np.arcsin: "arcsin", np.arccos: "arccos", np.arctan: "arctan",
@@ -298,84 +300,84 @@ class SpecialVariable:
 
     def tan(self) -> Variable:
         """Elementwise tangent."""
-        return self.ops.tan(self)
+        return self.rec.tan(self)
 
     def arcsin(self) -> Variable:
         """Elementwise inverse sine."""
-        return self.ops.arcsin(self)
+        return self.rec.arcsin(self)
 
     def arccos(self) -> Variable:
         """Elementwise inverse cosine."""
-        return self.ops.arccos(self)
+        return self.rec.arccos(self)
 
     def arctan(self) -> Variable:
         """Elementwise inverse tangent."""
-        return self.ops.arctan(self)
+        return self.rec.arctan(self)
 
     def sinh(self) -> Variable:
         """Elementwise hyperbolic sine."""
-        return self.ops.sinh(self)
+        return self.rec.sinh(self)
 
     def cosh(self) -> Variable:
         """Elementwise hyperbolic cosine."""
-        return self.ops.cosh(self)
+        return self.rec.cosh(self)
 
     def arcsinh(self) -> Variable:
         """Elementwise inverse hyperbolic sine."""
-        return self.ops.arcsinh(self)
+        return self.rec.arcsinh(self)
 
     def arccosh(self) -> Variable:
         """Elementwise inverse hyperbolic cosine."""
-        return self.ops.arccosh(self)
+        return self.rec.arccosh(self)
 
     def arctanh(self) -> Variable:
         """Elementwise inverse hyperbolic tangent."""
-        return self.ops.arctanh(self)
+        return self.rec.arctanh(self)
 
     def log1p(self) -> Variable:
         """Elementwise log(1 + self)."""
-        return self.ops.log1p(self)
+        return self.rec.log1p(self)
 
     def expm1(self) -> Variable:
         """Elementwise exp(self) - 1."""
-        return self.ops.expm1(self)
+        return self.rec.expm1(self)
 
     def log2(self) -> Variable:
         """Elementwise base-2 logarithm."""
-        return self.ops.log2(self)
+        return self.rec.log2(self)
 
     def log10(self) -> Variable:
         """Elementwise base-10 logarithm."""
-        return self.ops.log10(self)
+        return self.rec.log10(self)
 
     def exp2(self) -> Variable:
         """Elementwise 2 ** self."""
-        return self.ops.exp2(self)
+        return self.rec.exp2(self)
 
     def square(self) -> Variable:
         """Elementwise self * self."""
-        return self.ops.square(self)
+        return self.rec.square(self)
 
     def reciprocal(self) -> Variable:
         """Elementwise 1 / self."""
-        return self.ops.reciprocal(self)
+        return self.rec.reciprocal(self)
 
     def floor(self) -> Variable:
         """Elementwise floor (no gradient)."""
-        return self.ops.floor(self)
+        return self.rec.floor(self)
 
     def ceil(self) -> Variable:
         """Elementwise ceiling (no gradient)."""
-        return self.ops.ceil(self)
+        return self.rec.ceil(self)
 
     def trunc(self) -> Variable:
         """Elementwise rounding towards zero (no gradient)."""
-        return self.ops.trunc(self)
+        return self.rec.trunc(self)
 
     def round(self, decimals: int = 0, out: None = None) -> Variable:
         """Rounded to ``decimals`` places (no gradient); numpy's ``out`` must stay None."""
         _no_out("round", self, out)
-        return self.ops.round(self, decimals)
+        return self.rec.round(self, decimals)
 
 
 def _no_out(method: str, x: Any, out: Any) -> None:

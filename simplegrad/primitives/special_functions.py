@@ -25,6 +25,8 @@ from ..errors import NotDifferentiableError, ShapeError
 from .broadcasting import broadcast_to, unbroadcast
 from .core import Case, Primitive, align, error, is_constant, register, run, shape_of, uniform
 from .elementwise import elementwise
+from .lazy import blockwise, refuse
+from .schema import REAL_OR_ARRAY, attrs, broadcast_with
 from .series import Series, affine_square, exp_series, new, ode, plus, quotient_series, square_coef
 from .taylor import order_of
 
@@ -115,6 +117,7 @@ def _continued_fraction(a, b, x):
 
 
 def _betainc(x, a, b):
+    refuse("betainc", x, reason="its continued fraction runs until every entry converges")
     a, b, x = np.broadcast_arrays(np.asarray(a, dtype=np.float64),
                                   np.asarray(b, dtype=np.float64), np.asarray(x, dtype=np.float64))
     valid = (a > 0) & (b > 0) & (x > 0) & (x < 1)
@@ -167,12 +170,12 @@ def _erfinv_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> S
     return z
 
 
-ERF = elementwise("erf", _erf, "{0}.erf()", (lambda o, g, out, x: o.mul(g, _gauss(o, x)),),
-                  taylor=_erf_series(1.0))
-ERFC = elementwise("erfc", _erfc, "{0}.erfc()",
+ERF = elementwise("erf", blockwise(_erf), "{0}.erf()",
+                  (lambda o, g, out, x: o.mul(g, _gauss(o, x)),), taylor=_erf_series(1.0))
+ERFC = elementwise("erfc", blockwise(_erfc), "{0}.erfc()",
                    (lambda o, g, out, x: o.neg(o.mul(g, _gauss(o, x))),),
                    taylor=_erf_series(-1.0))
-ERFINV = elementwise("erfinv", _erfinv, "{0}.erfinv()",
+ERFINV = elementwise("erfinv", blockwise(_erfinv), "{0}.erfinv()",
                      (lambda o, g, out, x: o.mul(g, o.mul(o.exp(o.mul(out, out)),
                                                          SQRT_PI_OVER_TWO)),),
                      domain=uniform(-0.95, 0.95), taylor=_erfinv_taylor)
@@ -268,7 +271,8 @@ BETAINC = register(Primitive(
     [Case(((3,),), {"a": 2.0, "b": 3.0}), Case(((2, 3),), {"a": 0.7, "b": 1.5}),
      Case(((3, 1),), {"a": np.array([1.5, 4.0]), "b": 2.5}),
      Case(((4,),), {"a": 1.0, "b": 1.0}), Case(((),), {"a": 5.0, "b": 0.8})],
-    domain=(uniform(0.1, 0.9),), variadic=True, batch=_betainc_batch, taylor=_betainc_taylor))
+    domain=(uniform(0.1, 0.9),), variadic=True, batch=_betainc_batch, taylor=_betainc_taylor,
+    schema=attrs(size=broadcast_with("a", "b"), a=REAL_OR_ARRAY, b=REAL_OR_ARRAY)))
 
 
 # ---------------------------------------------------------------- Ops methods
@@ -324,16 +328,16 @@ class SpecialFunctionVariable:
 
     def erf(self) -> Variable:
         """Elementwise error function."""
-        return self.ops.erf(self)
+        return self.rec.erf(self)
 
     def erfc(self) -> Variable:
         """Elementwise complementary error function."""
-        return self.ops.erfc(self)
+        return self.rec.erfc(self)
 
     def erfinv(self) -> Variable:
         """Elementwise inverse error function."""
-        return self.ops.erfinv(self)
+        return self.rec.erfinv(self)
 
     def betainc(self, a: Any, b: Any) -> Variable:
         """The regularized incomplete beta I_self(a, b)."""
-        return self.ops.betainc(a, b, self)
+        return self.rec.betainc(a, b, self)

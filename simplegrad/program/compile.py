@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 
 from ..engine.render import format_operand
-from ..errors import ArgumentError, DTypeError, ShapeError
+from ..errors import ArgumentError, MaterializeError
 from ..primitives.core import REGISTRY
-from .core import Program
-from .nodes import CONST, INPUT, NODE, Node
+from ..primitives.lazy import is_lazy
+from .core import Program, input_value
+from .nodes import CONST, INPUT, NODE, Names, Node
 
 RESERVED = {"np", "F", "slice"}
 
@@ -35,24 +36,58 @@ RESERVED = {"np", "F", "slice"}
 class Compiled:
     """A compiled program: call it on arrays; ``.source`` is its numpy code."""
 
-    def __init__(self, prog: Program, source: str, fn: Callable):
+    def __init__(self, prog: Program, source: str, fn: Callable, name: str = "program"):
         self.program = prog
         self.source = source
+        self.name = name
         self._fn = fn
+        self._dispatching: tuple[str, Callable] | None = None
         self._specs = tuple((tuple(i.shape), np.dtype(i.dtype)) for i in prog.inputs)
+        self.backend = "numpy"
+        self.fallback: tuple[str, ...] = ()     # entries the numba backend left to numpy
+        self.kernels: tuple[str, ...] = ()      # the numba backend's fused loops, as source
 
-    def __call__(self, *arrays: Any) -> Any:
-        """Evaluate the program on new input values; one array per output (one when single)."""
+    def __call__(self, *arrays: Any, materialize: bool = False) -> Any:
+        """Evaluate the program on new input values; one array per output (one when single).
+
+        Arrays of other libraries (dask arrays) run the dispatching source and give lazy
+        outputs; ``materialize`` as for ``Program.__call__``.
+        """
         specs = self._specs
         fast = len(arrays) == len(specs)
         for a, (shape, dtype) in zip(arrays, specs):     # the common case, checked in a loop
             if type(a) is not np.ndarray or a.shape != shape or a.dtype is not dtype:
                 fast = False
                 break
+        if not fast and any(is_lazy(a) for a in arrays):
+            return self._lazy(arrays, materialize)
         outs = self._fn(*arrays) if fast else self._fn(*self._checked(arrays))
         if self.program.single:
             return outs if type(outs) is np.ndarray else np.asarray(outs)
         return [o if type(o) is np.ndarray else np.asarray(o) for o in outs]
+
+    @property
+    def dispatch_source(self) -> str:
+        """The source run on arrays of other libraries: only calls that dispatch (``np.sum``
+        where ``.source`` has ``np.add.reduce``)."""
+        if self._dispatching is None:
+            self._dispatching = _generate(self.program, self.name, dispatch=True)
+        return self._dispatching[0]
+
+    def _lazy(self, arrays: tuple, materialize: bool) -> Any:
+        args = self._checked(arrays)
+        self.dispatch_source  # noqa: B018 -- generated on first use
+        assert self._dispatching is not None
+        try:
+            return self._dispatching[1](*args)
+        except MaterializeError as e:
+            if not materialize:
+                raise MaterializeError(f"compiled program: {e}") from e
+        return self.program(*args, materialize=True)     # entry by entry, computing inputs
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its program and name, compiled again when unpickled."""
+        return compile, (self.program, self.name)
 
     def _checked(self, arrays: tuple) -> list:
         """The inputs as arrays of the program's shapes and dtypes, or a clear error."""
@@ -60,35 +95,59 @@ class Compiled:
             names = ", ".join(i.name for i in self.program.inputs)
             raise ArgumentError(f"compiled program: takes {len(self._specs)} input(s) "
                                 f"({names}), got {len(arrays)}")
-        args = []
-        for spec, a in zip(self.program.inputs, arrays):
-            if type(a) is np.ndarray and a.shape == spec.shape and a.dtype == spec.dtype:
-                args.append(a)
-                continue
-            arr = a if type(a) is np.ndarray else np.asarray(a)
-            if arr.dtype != spec.dtype:
-                if not np.can_cast(arr.dtype, spec.dtype, "safe"):
-                    raise DTypeError(f"compiled program: input {spec.name} has dtype "
-                                     f"{spec.dtype}, got {arr.dtype}")
-                arr = arr.astype(spec.dtype)
-            if arr.shape != spec.shape:
-                raise ShapeError(f"compiled program: input {spec.name} has shape {spec.shape}, "
-                                 f"got {arr.shape}")
-            args.append(arr)
-        return args
+        return [a if type(a) is np.ndarray and a.shape == spec.shape and a.dtype == spec.dtype
+                else input_value("compiled program", spec, a)
+                for spec, a in zip(self.program.inputs, arrays)]
 
     def __repr__(self) -> str:
         return f"<compiled program: {len(self.program.nodes)} entries>"
 
 
-def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg.compile)
-    """Compile a Program to a numpy function with no tape; ``.source`` holds its code."""
+def compile(prog: Program, name: str = "program",  # noqa: A001 (sg.compile)
+            backend: str = "numpy") -> Compiled:
+    """Compile a Program to a numpy function with no tape; ``.source`` holds its code.
+
+    ``backend="numba"`` (the ``[numba]`` extra) fuses elementwise chains and their sums into
+    compiled loops (numba_backend.py); ``.fallback`` names the entries left to numpy."""
     if not isinstance(prog, Program):
         raise ArgumentError(f"compile: expected a Program, got {type(prog).__name__}")
     if not name.isidentifier() or keyword.iskeyword(name) or name in RESERVED:
         raise ArgumentError(f"compile: name must be a Python identifier, got {name!r}")
-    names = _Names()
-    namespace: dict[str, Any] = {"np": np, "F": {}, "__builtins__": {"slice": slice}}
+    if backend not in ("numpy", "numba"):
+        raise ArgumentError(f"compile: backend must be 'numpy' or 'numba', not {backend!r}")
+    original, kernels, fallback = prog, [], []
+    if backend == "numba":
+        from .numba_backend import fuse
+        prog, kernels, fallback = fuse(prog)
+    source, fn = _generate(prog, name, dispatch=False)
+    out = Compiled(original, source, fn, name)
+    out.backend, out.fallback = backend, tuple(fallback)
+    out.kernels = tuple(k.source for k in kernels)
+    return out
+
+
+# the builtins the generated code may need: ``slice`` (in attribute literals)
+BUILTINS = {"slice": slice}
+# templates arrays of other libraries do not take: numpy calls that skip dispatch (ufunc
+# methods), with the dispatching call of each; subscripts, which dask takes with one index
+# array at a time (None: call the forward, which handles that)
+DISPATCHING = {"np.add.reduce(": "np.sum(", "[{index}]": None}
+
+
+def _dispatching(template: str) -> str | None:
+    for fast, slow in DISPATCHING.items():
+        if fast in template:
+            if slow is None:
+                return None
+            template = template.replace(fast, slow)
+    return template
+
+
+def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable]:
+    """The source of the program's function and the function; ``dispatch``: with only calls
+    that arrays of other libraries dispatch."""
+    names = Names(RESERVED)
+    namespace: dict[str, Any] = {"np": np, "F": {}, "__builtins__": dict(BUILTINS)}
     params = [names.take(i.name) for i in prog.inputs]
     refs: dict[tuple, str] = {(INPUT, i): p for i, p in enumerate(params)}
     header = [f"def {name}({', '.join(params)}):"]
@@ -109,7 +168,7 @@ def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg
     for i, node in enumerate(prog.nodes):
         target = names.take(node.name)
         expr = _expression(node, [refs[(r.kind, r.index)] for r in node.args], namespace,
-                           names, [shapes(r) for r in node.args])
+                           names, [shapes(r) for r in node.args], dispatch)
         refs[(NODE, i)] = target
         drop = f"; del {', '.join(refs[(NODE, j)] for j in dead[i])}" if dead[i] else ""
         lines.append((f"    {target} = {expr}{drop}", prog.format_node(node)))
@@ -120,26 +179,9 @@ def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg
     source = "\n".join(header + body + [f"    return {ret}"]) + "\n"
     code = builtins.compile(source, f"<simplegrad compiled {name}>", "exec")
     exec(code, namespace)  # noqa: S102 -- source generated above from registry records
-    return Compiled(prog, source, namespace[name])
+    return source, namespace[name]
 
 
-
-
-class _Names:
-    """Python identifiers for the program's names, each unique."""
-
-    def __init__(self) -> None:
-        self.taken = set(RESERVED)
-
-    def take(self, name: str) -> str:
-        base = name if name.isidentifier() and not keyword.iskeyword(name) and \
-            not name.startswith("__") else "v_" + "".join(c if c.isalnum() else "_" for c in name)
-        text, k = base, 1
-        while text in self.taken:
-            k += 1
-            text = f"{base}_{k}"
-        self.taken.add(text)
-        return text
 
 
 def _comment(text: str) -> str:
@@ -160,17 +202,20 @@ def _describe(x: Any) -> str:
     return f"{arr.dtype}, shape {arr.shape}"
 
 
-def _expression(node: Node, args: list[str], namespace: dict, names: _Names,
-                shapes: list[tuple | None]) -> str:
-    """The numpy expression of one entry."""
+def _expression(node: Node, args: list[str], namespace: dict, names: Names,
+                shapes: list[tuple | None], dispatch: bool = False) -> str:
+    """The numpy expression of one entry (``dispatch``: one arrays of other libraries take)."""
     prim = node.prim
     attrs = node.attrs or {}
     literal = {k: _literal(v, namespace, names) for k, v in attrs.items()}
     registered = REGISTRY.get(prim.name) is prim    # never a template of a look-alike
-    if registered and prim.numpy is not None:
-        if prim.numpy.startswith("{0}.") and not args[0].isidentifier():
+    template = prim.numpy
+    if dispatch and template is not None:
+        template = _dispatching(template)
+    if registered and template is not None:
+        if template.startswith("{0}.") and not args[0].isidentifier():
             args = [f"np.asarray({args[0]})", *args[1:]]    # a number literal has no methods
-        return _fill(prim.numpy, args, attrs, literal)
+        return _fill(template, args, attrs, literal)
     if registered and prim.name == "matmul" and not attrs and _plain_matmul(*shapes):
         return f"{args[0]} @ {args[1]}"     # where the forward is plain np.matmul
     keywords = "".join(f", {k}={v}" for k, v in literal.items())
@@ -256,7 +301,7 @@ def _subscript(item: Any) -> str | None:
     return None
 
 
-def _literal(value: Any, namespace: dict, names: _Names) -> str:
+def _literal(value: Any, namespace: dict, names: Names) -> str:
     """Python source for an attribute value; arrays and anything unusual are bound names."""
     if value is None or type(value) in (bool, int, str):
         return repr(value)

@@ -16,17 +16,27 @@ took one branch when the tape was recorded, and the program keeps that branch (a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from ..engine import explain, render
 from ..engine.tape import ancestors
 from ..engine.variable import Variable
-from ..errors import ArgumentError, DTypeError, GraphError, LinAlgError, ShapeError
-from ..primitives.core import Primitive
-from ..primitives.rewrites import constant_key, cse_key
+from ..errors import (
+    ArgumentError,
+    DTypeError,
+    GraphError,
+    LinAlgError,
+    MaterializeError,
+    ShapeError,
+)
+from ..primitives.core import REGISTRY, Primitive
+from ..primitives.lazy import is_lazy
+from ..primitives.rewrites import cse_key
+from .builder import Builder
 from .nodes import CONST, INPUT, NODE, Constant, Input, Node, Ref
 
 if TYPE_CHECKING:
@@ -67,15 +77,49 @@ class Program:
     def __len__(self) -> int:
         return len(self.nodes)
 
+    def __getstate__(self) -> dict:
+        """Pickled with registered primitives by name (their rules hold local functions), so
+        ``pickle`` and ``cloudpickle`` can ship a program to another process."""
+        state = dict(self.__dict__, _plan=None)
+        state["nodes"] = tuple(n._replace(prim=_Registered(n.prim.name))
+                               if REGISTRY.get(n.prim.name) is n.prim else n for n in self.nodes)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        nodes = []
+        for n in state["nodes"]:
+            if isinstance(n.prim, _Registered):
+                if n.prim.name not in REGISTRY:
+                    raise GraphError(f"program: unpickling {n.name}, whose primitive "
+                                     f"{n.prim.name!r} this simplegrad does not register")
+                n = n._replace(prim=REGISTRY[n.prim.name])
+            nodes.append(n)
+        self.__dict__.update(state, nodes=tuple(nodes))
+
     def __repr__(self) -> str:
         return (f"<Program: {len(self.inputs)} inputs, {len(self.nodes)} entries, "
                 f"{len(self.outputs)} outputs>")
 
     # ------------------------------------------------------------ running
 
-    def __call__(self, *arrays: Any) -> Any:
-        """Run the program on new input values; one array per output (one when single)."""
-        env = [*self._arguments(arrays), *(c.value for c in self.constants)]
+    def __call__(self, *arrays: Any, materialize: bool = False) -> Any:
+        """Run the program on new input values; one array per output (one when single).
+
+        Arrays of other libraries that dispatch numpy's functions (dask arrays) stay what they
+        are: the outputs are lazy too. A primitive that would compute such an input raises
+        ``MaterializeError`` unless ``materialize=True``.
+        """
+        inputs = self._arguments(arrays)
+        try:
+            outs = self._run(inputs)
+        except MaterializeError:
+            if not materialize:
+                raise
+            outs = self._run_materializing(inputs)
+        return outs[0] if self.single else outs
+
+    def _run(self, inputs: list) -> list:
+        env = [*inputs, *(c.value for c in self.constants)]
         env.extend([None] * len(self.nodes))
         k = len(self.inputs) + len(self.constants)
         ndarray, generic, asarray = np.ndarray, np.generic, np.asarray
@@ -98,8 +142,22 @@ class Program:
         except np.linalg.LinAlgError as e:
             name = self.nodes[k - len(self.inputs) - len(self.constants)].name
             raise LinAlgError(f"program: computing {name}: {e}") from e
-        outs = [env[self._slot(r)] for r in self.outputs]
-        return outs[0] if self.single else outs
+        except MaterializeError as e:
+            name = self.nodes[k - len(self.inputs) - len(self.constants)].name
+            raise MaterializeError(f"program: computing {name}: {e}") from e
+        return [env[self._slot(r)] for r in self.outputs]
+
+    def _run_materializing(self, inputs: list) -> list:
+        """The run where an entry that would compute a lazy input gets it computed."""
+        env = [*inputs, *(c.value for c in self.constants)]
+        for node in self.nodes:
+            args = [env[self._slot(r)] for r in node.args]
+            try:
+                env.append(node.prim.forward(*args, **(node.attrs or {})))
+            except MaterializeError:
+                args = [np.asarray(x) if is_lazy(x) else x for x in args]
+                env.append(node.prim.forward(*args, **(node.attrs or {})))
+        return [env[self._slot(r)] for r in self.outputs]
 
     def record(self, ops: Ops, *inputs: Any) -> Any:
         """Run the program by recording each node on ``ops`` (inputs may be its Variables,
@@ -123,16 +181,7 @@ class Program:
             if isinstance(a, Variable):
                 raise ArgumentError(f"program: input {spec.name} got the Variable {a.name}; "
                                     f"pass its value ({a.name}.value): a program runs on arrays")
-            arr = np.asarray(a)
-            if arr.shape != spec.shape:
-                raise ShapeError(f"program: input {spec.name} has shape {spec.shape}, got "
-                                 f"{arr.shape}")
-            if arr.dtype != spec.dtype:
-                if not np.can_cast(arr.dtype, spec.dtype, "safe"):
-                    raise DTypeError(f"program: input {spec.name} has dtype {spec.dtype}, got "
-                                     f"{arr.dtype}; convert it with .astype({spec.dtype.name!r})")
-                arr = arr.astype(spec.dtype)
-            values.append(arr)
+            values.append(input_value("program", spec, a))
         return values
 
     def _slot(self, r: Ref) -> int:
@@ -168,8 +217,12 @@ class Program:
 
     # ------------------------------------------------------------ text
 
-    def format(self) -> str:
-        """The program as text: inputs, named constants, one line per entry, outputs."""
+    def format(self, raw: bool = False) -> str:
+        """The program as text: inputs, named constants, one line per entry, outputs; as a
+        person reads it (simplified: constants folded, duplicates merged) unless ``raw``."""
+        if not raw:
+            from .simplify import simplify
+            return simplify(self).format(raw=True)
         lines = [f"inputs: {', '.join(i.name for i in self.inputs)}"]
         lines += [f"{c.name} = {render.format_value(c.value)}" for c in self.constants
                   if c.name is not None]
@@ -179,8 +232,18 @@ class Program:
 
     def format_node(self, node: Node) -> str:
         """One node as ``name = expression``, in the trace's style."""
-        return render.format_line(node.name, node.prim, [self._operand(r) for r in node.args],
-                                  node.attrs)
+        args = [self._operand(r) for r in node.args]
+        if len(node.args) == 1 and render.is_alias(node.prim, not re.fullmatch(r"v\d+", node.name),
+                                                    self._shape(node.args[0]), node.shape):
+            return f"{node.name} = {args[0]}"
+        return render.format_line(node.name, node.prim, args, node.attrs)
+
+    def _shape(self, r: Ref) -> tuple:
+        if r.kind == INPUT:
+            return self.inputs[r.index].shape
+        if r.kind == NODE:
+            return self.nodes[r.index].shape
+        return np.shape(self.constants[r.index].value)
 
     def _operand(self, r: Ref) -> str:
         if r.kind == INPUT:
@@ -224,11 +287,65 @@ class Program:
         from .graph import render as draw
         return draw(self, path)
 
+    def to_sympy(self) -> list:
+        """The outputs as SymPy expressions, one per output, in one symbol per input (needs
+        the ``[sympy]`` extra; see ``program/symbolic.py``)."""
+        from .symbolic import to_sympy
+        return to_sympy(self)
+
+    def to_latex(self) -> str:
+        """The outputs' closed forms as LaTeX, one ``name = ...`` line per output."""
+        from .symbolic import to_latex
+        return to_latex(self)
+
+    def _repr_html_(self) -> str:
+        """The program as HTML for notebooks: one collapsible block per derivative order."""
+        from .display import program_html
+        return program_html(self)
+
+    def _repr_svg_(self) -> str | None:
+        """The program drawn by Graphviz (None without it or beyond ``MAX_PICTURE`` nodes)."""
+        from ..engine.html import MAX_PICTURE
+        from ..engine.pictures import has_dot, run_dot
+        if not has_dot() or len(self.nodes) > MAX_PICTURE:
+            return None
+        return run_dot(self.to_dot(), "svg", "a program").decode()
+
     def save(self, path: Any) -> Any:
         """Write the program to ``<path>.json`` and ``<path>.npz`` (``sg.load_program`` reads
         them); returns the two paths."""
         from .serialize import save
         return save(self, path)
+
+
+class _Registered(NamedTuple):
+    """A registered primitive in a pickled program: its name."""
+
+    name: str
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def input_value(who: str, spec: Input, a: Any) -> Any:
+    """``a`` as the value of input ``spec``: an ndarray, or an array of another library that
+    dispatches numpy's functions (kept, its ``.shape`` and ``.dtype`` read, never converted),
+    cast safely to the input's dtype; ShapeError or DTypeError otherwise."""
+    arr = a if is_lazy(a) and hasattr(a, "shape") and hasattr(a, "dtype") else np.asarray(a)
+    error = input_error(who, spec, tuple(arr.shape), np.dtype(arr.dtype))
+    if error is not None:
+        raise error
+    return arr if arr.dtype == spec.dtype else arr.astype(spec.dtype)
+
+
+def input_error(who: str, spec: Input, shape: tuple, dtype: np.dtype) -> Exception | None:
+    """The error an argument of this shape and dtype gets as input ``spec``, or None."""
+    if shape != spec.shape:
+        return ShapeError(f"{who}: input {spec.name} has shape {spec.shape}, got {shape}")
+    if dtype != spec.dtype and not np.can_cast(dtype, spec.dtype, "safe"):
+        return DTypeError(f"{who}: input {spec.name} has dtype {spec.dtype}, got {dtype}; "
+                          f"convert it with .astype({spec.dtype.name!r})")
+    return None
 
 
 # ---------------------------------------------------------------- extract
@@ -242,9 +359,9 @@ def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
     outs = _variables("outputs", outputs)
     if not outs:
         raise ArgumentError("program: needs at least one output")
-    ops = outs[0].ops
+    ops = outs[0].rec
     for v in ins + outs:
-        if v.ops is not ops:
+        if v.rec is not ops:
             raise GraphError(f"program: {v.name} belongs to another Ops than {outs[0].name}")
     slots = {}
     for i, v in enumerate(ins):
@@ -272,7 +389,8 @@ def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
         refs[id(v)] = builder.node(Node(v.prim, tuple(args), v.attrs, v.name, v.shape, v.dtype,
                                           order.get(v, 0)))
     out_refs = [refs[id(v)] if id(v) in refs else builder.capture(v) for v in outs]
-    return builder.program(out_refs, single)
+    return Program(builder.inputs, builder.constants, builder.nodes, out_refs, single,
+                   check=False)
 
 
 def _variables(what: str, xs: Any) -> list[Variable]:
@@ -284,36 +402,3 @@ def _variables(what: str, xs: Any) -> list[Variable]:
         if not isinstance(x, Variable):
             raise ArgumentError(f"program: {what} must be Variables, got {type(x).__name__}")
     return items
-
-
-class Builder:
-    """Collects inputs, constants (each once) and nodes into a Program."""
-
-    def __init__(self, inputs: list[Input]):
-        self.inputs = inputs
-        self.constants: list[Constant] = []
-        self.nodes: list[Node] = []
-        self._by_key: dict = {}
-
-    def constant(self, value: Any, name: str | None = None, key: Any = None) -> Ref:
-        """A constant's ref, shared with an equal constant added before."""
-        key = ("value", constant_key(value)) if key is None else key
-        r = self._by_key.get(key)
-        if r is None:
-            if isinstance(value, np.ndarray) and value.flags.writeable:
-                value = value.copy()
-                value.flags.writeable = False
-            r = self._by_key[key] = Ref(CONST, len(self.constants))
-            self.constants.append(Constant(value, name))
-        return r
-
-    def capture(self, v: Variable) -> Ref:
-        """A Variable's recorded value as a named constant (an unrecorded one prints inline)."""
-        return self.constant(v.value, None if v.label is None else v.name, ("var", id(v)))
-
-    def node(self, node: Node) -> Ref:
-        self.nodes.append(node)
-        return Ref(NODE, len(self.nodes) - 1)
-
-    def program(self, outputs: list[Ref], single: bool) -> Program:
-        return Program(self.inputs, self.constants, self.nodes, outputs, single, check=False)

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core import Case, Primitive, mapped, register, shape_of
+from ..lazy import per_block
+from ..schema import NONE
 from ..series import Series, minus, new, plus
 from ..taylor import order_of
 from .matrices import swap_last, sym
@@ -23,8 +25,12 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------- cholesky
 
 
-def _cholesky(a):
+def _cholesky_numpy(a):
     return np.linalg.cholesky((a + np.swapaxes(a, -1, -2)) / 2)
+
+
+def _cholesky(a):
+    return per_block(_cholesky_numpy, "(n,n)->(n,n)", a)
 
 
 def _phi(out: Any) -> np.ndarray:
@@ -64,7 +70,8 @@ def _cholesky_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, a: Any) ->
 CHOLESKY = register(Primitive(
     "cholesky", _cholesky, [_cholesky_vjp], _cholesky_jvp, "cholesky({0})",
     [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((1, 1),)), Case(((4, 4),))],
-    domain=(positive_definite,), batch=mapped("cholesky"), taylor=_cholesky_taylor))
+    domain=(positive_definite,), batch=mapped("cholesky"), taylor=_cholesky_taylor,
+    schema=NONE))
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -20,6 +20,8 @@ import numpy as np
 
 from ...errors import ArgumentError
 from ..core import Case, Primitive, error, mapped, register
+from ..lazy import per_block
+from ..schema import attrs, need, one_of
 from .decomposition import (
     NUMPY_SIGNS,
     column_signs,
@@ -51,12 +53,16 @@ def _eigh_fixed(a: np.ndarray) -> tuple:
 
 def _eigh(a, part, signs=None, UPLO="L"):  # noqa: N803 - numpy's name
     if signs is None:
-        w, v = decompose("eigh", _eigh_fixed, a)
+        w, v = decompose("eigh", lambda x: per_block(_eigh_fixed, _EIGH, x), a)
     elif UPLO == "L":
-        w, v = decompose("np.linalg.eigh", _eigh_numpy, a)
+        w, v = decompose("np.linalg.eigh", lambda x: per_block(_eigh_numpy, _EIGH, x), a)
     else:
-        w, v = decompose("np.linalg.eigh-U", lambda x: _eigh_numpy(x, UPLO), a)
+        w, v = decompose("np.linalg.eigh-U", lambda x: per_block(_eigh_numpy, _EIGH, x,
+                                                                 uplo=UPLO), a)
     return w if part == "eigenvalues" else v
+
+
+_EIGH = "(n,n)->(n),(n,n)"      # per_block's signature of the decomposition
 
 
 def _eig_values(o: PrimitiveMethods, a):
@@ -94,7 +100,9 @@ EIGH = register(Primitive(
      Case(((3, 3),), {"part": "eigenvectors", **NUMPY_SIGNS}),
      Case(((2, 3, 3),), {"part": "eigenvectors", **NUMPY_SIGNS, "UPLO": "U"}),
      Case(((3, 3),), {"part": "eigenvalues", **NUMPY_SIGNS, "UPLO": "U"})],
-    domain=(symmetric_spread,), plain=False, batch=mapped("eigh")))
+    domain=(symmetric_spread,), plain=False, batch=mapped("eigh"),
+    schema=attrs(part=need(one_of("eigenvalues", "eigenvectors")), signs=one_of("numpy"),
+                 UPLO=one_of("L", "U"))))
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -14,6 +14,8 @@ import numpy as np
 
 from ...errors import ArgumentError
 from ..core import Case, Primitive, error, mapped, register, shape_of
+from ..lazy import per_block
+from ..schema import attrs, need, one_of
 from .decomposition import (
     NUMPY_SIGNS,
     decompose,
@@ -91,8 +93,10 @@ def _qr_fixed(a: np.ndarray) -> tuple:
 
 
 def _qr(a, part, signs=None):
-    q, r = decompose("qr", _qr_fixed, a) if signs is None else \
-        decompose("np.linalg.qr", _qr_numpy, a)
+    compute = _qr_fixed if signs is None else _qr_numpy
+    k = min(shape_of(a)[-2:])
+    q, r = decompose("qr" if signs is None else "np.linalg.qr", lambda x: per_block(
+        compute, "(m,n)->(m,k),(k,n)", x, sizes={"k": k}), a)
     return q if part == "Q" else r
 
 
@@ -143,7 +147,8 @@ QR = register(Primitive(
      Case(((3, 3),), {"part": "Q", **NUMPY_SIGNS}), Case(((4, 2),), {"part": "R", **NUMPY_SIGNS}),
      Case(((2, 4),), {"part": "Q", **NUMPY_SIGNS}),
      Case(((2, 3, 2),), {"part": "R", **NUMPY_SIGNS})],
-    domain=(spread_singular,), plain=False, batch=mapped("qr")))
+    domain=(spread_singular,), plain=False, batch=mapped("qr"),
+    schema=attrs(part=need(one_of("Q", "R")), signs=one_of("numpy"))))
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -13,6 +13,8 @@ import numpy as np
 
 from ..broadcasting import unbroadcast
 from ..core import Case, Primitive, mapped, matrix, register, shape_of
+from ..lazy import per_block
+from ..schema import NONE, attrs, solve_size
 from ..series import Series, minus, new, plus
 from ..taylor import order_of
 from .matrices import as_column, swap_last
@@ -26,7 +28,8 @@ if TYPE_CHECKING:
 
 
 def _solve(a, b):
-    return np.linalg.solve(a, b)
+    vector = len(shape_of(b)) == 1
+    return per_block(np.linalg.solve, "(n,n),(n)->(n)" if vector else "(n,n),(n,k)->(n,k)", a, b)
 
 
 def _solve_gb(o: PrimitiveMethods, g, a, b):
@@ -88,13 +91,14 @@ SOLVE = register(Primitive(
      Case(((2, 3, 3), (2, 3, 2))), Case(((3, 3), (2, 3, 1))), Case(((1, 3, 3), (2, 3, 2))),
      Case(((2, 3, 3), (3, 2)))],
     domain=(diagonally_dominant, lambda rng, shape: rng.uniform(-2.0, 2.0, shape)),
-    batch=matrix("solve", vectors=(False, True)), taylor=_solve_taylor))
+    batch=matrix("solve", vectors=(False, True)), taylor=_solve_taylor,
+    schema=attrs(size=solve_size)))
 
 # ---------------------------------------------------------------- inv
 
 
 def _inv(a):
-    return np.linalg.inv(a)
+    return per_block(np.linalg.inv, "(n,n)->(n,n)", a)
 
 
 def _inv_vjp(o: PrimitiveMethods, g, out, a):
@@ -121,7 +125,7 @@ def inv_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, a: Any) -> Serie
 INV = register(Primitive(
     "inv", _inv, [_inv_vjp], _inv_jvp,
     "inv({0})", [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((1, 1),))], domain=MATRIX,
-    batch=mapped("inv"), taylor=inv_taylor))
+    batch=mapped("inv"), taylor=inv_taylor, schema=NONE))
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -14,6 +14,8 @@ import numpy as np
 
 from ...errors import ArgumentError, LinAlgError
 from ..core import Case, Primitive, error, mapped, register, shape_of, value_of
+from ..lazy import per_block
+from ..schema import attrs, need, one_of
 from .decomposition import (
     NUMPY_SIGNS,
     column_signs,
@@ -47,8 +49,10 @@ def _svd_fixed(a: np.ndarray) -> tuple:
 
 
 def _svd(a, part, signs=None):
-    u, s, vh = decompose("svd", _svd_fixed, a) if signs is None else \
-        decompose("np.linalg.svd", _svd_numpy, a)
+    compute = _svd_fixed if signs is None else _svd_numpy
+    k = min(shape_of(a)[-2:])
+    u, s, vh = decompose("svd" if signs is None else "np.linalg.svd", lambda x: per_block(
+        compute, "(m,n)->(m,k),(k),(k,n)", x, sizes={"k": k}), a)
     return {"U": u, "S": s, "Vh": vh}[part]
 
 
@@ -123,7 +127,8 @@ SVD = register(Primitive(
      Case(((3, 2),), {"part": "U", **NUMPY_SIGNS}), Case(((2, 3),), {"part": "Vh", **NUMPY_SIGNS}),
      Case(((2, 3, 3),), {"part": "Vh", **NUMPY_SIGNS}),
      Case(((2, 3),), {"part": "S", **NUMPY_SIGNS})],
-    domain=(spread_singular,), plain=False, batch=mapped("svd")))
+    domain=(spread_singular,), plain=False, batch=mapped("svd"),
+    schema=attrs(part=need(one_of("U", "S", "Vh")), signs=one_of("numpy"))))
 
 # ---------------------------------------------------------------- Ops methods
 
