@@ -9,8 +9,11 @@ then the gradients of the last order.
 EXPR is read with ``ast`` and checked against a whitelist before anything runs (see
 ``simplegrad.expression``); nothing reaches ``eval`` or ``exec``.
 
-Exit codes: 0 done, 2 a usage error (bad option, refused expression), 1 a math error (shapes,
-domains); errors go to stderr, without a traceback. A closed pipe (``| head``) ends quietly.
+Exit codes: 0 done, 2 a usage error (bad option, refused expression, an int constant that is
+not exactly a float64), 1 a math error (shapes, domains, a value or constant that is not
+finite, not enough memory: the message names the entry, constant or primitive and its
+arguments); errors go to stderr, without a traceback, whatever their kind. A closed pipe
+(``| head``) ends quietly.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from .engine.ops import Ops
 from .engine.render import format_value
 from .engine.variable import Variable
 from .errors import SimplegradError
-from .expression import Evaluator, UsageError, parse
+from .expression import Evaluator, MathError, UsageError, parse
 from .primitives.core import REGISTRY
 
 
@@ -132,6 +135,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SimplegradError, ArithmeticError, ValueError, OSError) as e:
         print(f"simplegrad: error: {e}", file=sys.stderr)
         return 1
+    except MemoryError as e:
+        print(f"simplegrad: error: not enough memory ({e or 'MemoryError'})", file=sys.stderr)
+        return 1
+    except RecursionError:
+        print("simplegrad: error: the expression nests too deeply", file=sys.stderr)
+        return 2
+    except Exception as e:      # anything else: still a message, never a traceback
+        print(f"simplegrad: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
 
 
 def _silence_stdout() -> None:
@@ -173,7 +185,7 @@ def _trace(ns: argparse.Namespace) -> int:
     env = {name: op.named_var(value, name) for name, value in variables.items()}
     xs = [env[w] for w in wrt]
     with np.errstate(all="ignore"):     # a nan is reported below, where it first appears
-        note, loss = _loss(op, tree, env)
+        note, loss = _loss(op, tree, env, ns.expr)
         l0 = loss
         for k in range(1, ns.order + 1):
             grads = op.grad(loss, xs)
@@ -195,8 +207,9 @@ def _trace(ns: argparse.Namespace) -> int:
         prog.save(ns.save)
     for v in [l0, *grads]:
         found = op.find_nonfinite(v)
-        if found is not None:
-            print(f"simplegrad: error: {v.name} is not finite; {found}", file=sys.stderr)
+        if found is not None or not np.isfinite(v.value).all():
+            where = found if found is not None else "it comes from a constant"
+            print(f"simplegrad: error: {v.name} is not finite; {where}", file=sys.stderr)
             return 1
     return 0
 
@@ -215,6 +228,8 @@ def _variable(spec: str) -> tuple[str, np.ndarray]:
     except ValueError:
         raise UsageError(f"--var {spec!r}: VALUES must be numbers separated by commas (rows "
                          "of a matrix by semicolons, all of one length)") from None
+    if not np.isfinite(value).all():
+        raise MathError(f"--var {name}: a value that is not finite ({text.strip()})")
     return name, value[0] if value.shape == (1,) and "," not in text else value
 
 
@@ -235,14 +250,16 @@ def _show(op: Ops, prog: Any, ns: argparse.Namespace, note: str | None) -> None:
     print(text if text is not None else op.format_trace(explain=ns.explain))
 
 
-def _loss(op: Ops, tree: ast.Expression, env: dict) -> tuple[str | None, Variable]:
-    """L0: the expression, recorded under that name when it is a scalar, else its sum."""
+def _loss(op: Ops, tree: ast.Expression, env: dict, expr: str | None = None
+          ) -> tuple[str | None, Variable]:
+    """L0: the expression (text ``expr``), recorded under that name when it is a scalar, else
+    its sum."""
     top = tree.body
     if isinstance(top, ast.Name | ast.Constant):
-        value = Evaluator(op, env).eval(top)
+        value = Evaluator(op, env, expr).eval(top)
         named = None
     else:
-        run = Evaluator(op, env).step(top)     # the last operation, its inputs evaluated
+        run = Evaluator(op, env, expr).step(top)     # the last operation, its inputs evaluated
         with op.no_grad():
             probe = run(None)
         named = run("L0") if np.shape(getattr(probe, "raw", probe)) == () else None
