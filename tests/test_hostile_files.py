@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+import tracemalloc
 import warnings
 import zipfile
 from pathlib import Path
@@ -217,7 +218,29 @@ def test_json_that_is_not_the_format(tmp_path):
     json_path.write_text(text.replace("2.5", "1e999"))
     _refused(json_path, "a float out of range")
     json_path.write_text("[" * 100_000 + "]" * 100_000)
-    _refused(json_path, "not valid JSON|expected an object")
+    _refused(json_path, "holds 100000 arrays and objects in 200000 bytes")
+    json_path.write_text("[" * 100_000 + " " * 600_000 + "]" * 100_000)
+    _refused(json_path, "not valid JSON")          # nesting: Python's recursion limit
+
+def test_json_dense_with_containers_is_refused_before_parsing(tmp_path):
+    """[[], [], ...] would parse to ~25 times its bytes; the format never needs one array or
+    object per 5 bytes (its densest documents have one per 19)."""
+    json_path, doc = _save(tmp_path, lambda op, a: a * 2.5, [1.0])
+    doc["inputs"] = [[]] * 200_000
+    _write(json_path, doc)
+    tracemalloc.start()
+    try:
+        _refused(json_path, r"holds 200\d+ arrays and objects in \d+ bytes")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * json_path.stat().st_size
+
+
+def test_max_bytes_must_be_a_size(tmp_path):
+    json_path, _ = _save(tmp_path, lambda op, a: a * 2.5, [1.0])
+    with pytest.raises(sg.ArgumentError, match="max_bytes must be an int >= 0, got '1'"):
+        sg.load_program(json_path, max_bytes="1")
 
 # ---------------------------------------------------------------- sizes
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError
+from ..errors import ArgumentError, FormatError
 from ..primitives.core import REGISTRY
 from ..primitives.schema import DTYPES, INT_RANGE, MAX_RANK, is_real
 from .arrays import read_npz
@@ -43,11 +43,17 @@ from .serialize import (
     unique_names,
 )
 
+# one JSON array or object per this many bytes at most: the format's densest documents have
+# one per 8 bytes or more, and so parsing never takes more than about 15 times the file's bytes
+CONTAINER_BYTES = 5
+
 # ---------------------------------------------------------------- loading
 
 
 def load_program(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> Program:
     """Read a program written by ``prog.save``; validates all of it before building it."""
+    if type(max_bytes) is not int or max_bytes < 0:
+        raise ArgumentError(f"load_program: max_bytes must be an int >= 0, got {max_bytes!r}")
     json_path, npz_path = paths(path)
     try:
         doc = _read_json(json_path, max_bytes)
@@ -71,6 +77,11 @@ def _read_json(p: Path, max_bytes: int) -> Any:
         data = p.read_bytes()
     except OSError as e:
         raise FormatError(f"load_program: cannot read {p.name}: {e}") from None
+    containers = data.count(b"[") + data.count(b"{")
+    if containers * CONTAINER_BYTES > len(data) + 1000:
+        raise FormatError(f"load_program: {p.name} holds {containers} arrays and objects in "
+                          f"{len(data)} bytes, more than one per {CONTAINER_BYTES} bytes that a "
+                          "saved program has (each would cost ~60 bytes parsed)")
     try:
         text = data.decode("utf-8")
         return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
