@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import simplegrad as sg
-from simplegrad.program.load import stand_in
+from simplegrad.program.standins import stand_in
 
 MAX_BYTES = 2**20
 
