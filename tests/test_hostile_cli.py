@@ -138,7 +138,7 @@ def _state() -> tuple:
             sys.getrecursionlimit())
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck),
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck),
           derandomize=True)
 @given(expr=expressions(), a=st.sampled_from(VALUES), b=st.sampled_from(VALUES),
        order=st.integers(0, 2), flags=st.lists(st.sampled_from(["--simplify", "--explain",
