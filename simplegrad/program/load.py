@@ -55,8 +55,8 @@ def load_program(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> Program
         raise ArgumentError(f"load_program: max_bytes must be an int >= 0, got {max_bytes!r}")
     json_path, npz_path = paths(path)
     try:
-        doc = _read_json(json_path, max_bytes)
-        arrays = read_npz(npz_path, max_bytes, MAX_MEMBERS)
+        doc, referred = _read_json(json_path, max_bytes)
+        arrays = read_npz(npz_path, max_bytes, MAX_MEMBERS, referred)
         return decode(doc, arrays, max_bytes, json_path.name)
     except FormatError:
         raise
@@ -65,7 +65,8 @@ def load_program(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> Program
                           f"{type(e).__name__}: {str(e)[:200]}") from None
 
 
-def _read_json(p: Path, max_bytes: int) -> Any:
+def _read_json(p: Path, max_bytes: int) -> tuple[Any, int]:
+    """The document, and how many arrays it can refer to (its ``"array"`` strings)."""
     if not p.is_file():
         raise FormatError(f"load_program: {p} does not exist")
     size = p.stat().st_size
@@ -83,7 +84,8 @@ def _read_json(p: Path, max_bytes: int) -> Any:
                           "saved program has (each would cost ~60 bytes parsed)")
     try:
         text = data.decode("utf-8")
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        return doc, data.count(b'"array"')
     except (ValueError, RecursionError) as e:      # UnicodeDecodeError is a ValueError
         raise FormatError(f"load_program: {p.name} is not valid JSON in UTF-8 (truncated or "
                           f"malformed): {str(e)[:200]}") from None
