@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import ast
 import inspect
+import io
 import math
 import operator
+import tokenize
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +53,7 @@ REFUSED = {ast.Attribute: "attribute access (such as a.__class__)", ast.Lambda: 
 
 def parse(expr: str, names: set[str]) -> ast.Expression:
     """EXPR as a checked syntax tree: anything outside the whitelist is a UsageError."""
+    _check_tokens(expr)
     try:
         tree = ast.parse(expr, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
@@ -62,6 +65,21 @@ def parse(expr: str, names: set[str]) -> ast.Expression:
     for node in nodes:
         _check(node, names)
     return tree
+
+
+def _check_tokens(expr: str) -> None:
+    """Refuse, before Python's parser warns about them on stderr, a number run into a name
+    (``8or``) and a backslash in a string."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(expr).readline))
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return              # the parser says what is wrong
+    for a, b in zip(tokens, tokens[1:]):
+        if a.type == tokenize.NUMBER and b.type == tokenize.NAME and a.end == b.start:
+            raise UsageError(f"cannot parse the expression {expr!r}: the number {a.string} "
+                             f"runs into {b.string!r}")
+        if a.type == tokenize.STRING and "\\" in a.string:
+            raise UsageError(f"the string {a.string} is not allowed (no backslashes)")
 
 
 def _check(node: ast.AST, names: set[str]) -> None:
