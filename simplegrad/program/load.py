@@ -50,7 +50,8 @@ CONTAINER_BYTES = 5
 
 
 def load_program(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> Program:
-    """Read a program written by ``prog.save``; validates all of it before building it."""
+    """Read a program written by ``prog.save``, validating all of it first; any failure, on
+    any bytes, is an ``sg.FormatError`` naming the file, the entry and the field."""
     if type(max_bytes) is not int or max_bytes < 0:
         raise ArgumentError(f"load_program: max_bytes must be an int >= 0, got {max_bytes!r}")
     json_path, npz_path = paths(path)
