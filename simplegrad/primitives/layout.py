@@ -19,11 +19,11 @@ from .rearrange import axes_of, flat
 from .schema import (
     AXES,
     AXIS_OR_NONE,
+    COUNTS,
     PAD_WIDTH,
     REAL,
     attrs,
     ints,
-    is_int,
     need,
     padded,
     repeated,
@@ -122,10 +122,6 @@ PAD = register(Primitive(
     schema=attrs(size_rule=padded, pad_width=need(PAD_WIDTH), constant_values=REAL)))
 
 
-def _counts(v: Any, shapes: Any) -> str | None:
-    return None if is_int(v) and v >= 0 else ints(lo=0)(v, shapes)
-
-
 def _repeat(x, repeats, axis=None):
     return np.repeat(x, repeats, axis=axis)
 
@@ -146,7 +142,7 @@ REPEAT = register(Primitive(
     [Case(((3,),), {"repeats": 2, "axis": 0}), Case(((2, 3),), {"repeats": 3, "axis": 1}),
      Case(((3, 2),), {"repeats": (1, 0, 2), "axis": 0})], batch=along("repeat", flat=True),
     taylor=linear("repeat"),
-    schema=attrs(size_rule=repeated, repeats=need(_counts), axis=need(AXIS_OR_NONE))))
+    schema=attrs(size_rule=repeated, repeats=need(COUNTS), axis=need(AXIS_OR_NONE))))
 
 
 def _tile(x, reps):

@@ -157,6 +157,11 @@ def axis(of: int = 0, extra: int = 0, none: bool = False, many: bool = False,
     return check
 
 
+def COUNTS(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802
+    """An int >= 0 or a tuple of them (repeat's counts)."""
+    return None if is_int(v) and v >= 0 else ints(lo=0)(v, shapes)
+
+
 AXIS = axis()
 AXIS_OR_NONE = axis(none=True)
 AXES_OR_NONE = axis(none=True, many=True)
