@@ -122,5 +122,7 @@ def stand_in(shape: tuple, dtype: np.dtype) -> np.ndarray:
     matrices, 0.5 (1, True) elsewhere, every copy a zero-stride view."""
     if len(shape) >= 2 and shape[-1] == shape[-2] and dtype.kind != "b":
         n = shape[-1]
-        return np.broadcast_to((2 * np.eye(n) + 0.1).astype(dtype), shape)
+        m = np.full((n, n), 0.1, dtype)
+        m[np.diag_indices(n)] += 2      # one array of n x n, however many matrices
+        return np.broadcast_to(m, shape)
     return np.broadcast_to(np.array(0.5 if dtype.kind == "f" else 1, dtype), shape)
