@@ -43,7 +43,7 @@ from .serialize import (
 from .standins import StandIns
 
 # one JSON array or object per this many bytes at most: the format's densest documents have
-# one per 8 bytes or more, and so parsing never takes more than about 15 times the file's bytes
+# one per 19 bytes or more, and so parsing never takes more than about 15 times the file's bytes
 CONTAINER_BYTES = 5
 
 # ---------------------------------------------------------------- loading
@@ -95,9 +95,9 @@ def _read_json(p: Path, max_bytes: int) -> tuple[Any, int]:
 def _no_duplicates(pairs: list) -> dict:
     out = dict(pairs)
     if len(out) != len(pairs):
-        keys = [k for k, _ in pairs]
-        raise ValueError(f"the key {next(k for k in keys if keys.count(k) > 1)!r} appears "
-                         "twice in one object")
+        seen: set = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"the key {twice[:40]!r} appears twice in one object")
     return out
 
 
