@@ -188,7 +188,7 @@ def _canonical(doc) -> str:
     return json.dumps(doc, sort_keys=True)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck),
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck),
           derandomize=True)
 @given(data=st.data())
 def test_json_mutations(saved, data):
@@ -254,7 +254,7 @@ def npz_mutations(draw, npz):
     return kind, _zip(members)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck),
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck),
           derandomize=True)
 @given(data=st.data())
 def test_npz_mutations(saved, data):

@@ -96,7 +96,7 @@ _items = st.one_of(
     st.lists(st.booleans(), min_size=2, max_size=2).map(np.array))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(_items, max_size=4), st.booleans())
 def test_indexed_counts_what_numpy_indexing_gives(items, ellipsis):
     shape = (2, 2, 3)
