@@ -6,7 +6,7 @@ A saved program's attributes are checked against it before anything reaches nump
 value and the shapes of the entry's inputs, and answers None (fine) or what is wrong.
 
 A schema may also say how many elements the output has, from the inputs' shapes and the
-attributes alone (``size=``): primitives whose output can be larger than their largest input
+attributes alone (``size_rule=``): primitives whose output can be larger than their largest input
 (broadcasting, repeat, tile, pad, matmul, ...) must, so a file cannot make the loader allocate
 more than it declares. ``tests/test_hostile_schema.py`` checks every record against its cases.
 """
@@ -64,12 +64,12 @@ class need:  # noqa: N801 (read as a word in a declaration: attrs(shape=need(SHA
         self.check = check
 
 
-def attrs(*, size: SizeRule | None = None, **checks: Check | need) -> Schema:
+def attrs(*, size_rule: SizeRule | None = None, **checks: Check | need) -> Schema:
     """A schema: ``attrs(axis=AXIS_OR_NONE, keepdims=BOOL)``; ``need(...)`` marks required
-    attributes, ``size=`` the output's element count."""
+    attributes, ``size_rule=`` gives the output's element count."""
     required = frozenset(k for k, c in checks.items() if isinstance(c, need))
     return Schema({k: c.check if isinstance(c, need) else c for k, c in checks.items()},
-                  required, size)
+                  required, size_rule)
 
 
 def _show(v: Any) -> str:
@@ -155,6 +155,11 @@ def axis(of: int = 0, extra: int = 0, none: bool = False, many: bool = False,
                  if ok]
         return f"must be {' or '.join(kinds)}"
     return check
+
+
+def COUNTS(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802
+    """An int >= 0 or a tuple of them (repeat's counts)."""
+    return None if is_int(v) and v >= 0 else ints(lo=0)(v, shapes)
 
 
 AXIS = axis()
@@ -384,7 +389,7 @@ def indexed(shapes: Sequence[tuple], attrs: dict) -> int:
 # ---------------------------------------------------------------- common schemas
 
 NONE = attrs()                                          # no attributes, no larger output
-BROADCAST = attrs(size=broadcast)                       # elementwise primitives
+BROADCAST = attrs(size_rule=broadcast)                       # elementwise primitives
 REDUCING = attrs(axis=AXES_OR_NONE, keepdims=BOOL)      # sum, mean, max, any, ...
 
 

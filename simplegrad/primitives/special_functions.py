@@ -227,7 +227,7 @@ BETAINC = register(Primitive(
      Case(((3, 1),), {"a": np.array([1.5, 4.0]), "b": 2.5}),
      Case(((4,),), {"a": 1.0, "b": 1.0}), Case(((),), {"a": 5.0, "b": 0.8})],
     domain=(uniform(0.1, 0.9),), batch=_betainc_batch, taylor=_betainc_taylor,
-    schema=attrs(size=broadcast_with("a", "b"), a=need(REAL_OR_ARRAY), b=need(REAL_OR_ARRAY))))
+    schema=attrs(size_rule=broadcast_with("a", "b"), a=need(REAL_OR_ARRAY), b=need(REAL_OR_ARRAY))))
 
 
 # ---------------------------------------------------------------- Ops methods
