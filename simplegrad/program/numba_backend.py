@@ -3,7 +3,9 @@
 The program is cut into groups, in tape order: an elementwise entry (a primitive whose record
 says ``elementwise``, or whose forward is a numpy ufunc, taking no attributes) of float64 or
 bool values, whose array arguments all have its shape or hold one value, joins the open group
-of its shape; a full ``sum`` of a member joins as an accumulator. A group closes when anything
+of its shape, unless it is a numpy function numba would call per value (sin, log, ...: numpy's
+SIMD loops run those between fused loops); exp and tanh are written into the loop (see
+``_exp_lines``); a full ``sum`` of a member joins as an accumulator. A group closes when anything
 outside it reads one of its values. Each group of at least ``MIN_ENTRIES`` entries and
 ``MIN_SIZE`` values becomes one kernel: one pass over memory computing every member per
 element and writing only the values read outside it, compiled by numba (``nopython``,
@@ -37,6 +39,7 @@ BLOCK = 1024        # values per partial sum
 FASTMATH = frozenset({"contract", "reassoc", "arcp", "nsz"})     # nan and inf kept
 _KINDS = ("f", "b")
 _OPERATOR = {"add", "sub", "mul", "div", "neg"}
+_SCALAR = {"where": "({1} if {0} else {2})"}
 
 
 def numba_or_error() -> Any:
@@ -106,8 +109,8 @@ def _fusable(prog: Program, node: Node) -> bool:
     if node.attrs or np.dtype(node.dtype).kind not in _KINDS or \
             REGISTRY.get(prim.name) is not prim:
         return False
-    if not (prim.elementwise or isinstance(prim.forward, np.ufunc)):
-        return False
+    if not (prim.elementwise or isinstance(prim.forward, np.ufunc)) or _is_call(prim):
+        return False        # (a function call keeps a loop scalar: numpy's own loops are SIMD)
     if np.dtype(node.dtype).kind == "f" and np.dtype(node.dtype) != np.float64:
         return False
     for r in node.args:
@@ -143,15 +146,79 @@ def _arg_meta(prog: Program, r: Ref) -> tuple[tuple, np.dtype | None]:
     return arr.shape, arr.dtype
 
 
+# ---------------------------------------------------------------- exp and tanh, written out
+
+# exp and tanh are written into the loop as arithmetic and one table read, so that the loop
+# vectorises (a libm call keeps it scalar, at 50 ns a value, and numba's own inlining
+# compiles for seconds per call site): exp by Cody-Waite reduction x = k ln 2 + r,
+# r in [0, ln 2), a degree-17 Taylor polynomial and 2^k from a table (in two factors below
+# 2^-1022, for subnormal results); tanh(x) = e / (e + 2) with e = expm1(2|x|) (a polynomial
+# below 0.35, where exp(2|x|) - 1 would cancel), its sign restored. Within a few ulp of numpy's
+# own; nan and inf as numpy gives them.
+_POW2_OFFSET = 1100
+_FACTORIALS = [float(math.factorial(k)) for k in range(18)]
+
+
+def _pow2() -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return np.array([2.0 ** j if j < 1024 else np.inf for j in range(-_POW2_OFFSET, 1041)])
+
+
+def _exp_lines(x: str, out: str, p: str) -> list[str]:
+    # min and max compile to selects (a conditional expression is a branch, and numba takes
+    # seconds over a few hundred of them); np.fmax drops a nan, so the table index is always
+    # in range, while the polynomial carries the nan through
+    lines = [f"{p}c = min(max({x}, -760.0), 720.0)",
+             f"{p}k = np.floor({p}c * 1.4426950408889634)",
+             f"{p}r = ({p}c - {p}k * 0.6931471803691238) - {p}k * 1.9082149292705877e-10",
+             f"{p}q17 = {1.0 / _FACTORIALS[17]!r}"]
+    lines += [f"{p}q{k} = {p}q{k + 1} * {p}r + {1.0 / _FACTORIALS[k]!r}"
+              for k in range(16, -1, -1)]
+    return lines + [f"{p}j = np.int64(np.fmin(np.fmax({p}k, -1100.0), 1040.0))",
+                    f"{p}l = max({p}j, -1022)",
+                    f"{out} = {p}q0 * POW2[{p}l + {_POW2_OFFSET}] * POW2[{p}j - {p}l + "
+                    f"{_POW2_OFFSET}]"]
+
+
+def _tanh_lines(x: str, out: str, p: str) -> list[str]:
+    lines = [f"{p}t = min(2.0 * abs({x}), 44.0)", f"{p}m15 = {1.0 / _FACTORIALS[15]!r}"]
+    lines += [f"{p}m{k} = {p}m{k + 1} * {p}t + {1.0 / _FACTORIALS[k]!r}"
+              for k in range(14, 0, -1)]
+    lines += _exp_lines(f"{p}t", f"{p}x", f"{p}x_")
+    return lines + [f"{p}w = np.float64({p}t < 0.35)",
+                    f"{p}e = {p}m1 * {p}t * {p}w + ({p}x - 1.0) * (1.0 - {p}w)",
+                    f"{out} = math.copysign({p}e / ({p}e + 2.0), {x})"]
+
+
+_WRITTEN = {"exp": _exp_lines, "tanh": _tanh_lines}
+
+
 # ---------------------------------------------------------------- kernels
+
+
+# ufuncs LLVM turns into vector instructions; any other (sin, log, ...) is a call in the loop,
+# which keeps it scalar: numpy's own SIMD loops run those entries
+_INLINE = {"add", "subtract", "multiply", "divide", "negative", "greater", "greater_equal",
+           "less", "less_equal", "equal", "not_equal", "maximum", "minimum", "fmax", "fmin",
+           "absolute", "sqrt", "square", "reciprocal", "sign", "floor", "ceil", "logical_and",
+           "logical_or", "logical_not", "logical_xor"}
+
+
+def _is_call(prim: Primitive) -> bool:
+    """Whether the entry is a numpy function that numba would call per value (sin, log, ...):
+    numpy's SIMD loops run those faster. A forward of simplegrad's own (sigmoid, clip, ...)
+    is tried as a numba function; one numba cannot compile falls back."""
+    if prim.name in _OPERATOR or prim.name in _SCALAR or prim.name in _WRITTEN:
+        return False
+    return isinstance(prim.forward, np.ufunc) and prim.forward.__name__ not in _INLINE
 
 
 def _scalar_expr(prim: Primitive, args: list[str], helpers: dict) -> str:
     """The entry on one element of each argument, as numba source."""
     if prim.name in _OPERATOR:
         return "(" + prim.numpy.format(*args) + ")"
-    if prim.name == "where":
-        return f"({args[1]} if {args[0]} else {args[2]})"
+    if prim.name in _SCALAR:
+        return _SCALAR[prim.name].format(*args)
     if isinstance(prim.forward, np.ufunc):
         return f"np.{prim.forward.__name__}({', '.join(args)})"
     key = f"_f_{prim.name}"
@@ -193,7 +260,10 @@ class Kernel:
                     self.inputs.append(r)
                 one = int(np.prod(_arg_meta(prog, r)[0])) == 1 and size != 1
                 args.append(f"{names[key]}[{'0' if one else 'i'}]")
-            body.append(f"t{j} = {_scalar_expr(node.prim, args, self.helpers)}")
+            if node.prim.name in _WRITTEN:
+                body += _WRITTEN[node.prim.name](args[0], f"t{j}", f"e{j}_")
+            else:
+                body.append(f"t{j} = {_scalar_expr(node.prim, args, self.helpers)}")
             if j in outputs or readers.get(j, set()) - members:
                 self.outputs.append(j)
                 body.append(f"o{j}[i] = t{j}")
@@ -217,7 +287,7 @@ class Kernel:
 
     def build(self, numba: Any, prog: Program) -> Callable:
         """The compiled kernel (compiled now, for the arguments' types)."""
-        space: dict[str, Any] = {"np": np}
+        space: dict[str, Any] = {"np": np, "math": math, "POW2": _pow2()}
         for key, fn in self.helpers.items():
             space[key] = numba.njit(error_model="numpy", fastmath=set(FASTMATH))(fn)
         exec(compile(self.source, "<simplegrad numba kernel>", "exec"), space)  # noqa: S102
@@ -275,10 +345,14 @@ def fuse(prog: Program) -> tuple[Program, list[Kernel], list[str]]:
                 continue
             kernel = Kernel(prog, g, readers, outputs)
             fn = _built(kernel, numba, prog)
-            if fn is None:
-                alone = [j for j in g.members if _built(Kernel(prog, _single(prog, j), readers,
-                                                               {j}), numba, prog) is None]
-                excluded.update(alone or g.members)
+            if fn is None:      # one member of each primitive alone: which cannot compile
+                first: dict[str, int] = {}
+                for j in g.members:
+                    first.setdefault(prog.nodes[j].prim.name, j)
+                bad = {name for name, j in first.items() if _built(
+                    Kernel(prog, _single(prog, j), readers, {j}), numba, prog) is None}
+                excluded.update([j for j in g.members if prog.nodes[j].prim.name in bad]
+                                or g.members)
                 break
             built[k] = (kernel, fn)
         else:
