@@ -31,7 +31,7 @@ def _run(capsys, expr: str, *var: str, order: int = 1) -> tuple[int, str, str]:
 
 
 def _grad(out: str) -> np.ndarray:
-    line = next(x for x in out.splitlines() if x.startswith("da = "))
+    line = next(x for x in out.splitlines() if x.startswith("da = ["))   # (not the alias line)
     return np.array([float(t) for t in line[6:-1].split(",")])
 
 

@@ -181,19 +181,6 @@ def int_array(v: Any, shapes: Sequence[tuple]) -> str | None:
         "must be an array of integers"
 
 
-def REAL_OR_ARRAY(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802
-    """A real number, or a float array that broadcasts with the inputs (betainc's a, b)."""
-    if is_real(v):
-        return None
-    if not isinstance(v, np.ndarray) or v.dtype.kind != "f" or v.ndim > MAX_RANK:
-        return "must be a number or an array of floats"
-    try:
-        np.broadcast_shapes(v.shape, *shapes)
-    except ValueError:
-        return f"shape {v.shape} does not broadcast with the input's {shapes[0] if shapes else ()}"
-    return None
-
-
 def _index_item(i: Any) -> bool:
     if i is None or i is Ellipsis or is_int(i):
         return True
@@ -257,14 +244,6 @@ def SUBSCRIPTS(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802
 def broadcast(shapes: Sequence[tuple], attrs: dict) -> int:
     """Elementwise primitives: the inputs' broadcast shape."""
     return math.prod(np.broadcast_shapes(*shapes))
-
-
-def broadcast_with(*names: str) -> SizeRule:
-    """The broadcast shape of the inputs and of the array attributes ``names``."""
-    def size(shapes: Sequence[tuple], attrs: dict) -> int:
-        return math.prod(np.broadcast_shapes(*shapes, *(np.shape(attrs[n]) for n in names
-                                                        if n in attrs)))
-    return size
 
 
 def _batch(*shapes: tuple) -> tuple:
