@@ -103,7 +103,7 @@ POLYGAMMA = elementwise(
     "polygamma", _polygamma, _polygamma_fmt,
     (lambda o, g, out, x, n=0: o.mul(g, o.polygamma(n + 1, x)),), domain=POSITIVE,
     cases=[*UNARY, Case(((3,),), {"n": 1}), Case(((2, 3),), {"n": 3})],
-    schema=attrs(size=broadcast, n=integer(0, 64)),
+    schema=attrs(size_rule=broadcast, n=integer(0, 64)),
     taylor=known_derivatives(lambda o, x, j, n=0: o.polygamma(n + j, x)))
 POLYGAMMA.plain = False     # op.polygamma(n, x) puts n first: value sweeps go through apply
 

@@ -17,6 +17,7 @@ series (exp of a series; for erfinv, w depends on z and both grow together).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from .broadcasting import broadcast_to, unbroadcast
 from .core import Case, Primitive, align, error, is_constant, register, run, shape_of, uniform
 from .elementwise import elementwise
 from .lazy import blockwise, refuse
-from .schema import REAL_OR_ARRAY, attrs, broadcast_with
+from .schema import MAX_RANK, SizeRule, attrs, is_real
 from .series import Series, affine_square, exp_series, new, ode, plus, quotient_series, square_coef
 from .taylor import order_of
 
@@ -266,13 +267,37 @@ def _betainc_fmt(args, attrs, render):
     return f"betainc({a}, {b}, {args[0]})"
 
 
+# betainc's a and b, when constant: numbers or arrays broadcasting with x (the output takes
+# their shape); recorded ones are inputs
+
+def REAL_OR_ARRAY(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802
+    """A real number, or a float array that broadcasts with the inputs (betainc's a, b)."""
+    if is_real(v):
+        return None
+    if not isinstance(v, np.ndarray) or v.dtype.kind != "f" or v.ndim > MAX_RANK:
+        return "must be a number or an array of floats"
+    try:
+        np.broadcast_shapes(v.shape, *shapes)
+    except ValueError:
+        return f"shape {v.shape} does not broadcast with the input's {shapes[0] if shapes else ()}"
+    return None
+
+
+def broadcast_with(*names: str) -> SizeRule:
+    """The broadcast shape of the inputs and of the array attributes ``names``."""
+    def size(shapes: Sequence[tuple], attrs: dict) -> int:
+        return math.prod(np.broadcast_shapes(*shapes, *(np.shape(attrs[n]) for n in names
+                                                        if n in attrs)))
+    return size
+
+
 BETAINC = register(Primitive(
     "betainc", _betainc_forward, [_betainc_vjp], _betainc_jvp, _betainc_fmt,
     [Case(((3,),), {"a": 2.0, "b": 3.0}), Case(((2, 3),), {"a": 0.7, "b": 1.5}),
      Case(((3, 1),), {"a": np.array([1.5, 4.0]), "b": 2.5}),
      Case(((4,),), {"a": 1.0, "b": 1.0}), Case(((),), {"a": 5.0, "b": 0.8})],
     domain=(uniform(0.1, 0.9),), variadic=True, batch=_betainc_batch, taylor=_betainc_taylor,
-    schema=attrs(size=broadcast_with("a", "b"), a=REAL_OR_ARRAY, b=REAL_OR_ARRAY)))
+    schema=attrs(size_rule=broadcast_with("a", "b"), a=REAL_OR_ARRAY, b=REAL_OR_ARRAY)))
 
 
 # ---------------------------------------------------------------- Ops methods
