@@ -268,3 +268,20 @@ def test_refusals_name_the_nearest_form_that_records():
     with pytest.raises(sg.ArgumentError, match="np.quantile: method='weibull' is not supported"):
         np.quantile(x, 0.5, method="weibull")
     assert len(op.tape) == 0
+
+
+def test_the_methods_take_numpys_dtype_initial_and_where():
+    """x.sum(dtype=), x.max(initial=), x.min(where=, initial=) give ndarray's values; the
+    gradient of max with an initial that loses is the one-hot of the maximum."""
+    a = np.array([1.0, -2.0, 3.0])
+    mask = np.array([True, False, True])
+    op = sg.Ops()
+    x = op.var(a)
+    assert x.sum(dtype=np.float32).value == a.sum(dtype=np.float32)
+    assert x.sum(dtype=np.float32).dtype == np.float32
+    assert x.max(initial=5.0).value == a.max(initial=5.0)
+    assert x.min(where=mask, initial=10.0).value == a.min(where=mask, initial=10.0)
+    assert x.sum(where=mask).value == a.sum(where=mask)
+    np.testing.assert_array_equal(op.grad(x.max(initial=2.0), x).value, [0.0, 0.0, 1.0])
+    with pytest.raises(sg.ArgumentError, match="out="):
+        x.sum(out=np.empty(()))

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
+from ..primitives.numpy_arrays import ENTRIES as NUMPY_FORMS
 
 if TYPE_CHECKING:
     from .variable import Variable
@@ -104,9 +105,10 @@ class Operators:
     # ------------------------------------------------------------ methods
 
     def sum(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
-        """Sum over ``axis``."""
-        if numpy_args:
-            _numpy_defaults("sum", self, numpy_args)
+        """Sum over ``axis`` (numpy's ``dtype``, ``initial`` and ``where`` as ``np.sum``)."""
+        if numpy_args:          # numpy's dtype=, initial=, where= (out= is refused there)
+            return NUMPY_FORMS[np.sum](self.rec, self, axis=axis, keepdims=keepdims,
+                                        **numpy_args)
         return self.rec.sum(self, axis=axis, keepdims=keepdims)
 
     def mean(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
@@ -116,15 +118,17 @@ class Operators:
         return self.rec.mean(self, axis=axis, keepdims=keepdims)
 
     def max(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
-        """Maximum over ``axis``."""
-        if numpy_args:
-            _numpy_defaults("max", self, numpy_args)
+        """Maximum over ``axis`` (numpy's ``initial`` and ``where`` as ``np.max``)."""
+        if numpy_args:          # numpy's dtype=, initial=, where= (out= is refused there)
+            return NUMPY_FORMS[np.max](self.rec, self, axis=axis, keepdims=keepdims,
+                                        **numpy_args)
         return self.rec.max(self, axis=axis, keepdims=keepdims)
 
     def min(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
-        """Minimum over ``axis``."""
-        if numpy_args:
-            _numpy_defaults("min", self, numpy_args)
+        """Minimum over ``axis`` (numpy's ``initial`` and ``where`` as ``np.min``)."""
+        if numpy_args:          # numpy's dtype=, initial=, where= (out= is refused there)
+            return NUMPY_FORMS[np.min](self.rec, self, axis=axis, keepdims=keepdims,
+                                        **numpy_args)
         return self.rec.min(self, axis=axis, keepdims=keepdims)
 
     def any(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
