@@ -1,21 +1,21 @@
-"""The figures the README quotes, regenerated: run this after a change that could move them.
+"""The figures the docs quote, regenerated: run this after a change that could move them.
 
-1. Hutch++ against Hutchinson (README "Trace estimators"): the variance of each estimator of
-   tr(A) over many seeded trials, on the README's matrix (100 x 100, rank 5 plus 0.01 I, 30
-   matrix-vector products) and on a flat spectrum (eigenvalues spread evenly in [1, 2]), where
-   Hutch++ loses: its sketch finds no dominant directions and leaves a third of the budget for
-   the residual.
-2. Checkpointing (README "Checkpointing"): the traced peak memory of the forward and a
+1. Hutch++ against Hutchinson (docs/checks.md, "Trace estimators"): the variance of each
+   estimator of tr(A) over many seeded trials, on the docs' matrix (100 x 100, rank 5 plus
+   0.01 I, 30 matrix-vector products) and on a flat spectrum (eigenvalues spread evenly in
+   [1, 2]), where Hutch++ loses: its sketch finds no dominant directions and leaves a third of
+   the budget for the residual.
+2. Checkpointing (docs/custom.md, "Checkpointing"): the traced peak memory of the forward and a
    value-only backward of a 64-step tanh chain (4000 entries wide, 3 entries per step) without
    and with 8 checkpointed blocks.
-3. The forward_vs_reverse table (README "Examples") comes from
+3. The forward_vs_reverse table (docs/examples.md) comes from
    ``python examples/forward_vs_reverse.py``; its timings move with the machine.
-4. ``--pictures`` (needs Graphviz): the README's pictures, docs/seed_program.svg (the seed's
+4. ``--pictures`` (needs Graphviz): the docs' pictures, docs/seed_program.svg (the seed's
    grad-of-grad program) and docs/seed_derivation.svg (the same, simplified); with Chromium
    installed, docs/notebook_view.png, the seed's derivation as a notebook shows it, rendered
    by headless Chromium.
 
-Every figure is printed as the README words it. ``--quick`` uses fewer trials (the tests).
+Every figure is printed as the docs word it. ``--quick`` uses fewer trials (the tests).
 
 Run: python benchmarks/readme_figures.py [--quick] [--pictures]
 """
@@ -46,7 +46,7 @@ def variance_ratio(A: np.ndarray, samples: int, trials: int, seed: int = 0) -> f
 
 
 def low_rank_matrix() -> np.ndarray:
-    """The README's matrix: U U^T + 0.01 I with U 100 x 5 (seed 0)."""
+    """The docs' matrix: U U^T + 0.01 I with U 100 x 5 (seed 0)."""
     U = np.random.default_rng(0).normal(size=(100, 5))
     return U @ U.T + 0.01 * np.eye(100)
 
@@ -84,7 +84,7 @@ def checkpoint_peaks(blocks: int = 8, per_block: int = 8, size: int = 4000) -> t
 
 
 def figures(quick: bool = False) -> dict[str, float]:
-    """The README's figures: variance ratios and checkpoint peaks (MB)."""
+    """The docs' figures: variance ratios and checkpoint peaks (MB)."""
     trials = 400 if quick else 4000
     plain, ckpt = checkpoint_peaks()
     return {"hutchpp_low_rank": variance_ratio(low_rank_matrix(), 30, trials),
@@ -96,7 +96,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 def pictures(folder: Path = DOCS) -> list[Path]:
-    """Draw the README's pictures of the seed's grad-of-grad program (needs Graphviz)."""
+    """Draw the docs' pictures of the seed's grad-of-grad program (needs Graphviz)."""
     from simplegrad.cli import seed_program
     op, a, b = seed_program(echo=False)
     grad2 = op.program([a, b], [a.grad, b.grad])
@@ -130,7 +130,7 @@ def screenshot(html: str, path: Path, width: int = 900, height: int = 1100) -> P
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print every figure as the README quotes it (and draw the pictures when asked)."""
+    """Print every figure as the docs quote it (and draw the pictures when asked)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer trials, for the tests")
     parser.add_argument("--pictures", action="store_true", help="redraw docs/*.svg")

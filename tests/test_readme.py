@@ -1,4 +1,11 @@
-"""The README's Python examples run as written, and print what their comments say."""
+"""The documentation's Python examples run as written, and print what their comments say.
+
+The README's blocks run in order in one namespace; so does each page of the documentation site
+(docs/*.md), each page in a fresh namespace of its own: every page imports what it uses, and
+the pages that work on the seed's grad-of-grad program (graphs, saved programs, compiled
+source) each build it in their first block, so no page relies on another. What each prints is
+checked against closed forms and the values the comments show.
+"""
 
 from __future__ import annotations
 
@@ -9,54 +16,200 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+MKDOCS = ROOT / "mkdocs.yml"
+
+# For each file with Python blocks, printed text that must appear in its output, in order of
+# the page. A page that gains its first Python block needs an entry here.
+EXPECTED: dict[str, list[str]] = {
+    "README.md": ["[1.261  2.1306 5.8396 3.3868]\n26\n"],
+    "using.md": [
+        "[1.261  2.1306 5.8396 3.3868]",
+        "[ 1.5 -2.   0.5] 0.3",                                  # Parameters, by SGD
+        "[0.33333333 0.08333333]",                              # cbrt'(x) = x^(-2/3) / 3
+        "[0.   0.5  0.25 0.  ]\n[ 0.      -0.25    -0.03125  0.     ]",   # safe gradients
+    ],
+    "derivations.md": [
+        "v3 = v2.expand([4])    # d(L0 = v1.sum())/dv1\n",
+        "first inf: v8 = v7 / dx, in gradient block dL1 (order 2); it computes "
+        "d(v5 = dx.log())/ddx",
+        "dL_dW = v10\n------------------\ndW = v10\n",           # pruned, named by alias
+        "v3 = v2.expand([2])    # d(L = v1.sum())/dv1 | known: ['L', 'v1']\n"
+        "v4 = v3 * x    # d(v1 = v0 * x)/dv0 | known: ['L', 'v0', 'v1']\n",
+        "True\n",                                               # sg.diff: outputs match
+    ],
+    "transforms.md": [
+        "[ 3. 12.]", str(-np.sin(0.5)), "[[2.71828183 0.         0.        ]",
+        "[1.         0.41997434]", str(np.sin(0.5)), "(array([2., 2.]),)",
+        "dv3_dv0 = v10",
+        "[33. 44.] 11.0",                                       # has_aux, keyword arguments
+        "12.0\n(2, 2, 2)\n",
+        "[0.         1.38177329]",                              # linearize: sin x + x cos x
+        "[3. 3.]\n[2. 2.]\n",                                   # composed transforms
+    ],
+    "forward-taylor.md": [
+        "[1.         0.41997434]",                              # jvp of tanh: 1 - tanh^2
+        "[ 0.479426  0.877583 -0.479426 -0.877583  0.479426]",
+        "1360230.720779263", "3.72248581661372", "-3.365883939231586",
+        "[[ 1.05263158 -0.35087719]",                           # 2 inv(m22), by nested jvps
+    ],
+    "linalg.md": [
+        "[[ 3. -1.]\n [-1.  2.]]\n[[ 4. -2.]\n [-2.  1.]]",   # adj(A)^T, also when singular
+        "[1. 3.]", "['v0 = eigh(A).eigenvalues', 'v1 = eigh(A).eigenvectors']",
+        "[[2. 0.]\n [0. 8.]]",
+        "[1. 1. 3.]\n[10. 30. 20.]\n",                          # sort: stable ties
+        "[0. 0. 0. 0.]\n[0. 0. 0. 6.]\n[1. 2. 8.] 2.333333333333333\n",
+        "[0.1 0.5 0.9]", "[1. 3. 3. 3.] [1. 3. 0. 0.]",
+    ],
+    "numpy.md": [
+        "[[-0.125  0.125]\n [-0.75   0.75 ]]",                   # numpy code through sg.grad
+        "10.0625\n[0.    0.875 1.5   0.875 0.5  ]\n",
+        "[0. 7. 9.]\n", "[16.  0.  0.  0.]",                  # indexing by a recorded integer
+    ],
+    "custom.md": [
+        "[1.]\n",                                               # softplus at 800: no nan
+        "[[0.5 0. ]\n [0.  0.5]]",                              # defjvp: clipped Hessian
+        "[0.4 3.6]\n[3.]\n",                                    # straight-through round
+        "8 (3, 3)",                                             # 8 checkpoint entries
+    ],
+    "checks.md": [
+        "order 2, mode rev",
+        "515.05 527.86 515.06",
+        "3.286246235640186",
+    ],
+    "pytrees.md": [
+        "[ 0.00080799 -0.63970001] (array(1.),)",
+        "3 TreeDef({'W': *, 'b': *, 'scale': (*,)})",
+        "[ 6.2 -0.6]\n[ 1.   2.   0.5 -1.   0.1  0.2]\n(6, 6)\n",
+    ],
+    "vmap.md": [
+        "f sees (3,)\n[2.689649 2.284782]\n(2, 2, 3)\nTrue\n",
+        "(3, 4) 3.0\n(3, 2)\n",
+        "(2, 2, 3) (2, 2)\nTrue\n",                              # vmap of a closure
+        "[[ 3. -2.]\n [-2.  1.]]",                              # hessian_batched
+    ],
+    "training.md": ["accuracy 1.00", "['0.bias', '0.weight', '2.bias', '2.weight']"],
+    "programs.md": [
+        "25 15\n",
+        "v17 = v10 * 2.0\nv24 = v17 * v1\n",                    # the readable program
+        "-0.479425538604203",                                   # a replay keeps its branch
+        "True\n",                                               # simplify: the same values
+    ],
+    "graphs.md": [
+        "18 28\ngradient 2 v12 = v11 * v6\n",
+        "['a', 'v0', 'v5', 'v6', 'v12', 'v14', 'v18', 'v22', 'v25']",
+        "14 entries (mul 8, add 6); order 0: 1, order 1: 3, order 2: 10; depth 8, widest "
+        "level 3; peak live intermediates 128 bytes",
+        "JacobianCost(forward=10, reverse=10, markowitz=8, inputs=4, outputs=4, "
+        "intermediates=4, edges=10)",
+    ],
+    "saved-programs.md": [
+        'True\n[ 2.692   4.9204 13.6568  8.0724]\n  {"name": "v0", "primitive": "add"',
+        "load_program: hostile.json: node 0 (v0): add: unknown attribute 'where' (it takes: "
+        "none)\nattribute 'axis': is out of range for 2 dimension(s) (got 2)\n",
+    ],
+    "compile.md": [
+        "def seed_grad2(a, b):\n    # v3 = [1.0000, 1.0000, 1.0000, 1.0000]",
+        "[ 2.692   4.9204 13.6568  8.0724]",
+    ],
+    "performance.md": [
+        "[0.96402758 0.9993293 ] [0.99998771 0.96402758] 1\n"
+        "[0.36787944 0.13533528] 2\n",                          # sg.jit: a guard re-records
+    ],
+}
 
 
-def _blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+def python_blocks(path: Path) -> list[str]:
+    """The ```python blocks of a Markdown file, in order."""
+    return re.findall(r"^```python\n(.*?)^```", path.read_text(), flags=re.S | re.M)
 
 
-def test_readme_has_examples():
-    assert len(_blocks()) >= 8
+def nav_pages() -> list[str]:
+    """The pages mkdocs.yml's nav lists, in order."""
+    nav = MKDOCS.read_text().split("\nnav:\n", 1)[1]
+    return re.findall(r"^\s*- (?:.*: )?(\S+\.md)\s*$", nav, flags=re.M)
 
 
-def test_readme_examples_run_in_order():
-    namespace: dict = {}
+def run_blocks(path: Path) -> str:
+    """Run a file's Python blocks in order in one fresh namespace; what they printed."""
+    namespace: dict = {"__name__": f"docs_{path.stem}"}
     out = io.StringIO()
     with warnings.catch_warnings(), contextlib.redirect_stdout(out):
         warnings.simplefilter("ignore", RuntimeWarning)
-        for block in _blocks():
-            exec(compile(block, str(README), "exec"), namespace)  # noqa: S102
-    printed = out.getvalue()
-    # a few printed results, checked against their closed forms
-    assert "[ 3. 12.]" in printed
-    assert str(-np.sin(0.5)) in printed
-    assert "515.05 527.86 515.06" in printed
-    assert "[0.   0.5  0.25 0.  ]" in printed
-    assert "dv3_dv0 = v10" in printed
-    assert "8 (3, 3)" in printed
-    assert "[0.33333333 0.08333333]" in printed
-    assert "order 2, mode rev" in printed
-    assert "[[ 1.05263158 -0.35087719]" in printed       # 2 inv(m22), by nested jvps
-    assert "[1. 3.]" in printed and "['v0 = eigh(A).eigenvalues', 'v1 = eigh(A).eigenvectors']" \
-        in printed                                          # eigh: values and trace
-    assert "[[-0.125  0.125]\n [-0.75   0.75 ]]" in printed   # numpy code through sg.grad
-    assert "[ 0.00080799 -0.63970001] (array(1.),)" in printed       # pytrees
-    assert "3 TreeDef({'W': *, 'b': *, 'scale': (*,)})" in printed
-    assert "f sees (3,)\n[2.689649 2.284782]\n(2, 2, 3)\nTrue\n" in printed     # vmap
-    assert "[[ 3. -2.]\n [-2.  1.]]" in printed                       # hessian_batched
-    assert "(2, 2, 3) (2, 2)\nTrue\n" in printed                     # vmap of a closure
-    assert printed.count("accuracy 1.00") == 2                        # nn and optim, both habits
-    assert "v17 = v10 * 2.0\nv24 = v17 * v1\n" in printed      # sg.simplify's output
-    assert "-0.479425538604203" in printed                    # a replay keeps its branch
-    # programs out: graph, stats, Jacobian accumulation counts, saved, compiled
-    assert "18 28\ngradient 2 v12 = v11 * v6\n" in printed
-    assert "['a', 'v0', 'v5', 'v6', 'v12', 'v14', 'v18', 'v22', 'v25']" in printed
-    assert ("14 entries (mul 8, add 6); order 0: 1, order 1: 3, order 2: 10; depth 8, widest "
-            "level 3; peak live intermediates 128 bytes") in printed
-    assert ("JacobianCost(forward=10, reverse=10, markowitz=8, inputs=4, outputs=4, "
-            "intermediates=4, edges=10)") in printed
-    assert 'True\n[ 2.692   4.9204 13.6568  8.0724]\n  {"name": "v0", "primitive": "add"' in printed
-    assert "def seed_grad2(a, b):\n    # v3 = [1.0000, 1.0000, 1.0000, 1.0000]" in printed
-    assert "1360230.720779263" in printed                     # Taylor mode, order 12
+        for block in python_blocks(path):
+            exec(compile(block, str(path), "exec"), namespace)  # noqa: S102
+    return out.getvalue()
+
+
+def _path(name: str) -> Path:
+    return README if name == "README.md" else DOCS / name
+
+
+def test_every_page_is_in_the_nav_and_every_nav_entry_is_a_page():
+    pages = nav_pages()
+    assert pages[0] == "index.md" and len(pages) == len(set(pages))
+    assert sorted(pages) == sorted(p.name for p in DOCS.glob("*.md"))
+
+
+def test_every_file_with_examples_has_its_expected_output():
+    with_blocks = {p.name for p in DOCS.glob("*.md") if python_blocks(p)}
+    assert python_blocks(README)
+    assert with_blocks | {"README.md"} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_examples_run_in_order_and_print_what_they_say(name):
+    printed = run_blocks(_path(name))
+    position = 0
+    for text in EXPECTED[name]:
+        found = printed.find(text, position)
+        assert found >= 0, f"{name}: {text!r} not printed (after position {position})"
+        position = found + len(text)
+
+
+def test_readme_keeps_its_two_commands_at_the_top():
+    top = README.read_text().split("\n\n", 2)[:2]
+    assert top == ["# simplegrad", (
+        "```bash\n"
+        "pip install . && python -m simplegrad          # install, then print the seed "
+        "program's trace\n"
+        "pip install '.[test]' && python -m pytest      # install with test extras, run the "
+        "tests\n```")]
+
+
+def test_readme_links_every_page_and_its_picture_exists():
+    text = README.read_text()
+    linked = set(re.findall(r"\]\(docs/([\w.-]+\.md)\)", text))
+    assert linked == {p.name for p in DOCS.glob("*.md")}
+    for picture in re.findall(r"!\[[^]]*\]\(([^)]+)\)", text):
+        assert (ROOT / picture).is_file(), picture
+
+
+def test_pages_link_only_to_pages_and_pictures_that_exist():
+    """What `mkdocs build --strict` checks, for machines without MkDocs: targets and anchors."""
+    def anchors(page: Path) -> set[str]:
+        text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)
+        return {_slug(h) for h in re.findall(r"^#{1,6} (.+)$", text, flags=re.M)}
+
+    for page in DOCS.glob("*.md"):
+        text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M)
+        text = re.sub(r"`[^`]*`", "", text)                  # code spans hold no links
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if target.startswith(("http://", "https://")):
+                continue
+            file, _, anchor = target.partition("#")
+            path = DOCS / file if file else page
+            assert path.is_file(), f"{page.name}: link to {target}"
+            if anchor:
+                assert anchor in anchors(path), f"{page.name}: no anchor #{anchor} in {file}"
+
+
+def _slug(heading: str) -> str:
+    """The anchor Python-Markdown's toc extension makes of a heading."""
+    text = re.sub(r"[^\w\s-]", "", heading.replace("`", "")).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
+

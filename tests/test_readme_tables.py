@@ -1,7 +1,8 @@
-"""The README's generated lists match the code: the primitive table and the numpy functions.
+"""The documentation's generated lists match the code: the primitive table (docs/using.md) and
+the numpy functions (docs/numpy.md).
 
 Both are read from the code at test time (``sg.REGISTRY``, ``numpy_api.covered()``), so a
-primitive added without its README line, or a README name that is neither a registered
+primitive added without its line in the table, or a listed name that is neither a registered
 primitive nor an Ops method of a family, fails here.
 """
 
@@ -13,12 +14,14 @@ from pathlib import Path
 import simplegrad as sg
 from simplegrad.primitives import PrimitiveMethods, numpy_api
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+PRIMITIVES_PAGE = DOCS / "using.md"
+NUMPY_PAGE = DOCS / "numpy.md"
 
 
 def primitive_table() -> dict[str, set[str]]:
     """family -> primitive names: backticked identifiers outside parentheses, second column."""
-    text = README.read_text().split("### Primitives", 1)[1]
+    text = PRIMITIVES_PAGE.read_text().split("\n## Primitives\n", 1)[1]
     block = re.search(r"(?:^\|.*\n)+", text, flags=re.M)       # the first table after it
     rows = re.findall(r"^\| ([^|]+) \| (.+) \|$", block.group(0) if block else "", flags=re.M)
     table = {}
@@ -35,14 +38,14 @@ def primitive_table() -> dict[str, set[str]]:
 
 def test_primitive_table_lists_exactly_the_registry():
     table = primitive_table()
-    assert table, "the README's primitive table was not found"
+    assert table, "the primitive table of docs/using.md was not found"
     listed = set().union(*table.values())
     missing = sorted(set(sg.REGISTRY) - listed)
     # a row may also name the methods a family records with its primitives (``op.dot``)
     methods = {n for n in dir(PrimitiveMethods) if not n.startswith("_")}
     extra = sorted(listed - set(sg.REGISTRY) - methods)
-    assert not missing, f"registered but not in the README's primitive table: {missing}"
-    assert not extra, f"in the README's primitive table but neither registered nor an Ops " \
+    assert not missing, f"registered but not in docs/using.md's primitive table: {missing}"
+    assert not extra, f"in docs/using.md's primitive table but neither registered nor an Ops " \
                       f"method: {extra}"
 
 
@@ -52,11 +55,11 @@ def test_primitive_table_names_each_primitive_once():
     assert len(table) >= 5 and len(names) == len(set(names))
 
 
-def test_readme_lists_exactly_the_numpy_functions_that_record():
+def test_docs_list_exactly_the_numpy_functions_that_record():
     listed = re.search(r"<!-- numpy functions: generated -->\n(.*?)\n<!-- end -->",
-                       README.read_text(), flags=re.S)
-    assert listed, "the README lost the markers of its generated list of numpy functions"
+                       NUMPY_PAGE.read_text(), flags=re.S)
+    assert listed, "docs/numpy.md lost the markers of its generated list of numpy functions"
     names = re.findall(r"`([\w.]+)`", listed.group(1))
     assert names == numpy_api.covered(), (
-        "the README's list of numpy functions that record is out of date: regenerate it with "
+        "docs/numpy.md's list of numpy functions that record is out of date: regenerate it with "
         "python -c \"import simplegrad.primitives.numpy_api as m; print(m.readme_list())\"")

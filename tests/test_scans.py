@@ -264,14 +264,14 @@ def test_argmax_argmin_match_numpy_and_carry_no_gradient() -> None:
         op.argmin(x, axis=2)
 
 
-def test_readme_example_prints_what_it_says() -> None:
-    """The README's block on products and scans, run as written."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+def test_docs_example_prints_what_it_says() -> None:
+    """The docs' block on products and scans (docs/linalg.md), run as written."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "linalg.md").read_text()
     block = next(b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
                  if "x.prod()" in b)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(block, "README.md", "exec"), {"sg": sg, "np": np})  # noqa: S102
+        exec(compile(block, "docs/linalg.md", "exec"), {"sg": sg, "np": np})  # noqa: S102
     assert out.getvalue().splitlines() == ["[0. 0. 0. 0.]", "[0. 0. 0. 6.]",
                                            "[1. 2. 8.] 2.333333333333333"]
 
