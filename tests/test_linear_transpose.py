@@ -51,6 +51,12 @@ def test_jax_documented_example():
     xt, yt = f_t(1.0)
     assert (float(xt), float(yt)) == (0.5, -0.5)
     assert xt.dtype == yt.dtype == np.float32       # the primals' dtypes, as JAX's
+    c = np.array([1.5, 2.5])                          # a float64 constant: still float32 out
+    (g,) = sg.linear_transpose(lambda t: t * c, Spec((2,), np.dtype(np.float32)))(np.ones(2))
+    assert g.dtype == np.float32 and close(g, c)
+    # an input the output does not depend on gets zeros, as in JAX
+    xt, yt = sg.linear_transpose(lambda x, y: 2.0 * x, 1.0, np.ones(2))(1.0)
+    assert float(xt) == 2.0 and close(yt, [0.0, 0.0])
 
 
 def test_matrix_transpose_is_the_adjoint(rng):

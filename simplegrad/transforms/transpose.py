@@ -62,7 +62,7 @@ def linear_transpose(f_lin: Callable, *primals: Any, reduce_axes: tuple = ()) ->
     if not primals:
         raise ArgumentError(f"{NAME}: give at least one primal: linear_transpose(f_lin, "
                             "*primals) (arrays, or objects with .shape and .dtype)")
-    if tuple(reduce_axes) != ():
+    if not isinstance(reduce_axes, (tuple, list)) or len(reduce_axes):
         raise ArgumentError(f"{NAME}: reduce_axes={reduce_axes!r} names mapped axes, which "
                             "simplegrad does not have; leave it ()")
     stand_ins = []      # what the leaves standing for f_lin's inputs hold (see _stand_in)
@@ -75,9 +75,10 @@ def linear_transpose(f_lin: Callable, *primals: Any, reduce_axes: tuple = ()) ->
         return run_paused(ops, lambda *a: linear_transpose(f_lin, *a), stand_ins)
     with own(ops, nested), _undone_on_failure(ops):
         call, trees = leaves_of(ops, stand_ins, range(len(stand_ins)))
-        for name, (_, leaves) in zip(_param_names(f_lin, len(trees)), trees):
+        for name, (_, leaves) in zip(_param_names(f_lin, len(trees)) if not nested else (),
+                                     trees):    # (on our own tape: messages read as f_lin)
             if name is not None and len(leaves) == 1 and type(leaves[0]) is Variable:
-                leaves[0].name = name       # (messages and traces read as f_lin does)
+                leaves[0].name = name
         xs = flat(trees)
         ys, out_def = outputs(NAME, ops, f_lin(*call))
         check_linear(NAME, xs, ys)
