@@ -69,6 +69,14 @@ def test_matrix_transpose_is_the_adjoint(rng):
         assert np.isclose(inner(A @ x, y), inner(x, aty), rtol=RTOL)
 
 
+def test_transposing_twice_gives_the_map_back(rng):
+    A = rng.normal(size=(2, 3))
+    f_t = sg.linear_transpose(lambda t: A @ t, np.zeros(3))
+    f_tt = sg.linear_transpose(lambda u: f_t(u)[0], np.zeros(2))
+    x = rng.normal(size=3)
+    assert close(f_tt(x)[0], A @ x)
+
+
 LINEAR_MAPS = {
     "scale-broadcast": (lambda t, C: t * C, (3, 1), (3, 4)),
     "sum-axis": (lambda t, C: (t * C).sum(axis=0), (3, 4), (3, 4)),
@@ -148,10 +156,12 @@ def test_transposed_linearization_is_the_pullback(name, rng):
         str(sg.diff(sg.simplify(derived), sg.simplify(pulled)))
     # the same trace, read from sg.trace of either function
     assert not sg.diff(sg.trace(f_t, u0), sg.trace(vjp_fn, u0))
-    # and the same values, at several cotangents
+    # and the same values, at several cotangents, run, compiled or saved and loaded
+    compiled = sg.compile(derived)
     for _ in range(3):
         u = rng.normal(size=np.shape(y0))
         assert close(f_t(u)[0], vjp_fn(u)[0])
+        assert close(compiled(u)[0], vjp_fn(u)[0])
 
 
 def registry_params() -> list:
