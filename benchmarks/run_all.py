@@ -28,8 +28,10 @@ from pathlib import Path
 from timing import MEASURING_ENV
 
 HERE = Path(__file__).resolve().parent
-PEERS = ("hessian", "nth_derivative", "mlp", "hvp", "taylor", "batching", "jacobian_modes")
-COLUMNS = ("simplegrad", "numpy (by hand)", "torch eager", "torch.func", "autograd", "JAX jit")
+PEERS = ("hessian", "nth_derivative", "mlp", "hvp", "taylor", "batching", "habits",
+         "jacobian_modes", "fused")
+COLUMNS = ("simplegrad", "numpy (by hand)", "torch eager", "torch.func", "autograd", "JAX jit",
+           "JAX eager")
 BEGIN, END = "<!-- results: begin -->", "<!-- results: end -->"
 ENV = {**os.environ, **MEASURING_ENV}
 

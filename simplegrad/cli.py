@@ -12,8 +12,11 @@ Hessian.
 EXPR is read with ``ast`` and checked against a whitelist before anything runs (see
 ``simplegrad.expression``); nothing reaches ``eval`` or ``exec``.
 
-Exit codes: 0 done, 2 a usage error (bad option, refused expression), 1 a math error (shapes,
-domains); errors go to stderr, without a traceback. A closed pipe (``| head``) ends quietly.
+Exit codes: 0 done, 2 a usage error (bad option, refused expression, an int constant that is
+not exactly a float64), 1 a math error (shapes, domains, a value or constant that is not
+finite, not enough memory: the message names the entry, constant or primitive and its
+arguments); errors go to stderr, without a traceback, whatever their kind. A closed pipe
+(``| head``) ends quietly.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from .engine.ops import Ops
 from .engine.render import format_value
 from .engine.variable import Variable
 from .errors import SimplegradError
-from .expression import Evaluator, UsageError, parse
+from .expression import Evaluator, MathError, UsageError, parse
 from .primitives.core import REGISTRY
 
 
@@ -154,6 +157,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SimplegradError, ArithmeticError, ValueError, OSError) as e:
         print(f"simplegrad: error: {e}", file=sys.stderr)
         return 1
+    except MemoryError as e:
+        print(f"simplegrad: error: not enough memory ({e or 'MemoryError'})", file=sys.stderr)
+        return 1
+    except RecursionError:
+        print("simplegrad: error: the expression nests too deeply", file=sys.stderr)
+        return 2
+    except Exception as e:      # anything else: still a message, never a traceback
+        print(f"simplegrad: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
 
 
 def _silence_stdout() -> None:
@@ -198,9 +210,9 @@ def _trace(ns: argparse.Namespace) -> int:
     xs = [env[w] for w in wrt]
     with np.errstate(all="ignore"):     # a nan is reported below, where it first appears
         if ns.hessian:
-            note, l0, grads, labels = _hessian(op, tree, env, wrt)
+            note, l0, grads, labels = _hessian(op, tree, env, wrt, ns.expr)
         else:
-            note, l0 = _loss(op, tree, env)
+            note, l0 = _loss(op, tree, env, ns.expr)
             grads, labels = _derivatives(op, l0, xs, ns, set(variables))
     prog = op.program(xs, list(grads))
     if ns.simplify:
@@ -218,8 +230,9 @@ def _trace(ns: argparse.Namespace) -> int:
         prog.save(ns.save)
     for v in [l0, *grads]:
         found = op.find_nonfinite(v)
-        if found is not None:
-            print(f"simplegrad: error: {v.name} is not finite; {found}", file=sys.stderr)
+        if found is not None or not np.isfinite(v.value).all():
+            where = found if found is not None else "it comes from a constant"
+            print(f"simplegrad: error: {v.name} is not finite; {where}", file=sys.stderr)
             return 1
     return 0
 
@@ -238,6 +251,8 @@ def _variable(spec: str) -> tuple[str, np.ndarray]:
     except ValueError:
         raise UsageError(f"--var {spec!r}: VALUES must be numbers separated by commas (rows "
                          "of a matrix by semicolons, all of one length)") from None
+    if not np.isfinite(value).all():
+        raise MathError(f"--var {name}: a value that is not finite ({text.strip()})")
     return name, value[0] if value.shape == (1,) and "," not in text else value
 
 
@@ -256,7 +271,7 @@ def _derivatives(op: Ops, loss: Variable, xs: list[Variable], ns: argparse.Names
     return grads, labels
 
 
-def _hessian(op: Ops, tree: ast.Expression, env: dict, wrt: list[str]
+def _hessian(op: Ops, tree: ast.Expression, env: dict, wrt: list[str], expr: str | None = None
              ) -> tuple[str | None, Variable, list[Variable], list[str]]:
     """The note on L0, L0, and the blocks of the Hessian of L0 in the --wrt variables (with
     their names), recorded on ``op``."""
@@ -264,7 +279,7 @@ def _hessian(op: Ops, tree: ast.Expression, env: dict, wrt: list[str]
     found: list = []
 
     def f(*xs: Variable) -> Variable:
-        found[:] = _loss(op, tree, {**env, **dict(zip(wrt, xs))})
+        found[:] = _loss(op, tree, {**env, **dict(zip(wrt, xs))}, expr)
         return found[1]
 
     blocks = hessian(f, tuple(range(len(wrt))))(*[env[w] for w in wrt])
@@ -295,14 +310,16 @@ def _show(op: Ops, prog: Any, ns: argparse.Namespace, note: str | None) -> None:
     print(text if text is not None else op.format_trace(explain=ns.explain, raw=ns.raw))
 
 
-def _loss(op: Ops, tree: ast.Expression, env: dict) -> tuple[str | None, Variable]:
-    """L0: the expression, recorded under that name when it is a scalar, else its sum."""
+def _loss(op: Ops, tree: ast.Expression, env: dict, expr: str | None = None
+          ) -> tuple[str | None, Variable]:
+    """L0: the expression (text ``expr``), recorded under that name when it is a scalar, else
+    its sum."""
     top = tree.body
     if isinstance(top, ast.Name | ast.Constant):
-        value = Evaluator(op, env).eval(top)
+        value = Evaluator(op, env, expr).eval(top)
         named = None
     else:
-        run = Evaluator(op, env).step(top)     # the last operation, its inputs evaluated
+        run = Evaluator(op, env, expr).step(top)     # the last operation, its inputs evaluated
         with op.no_grad():
             probe = run(None)
         named = run("L0") if np.shape(getattr(probe, "raw", probe)) == () else None

@@ -30,8 +30,9 @@ FORWARD = {
     "neg": -X, "pow": X ** Y, "reciprocal": 1 / X, "relu": sp.Max(X, 0),
     "sigmoid": 1 / (1 + sp.exp(-X)), "sin": sp.sin(X), "sinh": sp.sinh(X),
     "sqrt": sp.sqrt(X), "square": X ** 2, "sub": X - Y, "tan": sp.tan(X), "tanh": sp.tanh(X),
-    "arccosh": sp.acosh(X), "sign": sp.sign(X), "erf": sp.erf(X), "erfc": sp.erfc(X),
-    "erfinv": sp.erfinv(X),
+    "arccosh": sp.acosh(X), "sign": sp.sign(X),
+    "erf": sp.erf(X), "erfc": sp.erfc(X), "erfinv": sp.erfinv(X),
+    "gammaln": sp.loggamma(X), "polygamma": sp.polygamma(0, X),
 }
 # SymPy leaves the derivatives of floor and ceil unevaluated; their programs are 0
 STEPS = {"floor": sp.floor, "ceil": sp.ceiling, "trunc": lambda x: sp.sign(x) * sp.floor(sp.Abs(x))}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+import tracemalloc
 import warnings
 import zipfile
 from pathlib import Path
@@ -217,7 +218,29 @@ def test_json_that_is_not_the_format(tmp_path):
     json_path.write_text(text.replace("2.5", "1e999"))
     _refused(json_path, "a float out of range")
     json_path.write_text("[" * 100_000 + "]" * 100_000)
-    _refused(json_path, "not valid JSON|expected an object")
+    _refused(json_path, "holds 100000 arrays and objects in 200000 bytes")
+    json_path.write_text("[" * 100_000 + " " * 600_000 + "]" * 100_000)
+    _refused(json_path, "not valid JSON")          # nesting: Python's recursion limit
+
+def test_json_dense_with_containers_is_refused_before_parsing(tmp_path):
+    """[[], [], ...] would parse to ~25 times its bytes; the format never needs one array or
+    object per 5 bytes (its densest documents have one per 19)."""
+    json_path, doc = _save(tmp_path, lambda op, a: a * 2.5, [1.0])
+    doc["inputs"] = [[]] * 200_000
+    _write(json_path, doc)
+    tracemalloc.start()
+    try:
+        _refused(json_path, r"holds 200\d+ arrays and objects in \d+ bytes")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * json_path.stat().st_size
+
+
+def test_max_bytes_must_be_a_size(tmp_path):
+    json_path, _ = _save(tmp_path, lambda op, a: a * 2.5, [1.0])
+    with pytest.raises(sg.ArgumentError, match="max_bytes must be an int >= 0, got '1'"):
+        sg.load_program(json_path, max_bytes="1")
 
 # ---------------------------------------------------------------- sizes
 
@@ -265,6 +288,19 @@ def test_a_shape_declared_for_an_input_that_cannot_give_it(tmp_path):
         _write(json_path, doc2)
         _refused(json_path, r"det cannot run on inputs of shapes \(3, 4\)")
 
+def test_entries_alike_run_once(tmp_path, monkeypatch):
+    """200 copies of one large matmul cost one stand-in run, not 200."""
+    json_path, doc = _save(tmp_path, lambda op, a, b: a @ b, np.ones((64, 64)),
+                           np.ones((64, 64)))
+    doc["nodes"] = [dict(doc["nodes"][0], name=f"v{k}") for k in range(200)]
+    _write(json_path, doc)
+    calls = []
+    matmul = sg.REGISTRY["matmul"]
+    forward = matmul.forward
+    monkeypatch.setattr(matmul, "forward", lambda *a, **k: calls.append(1) or forward(*a, **k))
+    prog = sg.load_program(json_path)
+    assert len(prog.nodes) == 200 and len(calls) == 1
+
 # ---------------------------------------------------------------- the .npz
 
 
@@ -299,9 +335,9 @@ def _lying_header(shape: tuple) -> bytes:
     ({"a0.npy": _lying_header((3,))}, r"\(24 bytes\) but holds 16 bytes"),
     ({"a0.npy": b"not an array at all"}, r"member a0.npy: not an npy array header"),
     ({"a0.npy": _npy(np.array([0, 2])), "a1.npy": _npy(np.array([1]))},
-     r"the .npz holds arrays no entry refers to: a1"),
+     r"holds 2 members, more than the 1 arrays its document can refer to"),
     ({}, r"the array 'a0' is not in the .npz file"),
-    ({"a0.npy": _npy(np.array([0, 2])), "../evil": b""}, r"member '../evil' is not an array"),
+    ({"../evil": _npy(np.array([0, 2]))}, r"member '../evil' is not an array"),
     ({"a0.npy": _npy(np.array([0, 2]).astype(">i8"))}, r"dtype >i8"),
     ({"a0.npy": _npy(np.array([0, 2]).astype(np.complex128))}, r"dtype complex128"),
 ])
@@ -328,6 +364,20 @@ def test_compressed_encrypted_and_damaged_members(tmp_path):
     _refused(json_path, "not a readable .npz|Bad CRC")
 
 
+def test_members_no_entry_refers_to(tmp_path):
+    json_path, _ = _npz_with(tmp_path, {"a0.npy": _npy(np.array([0, 2])),
+                                        "a1.npy": _npy(np.array([1]))})
+    doc = json.loads(json_path.read_text())
+    doc["inputs"][0]["name"] = "array"      # a second "array" in the text: a1 is read
+    _write(json_path, doc)
+    _refused(json_path, r"the .npz holds arrays no entry refers to: a1")
+
+
+def test_members_beyond_what_the_document_refers_to_are_refused_unread(tmp_path):
+    json_path, npz = _npz_with(tmp_path, {f"a{k}.npy": b"" for k in range(5000)})
+    _refused(json_path, "holds 5000 members, more than the 1 arrays its document can refer to")
+
+
 def test_the_member_count_is_read_before_the_directory(tmp_path):
     json_path, npz = _npz_with(tmp_path, {"a0.npy": _npy(np.array([0, 2]))})
     data = bytearray(npz.read_bytes())
@@ -341,7 +391,7 @@ def test_the_member_count_is_read_before_the_directory(tmp_path):
 
 
 def test_concurrent_loads_leave_the_warning_filters_alone(tmp_path):
-    json_path, _ = _save(tmp_path, lambda op, a: op.log(a - 1.0).sum(), [0.5, 2.0])
+    json_path, _ = _save(tmp_path, lambda op, a: op.log(a - 1.0).sum(), [2.0, 3.0])  # nan at 0.5
     before = list(warnings.filters)
     errors = []
 

@@ -65,7 +65,7 @@ def test_schemas_accept_what_is_recorded_and_size_rules_are_exact(prim, rng):
 
 
 def test_a_schema_names_what_is_wrong():
-    s = attrs(size=broadcast, axis=AXES_OR_NONE, part=need(one_of("Q", "R")))
+    s = attrs(size_rule=broadcast, axis=AXES_OR_NONE, part=need(one_of("Q", "R")))
     assert s.problem({"part": "Q"}, [(3, 4)]) is None
     assert s.problem({"part": "Q", "axis": (0, -1)}, [(3, 4)]) is None
     assert s.problem(None, [(3, 4)]) == "the attribute 'part' is missing"
@@ -96,7 +96,7 @@ _items = st.one_of(
     st.lists(st.booleans(), min_size=2, max_size=2).map(np.array))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(_items, max_size=4), st.booleans())
 def test_indexed_counts_what_numpy_indexing_gives(items, ellipsis):
     shape = (2, 2, 3)

@@ -216,7 +216,8 @@ def test_layout_errors_raise_before_recording():
         (lambda: op.take(x, [0.5]), ArgumentError),
         (lambda: op.take_along_axis(x, np.array([0, 1]), axis=0), ShapeError),
         (lambda: op.take_along_axis(x, idx, axis=3), AxisError),
-        (lambda: op.take_along_axis(np.ones(3), idx0, 0), ArgumentError),
+        (lambda: op.take_along_axis(np.ones(3), op.var(np.zeros(3)), 0), ArgumentError),
+        (lambda: op.take_along_axis(np.ones(2), idx0, 0), OutOfBoundsError),
         (lambda: op.take_along_axis(x, x, axis=0), ArgumentError),
         (lambda: op.expand_dims(x, 3), AxisError),
         (lambda: op.take(x, [6]), OutOfBoundsError),           # after a ravel it would record

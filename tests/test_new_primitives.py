@@ -179,6 +179,17 @@ def test_running_extremes_against_a_loop(name, axis, rng):
     np.testing.assert_allclose(got, np.moveaxis(acc, -1, axis), rtol=1e-14)
 
 
+def test_reverse_runs_from_the_end(rng):
+    a = rng.normal(size=(3, 5))
+    op = sg.Ops()
+    x = op.var(a)
+    np.testing.assert_array_equal(x.cummax(axis=1, reverse=True).value,
+                                  np.maximum.accumulate(a[:, ::-1], axis=1)[:, ::-1])
+    np.testing.assert_array_equal(op.cummin(x, 0, reverse=True).value,
+                                  np.minimum.accumulate(a[::-1], axis=0)[::-1])
+    sg.check_grads(lambda v: v.cummax(axis=1, reverse=True), [a])
+
+
 def test_cummax_flattens_with_no_axis_and_batches_under_vmap(rng):
     a = rng.normal(size=(4, 3, 5))
     np.testing.assert_array_equal(sg.Ops().var(a[0]).cummax().value,
@@ -195,13 +206,59 @@ def test_cummax_flattens_with_no_axis_and_batches_under_vmap(rng):
 def test_errors_name_the_operation_and_inputs():
     op = sg.Ops()
     x = op.var([0.2, 0.4], name="x")
-    a = op.var(2.0, name="a")
-    with pytest.raises(sg.ArgumentError, match="betainc: a must be a constant.*a with shape"):
-        op.betainc(a, 3.0, x)
     with pytest.raises(sg.ShapeError, match=r"betainc: .*shape \(3,\).*x with shape \(2,\)"):
         op.betainc(np.ones(3), 2.0, x)
+    with pytest.raises(sg.ArgumentError, match="polygamma: n must be a non-negative int"):
+        op.polygamma(-1, x)
     with pytest.raises(sg.AxisError, match="cummax.*x with shape"):
         x.cummax(axis=1)
     with pytest.raises(sg.ArgumentError, match="cummin: axis must be None or an int"):
         op.cummin(x, axis=1.5)
     assert len(op.tape) == 0
+
+
+# ---------------------------------------------------------------- recorded a and b; gamma functions
+
+
+def test_betainc_with_recorded_a_and_b_held_fixed(rng):
+    a, b, x = rng.uniform(0.5, 4, 5), rng.uniform(0.5, 4, 5), rng.uniform(0.1, 0.9, 5)
+    want = sg.Ops().var(x).betainc(a[:, None], b[:, None]).value       # constants, a loop
+    got = sg.vmap(lambda ai, bi: ai.ops.betainc(ai, bi, x))(a, b)
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+    # grad in x with recorded a and b: the density x^(a-1) (1-x)^(b-1) / B(a, b)
+    g = sg.vmap(sg.grad(lambda ai, bi, xs: xs.betainc(ai, bi).sum(), argnums=2),
+                in_axes=(0, 0, None))(a, b, x)
+    dens = x ** (a[:, None] - 1) * (1 - x) ** (b[:, None] - 1) / np.exp(
+        log_beta(a[:, None], b[:, None]))
+    np.testing.assert_allclose(g, dens, rtol=1e-12)
+    op = sg.Ops()
+    av, xv = op.var(2.0, name="a"), op.var(x, name="x")
+    y = op.betainc(av, 3.0, xv)
+    assert "betainc(a, 3.0, x)" in op.format_trace()
+    gx, ga = op.grad(y.sum(), [xv, av])          # a is held fixed: nothing flows to it
+    np.testing.assert_allclose(gx.value, 12 * x * (1 - x) ** 2, rtol=1e-13)
+    np.testing.assert_array_equal(ga.value, 0.0)
+    with pytest.raises(sg.NotDifferentiableError, match="betainc: no tangent in a or b"):
+        sg.jvp(lambda t: t.ops.betainc(t, 3.0, x), (2.0,), (1.0,))
+    with pytest.raises(sg.NotDifferentiableError, match="betainc: no Taylor series in a or b"):
+        sg.taylor(lambda t: t.ops.betainc(t, 3.0, x), np.array(2.0), np.array(1.0), 2)
+
+
+def test_gamma_functions_closed_forms_and_scipy():
+    op = sg.Ops()
+    n = op.var([1.0, 2.0, 5.0, 0.5])
+    np.testing.assert_allclose(n.gammaln().value, [0.0, 0.0, np.log(24.0), np.log(np.pi) / 2],
+                               atol=1e-15)
+    euler = 0.5772156649015329
+    np.testing.assert_allclose(n.digamma().value, [-euler, 1 - euler, 25 / 12 - euler,
+                                                   -euler - 2 * np.log(2)], rtol=1e-14)
+    np.testing.assert_allclose(op.polygamma(1, n).value[:1], [np.pi ** 2 / 6], rtol=1e-14)
+    np.testing.assert_allclose(op.polygamma(3, n).value[:1], [np.pi ** 4 / 15], rtol=1e-14)
+    np.testing.assert_allclose(sg.grad(lambda v: v.gammaln().sum())(np.array([1.0])), [-euler],
+                               rtol=1e-14)
+    special = pytest.importorskip("scipy.special")
+    x = np.concatenate([np.geomspace(1e-3, 1e3, 200), -np.linspace(0.05, 20.95, 100)])
+    for k in range(5):
+        np.testing.assert_allclose(op.polygamma(k, op.var(x)).value, special.polygamma(k, x),
+                                   rtol=1e-12 if k else 1e-10, atol=1e-13)
+    assert special.gammaln(n).prim.name == "gammaln" and special.psi(n).prim.name == "polygamma"

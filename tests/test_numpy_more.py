@@ -252,3 +252,19 @@ def test_sum_max_min_with_numpy_options(rng):
         np.max(x, where=mask)
     with pytest.raises(sg.ArgumentError, match="np.sum: dtype=int64 would drop the gradient"):
         np.sum(x, dtype=np.int64)
+
+
+def test_refusals_name_the_nearest_form_that_records():
+    op = sg.Ops()
+    x = op.var(np.ones((2, 3)), name="x")
+    for call, hint in [(lambda: np.nanmean(x), r"np\.sum\(x, where=m\) / np\.sum\(m\)"),
+                       (lambda: np.average(x), r"np\.sum\(x \* w, axis\)"),
+                       (lambda: np.ptp(x), r"np\.max\(x, axis\) - np\.min\(x, axis\)")]:
+        with pytest.raises(sg.ArgumentError, match=r"has no simplegrad rule for Variables \(x "
+                           r"with shape \(2, 3\)\); what records instead: " + hint):
+            call()
+    with pytest.raises(sg.ShapeError, match="np.cov: m has 3 observations and y 2"):
+        np.cov(x, op.var(np.ones(2)))
+    with pytest.raises(sg.ArgumentError, match="np.quantile: method='weibull' is not supported"):
+        np.quantile(x, 0.5, method="weibull")
+    assert len(op.tape) == 0

@@ -143,7 +143,7 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
         not its history (it would hold its own variable alive through it: a cycle).
         """
         tape = self.tape
-        for v in tape.held():
+        for v in tape.graded:
             g = v.grad
             if type(g) is Variable and g.prim is not None:
                 v.grad = leaf_variable(g.raw, self, g.label, g.requires_grad, g.position)

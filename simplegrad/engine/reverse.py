@@ -31,7 +31,7 @@ from .guards import (
 )
 from .levels import Batched, innermost, levels_of, stacked, unstack
 from .params import FREE
-from .tape import descendants
+from .tape import ancestors, descendants
 from .variable import UNARY, Variable
 
 if TYPE_CHECKING:
@@ -72,6 +72,10 @@ def grad(ops: Ops, L: Variable, wrt: Variable | Sequence[Variable], seed: Any = 
         elif not recording:
             g = ops.unrecorded(g, f"d{L.name}_d{w.name}")
         w.grad = a.grad = g
+        if recording and g.prim is not None and ops.tape.keep:
+            ops.tape.graded.append(w)   # (a cycle while the Ops is held: see Recorder.orphan)
+            if a is not w:
+                ops.tape.graded.append(a)
         out.append(g)
     return out[0] if single else out
 
@@ -128,7 +132,7 @@ def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool) -
     # entries older than every wrt cannot lie on a path from them: stop there
     stop = min((w.position if w.prim is None else w.position + 1 for w in swept),
                default=ops.tape.end)
-    only = descendants(ops.tape, swept, stop, L.position + 1) if ops.simplify else None
+    only = descendants(ops.tape, swept, stop, L.position + 1, L) if ops.simplify else None
     grads = _reverse(ops, L, seed, recording, stop, set(swept), only)
     ops.tape.reached = any(w in grads for w in swept)   # (a transform warns when not)
     if not ops.tape.reached:
@@ -162,6 +166,9 @@ def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False
             v.grad = ops.add(v.grad, g)
         else:
             v.grad = ops.unrecorded(v.grad.raw + g, f"d{L.name}_d{v.name}")
+        if recording and type(v.grad) is Variable and v.grad.prim is not None and \
+                ops.tape.keep:
+            ops.tape.graded.append(v)   # (a cycle while the Ops is held: see Recorder.orphan)
 
 
 def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep: set,
@@ -218,8 +225,11 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: b
     if L.prim is None:
         return grads
     # the entries from L back to ``stop``, newest first (one slice: a weakly held tape
-    # resolves its references once, not at every step)
-    for out in reversed(entries[max(stop, base) - base:L.position - base + 1]):
+    # resolves its references once, not at every step); those the tape no longer lists are
+    # found through the graph
+    path = ancestors(L, stop) if stop < tape.dropped else \
+        entries[max(stop, base) - base:L.position - base + 1]
+    for out in reversed(path):
         if keep is None:
             g = grads.get(out)
             if g is None:

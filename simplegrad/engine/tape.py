@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
-from .events import Event, Leaf, Pullbacks
+from .events import Event, Pullbacks
 from .variable import RELEASED, Variable, set_inputs
 
 # ---------------------------------------------------------------- the tape
@@ -28,7 +28,7 @@ class Tape(Sequence):
 
     __slots__ = ("entries", "events", "base", "counter", "accumulations", "pullbacks",
                  "listeners", "jvp_cache", "keep", "passes", "last_pass_end",
-                 "reached")
+                 "reached", "dropped", "graded")
 
     def __init__(self, keep: bool = True) -> None:
         # keep=False: the entries are held weakly (a dead one reads as None) and no events are
@@ -48,6 +48,10 @@ class Tape(Sequence):
         self.pullbacks = Pullbacks()
         self.listeners: list[Callable[[Any], None]] = []    # told of each entry and event
         self.jvp_cache: tuple | None = None     # the last forward sweep's (y, start, entries)
+        # positions below ``dropped`` are no longer listed (``forget_trace``): those entries
+        # still alive are reached through the graph (``ancestors``), not by position
+        self.dropped = 0
+        self.graded: list[Variable] = []   # Variables whose .grad holds a recorded gradient
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -109,28 +113,26 @@ class Tape(Sequence):
         self.events.clear()
         self.pullbacks.clear()
         self.accumulations.clear()
+        self.graded.clear()
         self.jvp_cache = None
 
     def forget_trace(self) -> None:
-        """From now on hold the entries weakly and keep no events (as ``keep=False``): the
-        entries left are those live Variables reach, freed by reference counting with them."""
+        """Stop listing the entries recorded so far and hold later ones weakly, keeping no
+        events (as ``keep=False``): what is left is what live Variables reach, freed by
+        reference counting with them. Positions go on; the sweeps reach the unlisted entries
+        through the graph (``dropped``)."""
         if not self.keep:
             return
-        weak = _WeakEntries()
-        list.extend(weak, [None if v is None else weakref.ref(v) for v in self.entries])
+        unlisted = _WeakEntries()
+        list.extend(unlisted, [None] * len(self.entries))
         self.keep = False
-        self.entries = weak
+        self.entries = unlisted
+        self.dropped = self.end
         self.events.clear()
         self.pullbacks.clear()
         self.accumulations.clear()
+        self.graded.clear()
         self.jvp_cache = None
-
-    def held(self) -> Iterable[Variable]:
-        """The Variables the tape itself keeps alive: its entries and the leaves of its events."""
-        if not self.keep:
-            return ()
-        leaves = [e.var for e in self.events if type(e) is Leaf]
-        return [*leaves, *(v for v in self.entries if v is not None)]
 
 
 class _WeakEntries(list):
@@ -191,12 +193,18 @@ def ancestors(roots: Variable | Iterable[Variable], start: int = 0,
     return [found[p] for p in sorted(found)]
 
 
-def descendants(tape: Tape, sources: Iterable[Variable], start: int, end: int) -> set:
-    """``sources`` and the entries at positions ``start <= p < end`` computed from any of them."""
+def descendants(tape: Tape, sources: Iterable[Variable], start: int, end: int,
+                root: Variable | None = None) -> set:
+    """``sources`` and the entries at positions ``start <= p < end`` computed from any of them
+    (of those ``root`` is computed from, when given: found through the graph where the tape no
+    longer lists its entries)."""
     reached = set(sources)
     entries, base = tape.entries, tape.base
-    for p in range(max(start, base), end):
-        v = entries[p - base]
+    if root is not None and start < tape.dropped:
+        candidates: Iterable = ancestors(root, start)
+    else:
+        candidates = (entries[p - base] for p in range(max(start, base), end))
+    for v in candidates:
         for x in () if v is None else v.inputs:
             if type(x) is Variable and x in reached:
                 reached.add(v)

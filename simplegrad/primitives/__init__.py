@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .binary import BinaryVariable
 from .core import REGISTRY, Case, Primitive, register
+from .gamma_functions import GammaVariable
 from .gather import GatherMethods
 from .layout import LayoutMethods
 from .methods import VALUES, PrimitiveMethods, ValueOps
@@ -29,7 +30,7 @@ __all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "Val
 
 class VariableMethods(ProductMethods, LayoutMethods, RearrangeMethods, GatherMethods,
                       SpecialVariable, BinaryVariable, ScanVariable, MomentVariable,
-                      SpecialFunctionVariable, RunningVariable, ArrayVariable,
+                      SpecialFunctionVariable, RunningVariable, ArrayVariable, GammaVariable,
                       NumpyFunctions):
     """Methods that primitive families add to ``Variable`` (``x.cumsum()``, ...).
 

@@ -169,8 +169,7 @@ class Primitive:
         # template with {0}, {1}, ... for the inputs and {attr} for each attribute; None: a
         # call of forward
         self.numpy = numpy
-        # the attributes it records, checked before a saved program reaches numpy (schema.py)
-        self.schema = schema
+        self.schema = schema    # the attributes it records, checked on save and load (schema.py)
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

@@ -130,7 +130,7 @@ TAKE_ALONG_AXIS = register(Primitive(
         _batch_indices(o, xs, batched, indices),
         shift_axis(axis, "take_along_axis", xs[0], batched[0])),
     taylor=linear("take_along_axis"),
-    schema=attrs(size=gathered, axis=need(AXIS), indices=int_array)))
+    schema=attrs(size_rule=gathered, axis=need(AXIS), indices=int_array)))
 
 SCATTER_ADD_ALONG_AXIS = register(Primitive(
     "scatter_add_along_axis", _scatter_add_along_axis,
@@ -149,7 +149,7 @@ SCATTER_ADD_ALONG_AXIS = register(Primitive(
             shift_axis(axis, "scatter_add_along_axis", xs[0], batched[0]),
             (batch_size(xs, batched),) + tuple(shape)),
     taylor=linear("scatter_add_along_axis"),
-    schema=attrs(size=to_shape, axis=need(AXIS), indices=int_array, shape=need(SHAPE))))
+    schema=attrs(size_rule=to_shape, axis=need(AXIS), indices=int_array, shape=need(SHAPE))))
 
 
 def _batch_indices(o: PrimitiveMethods, xs, batched, indices):
@@ -249,10 +249,6 @@ def _indices(ops: PrimitiveMethods, op: str, x: Any, indices: Any) -> Any:
     if not is_constant(indices):
         if indices.dtype.kind not in "iu":
             raise error(op, (x, indices), f"indices must be integers, not {indices.dtype}",
-                             ArgumentError)
-        if is_constant(x):
-            raise error(op, (x, indices), "x is a constant: make it a Variable "
-                             "(op.var(x, requires_grad=False)) to gather with recorded indices",
                              ArgumentError)
         return indices
     arr = np.asarray(indices)

@@ -19,6 +19,7 @@ from .lazy import dask_array, per_block, refuse, whole
 from .schema import INDEX, INDICES, SHAPE, attrs, indexed, need, to_shape
 from .shape import shape_tuple
 from .taylor import linear
+from .traced_index import is_traced, traced_getitem
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
@@ -105,7 +106,7 @@ GETITEM = register(Primitive(
      Case(((2, 3, 4),), {"index": (Ellipsis, None, slice(None, None, 2))})],
     sparse_vjp=True, batch=lambda o, xs, batched, index: _batch_getitem(o, xs[0], index),
     taylor=linear("getitem"), numpy="{0}[{index}]",
-    schema=attrs(size=indexed, index=need(INDEX))))
+    schema=attrs(size_rule=indexed, index=need(INDEX))))
 
 
 def _batch_getitem(o: PrimitiveMethods, x, index):
@@ -166,7 +167,7 @@ SCATTER_ADD = register(Primitive(
     variadic=True, batch=lambda o, gs, batched, indices, shape: _batch_scatter(
         o, gs, batched, indices, shape),
     taylor=linear("scatter_add"),
-    schema=attrs(size=to_shape, indices=need(INDICES), shape=need(SHAPE))))
+    schema=attrs(size_rule=to_shape, indices=need(INDICES), shape=need(SHAPE))))
 
 
 def _scatter_jvp(o: PrimitiveMethods, ts, indices, shape):
@@ -211,7 +212,10 @@ class IndexingOps:
     """Indexing and its adjoint as methods of an Ops."""
 
     def getitem(self, x: Any, index: Any, name: str | None = None) -> Variable:
-        """x[index] for ints, slices, None, Ellipsis, integer arrays and bool masks."""
+        """x[index] for ints, slices, None, Ellipsis, integer arrays and bool masks, and integer
+        Variables (positions and dynamic slice starts: traced_index.py)."""
+        if is_traced(index):
+            return traced_getitem(self, x, index, name)
         try:
             index = normalize_index(index, shape_of(x))
         except TypeError as e:

@@ -20,11 +20,11 @@ from .rearrange import axes_of, flat
 from .schema import (
     AXES,
     AXIS_OR_NONE,
+    COUNTS,
     PAD_WIDTH,
     REAL,
     attrs,
     ints,
-    is_int,
     need,
     padded,
     repeated,
@@ -120,11 +120,7 @@ PAD = register(Primitive(
     batch=lambda o, xs, batched, pad_width, **attrs: run(
         o, "pad", xs, {"pad_width": ((0, 0),) + tuple(pad_width), **attrs}),
     taylor=linear("pad"),
-    schema=attrs(size=padded, pad_width=need(PAD_WIDTH), constant_values=REAL)))
-
-
-def _counts(v: Any, shapes: Any) -> str | None:
-    return None if is_int(v) and v >= 0 else ints(lo=0)(v, shapes)
+    schema=attrs(size_rule=padded, pad_width=need(PAD_WIDTH), constant_values=REAL)))
 
 
 def _repeat(x, repeats, axis=None):
@@ -152,7 +148,7 @@ REPEAT = register(Primitive(
     [Case(((3,),), {"repeats": 2, "axis": 0}), Case(((2, 3),), {"repeats": 3, "axis": 1}),
      Case(((3, 2),), {"repeats": (1, 0, 2), "axis": 0})], batch=along("repeat", flat=True),
     taylor=linear("repeat"),
-    schema=attrs(size=repeated, repeats=need(_counts), axis=need(AXIS_OR_NONE))))
+    schema=attrs(size_rule=repeated, repeats=need(COUNTS), axis=need(AXIS_OR_NONE))))
 
 
 def _tile(x, reps):
@@ -175,7 +171,7 @@ TILE = register(Primitive(
     [Case(((3,),), {"reps": (2,)}), Case(((2, 3),), {"reps": (2, 1)}),
      Case(((3,),), {"reps": (2, 2)}), Case(((1, 2),), {"reps": (3, 1)})],
     batch=lambda o, xs, batched, reps: _batch_tile(o, xs[0], reps),
-    taylor=linear("tile"), schema=attrs(size=tiled, reps=need(ints(lo=0)))))
+    taylor=linear("tile"), schema=attrs(size_rule=tiled, reps=need(ints(lo=0)))))
 
 
 def _batch_tile(o: PrimitiveMethods, x, reps):

@@ -14,6 +14,7 @@ from .binary import BinaryOps
 from .core import REGISTRY, Primitive
 from .cross import CrossOps
 from .elementwise import ElementwiseOps
+from .gamma_functions import GammaOps
 from .gather import GatherOps
 from .indexing import IndexingOps
 from .layout import LayoutOps
@@ -44,7 +45,7 @@ class PrimitiveMethods(ElementwiseOps, PiecewiseOps, LogicOps, ReduceOps, ShapeO
                        MatmulOps, SolveOps, DeterminantOps, CholeskyOps, NormOps, ProductOps,
                        LayoutOps, RearrangeOps, GatherOps, SpecialOps, BinaryOps, ScanOps,
                        MomentOps, EighOps, SVDOps, QROps, PseudoInverseOps, MatrixPowerOps,
-                       SpecialFunctionOps, RunningOps, CrossOps):
+                       SpecialFunctionOps, RunningOps, CrossOps, GammaOps):
     """Every primitive as a method; subclasses say what ``apply`` (the generic form) does."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,

@@ -42,7 +42,8 @@ from .numpy_entries import EXPLICIT, RENAMED, UFUNC_ALIASES, Handler, describe
 ARRAY_API = frozenset({"cross", "diagonal", "matmul", "matrix_transpose", "outer", "tensordot",
                         "trace", "vecdot", "vector_norm", "matrix_norm", "svdvals"})
 # scipy.special's ufuncs that record the primitive of the same name, when SciPy is loaded
-SCIPY_SPECIAL = ("erf", "erfc", "erfinv", "betainc")
+SCIPY_SPECIAL = {"erf": "erf", "erfc": "erfc", "erfinv": "erfinv", "betainc": "betainc",
+                 "gammaln": "gammaln", "digamma": "digamma", "psi": "digamma"}
 # the nearest form that records, for numpy functions users reach for that have no rule
 NEAREST = {
     "nansum": "np.sum(x, where=~np.isnan(x))",
@@ -217,7 +218,7 @@ class UfuncTable(dict):
         special = sys.modules.get("scipy.special")
         name = getattr(ufunc, "__name__", None)
         if special is not None and name in SCIPY_SPECIAL and getattr(special, name, None) is ufunc:
-            return name
+            return SCIPY_SPECIAL[name]
         return default
 
 
@@ -318,16 +319,20 @@ def _variable_method(func: Callable, name: str) -> Handler:
 
 
 def _checked(func: Callable, handler: Handler) -> Handler:
-    """An explicit handler whose arguments are checked against its own signature first."""
+    """An explicit handler whose arguments, when the call fails with a TypeError, are checked
+    against its own signature (a call that does not bind has run nothing)."""
     sig = inspect.signature(handler)
 
     def checked(ops: PrimitiveMethods, *args: Any, **kwargs: Any) -> Any:
         try:
-            sig.bind(ops, *args, **kwargs)
-        except TypeError as e:
-            raise ArgumentError(f"{qualname(func)} on Variables ({describe(args, kwargs)}): {e} "
-                                f"(supported: {_signature_text(sig)})") from None
-        return handler(ops, *args, **kwargs)
+            return handler(ops, *args, **kwargs)
+        except TypeError:
+            try:
+                sig.bind(ops, *args, **kwargs)
+            except TypeError as e:
+                raise ArgumentError(f"{qualname(func)} on Variables ({describe(args, kwargs)}): "
+                                    f"{e} (supported: {_signature_text(sig)})") from None
+            raise
 
     return checked
 

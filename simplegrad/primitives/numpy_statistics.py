@@ -110,12 +110,18 @@ def median(ops: Any, a, axis=None, out=None, overwrite_input=False, keepdims=Fal
 # ---------------------------------------------------------------- cov, corrcoef
 
 
-def _rows(ops: Any, m, rowvar: bool, others: tuple):
-    """m as a 2-D array of variables in rows (numpy's ndmin=2, transposed when not rowvar)."""
-    s = shape_of(m)
+def _row_shape(s: tuple, rowvar: bool, others: tuple) -> tuple[int, int]:
+    """The (variables, observations) shape numpy's cov reads from an input of shape s."""
     if len(s) > 2:
         raise error("np.cov", others, f"an input has {len(s)} dimensions; 1-D or 2-D arrays "
                     "record", ShapeError)
+    rows = (1,) * (2 - len(s)) + tuple(s)
+    return rows[::-1] if not rowvar and rows[0] != 1 else rows
+
+
+def _rows(ops: Any, m, rowvar: bool, others: tuple):
+    """m as a 2-D array of variables in rows (numpy's ndmin=2, transposed when not rowvar)."""
+    s = shape_of(m)
     if is_constant(m):
         x = np.array(m, dtype=np.float64, ndmin=2)
         return x.T if not rowvar and x.shape[0] != 1 else x
@@ -133,12 +139,12 @@ def cov(ops: Any, m, y=None, rowvar=True, bias=False, ddof=None, fweights=None,
     for label, w in (("fweights", fweights), ("aweights", aweights)):
         if w is not None and not is_constant(w):
             raise error("np.cov", everything, f"{label} must be a constant", ArgumentError)
-    x = _rows(ops, m, rowvar, everything)
-    if y is not None:
-        x = ops.concatenate([x, _rows(ops, y, rowvar, everything)], axis=0)
-    n = shape_of(x)[1]
-    if ddof is None:
-        ddof = 0 if bias else 1
+    shapes = [_row_shape(np.shape(v) if is_constant(v) else shape_of(v), rowvar, everything)
+              for v in everything]
+    n = shapes[0][1]
+    if len(shapes) > 1 and shapes[1][1] != n:
+        raise error("np.cov", everything, f"m has {n} observations and y {shapes[1][1]}",
+                    ShapeError)
     w = None
     if fweights is not None:
         w = np.asarray(fweights, dtype=float)
@@ -148,6 +154,11 @@ def cov(ops: Any, m, y=None, rowvar=True, bias=False, ddof=None, fweights=None,
     if w is not None and (w.shape != (n,) or np.any(w < 0)):
         raise error("np.cov", everything, f"weights must be {n} non-negative numbers",
                     ArgumentError)
+    x = _rows(ops, m, rowvar, everything)
+    if y is not None:
+        x = ops.concatenate([x, _rows(ops, y, rowvar, everything)], axis=0)
+    if ddof is None:
+        ddof = 0 if bias else 1
     if w is None:
         avg, fact = ops.mean(x, axis=1, keepdims=True), n - ddof
     else:

@@ -113,7 +113,7 @@ EINSUM = register(Primitive(
     variadic=True, batch=lambda o, xs, batched, subscripts: _batch_einsum(o, xs, batched,
                                                                           subscripts),
     taylor=multilinear("einsum"),
-    schema=attrs(size=einsum_size, subscripts=need(SUBSCRIPTS))))
+    schema=attrs(size_rule=einsum_size, subscripts=need(SUBSCRIPTS))))
 
 
 def _batch_einsum(o: PrimitiveMethods, xs, batched, subscripts):

@@ -99,14 +99,24 @@ CUMMIN = _running("cummin", _cummin, "cumargmin")
 class RunningOps:
     """Running extremes as methods of an Ops."""
 
-    def cummax(self, x: Any, axis: int | None = None, name: str | None = None) -> Variable:
-        """Running maximum along ``axis`` (None: of the flattened array)."""
+    def cummax(self, x: Any, axis: int | None = None, reverse: bool = False,
+               name: str | None = None) -> Variable:
+        """Running maximum along ``axis`` (None: of the flattened array); ``reverse`` runs
+        from the end, as JAX's lax.cummax."""
         x, axis = _scan_axis(self, "cummax", x, axis)
+        if reverse:
+            out = self.apply(CUMMAX, (self.flip(x, axis),), {"axis": axis})
+            return self.flip(out, axis, name=name)
         return self.apply(CUMMAX, (x,), {"axis": axis}, name)
 
-    def cummin(self, x: Any, axis: int | None = None, name: str | None = None) -> Variable:
-        """Running minimum along ``axis`` (None: of the flattened array)."""
+    def cummin(self, x: Any, axis: int | None = None, reverse: bool = False,
+               name: str | None = None) -> Variable:
+        """Running minimum along ``axis`` (None: of the flattened array); ``reverse`` runs
+        from the end, as JAX's lax.cummin."""
         x, axis = _scan_axis(self, "cummin", x, axis)
+        if reverse:
+            out = self.apply(CUMMIN, (self.flip(x, axis),), {"axis": axis})
+            return self.flip(out, axis, name=name)
         return self.apply(CUMMIN, (x,), {"axis": axis}, name)
 
     def cumargmax(self, x: Any, axis: int | None = None, name: str | None = None) -> Variable:
@@ -135,10 +145,10 @@ class RunningVariable:
 
     __slots__ = ()
 
-    def cummax(self, axis: int | None = None) -> Variable:
-        """Running maximum along ``axis``."""
-        return self.rec.cummax(self, axis=axis)
+    def cummax(self, axis: int | None = None, reverse: bool = False) -> Variable:
+        """Running maximum along ``axis`` (from the end when ``reverse``)."""
+        return self.rec.cummax(self, axis=axis, reverse=reverse)
 
-    def cummin(self, axis: int | None = None) -> Variable:
-        """Running minimum along ``axis``."""
-        return self.rec.cummin(self, axis=axis)
+    def cummin(self, axis: int | None = None, reverse: bool = False) -> Variable:
+        """Running minimum along ``axis`` (from the end when ``reverse``)."""
+        return self.rec.cummin(self, axis=axis, reverse=reverse)

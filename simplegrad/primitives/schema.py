@@ -6,7 +6,7 @@ A saved program's attributes are checked against it before anything reaches nump
 value and the shapes of the entry's inputs, and answers None (fine) or what is wrong.
 
 A schema may also say how many elements the output has, from the inputs' shapes and the
-attributes alone (``size=``): primitives whose output can be larger than their largest input
+attributes alone (``size_rule=``): primitives whose output can be larger than their largest input
 (broadcasting, repeat, tile, pad, matmul, ...) must, so a file cannot make the loader allocate
 more than it declares. ``tests/test_hostile_schema.py`` checks every record against its cases.
 """
@@ -64,12 +64,12 @@ class need:  # noqa: N801 (read as a word in a declaration: attrs(shape=need(SHA
         self.check = check
 
 
-def attrs(*, size: SizeRule | None = None, **checks: Check | need) -> Schema:
+def attrs(*, size_rule: SizeRule | None = None, **checks: Check | need) -> Schema:
     """A schema: ``attrs(axis=AXIS_OR_NONE, keepdims=BOOL)``; ``need(...)`` marks required
-    attributes, ``size=`` the output's element count."""
+    attributes, ``size_rule=`` gives the output's element count."""
     required = frozenset(k for k, c in checks.items() if isinstance(c, need))
     return Schema({k: c.check if isinstance(c, need) else c for k, c in checks.items()},
-                  required, size)
+                  required, size_rule)
 
 
 def _show(v: Any) -> str:
@@ -157,6 +157,11 @@ def axis(of: int = 0, extra: int = 0, none: bool = False, many: bool = False,
     return check
 
 
+def COUNTS(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802
+    """An int >= 0 or a tuple of them (repeat's counts)."""
+    return None if is_int(v) and v >= 0 else ints(lo=0)(v, shapes)
+
+
 AXIS = axis()
 AXIS_OR_NONE = axis(none=True)
 AXES_OR_NONE = axis(none=True, many=True)
@@ -174,19 +179,6 @@ def int_array(v: Any, shapes: Sequence[tuple]) -> str | None:
     """An integer array (gather indices)."""
     return None if isinstance(v, np.ndarray) and v.dtype.kind in "iu" else \
         "must be an array of integers"
-
-
-def REAL_OR_ARRAY(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802
-    """A real number, or a float array that broadcasts with the inputs (betainc's a, b)."""
-    if is_real(v):
-        return None
-    if not isinstance(v, np.ndarray) or v.dtype.kind != "f" or v.ndim > MAX_RANK:
-        return "must be a number or an array of floats"
-    try:
-        np.broadcast_shapes(v.shape, *shapes)
-    except ValueError:
-        return f"shape {v.shape} does not broadcast with the input's {shapes[0] if shapes else ()}"
-    return None
 
 
 def _index_item(i: Any) -> bool:
@@ -252,14 +244,6 @@ def SUBSCRIPTS(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802
 def broadcast(shapes: Sequence[tuple], attrs: dict) -> int:
     """Elementwise primitives: the inputs' broadcast shape."""
     return math.prod(np.broadcast_shapes(*shapes))
-
-
-def broadcast_with(*names: str) -> SizeRule:
-    """The broadcast shape of the inputs and of the array attributes ``names``."""
-    def size(shapes: Sequence[tuple], attrs: dict) -> int:
-        return math.prod(np.broadcast_shapes(*shapes, *(np.shape(attrs[n]) for n in names
-                                                        if n in attrs)))
-    return size
 
 
 def _batch(*shapes: tuple) -> tuple:
@@ -384,7 +368,7 @@ def indexed(shapes: Sequence[tuple], attrs: dict) -> int:
 # ---------------------------------------------------------------- common schemas
 
 NONE = attrs()                                          # no attributes, no larger output
-BROADCAST = attrs(size=broadcast)                       # elementwise primitives
+BROADCAST = attrs(size_rule=broadcast)                       # elementwise primitives
 REDUCING = attrs(axis=AXES_OR_NONE, keepdims=BOOL)      # sum, mean, max, any, ...
 
 

@@ -68,7 +68,7 @@ EXPAND = register(Primitive(
     batch=lambda o, xs, batched, shape: o.expand(
         align(o, xs, batched, len(shape))[0], (batch_size(xs, batched),) + tuple(shape)),
     taylor=linear("expand"), numpy="np.broadcast_to({0}, {shape})",
-    schema=attrs(size=to_shape, shape=need(SHAPE))))
+    schema=attrs(size_rule=to_shape, shape=need(SHAPE))))
 
 
 def _reshape(x, shape):
@@ -88,7 +88,7 @@ RESHAPE = register(Primitive(
      Case(((2, 3, 4),), {"shape": (6, -1)}), Case(((3, 1),), {"shape": (3,)})],
     batch=lambda o, xs, batched, shape: o.reshape(xs[0], shape_of(xs[0])[:1] + tuple(shape)),
     taylor=linear("reshape"), numpy="{0}.reshape({shape})",
-    schema=attrs(size=reshaped, shape=need(RESHAPE_SHAPE))))
+    schema=attrs(size_rule=reshaped, shape=need(RESHAPE_SHAPE))))
 
 
 def _transpose(x, axes=None):
@@ -166,7 +166,7 @@ CONCATENATE = register(Primitive(
      Case(((2, 3), (2, 1)), {"axis": -1})],
     variadic=True, batch=lambda o, xs, batched, axis=0: o.concatenate(
         _all_batched(o, xs, batched), axis=_join_axis("concatenate", axis, xs, batched, 0)),
-    taylor=linear("concatenate"), schema=attrs(size=joined, axis=AXIS_OR_NONE)))
+    taylor=linear("concatenate"), schema=attrs(size_rule=joined, axis=AXIS_OR_NONE)))
 
 
 def _join_axis(op: str, axis: int, xs, batched, extra: int) -> int:
@@ -200,7 +200,7 @@ STACK = register(Primitive(
      Case(((2, 3), (2, 3)), {"axis": -1})],
     variadic=True, batch=lambda o, xs, batched, axis=0: o.stack(
         _all_batched(o, xs, batched), axis=_join_axis("stack", axis, xs, batched, 1)),
-    taylor=linear("stack"), schema=attrs(size=joined, axis=axis(extra=1))))
+    taylor=linear("stack"), schema=attrs(size_rule=joined, axis=axis(extra=1))))
 
 # ---------------------------------------------------------------- dtype
 

@@ -192,7 +192,7 @@ ROUND = elementwise("round", _round, _round_fmt, (None,),
                     cases=[*UNARY, Case(((3, 4),), {"decimals": 1}),
                            Case(((3,),), {"decimals": -1}, domain=(uniform(-20.0, 20.0),))],
                     taylor=linear("round"),
-                    schema=attrs(size=broadcast, decimals=integer(-400, 400)))
+                    schema=attrs(size_rule=broadcast, decimals=integer(-400, 400)))
 
 # numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
 UFUNCS = {np.tan: "tan", np.arcsin: "arcsin", np.arccos: "arccos", np.arctan: "arctan",

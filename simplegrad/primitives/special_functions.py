@@ -1,6 +1,6 @@
 """scipy.special's error functions and regularized incomplete beta, computed with numpy alone:
 erf, erfc, erfinv (elementwise) and betainc(a, b, x) (differentiable in x; a and b are
-constants, attributes of the entry).
+attributes of the entry when constant, inputs held fixed when recorded).
 
 Values: erf and erfc are the C library's (``math.erf``, ``math.erfc``) applied entrywise;
 erfinv starts from Giles' polynomial approximation and takes Halley steps on erf (erfc in the
@@ -17,16 +17,17 @@ series (exp of a series; for erfinv, w depends on z and both grow together).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ArgumentError, ShapeError
+from ..errors import NotDifferentiableError, ShapeError
 from .broadcasting import broadcast_to, unbroadcast
 from .core import Case, Primitive, align, error, is_constant, register, run, shape_of, uniform
 from .elementwise import elementwise
 from .lazy import blockwise, refuse
-from .schema import REAL_OR_ARRAY, attrs, broadcast_with, need
+from .schema import MAX_RANK, SizeRule, attrs, is_real
 from .series import Series, affine_square, exp_series, new, ode, plus, quotient_series, square_coef
 from .taylor import order_of
 
@@ -181,23 +182,68 @@ ERFINV = elementwise("erfinv", blockwise(_erfinv), "{0}.erfinv()",
                      domain=uniform(-0.95, 0.95), taylor=_erfinv_taylor)
 
 # ---------------------------------------------------------------- betainc
+#
+# a and b are attributes when constant and inputs after x when recorded, held fixed: no
+# cotangent flows to them (a reverse sweep cannot tell a derivative asked for from one merely
+# passed through), and a tangent or Taylor series of theirs raises, as JAX refuses to
+# differentiate in them; ``_ab`` reads them back from either place.
+
+
+def _ab(params: tuple, attrs: dict) -> tuple[Any, Any]:
+    it = iter(params)
+    return (attrs["a"] if "a" in attrs else next(it)), (attrs["b"] if "b" in attrs else next(it))
+
+
+def _betainc_forward(x, *params, **attrs):
+    a, b = _ab(params, attrs)
+    return _betainc(x, a, b)
 
 
 def _density(o: PrimitiveMethods, x, a, b):
     """x^(a-1) (1-x)^(b-1) / B(a, b), betainc's derivative in x."""
-    return o.mul(o.mul(o.pow(x, np.asarray(a) - 1.0), o.pow(o.sub(1.0, x), np.asarray(b) - 1.0)),
-                 np.exp(-log_beta(a, b)))
+    if is_constant(a) and is_constant(b):
+        scale = np.exp(-log_beta(a, b))
+    else:
+        scale = o.exp(o.neg(o.sub(o.add(o.gammaln(a), o.gammaln(b)), o.gammaln(o.add(a, b)))))
+    am = np.asarray(a) - 1.0 if is_constant(a) else o.sub(a, 1.0)
+    bm = np.asarray(b) - 1.0 if is_constant(b) else o.sub(b, 1.0)
+    return o.mul(o.mul(o.pow(x, am), o.pow(o.sub(1.0, x), bm)), scale)
 
 
-def _betainc_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, a: Any,
-                    b: Any) -> Series:
+def _only_x(what: str) -> NotDifferentiableError:
+    return NotDifferentiableError(f"betainc: no {what} in a or b (it is differentiable in x "
+                                  "only, as JAX's); hold a and b fixed")
+
+
+def _betainc_vjp(o: PrimitiveMethods, g, out, i, x, *params, **attrs):
+    if i:       # a reverse sweep asks for every input that requires grad: nothing flows to a, b
+        return None
+    a, b = _ab(params, attrs)
+    return unbroadcast(o, o.mul(g, _density(o, x, a, b)), shape_of(x))
+
+
+def _betainc_jvp(o: PrimitiveMethods, ts, out, x, *params, **attrs):
+    if any(t is not None for t in ts[1:]):
+        raise _only_x("tangent")
+    if ts[0] is None:
+        return None
+    a, b = _ab(params, attrs)
+    return broadcast_to(o, o.mul(ts[0], _density(o, x, a, b)), shape_of(out))
+
+
+def _betainc_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, *params: Any,
+                    **attrs: Any) -> Series:
     """z' = w x', w = exp((a-1) log x + (b-1) log(1-x)) / B(a, b)."""
+    if any(c is not None for s in ss[1:] for c in s[1:]):
+        raise _only_x("Taylor series")
+    a, b = _ab(params, attrs)
     order = order_of(ss)
     xs = ss[0]
     logx = quotient_series(o, xs, xs, None)
     onem = [o.sub(1.0, x)] + [None if c is None else o.neg(c) for c in xs[1:]]
     log1m = quotient_series(o, onem, onem, None)
-    am, bm = np.asarray(a, dtype=float) - 1.0, np.asarray(b, dtype=float) - 1.0
+    am = np.asarray(a, dtype=float) - 1.0 if is_constant(a) else o.sub(a, 1.0)
+    bm = np.asarray(b, dtype=float) - 1.0 if is_constant(b) else o.sub(b, 1.0)
     u = [None] + [plus(o, None if p is None else o.mul(p, am), None if q is None else o.mul(q, bm))
                   for p, q in zip(logx[1:], log1m[1:])]
     w = exp_series(o, u, _density(o, x, a, b))
@@ -207,27 +253,51 @@ def _betainc_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, a: 
     return z
 
 
-def _betainc_batch(o: PrimitiveMethods, xs, batched, a, b):
-    """x's examples along the batch axis, aligned to the rank of a and b."""
-    rank = max(len(shape_of(xs[0])) - 1, np.ndim(a), np.ndim(b))
-    return run(o, "betainc", align(o, xs, batched, rank), {"a": a, "b": b})
+def _betainc_batch(o: PrimitiveMethods, xs, batched, **attrs):
+    """The inputs aligned to the largest example rank, counting constant a and b."""
+    rank = max([len(shape_of(v)) - f for v, f in zip(xs, batched)] +
+               [np.ndim(attrs[k]) for k in ("a", "b") if k in attrs])
+    return run(o, "betainc", align(o, xs, batched, rank), attrs)
 
 
 def _betainc_fmt(args, attrs, render):
-    return f"betainc({render(attrs['a'], 'a')}, {render(attrs['b'], 'b')}, {args[0]})"
+    rest = iter(args[1:])
+    a = render(attrs["a"], "a") if "a" in attrs else next(rest)
+    b = render(attrs["b"], "b") if "b" in attrs else next(rest)
+    return f"betainc({a}, {b}, {args[0]})"
+
+
+# betainc's a and b, when constant: numbers or arrays broadcasting with x (the output takes
+# their shape); recorded ones are inputs
+
+def REAL_OR_ARRAY(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802
+    """A real number, or a float array that broadcasts with the inputs (betainc's a, b)."""
+    if is_real(v):
+        return None
+    if not isinstance(v, np.ndarray) or v.dtype.kind != "f" or v.ndim > MAX_RANK:
+        return "must be a number or an array of floats"
+    try:
+        np.broadcast_shapes(v.shape, *shapes)
+    except ValueError:
+        return f"shape {v.shape} does not broadcast with the input's {shapes[0] if shapes else ()}"
+    return None
+
+
+def broadcast_with(*names: str) -> SizeRule:
+    """The broadcast shape of the inputs and of the array attributes ``names``."""
+    def size(shapes: Sequence[tuple], attrs: dict) -> int:
+        return math.prod(np.broadcast_shapes(*shapes, *(np.shape(attrs[n]) for n in names
+                                                        if n in attrs)))
+    return size
 
 
 BETAINC = register(Primitive(
-    "betainc", _betainc,
-    [lambda o, g, out, x, a, b: unbroadcast(o, o.mul(g, _density(o, x, a, b)), shape_of(x))],
-    lambda o, ts, out, x, a, b: None if ts[0] is None else
-        broadcast_to(o, o.mul(ts[0], _density(o, x, a, b)), shape_of(out)),
-    _betainc_fmt,
+    "betainc", _betainc_forward, [_betainc_vjp], _betainc_jvp, _betainc_fmt,
     [Case(((3,),), {"a": 2.0, "b": 3.0}), Case(((2, 3),), {"a": 0.7, "b": 1.5}),
      Case(((3, 1),), {"a": np.array([1.5, 4.0]), "b": 2.5}),
      Case(((4,),), {"a": 1.0, "b": 1.0}), Case(((),), {"a": 5.0, "b": 0.8})],
-    domain=(uniform(0.1, 0.9),), batch=_betainc_batch, taylor=_betainc_taylor,
-    schema=attrs(size=broadcast_with("a", "b"), a=need(REAL_OR_ARRAY), b=need(REAL_OR_ARRAY))))
+    domain=(uniform(0.1, 0.9),), variadic=True, batch=_betainc_batch, taylor=_betainc_taylor,
+    schema=attrs(size_rule=broadcast_with("a", "b"), a=REAL_OR_ARRAY, b=REAL_OR_ARRAY)))
 
 
 # ---------------------------------------------------------------- Ops methods
@@ -248,19 +318,21 @@ class SpecialFunctionOps:
         return self.apply(ERFINV, (x,), None, name)
 
     def betainc(self, a: Any, b: Any, x: Any, name: str | None = None) -> Variable:
-        """Regularized incomplete beta I_x(a, b) (scipy's order); differentiable in x only."""
+        """Regularized incomplete beta I_x(a, b) (scipy's order); differentiable in x only (a
+        and b may be Variables, held fixed)."""
+        inputs, attrs = [x], {}
         for label, v in (("a", a), ("b", b)):
-            if not is_constant(v):
-                raise error("betainc", (x, v), f"{label} must be a constant (numbers or an "
-                            f"array): betainc is differentiable in x only; pass {v.name}.value",
-                            ArgumentError)
-        a, b = _attr(a), _attr(b)
+            if is_constant(v):
+                attrs[label] = _attr(v)
+            else:
+                inputs.append(v)
         try:
-            np.broadcast_shapes(np.shape(a), np.shape(b), shape_of(x))
+            np.broadcast_shapes(*(shape_of(v) for v in inputs),
+                                *(np.shape(v) for v in attrs.values()))
         except ValueError:
-            raise error("betainc", (x,), f"a with shape {np.shape(a)} and b with shape "
-                        f"{np.shape(b)} do not broadcast with x", ShapeError) from None
-        return self.apply(BETAINC, (x,), {"a": a, "b": b}, name)
+            raise error("betainc", tuple(inputs), f"a with shape {np.shape(a)}, b with shape "
+                        f"{np.shape(b)} and x do not broadcast", ShapeError) from None
+        return self.apply(BETAINC, tuple(inputs), attrs, name)
 
 
 def _attr(v: Any) -> Any:
@@ -293,4 +365,4 @@ class SpecialFunctionVariable:
 
     def betainc(self, a: Any, b: Any) -> Variable:
         """The regularized incomplete beta I_self(a, b)."""
-        return self.ops.betainc(a, b, self)
+        return self.rec.betainc(a, b, self)

@@ -28,8 +28,10 @@ END = b"PK\x05\x06"         # the zip's end-of-central-directory record
 HEADER_BYTES = 2**16         # the largest npy header read
 
 
-def read_npz(p: Path, max_bytes: int, max_members: int) -> dict[str, np.ndarray]:
-    """The arrays of a program's .npz, keyed as saved (``a0``, ``a1``, ...)."""
+def read_npz(p: Path, max_bytes: int, max_members: int, referred: int | None = None
+             ) -> dict[str, np.ndarray]:
+    """The arrays of a program's .npz, keyed as saved (``a0``, ``a1``, ...); ``referred``:
+    how many arrays the document can refer to at most (each is referred to once)."""
     if not p.is_file():
         raise FormatError(f"load_program: {p} does not exist (a program is saved as a .json "
                           "and a .npz file)")
@@ -43,6 +45,9 @@ def read_npz(p: Path, max_bytes: int, max_members: int) -> dict[str, np.ndarray]
             if count > max_members:
                 raise FormatError(f"load_program: {p.name} holds {count} members, more than "
                                   f"the limit of {max_members}")
+            if referred is not None and count > referred:
+                raise FormatError(f"load_program: {p.name} holds {count} members, more than "
+                                  f"the {referred} arrays its document can refer to")
             with zipfile.ZipFile(f) as z:
                 infos = z.infolist()
                 if len(infos) != count:

@@ -96,7 +96,7 @@ def tape_graph(ops: Ops, outputs: Variable | Sequence[Variable] | None = None) -
     """The tape as a DiGraph: every entry (or those ``outputs`` need), its leaves, constants."""
     tape = ops.tape
     if outputs is None:
-        entries = list(tape.entries)
+        entries = [e for e in tape.entries if e is not None]
         outs: list[Variable] = []
     else:
         outs = [outputs] if isinstance(outputs, Variable) else list(outputs)

@@ -9,8 +9,7 @@ dtypes, each entry's attributes against its primitive's schema, the number of el
 output has (from the schema and the declared inputs, before any array is made), and then its
 declared shape and dtype, by running its forward once on stand-in values of the declared
 inputs (zero-stride arrays; 2 I + 0.1 for square matrices), none kept after it is checked.
-The .npz is read by arrays.py, headers before data. Nothing process-wide is touched:
-numpy's error state is set in a context (per thread), warning filters never.
+The .npz is read by arrays.py, headers before data; the stand-in runs are standins.py.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError
+from ..errors import ArgumentError, FormatError
 from ..primitives.core import REGISTRY
 from ..primitives.schema import DTYPES, INT_RANGE, MAX_RANK, is_real
 from .arrays import read_npz
@@ -37,21 +36,28 @@ from .serialize import (
     MAX_ENTRIES,
     MAX_MEMBERS,
     VERSION,
-    attr_problem,
     name_problem,
     paths,
     unique_names,
 )
+from .standins import StandIns
+
+# one JSON array or object per this many bytes at most: the format's densest documents have
+# one per 19 bytes or more, and so parsing never takes more than about 15 times the file's bytes
+CONTAINER_BYTES = 5
 
 # ---------------------------------------------------------------- loading
 
 
 def load_program(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> Program:
-    """Read a program written by ``prog.save``; validates all of it before building it."""
+    """Read a program written by ``prog.save``, validating all of it first; any failure, on
+    any bytes, is an ``sg.FormatError`` naming the file, the entry and the field."""
+    if type(max_bytes) is not int or max_bytes < 0:
+        raise ArgumentError(f"load_program: max_bytes must be an int >= 0, got {max_bytes!r}")
     json_path, npz_path = paths(path)
     try:
-        doc = _read_json(json_path, max_bytes)
-        arrays = read_npz(npz_path, max_bytes, MAX_MEMBERS)
+        doc, referred = _read_json(json_path, max_bytes)
+        arrays = read_npz(npz_path, max_bytes, MAX_MEMBERS, referred)
         return decode(doc, arrays, max_bytes, json_path.name)
     except FormatError:
         raise
@@ -60,7 +66,8 @@ def load_program(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> Program
                           f"{type(e).__name__}: {str(e)[:200]}") from None
 
 
-def _read_json(p: Path, max_bytes: int) -> Any:
+def _read_json(p: Path, max_bytes: int) -> tuple[Any, int]:
+    """The document, and how many arrays it can refer to (its ``"array"`` strings)."""
     if not p.is_file():
         raise FormatError(f"load_program: {p} does not exist")
     size = p.stat().st_size
@@ -71,9 +78,15 @@ def _read_json(p: Path, max_bytes: int) -> Any:
         data = p.read_bytes()
     except OSError as e:
         raise FormatError(f"load_program: cannot read {p.name}: {e}") from None
+    containers = data.count(b"[") + data.count(b"{")
+    if containers * CONTAINER_BYTES > len(data) + 1000:
+        raise FormatError(f"load_program: {p.name} holds {containers} arrays and objects in "
+                          f"{len(data)} bytes, more than one per {CONTAINER_BYTES} bytes that a "
+                          "saved program has (each would cost ~60 bytes parsed)")
     try:
         text = data.decode("utf-8")
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        return doc, data.count(b'"array"')
     except (ValueError, RecursionError) as e:      # UnicodeDecodeError is a ValueError
         raise FormatError(f"load_program: {p.name} is not valid JSON in UTF-8 (truncated or "
                           f"malformed): {str(e)[:200]}") from None
@@ -82,9 +95,9 @@ def _read_json(p: Path, max_bytes: int) -> Any:
 def _no_duplicates(pairs: list) -> dict:
     out = dict(pairs)
     if len(out) != len(pairs):
-        keys = [k for k, _ in pairs]
-        raise ValueError(f"the key {next(k for k in keys if keys.count(k) > 1)!r} appears "
-                         "twice in one object")
+        seen: set = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"the key {twice[:40]!r} appears twice in one object")
     return out
 
 
@@ -147,7 +160,7 @@ class _Reader:
             raise self.fail("arrays", f"the .npz holds arrays no entry refers to: "
                                       f"{', '.join(unused[:5])}")
         inputs, constants, nodes = self.renamed(inputs, constants, nodes)
-        StandIns(self, inputs, constants).check(nodes)
+        StandIns(self.fail, self.max_bytes, inputs, constants).check(nodes)
         return Program(inputs, constants, nodes, outputs, doc["single"])
 
     def renamed(self, inputs: list, constants: list, nodes: list) -> tuple:
@@ -291,87 +304,3 @@ class _Reader:
         if s is None or not (s.item() == v or (v != v and s != s)):
             raise self.fail(where, f"{str(v)[:40]} is not a {dt} value")
         return s
-
-
-class StandIns:
-    """Runs each entry's forward on stand-ins of its declared inputs and checks what it
-    declares; at most one entry's values are alive at a time."""
-
-    def __init__(self, reader: _Reader, inputs: list, constants: list):
-        self.reader = reader
-        self.specs = {(INPUT, i): (s.shape, s.dtype) for i, s in enumerate(inputs)}
-        self.values = {}
-        for i, c in enumerate(constants):
-            if isinstance(c.value, np.ndarray):
-                self.specs[(CONST, i)] = (c.value.shape, c.value.dtype)
-            else:
-                self.values[(CONST, i)] = c.value       # a Python or numpy scalar, as is
-
-    def check(self, nodes: list) -> None:
-        limit = self.reader.max_bytes
-        for kind, items in ((INPUT, self.specs.items()), (NODE, enumerate(nodes))):
-            for key, spec in items:
-                shape, dtype = spec if kind == INPUT else (spec.shape, spec.dtype)
-                size = math.prod(shape) * dtype.itemsize
-                if size > limit:
-                    where = f"input {key[1]}" if kind == INPUT else f"node {key} ({spec.name})"
-                    raise self.reader.fail(where, f"shape {shape} needs {size} bytes, more "
-                                                  f"than the limit of {limit}")
-        for i, node in enumerate(nodes):
-            self.entry(i, node)
-            self.specs[(NODE, i)] = (node.shape, node.dtype)
-
-    def entry(self, i: int, node: Node) -> None:
-        where = f"node {i} ({node.name})"
-        shapes = [self.shape_of(r) for r in node.args]
-        why = attr_problem(node.prim, node.attrs, shapes)
-        if why is not None:
-            raise self.reader.fail(where, f"{node.prim.name}: {why}")
-        text = ", ".join(str(s) for s in shapes)
-        try:
-            rule = node.prim.schema.size
-            count = None if rule is None else rule(shapes, node.attrs or {})
-        except Exception as e:      # the size rule found inputs the primitive cannot take
-            raise self.reader.fail(where, f"{node.prim.name} cannot take inputs of shapes "
-                                          f"{text}: {e}") from None
-        if count is not None and count * node.dtype.itemsize > self.reader.max_bytes:
-            raise self.reader.fail(where, f"{node.prim.name} of inputs of shapes {text} gives "
-                                          f"{count} elements, more than the limit of "
-                                          f"{self.reader.max_bytes} bytes")
-        made: dict = {}
-        args = [self.value(r, made) for r in node.args]
-        try:
-            with np.errstate(all="ignore"):
-                out = node.prim.forward(*args, **(node.attrs or {}))
-            shape, dtype = np.shape(out), np.result_type(out)
-        except Exception as e:
-            raise self.reader.fail(where, f"{node.prim.name} cannot run on inputs of shapes "
-                                          f"{text} with attrs {str(node.attrs)[:120]}: "
-                                          f"{type(e).__name__}: {str(e)[:200]}") from None
-        del out, args, made
-        if shape != node.shape or dtype != node.dtype:
-            raise self.reader.fail(where, f"declares shape {node.shape} and dtype "
-                                          f"{node.dtype}, but {node.prim.name} of these "
-                                          f"inputs gives shape {shape} and dtype {dtype}")
-
-    def shape_of(self, r: Ref) -> tuple:
-        key = (r.kind, r.index)
-        return self.specs[key][0] if key in self.specs else np.shape(self.values[key])
-
-    def value(self, r: Ref, made: dict) -> Any:
-        key = (r.kind, r.index)
-        if key not in self.specs:
-            return self.values[key]
-        spec = self.specs[key]
-        if spec not in made:
-            made[spec] = stand_in(*spec)
-        return made[spec]
-
-
-def stand_in(shape: tuple, dtype: np.dtype) -> np.ndarray:
-    """A read-only value to check shapes with: 2 I + 0.1 (positive definite) for square
-    matrices, 0.5 (1, True) elsewhere, every copy a zero-stride view."""
-    if len(shape) >= 2 and shape[-1] == shape[-2] and dtype.kind != "b":
-        n = shape[-1]
-        return np.broadcast_to((2 * np.eye(n) + 0.1).astype(dtype), shape)
-    return np.broadcast_to(np.array(0.5 if dtype.kind == "f" else 1, dtype), shape)

@@ -64,6 +64,7 @@ class Names:
 
     def __init__(self, reserved: Iterable[str] = (), source: bool = True) -> None:
         self.taken = set(reserved)
+        self.suffix: dict[str, int] = {}
         self.source = source
 
     def take(self, name: str) -> str:
@@ -72,9 +73,10 @@ class Names:
             not name.startswith("__")
         base = name if plain or not self.source else \
             "v_" + "".join(c if c.isalnum() else "_" for c in name)
-        text, k = base, 1
+        text, k = base, self.suffix.get(base, 1)
         while text in self.taken:
             k += 1
             text = f"{base}_{k}"
+        self.suffix[base] = k       # n copies of one name cost n steps, not n^2 / 2
         self.taken.add(text)
         return text

@@ -3,13 +3,16 @@
 The program is cut into groups, in tape order: an elementwise entry (a primitive whose record
 says ``elementwise``, or whose forward is a numpy ufunc, taking no attributes) of float64 or
 bool values, whose array arguments all have its shape or hold one value, joins the open group
-of its shape; a full ``sum`` of a member joins as an accumulator. A group closes when anything
+of its shape, unless it is a numpy function numba would call per value (sin, log, ...: numpy's
+SIMD loops run those between fused loops); exp and tanh are written into the loop (see
+numba_kernels.py); a full ``sum`` of a member joins as an accumulator. A group closes when anything
 outside it reads one of its values. Each group of at least ``MIN_ENTRIES`` entries and
 ``MIN_SIZE`` values becomes one kernel: one pass over memory computing every member per
 element and writing only the values read outside it, compiled by numba (``nopython``,
 ``error_model="numpy"``: a division by zero gives inf or nan as in numpy; fastmath only with
 flags that keep nan and inf: contraction, reassociation, reciprocals and signed zeros). Sums
-run in blocks of ``BLOCK`` values, so their rounding stays close to numpy's pairwise sum.
+run in blocks of ``numba_kernels.BLOCK`` values, so their rounding stays close to numpy's
+pairwise sum.
 
 The rest of the program, and every entry numba cannot compile, runs as ``sg.compile``'s numpy
 code: the fused program is a Program whose kernels are nodes, compiled by compile.py.
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 import importlib
 import itertools
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -29,14 +31,12 @@ import numpy as np
 from ..errors import MissingToolError
 from ..primitives.core import REGISTRY, Primitive
 from .core import Program
-from .nodes import CONST, INPUT, NODE, Node, Ref
+from .nodes import NODE, Node, Ref
+from .numba_kernels import Kernel, arg_meta, is_call
 
 MIN_ENTRIES = 2     # a kernel for fewer entries only adds numba's call overhead
 MIN_SIZE = 64       # nor for fewer values per entry
-BLOCK = 1024        # values per partial sum
-FASTMATH = frozenset({"contract", "reassoc", "arcp", "nsz"})     # nan and inf kept
 _KINDS = ("f", "b")
-_OPERATOR = {"add", "sub", "mul", "div", "neg"}
 
 
 def numba_or_error() -> Any:
@@ -106,12 +106,12 @@ def _fusable(prog: Program, node: Node) -> bool:
     if node.attrs or np.dtype(node.dtype).kind not in _KINDS or \
             REGISTRY.get(prim.name) is not prim:
         return False
-    if not (prim.elementwise or isinstance(prim.forward, np.ufunc)):
-        return False
+    if not (prim.elementwise or isinstance(prim.forward, np.ufunc)) or is_call(prim):
+        return False        # (a function call keeps a loop scalar: numpy's own loops are SIMD)
     if np.dtype(node.dtype).kind == "f" and np.dtype(node.dtype) != np.float64:
         return False
     for r in node.args:
-        shape, dtype = _arg_meta(prog, r)
+        shape, dtype = arg_meta(prog, r)
         if dtype is None:
             continue                    # a Python number: a literal
         if np.dtype(dtype).kind not in _KINDS or (np.dtype(dtype).kind == "f" and
@@ -127,113 +127,6 @@ def _full_sum(prog: Program, node: Node) -> bool:
     return (node.prim is REGISTRY.get("sum") and len(node.args) == 1 and
             node.args[0].kind == NODE and attrs.get("axis") is None and
             tuple(node.shape) == () and np.dtype(node.dtype) == np.float64)
-
-
-def _arg_meta(prog: Program, r: Ref) -> tuple[tuple, np.dtype | None]:
-    if r.kind == INPUT:
-        spec = prog.inputs[r.index]
-        return tuple(spec.shape), spec.dtype
-    if r.kind == NODE:
-        n = prog.nodes[r.index]
-        return tuple(n.shape), n.dtype
-    value = prog.constants[r.index].value
-    if type(value) in (int, float, bool):
-        return (), None
-    arr = np.asarray(value)
-    return arr.shape, arr.dtype
-
-
-# ---------------------------------------------------------------- kernels
-
-
-def _scalar_expr(prim: Primitive, args: list[str], helpers: dict) -> str:
-    """The entry on one element of each argument, as numba source."""
-    if prim.name in _OPERATOR:
-        return "(" + prim.numpy.format(*args) + ")"
-    if prim.name == "where":
-        return f"({args[1]} if {args[0]} else {args[2]})"
-    if isinstance(prim.forward, np.ufunc):
-        return f"np.{prim.forward.__name__}({', '.join(args)})"
-    key = f"_f_{prim.name}"
-    helpers[key] = prim.forward
-    return f"{key}({', '.join(args)})"
-
-
-def _number(x: float | int | bool) -> str:
-    if type(x) is float and not math.isfinite(x):
-        return "np.nan" if x != x else ("np.inf" if x > 0 else "(-np.inf)")
-    return repr(x) if x >= 0 else f"({x!r})"
-
-
-class Kernel:
-    """One fused group: its numba function, its source, and how the program calls it."""
-
-    def __init__(self, prog: Program, group: _Group, readers: dict[int, set], outputs: set):
-        self.group = group
-        members = set(group.members) | set(group.sums)
-        self.inputs: list[Ref] = []         # arguments of the kernel, in order
-        self.outputs: list[int] = []        # node indices it hands back (members, then sums)
-        self.helpers: dict[str, Callable] = {}
-        names: dict[tuple, str] = {}
-        body: list[str] = []
-        size = int(np.prod(group.shape))
-        for j in group.members:
-            node = prog.nodes[j]
-            args = []
-            for r in node.args:
-                if r.kind == NODE and r.index in members:
-                    args.append(f"t{r.index}")
-                    continue
-                if r.kind == CONST and type(prog.constants[r.index].value) in (int, float, bool):
-                    args.append(_number(prog.constants[r.index].value))
-                    continue
-                key = (r.kind, r.index)
-                if key not in names:
-                    names[key] = f"a{len(self.inputs)}"
-                    self.inputs.append(r)
-                one = int(np.prod(_arg_meta(prog, r)[0])) == 1 and size != 1
-                args.append(f"{names[key]}[{'0' if one else 'i'}]")
-            body.append(f"t{j} = {_scalar_expr(node.prim, args, self.helpers)}")
-            if j in outputs or readers.get(j, set()) - members:
-                self.outputs.append(j)
-                body.append(f"o{j}[i] = t{j}")
-        for j in group.sums:
-            body.append(f"s{j} += t{prog.nodes[j].args[0].index}")
-        self.outputs += list(group.sums)
-        params = ", ".join(names[(r.kind, r.index)] for r in self.inputs)
-        lines = [f"def kernel({params}):", f"    n = {size}"]
-        for j in self.outputs[:len(self.outputs) - len(group.sums)]:
-            kind = "np.bool_" if np.dtype(prog.nodes[j].dtype).kind == "b" else "np.float64"
-            lines.append(f"    o{j} = np.empty(n, {kind})")
-        lines += [f"    acc{j} = 0.0" for j in group.sums]
-        lines.append(f"    for b in range(0, n, {BLOCK}):")
-        lines += [f"        s{j} = 0.0" for j in group.sums]
-        lines.append(f"        for i in range(b, min(b + {BLOCK}, n)):")
-        lines += [f"            {line}" for line in body]
-        lines += [f"        acc{j} += s{j}" for j in group.sums]
-        rets = [f"o{j}" if j not in group.sums else f"acc{j}" for j in self.outputs]
-        lines.append(f"    return ({', '.join(rets)},)")
-        self.source = "\n".join(lines) + "\n"
-
-    def build(self, numba: Any, prog: Program) -> Callable:
-        """The compiled kernel (compiled now, for the arguments' types)."""
-        space: dict[str, Any] = {"np": np}
-        for key, fn in self.helpers.items():
-            space[key] = numba.njit(error_model="numpy", fastmath=set(FASTMATH))(fn)
-        exec(compile(self.source, "<simplegrad numba kernel>", "exec"), space)  # noqa: S102
-        types = []
-        for r in self.inputs:
-            dtype = _arg_meta(prog, r)[1]
-            # read-only: accepts writable arrays too (recorded values are read-only)
-            types.append(numba.types.Array(numba.from_dtype(np.dtype(dtype)), 1, "C",
-                                           readonly=True))
-        outs = []
-        for j in self.outputs:
-            dtype = np.dtype(prog.nodes[j].dtype)
-            outs.append(numba.from_dtype(dtype) if j in self.group.sums else
-                        numba.from_dtype(dtype)[::1])
-        sig = numba.types.Tuple(outs)(*types)
-        return numba.njit(sig, error_model="numpy", fastmath=set(FASTMATH))(space["kernel"])
 
 
 def _caller(fn: Callable, shapes: list[tuple]) -> Callable:
@@ -275,10 +168,14 @@ def fuse(prog: Program) -> tuple[Program, list[Kernel], list[str]]:
                 continue
             kernel = Kernel(prog, g, readers, outputs)
             fn = _built(kernel, numba, prog)
-            if fn is None:
-                alone = [j for j in g.members if _built(Kernel(prog, _single(prog, j), readers,
-                                                               {j}), numba, prog) is None]
-                excluded.update(alone or g.members)
+            if fn is None:      # one member of each primitive alone: which cannot compile
+                first: dict[str, int] = {}
+                for j in g.members:
+                    first.setdefault(prog.nodes[j].prim.name, j)
+                bad = {name for name, j in first.items() if _built(
+                    Kernel(prog, _single(prog, j), readers, {j}), numba, prog) is None}
+                excluded.update([j for j in g.members if prog.nodes[j].prim.name in bad]
+                                or g.members)
                 break
             built[k] = (kernel, fn)
         else:

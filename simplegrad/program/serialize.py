@@ -24,7 +24,9 @@ Primitives are named, and looked up in ``sg.REGISTRY`` when loading: a program t
 attributes must pass its primitive's schema (primitives/schema.py), as load.py checks them.
 Names are Python identifiers (NFKC-normalized, at most ``MAX_NAME`` characters); duplicates
 are made unique as ``sg.compile`` does (``weight``, ``weight_2``), in the order inputs, named
-constants, entries, here and when loading.
+constants, entries, here and when loading. Limits, checked when loading: ``max_bytes`` per
+file (``MAX_BYTES`` by default) and per declared value, ``MAX_ENTRIES`` items per list,
+``MAX_MEMBERS`` arrays, ``MAX_DEPTH`` levels of nested values, 32 dimensions.
 """
 
 from __future__ import annotations

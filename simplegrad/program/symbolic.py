@@ -87,6 +87,10 @@ def _entry(sp: Any, node: Any, args: list, where: str, one: bool) -> Any:
         return getattr(sp, UNARY[name])(args[0])
     if name == "trunc":         # SymPy has no trunc: toward zero is sign(x) floor(|x|)
         return sp.sign(args[0]) * sp.floor(sp.Abs(args[0]))
+    if name == "gammaln":       # log |Gamma|: SymPy's loggamma on the positive reals
+        return sp.loggamma(args[0])
+    if name == "polygamma":
+        return sp.polygamma((node.attrs or {}).get("n", 0), args[0])
     simple = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
               "div": lambda x, y: x / y, "pow": lambda x, y: x ** y, "neg": lambda x: -x,
               "square": lambda x: x ** 2, "reciprocal": lambda x: 1 / x,

@@ -214,7 +214,8 @@ class Jitted:
                     if k:                   # the most recently used first
                         programs.insert(0, programs.pop(k))
                     return tree_unflatten(rec.treedef, outs)
-        out, rec = _record(self.f, treedef, leaves, traced_at, self.backend)
+        out, rec = _record(self.f, treedef or tree_flatten(list(args))[1], leaves, traced_at,
+                           self.backend)
         self.recordings += 1
         programs = self._cache.setdefault(key, [])
         programs.insert(0, rec)
@@ -227,9 +228,18 @@ class Jitted:
         return [r.compiled for r in self._cache.get(key, []) if r.compiled is not None]
 
     def _signature(self, args: tuple) -> tuple:
-        leaves, treedef = tree_flatten(list(args))
+        leaves: list = []
+        try:
+            structure = _structure(list(args), leaves)
+        except (TypeError, _OtherContainerError):    # a namedtuple, unsortable keys: pytree.py
+            leaves, structure = [], None
+        treedef = None
+        if structure is None:
+            leaves, treedef = tree_flatten(list(args))
+            structure = treedef
         static: set[int] = set()
         if self.static_argnums:
+            treedef = treedef or tree_flatten(list(args))[1]
             starts = [0]
             for child in treedef.children:
                 starts.append(starts[-1] + child.num_leaves)
@@ -239,7 +249,7 @@ class Jitted:
                                         f"range for a call with {len(args)} argument(s)")
                 k %= len(args)
                 static.update(range(starts[k], starts[k + 1]))
-        return (leaves, treedef, *_signature(treedef, leaves, static))
+        return (leaves, treedef, *_signature(structure, leaves, static))
 
     def __repr__(self) -> str:
         name = getattr(self.f, "__qualname__", repr(self.f))
@@ -274,10 +284,31 @@ def _has_variable(args: tuple) -> bool:
     return False
 
 
-def _signature(treedef: Any, leaves: list, static: set[int]) -> tuple[Hashable, list[int]]:
+class _OtherContainerError(Exception):
+    """A container pytree.py walks differently from a plain dict, list or tuple."""
+
+
+def _structure(tree: Any, leaves: list) -> Hashable:
+    """pytree.py's walk of plain dicts, lists, tuples and None (the same leaves in the same
+    order), its structure as nested tuples: hashed and compared in C, not per TreeDef node."""
+    t = type(tree)
+    if t is dict:
+        keys = tuple(sorted(tree))
+        return (keys, tuple([_structure(tree[k], leaves) for k in keys]))
+    if t is list or t is tuple:
+        return (t, tuple([_structure(c, leaves) for c in tree]))
+    if tree is None:
+        return None
+    if isinstance(tree, (dict, list, tuple)):
+        raise _OtherContainerError
+    leaves.append(tree)
+    return 0
+
+
+def _signature(structure: Hashable, leaves: list, static: set[int]) -> tuple[Hashable, list[int]]:
     """The cache key of a call, and the positions of the leaves the program takes as inputs
     (float arrays and numbers); every other leaf is part of the key by value."""
-    key: list = [treedef]
+    key: list = [structure]
     traced_at = []
     for i, a in enumerate(leaves):
         t = type(a)

@@ -78,6 +78,8 @@ def decompose(kind: str, compute: Any, a: np.ndarray) -> tuple:
 
 def column_signs(u: np.ndarray) -> np.ndarray:
     """Per column of u, the sign (+1 or -1) that makes its largest-magnitude entry positive."""
+    if u.shape[-2] == 0:        # columns of no entries (a 0 x 0 matrix's): nothing to sign
+        return np.ones(u.shape[:-2] + (1, u.shape[-1]), u.dtype)
     i = np.argmax(np.abs(u), axis=-2)[..., None, :]
     s = np.sign(np.take_along_axis(u, i, axis=-2))
     return np.where(s == 0, 1.0, s).astype(u.dtype)

@@ -68,7 +68,7 @@ def _cofactors(o: PrimitiveMethods, a: Any, out: Any) -> Any:
     n = shape_of(a)[-1]
     if n > COFACTORS_UP_TO:
         return o.mul(_per_matrix(o, out), swap_last(o, o.inv(a)))
-    if n == 1:
+    if n <= 1:          # 1 x 1: det is linear; 0 x 0: det is 1, its gradient empty
         return np.ones(shape_of(a))
     rest = np.array([[k for k in range(n) if k != i] for i in range(n)])    # (n, n - 1)
     minors = o.getitem(a, (Ellipsis, rest[:, None, :, None], rest[None, :, None, :]))

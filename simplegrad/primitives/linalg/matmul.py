@@ -88,7 +88,7 @@ MATMUL = register(Primitive(
     [Case(((3,), (3,))), Case(((2, 3), (3, 4))), Case(((3,), (3, 4))), Case(((2, 3), (3,))),
      Case(((2, 2, 3), (3, 4))), Case(((1, 2, 3), (4, 3, 2))), Case(((3,), (2, 3, 4)))],
     batch=lambda o, xs, batched: _batch_matmul(o, xs, batched),
-    taylor=multilinear("matmul"), schema=attrs(size=matmul_size)))
+    taylor=multilinear("matmul"), schema=attrs(size_rule=matmul_size)))
 
 
 def _batch_matmul(o: PrimitiveMethods, xs, batched):

@@ -108,7 +108,7 @@ LSTSQ = register(Primitive(
     domain=(spread_singular, lambda rng, shape: rng.uniform(-2.0, 2.0, shape)),
     plain=False,         # op.lstsq returns numpy's 4-tuple, the forward only x
     batch=lambda o, xs, batched: _batch_lstsq(o, xs, batched),
-    schema=attrs(size=lstsq_size)))
+    schema=attrs(size_rule=lstsq_size)))
 
 
 def _batch_lstsq(o: PrimitiveMethods, xs, batched):

@@ -92,7 +92,7 @@ SOLVE = register(Primitive(
      Case(((2, 3, 3), (3, 2)))],
     domain=(diagonally_dominant, lambda rng, shape: rng.uniform(-2.0, 2.0, shape)),
     batch=matrix("solve", vectors=(False, True)), taylor=_solve_taylor,
-    schema=attrs(size=solve_size)))
+    schema=attrs(size_rule=solve_size)))
 
 # ---------------------------------------------------------------- inv
 

@@ -1,0 +1,142 @@
+"""The log-gamma function and its derivatives, scipy.special's names: gammaln, digamma and
+polygamma(n, x), computed with numpy alone.
+
+gammaln is the C library's ``math.lgamma`` (log |Gamma(x)|) entrywise; polygamma(n, x) shifts x
+up by the recurrence psi^(n)(x + 1) = psi^(n)(x) + (-1)^n n! / x^(n+1) until x >= 20 + 2n and
+sums the asymptotic series there (ten Bernoulli terms): within a few ulps of scipy for x > 0,
+and right for negative x that is not an integer (a pole, where it gives nan, as does scipy for
+n >= 1). digamma is polygamma with n = 0.
+
+Derivatives: gammaln' = digamma, polygamma(n)' = polygamma(n + 1), so every order records. The
+Taylor rule of both is the same: the composition of a function whose derivatives of every
+order are known at x0 with x's series (``known_derivatives``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import ArgumentError
+from .core import POSITIVE, UNARY, Case
+from .elementwise import elementwise
+from .lazy import blockwise, dask_array
+from .schema import attrs, broadcast, integer
+from .series import Series, cauchy, new, plus, times
+from .taylor import order_of
+
+if TYPE_CHECKING:
+    from ..engine.variable import Variable
+    from . import PrimitiveMethods
+
+# B_2, B_4, ..., B_20
+_BERNOULLI = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510,
+              43867 / 798, -174611 / 330]
+_lgamma = np.vectorize(lambda v: math.inf if v <= 0 and v == math.floor(v) else math.lgamma(v),
+                       otypes=[np.float64])
+
+
+def _gammaln(x):
+    return _lgamma(x)
+
+
+def _polygamma(x, n=0):
+    if dask_array(x) is not None:       # block by block on a dask array (lazy)
+        return blockwise(lambda b: _polygamma(b, n))(x)
+    x = np.asarray(x, dtype=np.float64)
+    pole = (x <= 0) & (x == np.floor(x))
+    z = np.where(pole | ~np.isfinite(x), 1.0, x)
+    shift = np.ceil(np.maximum(0.0, 20.0 + 2 * n - z)).astype(np.int64)
+    steps = int(shift.max()) if shift.size else 0
+    acc = np.zeros_like(z)
+    for k in range(steps):            # psi^(n)(x) = psi^(n)(x + N) - (-1)^n n! sum 1/(x+k)^(n+1)
+        acc = acc + np.where(k < shift, 1.0 / (z + k) ** (n + 1), 0.0)
+    w = z + shift
+    if n == 0:
+        series = np.log(w) - 0.5 / w
+        for k, b in enumerate(_BERNOULLI, start=1):
+            series = series - b / (2 * k * w ** (2 * k))
+    else:
+        series = math.factorial(n - 1) / w ** n + math.factorial(n) / (2 * w ** (n + 1))
+        for k, b in enumerate(_BERNOULLI, start=1):
+            series = series + b * math.factorial(2 * k + n - 1) / (math.factorial(2 * k) *
+                                                                   w ** (2 * k + n))
+        series = (-1) ** (n + 1) * series
+    out = series - (-1) ** n * math.factorial(n) * acc
+    edge = np.where(x == np.inf, np.inf if n == 0 else 0.0,
+                    np.where((x == 0) & (n == 0), -np.inf, np.nan))     # as scipy
+    return np.where(pole | ~np.isfinite(x), edge, out)
+
+
+def known_derivatives(derivative: Callable) -> Callable:
+    """The Taylor rule of f(x) whose j-th derivative at x0 is ``derivative(o, x, j, **attrs)``:
+    z_k = sum_j f^(j)(x0) / j! [t^k] (x(t) - x0)^j."""
+    def rule(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, **attrs: Any) -> Series:
+        order = order_of(ss)
+        delta = [None] + list(ss[0][1:])
+        z, power = new(out, order), delta
+        for j in range(1, order + 1):
+            if j > 1:
+                power = [None] + [cauchy(o, o.mul, power, delta, k, 1) for k in range(1, order + 1)]
+            if all(c is None for c in power[j:]):
+                continue
+            d = times(o, derivative(o, x, j, **attrs), 1.0 / math.factorial(j))
+            for k in range(j, order + 1):
+                if power[k] is not None:
+                    z[k] = plus(o, z[k], o.mul(power[k], d))
+        return z
+    return rule
+
+
+def _polygamma_fmt(args, attrs, render):
+    n = attrs.get("n", 0)
+    return f"digamma({args[0]})" if n == 0 else f"polygamma({n}, {args[0]})"
+
+
+GAMMALN = elementwise("gammaln", blockwise(_gammaln), "gammaln({0})",
+                      (lambda o, g, out, x: o.mul(g, o.polygamma(0, x)),), domain=POSITIVE,
+                      taylor=known_derivatives(lambda o, x, j: o.polygamma(j - 1, x)))
+POLYGAMMA = elementwise(
+    "polygamma", _polygamma, _polygamma_fmt,
+    (lambda o, g, out, x, n=0: o.mul(g, o.polygamma(n + 1, x)),), domain=POSITIVE,
+    cases=[*UNARY, Case(((3,),), {"n": 1}), Case(((2, 3),), {"n": 3})],
+    schema=attrs(size_rule=broadcast, n=integer(0, 64)),
+    taylor=known_derivatives(lambda o, x, j, n=0: o.polygamma(n + j, x)))
+POLYGAMMA.plain = False     # op.polygamma(n, x) puts n first: value sweeps go through apply
+
+
+# ---------------------------------------------------------------- Ops methods
+
+class GammaOps:
+    """log-gamma and its derivatives as methods of an Ops (scipy.special's names)."""
+
+    def gammaln(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise log |Gamma(x)|."""
+        return self.apply(GAMMALN, (x,), None, name)
+
+    def digamma(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise psi(x), the derivative of gammaln (polygamma with n = 0)."""
+        return self.apply(POLYGAMMA, (x,), None, name)
+
+    def polygamma(self, n: int, x: Any, name: str | None = None) -> Variable:
+        """Elementwise n-th derivative of digamma (scipy's argument order)."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ArgumentError(f"polygamma: n must be a non-negative int, got {n!r}")
+        return self.apply(POLYGAMMA, (x,), {"n": int(n)} if n else None, name)
+
+
+class GammaVariable:
+    """Variable methods ``x.gammaln()`` and ``x.digamma()``."""
+
+    __slots__ = ()
+
+    def gammaln(self) -> Variable:
+        """Elementwise log |Gamma|."""
+        return self.rec.gammaln(self)
+
+    def digamma(self) -> Variable:
+        """Elementwise digamma."""
+        return self.rec.digamma(self)
