@@ -56,6 +56,7 @@ from .transforms.ravel import ravel_pytree
 from .transforms.reverse import grad, value_and_grad, vjp
 from .transforms.taylor import taylor, taylor_derivative
 from .transforms.tracing import trace
+from .transforms.transpose import linear_transpose
 from .transforms.vmap import vmap
 
 __version__ = "0.1.0"
@@ -72,7 +73,7 @@ __all__ = [
     "derivative", "trace",
     "custom_vjp", "custom_jvp", "checkpoint", "Program", "simplify", "taylor", "taylor_derivative",
     "TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
-    "register_pytree_node", "ravel_pytree", "linearize",
+    "register_pytree_node", "ravel_pytree", "linearize", "linear_transpose",
     "FormatError", "MissingToolError", "MaterializeError", "load_program", "jacobian_cost", "vmap",
     "map_chunks", "jit", "nn", "optim",
     "step", "Step", "diff", "Diff", "check_closed_form",

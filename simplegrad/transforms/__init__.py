@@ -1,6 +1,6 @@
 """Functions of functions: grad, value_and_grad, vjp, jvp, jacobian, hessian, hvp, derivative,
-vmap, Taylor mode, custom rules and checkpointing, all recording on the tape of the transform
-around them."""
+vmap, linear_transpose, Taylor mode, custom rules and checkpointing, all recording on the tape
+of the transform around them."""
 
 from .arguments import ArgNums, Result
 from .checkpoint import checkpoint
@@ -14,9 +14,10 @@ from .ravel import ravel_pytree
 from .reverse import grad, value_and_grad, vjp
 from .taylor import taylor, taylor_derivative
 from .tracing import trace
+from .transpose import linear_transpose
 from .vmap import vmap
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian",
            "hvp", "derivative", "trace", "vmap", "taylor", "taylor_derivative", "custom_vjp",
-           "custom_jvp", "linearize", "ravel_pytree", "checkpoint", "jit",
+           "custom_jvp", "linearize", "linear_transpose", "ravel_pytree", "checkpoint", "jit",
            "ArgNums", "Result"]
