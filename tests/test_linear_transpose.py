@@ -174,10 +174,7 @@ def registry_params() -> list:
 
 @pytest.mark.filterwarnings("ignore::simplegrad.DisconnectedWarning")     # (floor, sign, ...)
 @pytest.mark.parametrize(("prim", "case"), [
-    p for p in registry_params() if p.values[0].differentiable
-    # (a linearized cummax does not replay on a tape: Program.record hands the replayed
-    # take_along_axis its integer indices as a constant, which recording makes float)
-    and p.values[0].name not in ("cummax", "cummin")])
+    p for p in registry_params() if p.values[0].differentiable])
 def test_values_equal_the_pullback_for_every_primitive(prim, case, rng):
     """Reverse mode derived (linearize, then transpose) equals vjp in every input of every
     primitive, the others held fixed."""

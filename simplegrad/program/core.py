@@ -164,7 +164,7 @@ class Program:
         batched ones included, or arrays): the result is differentiable there."""
         if len(inputs) != len(self.inputs):
             raise ArgumentError(f"program: takes {len(self.inputs)} input(s), got {len(inputs)}")
-        env = [*inputs, *(c.value for c in self.constants)]
+        env = [*inputs, *(_operand(ops, c.value) for c in self.constants)]
         for node in self.nodes:
             env.append(ops.apply(node.prim, [env[self._slot(r)] for r in node.args],
                                  node.attrs or None))
@@ -316,6 +316,14 @@ class Program:
         them); returns the two paths."""
         from .serialize import save
         return save(self, path)
+
+
+def _operand(ops: Any, value: Any) -> Any:
+    """A constant as ``record`` passes it: an integer array (an index recorded as an entry)
+    as a leaf that takes no gradient, so that it keeps its dtype (constants are cast)."""
+    if type(value) is np.ndarray and value.dtype.kind in "iu" and hasattr(ops, "leaf"):
+        return ops.leaf(value, None, False)
+    return value
 
 
 class _Registered(NamedTuple):
