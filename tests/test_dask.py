@@ -271,7 +271,7 @@ def _cluster_gradient(processes: bool, data) -> None:
     X, y, w = data
     prog = logistic_program(X[:150], y[:150], w)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=processes,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as client:
         loss, grad = sg.map_chunks(prog, da.from_array(X, chunks=150),
                                    da.from_array(y, chunks=150), w, reduce="mean")
