@@ -100,14 +100,14 @@ def main(argv: list[str] | None = None) -> int:
                       f"largest difference {error:.1e}")
         assert error < 1e-10, error
         lr = 4.0
-        start = time.perf_counter()
         for step in range(1, args.steps + 1):
+            start = time.perf_counter()
             loss, gw, gb = client.compute(sg.map_chunks(prog, X, y, w, b, reduce="mean"),
                                           sync=True)
             w, b = w - lr * gw, b - lr * gb
             console.print(f"step {step:3d}  loss {float(loss):.6f}  |grad| "
                           f"{np.linalg.norm(np.append(gw, gb)):.2e}  "
-                          f"({args.rows * step / (time.perf_counter() - start):,.0f} rows/s)")
+                          f"({args.rows / (time.perf_counter() - start):,.0f} rows/s)")
         accuracy = client.compute(((X @ w + b > 0) == (y > 0.5)).mean(), sync=True)
     console.print(f"final accuracy on all {args.rows:,} rows: {accuracy:.4f}")
     return compare(console, Xs, ys, w, b)
