@@ -31,11 +31,11 @@ def _has_array(index: tuple) -> bool:
 
 
 def _getitem(x, index):
-    if dask_array(x) is None:
-        return x[index]
     try:
         return x[index]
     except NotImplementedError:         # dask indexes with one array at a time
+        if dask_array(x) is None:
+            raise
         return _getitem_trailing(x, index)
 
 
