@@ -323,3 +323,18 @@ def test_import_simplegrad_does_not_import_dask():
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_per_block_forwards_declare_the_dtype_they_compute(rng):
+    """Dask is told each block forward's dtype before running it: float32 stays float32."""
+    a0 = (rng.normal(size=(4, 3, 3)) + 3 * np.eye(3)).astype(np.float32)
+    op = sg.Ops()
+    a = op.var(a0)
+    s = a @ op.transpose(a, (0, 2, 1))
+    outs = [op.det(a), op.inv(a), op.solve(a, a), op.slogdet(a), op.cholesky(s),
+            *op.eigh(s), *op.svd(a), *op.qr(a), op.pinv(a)]
+    prog = op.program([a], outs)
+    lazy = prog(da.from_array(a0, chunks=(2, 3, 3)))
+    for got, want, declared in zip(dask.compute(*lazy, scheduler="sync"), prog(a0), lazy):
+        assert declared.dtype == got.dtype == want.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
