@@ -28,7 +28,7 @@ from pathlib import Path
 from timing import MEASURING_ENV
 
 HERE = Path(__file__).resolve().parent
-PEERS = ("hessian", "nth_derivative", "mlp", "hvp", "taylor", "batching")
+PEERS = ("hessian", "nth_derivative", "mlp", "hvp", "taylor", "batching", "jacobian_modes")
 COLUMNS = ("simplegrad", "numpy (by hand)", "torch eager", "torch.func", "autograd", "JAX jit")
 BEGIN, END = "<!-- results: begin -->", "<!-- results: end -->"
 ENV = {**os.environ, **MEASURING_ENV}

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, J in (("rev", J_rev), ("fwd", J_fwd), ("auto", J_auto)):
             if J.shape != (m, n) or np.max(np.abs(J - closed)) > 1e-10:
                 failures.append(f"{name} Jacobian of R^{n} -> R^{m} differs from the closed form")
-    Console(width=100).print(table)
+    Console(width=100, markup=False).print(table)      # (no [...] taken for markup)
     print("reverse mode costs one sweep per output, forward mode one per input: "
           "'auto' takes forward exactly when the inputs are fewer")
     for f in failures:

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="where to save the PNG when matplotlib is installed")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
-    console = Console(width=100)
+    console = Console(width=100, markup=False)      # print [...] as written
     failures: list[str] = []
 
     # part 1: a 200 x 200 symmetric positive matrix with eigenvalues 1 / k^2

@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         err = float(np.max(np.abs(d[k] - auto[k].value)))
         worst = max(worst, err)
         table.add_row(k, str(v[k].shape), f"{err:.2e}", "yes" if err <= 1e-10 else "NO")
-    Console(width=100).print(table)
+    Console(width=100, markup=False).print(table)      # (no [...] taken for markup)
     print(f"largest difference: {worst:.2e} (required: at most 1e-10)")
     if not worst <= 1e-10:
         print("FAILED: a hand-derived gradient disagrees with simplegrad", file=sys.stderr)

@@ -1,9 +1,11 @@
 """simplegrad: reverse-mode autodiff on numpy in which gradients are recorded programs."""
 
+from . import nn, optim  # sg.nn and sg.optim without a separate import
 from .checks import check_grads, check_jvp_vjp_consistency
 from .distributed import map_chunks
 from .engine.ops import Ops
 from .engine.params import Parameter
+from .engine.steps import Step, step
 from .engine.tape import Tape
 from .engine.variable import Variable
 from .errors import (
@@ -26,17 +28,31 @@ from .errors import (
 from .estimators import divergence, hutchinson_trace, hutchpp_trace
 from .primitives import REGISTRY, Case, Primitive
 from .program.accumulation import jacobian_cost
+from .program.compare import Diff, diff
 from .program.compile import (
     compile as compile,  # sg.compile; kept out of __all__ (shadows a builtin)
 )
 from .program.core import Program
 from .program.load import load_program
 from .program.simplify import simplify
-from .pytree import TreeDef, tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
+from .program.symbolic import check_closed_form
+from .pytree import (
+    TreeDef,
+    register_pytree_node,
+    tree_flatten,
+    tree_leaves,
+    tree_map,
+    tree_structure,
+    tree_unflatten,
+)
 from .transforms.checkpoint import checkpoint
 from .transforms.custom import custom_vjp
+from .transforms.custom_jvp import custom_jvp
 from .transforms.forward import derivative, jvp
-from .transforms.jacobians import hessian, hvp, jacobian
+from .transforms.jacobians import hessian, hvp, jacfwd, jacobian, jacrev
+from .transforms.jit import jit
+from .transforms.linearize import linearize
+from .transforms.ravel import ravel_pytree
 from .transforms.reverse import grad, value_and_grad, vjp
 from .transforms.taylor import taylor, taylor_derivative
 from .transforms.tracing import trace
@@ -52,9 +68,12 @@ __all__ = [
     "DisconnectedWarning",
     "check_grads", "check_jvp_vjp_consistency",
     "hutchinson_trace", "hutchpp_trace", "divergence",
-    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "derivative", "trace",
-    "custom_vjp", "checkpoint", "Program", "simplify", "taylor", "taylor_derivative",
+    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp",
+    "derivative", "trace",
+    "custom_vjp", "custom_jvp", "checkpoint", "Program", "simplify", "taylor", "taylor_derivative",
     "TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
+    "register_pytree_node", "ravel_pytree", "linearize",
     "FormatError", "MissingToolError", "MaterializeError", "load_program", "jacobian_cost", "vmap",
-    "map_chunks",
+    "map_chunks", "jit", "nn", "optim",
+    "step", "Step", "diff", "Diff", "check_closed_form",
 ]

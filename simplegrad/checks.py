@@ -27,7 +27,7 @@ import numpy as np
 from .engine.ops import Ops
 from .engine.variable import Variable
 from .errors import ArgumentError, GradientCheckError
-from .pytree import tree_flatten, tree_leaves, tree_unflatten
+from .pytree import is_node, tree_flatten, tree_leaves, tree_unflatten
 from .transforms.arguments import running
 
 MODES = ("rev", "fwd")
@@ -110,7 +110,7 @@ def _check(f: Callable, xs: list[np.ndarray], labels: list[str], order: int, mod
 def _vjp_function(f: Callable, n: int) -> Callable:
     """(x, u) -> gradient of <u, f(x)> with respect to every x, recorded (u is a Variable too)."""
     def vjp_of_f(*ws: Variable) -> tuple:
-        op = ws[0].ops
+        op = ws[0].rec
         xs, us = list(ws[:n]), list(ws[n:])
         return tuple(op.grad(_pairing(op, _run(f, xs), us), xs))
     return vjp_of_f
@@ -119,7 +119,7 @@ def _vjp_function(f: Callable, n: int) -> Callable:
 def _jvp_function(f: Callable, n: int) -> Callable:
     """(x, v) -> tangent of each output of f along v, recorded (v is a Variable too)."""
     def jvp_of_f(*ws: Variable) -> tuple:
-        op = ws[0].ops
+        op = ws[0].rec
         xs, vs = list(ws[:n]), list(ws[n:])
         return tuple(op.jvp(y, xs, vs) for y in _run(f, xs))
     return jvp_of_f
@@ -187,7 +187,7 @@ def _on_leaves(f: Callable, args: Sequence[Any]) -> tuple[Callable, Sequence[Any
 def _numbers(a: Any) -> bool:
     if isinstance(a, (list, tuple)):
         return all(not isinstance(b, np.ndarray) and _numbers(b) for b in a)
-    return a is not None and not isinstance(a, dict)
+    return a is not None and not is_node(a)     # (a dict or a registered class: a tree)
 
 
 def _modes(modes: Sequence[str]) -> tuple:
@@ -211,7 +211,7 @@ def _arrays(who: str, args: Sequence[Any]) -> list[np.ndarray]:
 def _run(f: Callable, ws: list[Variable]) -> list[Variable]:
     """f's outputs at the Variables ``ws``, with their Ops around f (so transforms inside f,
     closures included, record there)."""
-    with running(ws[0].ops):
+    with running(ws[0].rec):
         return _outputs(f(*ws))
 
 

@@ -3,8 +3,11 @@
 ``simplegrad`` (or ``simplegrad demo``) replays the seed program with its trace.
 ``simplegrad trace EXPR --var a=... --wrt a --order N`` differentiates EXPR N times, as the
 seed does: order 1 differentiates ``L0 = EXPR`` (summed when it is not a scalar), order k + 1
-differentiates ``L_k``, the sum of the squares of the order-k gradients; it prints the trace,
-then the gradients of the last order.
+differentiates ``L_k``, the sum of the squares of the order-k gradients; it prints the
+derivation pruned to the ``--wrt`` asked (``--raw``: the whole tape), then the gradients of the
+last order. ``--derivative N`` asks for the N-th derivative instead (order k + 1 differentiates
+the sum of the order-k gradients: d^N EXPR/da^N for a scalar a), ``--hessian`` for the
+Hessian.
 
 EXPR is read with ``ast`` and checked against a whitelist before anything runs (see
 ``simplegrad.expression``); nothing reaches ``eval`` or ``exec``.
@@ -20,7 +23,6 @@ import ast
 import keyword
 import os
 import sys
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,15 +59,25 @@ EPILOG = """examples:
   simplegrad trace "sum((a + b) * b)" --var a=0.4605,0.4061,0.9422,0.3946 \\
       --var b=0.0850,0.3296,0.9888,0.6494 --wrt a,b --order 2
   simplegrad trace "tanh(x) * x" --var x=0.5 --order 3 --simplify
+  simplegrad trace "sin(x) * exp(x)" --var x=0.5 --derivative 4
+  simplegrad trace "sum(a ** 3)" --var a=1,2 --hessian
 
 exit codes: 0 done, 2 a usage error (a bad option or a refused expression),
 1 a math error (shapes that do not fit, a value that is not finite)
 """
 
-TRACE_HELP = """Differentiate EXPR to any order and print the trace, then the gradients
-of the last order. Order 1 differentiates L0 = EXPR (summed when EXPR is not a
-scalar); order k + 1 differentiates L_k = the sum over --wrt of sum(g * g) of the
-order-k gradients g.
+TRACE_HELP = """Differentiate EXPR and print its derivation, pruned to the --wrt asked
+(--raw: the whole recorded tape), then the derivatives. L0 = EXPR (summed when
+EXPR is not a scalar).
+
+--derivative N: the N-th derivative. Order 1 differentiates L0; order k + 1
+differentiates L_k = the sum over --wrt of sum(g) of the order-k gradients g.
+For one scalar variable a this is d^N EXPR / da^N; for a vector a and an
+elementwise EXPR it is the N-th derivative of each entry.
+--hessian: the Hessian of L0 in the --wrt variables (one block per pair) and
+its program.
+--order N (the seed's program): order k + 1 differentiates L_k = the sum over
+--wrt of sum(g * g) of the order-k gradients g.
 
 EXPR may use: the names given by --var, numbers, + - * / ** @, unary minus,
 indexing a value with literal indices (a[0], a[1:3]), and calls of simplegrad
@@ -92,8 +104,17 @@ def _parser() -> argparse.ArgumentParser:
                             "a='1,2;3,4' (rows of a matrix); repeat for each")
     trace.add_argument("--wrt", metavar="A,B", help="differentiate in these variables "
                        "(default: all of them)")
-    trace.add_argument("--order", type=int, default=1, metavar="N",
-                       help="the derivative order (default 1)")
+    what = trace.add_mutually_exclusive_group()
+    what.add_argument("--order", type=int, default=None, metavar="N",
+                      help="the seed's iterated order: gradients of the sum of squares of the "
+                           "previous order's (default 1)")
+    what.add_argument("--derivative", type=int, default=None, metavar="N",
+                      help="the N-th derivative (several --wrt: the gradient of the sum of "
+                           "the previous order's gradients)")
+    what.add_argument("--hessian", action="store_true",
+                      help="the Hessian of L0 in the --wrt variables, and its program")
+    trace.add_argument("--raw", action="store_true",
+                       help="print the whole recorded tape, not the derivation pruned to --wrt")
     trace.add_argument("--simplify", action="store_true",
                        help="print the last gradients' program simplified (sg.simplify) "
                             "instead of the whole trace")
@@ -147,7 +168,7 @@ def _silence_stdout() -> None:
 def _demo(rich: bool) -> int:
     op, a, b = seed_program(echo=not rich)
     if rich:
-        op.print_trace()
+        op.print_trace(raw=True)        # the seed's own trace, coloured
     print(f"d{a.name} = {format_value(a.grad.value)}")
     print(f"d{b.name} = {format_value(b.grad.value)}")
     return 0
@@ -167,27 +188,27 @@ def _trace(ns: argparse.Namespace) -> int:
                              f"(there are {', '.join(variables)})")
     if len(set(wrt)) != len(wrt):
         raise UsageError(f"--wrt names a variable twice: {ns.wrt}")
-    if ns.order < 1:
-        raise UsageError(f"--order must be at least 1, got {ns.order}")
+    for flag in ("order", "derivative"):
+        n = getattr(ns, flag)
+        if n is not None and n < 1:
+            raise UsageError(f"--{flag} must be at least 1, got {n}")
     tree = parse(ns.expr, set(variables))
     op = Ops()
     env = {name: op.named_var(value, name) for name, value in variables.items()}
     xs = [env[w] for w in wrt]
-    with warnings.catch_warnings():     # a nan is reported below, where it first appears
-        warnings.simplefilter("ignore", RuntimeWarning)
-        note, loss = _loss(op, tree, env)
-        l0 = loss
-        for k in range(1, ns.order + 1):
-            grads = op.grad(loss, xs)
-            if k < ns.order:
-                loss = _sum_of_squares(op, grads, f"L{k}")
+    with np.errstate(all="ignore"):     # a nan is reported below, where it first appears
+        if ns.hessian:
+            note, l0, grads, labels = _hessian(op, tree, env, wrt)
+        else:
+            note, l0 = _loss(op, tree, env)
+            grads, labels = _derivatives(op, l0, xs, ns, set(variables))
     prog = op.program(xs, list(grads))
     if ns.simplify:
         from .program.simplify import simplify
         prog = simplify(prog)
     _show(op, prog, ns, note)
-    for x, g in zip(xs, grads):
-        print(f"d{x.name} = {format_value(g.value)}")
+    for label, g in zip(labels, grads):
+        print(f"{label} = {format_value(g.value)}")
     if ns.dot:
         with open(ns.dot, "w", encoding="utf-8") as f:
             f.write(prog.to_dot())
@@ -220,21 +241,58 @@ def _variable(spec: str) -> tuple[str, np.ndarray]:
     return name, value[0] if value.shape == (1,) and "," not in text else value
 
 
+def _derivatives(op: Ops, loss: Variable, xs: list[Variable], ns: argparse.Namespace,
+                 taken: set[str]) -> tuple[list[Variable], list[str]]:
+    """The gradients of --order N (the seed's) or --derivative N, the last order named."""
+    n = ns.derivative or ns.order or 1
+    prefix = "d" if n == 1 or ns.derivative is None else f"d{n}"
+    labels = [f"{prefix}{x.name}" for x in xs]
+    names = None if taken & set(labels) else labels     # never shadow a --var
+    for k in range(1, n + 1):
+        grads = op.grad(loss, xs, name=names if k == n else None)
+        if k < n:
+            loss = _sum_of_squares(op, grads, f"L{k}") if ns.derivative is None else \
+                _sum_all(op, grads, f"L{k}")
+    return grads, labels
+
+
+def _hessian(op: Ops, tree: ast.Expression, env: dict, wrt: list[str]
+             ) -> tuple[str | None, Variable, list[Variable], list[str]]:
+    """The note on L0, L0, and the blocks of the Hessian of L0 in the --wrt variables (with
+    their names), recorded on ``op``."""
+    from .transforms.jacobians import hessian
+    found: list = []
+
+    def f(*xs: Variable) -> Variable:
+        found[:] = _loss(op, tree, {**env, **dict(zip(wrt, xs))})
+        return found[1]
+
+    blocks = hessian(f, tuple(range(len(wrt))))(*[env[w] for w in wrt])
+    if len(wrt) == 1:
+        return (*found, [op.reshape(blocks[0][0], blocks[0][0].shape, name="H")], ["H"])
+    out, labels = [], []
+    for i, a in enumerate(wrt):
+        for j, b in enumerate(wrt):
+            out.append(op.reshape(blocks[i][j], blocks[i][j].shape, name=f"H_{a}_{b}"))
+            labels.append(f"H_{a}_{b}")
+    return (*found, out, labels)
+
+
 def _show(op: Ops, prog: Any, ns: argparse.Namespace, note: str | None) -> None:
     text = prog.format() if ns.simplify else None
     if ns.rich:
         from rich.console import Console
-        console = Console()
+        console = Console(markup=False)
         if note:
             console.print(note, style="dim", markup=False)
         if text is not None:
             console.print(text, markup=False, highlight=False)
         else:
-            op.print_trace(console, explain=ns.explain)
+            op.print_trace(console, explain=ns.explain, raw=ns.raw)
         return
     if note:
         print(note)
-    print(text if text is not None else op.format_trace(explain=ns.explain))
+    print(text if text is not None else op.format_trace(explain=ns.explain, raw=ns.raw))
 
 
 def _loss(op: Ops, tree: ast.Expression, env: dict) -> tuple[str | None, Variable]:
@@ -256,6 +314,16 @@ def _loss(op: Ops, tree: ast.Expression, env: dict) -> tuple[str | None, Variabl
     note = None if value.shape == () else \
         f"# the expression has shape {value.shape}: L0 is its sum"
     return note, op.sum(value, name="L0")
+
+
+def _sum_all(op: Ops, grads: Sequence[Variable], name: str) -> Variable:
+    """sum(g1) + sum(g2) + ...: what the next order of --derivative differentiates."""
+    if len(grads) == 1:
+        return op.sum(grads[0], name=name)
+    total = op.sum(grads[0])
+    for g in grads[1:-1]:
+        total = op.add(total, op.sum(g))
+    return op.add(total, op.sum(grads[-1]), name=name)
 
 
 def _sum_of_squares(op: Ops, grads: Sequence[Variable], name: str) -> Variable:

@@ -75,15 +75,16 @@ def divergence(f: Callable[[Variable], Variable], x: Any, method: Method = "exac
         samples = _count("divergence", "samples", samples, 3 if method == "hutch++" else 1)
     recorded = isinstance(x, Variable)
     if recorded:
-        op = FREE.implicit() if x.ops is FREE else x.ops
+        op = FREE.implicit() if x.rec is FREE else x.rec
         xv = op.leaf_for(x)
         if not xv.requires_grad:    # a point that takes no gradient: the products need one
             xv = op.leaf(xv.raw, None, True)
     else:
-        op = Ops()
+        face = Ops()      # held for the whole computation (its tape keeps the entries)
+        op = face.recorder
         xv = op.var(x)
     y = f(xv)
-    if not isinstance(y, Variable) or y.ops is not op:
+    if not isinstance(y, Variable) or y.rec is not op:
         raise ArgumentError(f"divergence: f must return a Variable computed from its argument, "
                             f"got {type(y).__name__}")
     if y.shape != xv.shape:

@@ -115,7 +115,7 @@ class Optimizer:
             o = recording_ops(f"{type(self).__name__}.update", xs)
             if o is None:
                 o = VALUES
-            elif any(getattr(x, "ops", o) is not o for x in xs):   # free beside bound: refused
+            elif any(getattr(x, "rec", o) is not o for x in xs):   # free beside bound: refused
                 raise GraphError(f"{type(self).__name__}.update: a parameter, its gradient "
                                  "and its slots belong to different Ops")
             q, s = self.rule(o, p, g, dict(slot), step)

@@ -1,8 +1,10 @@
 """Pytrees: nested dicts, lists and tuples of arrays, flattened to leaves and rebuilt.
 
 A pytree is a leaf (an array, a number, a Variable: anything else) or a node: a dict (its
-keys visited in sorted order, as JAX does), a list, a tuple (a namedtuple keeps its type) or
-None (a node with no children). ``tree_flatten`` gives the leaves, left to right, and a
+keys visited in sorted order, as JAX does), a list, a tuple (a namedtuple keeps its type),
+None (a node with no children), or an instance of a class given to ``register_pytree_node``
+(JAX's signature: ``flatten(obj) -> (children, aux_data)``,
+``unflatten(aux_data, children) -> obj``). ``tree_flatten`` gives the leaves, left to right, and a
 ``TreeDef`` that ``tree_unflatten`` rebuilds the same structure from.
 """
 
@@ -14,9 +16,29 @@ from typing import Any
 from .errors import ArgumentError
 
 __all__ = ["TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves",
-           "tree_structure"]
+           "tree_structure", "register_pytree_node", "is_node", "node_children", "prefix_leaves"]
 
 _LEAF = "leaf"
+# the user's node classes: cls -> (flatten, unflatten)
+_NODES: dict[type, tuple[Callable, Callable]] = {}
+
+
+def register_pytree_node(cls: type, flatten: Callable, unflatten: Callable) -> None:
+    """Make instances of ``cls`` pytree nodes: ``flatten(obj) -> (children, aux_data)``,
+    ``unflatten(aux_data, children) -> obj`` (``jax.tree_util.register_pytree_node``)."""
+    if not isinstance(cls, type):
+        raise ArgumentError(f"register_pytree_node: expected a class, got {cls!r}")
+    if not callable(flatten) or not callable(unflatten):
+        raise ArgumentError(f"register_pytree_node: flatten and unflatten of {cls.__name__} "
+                            "must be functions")
+    if cls in _NODES or cls in (dict, list, tuple, type(None)):
+        raise ArgumentError(f"register_pytree_node: {cls.__name__} is already a pytree node")
+    _NODES[cls] = (flatten, unflatten)
+
+
+def is_node(tree: Any) -> bool:
+    """Whether ``tree`` is a pytree node (a container), not a leaf."""
+    return tree is None or isinstance(tree, (dict, list, tuple)) or type(tree) in _NODES
 
 
 class TreeDef:
@@ -35,7 +57,10 @@ class TreeDef:
                 and self.meta == other.meta and self.children == other.children)
 
     def __hash__(self) -> int:
-        return hash((self.kind, self.meta, self.children))
+        try:
+            return hash((self.kind, self.meta, self.children))
+        except TypeError:       # a registered node's aux_data need not be hashable
+            return hash((self.kind, self.children))
 
     def __repr__(self) -> str:
         return f"TreeDef({_describe(self)})"
@@ -79,6 +104,52 @@ def tree_map(f: Callable, tree: Any, *rest: Any) -> Any:
         others.append(other_leaves)
     return tree_unflatten(treedef, [f(*xs) for xs in zip(leaves, *others)])
 
+def node_children(tree: Any) -> tuple[Any, Any, list] | None:
+    """One level of a node: ``(kind, meta, children)`` (a dict's keys sorted), or None for a
+    leaf. ``kind`` is as in ``TreeDef`` (list and tuple for plain ones)."""
+    if not is_node(tree) or tree is None:
+        return (None, None, []) if tree is None else None
+    node = _NODES.get(type(tree))
+    if node is not None:
+        children, aux = node[0](tree)
+        return type(tree), aux, list(children)
+    if isinstance(tree, dict):
+        keys = sorted(tree)
+        return dict, tuple(keys), [tree[k] for k in keys]
+    kind = type(tree) if hasattr(tree, "_fields") else (list if isinstance(tree, list)
+                                                         else tuple)
+    return kind, None, list(tree)
+
+
+def prefix_leaves(prefix: Any, treedef: TreeDef, covers: Callable[[Any], bool],
+                  what: str) -> list:
+    """One value per leaf of ``treedef`` from ``prefix``, a tree matching ``treedef`` down to
+    where it stops: a ``covers(p)`` value (None, an int axis, ...) stands for a whole subtree,
+    and a leaf of ``treedef`` takes whatever ``prefix`` holds there (JAX's tree prefixes:
+    vmap's axes, a rule's cotangents). ``what`` opens the error for a mismatch."""
+    out: list = []
+    stack = [(prefix, treedef, "")]
+    while stack:
+        p, d, path = stack.pop()
+        if covers(p):
+            out.extend([p] * d.num_leaves)
+            continue
+        one = node_children(p)
+        if d.kind == _LEAF and one is None:
+            out.append(p)
+            continue
+        same = one is not None and (one[0] == d.kind or {one[0], d.kind} <= {list, tuple}) \
+            and one[1] == d.meta and len(one[2]) == len(d.children)
+        if not same:
+            got = f"{p!r}" if one is None else _describe(tree_structure(p))
+            raise ArgumentError(f"{what}{path}: {got} is not a prefix of the structure "
+                                f"{_describe(d)}")
+        names = d.meta if d.kind is dict else range(len(d.children))
+        stack.extend(reversed([(c, dc, f"{path}[{k!r}]")
+                               for k, c, dc in zip(names, one[2], d.children)]))
+    return out
+
+
 LEAF = TreeDef(_LEAF, None, ())     # the structure of every single leaf (shared)
 
 # ---------------------------------------------------------------- internals
@@ -87,6 +158,10 @@ LEAF = TreeDef(_LEAF, None, ())     # the structure of every single leaf (shared
 def _flatten(tree: Any, leaves: list) -> TreeDef:
     if tree is None:
         return TreeDef(None, None, ())
+    node = _NODES.get(type(tree))
+    if node is not None:
+        children, aux = node[0](tree)
+        return TreeDef(type(tree), aux, tuple(_flatten(c, leaves) for c in children))
     if isinstance(tree, dict):
         try:
             keys = tuple(sorted(tree))
@@ -109,6 +184,8 @@ def _build(treedef: TreeDef, it: Any) -> Any:
     if kind is None:
         return None
     children = [_build(c, it) for c in treedef.children]
+    if kind in _NODES:
+        return _NODES[kind][1](treedef.meta, children)
     if kind is dict:
         return dict(zip(treedef.meta, children))
     if kind is list:
@@ -125,6 +202,8 @@ def _describe(treedef: TreeDef) -> str:
     if kind is None:
         return "None"
     inner = [_describe(c) for c in treedef.children]
+    if kind in _NODES:
+        return f"{kind.__name__}(" + ", ".join(inner) + ")"
     if kind is dict:
         return "{" + ", ".join(f"{k!r}: {s}" for k, s in zip(treedef.meta, inner)) + "}"
     if kind is list:

@@ -57,10 +57,10 @@ def test_comparisons_record_and_equality_stays_identity(env):
 
 
 @pytest.mark.parametrize("call", [
-    lambda x: np.asarray(x), lambda x: np.median(x), lambda x: np.cbrt(x),
+    lambda x: np.asarray(x), lambda x: np.nanmedian(x), lambda x: np.cbrt(x),
     lambda x: np.add.reduce(x), lambda x: np.exp(x, out=np.zeros(2)),
-    lambda x: np.sum(x, dtype=np.float32),
-], ids=["asarray", "median", "cbrt", "reduce", "out", "dtype"])
+    lambda x: np.sum(x, dtype=np.int64),
+], ids=["asarray", "nanmedian", "cbrt", "reduce", "out", "dtype"])
 def test_what_numpy_cannot_record_is_refused_clearly(env, call):
     op, x = env
     before = len(op.tape)

@@ -247,7 +247,7 @@ def test_product_errors_raise_before_recording():
     op = sg.Ops()
     x, m = op.var(np.ones(3)), op.var(np.ones((3, 3)))
     for call, kind in [(lambda: op.cross(x, op.var(np.ones(2))), ShapeError),
-                       (lambda: op.cross(m, op.var(np.ones((3, 3, 3))), axis=0), AxisError),
+                       (lambda: op.cross(m, op.var(np.ones((3, 3, 3))), axis=2), AxisError),
                        (lambda: op.diagonal(m, axis1=0, axis2=0), AxisError),
                        (lambda: op.trace(x), AxisError),
                        (lambda: op.tril(x), ShapeError),

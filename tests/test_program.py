@@ -86,7 +86,7 @@ def test_seed_program_extracts_and_formats():
     op, a, b = seed_program(echo=False)
     prog = op.program([a, b], [a.grad, b.grad])
     assert len(prog) == 14
-    text = prog.format().splitlines()
+    text = prog.format(raw=True).splitlines()
     assert text[0] == "inputs: a, b"
     assert "v3 = [1.0000, 1.0000, 1.0000, 1.0000]" in text     # the expanded seed: a constant
     assert "v0 = a + b" in text and "v12 = v11 * v6" in text and "v25 = v22 + v20" in text

@@ -226,7 +226,8 @@ def test_the_default_seed_is_multiplied_out():
     # grad of sum((a + b) * b): the recorded block multiplies by the expanded ones seed
     op, a, b = seed_program(echo=False)
     prog = op.program([a, b], [a.grad, b.grad])
-    assert "v4 = v3 * b" in prog.format().splitlines()
+    assert "v4 = v3 * b" in prog.format(raw=True).splitlines()
+    assert prog.format() == sg.simplify(prog).format()        # printed as a person reads it
     text = sg.simplify(prog).format().splitlines()
     assert not any("v3" in line for line in text)
     assert text == ["inputs: a, b", "v0 = a + b", "v6 = v0 + b", "v14 = v6 * 2.0",

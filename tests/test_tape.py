@@ -16,8 +16,12 @@ def test_the_seed_program_as_typed_events():
     op, a, b = seed_program(echo=False)
     kinds = [(type(e).__name__, getattr(e, "kind", None)) for e in op.tape.events]
     assert kinds == [("Leaf", "leaf"), ("Leaf", "leaf"), ("BlockBegin", "grad"),
-                     ("Leaf", "seed"), ("BlockEnd", "grad"), ("BlockBegin", "grad"),
-                     ("Leaf", "seed"), ("BlockEnd", "grad")]
+                     ("Leaf", "seed"), ("BlockEnd", "grad"), ("Asked", None),
+                     ("BlockBegin", "grad"), ("Leaf", "seed"), ("BlockEnd", "grad"),
+                     ("Asked", None)]
+    asked = op.tape.events[5]           # what the grad call asked for, in order
+    assert [w.name for w in asked.wrt] == ["a", "b"] and [g.name for g in asked.grads] == \
+        ["v4", "v6"]
     first_end = op.tape.events[4]
     assert isinstance(first_end, BlockEnd) and first_end.target.name == "L0"
     assert [(v.name, g.name) for v, g in first_end.pairs] == [
@@ -63,7 +67,8 @@ def test_listeners_hear_every_entry_and_event():
     y = x * x
     op.grad(y, x)
     assert heard[0] == Leaf(x.position, x, "leaf") and heard[1] is y
-    assert isinstance(heard[2], BlockBegin) and isinstance(heard[-1], BlockEnd)
+    assert isinstance(heard[2], BlockBegin) and isinstance(heard[-2], BlockEnd)
+    assert type(heard[-1]).__name__ == "Asked"     # then what the grad call asked for
     assert sum(isinstance(h, sg.Variable) for h in heard) == len(op.tape)
 
 

@@ -235,12 +235,13 @@ def test_print_trace_with_rich_console() -> None:
     with contextlib.redirect_stdout(io.StringIO()):
         seed_program(op)
     console = Console(file=io.StringIO(), record=True, width=200, color_system="truecolor")
-    op.print_trace(console)
+    op.print_trace(console, raw=True)
     text = console.export_text(clear=False)
     assert text.startswith(op.format_trace() + "\n")
     table = text[len(op.format_trace()) + 1:].splitlines()
     rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in table if "│" in line]
     assert rows == [["0", "forward", "3"], ["1", "dL0", "4"], ["2", "dL1", "15"]]
+    assert table[-1].split() == ["colours:", "input", "forward", "order", "1", "order", "2"]
     styled = console.export_text(styles=True)
     assert "\x1b[" in styled            # roles are coloured
 

@@ -231,14 +231,20 @@ def _passes(ops: sg.Ops) -> tuple[int, int]:
     return rev, fwd
 
 
-@pytest.mark.parametrize("f_sg, n, counts, expected", [
-    # forward and reverse vertex elimination counts (sg.jacobian_cost) decide, not the sizes
-    pytest.param(tall_sg, 2, (16, 15), (5, 0), id="tall-picks-rev"),
-    pytest.param(wide_sg, 4, (26, 28), (0, 1), id="wide-picks-fwd"),   # one batched sweep
+def _scalar_sg(x):
+    """R^n -> R: one output entry, so one reverse sweep."""
+    return (x.sin() * x).sum()
+
+
+@pytest.mark.parametrize("f_sg, n, expected", [
+    # the expected time decides: one batched forward sweep of every input direction against
+    # one reverse sweep per output entry (the sweeps' Python cost dominates at these sizes)
+    pytest.param(tall_sg, 2, (0, 1), id="tall-picks-fwd"),
+    pytest.param(wide_sg, 4, (0, 1), id="three-outputs-picks-fwd"),
+    pytest.param(_scalar_sg, 50, (1, 0), id="one-output-picks-rev"),
 ])
-def test_jacobian_auto_picks_mode_by_elimination_counts(f_sg, n, counts, expected):
+def test_jacobian_auto_picks_the_mode_expected_faster(f_sg, n, expected):
     x = np.linspace(-0.5, 0.5, n)
-    assert sg.jacobian_cost(f_sg, x)[:2] == counts
     ops = sg.trace(sg.jacobian(f_sg), x)
     assert _passes(ops) == expected
 
@@ -513,8 +519,6 @@ def test_hvp_records_one_jvp_and_one_reverse_sweep_and_hessian_one_per_input():
 def test_grad_of_non_scalar_says_to_use_jacobian_or_vjp(x3):
     with pytest.raises(sg.ShapeError, match=r"shape \(3,\).*jacobian.*vjp"):
         sg.grad(lambda x: x.sin())(x3)
-    with pytest.raises(ValueError, match="jacobian"):
-        sg.hessian(lambda x: x * x)(x3)
     with pytest.raises(sg.ShapeError, match="not a scalar"):
         sg.hvp(lambda x: x * x, x3, x3)
 

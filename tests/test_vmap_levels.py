@@ -169,3 +169,21 @@ def test_nested_vmaps_with_shared_arguments_at_each_level() -> None:
     h = sg.vmap(sg.vmap(sg.hessian(lambda x, y: (x * y).sin().sum()), in_axes=(None, 0)),
                 in_axes=(0, None))(A, B)
     close(h, np.array([[np.diag(-b * b * np.sin(a * b)) for b in B] for a in A]))
+
+
+def test_pullback_and_tangent_function_returned_under_no_grad_inside_vmap() -> None:
+    """Under op.no_grad inside vmap, vjp's pullback and jvp's results are per example: the
+    pullback of sum(z^2) at x_i is 2 x_i; the tangent of sum(z^2) along ones is 2 sum(x_i)."""
+    op = sg.Ops()
+
+    def per_example(x):
+        with op.no_grad():
+            y, pullback = sg.vjp(lambda z: (z * z).sum(), x)
+            _, tangent = sg.jvp(lambda z: (z * z).sum(), (x,), (np.ones(A.shape[1]),))
+            return y, pullback(1.0)[0], tangent
+
+    y, g, t = sg.vmap(per_example)(op.var(A))
+    close(y.value, (A * A).sum(axis=1))
+    close(g.value, 2 * A)
+    close(t.value, 2 * A.sum(axis=1))
+    assert g.prim is None and t.prim is None        # computed under no_grad: no history

@@ -47,7 +47,18 @@ class BlockEnd:
         return tuple(self.derivatives.items())
 
 
-Event = Leaf | BlockBegin | BlockEnd
+@dataclass(frozen=True, slots=True, eq=False)
+class Asked:
+    """What a recorded ``grad`` call asked for: the gradients of ``target`` for ``wrt``, in
+    order (pruned traces print these and what they need; names are in the alias entries)."""
+
+    position: int
+    target: Variable
+    wrt: tuple
+    grads: tuple
+
+
+Event = Leaf | BlockBegin | BlockEnd | Asked
 
 
 class Pullback(NamedTuple):

@@ -30,7 +30,7 @@ def check_target(ops: Ops, op: str, L: Any) -> None:
     if not isinstance(L, Variable):
         raise ArgumentError(f"{op}: expected a Variable to differentiate, got "
                             f"{type(L).__name__}")
-    if L.ops is not ops:
+    if L.rec is not ops:
         raise GraphError(f"{op}: {L.name} belongs to another Ops")
 
 
@@ -38,7 +38,7 @@ def check_wrt(ops: Ops, op: str, w: Any) -> None:
     """Refuse a ``wrt`` that is not a Variable of ``ops`` requiring grad."""
     if not isinstance(w, Variable):
         raise ArgumentError(f"{op}: wrt must be Variables, got {type(w).__name__}")
-    if w.ops is not ops:
+    if w.rec is not ops:
         raise GraphError(f"{op}: {w.name} belongs to another Ops")
     if not w.requires_grad:
         raise GraphError(f"{op}: {w.name} does not require grad (created with "
@@ -94,7 +94,7 @@ def seed_value(ops: Ops, op: str, L: Variable, seed: Any) -> np.ndarray:
             raise ShapeError(f"{op}: {L.name} has shape {L.shape}, not a scalar: pass "
                              f"seed= of that shape or reduce it with .sum()")
         return np.ones(L.shape, dtype=L.dtype)
-    if isinstance(seed, Variable) and seed.ops is not ops:
+    if isinstance(seed, Variable) and seed.rec is not ops:
         raise GraphError(f"{op}: the seed {seed.name} belongs to another Ops")
     arr = np.asarray(value_of(seed))
     if arr.shape != L.shape:

@@ -77,7 +77,7 @@ def wrap(inner: Any, level: int) -> Batched:
     """A Batched at ``level`` standing for the batch ``inner`` (examples along axis 0)."""
     b = object.__new__(Batched)
     b.inner, b.level = inner, level
-    b.raw, b.ops, b.label = inner.raw, inner.ops, inner.label
+    b.raw, b.rec, b.label = inner.raw, inner.rec, inner.label
     b.grad, b.requires_grad = None, inner.requires_grad
     b.prim, b.inputs, b.attrs, b.position = None, (), None, inner.position
     return b

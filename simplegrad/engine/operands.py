@@ -84,7 +84,7 @@ def recordable(ops: Ops, prim: Primitive, inputs: tuple) -> tuple:
     constants = False   # integer index never decides it; without one they keep their own)
     for i, x in enumerate(inputs):
         if isinstance(x, Variable):
-            if x.ops is not ops:
+            if x.rec is not ops:
                 x = inputs[i] = ops.join(prim, tuple(inputs), x)
             requires = requires or x.requires_grad
             if real is None and x.raw.dtype.kind == "f":

@@ -1,6 +1,6 @@
 """The Python operators and array methods of a Variable: each one call on its Ops.
 
-``x + y`` is ``x.ops.add(x, y)``, ``x.sum()`` is ``x.ops.sum(x)``; comparisons record bool
+``x + y`` is ``x.rec.add(x, y)``, ``x.sum()`` is ``x.rec.sum(x)``; comparisons record bool
 entries (no gradient), while ``==`` and ``!=`` stay identity. numpy's protocols (ufuncs,
 ``__array__``) are in variable.py, on the array class itself.
 """
@@ -26,80 +26,80 @@ class Operators:
     # ------------------------------------------------------------ operators
 
     def __add__(self, other: Any) -> Variable:
-        return self.ops.add(self, other)
+        return self.rec.add(self, other)
 
     def __radd__(self, other: Any) -> Variable:
-        return self.ops.add(other, self)
+        return self.rec.add(other, self)
 
     def __sub__(self, other: Any) -> Variable:
-        return self.ops.sub(self, other)
+        return self.rec.sub(self, other)
 
     def __rsub__(self, other: Any) -> Variable:
-        return self.ops.sub(other, self)
+        return self.rec.sub(other, self)
 
     def __mul__(self, other: Any) -> Variable:
-        return self.ops.mul(self, other)
+        return self.rec.mul(self, other)
 
     def __rmul__(self, other: Any) -> Variable:
-        return self.ops.mul(other, self)
+        return self.rec.mul(other, self)
 
     def __truediv__(self, other: Any) -> Variable:
-        return self.ops.div(self, other)
+        return self.rec.div(self, other)
 
     def __rtruediv__(self, other: Any) -> Variable:
-        return self.ops.div(other, self)
+        return self.rec.div(other, self)
 
     def __pow__(self, other: Any) -> Variable:
-        return self.ops.pow(self, other)
+        return self.rec.pow(self, other)
 
     def __rpow__(self, other: Any) -> Variable:
-        return self.ops.pow(other, self)
+        return self.rec.pow(other, self)
 
     def __matmul__(self, other: Any) -> Variable:
-        return self.ops.matmul(self, other)
+        return self.rec.matmul(self, other)
 
     def __rmatmul__(self, other: Any) -> Variable:
-        return self.ops.matmul(other, self)
+        return self.rec.matmul(other, self)
 
     def __neg__(self) -> Variable:
-        return self.ops.neg(self)
+        return self.rec.neg(self)
 
     def __pos__(self) -> Variable:
         return self
 
     def __abs__(self) -> Variable:
-        return self.ops.abs(self)
+        return self.rec.abs(self)
 
     def __getitem__(self, index: Any) -> Variable:
-        return self.ops.getitem(self, index)
+        return self.rec.getitem(self, index)
 
     # comparisons record bool entries (no gradient); == and != stay identity
     def __lt__(self, other: Any) -> Variable:
-        return self.ops.less(self, other)
+        return self.rec.less(self, other)
 
     def __le__(self, other: Any) -> Variable:
-        return self.ops.less_equal(self, other)
+        return self.rec.less_equal(self, other)
 
     def __gt__(self, other: Any) -> Variable:
-        return self.ops.greater(self, other)
+        return self.rec.greater(self, other)
 
     def __ge__(self, other: Any) -> Variable:
-        return self.ops.greater_equal(self, other)
+        return self.rec.greater_equal(self, other)
 
     def __invert__(self) -> Variable:
-        return self.ops.logical_not(self)
+        return self.rec.logical_not(self)
 
     def __and__(self, other: Any) -> Variable:
-        return self.ops.logical_and(self, other)
+        return self.rec.logical_and(self, other)
 
     def __rand__(self, other: Any) -> Variable:
-        return self.ops.logical_and(other, self)
+        return self.rec.logical_and(other, self)
 
     def __or__(self, other: Any) -> Variable:
-        return self.ops.logical_or(self, other)
+        return self.rec.logical_or(self, other)
 
     def __ror__(self, other: Any) -> Variable:
-        return self.ops.logical_or(other, self)
+        return self.rec.logical_or(other, self)
 
     # ------------------------------------------------------------ methods
 
@@ -107,118 +107,118 @@ class Operators:
         """Sum over ``axis``."""
         if numpy_args:
             _numpy_defaults("sum", self, numpy_args)
-        return self.ops.sum(self, axis=axis, keepdims=keepdims)
+        return self.rec.sum(self, axis=axis, keepdims=keepdims)
 
     def mean(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
         """Mean over ``axis``."""
         if numpy_args:
             _numpy_defaults("mean", self, numpy_args)
-        return self.ops.mean(self, axis=axis, keepdims=keepdims)
+        return self.rec.mean(self, axis=axis, keepdims=keepdims)
 
     def max(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
         """Maximum over ``axis``."""
         if numpy_args:
             _numpy_defaults("max", self, numpy_args)
-        return self.ops.max(self, axis=axis, keepdims=keepdims)
+        return self.rec.max(self, axis=axis, keepdims=keepdims)
 
     def min(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
         """Minimum over ``axis``."""
         if numpy_args:
             _numpy_defaults("min", self, numpy_args)
-        return self.ops.min(self, axis=axis, keepdims=keepdims)
+        return self.rec.min(self, axis=axis, keepdims=keepdims)
 
     def any(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
         """Whether any entry over ``axis`` is true (a bool entry)."""
         if numpy_args:
             _numpy_defaults("any", self, numpy_args)
-        return self.ops.any(self, axis=axis, keepdims=keepdims)
+        return self.rec.any(self, axis=axis, keepdims=keepdims)
 
     def all(self, axis: Any = None, keepdims: bool = False, **numpy_args: Any) -> Variable:
         """Whether every entry over ``axis`` is true (a bool entry)."""
         if numpy_args:
             _numpy_defaults("all", self, numpy_args)
-        return self.ops.all(self, axis=axis, keepdims=keepdims)
+        return self.rec.all(self, axis=axis, keepdims=keepdims)
 
     def sign(self) -> Variable:
         """Elementwise -1, 0 or 1 (derivative 0)."""
-        return self.ops.sign(self)
+        return self.rec.sign(self)
 
     def logsumexp(self, axis: Any = None, keepdims: bool = False) -> Variable:
         """log(sum(exp(self))) over ``axis``, without overflow."""
-        return self.ops.logsumexp(self, axis=axis, keepdims=keepdims)
+        return self.rec.logsumexp(self, axis=axis, keepdims=keepdims)
 
     def softmax(self, axis: int = -1) -> Variable:
         """Softmax along ``axis``."""
-        return self.ops.softmax(self, axis=axis)
+        return self.rec.softmax(self, axis=axis)
 
     def log_softmax(self, axis: int = -1) -> Variable:
         """Log-softmax along ``axis``."""
-        return self.ops.log_softmax(self, axis=axis)
+        return self.rec.log_softmax(self, axis=axis)
 
     def exp(self) -> Variable:
         """Elementwise e ** self."""
-        return self.ops.exp(self)
+        return self.rec.exp(self)
 
     def log(self) -> Variable:
         """Elementwise natural logarithm."""
-        return self.ops.log(self)
+        return self.rec.log(self)
 
     def sqrt(self) -> Variable:
         """Elementwise square root."""
-        return self.ops.sqrt(self)
+        return self.rec.sqrt(self)
 
     def sin(self) -> Variable:
         """Elementwise sine."""
-        return self.ops.sin(self)
+        return self.rec.sin(self)
 
     def cos(self) -> Variable:
         """Elementwise cosine."""
-        return self.ops.cos(self)
+        return self.rec.cos(self)
 
     def tanh(self) -> Variable:
         """Elementwise hyperbolic tangent."""
-        return self.ops.tanh(self)
+        return self.rec.tanh(self)
 
     def sigmoid(self) -> Variable:
         """Elementwise logistic function."""
-        return self.ops.sigmoid(self)
+        return self.rec.sigmoid(self)
 
     def relu(self) -> Variable:
         """Elementwise max(self, 0)."""
-        return self.ops.relu(self)
+        return self.rec.relu(self)
 
     def abs(self) -> Variable:
         """Elementwise absolute value."""
-        return self.ops.abs(self)
+        return self.rec.abs(self)
 
     def expand(self, *shape: Any) -> Variable:
         """Broadcast to ``shape`` (given as a sequence or as separate ints)."""
-        return self.ops.expand(self, _shape_args(shape))
+        return self.rec.expand(self, _shape_args(shape))
 
     def reshape(self, *shape: Any) -> Variable:
         """The same entries in a new shape (given as a sequence or as separate ints)."""
-        return self.ops.reshape(self, _shape_args(shape))
+        return self.rec.reshape(self, _shape_args(shape))
 
     def transpose(self, *axes: Any) -> Variable:
         """Axes permuted (reversed when none are given)."""
-        return self.ops.transpose(self, _shape_args(axes) if axes else None)
+        return self.rec.transpose(self, _shape_args(axes) if axes else None)
 
     @property
     def T(self) -> Variable:  # noqa: N802 - numpy's name
         """The axes reversed."""
-        return self.ops.transpose(self)
+        return self.rec.transpose(self)
 
     def astype(self, dtype: Any) -> Variable:
         """The value converted to a floating ``dtype``."""
-        return self.ops.cast(self, dtype)
+        return self.rec.cast(self, dtype)
 
     def detach(self) -> Variable:
         """A new leaf with the same value that no gradient flows through."""
-        return self.ops.detach(self)
+        return self.rec.detach(self)
 
     def backward(self, seed: Any = None, create_graph: bool = False) -> None:
         """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires grad."""
-        self.ops.backward(self, seed=seed, create_graph=create_graph)
+        self.rec.backward(self, seed=seed, create_graph=create_graph)
 
 
 def _numpy_defaults(method: str, x: Variable, numpy_args: dict) -> None:

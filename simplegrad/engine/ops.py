@@ -1,397 +1,123 @@
-"""Ops: the recorder (holds a Tape; the recording policy) and the face of the engine.
+"""Ops: the object a user holds, which hands every call to its Recorder (recorder.py).
 
-The tape is in tape.py, the sweeps that differentiate it in reverse.py and forward.py, the
-text made from it in render.py.
+Variables hold the recorder, never the Ops, so nothing in the graph points back at the Ops:
+when the user lets go of it, the recorder learns so (``Recorder.orphan``) and stops holding its
+entries, and a dropped tape is freed by reference counting alone (no cyclic garbage collector),
+while every Variable still alive keeps working (``(sg.Ops().var(1.0) * 2).backward()``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+import weakref
+from types import MethodType
 from typing import Any
 
-import numpy as np
-
-from ..errors import ArgumentError, GraphError
-from ..primitives import PrimitiveMethods
-from ..primitives import rewrites as rules
-from ..primitives.core import Primitive
-from . import forward, nonfinite, render
-from . import reverse as sweeps
-from .batched import apply as apply_batched
-from .events import Leaf
-from .levels import Batched
-from .operands import check_name, error, float_array, recordable, translate
-from .params import FREE, Adoptions
-from .tape import Tape
-from .variable import UNARY, UNRECORDED, Variable, leaf_variable
-
-_new = object.__new__
-
-# ---------------------------------------------------------------- Ops
+from .recorder import Recorder
 
 
-class Ops(PrimitiveMethods):
+class _Kind(type):
+    """``isinstance(x, Ops)`` holds for an Ops and for the recorder behind one (``x.ops`` is
+    the recorder once no Ops holds it)."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return type.__instancecheck__(cls, obj) or isinstance(obj, Recorder)
+
+    def __getattr__(cls, name: str) -> Any:     # Ops.grad, hasattr(Ops, "sum"): the methods
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(Recorder, name)
+
+
+class Ops(metaclass=_Kind):
     """One tape and one v-counter: every primitive called on it records one entry.
 
     ``borrow=True`` records the caller's float arrays (leaves and constants) as read-only views,
-    not copies: for an Ops that lives no longer than the call that made it (the transforms').
-    ``keep_trace=False`` holds the entries weakly and keeps no events: the graph is freed by
-    reference counting when its last Variable goes (what free Parameters record on); there is
-    then no complete trace to print.
+    not copies: for an Ops that lives no longer than the call that made it. ``keep_trace=False``
+    holds the entries weakly and keeps no events: the graph is freed by reference counting when
+    its last Variable goes; there is then no complete trace to print. ``simplify=True`` records
+    with the rules of ``sg.simplify`` (shared subexpressions, identities removed, sweeps pruned).
 
-    ``simplify=True`` records with the rules of ``sg.simplify`` (common subexpressions shared,
-    identities removed, a gradient's sweep pruned to the entries on a path from ``wrt`` to L),
-    so a nested derivative is taken of the simplified graph; off by default, so a trace is
-    exactly what the program asked for.
+    While you hold an Ops its tape keeps every entry, for the trace. Once nothing holds it, the
+    tape keeps only what live Variables reach (its trace can no longer be printed whole, and a
+    ``.grad`` keeps its value, not its history), so a fresh ``sg.Ops()`` per step needs no
+    ``release()`` and no garbage collector.
     """
 
-    absorbs = False     # True for an Ops that records a block reading other Ops' Variables
-    made_in: Any = None    # for such an Ops: the Ops running when it was made
-
-    def within(self, other: Any) -> bool:
-        """Whether this Ops was made while ``other`` ran (following ``made_in``)."""
-        o = self.made_in
-        while o is not None:
-            if o is other:
-                return True
-            o = o.made_in
-        return False
-
+    __slots__ = ("_rec", "__dict__", "__weakref__")
 
     def __init__(self, echo: bool = False, simplify: bool = False, keep_trace: bool = True,
                  borrow: bool = False):
-        self.tape = Tape(keep=bool(keep_trace))
-        self.borrow = bool(borrow)
-        self.recording = True
-        self.simplify = bool(simplify)
-        self._adoptions: Adoptions | None = None    # the leaves standing for Parameters here
-        self.echo = echo
-        if self.simplify:       # the simplifying path replaces the plain one on this Ops only
-            self._cse: dict = {}
-            self.apply = self._apply_simplified
-
-    def __repr__(self) -> str:
-        state = "" if self.recording else ", not recording"
-        return f"<Ops: {len(self.tape)} entries, next v{self.tape.counter}{state}>"
+        rec = Recorder(echo=echo, simplify=simplify, keep_trace=keep_trace, borrow=borrow)
+        object.__setattr__(self, "_rec", rec)
+        rec.face = weakref.ref(self, _Orphaned(weakref.ref(rec)))
 
     @property
-    def echo(self) -> bool:
-        """Whether each line is printed as it is recorded."""
-        return render.echo in self.tape.listeners
+    def recorder(self) -> Recorder:
+        """The recorder behind this Ops (what its Variables hold as ``.rec``)."""
+        return self._rec
 
-    @echo.setter
-    def echo(self, on: bool) -> None:
-        listeners = self.tape.listeners
-        if on and render.echo not in listeners:
-            listeners.append(render.echo)
-        elif not on and render.echo in listeners:
-            listeners.remove(render.echo)
+    def __getattr__(self, name: str) -> Any:
+        if name == "_rec" or name.startswith("__"):
+            raise AttributeError(name)
+        value = getattr(self._rec, name)
+        if type(value) is MethodType:       # a primitive, bound to the recorder once: later
+            self.__dict__[name] = value     # calls find it here and cost what a call costs
+        return value
 
-    # ------------------------------------------------------------ the trace
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._rec, name, value)
 
-    def format_trace(self, explain: bool = False, block: int | None = None) -> str:
-        """The trace as text, in the seed's format.
+    def __delattr__(self, name: str) -> None:
+        delattr(self._rec, name)
 
-        ``explain=True`` appends to each gradient entry the forward entry and input it pulls
-        back through (``# d(v1 = v0 * b)/dv0``); ``block`` keeps one derivative block (-1: the
-        newest).
-        """
-        return "\n".join(render.lines(self.tape, explain, block))
+    def __dir__(self) -> list[str]:
+        return sorted(set(dir(type(self._rec))) | {"recorder"})
 
-    def print_trace(self, console: Any = None, explain: bool = False,
-                    block: int | None = None) -> None:
-        """Print the trace with rich colours by role and derivative order, and a count of the
-        entries per order."""
-        render.print_rich(self.tape, console, explain, block)
-
-    def find_nonfinite(self, v: Variable) -> nonfinite.NonFinite | None:
-        """Where a nan or inf first appears among v's ancestors (None when all are finite)."""
-        if not isinstance(v, Variable) or v.ops is not self:
-            raise ArgumentError("find_nonfinite: expected a Variable of this Ops")
-        return nonfinite.find_nonfinite(self.tape, v)
-
-    def release(self) -> None:
-        """Forget the recorded history so its memory returns now; Variables keep their values.
-
-        An Ops and its Variables refer to each other, so a dropped tape is otherwise freed only
-        by Python's cyclic garbage collector, which counts objects, not bytes. Afterwards every
-        Variable of this Ops is a leaf (no history) and the trace is empty; a gradient of one
-        that was computed raises GraphError (it can no longer reach what it was computed from).
-        """
-        self.tape.clear()
-        if self.simplify:
-            self._cse.clear()
-        if self._adoptions is not None:
-            self._adoptions.prune()
+    def __repr__(self) -> str:
+        return repr(self._rec)
 
     def __enter__(self) -> Ops:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.release()
-
-    @contextmanager
-    def no_grad(self) -> Iterator[None]:
-        """Within the block, primitives compute values and record nothing (a gradient of
-        such a value raises GraphError: it has no history)."""
-        before = self.recording
-        self.recording = False
-        try:
-            yield
-        finally:
-            self.recording = before
-
-    # ------------------------------------------------------------ derivatives (sweeps.py)
-
-    def grad(self, L: Variable, wrt: Variable | Sequence[Variable], seed: Any = None,
-             create_graph: bool = True, name: str | Sequence[str] | None = None) -> Any:
-        """Gradients of L with respect to ``wrt``, computed by recorded primitives.
-
-        Sets ``.grad`` on each of ``wrt`` (replacing it) and returns the gradients
-        in order (a single Variable when ``wrt`` is one). ``name`` names the gradients (one
-        name, or one per ``wrt``), as setting ``.name`` on them would.
-        """
-        if name is None:
-            return sweeps.grad(self, L, wrt, seed, create_graph)
-        single = isinstance(wrt, Variable) or not isinstance(wrt, Iterable)
-        names = [name] if isinstance(name, str) else list(name)
-        count = 1 if single else len(list(wrt))
-        if len(names) != count or not all(isinstance(n, str) and n.isidentifier()
-                                          for n in names):
-            raise ArgumentError(f"grad: name= needs {count} identifier(s), one per wrt, got "
-                                f"{name!r}")
-        grads = sweeps.grad(self, L, wrt, seed, create_graph)
-        for g, n in zip([grads] if single else grads, names):
-            g.name = n
-        return grads
-
-    def backward(self, L: Variable, seed: Any = None, create_graph: bool = False) -> None:
-        """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""
-        sweeps.backward(self, L, seed, create_graph)
-
-    def jvp(self, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
-            create_graph: bool = True) -> Variable:
-        """The tangent of y along ``tangents`` of ``xs``, by a forward sweep of recorded jvps."""
-        return forward.jvp(self, y, xs, tangents, create_graph)
-
-    # ------------------------------------------------------------ leaves
-
-    def var(self, value: Any, name: str | None = None, requires_grad: bool = True) -> Variable:
-        """A leaf holding a float copy of ``value`` (float64 unless it is float16/32/64; a
-        read-only view instead of a copy on an Ops that borrows)."""
-        arr = float_array(value, name, self.borrow)
-        return self.leaf(arr, check_name(name), bool(requires_grad))
-
-    def named_var(self, value: Any, name: str) -> Variable:
-        """A named leaf; its name prints in the trace and consumes no v-number."""
-        if name is None:
-            raise ArgumentError("named_var needs a name")
-        return self.var(value, name=name)
-
-    def leaf(self, value: Any, name: str | None = None, requires_grad: bool = True,
-             kind: str = "leaf", source: Variable | None = None) -> Variable:
-        """A leaf holding ``value`` itself (made read-only, not copied), with a leaf event."""
-        arr = value if type(value) is np.ndarray else np.asarray(value)
-        arr.flags.writeable = False
-        tape = self.tape
-        v = self._bare(arr, tape.number() if name is None else name, requires_grad)
-        if tape.keep or tape.listeners:     # (a tape that keeps no trace records no event)
-            tape.add(Leaf(v.position, v, kind, source))
-        return v
-
-    def unrecorded(self, value: Any, name: str | None = None) -> Variable:
-        """A Variable of this Ops that is on no tape and takes no v-number."""
-        if type(value) is not np.ndarray and isinstance(value, np.generic):
-            value = np.asarray(value)
-        return self._bare(value, name, False)
-
-    def zeros_like(self, w: Variable, record: bool = True) -> Variable:
-        """Zeros of w's shape and dtype: a recorded leaf, or unrecorded when ``record`` is off.
-
-        The zeros standing for the tangent of a bool or integer entry require no grad.
-        """
-        z = np.zeros(w.shape, dtype=w.dtype)
-        if record:
-            return self.leaf(z, None, w.dtype.kind == "f", "zeros")
-        z.flags.writeable = False
-        return self.unrecorded(z)
-
-    def detach(self, x: Variable) -> Variable:
-        """A new leaf with x's value through which no gradient flows."""
-        if not self.recording:
-            return self.unrecorded(x.raw)
-        return self.leaf(x.raw, None, False, "detach", source=x)
-
-    def _bare(self, value: Any, label: str | int | None, requires_grad: bool) -> Variable:
-        """A Variable computed by no primitive; its position is where its dependents can start."""
-        return leaf_variable(value, self, label, requires_grad, self.tape.end)
-
-    # ------------------------------------------------------------ recording
-
-    def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
-              name: str | None = None) -> Any:
-        """Record ``prim`` on ``inputs`` with ``attrs`` (every primitive method calls this)."""
-        if type(inputs) is not tuple:
-            inputs = tuple(inputs)
-        values = []
-        requires = None         # None until an input is a Variable of this Ops
-        convert = False
-        for x in inputs:
-            tx = type(x)
-            if tx is Variable and x.ops is self:
-                values.append(x.raw)
-                requires = requires or x.requires_grad
-            elif tx is float or tx is int:
-                values.append(x)
-            else:               # constants, free or foreign Variables, batched values
-                convert = True
-                values.append(x)
-        if convert:
-            for x in inputs:
-                if type(x) is Variable and x.ops is not self and x.ops.absorbs and \
-                        not self.within(x.ops):
-                    # a block recording on an Ops of its own reads this Variable through a
-                    # closure (``w * x``, w of this Ops): the block's Ops records it
-                    return x.ops.apply(prim, inputs, attrs, name)
-            for x in inputs:
-                if type(x) is Batched:      # inside vmap: batched.py
-                    return apply_batched(self, prim, inputs, attrs, name)
-            inputs, values, requires = recordable(self, prim, inputs)
-        if requires is None:    # constants only: fold, record nothing
-            return prim.forward(*values, **attrs) if attrs else prim.forward(*values)
-        try:
-            value = prim.forward(*values, **attrs) if attrs else prim.forward(*values)
-        except Exception as e:  # numpy's message, with our names and shapes
-            err = translate(prim, inputs, e)
-            if err is e:
-                raise
-            raise err from e
-        if type(value) is not np.ndarray and isinstance(value, np.generic):
-            value = np.asarray(value)
-        if not self.recording:      # no history: op.grad of it says why (reverse.py)
-            out = self.unrecorded(value)
-            out.attrs = UNRECORDED
-            return out
-        tape = self.tape
-        out = _new(Variable)        # _bare's work inlined: this is the hot path
-        out.raw = value
-        out.ops = self
-        if name is None:
-            name = tape.counter
-            tape.counter = name + 1
-        elif type(name) is not str:
-            name = check_name(name)
-        out.label = name
-        out.grad = None
-        out.requires_grad = requires and prim.differentiable
-        out.prim = prim
-        if len(inputs) == 2:        # set_inputs, inlined: this is the hot path
-            out.in0, out.in1 = inputs
-            out.more = None
-        elif len(inputs) == 1:
-            out.in0 = inputs[0]
-            out.in1 = UNARY
-            out.more = None
-        else:
-            out.in0 = out.in1 = None
-            out.more = inputs
-        out.attrs = attrs
-        entries = tape.entries
-        out.position = tape.base + len(entries)
-        entries.append(out)
-        if tape.listeners:
-            for listen in tape.listeners:
-                listen(out)
-        return out
-
-    def _apply_simplified(self, prim: Primitive, inputs: tuple, attrs: dict | None,
-                          name: str | None):
-        """Record with the rules of ``sg.simplify`` (rules.py): an identity gives back its
-        input, a rewrite records the simpler form, and an entry already on the tape with the
-        same primitive, inputs and attributes is reused (hash-consing)."""
-        if not self.recording or name is not None:     # a named result is recorded as asked
-            return Ops.apply(self, prim, inputs, attrs, name)
-        rewritten = rules.rewrite(prim, inputs, attrs)
-        if rewritten is not None:
-            prim, inputs, attrs = rewritten
-        same = rules.reduces_to(prim, inputs, attrs)
-        if type(same) is Variable and same.ops is self:
-            return same
-        key = rules.cse_key(prim, inputs, attrs)
-        hit = self._cse.get(key)
-        tape = self.tape
-        if hit is not None and tape.base <= hit.position < tape.end and \
-                tape.at(hit.position) is hit:
-            return hit
-        out = Ops.apply(self, prim, inputs, attrs, name)
-        if type(out) is Variable:
-            self._cse[key] = out
-        return out
-
-    # ------------------------------------------------------------ parameters (params.py)
-
-    def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Variable:
-        """The Variable of another Ops standing for x here: a free Variable's leaf, or an error
-        naming the operation for any other."""
-        if x.ops is not FREE:
-            raise error(prim.name, inputs, _foreign(x), GraphError)
-        return self._adopt(x)
-
-    def _adopt(self, p: Variable) -> Variable:
-        """The leaf standing for the free Variable p on this Ops (see ``params.Adoptions``)."""
-        adoptions = self._adoptions
-        if adoptions is None:
-            adoptions = self._adoptions = Adoptions()
-        return adoptions.leaf(self, p)
-
-    def leaf_for(self, w: Variable) -> Variable:
-        """w itself, or for a free Variable (a Parameter) the leaf standing for it here."""
-        return self._adopt(w) if isinstance(w, Variable) and w.ops is FREE else w
-
-    def earlier_leaves(self, w: Variable) -> list[Variable]:
-        """For a free Variable (a Parameter), its leaves here from before ``w.assign``."""
-        adoptions = self._adoptions
-        if adoptions is None or not isinstance(w, Variable) or w.ops is not FREE:
-            return []
-        return adoptions.earlier(w)
-
-    def source_of(self, leaf: Variable) -> Variable | None:
-        """The free Variable (a Parameter) a leaf of this Ops stands for, if any."""
-        adoptions = self._adoptions
-        return adoptions.source(leaf) if adoptions is not None else None
-
-    def _error(self, op: str, inputs: tuple, reason: str, kind: type) -> Exception:
-        return error(op, inputs, reason, kind)
-
-    def program(self, inputs: Variable | Sequence[Variable],
-                outputs: Variable | Sequence[Variable]) -> Any:
-        """The entries between ``inputs`` and ``outputs`` as an ``sg.Program`` (replayable)."""
-        from ..program.core import extract
-        for v in [outputs] if isinstance(outputs, Variable) else list(outputs):
-            if isinstance(v, Variable) and v.ops is not self:
-                raise GraphError(f"program: {v.name} belongs to another Ops")
-        return extract(inputs, outputs)
-
-    def to_networkx(self, outputs: Variable | Sequence[Variable] | None = None) -> Any:
-        """The tape (or the entries ``outputs`` need) as a ``networkx.DiGraph``."""
-        from ..program.graph import tape_graph
-        return tape_graph(self, outputs)
+        self._rec.release()
 
 
-FREE.recorder = Ops     # free computations record on an Ops of their own (see params.py)
+def _forwarder(name: str, method: Any) -> Any:
+    """``Ops.<name>``: the recorder's method, called with the Ops held for the whole call (a
+    trace read from a temporary, ``sg.trace(f, x).format_trace()``, is still whole)."""
+    def forward(self: Ops, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._rec, name)(*args, **kwargs)
+    forward.__name__ = name
+    forward.__qualname__ = f"Ops.{name}"
+    forward.__doc__ = method.__doc__
+    forward.__wrapped__ = method        # (inspect.signature shows the recorder's)
+    return forward
 
 
-def _foreign(x: Variable) -> str:
-    """What to do with a Variable of another Ops: its history is gone (released) or it
-    belongs to another live computation."""
-    tape = getattr(x.ops, "tape", None)
-    if tape is not None and x.position < tape.base:
-        return (f"{x.name} belongs to an Ops released since it was recorded, so it has no "
-                f"history left: use {x.name}.value here as a constant, make it a leaf of this "
-                f"Ops to differentiate with respect to it (op.var({x.name}.value)), or keep "
-                "values that live across steps as sg.Parameter")
-    return (f"{x.name} belongs to another Ops, still live: record the whole computation on "
-            f"one Ops (create {x.name} there, or pass it to the transform as an argument, "
-            "so that the transform records on its Ops), or keep values that live across "
-            "steps as sg.Parameter")
+for _name, _member in list(vars(Recorder).items()):     # the primitives come by __getattr__
+    if callable(_member) and not _name.startswith("_") and _name not in ("orphan", "within"):
+        setattr(Ops, _name, _forwarder(_name, _member))
+
+
+def recorder_of(ops: Any) -> Any:
+    """The recorder behind ``ops`` (an Ops), or ``ops`` itself (a recorder, FREE)."""
+    return ops._rec if type(ops) is Ops else ops
+
+
+class _Orphaned:
+    """Told when an Ops dies: its recorder, if alive and not held by a newer Ops, is orphaned.
+
+    Holds the recorder weakly, so the recorder -> weak reference -> this -> recorder path
+    is no cycle."""
+
+    __slots__ = ("rec",)
+
+    def __init__(self, rec: weakref.ref) -> None:
+        self.rec = rec
+
+    def __call__(self, face: weakref.ref) -> None:
+        rec = self.rec()
+        if rec is not None and rec.face is face:
+            rec.face = None
+            rec.orphan()

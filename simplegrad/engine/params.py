@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import GraphError, ShapeError
 from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive
-from .operands import float_array
+from .operands import error, float_array
 from .variable import Variable, leaf_variable
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ class FreeOps(PrimitiveMethods):
 
     absorbs = False     # (as Ops.absorbs)
     made_in = None
+    face = None         # (as Recorder.face: no sg.Ops holds it)
 
     recording = True
     simplify = False
@@ -56,8 +57,8 @@ class FreeOps(PrimitiveMethods):
               name: str | None = None) -> Any:
         """Record ``prim`` on the Ops of a bound input, else on the implicit Ops."""
         for x in inputs:
-            if isinstance(x, Variable) and x.ops is not self:
-                return x.ops.apply(prim, inputs, attrs, name)
+            if isinstance(x, Variable) and x.rec is not self:
+                return x.rec.apply(prim, inputs, attrs, name)
         return self.implicit().apply(prim, inputs, attrs, name)
 
     def implicit(self) -> Any:
@@ -147,6 +148,58 @@ class Adoptions:
                         if e[0]() is not None and e[1]() is not None}
         self.replaced = {k: alive for k, refs in self.replaced.items()
                          if (alive := [r for r in refs if r() is not None])}
+
+
+class JoinsParameters:
+    """What a Recorder does with a Variable of another Ops: a free one (a Parameter) joins as
+    a leaf standing for it (``Adoptions``); any other is refused, naming the operation."""
+
+    _adoptions: Adoptions | None
+
+    def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Variable:
+        """The Variable of another Ops standing for x here: a free Variable's leaf, or an error
+        naming the operation for any other."""
+        if x.rec is not FREE:
+            raise error(prim.name, inputs, _foreign(x), GraphError)
+        return self._adopt(x)
+
+    def _adopt(self, p: Variable) -> Variable:
+        """The leaf standing for the free Variable p on this Ops (see ``params.Adoptions``)."""
+        adoptions = self._adoptions
+        if adoptions is None:
+            adoptions = self._adoptions = Adoptions()
+        return adoptions.leaf(self, p)
+
+    def leaf_for(self, w: Variable) -> Variable:
+        """w itself, or for a free Variable (a Parameter) the leaf standing for it here."""
+        return self._adopt(w) if isinstance(w, Variable) and w.rec is FREE else w
+
+    def earlier_leaves(self, w: Variable) -> list[Variable]:
+        """For a free Variable (a Parameter), its leaves here from before ``w.assign``."""
+        adoptions = self._adoptions
+        if adoptions is None or not isinstance(w, Variable) or w.rec is not FREE:
+            return []
+        return adoptions.earlier(w)
+
+    def source_of(self, leaf: Variable) -> Variable | None:
+        """The free Variable (a Parameter) a leaf of this Ops stands for, if any."""
+        adoptions = self._adoptions
+        return adoptions.source(leaf) if adoptions is not None else None
+
+
+def _foreign(x: Variable) -> str:
+    """What to do with a Variable of another Ops: its history is gone (released) or it
+    belongs to another live computation."""
+    tape = getattr(x.rec, "tape", None)
+    if tape is not None and x.position < tape.base:
+        return (f"{x.name} belongs to an Ops released since it was recorded, so it has no "
+                f"history left: use {x.name}.value here as a constant, make it a leaf of this "
+                f"Ops to differentiate with respect to it (op.var({x.name}.value)), or keep "
+                "values that live across steps as sg.Parameter")
+    return (f"{x.name} belongs to another Ops, still live: record the whole computation on "
+            f"one Ops (create {x.name} there, or pass it to the transform as an argument, "
+            "so that the transform records on its Ops), or keep values that live across "
+            "steps as sg.Parameter")
 
 
 def free(value: Any, name: str | None, requires_grad: bool, cls: type | None = None) -> Variable:

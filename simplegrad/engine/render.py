@@ -7,13 +7,14 @@ function that records one.)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..primitives.indexing import render_index
-from .events import BlockBegin, BlockEnd, Event, Leaf
+from .derivation import Derivation, Line
+from .events import Asked, BlockBegin, BlockEnd, Event, Leaf
 from .explain import block_target, blocks, orders, origins
 from .variable import Variable
 
@@ -79,9 +80,18 @@ def format_line(name: str, prim: Primitive, args: list[str], attrs: dict | None)
     return f"{name} = {expr}"
 
 
+def is_alias(prim: Primitive, named: bool, in_shape: tuple, out_shape: tuple) -> bool:
+    """Whether an entry is an alias: a given name for a value, recorded as a reshape to the
+    same shape (``op.grad(..., name=)`` makes them); it prints as ``dW = v12``."""
+    return named and prim.name == "reshape" and tuple(in_shape) == tuple(out_shape)
+
+
 def format_entry(v: Variable) -> str:
-    """One recorded entry as ``name = expression``."""
-    return format_line(v.name, v.prim, [format_operand(x) for x in v.inputs], v.attrs)
+    """One recorded entry as ``name = expression`` (an alias as ``name = other``)."""
+    args = [format_operand(x) for x in v.inputs]
+    if type(v.label) is str and is_alias(v.prim, True, np.shape(v.inputs[0]), v.shape):
+        return f"{v.name} = {args[0]}"
+    return format_line(v.name, v.prim, args, v.attrs)
 
 
 def format_event(event: Event) -> list[tuple[str, str]]:
@@ -95,6 +105,8 @@ def format_event(event: Event) -> list[tuple[str, str]]:
         if event.kind == "detach":
             return [("leaf", f"{v.name} = {event.source.name}.detach()")]
         return []       # seeds are not printed
+    if type(event) is Asked:
+        return []       # what a grad call asked for: pruned traces read it
     if type(event) is BlockBegin:
         if event.kind == "grad":
             return [("header", f"d{event.target.name} {HEADER_DASHES}")]
@@ -125,21 +137,66 @@ def comments(tape: Tape) -> dict[int, str]:
     return out
 
 
-def roles(tape: Tape, explain: bool = False, block: int | None = None
-          ) -> Iterator[tuple[str, str]]:
+def roles(tape: Tape, explain: bool = False, block: int | None = None, raw: bool = True,
+          outputs: Sequence[Variable] | None = None) -> Iterator[tuple[str, str]]:
     """Every line of the trace with its role, in recording order.
 
     ``explain`` appends to each gradient entry what it differentiates; ``block`` keeps only
     one derivative block (an index into the blocks in the order they began: -1 the newest).
+    ``raw=False`` prints the derivation pruned to what was asked (``derivation.py``), and to
+    ``outputs`` when they are given.
     """
-    return ((role, text) for role, text, _ in _items(tape, explain, block))
+    view = None if raw else Derivation(tape, outputs)
+    return ((role, text) for role, text, _ in _items(tape, explain, block, view))
 
 
-def _items(tape: Tape, explain: bool, block: int | None) -> Iterator[tuple[str, str, Any]]:
+def _operand(x: Any) -> str:
+    if type(x) is Line:
+        return x.name
+    if isinstance(x, np.ndarray) and x.size > SMALL:     # folded, all entries equal
+        return f"full({list(x.shape)}, {format_value(x.flat[0])})"
+    return format_operand(x)
+
+
+def derivation_line(line: Line) -> str:
+    """One line of a pruned derivation as ``name = expression``."""
+    if line.prim is None:
+        return f"{line.name} = {format_value(line.args[0])}"
+    args = [_operand(x) for x in line.args]
+    if is_alias(line.prim, type(line.entry.label) is str, np.shape(line.entry.inputs[0]),
+                line.shape):
+        return f"{line.name} = {args[0]}"
+    return format_line(line.name, line.prim, args, line.attrs)
+
+
+def _view_event(event: Event, view: Derivation) -> list[tuple[str, str]]:
+    def name(x: Any) -> str:
+        return _operand(view.value(x))
+
+    if type(event) is Leaf:
+        return format_event(event) if view.shows(event) else []
+    if type(event) is BlockBegin:
+        if event.kind == "grad":
+            return [("header", f"d{name(event.target)} {HEADER_DASHES}")]
+        wrt = ", ".join(name(x) for x in event.inputs)
+        return [("header", f"jvp {name(event.target)} wrt {wrt} {HEADER_DASHES}")]
+    if type(event) is BlockEnd:
+        pairs = view.derivatives(event)
+        if event.kind == "grad":
+            maps = [f"d{name(event.target)}_d{name(x)} = {_operand(g)}" for x, g in pairs]
+        else:
+            maps = [f"t{name(y)} = {_operand(t)}" for y, t in pairs]
+        return [("map", text) for text in maps] + [("footer", FOOTER)]
+    return format_event(event)
+
+
+def _items(tape: Tape, explain: bool, block: int | None, view: Derivation | None = None
+           ) -> Iterator[tuple[str, str, Any]]:
     """(role, text, the entry or event it comes from) for every line, in recording order."""
     events = tape.events
     accumulations = tape.accumulations
     notes = comments(tape) if explain else {}
+    lines_of = format_event if view is None else lambda e: _view_event(e, view)
     first, last, lo, hi = 0, len(events), None, None
     if block is not None:
         begins = [i for i, e in enumerate(events) if type(e) is BlockBegin]
@@ -164,23 +221,25 @@ def _items(tape: Tape, explain: bool, block: int | None) -> Iterator[tuple[str, 
             continue
         while m < last and events[m].position <= pos:
             event = events[m]
-            if type(event) is not Leaf:
-                depth += 1 if type(event) is BlockBegin else -1
-            for role, text in format_event(event):
+            depth += 1 if type(event) is BlockBegin else -1 if type(event) is BlockEnd else 0
+            for role, text in lines_of(event):
                 yield role, text, event
             m += 1
+        if view is not None and not view.shows(v):
+            continue
         role = "accumulate" if pos in accumulations else ("grad" if depth else "forward")
-        line = format_entry(v)
+        line = format_entry(v) if view is None else derivation_line(view.lines[pos])
         note = notes.get(pos)
         yield role, line if note is None else f"{line}    # {note}", v
     for event in events[m:last]:
-        for role, text in format_event(event):
+        for role, text in lines_of(event):
             yield role, text, event
 
 
-def lines(tape: Tape, explain: bool = False, block: int | None = None) -> Iterator[str]:
+def lines(tape: Tape, explain: bool = False, block: int | None = None, raw: bool = True,
+          outputs: Sequence[Variable] | None = None) -> Iterator[str]:
     """Every line of the trace, in recording order (see ``roles``)."""
-    return (text for _, text in roles(tape, explain, block))
+    return (text for _, text in roles(tape, explain, block, raw, outputs))
 
 
 def echo(item: Variable | Event) -> None:
@@ -192,24 +251,48 @@ def echo(item: Variable | Event) -> None:
             print(text)
 
 
-ORDER_STYLES = ("default", "green", "cyan", "yellow", "blue", "red")
+# one colour per derivative order (0: forward), none of them the inputs' (STYLES["leaf"]);
+# ORDER_FILLS are the same colours as pale fills, for pictures and HTML
+ORDER_STYLES = ("default", "green", "blue", "yellow", "red", "purple", "dark_orange", "grey50")
+ORDER_FILLS = ("#ffffff", "#d5f2d5", "#d6e2fb", "#fbf3c4", "#fbd6d6", "#e6d6fb", "#fde0c2",
+               "#e0e0e0")
+LEAF_FILL = "#d2f3f7"
+
+
+def order_style(k: int) -> str:
+    """The rich style of derivative order k (the last colour for every order beyond)."""
+    return ORDER_STYLES[min(k, len(ORDER_STYLES) - 1)]
+
+
+def order_fill(k: int) -> str:
+    """The pale fill of derivative order k, as ``order_style`` picks the rich colour."""
+    return ORDER_FILLS[min(k, len(ORDER_FILLS) - 1)]
+
+
+def legend(top: int) -> list[tuple[str, str]]:
+    """(label, rich style) for the inputs and each derivative order up to ``top``."""
+    names = ["forward"] + [f"order {k}" for k in range(1, top + 1)]
+    return [("input", STYLES["leaf"])] + [(n, order_style(k)) for k, n in enumerate(names)]
 
 
 def print_rich(tape: Tape, console: Any = None, explain: bool = False,
-               block: int | None = None) -> None:
+               block: int | None = None, raw: bool = True,
+               outputs: Sequence[Variable] | None = None) -> None:
     """Print the trace to a rich console, gradient entries coloured by derivative order, then a
-    table of the derivative blocks grouped by order with their entry counts."""
+    table of the derivative blocks grouped by order with their entry counts and a legend of
+    the colours (``raw=False``: the derivation pruned to what was asked)."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    console = console or Console()
+    console = console or Console(markup=False)
     ords = orders(tape)
+    view = None if raw else Derivation(tape, outputs)
     text = Text()
-    for role, line, item in _items(tape, explain, block):
+    for role, line, item in _items(tape, explain, block, view):
         style = STYLES[role]
         if role == "grad":
-            style = ORDER_STYLES[min(ords.get(item, 1), len(ORDER_STYLES) - 1)]
+            style = order_style(ords.get(item, 1))
         text.append(line + "\n", style=style)
     console.print(text, end="")
     shown = blocks(tape)
@@ -224,9 +307,14 @@ def print_rich(tape: Tape, console: Any = None, explain: bool = False,
         table.add_row("0", "forward", str(forward), style=ORDER_STYLES[0])
     for k in sorted({b.order for b in shown}):
         group = [b for b in shown if b.order == k]
-        style = ORDER_STYLES[min(k, len(ORDER_STYLES) - 1)]
+        style = order_style(k)
         for b in group:
             table.add_row(str(k), b.title, str(b.size), style=style)
         if len(group) > 1:
             table.add_row(str(k), "all", str(sum(b.size for b in group)), style="bold " + style)
     console.print(table)
+    key = Text("colours: ")
+    for label, style in legend(max((b.order for b in shown), default=0)):
+        key.append(label, style=style)
+        key.append("  ")
+    console.print(key)

@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
-from .events import Event, Pullbacks
+from .events import Event, Leaf, Pullbacks
 from .variable import RELEASED, Variable, set_inputs
 
 # ---------------------------------------------------------------- the tape
@@ -111,6 +111,28 @@ class Tape(Sequence):
         self.accumulations.clear()
         self.jvp_cache = None
 
+    def forget_trace(self) -> None:
+        """From now on hold the entries weakly and keep no events (as ``keep=False``): the
+        entries left are those live Variables reach, freed by reference counting with them."""
+        if not self.keep:
+            return
+        weak = _WeakEntries()
+        list.extend(weak, [None if v is None else weakref.ref(v) for v in self.entries])
+        self.keep = False
+        self.entries = weak
+        self.events.clear()
+        self.pullbacks.clear()
+        self.accumulations.clear()
+        self.jvp_cache = None
+
+    def held(self) -> Iterable[Variable]:
+        """The Variables the tape itself keeps alive: its entries and the leaves of its events."""
+        if not self.keep:
+            return ()
+        leaves = [e.var for e in self.events if type(e) is Leaf]
+        return [*leaves, *(v for v in self.entries if v is not None)]
+
+
 class _WeakEntries(list):
     """The entries of a tape that keeps no trace: weak references; a dead one reads as None."""
 
@@ -121,10 +143,12 @@ class _WeakEntries(list):
 
     def __getitem__(self, i):
         item = list.__getitem__(self, i)
-        return [r() for r in item] if type(i) is slice else item()
+        if type(i) is slice:
+            return [None if r is None else r() for r in item]
+        return None if item is None else item()
 
     def __iter__(self):
-        return (r() for r in list.__iter__(self))
+        return (None if r is None else r() for r in list.__iter__(self))
 
 # ---------------------------------------------------------------- walks
 

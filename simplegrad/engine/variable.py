@@ -33,17 +33,29 @@ class Variable(Operators, VariableMethods):
     ``inputs``).
     """
 
-    __slots__ = ("raw", "label", "ops", "grad", "requires_grad", "prim", "in0", "in1", "more",
+    __slots__ = ("raw", "label", "rec", "grad", "requires_grad", "prim", "in0", "in1", "more",
                  "attrs", "position", "__weakref__")
     __array_priority__ = 1000
 
     raw: Any           # the stored value; engine code reads it, users read .value
     label: int | str | None    # the v-number, the given name, or None (unrecorded)
     position: int      # an entry's place on the tape; a leaf's: where its dependents can start
-    ops: Ops
+    rec: Ops           # the recorder: the Ops object that records and differentiates it
     grad: Variable | None
 
     # ------------------------------------------------------------ data
+
+    @property
+    def ops(self) -> Ops:
+        """The Ops this Variable belongs to: the ``sg.Ops()`` you hold, or, once nothing holds
+        that any more, the recorder behind it (same tape, same methods)."""
+        r = self.rec
+        face = r.face
+        if face is not None:
+            f = face()
+            if f is not None:
+                return f
+        return r
 
     @property
     def value(self) -> np.ndarray:
@@ -55,7 +67,7 @@ class Variable(Operators, VariableMethods):
             v.flags.writeable = False
         base = v.base       # numpy refuses writeable=True on a view whose bases are read-only
         if type(base) is np.ndarray and base.flags.writeable and \
-                not getattr(self.ops, "borrow", False):     # (a borrowed base is the caller's)
+                not getattr(self.rec, "borrow", False):     # (a borrowed base is the caller's)
             base.flags.writeable = False
         return v.view()
 
@@ -153,7 +165,7 @@ class Variable(Operators, VariableMethods):
 
     def __iter__(self):
         for i in range(len(self)):
-            yield self.ops.getitem(self, i)
+            yield self.rec.getitem(self, i)
 
     # ------------------------------------------------------------ numpy's protocols
 
@@ -162,7 +174,7 @@ class Variable(Operators, VariableMethods):
         if method == "__call__" and not kwargs:
             name = ufuncs().get(ufunc)
             if name is not None:
-                return getattr(self.ops, name)(*inputs)
+                return getattr(self.rec, name)(*inputs)
             if ufunc is np.equal:           # == stays identity, whichever side numpy is on
                 return inputs[0] is inputs[1]
             if ufunc is np.not_equal:
@@ -234,7 +246,7 @@ def leaf_variable(value: Any, ops: Ops | FreeOps, label: int | str | None, requi
     """A Variable computed by no primitive (a leaf, a seed, an unrecorded or free value)."""
     v = object.__new__(cls or Variable)
     v.raw = value
-    v.ops = ops
+    v.rec = ops
     v.label = label
     v.grad = None
     v.requires_grad = requires_grad

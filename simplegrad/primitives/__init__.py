@@ -15,10 +15,13 @@ from .layout import LayoutMethods
 from .methods import VALUES, PrimitiveMethods, ValueOps
 from .moments import MomentVariable
 from .numpy_api import NumpyFunctions
+from .numpy_arrays import ArrayVariable
 from .products import ProductMethods
 from .rearrange import RearrangeMethods
+from .running import RunningVariable
 from .scans import ScanVariable
 from .special import SpecialVariable
+from .special_functions import SpecialFunctionVariable
 
 __all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "ValueOps",
            "VALUES", "VariableMethods"]
@@ -26,11 +29,12 @@ __all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "Val
 
 class VariableMethods(ProductMethods, LayoutMethods, RearrangeMethods, GatherMethods,
                       SpecialVariable, BinaryVariable, ScanVariable, MomentVariable,
+                      SpecialFunctionVariable, RunningVariable, ArrayVariable,
                       NumpyFunctions):
     """Methods that primitive families add to ``Variable`` (``x.cumsum()``, ...).
 
     A family keeps its Variable methods in a mixin with ``__slots__ = ()`` beside its records
-    and lists it among these bases; each method calls ``self.ops.<name>(self, ...)``.
+    and lists it among these bases; each method calls ``self.rec.<name>(self, ...)``.
     """
 
     __slots__ = ()

@@ -271,10 +271,10 @@ class BinaryVariable:
         lo, hi = kwargs.pop("a_min", min), kwargs.pop("a_max", max)
         if kwargs:
             raise ArgumentError(f"clip of {self.name}: {', '.join(kwargs)} not supported")
-        return self.ops.clip(self, lo, hi)
+        return self.rec.clip(self, lo, hi)
 
     def __mod__(self, other: Any) -> Variable:
-        return self.ops.mod(self, other)
+        return self.rec.mod(self, other)
 
     def __rmod__(self, other: Any) -> Variable:
-        return self.ops.mod(other, self)
+        return self.rec.mod(other, self)

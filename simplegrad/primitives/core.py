@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from ..errors import AxisError
+from .schema import Schema
 
 if TYPE_CHECKING:
     from . import PrimitiveMethods
@@ -126,7 +127,8 @@ class Primitive:
 
     __slots__ = ("name", "forward", "vjp", "jvp", "fmt", "cases", "domain", "variadic",
                  "sparse_vjp", "tol", "plain", "mask", "mask_source", "elementwise",
-                 "differentiable", "vjp_masked", "batch", "taylor", "numpy", "__weakref__")
+                 "differentiable", "vjp_masked", "batch", "taylor", "numpy", "schema",
+                 "__weakref__")
 
     def __init__(self, name: str, forward: Forward,
                  vjp: Sequence[VjpRule | None] | Sequence[VariadicVjpRule],
@@ -135,7 +137,8 @@ class Primitive:
                  tol: float = 1e-6, plain: bool | None = None, mask: MaskRule | None = None,
                  mask_source: bool = False, elementwise: bool = False,
                  differentiable: bool = True, batch: BatchRule | None = None,
-                 taylor: TaylorRule | None = None, numpy: str | None = None):
+                 taylor: TaylorRule | None = None, numpy: str | None = None,
+                 schema: Schema | None = None):
         self.name = name
         self.forward = forward
         # one VjpRule per input (None: no gradient flows to it); variadic: one VariadicVjpRule
@@ -166,6 +169,8 @@ class Primitive:
         # template with {0}, {1}, ... for the inputs and {attr} for each attribute; None: a
         # call of forward
         self.numpy = numpy
+        # the attributes it records, checked before a saved program reaches numpy (schema.py)
+        self.schema = schema
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

@@ -43,6 +43,7 @@ from .core import (
     pointwise,
     register,
 )
+from .schema import BROADCAST, Schema
 from .series import (
     Series,
     div_series,
@@ -71,7 +72,8 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
                 domain: Sampler | tuple = ANY, cases: Sequence[Case] | None = None,
                 jvp: JvpRule | None = None, mask: MaskRule = elementwise_mask,
                 mask_source: bool = False, masked: bool = True,
-                taylor: TaylorRule | None = None, numpy: str | None = None) -> Primitive:
+                taylor: TaylorRule | None = None, numpy: str | None = None,
+                schema: Schema = BROADCAST) -> Primitive:
     """Register an elementwise primitive from its forward and per-input derivative rules.
 
     A derivative rule ``d(o, g, out, *xs)`` is linear in ``g`` (so it has a vjp rule's
@@ -86,7 +88,7 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
     prim = Primitive(
         name, forward, [broadcast_vjp(r, i, nin) for i, r in enumerate(d)],
         jvp or summed_jvp(d), fmt, cases, domain=domain, mask=mask, mask_source=mask_source,
-        elementwise=True, batch=pointwise(name), taylor=taylor, numpy=numpy)
+        elementwise=True, batch=pointwise(name), taylor=taylor, numpy=numpy, schema=schema)
     if masked:
         prim.vjp_masked = tuple(masked_vjp(r, i, nin) for i, r in enumerate(d))
     return register(prim)

@@ -36,6 +36,7 @@ from .core import (
 )
 from .lazy import dask_array, per_block, whole
 from .rearrange import axes_of, flat
+from .schema import AXIS, AXIS_OR_NONE, SHAPE, attrs, gathered, int_array, need, to_shape
 from .taylor import linear
 
 if TYPE_CHECKING:
@@ -61,7 +62,8 @@ ARGSORT = register(Primitive(
     "argsort", _argsort, [None], lambda o, ts, out, x, axis=-1: None,
     method_fmt("argsort", "axis"),
     [Case(((4,),)), Case(((3, 4),), {"axis": 0}), Case(((2, 3, 4),), {"axis": -1})],
-    differentiable=False, batch=along("argsort", default=-1, flat=True)))
+    differentiable=False, batch=along("argsort", default=-1, flat=True),
+    schema=attrs(axis=AXIS_OR_NONE)))
 
 
 # ---------------------------------------------------------------- the gather and its adjoint
@@ -127,7 +129,8 @@ TAKE_ALONG_AXIS = register(Primitive(
         xs[0] if batched[0] else o.reshape(xs[0], (1,) + shape_of(xs[0])),
         _batch_indices(o, xs, batched, indices),
         shift_axis(axis, "take_along_axis", xs[0], batched[0])),
-    taylor=linear("take_along_axis")))
+    taylor=linear("take_along_axis"),
+    schema=attrs(size=gathered, axis=need(AXIS), indices=int_array)))
 
 SCATTER_ADD_ALONG_AXIS = register(Primitive(
     "scatter_add_along_axis", _scatter_add_along_axis,
@@ -145,7 +148,8 @@ SCATTER_ADD_ALONG_AXIS = register(Primitive(
             _batch_indices(o, xs, batched, indices),
             shift_axis(axis, "scatter_add_along_axis", xs[0], batched[0]),
             (batch_size(xs, batched),) + tuple(shape)),
-    taylor=linear("scatter_add_along_axis")))
+    taylor=linear("scatter_add_along_axis"),
+    schema=attrs(size=to_shape, axis=need(AXIS), indices=int_array, shape=need(SHAPE))))
 
 
 def _batch_indices(o: PrimitiveMethods, xs, batched, indices):
@@ -276,12 +280,12 @@ class GatherMethods:
 
     def take(self, indices: Any, axis: int | None = None) -> Variable:
         """Entries at integer ``indices`` along ``axis``."""
-        return self.ops.take(self, indices, axis=axis)
+        return self.rec.take(self, indices, axis=axis)
 
     def argsort(self, axis: int | None = -1) -> Variable:
         """Indices that sort along ``axis`` (stable; an integer entry)."""
-        return self.ops.argsort(self, axis=axis)
+        return self.rec.argsort(self, axis=axis)
 
     def sort(self, axis: int | None = -1) -> Variable:
         """A sorted copy along ``axis`` (numpy sorts in place; a Variable is never written)."""
-        return self.ops.sort(self, axis=axis)
+        return self.rec.sort(self, axis=axis)

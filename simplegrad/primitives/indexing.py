@@ -16,6 +16,7 @@ from ..errors import ArgumentError
 from .broadcasting import full_mask
 from .core import Case, Primitive, align, batch_size, error, is_constant, register, shape_of
 from .lazy import dask_array, per_block, refuse, whole
+from .schema import INDEX, INDICES, SHAPE, attrs, indexed, need, to_shape
 from .shape import shape_tuple
 from .taylor import linear
 
@@ -135,7 +136,8 @@ GETITEM = register(Primitive(
      Case(((3, 4),), {"index": (slice(None), np.array([3, 0, 3]))}),
      Case(((2, 3, 4),), {"index": (Ellipsis, None, slice(None, None, 2))})],
     sparse_vjp=True, batch=lambda o, xs, batched, index: _batch_getitem(o, xs[0], index),
-    taylor=linear("getitem"), numpy="{0}[{index}]"))
+    taylor=linear("getitem"), numpy="{0}[{index}]",
+    schema=attrs(size=indexed, index=need(INDEX))))
 
 
 def _batch_getitem(o: PrimitiveMethods, x, index):
@@ -195,7 +197,8 @@ SCATTER_ADD = register(Primitive(
                          "shape": (2,)})],
     variadic=True, batch=lambda o, gs, batched, indices, shape: _batch_scatter(
         o, gs, batched, indices, shape),
-    taylor=linear("scatter_add")))
+    taylor=linear("scatter_add"),
+    schema=attrs(size=to_shape, indices=need(INDICES), shape=need(SHAPE))))
 
 
 def _scatter_jvp(o: PrimitiveMethods, ts, indices, shape):

@@ -17,6 +17,19 @@ from .broadcasting import full_mask
 from .core import Case, Primitive, along, error, register, run, shape_of, shift_axis
 from .lazy import dask_array
 from .rearrange import axes_of, flat
+from .schema import (
+    AXES,
+    AXIS_OR_NONE,
+    PAD_WIDTH,
+    REAL,
+    attrs,
+    ints,
+    is_int,
+    need,
+    padded,
+    repeated,
+    tiled,
+)
 from .taylor import linear
 
 if TYPE_CHECKING:
@@ -43,7 +56,7 @@ FLIP = register(Primitive(
      Case(((2, 3, 4),), {"axis": (0, 2)})],
     mask=lambda o, m, i, out, x, axis:
         None if m is None else o.flip(full_mask(o, m, shape_of(out)), axis),
-    batch=along("flip"), taylor=linear("flip")))
+    batch=along("flip"), taylor=linear("flip"), schema=attrs(axis=need(AXES))))
 
 
 def _roll(x, shift, axis=None):
@@ -65,7 +78,7 @@ ROLL = register(Primitive(
     mask=lambda o, m, i, out, x, shift, axis:
         None if m is None else o.roll(full_mask(o, m, shape_of(out)), _roll_back(shift), axis),
     batch=lambda o, xs, batched, shift, axis=None: _batch_roll(o, xs[0], shift, axis),
-    taylor=linear("roll")))
+    taylor=linear("roll"), schema=attrs(shift=need(ints()), axis=need(AXES))))
 
 
 def _batch_roll(o: PrimitiveMethods, x, shift, axis):
@@ -106,7 +119,12 @@ PAD = register(Primitive(
         o.getitem(full_mask(o, m, shape_of(out)), _unpad(pad_width, shape_of(x))),
     batch=lambda o, xs, batched, pad_width, **attrs: run(
         o, "pad", xs, {"pad_width": ((0, 0),) + tuple(pad_width), **attrs}),
-    taylor=linear("pad")))
+    taylor=linear("pad"),
+    schema=attrs(size=padded, pad_width=need(PAD_WIDTH), constant_values=REAL)))
+
+
+def _counts(v: Any, shapes: Any) -> str | None:
+    return None if is_int(v) and v >= 0 else ints(lo=0)(v, shapes)
 
 
 def _repeat(x, repeats, axis=None):
@@ -133,7 +151,8 @@ REPEAT = register(Primitive(
     lambda args, attrs, render: f"{args[0]}.repeat({attrs['repeats']!r}, axis={attrs['axis']})",
     [Case(((3,),), {"repeats": 2, "axis": 0}), Case(((2, 3),), {"repeats": 3, "axis": 1}),
      Case(((3, 2),), {"repeats": (1, 0, 2), "axis": 0})], batch=along("repeat", flat=True),
-    taylor=linear("repeat")))
+    taylor=linear("repeat"),
+    schema=attrs(size=repeated, repeats=need(_counts), axis=need(AXIS_OR_NONE))))
 
 
 def _tile(x, reps):
@@ -156,7 +175,7 @@ TILE = register(Primitive(
     [Case(((3,),), {"reps": (2,)}), Case(((2, 3),), {"reps": (2, 1)}),
      Case(((3,),), {"reps": (2, 2)}), Case(((1, 2),), {"reps": (3, 1)})],
     batch=lambda o, xs, batched, reps: _batch_tile(o, xs[0], reps),
-    taylor=linear("tile")))
+    taylor=linear("tile"), schema=attrs(size=tiled, reps=need(ints(lo=0)))))
 
 
 def _batch_tile(o: PrimitiveMethods, x, reps):
@@ -246,4 +265,4 @@ class LayoutMethods:
 
     def repeat(self, repeats: Any, axis: int | None = None) -> Variable:
         """Each entry repeated along ``axis``."""
-        return self.ops.repeat(self, repeats, axis=axis)
+        return self.rec.repeat(self, repeats, axis=axis)

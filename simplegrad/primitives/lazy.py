@@ -73,6 +73,25 @@ def per_block(fn: Callable, signature: str, *xs: Any, axes: Sequence | None = No
                            output_dtypes=dtypes, output_sizes=sizes, **kwargs)
 
 
+def blockwise(fn: Callable) -> Callable:
+    """An elementwise forward ``fn(x)`` that runs block by block on a dask array (lazy)."""
+    def forward(x: Any) -> Any:
+        if dask_array(x) is None:
+            return fn(x)
+        return per_block(fn, "()->()", x, dtypes=np.result_type(x.dtype, np.float16))
+    forward.__name__ = forward.__qualname__ = fn.__name__
+    forward.__doc__ = fn.__doc__
+    return forward
+
+
+def scan_along(fn: Callable, x: Any, axis: Any, dtype: Any) -> Any:
+    """``fn(x, axis)`` for a scan along one axis; on a dask array, per block with that axis
+    whole (lazy)."""
+    if dask_array(x) is None or axis is None:
+        return fn(x, axis)
+    return per_block(lambda b: fn(b, -1), "(i)->(i)", x, axes=[(axis,), (axis,)], dtypes=dtype)
+
+
 def whole(fn: Callable, shape: tuple, dtype: Any, /, *xs: Any, **kwargs: Any) -> Any:
     """``fn(*xs, **kwargs)`` (an array of ``shape``); on dask arrays, one task that gets each
     input whole: lazy, for a forward with no blockwise form (a scatter)."""

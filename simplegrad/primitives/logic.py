@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .core import BINARY, REDUCE, UNARY, Primitive, along, method_fmt, pointwise, register
+from .schema import BROADCAST, REDUCING
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
@@ -32,7 +33,8 @@ def _logic(name: str, forward: Callable, fmt: str | Callable, nin: int, cases=No
         cases = UNARY if nin == 1 else BINARY
     return register(Primitive(name, forward, [None] * nin, _none_jvp, fmt, cases,
                               plain=plain, differentiable=False,
-                              batch=pointwise(name) if cases is not REDUCE else along(name)))
+                              batch=pointwise(name) if cases is not REDUCE else along(name),
+                              schema=BROADCAST if cases is not REDUCE else REDUCING))
 
 
 LESS = _logic("less", np.less, "{0} < {1}", 2)
@@ -45,6 +47,8 @@ LOGICAL_AND = _logic("logical_and", np.logical_and, "{0} & {1}", 2)
 LOGICAL_OR = _logic("logical_or", np.logical_or, "{0} | {1}", 2)
 LOGICAL_NOT = _logic("logical_not", np.logical_not, "~{0}", 1)
 ISFINITE = _logic("isfinite", np.isfinite, "isfinite({0})", 1)
+ISNAN = _logic("isnan", np.isnan, "isnan({0})", 1)
+ISINF = _logic("isinf", np.isinf, "isinf({0})", 1)
 
 
 def _any(x, axis=None, keepdims=False):
@@ -101,6 +105,14 @@ class LogicOps:
     def isfinite(self, x: Any, name: str | None = None) -> Variable:
         """True where x is neither infinite nor nan."""
         return self.apply(ISFINITE, (x,), None, name)
+
+    def isnan(self, x: Any, name: str | None = None) -> Variable:
+        """True where x is nan."""
+        return self.apply(ISNAN, (x,), None, name)
+
+    def isinf(self, x: Any, name: str | None = None) -> Variable:
+        """True where x is +inf or -inf."""
+        return self.apply(ISINF, (x,), None, name)
 
     def any(self, x: Any, axis: Any = None, keepdims: bool = False,
             name: str | None = None) -> Variable:

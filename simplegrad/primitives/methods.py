@@ -12,6 +12,7 @@ from typing import Any
 
 from .binary import BinaryOps
 from .core import REGISTRY, Primitive
+from .cross import CrossOps
 from .elementwise import ElementwiseOps
 from .gather import GatherOps
 from .indexing import IndexingOps
@@ -32,15 +33,18 @@ from .piecewise import PiecewiseOps
 from .products import ProductOps
 from .rearrange import RearrangeOps
 from .reduce import ReduceOps
+from .running import RunningOps
 from .scans import ScanOps
 from .shape import ShapeOps
 from .special import SpecialOps
+from .special_functions import SpecialFunctionOps
 
 
 class PrimitiveMethods(ElementwiseOps, PiecewiseOps, LogicOps, ReduceOps, ShapeOps, IndexingOps,
                        MatmulOps, SolveOps, DeterminantOps, CholeskyOps, NormOps, ProductOps,
                        LayoutOps, RearrangeOps, GatherOps, SpecialOps, BinaryOps, ScanOps,
-                       MomentOps, EighOps, SVDOps, QROps, PseudoInverseOps, MatrixPowerOps):
+                       MomentOps, EighOps, SVDOps, QROps, PseudoInverseOps, MatrixPowerOps,
+                       SpecialFunctionOps, RunningOps, CrossOps):
     """Every primitive as a method; subclasses say what ``apply`` (the generic form) does."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,

@@ -29,6 +29,7 @@ from .core import (
 )
 from .reduce import per_count
 from .scans import checked_axes, numpy_defaults, spread
+from .schema import AXES_OR_NONE, BOOL, REAL, attrs
 from .series import Series, sqrt_series, square_coef, times
 from .taylor import order_of
 
@@ -106,7 +107,8 @@ def _moment(name: str, method: str, forward: Callable, direction: Callable,
         Case(((2, 3, 4),), {"axis": (0, 2), "ddof": 1, "keepdims": True})]
     return register(Primitive(name, forward, [vjp], jvp,
                               method_fmt(method, "axis", "ddof", "keepdims"), cases,
-                              batch=along(name), taylor=taylor))
+                              batch=along(name), taylor=taylor,
+                              schema=attrs(axis=AXES_OR_NONE, ddof=REAL, keepdims=BOOL)))
 
 
 # op.var makes a leaf, so the variance is op.variance (and x.var(), np.var(x) as in numpy)
@@ -158,11 +160,11 @@ class MomentVariable:
         """Variance over ``axis`` with ``ddof`` (numpy's ``correction=`` is the same)."""
         ddof = numpy_args.pop("correction", ddof)
         numpy_defaults("var", self, dtype=dtype, out=out, **numpy_args)
-        return self.ops.variance(self, axis=axis, ddof=ddof, keepdims=keepdims)
+        return self.rec.variance(self, axis=axis, ddof=ddof, keepdims=keepdims)
 
     def std(self, axis: Any = None, dtype: None = None, out: None = None, ddof: float = 0,
             keepdims: bool = False, **numpy_args: Any) -> Variable:
         """Standard deviation over ``axis`` with ``ddof`` (or ``correction=``)."""
         ddof = numpy_args.pop("correction", ddof)
         numpy_defaults("std", self, dtype=dtype, out=out, **numpy_args)
-        return self.ops.std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+        return self.rec.std(self, axis=axis, ddof=ddof, keepdims=keepdims)

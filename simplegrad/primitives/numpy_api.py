@@ -25,12 +25,15 @@ either drop the Variable from the tape or fail with a generic TypeError.
 from __future__ import annotations
 
 import inspect
+import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..errors import ArgumentError
+from . import numpy_arrays, numpy_signal, numpy_statistics
 from .core import REGISTRY
 from .methods import PrimitiveMethods
 from .numpy_entries import EXPLICIT, RENAMED, UFUNC_ALIASES, Handler, describe
@@ -38,6 +41,30 @@ from .numpy_entries import EXPLICIT, RENAMED, UFUNC_ALIASES, Handler, describe
 # np.linalg functions of the array API whose semantics differ from np.<name> of the same name
 ARRAY_API = frozenset({"cross", "diagonal", "matmul", "matrix_transpose", "outer", "tensordot",
                         "trace", "vecdot", "vector_norm", "matrix_norm", "svdvals"})
+# scipy.special's ufuncs that record the primitive of the same name, when SciPy is loaded
+SCIPY_SPECIAL = ("erf", "erfc", "erfinv", "betainc")
+# the nearest form that records, for numpy functions users reach for that have no rule
+NEAREST = {
+    "nansum": "np.sum(x, where=~np.isnan(x))",
+    "nanmean": "np.sum(x, where=m) / np.sum(m) with m = ~np.isnan(x)",
+    "nanmax": "np.max(x, where=~np.isnan(x), initial=-np.inf)",
+    "nanmin": "np.min(x, where=~np.isnan(x), initial=np.inf)",
+    "nanmedian": "np.median(x[mask]) with a constant mask of the entries kept",
+    "nanquantile": "np.quantile(x[mask], q) with a constant mask of the entries kept",
+    "nanpercentile": "np.percentile(x[mask], q) with a constant mask of the entries kept",
+    "average": "np.sum(x * w, axis) / np.sum(w, axis)",
+    "ptp": "np.max(x, axis) - np.min(x, axis)",
+    "cumulative_sum": "np.cumsum(x, axis)",
+    "cumulative_prod": "np.cumprod(x, axis)",
+    "interp": "op.where over the linear pieces, or np.take with recorded indices",
+    "unique": "np.unique(x.value) (values only: it has no derivative)",
+    "histogram": "np.histogram(x.value) (values only: it has no derivative)",
+    "searchsorted": "np.searchsorted(a, x.value) (integer positions: no derivative)",
+    "rot90": "np.flip and np.swapaxes (op.flip, op.swapaxes)",
+    "fliplr": "np.flip(x, axis=1)",
+    "flipud": "np.flip(x, axis=0)",
+    "eig": "np.linalg.eigh for symmetric matrices",
+}
 # arguments that change nothing about the result at these values
 _NEUTRAL = {"out": None, "dtype": None, "where": True, "casting": "same_kind", "subok": False,
             "order": "C", "copy": None, "device": None}
@@ -57,17 +84,27 @@ class NumpyFunctions:
 
     def __array_function__(self, func: Callable, types: tuple, args: tuple,
                            kwargs: dict) -> Any:
+        query = _QUERIES.get(func)
+        if query is not None and not kwargs and len(args) == 1:
+            return query(args[0].shape)     # np.shape(x): asked every step by layers
         if not all(issubclass(t, (NumpyFunctions, np.ndarray)) for t in types):
             return NotImplemented       # another library's array: let it answer
         handler = table().get(func)
         if handler is None:
+            hint = NEAREST.get(getattr(func, "__name__", ""))
+            nearest = f"; what records instead: {hint}" if hint else \
+                "; see \"numpy functions that record\" in the README"
             raise ArgumentError(f"{qualname(func)} has no simplegrad rule for Variables "
-                                f"({describe(args, kwargs)}); see \"numpy functions that record\" "
-                                "in the README, or use .value for the plain (unrecorded) value")
-        return handler(self.ops, *args, **kwargs)      # self: one of the Variable arguments
+                                f"({describe(args, kwargs)}){nearest}, or use .value for the "
+                                "plain (unrecorded) value")
+        return handler(self.rec, *args, **kwargs)      # self: one of the Variable arguments
 
 
 # ---------------------------------------------------------------- the table
+
+# np.shape, np.ndim, np.size of one Variable: answered before the table (no argument binding)
+_QUERIES: dict[Callable, Callable[[tuple], Any]] = {
+    np.shape: lambda s: s, np.ndim: len, np.size: math.prod}
 
 _CACHE: dict[str, Any] = {"size": -1, "table": {}, "ufuncs": {}, "array": None}
 
@@ -134,8 +171,10 @@ def _build() -> dict[Callable, Handler]:
     for fn, method in RENAMED.items():
         if method in names:
             out[fn] = _method(fn, method)
-    for fn, handler in EXPLICIT.items():
-        out[fn] = _checked(fn, handler)
+    for entries in (EXPLICIT, numpy_arrays.ENTRIES, numpy_signal.ENTRIES,
+                    numpy_statistics.ENTRIES):
+        for fn, handler in entries.items():
+            out[fn] = _checked(fn, handler)
     array = _CACHE["array"]     # numpy's own fallback: np.f(x, ...) calls x.f(...)
     for name in dir(array) if array is not None else ():
         fn = getattr(np, name, None)
@@ -163,7 +202,23 @@ def _build_ufuncs() -> dict[np.ufunc, str]:
     for fn, name in UFUNC_ALIASES.items():
         if name in REGISTRY:
             out[fn] = name
-    return out
+    return UfuncTable(out)
+
+
+class UfuncTable(dict):
+    """numpy's ufuncs -> Ops method; ``get`` also answers for scipy.special's ufuncs named in
+    SCIPY_SPECIAL, found by identity in the loaded module (SciPy is never imported here)."""
+
+    def get(self, ufunc: Any, default: Any = None) -> Any:
+        """The Ops method recording ``ufunc``, else ``default``."""
+        name = dict.get(self, ufunc)
+        if name is not None:
+            return name
+        special = sys.modules.get("scipy.special")
+        name = getattr(ufunc, "__name__", None)
+        if special is not None and name in SCIPY_SPECIAL and getattr(special, name, None) is ufunc:
+            return name
+        return default
 
 
 # ---------------------------------------------------------------- generated entries

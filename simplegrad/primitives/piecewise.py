@@ -129,3 +129,12 @@ class PiecewiseOps:
             raise ArgumentError(f"where: the condition must be bool, not {cond.dtype} (compare, "
                                 "as in x > 0)")
         return self.apply(WHERE, (cond, x, y), None, name)
+
+    def heaviside(self, x1: Any, x2: Any, name: str | None = None) -> Variable:
+        """numpy's step: 0 where x1 < 0, x2 where x1 == 0, 1 where x1 > 0 (nan where x1 is nan);
+        recorded as ``where`` entries, so x2 gets the gradient where x1 == 0 and x1 gets none."""
+        steps = self.where(self.greater(x1, 0), 1.0, x2)
+        if is_constant(x1) and not np.isnan(x1).any():
+            return self.where(self.less(x1, 0), 0.0, steps, name=name)
+        return self.where(self.isnan(x1), np.nan, self.where(self.less(x1, 0), 0.0, steps),
+                          name=name)

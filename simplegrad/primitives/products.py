@@ -1,4 +1,4 @@
-"""Products: einsum and the products written with it; cross, diagonal, tril and triu.
+"""Products: einsum and the products written with it; diagonal, tril and triu (cross: cross.py).
 
 ``einsum`` is the one contraction primitive. Its subscripts are stored explicit and without
 ellipsis (``'...i,...i'`` on shapes (2, 3) and (3,) records ``'ai,i->a'``; subscripts.py parses
@@ -14,10 +14,10 @@ Recorded as einsum (one entry each, or einsum and one reshape), since the einsum
 as the definition and costs what numpy's own call would: ``tensordot``, ``inner``, ``outer``,
 ``kron`` (einsum then reshape), and ``dot`` of arrays above 2-D (``dot`` of vectors and
 matrices records ``matmul``, of a scalar ``mul``). Primitives of their own, because their
-einsum would carry a constant tensor and hide what the line means: ``cross`` (3-vectors along
-``axis``; its vjp and jvp are crosses again), ``diagonal`` (vjp: ``scatter_add`` onto the
-diagonal), ``tril`` and ``triu`` (each its own vjp). ``trace`` records ``diagonal`` then
-``sum``; ``diag`` of a vector records the ``scatter_add`` that places it.
+einsum would carry a constant tensor and hide what the line means: ``cross`` (cross.py),
+``diagonal`` (vjp: ``scatter_add`` onto the diagonal), ``tril`` and ``triu`` (each its own
+vjp). ``trace`` records ``diagonal`` then ``sum``; ``diag`` of a vector records the
+``scatter_add`` that places it.
 """
 
 from __future__ import annotations
@@ -27,11 +27,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import AxisError, ShapeError
-from .broadcasting import unbroadcast
 from .core import (
     Case,
     Primitive,
-    align,
     dtype_of,
     error,
     mapped,
@@ -40,7 +38,7 @@ from .core import (
     shape_of,
     shift_axis,
 )
-from .lazy import dask_array, per_block
+from .schema import AXIS, INT, SUBSCRIPTS, attrs, einsum_size, need
 from .subscripts import LETTERS, from_sublists, letter_sizes, parse_subscripts
 from .taylor import linear, multilinear
 
@@ -114,7 +112,8 @@ EINSUM = register(Primitive(
      Case(((2, 2, 2),), {"subscripts": "iii->i"})],
     variadic=True, batch=lambda o, xs, batched, subscripts: _batch_einsum(o, xs, batched,
                                                                           subscripts),
-    taylor=multilinear("einsum")))
+    taylor=multilinear("einsum"),
+    schema=attrs(size=einsum_size, subscripts=need(SUBSCRIPTS))))
 
 
 def _batch_einsum(o: PrimitiveMethods, xs, batched, subscripts):
@@ -123,47 +122,6 @@ def _batch_einsum(o: PrimitiveMethods, xs, batched, subscripts):
     lhs, target = subscripts.split("->")
     terms = [z + t if b else t for t, b in zip(lhs.split(","), batched)]
     return run(o, "einsum", xs, {"subscripts": ",".join(terms) + "->" + z + target})
-
-# ---------------------------------------------------------------- cross
-
-
-def _cross(x, y, axis=-1):
-    if dask_array(x, y) is None:
-        return np.cross(x, y, axis=axis)
-    core = "(i)" if shape_of(x)[axis] == 3 or shape_of(y)[axis] == 3 else "()"
-    return per_block(np.cross, f"(i),(i)->{core}", x, y, dtypes=np.result_type(x, y),
-                     axes=[(axis,), (axis,)] + ([(axis,)] if core == "(i)" else [()]))
-
-
-CROSS = register(Primitive(
-    "cross", _cross,
-    [lambda o, g, out, x, y, axis=-1: unbroadcast(o, o.cross(y, g, axis=axis), shape_of(x)),
-     lambda o, g, out, x, y, axis=-1: unbroadcast(o, o.cross(g, x, axis=axis), shape_of(y))],
-    lambda o, ts, out, x, y, axis=-1: _cross_jvp(o, ts, out, x, y, axis),
-    lambda args, attrs, render: f"cross({args[0]}, {args[1]}" + (
-        "" if attrs.get("axis", -1) == -1 else f", axis={attrs['axis']}") + ")",
-    [Case(((3,), (3,))), Case(((2, 3), (3,))), Case(((3, 4), (3, 1)), {"axis": -2}),
-     Case(((2, 3, 2), (2, 3, 2)), {"axis": -2})],
-    batch=lambda o, xs, batched, axis=-1: _batch_cross(o, xs, batched, axis),
-    taylor=multilinear("cross")))
-
-
-def _batch_cross(o: PrimitiveMethods, xs, batched, axis):
-    """cross of aligned inputs, along the same axis counted from the end."""
-    for x, b in zip(xs, batched):       # numpy checks the axis against each input
-        shift_axis(axis, "cross", x, b)
-    xs = align(o, xs, batched)
-    rank = max(len(shape_of(x)) - b for x, b in zip(xs, batched))
-    return run(o, "cross", xs, {"axis": axis - rank if axis >= 0 else axis})
-
-
-def _cross_jvp(o: PrimitiveMethods, ts, out, x, y, axis):
-    tx, ty = ts
-    parts = [o.cross(tx, y, axis=axis) if tx is not None else None,
-             o.cross(x, ty, axis=axis) if ty is not None else None]
-    parts = [p for p in parts if p is not None]
-    d = parts[0] if len(parts) == 1 else o.add(*parts)
-    return d if shape_of(d) == shape_of(out) else o.expand(d, shape_of(out))
 
 # ---------------------------------------------------------------- diagonal, tril, triu
 
@@ -205,7 +163,7 @@ DIAGONAL = register(Primitive(
     batch=lambda o, xs, batched, offset=0, axis1=0, axis2=1: run(o, "diagonal", xs, {
         "offset": offset, "axis1": shift_axis(axis1, "diagonal", xs[0]),
         "axis2": shift_axis(axis2, "diagonal", xs[0])}),
-    taylor=linear("diagonal")))
+    taylor=linear("diagonal"), schema=attrs(offset=INT, axis1=AXIS, axis2=AXIS)))
 
 
 def _triangle(name: str, forward) -> Primitive:
@@ -216,7 +174,8 @@ def _triangle(name: str, forward) -> Primitive:
         [lambda o, g, out, x, k=0: getattr(o, name)(g, k=k)],
         lambda o, ts, out, x, k=0: getattr(o, name)(ts[0], k=k), fmt,
         [Case(((3, 3),)), Case(((3, 4),), {"k": 1}), Case(((2, 3, 3),), {"k": -1})],
-        mask=lambda o, m, i, out, x, k=0: m, batch=mapped(name), taylor=linear(name)))
+        mask=lambda o, m, i, out, x, k=0: m, batch=mapped(name), taylor=linear(name),
+        schema=attrs(k=INT)))
 
 
 def _tril(x, k=0):
@@ -310,19 +269,6 @@ class ProductOps:
         blocks = self.einsum(f"{sx},{sy}->{''.join(a + b for a, b in zip(sx, sy))}", x, y)
         return self.reshape(blocks, shape, name=name)
 
-    def cross(self, x: Any, y: Any, axis: int = -1, name: str | None = None) -> Variable:
-        """The cross product of 3-vectors along ``axis`` of x and y (broadcast)."""
-        axes = []
-        for v in (x, y):
-            shape = shape_of(v)
-            if not -len(shape) <= axis < len(shape) or shape[axis] != 3:
-                raise error("cross", (x, y), f"axis {axis} must hold 3-vectors", ShapeError)
-            axes.append(axis % len(shape) - len(shape))
-        if axes[0] != axes[1]:
-            raise error("cross", (x, y), f"axis {axis} names different dimensions of "
-                              "inputs of different rank; use a negative axis", AxisError)
-        return self.apply(CROSS, (x, y), {"axis": axes[0]}, name)
-
     def diagonal(self, x: Any, offset: int = 0, axis1: int = 0, axis2: int = 1,
                  name: str | None = None) -> Variable:
         """The ``offset`` diagonal of the (axis1, axis2) matrices of x, as its last axis."""
@@ -380,13 +326,13 @@ class ProductMethods:
 
     def dot(self, other: Any) -> Variable:
         """numpy's dot of self and other."""
-        return self.ops.dot(self, other)
+        return self.rec.dot(self, other)
 
     def trace(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Variable:
         """Sum of the ``offset`` diagonal."""
-        return self.ops.trace(self, offset=offset, axis1=axis1, axis2=axis2)
+        return self.rec.trace(self, offset=offset, axis1=axis1, axis2=axis2)
 
     def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Variable:
         """The ``offset`` diagonal of the (axis1, axis2) matrices, as the last axis."""
-        return self.ops.diagonal(self, offset=offset, axis1=axis1, axis2=axis2)
+        return self.rec.diagonal(self, offset=offset, axis1=axis1, axis2=axis2)
 

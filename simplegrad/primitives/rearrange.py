@@ -3,9 +3,10 @@ primitive, whose trace line says the same thing in the engine's own words.
 
 ``squeeze``, ``expand_dims``, ``ravel`` and ``flatten`` record ``reshape``; ``moveaxis`` and
 ``swapaxes`` ``transpose``; ``broadcast_to`` ``expand``; ``split`` and ``array_split`` one
-indexing entry per part; ``hstack`` and ``vstack`` ``concatenate``. So they carry the
-structural-zero masks of ``where`` to their input as those primitives do. ``axes_of`` checks
-an axis argument as every re-arrangement does.
+indexing entry per part; ``hstack``, ``vstack``, ``row_stack`` and ``column_stack``
+``concatenate`` (given one array, numpy joins its rows: a reshape or a transpose). So they
+carry the structural-zero masks of ``where`` to their input as those primitives do.
+``axes_of`` checks an axis argument as every re-arrangement does.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, AxisError, ShapeError
-from .core import error, shape_of
+from .core import error, is_constant, shape_of
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
@@ -115,7 +116,14 @@ class RearrangeOps:
         return self._parts("split", x, indices_or_sections, axis)
 
     def hstack(self, xs: Sequence[Any], name: str | None = None) -> Variable:
-        """Arrays joined along axis 1 (axis 0 for vectors; numbers count as vectors)."""
+        """Arrays joined along axis 1 (axis 0 for vectors; numbers count as vectors); one array
+        is read as the sequence of its rows, as numpy does."""
+        if _one_array(xs):
+            s = shape_of(xs)
+            if len(s) <= 2:                     # rows are numbers or vectors: one long vector
+                return self.reshape(xs, (int(np.prod(s)),), name=name)
+            rows = self.moveaxis(xs, 0, 1)      # rows joined along their axis 1
+            return self.reshape(rows, (s[1], s[0] * s[2]) + s[3:], name=name)
         shapes = [shape_of(x) or (1,) for x in xs]
         axis = 0 if all(len(s) == 1 for s in shapes) else 1
         _check_join(self, "hstack", xs, shapes, axis)
@@ -123,12 +131,48 @@ class RearrangeOps:
         return self.concatenate(xs, axis=axis, name=name)
 
     def vstack(self, xs: Sequence[Any], name: str | None = None) -> Variable:
-        """Arrays joined along axis 0, vectors and numbers taken as rows."""
+        """Arrays joined along axis 0, vectors and numbers taken as rows; one array is read as
+        the sequence of its rows, as numpy does."""
+        if _one_array(xs):
+            s = shape_of(xs)
+            joined = (s[0], 1) if len(s) == 1 else (s[0] * s[1],) + s[2:] if len(s) > 2 else s
+            return self.reshape(xs, joined, name=name)
         shapes = [shape_of(x) if len(shape_of(x)) >= 2 else (1, max(int(np.prod(shape_of(x))), 1))
                   for x in xs]
         _check_join(self, "vstack", xs, shapes, 0)
         xs = [x if len(shape_of(x)) >= 2 else self.reshape(x, (1, -1)) for x in xs]
         return self.concatenate(xs, axis=0, name=name)
+
+    def row_stack(self, xs: Sequence[Any], name: str | None = None) -> Variable:
+        """vstack under numpy's older name (deprecated in numpy 2, kept while numpy has it)."""
+        return self.vstack(xs, name=name)
+
+    def column_stack(self, xs: Sequence[Any], name: str | None = None) -> Variable:
+        """Vectors as columns, and 2-D or higher arrays as they are, joined along axis 1; one
+        array is read as the sequence of its rows, as numpy does."""
+        if _one_array(xs):
+            s = shape_of(xs)
+            if len(s) == 1:                     # numbers: one row
+                return self.reshape(xs, (1, s[0]), name=name)
+            if len(s) == 2:                     # vectors: columns
+                return self.transpose(xs, (1, 0), name=name)
+            return self.hstack(xs, name=name)
+        shapes = [shape_of(x) if len(shape_of(x)) >= 2 else (max(int(np.prod(shape_of(x))), 1), 1)
+                  for x in xs]
+        _check_join(self, "column_stack", xs, shapes, 1)
+        xs = [x if len(shape_of(x)) >= 2 else self.reshape(x, s) for x, s in zip(xs, shapes)]
+        return self.concatenate(xs, axis=1, name=name)
+
+
+def _one_array(xs: Any) -> bool:
+    """True when a join was given one array (a Variable or a batched value), not a sequence:
+    numpy then joins its rows; a 0-d one has none."""
+    if isinstance(xs, (list, tuple)) or is_constant(xs):
+        return False
+    if not shape_of(xs):
+        raise error("stack", (xs,), "a 0-d array has no rows to join; pass a list of arrays",
+                    ArgumentError)
+    return True
 
 
 def _check_join(ops: PrimitiveMethods, op: str, xs: Sequence[Any], shapes: list[tuple],
@@ -174,16 +218,16 @@ class RearrangeMethods:
 
     def squeeze(self, axis: Any = None) -> Variable:
         """Without the size-1 axes named by ``axis`` (all when None)."""
-        return self.ops.squeeze(self, axis=axis)
+        return self.rec.squeeze(self, axis=axis)
 
     def ravel(self) -> Variable:
         """As a 1-D array."""
-        return self.ops.ravel(self)
+        return self.rec.ravel(self)
 
     def flatten(self) -> Variable:
         """As a 1-D array."""
-        return self.ops.flatten(self)
+        return self.rec.flatten(self)
 
     def swapaxes(self, axis1: int, axis2: int) -> Variable:
         """Two axes exchanged."""
-        return self.ops.swapaxes(self, axis1, axis2)
+        return self.rec.swapaxes(self, axis1, axis2)

@@ -32,6 +32,7 @@ from .core import (
     register,
     shape_of,
 )
+from .schema import AXIS_OR_NONE, BOOL, REDUCING, attrs
 from .series import Series, exp_series, quotient_series
 from .taylor import linear
 
@@ -112,7 +113,7 @@ CUMSUM = register(Primitive(
     "cumsum", _cumsum, [_cumsum_vjp],
     lambda o, ts, out, x, axis=None: o.cumsum(ts[0], axis=axis),
     method_fmt("cumsum", "axis"), ALONG, batch=along("cumsum", flat=True),
-    taylor=linear("cumsum")))
+    taylor=linear("cumsum"), schema=attrs(axis=AXIS_OR_NONE)))
 
 
 def _cumprod(x, axis=None):
@@ -145,7 +146,8 @@ def _cumprod_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any,
 CUMPROD = register(Primitive(
     "cumprod", _cumprod, [_cumprod_vjp], _cumprod_jvp, method_fmt("cumprod", "axis"),
     [*ALONG, Case(((5,),), {"axis": 0}), Case(((3, 6),), {"axis": -1})],
-    batch=along("cumprod", flat=True), taylor=_cumprod_taylor))
+    batch=along("cumprod", flat=True), taylor=_cumprod_taylor,
+    schema=attrs(axis=AXIS_OR_NONE)))
 
 # ---------------------------------------------------------------- prod
 
@@ -205,7 +207,8 @@ PROD = register(Primitive(
         o.sum(o.mul(ts[0], _others(o, x, axis)), axis=axis, keepdims=keepdims),
     method_fmt("prod", "axis", "keepdims"),
     [*REDUCE, Case(((2, 3, 4),), {"axis": (0, 2), "keepdims": True}),
-     Case(((3, 4),), {"axis": (1, 0)})], batch=along("prod"), taylor=_prod_taylor))
+     Case(((3, 4),), {"axis": (1, 0)})], batch=along("prod"), taylor=_prod_taylor,
+    schema=REDUCING))
 
 # ---------------------------------------------------------------- argmax, argmin
 
@@ -227,10 +230,12 @@ _ARG_CASES = [Case(((3,),)), Case(((3, 4),), {"axis": 1}),
               Case(((2, 3),), {"keepdims": True})]
 ARGMAX = register(Primitive("argmax", _argmax, [None], _no_tangent,
                             method_fmt("argmax", "axis", "keepdims"), _ARG_CASES,
-                            differentiable=False, batch=along("argmax", flat=True)))
+                            differentiable=False, batch=along("argmax", flat=True),
+                            schema=attrs(axis=AXIS_OR_NONE, keepdims=BOOL)))
 ARGMIN = register(Primitive("argmin", _argmin, [None], _no_tangent,
                             method_fmt("argmin", "axis", "keepdims"), _ARG_CASES,
-                            differentiable=False, batch=along("argmin", flat=True)))
+                            differentiable=False, batch=along("argmin", flat=True),
+                            schema=attrs(axis=AXIS_OR_NONE, keepdims=BOOL)))
 
 
 # ---------------------------------------------------------------- Ops methods
@@ -296,29 +301,29 @@ class ScanVariable:
              keepdims: bool = False, **numpy_args: Any) -> Variable:
         """Product over ``axis`` (np.prod(x) calls this)."""
         numpy_defaults("prod", self, dtype=dtype, out=out, **numpy_args)
-        return self.ops.prod(self, axis=axis, keepdims=keepdims)
+        return self.rec.prod(self, axis=axis, keepdims=keepdims)
 
     def cumsum(self, axis: int | None = None, dtype: None = None, out: None = None) -> Variable:
         """Cumulative sum along ``axis`` (None: flattened)."""
         numpy_defaults("cumsum", self, dtype=dtype, out=out)
-        return self.ops.cumsum(self, axis=axis)
+        return self.rec.cumsum(self, axis=axis)
 
     def cumprod(self, axis: int | None = None, dtype: None = None, out: None = None) -> Variable:
         """Cumulative product along ``axis`` (None: flattened)."""
         numpy_defaults("cumprod", self, dtype=dtype, out=out)
-        return self.ops.cumprod(self, axis=axis)
+        return self.rec.cumprod(self, axis=axis)
 
     def argmax(self, axis: int | None = None, out: None = None, *,
                keepdims: bool = False) -> Variable:
         """Index of the first maximum along ``axis`` (an int64 entry, no gradient)."""
         numpy_defaults("argmax", self, out=out)
-        return self.ops.argmax(self, axis=axis, keepdims=keepdims)
+        return self.rec.argmax(self, axis=axis, keepdims=keepdims)
 
     def argmin(self, axis: int | None = None, out: None = None, *,
                keepdims: bool = False) -> Variable:
         """Index of the first minimum along ``axis`` (an int64 entry, no gradient)."""
         numpy_defaults("argmin", self, out=out)
-        return self.ops.argmin(self, axis=axis, keepdims=keepdims)
+        return self.rec.argmin(self, axis=axis, keepdims=keepdims)
 
 
 def numpy_defaults(method: str, x: Any, **numpy_args: Any) -> None:

@@ -26,6 +26,18 @@ from .core import (
     shape_of,
     shift_axis,
 )
+from .schema import (
+    AXIS_OR_NONE,
+    DTYPE,
+    RESHAPE_SHAPE,
+    SHAPE,
+    attrs,
+    axis,
+    joined,
+    need,
+    reshaped,
+    to_shape,
+)
 from .taylor import linear
 
 if TYPE_CHECKING:
@@ -55,7 +67,8 @@ EXPAND = register(Primitive(
      Case(((3,),), {"shape": (2, 3)}), Case(((1, 4),), {"shape": (2, 3, 4)})],
     batch=lambda o, xs, batched, shape: o.expand(
         align(o, xs, batched, len(shape))[0], (batch_size(xs, batched),) + tuple(shape)),
-    taylor=linear("expand"), numpy="np.broadcast_to({0}, {shape})"))
+    taylor=linear("expand"), numpy="np.broadcast_to({0}, {shape})",
+    schema=attrs(size=to_shape, shape=need(SHAPE))))
 
 
 def _reshape(x, shape):
@@ -74,7 +87,8 @@ RESHAPE = register(Primitive(
     cases=[Case(((),), {"shape": (1, 1)}), Case(((3, 4),), {"shape": (12,)}),
      Case(((2, 3, 4),), {"shape": (6, -1)}), Case(((3, 1),), {"shape": (3,)})],
     batch=lambda o, xs, batched, shape: o.reshape(xs[0], shape_of(xs[0])[:1] + tuple(shape)),
-    taylor=linear("reshape"), numpy="{0}.reshape({shape})"))
+    taylor=linear("reshape"), numpy="{0}.reshape({shape})",
+    schema=attrs(size=reshaped, shape=need(RESHAPE_SHAPE))))
 
 
 def _transpose(x, axes=None):
@@ -102,7 +116,8 @@ TRANSPOSE = register(Primitive(
     cases=[Case(((3,),)), Case(((3, 4),)), Case(((2, 3, 4),), {"axes": (1, 0, 2)}),
      Case(((2, 3, 4),), {"axes": (2, 0, 1)})],
     batch=lambda o, xs, batched, axes=None: o.transpose(xs[0], _batch_axes(xs[0], axes)),
-    taylor=linear("transpose"), numpy="{0}.transpose({axes_arg})"))
+    taylor=linear("transpose"), numpy="{0}.transpose({axes_arg})",
+    schema=attrs(axes=axis(none=True, many=True, one=False))))
 
 
 def _batch_axes(x, axes):
@@ -151,7 +166,7 @@ CONCATENATE = register(Primitive(
      Case(((2, 3), (2, 1)), {"axis": -1})],
     variadic=True, batch=lambda o, xs, batched, axis=0: o.concatenate(
         _all_batched(o, xs, batched), axis=_join_axis("concatenate", axis, xs, batched, 0)),
-    taylor=linear("concatenate")))
+    taylor=linear("concatenate"), schema=attrs(size=joined, axis=AXIS_OR_NONE)))
 
 
 def _join_axis(op: str, axis: int, xs, batched, extra: int) -> int:
@@ -185,7 +200,7 @@ STACK = register(Primitive(
      Case(((2, 3), (2, 3)), {"axis": -1})],
     variadic=True, batch=lambda o, xs, batched, axis=0: o.stack(
         _all_batched(o, xs, batched), axis=_join_axis("stack", axis, xs, batched, 1)),
-    taylor=linear("stack")))
+    taylor=linear("stack"), schema=attrs(size=joined, axis=axis(extra=1))))
 
 # ---------------------------------------------------------------- dtype
 
@@ -200,7 +215,8 @@ CAST = register(Primitive(
     lambda o, ts, out, x, dtype: o.cast(ts[0], dtype),
     method_fmt("astype", "dtype"),
     [Case(((3,),), {"dtype": np.dtype(np.float64)})], batch=mapped("cast"),
-    taylor=linear("cast"), numpy="{0}.astype({dtype})"))
+    taylor=linear("cast"), numpy="{0}.astype({dtype})",
+    schema=attrs(dtype=need(DTYPE))))
 
 
 # ---------------------------------------------------------------- Ops methods

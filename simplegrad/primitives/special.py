@@ -6,8 +6,8 @@ Each is registered with ``elementwise`` from its derivative rule ``d(o, g, out, 
 which Variables have too. Inverse functions near their singular points use factored forms
 (``sqrt((1 - x)(1 + x))``) to keep precision; each check case samples away from them.
 
-floor, ceil and round have derivative 0 wherever it exists: their rule is None, so no gradient
-flows through them and nothing is recorded for them in a gradient, also at their jumps.
+floor, ceil, trunc and round have derivative 0 wherever it exists: their rule is None, so no
+gradient flows through them and nothing is recorded for them in a gradient, also at their jumps.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import ArgumentError
 from .core import ANY, NONZERO, POSITIVE, UNARY, Case, Sampler, TaylorRule, uniform
 from .elementwise import elementwise
+from .schema import attrs, broadcast, integer
 from .series import (
     Series,
     affine_square,
@@ -175,6 +176,7 @@ RECIPROCAL = _unary("reciprocal", np.reciprocal,
 
 FLOOR = _unary("floor", np.floor, None, taylor=linear("floor"))
 CEIL = _unary("ceil", np.ceil, None, taylor=linear("ceil"))
+TRUNC = _unary("trunc", np.trunc, None, taylor=linear("trunc"))
 
 
 def _round(x, decimals=0):
@@ -189,14 +191,15 @@ def _round_fmt(args, attrs, render):
 ROUND = elementwise("round", _round, _round_fmt, (None,),
                     cases=[*UNARY, Case(((3, 4),), {"decimals": 1}),
                            Case(((3,),), {"decimals": -1}, domain=(uniform(-20.0, 20.0),))],
-                    taylor=linear("round"))
+                    taylor=linear("round"),
+                    schema=attrs(size=broadcast, decimals=integer(-400, 400)))
 
 # numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
 UFUNCS = {np.tan: "tan", np.arcsin: "arcsin", np.arccos: "arccos", np.arctan: "arctan",
           np.sinh: "sinh", np.cosh: "cosh", np.arcsinh: "arcsinh", np.arccosh: "arccosh",
           np.arctanh: "arctanh", np.log1p: "log1p", np.expm1: "expm1", np.log2: "log2",
           np.log10: "log10", np.exp2: "exp2", np.square: "square", np.reciprocal: "reciprocal",
-          np.floor: "floor", np.ceil: "ceil", np.rint: "round"}
+          np.floor: "floor", np.ceil: "ceil", np.trunc: "trunc", np.rint: "round"}
 
 
 # ---------------------------------------------------------------- Ops methods
@@ -276,6 +279,10 @@ class SpecialOps:
         """Elementwise ceiling; no gradient flows (its derivative is 0 where it exists)."""
         return self.apply(CEIL, (x,), None, name)
 
+    def trunc(self, x: Any, name: str | None = None) -> Variable:
+        """Elementwise rounding towards zero; no gradient flows."""
+        return self.apply(TRUNC, (x,), None, name)
+
     def round(self, x: Any, decimals: int = 0, name: str | None = None) -> Variable:
         """Round to ``decimals`` places, halves to even as numpy; no gradient flows."""
         if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)):
@@ -293,80 +300,84 @@ class SpecialVariable:
 
     def tan(self) -> Variable:
         """Elementwise tangent."""
-        return self.ops.tan(self)
+        return self.rec.tan(self)
 
     def arcsin(self) -> Variable:
         """Elementwise inverse sine."""
-        return self.ops.arcsin(self)
+        return self.rec.arcsin(self)
 
     def arccos(self) -> Variable:
         """Elementwise inverse cosine."""
-        return self.ops.arccos(self)
+        return self.rec.arccos(self)
 
     def arctan(self) -> Variable:
         """Elementwise inverse tangent."""
-        return self.ops.arctan(self)
+        return self.rec.arctan(self)
 
     def sinh(self) -> Variable:
         """Elementwise hyperbolic sine."""
-        return self.ops.sinh(self)
+        return self.rec.sinh(self)
 
     def cosh(self) -> Variable:
         """Elementwise hyperbolic cosine."""
-        return self.ops.cosh(self)
+        return self.rec.cosh(self)
 
     def arcsinh(self) -> Variable:
         """Elementwise inverse hyperbolic sine."""
-        return self.ops.arcsinh(self)
+        return self.rec.arcsinh(self)
 
     def arccosh(self) -> Variable:
         """Elementwise inverse hyperbolic cosine."""
-        return self.ops.arccosh(self)
+        return self.rec.arccosh(self)
 
     def arctanh(self) -> Variable:
         """Elementwise inverse hyperbolic tangent."""
-        return self.ops.arctanh(self)
+        return self.rec.arctanh(self)
 
     def log1p(self) -> Variable:
         """Elementwise log(1 + self)."""
-        return self.ops.log1p(self)
+        return self.rec.log1p(self)
 
     def expm1(self) -> Variable:
         """Elementwise exp(self) - 1."""
-        return self.ops.expm1(self)
+        return self.rec.expm1(self)
 
     def log2(self) -> Variable:
         """Elementwise base-2 logarithm."""
-        return self.ops.log2(self)
+        return self.rec.log2(self)
 
     def log10(self) -> Variable:
         """Elementwise base-10 logarithm."""
-        return self.ops.log10(self)
+        return self.rec.log10(self)
 
     def exp2(self) -> Variable:
         """Elementwise 2 ** self."""
-        return self.ops.exp2(self)
+        return self.rec.exp2(self)
 
     def square(self) -> Variable:
         """Elementwise self * self."""
-        return self.ops.square(self)
+        return self.rec.square(self)
 
     def reciprocal(self) -> Variable:
         """Elementwise 1 / self."""
-        return self.ops.reciprocal(self)
+        return self.rec.reciprocal(self)
 
     def floor(self) -> Variable:
         """Elementwise floor (no gradient)."""
-        return self.ops.floor(self)
+        return self.rec.floor(self)
 
     def ceil(self) -> Variable:
         """Elementwise ceiling (no gradient)."""
-        return self.ops.ceil(self)
+        return self.rec.ceil(self)
+
+    def trunc(self) -> Variable:
+        """Elementwise rounding towards zero (no gradient)."""
+        return self.rec.trunc(self)
 
     def round(self, decimals: int = 0, out: None = None) -> Variable:
         """Rounded to ``decimals`` places (no gradient); numpy's ``out`` must stay None."""
         _no_out("round", self, out)
-        return self.ops.round(self, decimals)
+        return self.rec.round(self, decimals)
 
 
 def _no_out(method: str, x: Any, out: Any) -> None:

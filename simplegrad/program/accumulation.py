@@ -76,7 +76,7 @@ def jacobian_cost(f: Callable, *args: Any) -> JacobianCost:
     xs = [op.var(getattr(a, "raw", a)) for a in args]
     y = f(*xs)
     outs = [y] if isinstance(y, Variable) else list(y) if isinstance(y, tuple | list) else None
-    if not outs or not all(isinstance(v, Variable) and v.ops is op for v in outs):
+    if not outs or not all(isinstance(v, Variable) and v.rec is op.recorder for v in outs):
         raise ArgumentError("jacobian_cost: f must return a Variable (or a tuple of them) "
                             "computed from its arguments")
     return program_cost(op.program(xs, outs), *[x.value for x in xs])
@@ -103,7 +103,7 @@ def prefers_forward(xs: Sequence[Variable], ys: Variable | Sequence[Variable]) -
     ys = [ys] if isinstance(ys, Variable) else list(ys)
     by_size = sum(x.size for x in xs) < sum(y.size for y in ys)
     try:
-        prog = xs[0].ops.program(list(xs), ys)
+        prog = xs[0].rec.program(list(xs), ys)
         g = linearise(prog, *[x.value for x in xs], limit=LIMIT)
     except (_TooBigError, SimplegradError, NotImplementedError, ArithmeticError, ValueError,
             TypeError, IndexError):     # a custom rule the counting cannot run: sizes decide

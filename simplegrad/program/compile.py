@@ -31,7 +31,7 @@ from ..errors import ArgumentError, MaterializeError
 from ..primitives.core import REGISTRY
 from ..primitives.lazy import is_lazy
 from .core import Program, input_value
-from .nodes import CONST, INPUT, NODE, Node
+from .nodes import CONST, INPUT, NODE, Names, Node
 
 RESERVED = {"np", "F", "slice"}
 
@@ -46,6 +46,9 @@ class Compiled:
         self._fn = fn
         self._dispatching: tuple[str, Callable] | None = None
         self._specs = tuple((tuple(i.shape), np.dtype(i.dtype)) for i in prog.inputs)
+        self.backend = "numpy"
+        self.fallback: tuple[str, ...] = ()     # entries the numba backend left to numpy
+        self.kernels: tuple[str, ...] = ()      # the numba backend's fused loops, as source
 
     def __call__(self, *arrays: Any, materialize: bool = False) -> Any:
         """Evaluate the program on new input values; one array per output (one when single).
@@ -105,14 +108,27 @@ class Compiled:
         return f"<compiled program: {len(self.program.nodes)} entries>"
 
 
-def compile(prog: Program, name: str = "program") -> Compiled:  # noqa: A001 (sg.compile)
-    """Compile a Program to a numpy function with no tape; ``.source`` holds its code."""
+def compile(prog: Program, name: str = "program",  # noqa: A001 (sg.compile)
+            backend: str = "numpy") -> Compiled:
+    """Compile a Program to a numpy function with no tape; ``.source`` holds its code.
+
+    ``backend="numba"`` (the ``[numba]`` extra) fuses elementwise chains and their sums into
+    compiled loops (numba_backend.py); ``.fallback`` names the entries left to numpy."""
     if not isinstance(prog, Program):
         raise ArgumentError(f"compile: expected a Program, got {type(prog).__name__}")
     if not name.isidentifier() or keyword.iskeyword(name) or name in RESERVED:
         raise ArgumentError(f"compile: name must be a Python identifier, got {name!r}")
+    if backend not in ("numpy", "numba"):
+        raise ArgumentError(f"compile: backend must be 'numpy' or 'numba', not {backend!r}")
+    original, kernels, fallback = prog, [], []
+    if backend == "numba":
+        from .numba_backend import fuse
+        prog, kernels, fallback = fuse(prog)
     source, fn = _generate(prog, name, dispatch=False)
-    return Compiled(prog, source, fn, name)
+    out = Compiled(original, source, fn, name)
+    out.backend, out.fallback = backend, tuple(fallback)
+    out.kernels = tuple(k.source for k in kernels)
+    return out
 
 
 # the builtins the generated code may need: ``slice`` (in attribute literals); dask arrays need
@@ -136,7 +152,7 @@ def _dispatching(template: str) -> str | None:
 def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable]:
     """The source of the program's function and the function; ``dispatch``: with only calls
     that arrays of other libraries dispatch."""
-    names = _Names()
+    names = Names(RESERVED)
     namespace: dict[str, Any] = {"np": np, "F": {}, "__builtins__": dict(BUILTINS)}
     params = [names.take(i.name) for i in prog.inputs]
     refs: dict[tuple, str] = {(INPUT, i): p for i, p in enumerate(params)}
@@ -174,23 +190,6 @@ def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable]:
 
 
 
-class _Names:
-    """Python identifiers for the program's names, each unique."""
-
-    def __init__(self) -> None:
-        self.taken = set(RESERVED)
-
-    def take(self, name: str) -> str:
-        base = name if name.isidentifier() and not keyword.iskeyword(name) and \
-            not name.startswith("__") else "v_" + "".join(c if c.isalnum() else "_" for c in name)
-        text, k = base, 1
-        while text in self.taken:
-            k += 1
-            text = f"{base}_{k}"
-        self.taken.add(text)
-        return text
-
-
 def _comment(text: str) -> str:
     """Text safe inside a comment: no line breaks or other unprintable characters (names come
     from the program, and a loaded program's names from a file)."""
@@ -209,7 +208,7 @@ def _describe(x: Any) -> str:
     return f"{arr.dtype}, shape {arr.shape}"
 
 
-def _expression(node: Node, args: list[str], namespace: dict, names: _Names,
+def _expression(node: Node, args: list[str], namespace: dict, names: Names,
                 shapes: list[tuple | None], dispatch: bool = False) -> str:
     """The numpy expression of one entry (``dispatch``: one arrays of other libraries take)."""
     prim = node.prim
@@ -308,7 +307,7 @@ def _subscript(item: Any) -> str | None:
     return None
 
 
-def _literal(value: Any, namespace: dict, names: _Names) -> str:
+def _literal(value: Any, namespace: dict, names: Names) -> str:
     """Python source for an attribute value; arrays and anything unusual are bound names."""
     if value is None or type(value) in (bool, int, str):
         return repr(value)

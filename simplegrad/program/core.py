@@ -16,6 +16,7 @@ took one branch when the tape was recorded, and the program keeps that branch (a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -34,7 +35,8 @@ from ..errors import (
 )
 from ..primitives.core import REGISTRY, Primitive
 from ..primitives.lazy import is_lazy
-from ..primitives.rewrites import constant_key, cse_key
+from ..primitives.rewrites import cse_key
+from .builder import Builder
 from .nodes import CONST, INPUT, NODE, Constant, Input, Node, Ref
 
 if TYPE_CHECKING:
@@ -209,8 +211,12 @@ class Program:
 
     # ------------------------------------------------------------ text
 
-    def format(self) -> str:
-        """The program as text: inputs, named constants, one line per entry, outputs."""
+    def format(self, raw: bool = False) -> str:
+        """The program as text: inputs, named constants, one line per entry, outputs; as a
+        person reads it (simplified: constants folded, duplicates merged) unless ``raw``."""
+        if not raw:
+            from .simplify import simplify
+            return simplify(self).format(raw=True)
         lines = [f"inputs: {', '.join(i.name for i in self.inputs)}"]
         lines += [f"{c.name} = {render.format_value(c.value)}" for c in self.constants
                   if c.name is not None]
@@ -220,8 +226,18 @@ class Program:
 
     def format_node(self, node: Node) -> str:
         """One node as ``name = expression``, in the trace's style."""
-        return render.format_line(node.name, node.prim, [self._operand(r) for r in node.args],
-                                  node.attrs)
+        args = [self._operand(r) for r in node.args]
+        if len(node.args) == 1 and render.is_alias(node.prim, not re.fullmatch(r"v\d+", node.name),
+                                                    self._shape(node.args[0]), node.shape):
+            return f"{node.name} = {args[0]}"
+        return render.format_line(node.name, node.prim, args, node.attrs)
+
+    def _shape(self, r: Ref) -> tuple:
+        if r.kind == INPUT:
+            return self.inputs[r.index].shape
+        if r.kind == NODE:
+            return self.nodes[r.index].shape
+        return np.shape(self.constants[r.index].value)
 
     def _operand(self, r: Ref) -> str:
         if r.kind == INPUT:
@@ -265,6 +281,30 @@ class Program:
         from .graph import render as draw
         return draw(self, path)
 
+    def to_sympy(self) -> list:
+        """The outputs as SymPy expressions, one per output, in one symbol per input (needs
+        the ``[sympy]`` extra; see ``program/symbolic.py``)."""
+        from .symbolic import to_sympy
+        return to_sympy(self)
+
+    def to_latex(self) -> str:
+        """The outputs' closed forms as LaTeX, one ``name = ...`` line per output."""
+        from .symbolic import to_latex
+        return to_latex(self)
+
+    def _repr_html_(self) -> str:
+        """The program as HTML for notebooks: one collapsible block per derivative order."""
+        from .display import program_html
+        return program_html(self)
+
+    def _repr_svg_(self) -> str | None:
+        """The program drawn by Graphviz (None without it or beyond ``MAX_PICTURE`` nodes)."""
+        from ..engine.html import MAX_PICTURE
+        from ..engine.pictures import has_dot, run_dot
+        if not has_dot() or len(self.nodes) > MAX_PICTURE:
+            return None
+        return run_dot(self.to_dot(), "svg", "a program").decode()
+
     def save(self, path: Any) -> Any:
         """Write the program to ``<path>.json`` and ``<path>.npz`` (``sg.load_program`` reads
         them); returns the two paths."""
@@ -282,9 +322,8 @@ class _Registered(NamedTuple):
 
 
 def input_value(who: str, spec: Input, a: Any) -> Any:
-    """``a`` as the value of input ``spec``: an ndarray, or an array of another library that
-    dispatches numpy's functions (kept, its ``.shape`` and ``.dtype`` read, never converted),
-    cast safely to the input's dtype; ShapeError or DTypeError otherwise."""
+    """``a`` as input ``spec``: an ndarray, or an array of another library (dask: kept, its
+    ``.shape``/``.dtype`` read, never converted), cast safely to the input's dtype."""
     if isinstance(a, Variable):
         raise ArgumentError(f"{who}: input {spec.name} got the Variable {a.name}; pass its "
                             f"value ({a.name}.value): a program runs on arrays")
@@ -316,9 +355,9 @@ def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
     outs = _variables("outputs", outputs)
     if not outs:
         raise ArgumentError("program: needs at least one output")
-    ops = outs[0].ops
+    ops = outs[0].rec
     for v in ins + outs:
-        if v.ops is not ops:
+        if v.rec is not ops:
             raise GraphError(f"program: {v.name} belongs to another Ops than {outs[0].name}")
     slots = {}
     for i, v in enumerate(ins):
@@ -346,7 +385,8 @@ def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
         refs[id(v)] = builder.node(Node(v.prim, tuple(args), v.attrs, v.name, v.shape, v.dtype,
                                           order.get(v, 0)))
     out_refs = [refs[id(v)] if id(v) in refs else builder.capture(v) for v in outs]
-    return builder.program(out_refs, single)
+    return Program(builder.inputs, builder.constants, builder.nodes, out_refs, single,
+                   check=False)
 
 
 def _variables(what: str, xs: Any) -> list[Variable]:
@@ -358,36 +398,3 @@ def _variables(what: str, xs: Any) -> list[Variable]:
         if not isinstance(x, Variable):
             raise ArgumentError(f"program: {what} must be Variables, got {type(x).__name__}")
     return items
-
-
-class Builder:
-    """Collects inputs, constants (each once) and nodes into a Program."""
-
-    def __init__(self, inputs: list[Input]):
-        self.inputs = inputs
-        self.constants: list[Constant] = []
-        self.nodes: list[Node] = []
-        self._by_key: dict = {}
-
-    def constant(self, value: Any, name: str | None = None, key: Any = None) -> Ref:
-        """A constant's ref, shared with an equal constant added before."""
-        key = ("value", constant_key(value)) if key is None else key
-        r = self._by_key.get(key)
-        if r is None:
-            if isinstance(value, np.ndarray) and value.flags.writeable:
-                value = value.copy()
-                value.flags.writeable = False
-            r = self._by_key[key] = Ref(CONST, len(self.constants))
-            self.constants.append(Constant(value, name))
-        return r
-
-    def capture(self, v: Variable) -> Ref:
-        """A Variable's recorded value as a named constant (an unrecorded one prints inline)."""
-        return self.constant(v.value, None if v.label is None else v.name, ("var", id(v)))
-
-    def node(self, node: Node) -> Ref:
-        self.nodes.append(node)
-        return Ref(NODE, len(self.nodes) - 1)
-
-    def program(self, outputs: list[Ref], single: bool) -> Program:
-        return Program(self.inputs, self.constants, self.nodes, outputs, single, check=False)

@@ -11,13 +11,11 @@ value twice, as ``x * x`` does).
 
 ``stats(prog)`` reads the graph: entries per primitive and per order, depth, widest level and
 the bytes of intermediates alive at the peak when the entries run in tape order. ``to_dot`` and
-``render`` draw it, in the colours of the rich trace (``render.STYLES``, ``ORDER_STYLES``).
+``render`` draw it (``engine.pictures``), in the colours of the rich trace.
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,10 +27,11 @@ import numpy as np
 
 from ..engine.events import Leaf
 from ..engine.explain import orders
-from ..engine.render import ORDER_STYLES, STYLES, format_entry, format_operand, format_value
+from ..engine.pictures import dot_text, run_dot
+from ..engine.render import format_entry, format_operand, format_value
 from ..engine.tape import ancestors
 from ..engine.variable import Variable
-from ..errors import ArgumentError, GraphError, MissingToolError
+from ..errors import ArgumentError, GraphError
 from ..primitives.rewrites import constant_key
 from .nodes import CONST, INPUT, NODE
 
@@ -102,7 +101,7 @@ def tape_graph(ops: Ops, outputs: Variable | Sequence[Variable] | None = None) -
     else:
         outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
         for v in outs:
-            if not isinstance(v, Variable) or v.ops is not ops:
+            if not isinstance(v, Variable) or v.rec is not ops:
                 raise GraphError(f"to_networkx: outputs must be Variables of this Ops, got "
                                  f"{getattr(v, 'name', type(v).__name__)}")
         entries = ancestors(outs)
@@ -213,50 +212,11 @@ def _peak_bytes(prog: Program) -> int:
 
 # ---------------------------------------------------------------- DOT and pictures
 
-FILL = {"default": "#ffffff", "cyan": "#d2f3f7", "green": "#d5f2d5", "yellow": "#fbf3c4",
-        "blue": "#d6e2fb", "red": "#fbd6d6", "magenta": "#f3d6f3"}
-CONSTANT_FILL = "#eeeeee"
-
-
-def fill_colour(role: str, order: int) -> str:
-    """The fill of a node: the rich trace's colour for its role and derivative order."""
-    if role == "constant":
-        return CONSTANT_FILL
-    top = len(ORDER_STYLES) - 1
-    style = STYLES["leaf"] if role == "input" else ORDER_STYLES[min(order, top)]
-    return FILL.get(style.split()[-1], FILL["default"])
-
-
-def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
 
 def to_dot(prog: Program) -> str:
-    """Graphviz DOT text of the program: one box per node, coloured by role and order."""
-    g = program_graph(prog)
-    lines = ["digraph program {", "  rankdir=TB;",
-             '  node [shape=box, style="rounded,filled", fontname="monospace", fontsize=11];',
-             '  edge [fontsize=9, color="#666666"];']
-    for key, d in g.nodes(data=True):
-        extra = ", penwidth=2.5" if d["output"] else ""
-        label = d["label"]
-        if d["role"] == "input":        # inputs are ellipses, constants dashed boxes
-            label = f"{label}  {list(d['shape'])} {np.dtype(d['dtype']).name}"
-            extra += ", shape=ellipse"
-        elif d["role"] == "constant":
-            extra += ', style="rounded,filled,dashed"'
-        lines.append(f"  {_quote(key)} [label={_quote(label)}, "
-                     f"fillcolor={_quote(fill_colour(d['role'], d['order']))}{extra}];")
-    for src, dst, d in g.edges(data=True):
-        label = ",".join(str(p) for p in d["positions"])
-        lines.append(f"  {_quote(src)} -> {_quote(dst)} [label={_quote(label)}];")
-    inputs = [k for k, role in g.nodes(data="role") if role == "input"]
-    if inputs:              # the inputs on top, in order (invisible edges keep the order)
-        lines.append(f"  {{rank=source; {'; '.join(_quote(k) for k in inputs)};}}")
-        lines += [f"  {_quote(u)} -> {_quote(v)} [style=invis];"
-                  for u, v in zip(inputs, inputs[1:])]
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    """Graphviz DOT text of the program: one box per node, coloured by role and order, outputs
+    labelled by name, and a legend of the colours."""
+    return dot_text(program_graph(prog))
 
 
 def render(prog: Program, path: str | Path) -> Path:
@@ -265,15 +225,5 @@ def render(prog: Program, path: str | Path) -> Path:
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in ("svg", "png"):
         raise ArgumentError(f"render: {path.name} must end in .svg or .png")
-    dot = shutil.which("dot")
-    if dot is None:
-        raise MissingToolError(
-            "render: Graphviz's `dot` program was not found on PATH; install the graphviz "
-            "package (apt-get install graphviz, brew install graphviz or conda install "
-            "graphviz), or write prog.to_dot() to a file and draw it elsewhere")
-    done = subprocess.run([dot, f"-T{fmt}", "-o", str(path)], input=to_dot(prog).encode(),
-                          capture_output=True, check=False)
-    if done.returncode != 0:
-        raise MissingToolError(f"render: dot failed on {path.name}: "
-                               f"{done.stderr.decode(errors='replace').strip()}")
+    path.write_bytes(run_dot(to_dot(prog), fmt, path.name))
     return path

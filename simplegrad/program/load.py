@@ -1,20 +1,23 @@
-"""Loading saved programs: ``sg.load_program(path)``, without pickle.
+"""Loading saved programs: ``sg.load_program(path)``, without pickle, from any bytes.
 
 The format is described in serialize.py. Loading validates everything before building
-anything: sizes, JSON syntax, keys and types, primitive names (looked up in ``sg.REGISTRY``),
-arities, references, dtypes, and the shapes and dtypes each entry declares (its forward is run
-once on stand-in values of the declared inputs). Any failure is a ``FormatError``.
+anything, and any failure is a ``FormatError`` naming the file, the entry and the field:
+sizes and counts (``max_bytes``, ``MAX_ENTRIES``, ``MAX_MEMBERS``), the JSON (UTF-8, no
+duplicate keys, no NaN or Infinity literals), keys and types, names (identifiers, made
+unique as at save), primitive names (looked up in ``sg.REGISTRY``), arities, references,
+dtypes, each entry's attributes against its primitive's schema, the number of elements its
+output has (from the schema and the declared inputs, before any array is made), and then its
+declared shape and dtype, by running its forward once on stand-in values of the declared
+inputs (zero-stride arrays; 2 I + 0.1 for square matrices), none kept after it is checked.
+The .npz is read by arrays.py, headers before data. Nothing process-wide is touched:
+numpy's error state is set in a context (per thread), warning filters never.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import keyword
 import math
 import os
-import warnings
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +25,23 @@ import numpy as np
 
 from ..errors import FormatError
 from ..primitives.core import REGISTRY
+from ..primitives.schema import DTYPES, INT_RANGE, MAX_RANK, is_real
+from .arrays import read_npz
 from .core import Program
 from .nodes import CONST, INPUT, NODE, Constant, Input, Node, Ref
-from .serialize import DTYPES, FORMAT, KINDS, MAX_BYTES, MAX_DEPTH, VERSION, paths
+from .serialize import (
+    FORMAT,
+    KINDS,
+    MAX_BYTES,
+    MAX_DEPTH,
+    MAX_ENTRIES,
+    MAX_MEMBERS,
+    VERSION,
+    attr_problem,
+    name_problem,
+    paths,
+    unique_names,
+)
 
 # ---------------------------------------------------------------- loading
 
@@ -32,58 +49,47 @@ from .serialize import DTYPES, FORMAT, KINDS, MAX_BYTES, MAX_DEPTH, VERSION, pat
 def load_program(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> Program:
     """Read a program written by ``prog.save``; validates all of it before building it."""
     json_path, npz_path = paths(path)
-    text = _read(json_path, max_bytes).decode("utf-8", errors="strict") \
-        if _exists(json_path) else None
-    if text is None:
-        raise FormatError(f"load_program: {json_path} does not exist")
     try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise FormatError(f"load_program: {json_path.name} is not valid JSON (truncated or "
-                          f"malformed): {e}") from None
-    arrays = _read_npz(npz_path, max_bytes)
-    return decode(doc, arrays, max_bytes, json_path.name)
+        doc = _read_json(json_path, max_bytes)
+        arrays = read_npz(npz_path, max_bytes, MAX_MEMBERS)
+        return decode(doc, arrays, max_bytes, json_path.name)
+    except FormatError:
+        raise
+    except Exception as e:      # a check this module lacks: still the format's
+        raise FormatError(f"load_program: {json_path.name}: cannot be read: "
+                          f"{type(e).__name__}: {str(e)[:200]}") from None
 
 
-def _exists(p: Path) -> bool:
-    return p.is_file()
-
-
-def _read(p: Path, max_bytes: int) -> bytes:
+def _read_json(p: Path, max_bytes: int) -> Any:
+    if not p.is_file():
+        raise FormatError(f"load_program: {p} does not exist")
     size = p.stat().st_size
     if size > max_bytes:
         raise FormatError(f"load_program: {p.name} has {size} bytes, more than the limit of "
                           f"{max_bytes} (pass max_bytes= to read it)")
     try:
-        return p.read_bytes()
+        data = p.read_bytes()
     except OSError as e:
         raise FormatError(f"load_program: cannot read {p.name}: {e}") from None
-
-
-def _read_npz(p: Path, max_bytes: int) -> dict[str, np.ndarray]:
-    if not p.is_file():
-        raise FormatError(f"load_program: {p} does not exist (a program is saved as a .json "
-                          "and a .npz file)")
-    _read(p, max_bytes)         # the size check
     try:
-        with zipfile.ZipFile(p) as z:
-            unpacked = sum(info.file_size for info in z.infolist())
-        if unpacked > max_bytes:
-            raise FormatError(f"load_program: {p.name} unpacks to {unpacked} bytes, more than "
-                              f"the limit of {max_bytes}")
-        with np.load(p, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except FormatError:
-        raise
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as e:
-        raise FormatError(f"load_program: {p.name} is not a readable .npz of plain arrays "
-                          f"(truncated, or holding objects): {e}") from None
-    for k, a in arrays.items():
-        if a.dtype.name not in DTYPES:
-            raise FormatError(f"load_program: array {k} in {p.name} has dtype {a.dtype}; "
-                              f"allowed: {', '.join(sorted(DTYPES))}")
-        a.flags.writeable = False
-    return arrays
+        text = data.decode("utf-8")
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:      # UnicodeDecodeError is a ValueError
+        raise FormatError(f"load_program: {p.name} is not valid JSON in UTF-8 (truncated or "
+                          f"malformed): {str(e)[:200]}") from None
+
+
+def _no_duplicates(pairs: list) -> dict:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        keys = [k for k, _ in pairs]
+        raise ValueError(f"the key {next(k for k in keys if keys.count(k) > 1)!r} appears "
+                         "twice in one object")
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (the format writes {{\"float\": \"nan\"}})")
 
 
 def decode(doc: Any, arrays: dict[str, np.ndarray], max_bytes: int = MAX_BYTES,
@@ -97,6 +103,7 @@ class _Reader:
 
     def __init__(self, arrays: dict, max_bytes: int, source: str):
         self.arrays = arrays
+        self.used: set = set()
         self.max_bytes = max_bytes
         self.source = source
 
@@ -107,17 +114,19 @@ class _Reader:
         if not isinstance(obj, dict):
             raise self.fail(where, f"expected an object, got {type(obj).__name__}")
         if set(obj) != keys:
-            missing, extra = sorted(keys - set(obj)), sorted(set(obj) - keys)
+            missing, extra = sorted(keys - set(obj)), sorted(map(str, set(obj) - keys))
             raise self.fail(where, f"expected the keys {sorted(keys)} (missing {missing}, "
-                                   f"unknown {extra})")
+                                   f"unknown {extra[:5]})")
         return obj
 
     def program(self, doc: Any) -> Program:
         doc = self.fields(doc, "document", {"format", "version", "inputs", "constants",
                                             "nodes", "outputs", "single"})
-        if doc["format"] != FORMAT or doc["version"] != VERSION:
-            raise self.fail("document", f"format {doc['format']!r} version {doc['version']!r}"
-                                        f" is not {FORMAT!r} version {VERSION}")
+        if doc["format"] != FORMAT or doc["version"] != VERSION or \
+                type(doc["version"]) is not int:
+            raise self.fail("document", f"format {str(doc['format'])[:40]!r} version "
+                                        f"{str(doc['version'])[:20]} is not {FORMAT!r} "
+                                        f"version {VERSION}")
         inputs = [self.input(x, f"input {i}") for i, x in enumerate(self.items(doc, "inputs"))]
         constants = [self.constant(x, f"constant {i}")
                      for i, x in enumerate(self.items(doc, "constants"))]
@@ -132,13 +141,32 @@ class _Reader:
             raise self.fail("outputs", "a program needs at least one output")
         if not isinstance(doc["single"], bool) or (doc["single"] and len(outputs) != 1):
             raise self.fail("single", f"must be true (one output) or false, got "
-                                      f"{doc['single']!r}")
-        self.check_shapes(inputs, constants, nodes)
+                                      f"{str(doc['single'])[:40]}")
+        unused = sorted(set(self.arrays) - self.used)
+        if unused:
+            raise self.fail("arrays", f"the .npz holds arrays no entry refers to: "
+                                      f"{', '.join(unused[:5])}")
+        inputs, constants, nodes = self.renamed(inputs, constants, nodes)
+        StandIns(self, inputs, constants).check(nodes)
         return Program(inputs, constants, nodes, outputs, doc["single"])
+
+    def renamed(self, inputs: list, constants: list, nodes: list) -> tuple:
+        """Names made unique as ``prog.save`` makes them (files of earlier versions)."""
+        names = unique_names([i.name for i in inputs], [c.name for c in constants],
+                             [n.name for n in nodes], "names")
+        if isinstance(names, str):
+            raise self.fail(*names.split(": ", 1))
+        ins, consts, ents = names
+        return ([i._replace(name=n) for i, n in zip(inputs, ins)],
+                [c._replace(name=n) for c, n in zip(constants, consts)],
+                [x._replace(name=n) for x, n in zip(nodes, ents)])
 
     def items(self, doc: dict, key: str) -> list:
         if not isinstance(doc[key], list):
             raise self.fail(key, f"expected a list, got {type(doc[key]).__name__}")
+        if len(doc[key]) > MAX_ENTRIES:
+            raise self.fail(key, f"{len(doc[key])} items, more than the limit of "
+                                 f"{MAX_ENTRIES}")
         return doc[key]
 
     def input(self, x: Any, where: str) -> Input:
@@ -149,7 +177,7 @@ class _Reader:
     def constant(self, x: Any, where: str) -> Constant:
         x = self.fields(x, where, {"name", "value"})
         value = self.value(x["value"], where)
-        if not (type(value) in (int, float) or isinstance(value, np.ndarray)):
+        if not (type(value) in (bool, int, float) or isinstance(value, np.ndarray | np.generic)):
             raise self.fail(where, f"a constant is a number or an array, got "
                                    f"{type(value).__name__}")
         return Constant(value, None if x["name"] is None else self.name(x["name"], where))
@@ -161,9 +189,9 @@ class _Reader:
         where = f"{where} ({name})"
         prim = REGISTRY.get(x["primitive"]) if isinstance(x["primitive"], str) else None
         if prim is None:
-            raise self.fail(where, f"unknown primitive {x['primitive']!r} (not in "
+            raise self.fail(where, f"unknown primitive {str(x['primitive'])[:80]!r} (not in "
                                    "sg.REGISTRY)")
-        if not isinstance(x["args"], list):
+        if not isinstance(x["args"], list) or len(x["args"]) > MAX_ENTRIES:
             raise self.fail(where, "args must be a list of references")
         args = tuple(self.ref(r, where, sizes) for r in x["args"])
         arity = len(prim.vjp)
@@ -171,49 +199,60 @@ class _Reader:
             raise self.fail(where, f"{prim.name} takes {arity} input(s), got {len(args)}")
         attrs = x["attrs"]
         if attrs is not None:
-            if not isinstance(attrs, dict) or not all(
-                    isinstance(k, str) and k.isidentifier() and not keyword.iskeyword(k)
-                    for k in attrs):
-                raise self.fail(where, "attrs must be null or an object keyed by identifiers")
-            attrs = {k: self.value(v, f"{where} attribute {k}") for k, v in attrs.items()}
+            if not isinstance(attrs, dict):
+                raise self.fail(where, "attrs must be null or an object")
+            attrs = {k: self.value(v, f"{where}: attribute {k[:40]!r}") for k, v in attrs.items()}
         order = x["order"]
-        if type(order) is not int or order < 0:
-            raise self.fail(where, f"order must be an int >= 0, got {order!r}")
+        if type(order) is not int or not 0 <= order < 2**31:
+            raise self.fail(where, f"order must be an int >= 0, got {str(order)[:40]}")
         return Node(prim, args, attrs, name, self.shape(x["shape"], where),
                     self.dtype(x["dtype"], where), order)
 
     def ref(self, r: Any, where: str, sizes: dict) -> Ref:
-        ok = isinstance(r, list) and len(r) == 2 and r[0] in KINDS and type(r[1]) is int
+        ok = isinstance(r, list) and len(r) == 2 and isinstance(r[0], str) and \
+            r[0] in KINDS and type(r[1]) is int
         if not ok or not 0 <= r[1] < sizes[r[0]]:
-            raise self.fail(where, f"the reference {r!r} is not an input, a constant or an "
-                                   f"earlier node (there are {sizes[INPUT]} inputs, "
+            raise self.fail(where, f"the reference {str(r)[:60]} is not an input, a constant "
+                                   f"or an earlier node (there are {sizes[INPUT]} inputs, "
                                    f"{sizes[CONST]} constants, {sizes[NODE]} earlier nodes)")
         return Ref(r[0], r[1])
 
     def name(self, x: Any, where: str) -> str:
-        if not isinstance(x, str) or not x or len(x) > 200 or not x.isprintable():
-            raise self.fail(where, f"a name must be a non-empty printable string of at most 200 "
-                                   f"characters, got {x!r}")
+        why = name_problem(x)
+        if why is not None:
+            raise self.fail(where, why)
         return x
 
     def shape(self, x: Any, where: str) -> tuple:
-        if not isinstance(x, list) or len(x) > 32 or \
-                not all(type(n) is int and n >= 0 for n in x):
-            raise self.fail(where, f"a shape is a list of ints >= 0, got {x!r}")
+        if not isinstance(x, list) or len(x) > MAX_RANK or \
+                not all(type(n) is int and 0 <= n < 2**62 for n in x):
+            raise self.fail(where, f"a shape is a list of at most {MAX_RANK} ints >= 0, got "
+                                   f"{str(x)[:60]}")
         return tuple(x)
 
     def dtype(self, x: Any, where: str) -> np.dtype:
-        if x not in DTYPES:
-            raise self.fail(where, f"dtype {x!r} is not one of {', '.join(sorted(DTYPES))}")
+        if not isinstance(x, str) or x not in DTYPES:
+            raise self.fail(where, f"dtype {str(x)[:40]!r} is not one of "
+                                   f"{', '.join(sorted(DTYPES))}")
         return np.dtype(x)
 
     def value(self, x: Any, where: str, depth: int = 0) -> Any:
         if depth > MAX_DEPTH:
             raise self.fail(where, f"values nest deeper than {MAX_DEPTH}")
-        if x is None or type(x) in (bool, int, float, str):
+        if x is None or type(x) in (bool, str):
+            return x
+        if type(x) is int:
+            if not INT_RANGE[0] <= x < INT_RANGE[1]:
+                raise self.fail(where, "an integer outside the range of int64 and uint64")
+            return x
+        if type(x) is float:
+            if not math.isfinite(x):
+                raise self.fail(where, "a float out of range (the format writes "
+                                       "{\"float\": \"inf\"})")
             return x
         if not isinstance(x, dict) or len(x) != 1:
-            raise self.fail(where, f"expected a value or a one-key tagged object, got {x!r}")
+            raise self.fail(where, f"expected a value or a one-key tagged object, got "
+                                   f"{str(x)[:60]}")
         (tag, body), = x.items()
         sub = [] if not isinstance(body, list) else \
             [self.value(v, where, depth + 1) for v in body]
@@ -229,53 +268,110 @@ class _Reader:
         if tag == "dtype":
             return self.dtype(body, where)
         if tag == "scalar" and isinstance(body, list) and len(body) == 2:
-            dt = self.dtype(body[0], where)
-            if type(sub[1]) not in (bool, int, float):
-                raise self.fail(where, f"a scalar holds a number, got {body[1]!r}")
-            return dt.type(sub[1])
+            return self.scalar(self.dtype(body[0], where), sub[1], where)
         if tag == "array" and isinstance(body, str):
             if body not in self.arrays:
-                raise self.fail(where, f"the array {body!r} is not in the .npz file")
+                raise self.fail(where, f"the array {body[:40]!r} is not in the .npz file")
+            if body in self.used:
+                raise self.fail(where, f"the array {body!r} is referred to twice")
+            self.used.add(body)
             return self.arrays[body]
-        raise self.fail(where, f"unknown or malformed tagged value {x!r}")
+        raise self.fail(where, f"unknown or malformed tagged value {str(x)[:60]}")
 
-    def check_shapes(self, inputs: list, constants: list, nodes: list) -> None:
-        """Run each entry's forward on stand-in values; compare shapes and dtypes declared."""
-        for spec in [*inputs, *nodes]:
-            size = math.prod(spec.shape) * spec.dtype.itemsize
-            if size > self.max_bytes:
-                raise self.fail(spec.name, f"shape {spec.shape} needs {size} bytes, more than "
-                                           f"the limit of {self.max_bytes}")
-        env = {(INPUT, i): _stand_in(s.shape, s.dtype) for i, s in enumerate(inputs)}
-        env.update({(CONST, i): c.value for i, c in enumerate(constants)})
-        for i, node in enumerate(nodes):
-            args = [env[(r.kind, r.index)] for r in node.args]
+    def scalar(self, dt: np.dtype, v: Any, where: str) -> np.generic:
+        """A numpy scalar whose value is exactly the one written (as save writes it)."""
+        kind = {"b": bool, "i": int, "u": int, "f": float}[dt.kind]
+        if type(v) is not kind or not is_real(v) and kind is not bool:
+            raise self.fail(where, f"a {dt} scalar holds a {kind.__name__}, got {str(v)[:40]}")
+        with np.errstate(all="ignore"):
             try:
-                with np.errstate(all="ignore"), warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    out = node.prim.forward(*args, **(node.attrs or {}))
-            except np.linalg.LinAlgError:   # a stand-in the matrix function cannot take
-                out = _stand_in(node.shape, node.dtype)
-            except (ValueError, TypeError, IndexError, KeyError, AttributeError) as e:
-                shapes = ", ".join(str(np.shape(a)) for a in args)
-                raise self.fail(f"node {i} ({node.name})",
-                                f"{node.prim.name} cannot run on inputs of shapes {shapes} "
-                                f"with attrs {node.attrs}: {e}") from None
-            out = np.asarray(out)
-            if out.shape != node.shape or out.dtype != node.dtype:
-                raise self.fail(f"node {i} ({node.name})",
-                                f"declares shape {node.shape} and dtype {node.dtype}, but "
-                                f"{node.prim.name} of these inputs gives shape {out.shape} "
-                                f"and dtype {out.dtype}")
-            env[(NODE, i)] = out
+                s = dt.type(v)
+            except (OverflowError, ValueError):
+                s = None
+        if s is None or not (s.item() == v or (v != v and s != s)):
+            raise self.fail(where, f"{str(v)[:40]} is not a {dt} value")
+        return s
 
 
-def _stand_in(shape: tuple, dtype: np.dtype) -> np.ndarray:
-    """A value to check shapes with: 2 I + 0.1 (positive definite) for square matrices."""
-    if dtype.kind == "b":
-        return np.ones(shape, dtype)
-    if len(shape) >= 2 and shape[-1] == shape[-2]:
+class StandIns:
+    """Runs each entry's forward on stand-ins of its declared inputs and checks what it
+    declares; at most one entry's values are alive at a time."""
+
+    def __init__(self, reader: _Reader, inputs: list, constants: list):
+        self.reader = reader
+        self.specs = {(INPUT, i): (s.shape, s.dtype) for i, s in enumerate(inputs)}
+        self.values = {}
+        for i, c in enumerate(constants):
+            if isinstance(c.value, np.ndarray):
+                self.specs[(CONST, i)] = (c.value.shape, c.value.dtype)
+            else:
+                self.values[(CONST, i)] = c.value       # a Python or numpy scalar, as is
+
+    def check(self, nodes: list) -> None:
+        limit = self.reader.max_bytes
+        for kind, items in ((INPUT, self.specs.items()), (NODE, enumerate(nodes))):
+            for key, spec in items:
+                shape, dtype = spec if kind == INPUT else (spec.shape, spec.dtype)
+                size = math.prod(shape) * dtype.itemsize
+                if size > limit:
+                    where = f"input {key[1]}" if kind == INPUT else f"node {key} ({spec.name})"
+                    raise self.reader.fail(where, f"shape {shape} needs {size} bytes, more "
+                                                  f"than the limit of {limit}")
+        for i, node in enumerate(nodes):
+            self.entry(i, node)
+            self.specs[(NODE, i)] = (node.shape, node.dtype)
+
+    def entry(self, i: int, node: Node) -> None:
+        where = f"node {i} ({node.name})"
+        shapes = [self.shape_of(r) for r in node.args]
+        why = attr_problem(node.prim, node.attrs, shapes)
+        if why is not None:
+            raise self.reader.fail(where, f"{node.prim.name}: {why}")
+        text = ", ".join(str(s) for s in shapes)
+        try:
+            rule = node.prim.schema.size
+            count = None if rule is None else rule(shapes, node.attrs or {})
+        except Exception as e:      # the size rule found inputs the primitive cannot take
+            raise self.reader.fail(where, f"{node.prim.name} cannot take inputs of shapes "
+                                          f"{text}: {e}") from None
+        if count is not None and count * node.dtype.itemsize > self.reader.max_bytes:
+            raise self.reader.fail(where, f"{node.prim.name} of inputs of shapes {text} gives "
+                                          f"{count} elements, more than the limit of "
+                                          f"{self.reader.max_bytes} bytes")
+        made: dict = {}
+        args = [self.value(r, made) for r in node.args]
+        try:
+            with np.errstate(all="ignore"):
+                out = node.prim.forward(*args, **(node.attrs or {}))
+            shape, dtype = np.shape(out), np.result_type(out)
+        except Exception as e:
+            raise self.reader.fail(where, f"{node.prim.name} cannot run on inputs of shapes "
+                                          f"{text} with attrs {str(node.attrs)[:120]}: "
+                                          f"{type(e).__name__}: {str(e)[:200]}") from None
+        del out, args, made
+        if shape != node.shape or dtype != node.dtype:
+            raise self.reader.fail(where, f"declares shape {node.shape} and dtype "
+                                          f"{node.dtype}, but {node.prim.name} of these "
+                                          f"inputs gives shape {shape} and dtype {dtype}")
+
+    def shape_of(self, r: Ref) -> tuple:
+        key = (r.kind, r.index)
+        return self.specs[key][0] if key in self.specs else np.shape(self.values[key])
+
+    def value(self, r: Ref, made: dict) -> Any:
+        key = (r.kind, r.index)
+        if key not in self.specs:
+            return self.values[key]
+        spec = self.specs[key]
+        if spec not in made:
+            made[spec] = stand_in(*spec)
+        return made[spec]
+
+
+def stand_in(shape: tuple, dtype: np.dtype) -> np.ndarray:
+    """A read-only value to check shapes with: 2 I + 0.1 (positive definite) for square
+    matrices, 0.5 (1, True) elsewhere, every copy a zero-stride view."""
+    if len(shape) >= 2 and shape[-1] == shape[-2] and dtype.kind != "b":
         n = shape[-1]
-        with contextlib.suppress(ValueError):
-            return np.broadcast_to(2 * np.eye(n) + 0.1, shape).astype(dtype)
-    return np.full(shape, 0.5 if dtype.kind == "f" else 1, dtype)
+        return np.broadcast_to((2 * np.eye(n) + 0.1).astype(dtype), shape)
+    return np.broadcast_to(np.array(0.5 if dtype.kind == "f" else 1, dtype), shape)

@@ -1,11 +1,15 @@
 """The parts of a Program: ``Ref`` (an input slot, a constant or an earlier node), ``Input``,
 ``Constant`` and ``Node`` (a primitive, its argument Refs, attributes, name, shape, dtype).
 
-The Program that holds them, and ``extract``, are in core.py.
+``Names`` makes the names of a program unique as ``sg.compile``, ``prog.save`` and
+``sg.load_program`` all do (``weight``, ``weight_2``). The Program that holds them, and
+``extract``, are in core.py.
 """
 
 from __future__ import annotations
 
+import keyword
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -51,3 +55,26 @@ class Node(NamedTuple):
     shape: tuple
     dtype: np.dtype
     order: int = 0
+
+
+class Names:
+    """Unique names for a program's entries: a name taken before gets ``_2``, ``_3``, ...
+    With ``source``, names for Python source: one that is not an identifier, a keyword or a
+    dunder name first becomes ``v_`` and its characters."""
+
+    def __init__(self, reserved: Iterable[str] = (), source: bool = True) -> None:
+        self.taken = set(reserved)
+        self.source = source
+
+    def take(self, name: str) -> str:
+        """``name``, or the first of ``name_2``, ``name_3``, ... not taken yet."""
+        plain = name.isidentifier() and not keyword.iskeyword(name) and \
+            not name.startswith("__")
+        base = name if plain or not self.source else \
+            "v_" + "".join(c if c.isalnum() else "_" for c in name)
+        text, k = base, 1
+        while text in self.taken:
+            k += 1
+            text = f"{base}_{k}"
+        self.taken.add(text)
+        return text

@@ -1,8 +1,8 @@
 """Saving programs: ``prog.save(path)``, the format ``sg.load_program`` (load.py) reads.
 
 A program is saved as two files side by side: ``<path>.json`` holds the structure and
-``<path>.npz`` the arrays (constants and array attributes), read back with
-``np.load(..., allow_pickle=False)``. The JSON document::
+``<path>.npz`` the arrays (constants and array attributes; written by ``np.savez``, read back
+by arrays.py, each npy header checked before its data). The JSON document::
 
     {"format": "simplegrad-program", "version": 1,
      "inputs":    [{"name": "a", "shape": [4], "dtype": "float64"}, ...],
@@ -20,7 +20,11 @@ null, a boolean, an integer, a finite float or a string as itself, or one tagged
 under that key in the .npz; dtypes bool, int, uint and float only).
 
 Primitives are named, and looked up in ``sg.REGISTRY`` when loading: a program through a
-``custom_vjp`` or ``checkpoint`` function (not in the registry) cannot be saved.
+``custom_vjp`` or ``checkpoint`` function (not in the registry) cannot be saved. Each entry's
+attributes must pass its primitive's schema (primitives/schema.py), as load.py checks them.
+Names are Python identifiers (NFKC-normalized, at most ``MAX_NAME`` characters); duplicates
+are made unique as ``sg.compile`` does (``weight``, ``weight_2``), in the order inputs, named
+constants, entries, here and when loading.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,16 +40,17 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..primitives.core import REGISTRY
-from .nodes import CONST, INPUT, NODE
+from ..primitives.schema import DTYPES
+from .nodes import CONST, INPUT, NODE, Names
 
 if TYPE_CHECKING:     # (prog.save calls here: no runtime import back)
     from .core import Program
 
 FORMAT, VERSION = "simplegrad-program", 1
 MAX_BYTES = 256 * 2**20     # default limit for each file and for any declared value
-DTYPES = frozenset(np.dtype(t).name for t in (
-    bool, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-    np.float16, np.float32, np.float64))
+MAX_ENTRIES = 2**20         # inputs, constants, entries and outputs, each
+MAX_MEMBERS = 2**16 - 1     # arrays in the .npz (a zip without its 64-bit extension)
+MAX_NAME = 200              # characters in a name
 KINDS = (INPUT, CONST, NODE)
 MAX_DEPTH = 32
 
@@ -88,22 +94,80 @@ def encode(prog: Program) -> tuple[dict, dict[str, np.ndarray]]:
                 f"save: {node.name} is computed by {node.prim.name!r}, a custom primitive "
                 "(custom_vjp or checkpoint) that is not in sg.REGISTRY; only programs of "
                 "registered primitives can be saved")
+    shapes = prog_shapes(prog)
+    for node, args in zip(prog.nodes, shapes):
+        why = attr_problem(node.prim, node.attrs, args)
+        if why is not None:
+            raise ArgumentError(f"save: {node.name} = {node.prim.name}(...): {why}, which a "
+                                "saved program cannot hold")
+    names = unique_names([i.name for i in prog.inputs], [c.name for c in prog.constants],
+                         [n.name for n in prog.nodes], "save")
+    if isinstance(names, str):
+        raise ArgumentError(names)
+    ins, consts, nodes = names
     return {
         "format": FORMAT, "version": VERSION,
-        "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype.name}
-                   for i in prog.inputs],
-        "constants": [{"name": c.name, "value": _encode(c.value, arrays, f"constant {k}")}
-                      for k, c in enumerate(prog.constants)],
-        "nodes": [{"name": n.name, "primitive": n.prim.name,
+        "inputs": [{"name": name, "shape": list(i.shape), "dtype": i.dtype.name}
+                   for name, i in zip(ins, prog.inputs)],
+        "constants": [{"name": name, "value": _encode(c.value, arrays, f"constant {k}")}
+                      for k, (name, c) in enumerate(zip(consts, prog.constants))],
+        "nodes": [{"name": name, "primitive": n.prim.name,
                    "args": [[r.kind, r.index] for r in n.args],
                    "attrs": None if n.attrs is None else
                    {k: _encode(v, arrays, f"{n.name}'s attribute {k}")
                     for k, v in n.attrs.items()},
                    "shape": list(n.shape), "dtype": np.dtype(n.dtype).name, "order": n.order}
-                  for n in prog.nodes],
+                  for name, n in zip(nodes, prog.nodes)],
         "outputs": [[r.kind, r.index] for r in prog.outputs],
         "single": prog.single,
     }, arrays
+
+
+def name_problem(name: object) -> str | None:
+    """What makes ``name`` unfit for a saved program, or None."""
+    if not isinstance(name, str) or not name.isidentifier() or len(name) > MAX_NAME or \
+            unicodedata.normalize("NFKC", name) != name:
+        return (f"a name must be a Python identifier (NFKC-normalized, at most {MAX_NAME} "
+                f"characters), got {name!r}"[:300])
+    return None
+
+
+def unique_names(inputs: list, constants: list, nodes: list, where: str
+                 ) -> tuple[list, list, list] | str:
+    """The names made unique (inputs, named constants, entries, in that order), or what is
+    wrong with the first that is not an identifier."""
+    taken = Names(source=False)
+    out = []
+    for kind, group in (("input", inputs), ("constant", constants), ("entry", nodes)):
+        names = []
+        for k, name in enumerate(group):
+            if name is None and kind == "constant":
+                names.append(None)
+                continue
+            why = name_problem(name)
+            if why is not None:
+                return f"{where}: {kind} {k}: {why}"
+            names.append(taken.take(name))
+        out.append(names)
+    return out[0], out[1], out[2]
+
+
+def attr_problem(prim: Any, attrs: dict | None, shapes: list) -> str | None:
+    """What is wrong with an entry's attributes by its primitive's schema, or None."""
+    if prim.schema is None:
+        return f"{prim.name} declares no attribute schema"
+    return prim.schema.problem(attrs, shapes)
+
+
+def prog_shapes(prog: Program) -> list[list[tuple]]:
+    """Per node, the shapes of its arguments."""
+    def shape(r: Any) -> tuple:
+        if r.kind == INPUT:
+            return tuple(prog.inputs[r.index].shape)
+        if r.kind == CONST:
+            return np.shape(prog.constants[r.index].value)
+        return tuple(prog.nodes[r.index].shape)
+    return [[shape(r) for r in n.args] for n in prog.nodes]
 
 
 def _encode(x: Any, arrays: dict, where: str) -> Any:

@@ -2,26 +2,34 @@
 
 One pass in tape order: each entry's arguments are renamed to what earlier entries became, then
 the entry is folded (all arguments constant), reduced to an input (an identity), rewritten
-(``x + x``), or shared with an earlier entry of the same CSE key; last, entries and constants no
-output needs are dropped. One pass suffices: a rule looks only at an entry's arguments and at
-the entries that computed them, which are final by the time the entry is reached.
+(``x + x``; ``(x * 2.0) * 2.0`` is ``x * 4.0``), or shared with an earlier entry of the same CSE
+key; last, entries and constants no output needs are dropped. An output with a given name (an
+alias such as ``dW = v12``) is kept, so the simplified program still names its outputs. One
+pass suffices: a rule looks only at an entry's arguments and at the entries that computed
+them, which are final by the time the entry is reached.
 """
 
 from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ArgumentError
 from ..primitives.core import Primitive
 from ..primitives.rewrites import Operand, cse_key, reduces_to, rewrite
-from .core import Builder, Program
+from .builder import Builder
 from .nodes import CONST, INPUT, NODE, Ref
+
+if TYPE_CHECKING:
+    from .core import Program
 
 
 def simplify(prog: Program) -> Program:
     """An equal Program with constants folded, identities applied, common subexpressions shared
     and entries no output needs removed (see ``simplegrad.rules``)."""
-    if not isinstance(prog, Program):
+    if not any(c.__name__ == "Program" for c in type(prog).__mro__):     # (core imports us)
         raise ArgumentError(f"simplify: expected a Program, got {type(prog).__name__}")
     b = Builder(list(prog.inputs))
     consts = [b.constant(c.value, c.name) for c in prog.constants]
@@ -51,25 +59,53 @@ def simplify(prog: Program) -> Program:
     def new(r: Ref) -> Ref:
         return r if r.kind == INPUT else consts[r.index] if r.kind == CONST else nodes[r.index]
 
-    for node in prog.nodes:
+    named = {r.index for r in prog.outputs if r.kind == NODE and
+             not re.fullmatch(r"v\d+", prog.nodes[r.index].name)}
+    for i, node in enumerate(prog.nodes):
         prim, args, attrs = node.prim, tuple(new(r) for r in node.args), node.attrs
+        if i in named:          # an output with a given name (dW) keeps it
+            nodes.append(b.node(node._replace(args=args)))
+            continue
         if all(r.kind == CONST for r in args):
             nodes.append(_fold(b, prim, args, attrs, node.name))
             continue
-        same = reduces_to(prim, args, attrs, describe)
+        same = None
+        for _ in range(3):      # a rewrite may open a fold, a fold an identity
+            if prim.name == "mul":      # (x * 2.0) * 0.5 is x * 1.0, which the rules see next
+                args = _fold_scale(b, args)
+            same = reduces_to(prim, args, attrs, describe)
+            simpler = None if same is not None else rewrite(prim, args, attrs, describe)
+            if simpler is None:
+                break
+            prim, args, attrs = simpler
+            args = tuple(a if isinstance(a, Ref) else b.constant(a) for a in args)
         if same is not None:
             nodes.append(same)
             continue
-        simpler = rewrite(prim, args, attrs, describe)
-        if simpler is not None:
-            prim, args, attrs = simpler
-            args = tuple(a if isinstance(a, Ref) else b.constant(a) for a in args)
         key = cse_key(prim, args, attrs)
         r = table.get(key)
         if r is None:
             r = table[key] = b.node(node._replace(prim=prim, args=args, attrs=attrs))
         nodes.append(r)
-    return _without_dead(b, [new(r) for r in prog.outputs], prog.single)
+    return _without_dead(type(prog), b, [new(r) for r in prog.outputs], prog.single)
+
+
+def _fold_scale(b: Builder, args: tuple) -> tuple:
+    """``(x * c1) * c2`` as ``x * (c1 * c2)`` when c1 and c2 are Python numbers."""
+    def number(r: Ref) -> Any:
+        value = b.constants[r.index].value if r.kind == CONST else None
+        return value if type(value) in (int, float) else None
+
+    for i in (0, 1):
+        inner, c2 = args[i], number(args[1 - i])
+        if inner.kind != NODE or c2 is None or b.nodes[inner.index].prim.name != "mul":
+            continue
+        inner_args = b.nodes[inner.index].args
+        for j in (0, 1):
+            c1 = number(inner_args[1 - j])
+            if c1 is not None and inner_args[j].kind != CONST:
+                return (inner_args[j], b.constant(c1 * c2))
+    return args
 
 
 def _fold(b: Builder, prim: Primitive, args: tuple, attrs: dict | None, name: str) -> Ref:
@@ -82,7 +118,7 @@ def _fold(b: Builder, prim: Primitive, args: tuple, attrs: dict | None, name: st
     return b.constant(value, name)
 
 
-def _without_dead(b: Builder, outputs: list[Ref], single: bool) -> Program:
+def _without_dead(cls: type, b: Builder, outputs: list[Ref], single: bool) -> Program:
     """The builder's program keeping only the nodes and constants the outputs need."""
     need = [False] * len(b.nodes)
     used = [False] * len(b.constants)
@@ -115,4 +151,4 @@ def _without_dead(b: Builder, outputs: list[Ref], single: bool) -> Program:
         if need[i]:
             node_map[i] = Ref(NODE, len(kept))
             kept.append(n._replace(args=tuple(moved(r) for r in n.args)))
-    return Program(b.inputs, constants, kept, [moved(r) for r in outputs], single, check=False)
+    return cls(b.inputs, constants, kept, [moved(r) for r in outputs], single, check=False)

@@ -43,12 +43,12 @@ from typing import Any
 import numpy as np
 
 from ..engine.batched import FINAL
-from ..engine.levels import Batched, Level, lifted, stacked, unstack
-from ..engine.ops import Ops
+from ..engine.levels import Batched, Level, lifted, unstack
+from ..engine.ops import Ops, recorder_of
 from ..engine.params import FREE, FreeOps
+from ..engine.recorder import Recorder
 from ..engine.variable import Variable
 from ..errors import ArgumentError, DisconnectedWarning, GraphError, ShapeError, warn
-from ..primitives.core import value_of
 from ..pytree import LEAF, TreeDef, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 ArgNums = int | tuple[int, ...]
@@ -65,10 +65,10 @@ def recording_ops(fname: str, leaves: Iterable[Any]) -> Ops | FreeOps | None:
     """
     ops = first = None
     for a in leaves:
-        if isinstance(a, Variable) and a.ops is not ops:
+        if isinstance(a, Variable) and a.rec is not ops:
             if ops is None or ops is FREE:
-                ops, first = a.ops, a
-            elif a.ops is not FREE:
+                ops, first = a.rec, a
+            elif a.rec is not FREE:
                 raise GraphError(f"{fname}: the arguments belong to different Ops ({first.name} "
                                  f"and {a.name}); create them on one Ops, or pass arrays")
     return ops
@@ -121,55 +121,10 @@ def context(fname: str, args: Sequence[Any], borrow: bool = True,
     if ops is None or ops is FREE:      # free Variables join the Ops the transform records on
         ops = around()
         if ops is None:
-            return Ops(borrow=borrow), False
+            return Recorder(borrow=borrow), False
     if derivative and not ops.recording:
         return ops, None        # under no_grad: see ``run_paused``
     return ops, True
-
-
-def run_paused(ops: Ops, fn: Callable, args: Sequence[Any]) -> Any:
-    """``fn`` (the transform) on the values of ``args``, its results handed back as Variables
-    of ``ops`` that hold values only; a function among the results is wrapped the same way."""
-    levels = active(ops)
-    if levels:
-        return _paused_at(ops, levels, fn, args)
-    values = tree_map(lambda a: a.raw if isinstance(a, Variable) else a, list(args))
-    _RUNNING.stack, saved = [], getattr(_RUNNING, "stack", [])
-    try:
-        out = fn(*values)
-    finally:
-        _RUNNING.stack = saved
-    return _unrecorded(ops, out)
-
-
-def _paused_at(ops: Ops, levels: list[Level], fn: Callable, args: Sequence[Any]) -> Any:
-    """``run_paused`` under vmap: ``fn`` at the same levels on an Ops of its own, on every
-    example's values."""
-    mine = Ops()
-
-    def example(a: Any) -> Variable:    # a's values at every level, batched there on mine
-        return unstack(mine.var(value_of(stacked(ops, a, levels, "an argument")),
-                                requires_grad=False), levels)
-
-    def back(r: Any) -> Variable:       # a result's values, as unrecorded on ops
-        return unstack(ops.unrecorded(np.array(value_of(stacked(mine, r, levels, "a result")))),
-                       levels)
-    _RUNNING.stack, saved = [running(mine, level) for level in levels], getattr(
-        _RUNNING, "stack", [])
-    try:
-        return tree_map(back, fn(*tree_map(example, list(args))))
-    finally:
-        _RUNNING.stack = saved
-        mine.release()
-
-
-def _unrecorded(ops: Ops, out: Any) -> Any:
-    if callable(out):
-        return lambda *a: _unrecorded(ops, run_paused(ops, out, a))
-    if isinstance(out, tuple) and any(callable(o) for o in out):
-        return tuple(_unrecorded(ops, o) for o in out)
-    return tree_map(lambda r: ops.unrecorded(np.asarray(r)) if isinstance(r, np.ndarray) or
-                    np.isscalar(r) else r, out)
 
 
 class running:  # noqa: N801 (used as ``with running(ops):``)
@@ -179,7 +134,7 @@ class running:  # noqa: N801 (used as ``with running(ops):``)
     __slots__ = ("ops", "batch")
 
     def __init__(self, ops: Ops, batch: tuple[int, int] | None = None) -> None:
-        self.ops = ops
+        self.ops = recorder_of(ops)
         self.batch = batch
 
     def __enter__(self) -> None:
@@ -200,7 +155,7 @@ class own(running):  # noqa: N801 (used as ``with own(ops, nested):``)
     __slots__ = ("nested",)
 
     def __init__(self, ops: Ops, nested: bool) -> None:
-        self.ops = ops
+        self.ops = recorder_of(ops)
         self.batch = None
         self.nested = nested
 
@@ -287,7 +242,7 @@ def leaf_shape(a: Any) -> tuple:
 def output(fname: str, ops: Ops, out: Any) -> Variable:
     """f's result as a Variable of ``ops`` (a constant result becomes a leaf with no gradient)."""
     if isinstance(out, Variable):
-        if out.ops is not ops:
+        if out.rec is not ops:
             raise GraphError(f"{fname}: f returned {out.name}, a Variable of another Ops; "
                              "compute the result from f's arguments")
         return out

@@ -34,6 +34,7 @@ import numpy as np
 from ..engine.levels import Batched
 from ..engine.ops import Ops
 from ..engine.params import FREE
+from ..engine.recorder import Recorder
 from ..engine.taylor import carry
 from ..engine.variable import Variable
 from ..errors import GraphError
@@ -64,7 +65,7 @@ _ENTER = Primitive(
     lambda o, ts, out, x, gate: ts[0], "{0}", [])
 
 
-class _BlockOps(Ops):
+class _BlockOps(Recorder):
     """The scratch Ops a block records on: a Variable of another Ops (a Parameter included)
     becomes a leaf here, kept in ``reads`` so that the entry takes it as an input."""
 
@@ -79,7 +80,7 @@ class _BlockOps(Ops):
         """The leaf standing for ``x`` here (made on first use)."""
         got = self.reads.get(id(x))
         if got is None:
-            leaf = (super()._adopt(x) if x.ops is FREE else
+            leaf = (super()._adopt(x) if x.rec is FREE else
                     self.leaf(x.raw, None, x.requires_grad))
             got = self.reads[id(x)] = (x, leaf)
         return got[1]
@@ -95,9 +96,9 @@ class _BlockOps(Ops):
             if type(x) is Batched:
                 while type(x) is Batched:
                     x = x.inner
-                if not isinstance(x, Variable) or x.ops is not self:
+                if not isinstance(x, Variable) or x.rec is not self:
                     raise _ReadsBatchedError
-        return Ops.apply(self, prim, inputs, attrs, name)
+        return Recorder.apply(self, prim, inputs, attrs, name)
 
 
 class _ReadsBatchedError(Exception):
@@ -136,7 +137,7 @@ class Checkpoint(CustomFunction):
         self._ready = (program, value)
         try:
             with _undone_on_failure(ops):
-                return ops.apply(self.primitive, (*args, *sources), attrs)
+                return ops.apply(self.primitive, (*args, *sources), attrs, None)
         finally:
             self._ready = None
 
@@ -162,7 +163,7 @@ class Checkpoint(CustomFunction):
             if not isinstance(y, Variable):
                 self._as_array(y)
                 y = scratch.var(y, requires_grad=False)
-            elif y.ops is not scratch:      # the block returned a Variable it read
+            elif y.rec is not scratch:      # the block returned a Variable it read
                 y = scratch.reshape(y, y.shape)
             reads = list(scratch.reads.values())
             program = extract([call[i] for i in positions] + [leaf for _, leaf in reads], y)
@@ -180,7 +181,7 @@ class Checkpoint(CustomFunction):
             if ops is FREE:
                 ops = FREE.implicit()
         for x in sources:
-            if x.ops is not FREE and x.ops is not ops and not isinstance(ops, _BlockOps):
+            if x.rec is not FREE and x.rec is not ops and not isinstance(ops, _BlockOps):
                 raise GraphError(f"{self._label}: the block reads {x.name} through a closure, "
                                  "a Variable of another Ops than its arguments' (a released "
                                  "tape, or another computation); compute it on their Ops, or "
@@ -274,9 +275,9 @@ class Checkpoint(CustomFunction):
         if isinstance(o, Ops):
             args = list(inputs)
             for i in positions:
-                args[i] = o.apply(_ENTER, (inputs[i],), {"gate": gate})
+                args[i] = o.apply(_ENTER, (inputs[i],), {"gate": gate}, None)
             return o, args
-        r = Ops()
+        r = Recorder()
         args = list(inputs)
         for i in attrs["_vars"]:
             args[i] = (r.leaf(inputs[i], None, True, "seed") if i in positions else

@@ -34,8 +34,14 @@ grad read through a closure of the forward (a Parameter, a Variable of the calle
 refused, the rule giving it no gradient; one that takes none is a constant. A forward that
 fails leaves the caller's tape as it was.
 
-``checkpoint`` (checkpoint.py) is the other dynamic primitive built on
-``CustomFunction``.
+Pytree arguments and outputs (custom_trees.py): the entry's inputs are the leaves of the
+arguments, a pytree output is raveled into its one output and sliced back, and the rule sees
+the call's structures (``g`` and ``out`` as the output, one cotangent per argument, ``None``
+for a whole argument or a leaf). ``nondiff_argnums`` (as JAX's) are kept off the inputs and
+reach the rule first: ``bwd(*nondiff, g, out, *other_inputs)``.
+
+``checkpoint`` (checkpoint.py) and ``custom_jvp`` (custom_jvp.py) are the other dynamic
+primitives built on ``CustomFunction``.
 """
 
 from __future__ import annotations
@@ -52,13 +58,16 @@ import numpy as np
 
 from ..engine.ops import Ops
 from ..engine.params import FREE
+from ..engine.recorder import Recorder
 from ..engine.tape import ancestors
 from ..engine.variable import Variable
 from ..errors import ArgumentError, GraphError, NotDifferentiableError, ShapeError
 from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive, shape_of, value_of
+from ..pytree import tree_map
 from .arguments import around, recording_ops, running
-from .custom_rules import ForwardOps, JVPRule, linear_in_cotangent, raw_backward
+from .custom_rules import ForwardOps, JVPRule, Pending, linear_in_cotangent, raw_backward
+from .custom_trees import Packing, nondiff_positions, pack, user_tangent
 
 # ---------------------------------------------------------------- shared machinery
 
@@ -74,6 +83,7 @@ class CustomFunction:
         self._label = label
         # cotangents of one entry, computed once and handed out input by input (see _vjp)
         self._memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._nondiff: tuple[int, ...] = ()     # argument positions never differentiated
         self.primitive = Primitive(label, self._forward, [self._vjp], self._jvp, self._fmt, [],
                                    variadic=True)
 
@@ -91,17 +101,19 @@ class CustomFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Record one entry on the Ops of the Variable arguments (arrays in, arrays out)."""
         self._check_keywords(kwargs)
-        ops = self._ops(args)
+        leaves, packing = pack(self._label, args, self._nondiff)
+        ops = self._ops(leaves)
         if ops is None:     # no Variable: compute the value on a throwaway Ops
-            scratch = Ops()
+            scratch = Recorder()
             # numbers beside an array stay constants; numbers alone are the 0-d arrays
-            alone = all(_is_number(x) for x in args)
+            alone = all(_is_number(x) for x in leaves)
             with scratch.no_grad():
-                args = tuple(x if _is_number(x) and not alone else scratch.var(x) for x in args)
-                if not args:        # nothing to record on: the forward itself
-                    return self._forward(_vars=(), **kwargs)
-                return self(*args, **kwargs).value
-        return self._record(ops, args, kwargs)
+                leaves = [x if _is_number(x) and not alone else scratch.var(x) for x in leaves]
+                if not leaves:      # nothing to record on: the forward itself
+                    return packing.structured(self._forward(_vars=(), _pack=packing, **kwargs))
+                out = self._record(scratch, leaves, kwargs, packing)
+                return tree_map(lambda v: v.value if isinstance(v, Variable) else v, out)
+        return self._record(ops, leaves, kwargs, packing)
 
     def _check_keywords(self, kwargs: dict) -> None:
         for k in kwargs:
@@ -117,13 +129,17 @@ class CustomFunction:
             return around() or (FREE.implicit() if ops is FREE else None)
         return ops
 
-    def _record(self, ops: Ops, args: tuple, kwargs: dict) -> Any:
+    def _record(self, ops: Ops, args: list, kwargs: dict, packing: Packing) -> Any:
         attrs = dict(kwargs)
         attrs["_vars"] = tuple(i for i, x in enumerate(args) if isinstance(x, Variable))
         attrs["_wrt"] = tuple(i for i, x in enumerate(args)
                               if isinstance(x, Variable) and x.requires_grad)
+        attrs["_pack"] = packing
         with _undone_on_failure(ops):   # the forward may have recorded on a closure Variable
-            return ops.apply(self.primitive, args, attrs)
+            y = ops.apply(self.primitive, args, attrs, None)
+        if packing.out is None:     # an equal entry recorded before (Ops(simplify=True)) holds it
+            packing = (getattr(y, "attrs", None) or {}).get("_pack", packing)
+        return packing.structured(y)
 
     def __repr__(self) -> str:
         return f"<{self._label}>"
@@ -135,9 +151,11 @@ class CustomFunction:
         # transforms it calls can close over its arguments
         scratch = ForwardOps()
         try:
+            packing = attrs["_pack"]
             with running(scratch):
-                y = self._fn(*wrap_values(scratch, values, attrs["_vars"]), **user_attrs(attrs))
-            return self._as_array(y)
+                y = self._fn(*packing.call_arguments(wrap_values(scratch, values, attrs["_vars"])),
+                             **user_attrs(attrs))
+            return packing.output_value(y)
         except GraphError as e:
             raise GraphError(f"{self._label}: {e}. The function sees its arguments as "
                              "Variables of a scratch Ops: pass every Variable it reads as "
@@ -164,7 +182,7 @@ class CustomFunction:
             for k in [k for k, e in memo.items() if e.cotangents() is None]:
                 del memo[k]     # left by a recorded sweep that stopped early: only weak refs
             cts = self._cotangents(o, g, out, inputs, attrs)
-            entry = memo[key] = _Pending(cts, attrs["_wrt"], (g, out, inputs), recording)
+            entry = memo[key] = Pending(cts, attrs["_wrt"], (g, out, inputs), recording)
         entry.waiting.discard(i)
         if not entry.waiting:
             del memo[key]
@@ -189,43 +207,6 @@ class CustomFunction:
 
     def _jvp(self, o: PrimitiveMethods, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
         raise NotImplementedError
-
-
-class _Pending:
-    """The cotangents of one entry while the sweep asks for them input by input.
-
-    Weak (a recorded sweep): the cotangents are entries of the tape, which keeps them alive,
-    and the key's ids are checked through weak references to g and the entry (its inputs are
-    the entry's own). Strong (a value-only sweep): the arrays are held, for as long as the
-    sweep's ValueOps lives.
-    """
-
-    __slots__ = ("held", "waiting", "key_objects", "weak")
-
-    def __init__(self, cts: list, wrt: tuple, key_objects: tuple, weak: bool):
-        self.weak = weak
-        self.held = [weakref.ref(c) if weak and c is not None else c for c in cts]
-        self.key_objects = tuple(map(_weak, key_objects[:2])) if weak else key_objects
-        self.waiting = set(wrt)
-
-    def cotangents(self) -> list | None:
-        """The cotangents, or None when one of them or of the key's objects is gone."""
-        if not self.weak:
-            return self.held
-        if any(r() is None for r in self.key_objects):
-            return None
-        cts = [None if r is None else r() for r in self.held]
-        if any(c is None and r is not None for c, r in zip(cts, self.held)):
-            return None
-        return cts
-
-
-def _weak(x: Any) -> Callable[[], Any]:
-    """A weak reference to x; a number (which cannot have one, and is small) is held."""
-    try:
-        return weakref.ref(x)
-    except TypeError:
-        return lambda: x
 
 
 @contextmanager
@@ -265,12 +246,13 @@ def wrap_values(scratch: Ops, values: tuple, positions: tuple) -> list:
 
 
 class CustomVJP(CustomFunction):
-    """A function whose gradient is a user rule: ``bwd(g, out, *inputs, **attrs)``."""
+    """A function whose gradient is a user rule: ``bwd(*nondiff, g, out, *inputs, **attrs)``."""
 
-    def __init__(self, fn: Callable):
+    def __init__(self, fn: Callable, nondiff_argnums: tuple[int, ...] = ()):
         super().__init__(fn, getattr(fn, "__name__", "custom"))
+        self._nondiff = nondiff_positions(self._label, nondiff_argnums)
         self._bwd: Callable | None = None
-        self._jvp_rule: JVPRule | None = None
+        self._jvp_rule: Callable | None = None
         self._linear: bool | None = None      # is the vjp rule linear in g (custom_rules.py)
         self._raw = raw_backward(self._label)
 
@@ -286,54 +268,59 @@ class CustomVJP(CustomFunction):
     def defjvp(self, rule: Callable) -> Callable:
         """Attach a forward-mode rule ``rule(primals, tangents) -> (primal_out, tangent_out)``
         (usable as a decorator); returns ``rule``."""
-        self._jvp_rule = JVPRule(self._label, rule)
+        JVPRule(self._label, rule)     # (checks it)
+        self._jvp_rule = rule
         return rule
 
     def _cotangents(self, o: PrimitiveMethods, g: Any, out: Any, inputs: tuple,
                     attrs: dict) -> list:
         if isinstance(o, Ops):
-            return self._call_bwd(o, g, out, inputs, user_attrs(attrs))
+            return self._call_bwd(o, g, out, inputs, attrs)
         return self._bwd_values(g, out, inputs, attrs)
 
     def _bwd_values(self, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
         """The rule's cotangents as arrays (None for none), run on a scratch Ops."""
-        scratch = Ops(borrow=True)
+        scratch = Recorder(borrow=True)
         try:
             cts = self._checked(self._run_bwd(scratch.unrecorded(g), scratch.unrecorded(out),
                                               wrap_values(scratch, inputs, attrs["_vars"]),
-                                              user_attrs(attrs)), inputs)
+                                              attrs), inputs)
             return [None if c is None else np.asarray(value_of(c)) for c in cts]
         finally:
             scratch.release()
 
-    def _run_bwd(self, g: Variable, out: Any, inputs: Any, kw: dict) -> Any:
+    def _run_bwd(self, g: Variable, out: Any, inputs: Any, attrs: dict) -> list:
+        """The user's cotangents, one per flat input (the rule sees the call's structures)."""
         if self._bwd is None:
             raise NotDifferentiableError(f"{self._label}: no backward rule; attach one with "
                                          f"@{self._label}.defvjp")
-        ops = getattr(g, "ops", None)
+        packing: Packing = attrs["_pack"]
+        args = (*packing.held(), packing.structured(g), packing.structured(out),
+                *packing.arguments(list(inputs)))
+        ops = getattr(g, "rec", None)
         if not isinstance(ops, Ops):
-            return self._bwd(g, out, *inputs, **kw)
+            return packing.cotangents(self._bwd(*args, **user_attrs(attrs)))
         with running(ops):      # transforms in the rule record on its Ops
-            return self._bwd(g, out, *inputs, **kw)
+            return packing.cotangents(self._bwd(*args, **user_attrs(attrs)))
 
-    def _call_bwd(self, r: Ops, g: Variable, out: Variable, inputs: Any, kw: dict) -> list:
+    def _call_bwd(self, r: Ops, g: Variable, out: Variable, inputs: Any, attrs: dict) -> list:
         """The user's cotangents, recorded on ``r``; raw arrays go through the _bwd entry.
 
         So does a recorded cotangent that does not depend on g (made from ``g.value``, say)
         although it is nonzero: it is right as a value but not as a function of g, so
         differentiating it again must raise, not give a wrong answer.
         """
-        cts = self._checked(self._run_bwd(g, out, inputs, kw), inputs)
+        cts = self._checked(self._run_bwd(g, out, inputs, attrs), inputs)
         for i, c in enumerate(cts):
             if c is None:
                 continue
-            recorded = isinstance(c, Variable) and c.ops is r
+            recorded = isinstance(c, Variable) and c.rec is r
             frozen = recorded and g.requires_grad and not _depends_on(c, g) and (
                 np.any(c.raw != 0) or not np.any(g.raw != 0))
             if not recorded or frozen:
                 cts[i] = r.apply(self._raw, (g, out, *inputs),
                                  {"ct": np.asarray(value_of(c)), "position": i,
-                                  "frozen": frozen})
+                                  "frozen": frozen}, None)
         return cts
 
     def _checked(self, cts: Any, inputs: Any) -> list:
@@ -356,11 +343,11 @@ class CustomVJP(CustomFunction):
         if all(t is None for t in ts):
             return None
         if self._jvp_rule is not None:
-            return self._jvp_rule.tangent(o, ts, out, inputs, attrs["_vars"], user_attrs(attrs))
+            return user_tangent(self._label, self._jvp_rule, o, ts, out, inputs, attrs)
         self._check_linear(out, inputs, attrs)
         if isinstance(o, Ops):
             return self._tangent(o, ts, out, inputs, attrs, True)
-        r = Ops()
+        r = Recorder()
         try:
             jt = self._tangent(r, ts, r.unrecorded(out), wrap_values(r, inputs, attrs["_vars"]),
                                attrs, False)
@@ -372,7 +359,7 @@ class CustomVJP(CustomFunction):
                  create_graph: bool) -> Variable | None:
         u = r.leaf(np.ones(out.shape, dtype=out.dtype), None, True, "seed")
         pairing = None
-        for c, t in zip(self._call_bwd(r, u, out, inputs, user_attrs(attrs)), ts):
+        for c, t in zip(self._call_bwd(r, u, out, inputs, attrs), ts):
             if c is not None and t is not None:
                 term = r.sum(r.mul(c, t))
                 pairing = term if pairing is None else r.add(pairing, term)
@@ -395,6 +382,10 @@ class CustomVJP(CustomFunction):
                 f"a forward rule with @{self._label}.defjvp, or use reverse mode")
 
 
-def custom_vjp(fn: Callable) -> CustomVJP:
-    """``fn`` as one recorded operation whose gradient is the rule given to ``.defvjp``."""
-    return CustomVJP(fn)
+def custom_vjp(fn: Callable | None = None, nondiff_argnums: tuple[int, ...] = ()) -> Any:
+    """``fn`` as one recorded operation whose gradient is the rule given to ``.defvjp``
+    (arguments at ``nondiff_argnums`` are never differentiated and reach the rule first);
+    without ``fn``, the decorator with those options."""
+    if fn is None:
+        return lambda f: CustomVJP(f, nondiff_argnums)
+    return CustomVJP(fn, nondiff_argnums)

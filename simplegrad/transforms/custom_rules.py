@@ -25,6 +25,7 @@ values are not finite there is given the benefit of the doubt.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,7 @@ import numpy as np
 
 from ..engine.ops import Ops
 from ..engine.params import FREE
+from ..engine.recorder import Recorder
 from ..engine.variable import Variable
 from ..errors import ArgumentError, GraphError, NotDifferentiableError, ShapeError
 from ..primitives import PrimitiveMethods
@@ -41,7 +43,7 @@ from .arguments import running
 # ---------------------------------------------------------------- the forward's scratch Ops
 
 
-class ForwardOps(Ops):
+class ForwardOps(Recorder):
     """The scratch Ops a custom function's forward records on: a Variable that requires grad
     read through a closure is refused (the rule gives gradients for the arguments only); one
     that does not is a constant."""
@@ -52,10 +54,49 @@ class ForwardOps(Ops):
     def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Variable:
         """A closure's Variable that takes no gradient as a constant; refuse any other."""
         if x.requires_grad:
-            kind = "a Parameter" if x.ops is FREE else "a Variable of another Ops"
+            kind = "a Parameter" if x.rec is FREE else "a Variable of another Ops"
             raise GraphError(f"{prim.name}: reads {x.name} ({kind}) through a closure, and the "
                              "rule gives it no gradient")
         return self.leaf(x.raw, None, False)
+
+# ---------------------------------------------------------------- a sweep's cotangents
+
+
+class Pending:
+    """The cotangents of one entry while the sweep asks for them input by input.
+
+    Weak (a recorded sweep): the cotangents are entries of the tape, which keeps them alive,
+    and the key's ids are checked through weak references to g and the entry (its inputs are
+    the entry's own). Strong (a value-only sweep): the arrays are held, for as long as the
+    sweep's ValueOps lives.
+    """
+
+    __slots__ = ("held", "waiting", "key_objects", "weak")
+
+    def __init__(self, cts: list, wrt: tuple, key_objects: tuple, weak: bool):
+        self.weak = weak
+        self.held = [weakref.ref(c) if weak and c is not None else c for c in cts]
+        self.key_objects = tuple(map(weak_ref, key_objects[:2])) if weak else key_objects
+        self.waiting = set(wrt)
+
+    def cotangents(self) -> list | None:
+        """The cotangents, or None when one of them or of the key's objects is gone."""
+        if not self.weak:
+            return self.held
+        if any(r() is None for r in self.key_objects):
+            return None
+        cts = [None if r is None else r() for r in self.held]
+        if any(c is None and r is not None for c, r in zip(cts, self.held)):
+            return None
+        return cts
+
+
+def weak_ref(x: Any) -> Callable[[], Any]:
+    """A weak reference to x; a number (which cannot have one, and is small) is held."""
+    try:
+        return weakref.ref(x)
+    except TypeError:
+        return lambda: x
 
 # ---------------------------------------------------------------- a user's jvp rule
 
@@ -74,7 +115,7 @@ class JVPRule:
                 positions: tuple, kw: dict) -> Any:
         """The tangent of the entry's output for the input tangents ``ts``."""
         recording = isinstance(o, Ops)
-        r = o if recording else Ops(borrow=True)
+        r = o if recording else Recorder(borrow=True)
         try:
             primals = list(inputs)
             if not recording:       # values: Variables of the scratch Ops where they were
@@ -88,11 +129,11 @@ class JVPRule:
             t_out = self._checked(got, out)
             if not recording:
                 return np.asarray(value_of(t_out))
-            if isinstance(t_out, Variable) and t_out.ops is r:
+            if isinstance(t_out, Variable) and t_out.rec is r:
                 return t_out
             moving = tuple(t for t in (*ts, *inputs) if isinstance(t, Variable))
             return r.apply(_RAW_TANGENT, moving, {"value": np.asarray(value_of(t_out)),
-                                                  "label": self.label})
+                                                  "label": self.label}, None)
         finally:
             if not recording:
                 r.release()

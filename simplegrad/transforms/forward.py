@@ -19,6 +19,7 @@ from ..pytree import tree_flatten, tree_leaves, tree_unflatten
 from .arguments import (
     Result,
     active,
+    argnums_kind,
     check_callable,
     context,
     disconnected,
@@ -29,19 +30,23 @@ from .arguments import (
     outputs,
     own,
     primals,
+    resolve,
     result,
     results,
-    run_paused,
 )
+from .calls import aux_result, check_has_aux, everything, paused, split_aux
+from .paused import run_paused
 from .taylor import derivative_entry as taylor_derivative_entry
 
 
-def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple[Result, Result]:
-    """``(f(*xs), J v)``: the output and its tangent along the tangents ``vs`` of ``xs``.
+def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any], has_aux: bool = False) -> tuple:
+    """``(f(*xs), J v)``: the output and its tangent along the tangents ``vs`` of ``xs``
+    (with ``has_aux``: ``(out, tangent, aux)``).
 
     Each primal may be a pytree, its tangent of the same structure; so may the output.
     """
     check_callable("jvp", f)
+    has_aux = check_has_aux("jvp", has_aux)
     if not isinstance(xs, (tuple, list)) or not isinstance(vs, (tuple, list)):
         raise ArgumentError("jvp: xs and vs must be tuples (one entry per argument of f), got "
                             f"{type(xs).__name__} and {type(vs).__name__}")
@@ -57,17 +62,20 @@ def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple[Result, Resu
             tangents.append(vl)
     ops, nested = context("jvp", (*xs, *vs))
     if nested is None:
-        return run_paused(ops, lambda *a: jvp(f, a[:len(xs)], a[len(xs):]), (*xs, *vs))
+        return run_paused(ops, lambda *a: jvp(f, a[:len(xs)], a[len(xs):], has_aux),
+                          (*xs, *vs))
     with own(ops, nested):
         levels = active(ops) if nested else []
         # forward mode needs no lifting: primals that are the same for every example stay
         # so (the output too, unless f reads a batched value), whatever the tangents are
         lift = levels if _batched(xs) else []
         call, trees = primals(ops, xs, range(len(xs)), lift)
-        ys, out_def = outputs("jvp", ops, f(*call))
+        out, aux = split_aux("jvp", f(*call), has_aux)
+        ys, out_def = outputs("jvp", ops, out)
         if levels and not lift and _batched(tangents) and _batched(ys):
             call, trees = primals(ops, xs, range(len(xs)), levels)
-            ys, out_def = outputs("jvp", ops, f(*call))
+            out, aux = split_aux("jvp", f(*call), has_aux)
+            ys, out_def = outputs("jvp", ops, out)
         prims = flat(trees)
         if prims:
             ts = [ops.jvp(y, prims, tangents, create_graph=nested) for y in ys]
@@ -75,12 +83,13 @@ def jvp(f: Callable, xs: Sequence[Any], vs: Sequence[Any]) -> tuple[Result, Resu
         else:
             ts = [ops.zeros_like(y, nested) for y in ys]
         both = results(nested, [*ys, *ts])
-        return (tree_unflatten(out_def, both[:len(ys)]),
-                tree_unflatten(out_def, both[len(ys):]))
+        pair = (tree_unflatten(out_def, both[:len(ys)]), tree_unflatten(out_def, both[len(ys):]))
+        return (*pair, aux_result(nested, aux)) if has_aux else pair
 
 
-def derivative(f: Callable, order: int = 1) -> Callable:
-    """The function computing the ``order``-th derivative of ``f`` of one scalar argument.
+def derivative(f: Callable, order: int = 1, argnums: int = 0) -> Callable:
+    """The function computing the ``order``-th derivative of ``f`` in its scalar argument
+    ``argnums``, the other arguments held fixed.
 
     Along a unit tangent: for ``f`` acting elementwise on an array it gives the elementwise
     derivative. From order 2, by Taylor mode (one forward walk of truncated series) when every
@@ -89,17 +98,21 @@ def derivative(f: Callable, order: int = 1) -> Callable:
     check_callable("derivative", f)
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
         raise ArgumentError(f"derivative: order must be an int >= 0, not {order!r}")
+    if not argnums_kind("derivative", argnums):
+        raise ArgumentError(f"derivative: argnums must be one int (the argument to "
+                            f"differentiate in), not {argnums!r}")
     order = int(order)
 
     @functools.wraps(f)
-    def derivative_f(x: Any) -> Result:
-        ops, nested = context("derivative", (x,))
+    def derivative_f(*args: Any, **kwargs: Any) -> Result:
+        ops, nested = context("derivative", everything(args, kwargs))
         if nested is None:
-            return run_paused(ops, derivative(f, order), (x,))
+            return paused(ops, derivative(f, order, argnums), args, kwargs)
         with own(ops, nested):
-            call, trees = primals(ops, (x,), (0,))
+            nums = resolve("derivative", argnums, len(args))
+            call, trees = primals(ops, args, nums)
             (xv,) = flat(trees)
-            y = output("derivative", ops, f(*call))
+            y = output("derivative", ops, f(*call, **kwargs))
             disconnected("derivative", f, None, [y])
             if order > 1:
                 d = taylor_derivative_entry(ops, y, xv, order, nested)

@@ -16,10 +16,10 @@ import numpy as np
 
 from ..engine.batched import batched_jvp
 from ..engine.levels import innermost
-from ..engine.ops import Ops
+from ..engine.ops import Ops, recorder_of
+from ..engine.tape import ancestors
 from ..engine.variable import Variable
 from ..errors import ArgumentError, NotDifferentiableError, ShapeError
-from ..program.accumulation import prefers_forward
 from ..pytree import tree_flatten, tree_unflatten
 from .arguments import (
     ArgNums,
@@ -39,36 +39,39 @@ from .arguments import (
     resolve,
     result,
     results,
-    run_paused,
     scalar,
 )
+from .calls import aux_result, check_has_aux, everything, paused, split_aux
+from .paused import run_paused
 
 
 def jacobian(f: Callable, argnums: ArgNums = 0,
-             mode: Literal["auto", "rev", "fwd"] = "auto") -> Callable:
-    """The function computing the Jacobian of ``f``, shaped ``out.shape + in.shape`` per input.
+             mode: Literal["auto", "rev", "fwd"] = "auto", has_aux: bool = False) -> Callable:
+    """The function computing the Jacobian of ``f``, shaped ``out.shape + in.shape`` per input
+    (with ``has_aux``: ``(jacobian, aux)``).
 
-    ``rev`` builds it a row at a time with vjps, ``fwd`` a column at a time
-    with jvps; ``auto`` takes ``fwd`` when forward vertex elimination needs fewer
-    multiplications than reverse (``sg.jacobian_cost``), else the sizes decide. With pytrees
+    ``rev`` builds it a row at a time with vjps, ``fwd`` every column in one batched forward
+    sweep; ``auto`` takes the one its cost model (``prefers_forward``) says is faster. With pytrees
     the result is the output's structure holding, for each output leaf, the input's structure
     (as ``jax.jacobian``).
     """
     check_callable("jacobian", f)
     single = argnums_kind("jacobian", argnums)
+    has_aux = check_has_aux("jacobian", has_aux)
     if mode not in ("auto", "rev", "fwd"):
         raise ArgumentError(f"jacobian: mode must be 'auto', 'rev' or 'fwd', not {mode!r}")
 
     @functools.wraps(f)
-    def jacobian_f(*args: Any) -> Any:
-        ops, nested = context("jacobian", args)
+    def jacobian_f(*args: Any, **kwargs: Any) -> Any:
+        ops, nested = context("jacobian", everything(args, kwargs))
         if nested is None:
-            return run_paused(ops, jacobian(f, argnums, mode), args)
+            return paused(ops, jacobian(f, argnums, mode, has_aux), args, kwargs)
         with own(ops, nested):
             nums = resolve("jacobian", argnums, len(args))
             call, trees = primals(ops, args, nums)
             xs = flat(trees)
-            ys, out_def = outputs("jacobian", ops, f(*call))
+            out, aux = split_aux("jacobian", f(*call, **kwargs), has_aux)
+            ys, out_def = outputs("jacobian", ops, out)
             disconnected("jacobian", f, None, ys)
             forward = mode == "fwd" or (mode == "auto" and prefers_forward(
                 [innermost(x) for x in xs], [innermost(y) for y in ys]))
@@ -85,44 +88,75 @@ def jacobian(f: Callable, argnums: ArgNums = 0,
                         jacs = _jac_rev(ops, y, xs, nested)
                 jacs = regroup(trees, jacs)
                 per_output.append(jacs[0] if single else jacs)
-            return tree_unflatten(out_def, per_output)
+            jac = tree_unflatten(out_def, per_output)
+            return (jac, aux_result(nested, aux)) if has_aux else jac
     return jacobian_f
 
 
-def hessian(f: Callable, argnums: ArgNums = 0) -> Callable:
-    """The function computing the Hessian of scalar ``f``, shaped ``x.shape + x.shape``.
+def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+    """The Jacobian of ``f`` by forward mode (``jax.jacfwd``): ``jacobian(mode="fwd")``."""
+    return jacobian(f, argnums, "fwd", has_aux)
 
-    Forward-over-reverse: every basis tangent pushed through the recorded gradient in one
-    batched jvp sweep. For pytree
-    arguments block ``[i][j]`` has shape ``x_i.shape + x_j.shape``, nested as ``jax.hessian``.
+
+def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+    """The Jacobian of ``f`` by reverse mode (``jax.jacrev``): ``jacobian(mode="rev")``."""
+    return jacobian(f, argnums, "rev", has_aux)
+
+
+def hessian(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+    """The function computing the Hessian of ``f``, shaped ``out.shape + x.shape + x.shape``
+    per output leaf (with ``has_aux``: ``(hessian, aux)``).
+
+    Forward-over-reverse: every basis tangent pushed through the recorded gradient (or
+    Jacobian, for an output that is not a scalar) in one batched jvp sweep. For pytree
+    arguments block ``[i][j]`` has shape ``out.shape + x_i.shape + x_j.shape``, nested as
+    ``jax.hessian``; a pytree output holds one such structure per leaf.
     """
     check_callable("hessian", f)
     single = argnums_kind("hessian", argnums)
+    has_aux = check_has_aux("hessian", has_aux)
 
     @functools.wraps(f)
-    def hessian_f(*args: Any) -> Any:
-        ops, nested = context("hessian", args)
+    def hessian_f(*args: Any, **kwargs: Any) -> Any:
+        ops, nested = context("hessian", everything(args, kwargs))
         if nested is None:
-            return run_paused(ops, hessian(f, argnums), args)
+            return paused(ops, hessian(f, argnums, has_aux), args, kwargs)
         with own(ops, nested):
             nums = resolve("hessian", argnums, len(args))
             call, trees = primals(ops, args, nums)
             xs = flat(trees)
-            y = scalar("hessian", output("hessian", ops, f(*call)))
-            gs = ops.grad(y, xs, create_graph=True)
-            disconnected("hessian", f, ops, [y])
-            if len(xs) == 1:
-                blocks = [[_jac_fwd(ops, gs[0], xs, nested)[0]]]
-            else:
-                g = concat_flat(ops, gs)
-                cols = [_jac_fwd(ops, g, [x], nested)[0] for x in xs]
-                blocks = [[split_rows(ops, nested, c, xs, i, xj.shape) for c, xj in zip(cols, xs)]
-                          for i in range(len(xs))]
-            rows = [regroup(trees, row) for row in blocks]
-            rows = [r[0] if single else r for r in rows]
-            out = regroup(trees, rows)
-            return out[0] if single else out
+            out, aux = split_aux("hessian", f(*call, **kwargs), has_aux)
+            ys, out_def = outputs("hessian", ops, out)
+            if len(ys) > 1 or ys[0].ndim:
+                disconnected("hessian", f, None, ys)
+            per_output = []
+            for y in ys:
+                blocks = _hessian_blocks(ops, y, xs, nested, f if len(ys) == 1 else None)
+                rows = [regroup(trees, row) for row in blocks]
+                rows = regroup(trees, [r[0] if single else r for r in rows])
+                per_output.append(rows[0] if single else rows)
+            h = tree_unflatten(out_def, per_output)
+            return (h, aux_result(nested, aux)) if has_aux else h
     return hessian_f
+
+
+def _hessian_blocks(ops: Ops, y: Variable, xs: list[Variable], nested: bool,
+                    f: Callable | None) -> list[list[Result]]:
+    """Block [i][j] of the Hessian of one output leaf y: y.shape + x_i.shape + x_j.shape (a
+    scalar y, the only output of ``f``, warns when it is disconnected)."""
+    if y.ndim:      # the recorded Jacobian rows, then a batched forward sweep per block
+        jacs = _jac_rev(ops, y, xs, True)
+        return [[result(nested, jacobian_fwd_batched(ops, jac, xj)) for xj in xs]
+                for jac in jacs]
+    gs = ops.grad(y, xs, create_graph=True)
+    if f is not None:
+        disconnected("hessian", f, ops, [y])
+    if len(xs) == 1:
+        return [[_jac_fwd(ops, gs[0], xs, nested)[0]]]
+    g = concat_flat(ops, gs)
+    cols = [_jac_fwd(ops, g, [x], nested)[0] for x in xs]
+    return [[split_rows(ops, nested, c, xs, i, xj.shape) for c, xj in zip(cols, xs)]
+            for i in range(len(xs))]
 
 
 def hvp(f: Callable, *xv: Any) -> Any:
@@ -134,8 +168,8 @@ def hvp(f: Callable, *xv: Any) -> Any:
     check_callable("hvp", f)
     if not xv:
         @functools.wraps(f)
-        def hvp_f(x: Any, v: Any) -> Any:
-            return _hvp(f, x, v)
+        def hvp_f(x: Any, v: Any, **kwargs: Any) -> Any:
+            return _hvp(functools.partial(f, **kwargs) if kwargs else f, x, v)
         return hvp_f
     if len(xv) != 2:
         raise ArgumentError(f"hvp: call it as hvp(f, x, v) or hvp(f)(x, v), not with "
@@ -166,6 +200,26 @@ def _hvp(f: Callable, x: Any, v: Any) -> Any:
         return tree_unflatten(x_def, results(nested, hs))
 
 # ---------------------------------------------------------------- Jacobians
+
+# jacobian(mode="auto")'s cost model, fitted on one core (benchmarks/jacobian_modes.py): the
+# seconds of Python per recorded entry and per sweep (reverse mode runs one sweep per output
+# entry; forward mode one batched sweep, whose entries cost more), and the seconds per unit of
+# work (an entry's output size, or its inputs' when larger: a matmul's m * n) of one reverse
+# sweep and of one tangent of the batched sweep (vectorised across tangents, so cheaper)
+ENTRY_REV, ENTRY_FWD = 6e-6, 15e-6
+WORK_REV, WORK_FWD = 1e-9, 0.5e-9
+
+
+def prefers_forward(xs: Sequence[Variable], ys: Sequence[Variable]) -> bool:
+    """For ``jacobian(mode="auto")``: whether one batched forward sweep of every input
+    direction is expected to be faster than one reverse sweep per output entry."""
+    n = sum(x.size for x in xs)
+    m = sum(y.size for y in ys)
+    entries = ancestors(list(ys), start=min(x.position for x in xs), stop=set(xs))
+    work = sum(max(v.size, sum(getattr(a, "size", 1) for a in v.inputs)) for v in entries)
+    reverse = m * (len(entries) * ENTRY_REV + work * WORK_REV)
+    forward = len(entries) * ENTRY_FWD + n * work * WORK_FWD
+    return forward < reverse
 
 
 def concat_flat(ops: Ops, gs: Sequence[Variable]) -> Variable:
@@ -226,6 +280,7 @@ def _zeros(ops: Ops, nested: bool, shape: tuple, dtype: np.dtype) -> Result:
 
 def jacobian_fwd_batched(ops: Ops, y: Variable, x: Variable) -> Variable:
     """dy/dx shaped y.shape + x.shape: every basis tangent of x in one batched forward sweep."""
+    ops = recorder_of(ops)
     n = x.size
     if n == 0 or y.size == 0:
         return ops.var(np.zeros(y.shape + x.shape, dtype=y.dtype), requires_grad=False)

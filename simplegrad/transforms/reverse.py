@@ -38,40 +38,46 @@ from .arguments import (
     regroup,
     resolve,
     results,
-    run_paused,
     running,
     scalar,
     values_only,
 )
+from .calls import aux_result, check_has_aux, everything, paused, split_aux
+from .paused import run_paused
 
 # ---------------------------------------------------------------- public transforms
 
 
-def grad(f: Callable, argnums: ArgNums = 0) -> Callable:
-    """The function computing the gradient of scalar-valued ``f`` in the ``argnums`` arguments."""
-    value_and_grad_f = value_and_grad(f, argnums)
+def grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+    """The function computing the gradient of scalar-valued ``f`` in the ``argnums`` arguments
+    (with ``has_aux``: ``(gradient, aux)``)."""
+    value_and_grad_f = value_and_grad(f, argnums, has_aux)
 
     @functools.wraps(f)
-    def grad_f(*args: Any) -> Any:
-        return value_and_grad_f(*args)[1]
+    def grad_f(*args: Any, **kwargs: Any) -> Any:
+        value, g = value_and_grad_f(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
     return grad_f
 
 
-def value_and_grad(f: Callable, argnums: ArgNums = 0) -> Callable:
-    """The function computing ``(f(*args), gradient of f in the argnums arguments)``."""
+def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+    """The function computing ``(f(*args), gradient of f in the argnums arguments)``
+    (with ``has_aux``: ``((value, aux), gradient)``)."""
     check_callable("value_and_grad", f)
     single = argnums_kind("value_and_grad", argnums)
+    has_aux = check_has_aux("value_and_grad", has_aux)
 
     @functools.wraps(f)
-    def value_and_grad_f(*args: Any) -> tuple[Result, Any]:
-        ops, nested = context("grad", args)
+    def value_and_grad_f(*args: Any, **kwargs: Any) -> tuple[Result, Any]:
+        ops, nested = context("grad", everything(args, kwargs))
         if nested is None:
-            return run_paused(ops, value_and_grad(f, argnums), args)
+            return paused(ops, value_and_grad(f, argnums, has_aux), args, kwargs)
         final = nested and values_only(ops)
         with own(ops, nested):
             nums = resolve("grad", argnums, len(args))
             call, trees = primals(ops, args, nums)
-            y = scalar("grad", output("grad", ops, f(*call)))
+            out, aux = split_aux("grad", f(*call, **kwargs), has_aux)
+            y = scalar("grad", output("grad", ops, out))
             xs = flat(trees)
             if not xs:
                 gs = []
@@ -83,23 +89,27 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0) -> Callable:
                 disconnected("grad", f, ops, [y])
             y, *gs = results(nested, [y, *gs])
             gs = regroup(trees, gs)
+            if has_aux:
+                y = (y, aux_result(nested, aux))
             return y, gs[0] if single else gs
     return value_and_grad_f
 
 
-def vjp(f: Callable, *xs: Any) -> tuple[Result, Callable]:
-    """``(f(*xs), vjp_fn)`` where ``vjp_fn(u)`` gives one cotangent ``u^T J`` per primal.
+def vjp(f: Callable, *xs: Any, has_aux: bool = False) -> tuple:
+    """``(f(*xs), vjp_fn)`` where ``vjp_fn(u)`` gives one cotangent ``u^T J`` per primal
+    (with ``has_aux``: ``(out, vjp_fn, aux)``).
 
     Primals, the output and ``u`` may be pytrees; ``u`` has the output's structure.
     """
     check_callable("vjp", f)
+    has_aux = check_has_aux("vjp", has_aux)
     ops, nested = context("vjp", xs, borrow=False)     # its tape lives as long as vjp_fn
     if nested is None:
-        return run_paused(ops, lambda *a: vjp(f, *a), xs)
+        return run_paused(ops, lambda *a: vjp(f, *a, has_aux=has_aux), xs)
     call, trees = primals(ops, xs, range(len(xs)))
     prims = flat(trees)
     with running(ops):
-        out = f(*call)
+        out, aux = split_aux("vjp", f(*call), has_aux)
     ys, out_def = outputs("vjp", ops, out)
 
     pulled: list[Program] = []      # the pullback as a program of u, made on first use
@@ -125,7 +135,8 @@ def vjp(f: Callable, *xs: Any) -> tuple[Result, Callable]:
     if not nested:      # our own tape lives as long as vjp_fn does, then is released
         weakref.finalize(vjp_fn, ops.release)
     # (copies: the tape that vjp_fn sweeps keeps these arrays)
-    return tree_unflatten(out_def, [y if nested else np.array(y.raw) for y in ys]), vjp_fn
+    out = tree_unflatten(out_def, [y if nested else np.array(y.raw) for y in ys])
+    return (out, vjp_fn, aux_result(nested, aux)) if has_aux else (out, vjp_fn)
 
 
 

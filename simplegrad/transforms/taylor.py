@@ -20,7 +20,20 @@ from ..engine.taylor import missing_rule, propagate
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
 from ..primitives import VALUES
-from .arguments import check_callable, context, disconnected, output, own, primals, run_paused
+from ..pytree import is_node, tree_flatten, tree_unflatten
+from .arguments import (
+    check_callable,
+    context,
+    disconnected,
+    leaf_shape,
+    leaves_like,
+    output,
+    outputs,
+    own,
+    primals,
+)
+from .paused import run_paused
+from .ravel import ravel_pytree
 
 if TYPE_CHECKING:
     from ..primitives import PrimitiveMethods
@@ -29,9 +42,16 @@ if TYPE_CHECKING:
 
 
 def taylor(f: Callable, x: Any, v: Any, order: int) -> list:
-    """``[f(x), D1, ..., D_order]``: Dk is the k-th derivative of t -> f(x + t v) at t = 0."""
+    """``[f(x), D1, ..., D_order]``: Dk is the k-th derivative of t -> f(x + t v) at t = 0.
+
+    ``x`` and ``v`` are one argument's array, or a tuple or list with one entry per argument
+    of ``f`` (each a pytree, its direction of the same structure), as in ``sg.jvp``; each Dk
+    has the structure and shapes of f's output.
+    """
     check_callable("taylor", f)
     order = _check_order("taylor", order)
+    if isinstance(x, (tuple, list)):
+        return _taylor_many(f, x, v, order)
     xshape, vshape = (a.shape if isinstance(a, Variable) else np.shape(a) for a in (x, v))
     if xshape != vshape:
         raise ShapeError(f"taylor: v has shape {vshape} but x has shape {xshape}")
@@ -40,24 +60,70 @@ def taylor(f: Callable, x: Any, v: Any, order: int) -> list:
         return run_paused(ops, lambda a, b: taylor(f, a, b, order), (x, v))
     with own(ops, nested):
         xv = primals(ops, (x,), (0,))[0][0]
-        y = output("taylor", ops, f(xv))
+        out = f(xv)
+        if is_node(out):
+            return _series(ops, nested, f, xv, v, out, order)
+        y = output("taylor", ops, out)
         disconnected("taylor", f, None, [y])
-        if nested:
-            o, tangent = ops, v if isinstance(v, Variable) else ops.var(v, requires_grad=False)
-        else:
-            o, tangent = VALUES, np.asarray(getattr(v, "raw", v), dtype=xv.raw.dtype)
-        scale = _scale((xv.dtype, y.dtype), order)
-        coefs = propagate(o, y, xv, tangent if scale == 1 else o.mul(tangent, scale), order,
-                          nested)
-        out = []
-        for k, c in enumerate(coefs):
-            if c is None:
-                c = np.zeros(y.shape, dtype=y.dtype)
-                c = ops.var(c, requires_grad=False) if nested else c
-            elif k > 1 or k == 1 and scale != 1:
-                c = _derivative(o, c, k, scale)
-            out.append(c if nested else np.array(getattr(c, "raw", c), dtype=y.dtype))
-        return out
+        return _coefficients(ops, nested, xv, y, v, order)
+
+
+def _taylor_many(f: Callable, xs: Any, vs: Any, order: int) -> list:
+    """``taylor`` of f of several (pytree) arguments: one flat primal standing for them all."""
+    if not isinstance(vs, (tuple, list)) or len(vs) != len(xs):
+        got = f"{len(vs)} directions" if isinstance(vs, (tuple, list)) else type(vs).__name__
+        raise ArgumentError(f"taylor: x is a {type(xs).__name__} of {len(xs)} arguments, so v "
+                            f"must be a tuple or list of {len(xs)} directions, got {got}")
+    for i, (a, b) in enumerate(zip(xs, vs)):
+        a_leaves, a_def = tree_flatten(a)
+        for al, bl in zip(a_leaves, leaves_like("taylor", f"direction {i}", "its argument",
+                                                a_def, b)):
+            if leaf_shape(al) != leaf_shape(bl):
+                raise ShapeError(f"taylor: direction {i} has shape {leaf_shape(bl)} but its "
+                                 f"argument has shape {leaf_shape(al)}")
+    ops, nested = context("taylor", (*xs, *vs))
+    if nested is None:
+        n = len(xs)
+        return run_paused(ops, lambda *a: taylor(f, list(a[:n]), list(a[n:]), order),
+                          (*xs, *vs))
+    with own(ops, nested):
+        x_flat, unravel = ravel_pytree(list(xs))
+        v_flat = ravel_pytree(list(vs))[0]
+        xv = primals(ops, (x_flat,), (0,))[0][0]
+        return _series(ops, nested, lambda z: f(*unravel(z)), xv, v_flat, None, order, f)
+
+
+def _series(ops: Ops, nested: bool, g: Callable, xv: Variable, v: Any, out: Any, order: int,
+            f: Callable | None = None) -> list:
+    """The coefficients of a pytree output ``out`` of ``g(xv)`` (run now when None), through
+    its leaves raveled into one vector."""
+    out = g(xv) if out is None else out
+    ys, out_def = outputs("taylor", ops, out)
+    disconnected("taylor", f or g, None, ys)
+    y_flat, unravel = ravel_pytree(tree_unflatten(out_def, ys))
+    coefs = _coefficients(ops, nested, xv, y_flat, v, order)
+    return [unravel(c) for c in coefs]
+
+
+def _coefficients(ops: Ops, nested: bool, xv: Variable, y: Variable, v: Any,
+                  order: int) -> list:
+    """``[y, D1, ..., D_order]`` of y along x + t v."""
+    if nested:
+        o, tangent = ops, v if isinstance(v, Variable) else ops.var(v, requires_grad=False)
+    else:
+        o, tangent = VALUES, np.asarray(getattr(v, "raw", v), dtype=xv.raw.dtype)
+    scale = _scale((xv.dtype, y.dtype), order)
+    coefs = propagate(o, y, xv, tangent if scale == 1 else o.mul(tangent, scale), order,
+                      nested)
+    out = []
+    for k, c in enumerate(coefs):
+        if c is None:
+            c = np.zeros(y.shape, dtype=y.dtype)
+            c = ops.var(c, requires_grad=False) if nested else c
+        elif k > 1 or k == 1 and scale != 1:
+            c = _derivative(o, c, k, scale)
+        out.append(c if nested else np.array(getattr(c, "raw", c), dtype=y.dtype))
+    return out
 
 
 def taylor_derivative(f: Callable, order: int = 1) -> Callable:
@@ -67,9 +133,10 @@ def taylor_derivative(f: Callable, order: int = 1) -> Callable:
     order = _check_order("taylor_derivative", order)
 
     @functools.wraps(f)
-    def derivative_f(x: Any) -> Any:
-        ones = np.ones(np.shape(getattr(x, "raw", x)))
-        return taylor(f, x, ones, order)[order]
+    def derivative_f(x: Any, **kwargs: Any) -> Any:
+        ones = np.ones(leaf_shape(x))
+        g = functools.partial(f, **kwargs) if kwargs else f
+        return taylor(g, x, ones, order)[order]
     return derivative_f
 
 

@@ -1,7 +1,9 @@
 """``sg.trace``: run a function once on fresh Variables and keep the Ops it recorded on.
 
 The leaves are named after the function's positional parameters, so the trace reads as the
-function does (``x = [...]``, ``v2 = sin(x)``).
+function does (``x = [...]``, ``v2 = sin(x)``). The Ops keeps what the function returned as its
+``outputs``: ``print_trace()``, ``format_trace(raw=False)`` and the notebook display show the
+derivation pruned to them; ``format_trace()`` prints the whole tape.
 """
 
 from __future__ import annotations
@@ -12,17 +14,22 @@ from collections.abc import Callable
 from typing import Any
 
 from ..engine.ops import Ops
+from ..engine.variable import Variable
+from ..pytree import tree_leaves
 from .arguments import check_callable, running
 
 
 def trace(fn: Callable, *args: Any) -> Ops:
-    """Run ``fn`` on fresh Variables holding ``args`` and return the Ops it recorded on."""
+    """Run ``fn`` on fresh Variables holding ``args`` and return the Ops it recorded on, with
+    what ``fn`` returned as its ``outputs``."""
     check_callable("trace", fn)
     ops = Ops()
     names = _param_names(fn, len(args))
     leaves = [ops.var(getattr(a, "raw", a), name=n) for a, n in zip(args, names)]
     with running(ops):      # transforms inside fn record here too, closures included
-        fn(*leaves)
+        out = fn(*leaves)
+    rec = ops.recorder
+    ops.outputs = tuple(v for v in tree_leaves(out) if isinstance(v, Variable) and v.rec is rec)
     return ops
 
 

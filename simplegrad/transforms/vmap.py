@@ -19,6 +19,11 @@ every running vmap's level (``primals``), so each example has its own; the sweep
 Batched values run on their stacks (engine/levels.py): examples are independent, so one sweep
 of the stacked program gives every example's derivative at once.
 
+Axes follow JAX: ``in_axes`` is one prefix tree per positional argument (an int or None covers
+a whole subtree; ``pytree.prefix_leaves``), keyword arguments are mapped over axis 0,
+``out_axes`` is a prefix tree of the output, and ``axis_size`` gives the batch size when no
+argument is mapped.
+
 Batched values also serve the engine's ``batched_jvp``, which pushes many tangents
 through one forward sweep of a recorded program (each jvp rule runs once, on Batched
 tangents); ``jacobian_fwd_batched`` and ``hessian_batched`` (jacobians.py) are built on it.
@@ -27,7 +32,7 @@ tangents); ``jacobian_fwd_batched`` and ``hessian_batched`` (jacobians.py) are b
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,39 +41,65 @@ from ..engine.batched import FINAL, Batched, _levels, is_int, wrap
 from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..errors import ArgumentError, AxisError, ShapeError
-from ..pytree import tree_leaves, tree_map
+from ..pytree import (
+    LEAF,
+    TreeDef,
+    prefix_leaves,
+    tree_flatten,
+    tree_structure,
+    tree_unflatten,
+)
 from .arguments import context, running
+from .calls import everything
 
 # ---------------------------------------------------------------- vmap
 
 
-def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
-    """The function mapping ``f`` over a batch axis of its arguments (``in_axes``: an int or
-    None for all, or one per argument, applying to every leaf of a pytree argument;
-    ``out_axes``: an int or None, or one per output)."""
+def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0,
+         axis_size: int | None = None) -> Callable:
+    """The function mapping ``f`` over a batch axis of its arguments.
+
+    ``in_axes``: an int or None for every argument, or a tuple with one entry per positional
+    argument, each a prefix tree of ints and None over that argument (tuples, lists, dicts,
+    namedtuples, registered nodes); keyword arguments are mapped over axis 0. ``out_axes``: a
+    prefix tree of ints and None over f's output (None: an output the same for every
+    example). ``axis_size``: the batch size, needed when no argument is mapped.
+    """
     if not callable(f):
         raise ArgumentError(f"vmap: expected a function, got {type(f).__name__}")
+    if axis_size is not None and (not is_int(axis_size) or axis_size < 0):
+        raise ArgumentError(f"vmap: axis_size must be an int >= 0, not {axis_size!r}")
 
     @functools.wraps(f)
-    def vmapped(*args: Any) -> Any:
-        axes = _per_argument(in_axes, len(args))
-        ops, nested = context("vmap", args, borrow=False, derivative=False)
+    def vmapped(*args: Any, **kwargs: Any) -> Any:
+        per_arg = _per_argument(in_axes, len(args))
+        flat = [([a], LEAF) if type(a) is np.ndarray or isinstance(a, Variable) else
+                tree_flatten(a) for a in args]     # (one array: no tree to walk)
+        axes = [prefix_axes(p, a, "in_axes", i) for i, (p, a) in enumerate(zip(per_arg, args))]
+        kw_flat = {k: tree_flatten(v) for k, v in kwargs.items()}
+        leaves = [(i, leaf, ax) for i, ((ls, _), axs) in enumerate(zip(flat, axes))
+                  for leaf, ax in zip(ls, axs)]
+        leaves += [(k, leaf, 0) for k, (ls, _) in kw_flat.items() for leaf in ls]
+        n = _size(leaves, axis_size)
+        ops, nested = context("vmap", everything(args, kwargs), borrow=False, derivative=False)
         level = next(_levels)
         if not nested:
             FINAL.add(level)
-        n = _size(args, axes)
         try:
-            call = [a if ax is None else
-                    leafwise(lambda x, ax=ax: wrap(_leading(ops, x, ax), level), a)
-                    for a, ax in zip(args, axes)]
+            def batched(ls: list, axs: list, treedef: TreeDef) -> Any:
+                xs = [x if ax is None else wrap(_leading(ops, x, ax), level)
+                      for x, ax in zip(ls, axs)]
+                return xs[0] if treedef is LEAF else tree_unflatten(treedef, xs)
+            call = [batched(ls, axs, d) for (ls, d), axs in zip(flat, axes)]
+            kw = {k: batched(ls, [0] * len(ls), d) for k, (ls, d) in kw_flat.items()}
             with running(ops, (level, n)):
-                out = f(*call)
-            many = type(out) in (tuple, list)
-            outs = list(out) if many else [out]
-            oaxes = _per_argument(out_axes, len(outs), "out_axes")
-            res = [leafwise(lambda y, ax=ax: _unbatch(ops, y, level, n, ax, nested), y)
-                   for y, ax in zip(outs, oaxes)]
-            return type(out)(res) if many else res[0]
+                out = f(*call, **kw)
+            if isinstance(out, Variable) and (out_axes is None or is_int(out_axes)):
+                return _unbatch(ops, out, level, n, out_axes, nested)   # (one output)
+            out_leaves, out_def = tree_flatten(out)
+            oaxes = prefix_axes(out_axes, out, "out_axes", "the output")
+            return tree_unflatten(out_def, [_unbatch(ops, y, level, n, ax, nested)
+                                            for y, ax in zip(out_leaves, oaxes)])
         finally:
             FINAL.discard(level)
             if not nested:
@@ -76,43 +107,62 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
     return vmapped
 
 
-def leafwise(fn: Callable, tree: Any) -> Any:
-    """``fn`` on each leaf of a pytree (``tree_map``), or on the value itself when it is one
-    leaf."""
-    if tree is None or isinstance(tree, (dict, list, tuple)):
-        return tree_map(fn, tree)
-    return fn(tree)
+def prefix_axes(prefix: Any, tree: Any, what: str, where: Any) -> list:
+    """The axis of each leaf of ``tree`` (flattening order) from ``prefix``, a tree of ints and
+    None that is a prefix of ``tree``'s structure (an int or None covers a whole subtree);
+    ``where`` names the tree in errors (an int: that positional argument)."""
+    if (prefix is None or is_int(prefix)) and (type(tree) is np.ndarray or
+                                               isinstance(tree, Variable)):
+        return [prefix]         # (the common case: one array, one axis)
+    where = f"argument {where}" if is_int(where) else where
+    axes = prefix_leaves(prefix, tree_structure(tree), lambda p: p is None or is_int(p),
+                         f"vmap: {what} for {where}")
+    for ax in axes:
+        if not (ax is None or is_int(ax)):
+            raise ArgumentError(f"vmap: {what} holds {ax!r} for {where}: expected an int, None "
+                                "or a container of them")
+    return axes
 
 
-def _per_argument(axes: Any, count: int, what: str = "in_axes") -> list:
+def _per_argument(axes: Any, count: int) -> list:
+    """in_axes as one prefix tree per positional argument."""
     if axes is None or is_int(axes):
         return [axes] * count
-    if isinstance(axes, (tuple, list)) and len(axes) == count and all(
-            a is None or is_int(a) for a in axes):
+    if isinstance(axes, (tuple, list)) and not hasattr(axes, "_fields") and len(axes) == count:
         return list(axes)
-    raise ArgumentError(f"vmap: {what} must be an int, None, or one of those per argument "
-                        f"({count}), not {axes!r}")
+    raise ArgumentError(f"vmap: in_axes must be an int, None, or a tuple with one entry per "
+                        f"positional argument ({count}), not {axes!r}")
 
 
-def _size(args: Sequence[Any], axes: list) -> int:
-    sizes = {}
-    for i, (a, ax) in enumerate(zip(args, axes)):
+def _size(leaves: list, axis_size: int | None) -> int:
+    sizes: dict[str, set] = {}
+    for where, leaf, ax in leaves:      # where: a position, or a keyword's name
         if ax is None:
             continue
-        for leaf in tree_leaves(a):
-            shape = leaf.shape if isinstance(leaf, Variable) else np.shape(leaf)
-            if not -len(shape) <= ax < len(shape):
-                raise AxisError(f"vmap: in_axes {ax} is out of bounds for argument {i} (a leaf "
-                                f"of shape {tuple(shape)})")
-            sizes.setdefault(i, set()).add(shape[ax])
+        shape = leaf.shape if isinstance(leaf, Variable) else np.shape(leaf)
+        if not -len(shape) <= ax < len(shape):
+            raise AxisError(f"vmap: in_axes {ax} is out of bounds for {_named(where)} (a leaf "
+                            f"of shape {tuple(shape)})")
+        sizes.setdefault(where, set()).add(shape[ax])
     if not sizes:
-        raise ArgumentError("vmap: no argument is batched (every in_axes is None)")
+        if axis_size is None:
+            raise ArgumentError("vmap: no argument is batched (every in_axes is None); pass "
+                                "axis_size= to map over a batch of that size")
+        return int(axis_size)
     found = set().union(*sizes.values())
+    if axis_size is not None:
+        found.add(int(axis_size))
     if len(found) > 1:
-        shown = {i: sorted(v)[0] if len(v) == 1 else sorted(v) for i, v in sizes.items()}
+        shown = {_named(w): sorted(v)[0] if len(v) == 1 else sorted(v)
+                 for w, v in sizes.items()}
+        given = "" if axis_size is None else f", axis_size={axis_size}"
         raise ShapeError(f"vmap: the batched arguments have different sizes along in_axes: "
-                         f"{shown} (argument: size)")
+                         f"{shown}{given}")
     return found.pop()
+
+
+def _named(where: Any) -> str:
+    return f"argument {where}" if is_int(where) else f"keyword argument {where!r}"
 
 
 def _leading(ops: Ops, a: Any, ax: int) -> Any:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..core import Case, Primitive, mapped, register, shape_of
 from ..lazy import per_block
+from ..schema import NONE
 from ..series import Series, minus, new, plus
 from ..taylor import order_of
 from .matrices import swap_last, sym
@@ -69,7 +70,8 @@ def _cholesky_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, a: Any) ->
 CHOLESKY = register(Primitive(
     "cholesky", _cholesky, [_cholesky_vjp], _cholesky_jvp, "cholesky({0})",
     [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((1, 1),)), Case(((4, 4),))],
-    domain=(positive_definite,), batch=mapped("cholesky"), taylor=_cholesky_taylor))
+    domain=(positive_definite,), batch=mapped("cholesky"), taylor=_cholesky_taylor,
+    schema=NONE))
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -21,6 +21,7 @@ import numpy as np
 from ...errors import ArgumentError
 from ..core import Case, Primitive, error, mapped, register
 from ..lazy import per_block
+from ..schema import attrs, need, one_of
 from .decomposition import (
     NUMPY_SIGNS,
     column_signs,
@@ -99,7 +100,9 @@ EIGH = register(Primitive(
      Case(((3, 3),), {"part": "eigenvectors", **NUMPY_SIGNS}),
      Case(((2, 3, 3),), {"part": "eigenvectors", **NUMPY_SIGNS, "UPLO": "U"}),
      Case(((3, 3),), {"part": "eigenvalues", **NUMPY_SIGNS, "UPLO": "U"})],
-    domain=(symmetric_spread,), plain=False, batch=mapped("eigh")))
+    domain=(symmetric_spread,), plain=False, batch=mapped("eigh"),
+    schema=attrs(part=need(one_of("eigenvalues", "eigenvectors")), signs=one_of("numpy"),
+                 UPLO=one_of("L", "U"))))
 
 # ---------------------------------------------------------------- Ops methods
 

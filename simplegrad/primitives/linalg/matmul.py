@@ -9,6 +9,7 @@ import numpy as np
 
 from ..broadcasting import unbroadcast
 from ..core import Case, Primitive, matrix, register, shape_of
+from ..schema import attrs, matmul_size
 from ..taylor import multilinear
 from .matrices import swap_last
 
@@ -87,7 +88,7 @@ MATMUL = register(Primitive(
     [Case(((3,), (3,))), Case(((2, 3), (3, 4))), Case(((3,), (3, 4))), Case(((2, 3), (3,))),
      Case(((2, 2, 3), (3, 4))), Case(((1, 2, 3), (4, 3, 2))), Case(((3,), (2, 3, 4)))],
     batch=lambda o, xs, batched: _batch_matmul(o, xs, batched),
-    taylor=multilinear("matmul")))
+    taylor=multilinear("matmul"), schema=attrs(size=matmul_size)))
 
 
 def _batch_matmul(o: PrimitiveMethods, xs, batched):

@@ -13,6 +13,7 @@ import numpy as np
 from ...errors import ArgumentError
 from ..core import Case, Primitive, error, mapped, register
 from ..lazy import per_block
+from ..schema import INT, attrs, need
 from ..series import Series, cauchy, new
 from ..taylor import order_of
 from .matrices import check_square, matmuls, swap_last
@@ -107,7 +108,8 @@ MATRIX_POWER = register(Primitive(
     [Case(((3, 3),), {"n": 3}), Case(((2, 2, 2),), {"n": 2}), Case(((3, 3),), {"n": -2}),
      Case(((2, 2),), {"n": 1}), Case(((2, 2),), {"n": 0}), Case(((2, 2),), {"n": 5})],
     domain=(lambda rng, shape: diagonally_dominant(rng, shape) / shape[-1],),
-    batch=mapped("matrix_power"), taylor=_matrix_power_taylor))
+    batch=mapped("matrix_power"), taylor=_matrix_power_taylor,
+    schema=attrs(n=need(INT))))
 
 # ---------------------------------------------------------------- Ops methods
 

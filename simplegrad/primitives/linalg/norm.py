@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core import Case, Primitive, along, keepdims_shape, register, shape_of
+from ..schema import REDUCING
 from ..series import Series, sqrt_series, square_coef
 from ..taylor import order_of
 
@@ -67,7 +68,7 @@ NORM = register(Primitive(
      Case(((2, 3, 4),), {"axis": (0, -1), "keepdims": True}),
      Case(((2, 3),), {"axis": None, "keepdims": True})],
     domain=(lambda rng, shape: rng.uniform(-2.0, 2.0, shape),), batch=along("norm", flat=True),
-    taylor=_norm_taylor))
+    taylor=_norm_taylor, schema=REDUCING))
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -13,6 +13,7 @@ import numpy as np
 from ...errors import ArgumentError, ShapeError
 from ..core import REGISTRY, Case, Primitive, error, mapped, register, shape_of, value_of
 from ..lazy import per_block
+from ..schema import NONE, attrs, lstsq_size
 from .matrices import as_column, check_matrices, matmuls, swap_last
 from .samplers import spread_singular
 
@@ -47,7 +48,7 @@ def _pinv_jvp(o: PrimitiveMethods, ts, out, a):
 PINV = register(Primitive(
     "pinv", _pinv, [_pinv_vjp], _pinv_jvp, "pinv({0})",
     [Case(((3, 3),)), Case(((4, 2),)), Case(((2, 4),)), Case(((2, 3, 2),))],
-    domain=(spread_singular,), batch=mapped("pinv")))
+    domain=(spread_singular,), batch=mapped("pinv"), schema=NONE))
 
 # ---------------------------------------------------------------- lstsq
 
@@ -106,7 +107,8 @@ LSTSQ = register(Primitive(
     [Case(((4, 2), (4,))), Case(((4, 2), (4, 3))), Case(((2, 3), (2,))), Case(((3, 3), (3, 2)))],
     domain=(spread_singular, lambda rng, shape: rng.uniform(-2.0, 2.0, shape)),
     plain=False,         # op.lstsq returns numpy's 4-tuple, the forward only x
-    batch=lambda o, xs, batched: _batch_lstsq(o, xs, batched)))
+    batch=lambda o, xs, batched: _batch_lstsq(o, xs, batched),
+    schema=attrs(size=lstsq_size)))
 
 
 def _batch_lstsq(o: PrimitiveMethods, xs, batched):

@@ -15,6 +15,7 @@ import numpy as np
 from ...errors import ArgumentError
 from ..core import Case, Primitive, error, mapped, register, shape_of
 from ..lazy import per_block
+from ..schema import attrs, need, one_of
 from .decomposition import (
     NUMPY_SIGNS,
     decompose,
@@ -146,7 +147,8 @@ QR = register(Primitive(
      Case(((3, 3),), {"part": "Q", **NUMPY_SIGNS}), Case(((4, 2),), {"part": "R", **NUMPY_SIGNS}),
      Case(((2, 4),), {"part": "Q", **NUMPY_SIGNS}),
      Case(((2, 3, 2),), {"part": "R", **NUMPY_SIGNS})],
-    domain=(spread_singular,), plain=False, batch=mapped("qr")))
+    domain=(spread_singular,), plain=False, batch=mapped("qr"),
+    schema=attrs(part=need(one_of("Q", "R")), signs=one_of("numpy"))))
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -14,6 +14,7 @@ import numpy as np
 from ..broadcasting import unbroadcast
 from ..core import Case, Primitive, mapped, matrix, register, shape_of
 from ..lazy import per_block
+from ..schema import NONE, attrs, solve_size
 from ..series import Series, minus, new, plus
 from ..taylor import order_of
 from .matrices import as_column, swap_last
@@ -90,7 +91,8 @@ SOLVE = register(Primitive(
      Case(((2, 3, 3), (2, 3, 2))), Case(((3, 3), (2, 3, 1))), Case(((1, 3, 3), (2, 3, 2))),
      Case(((2, 3, 3), (3, 2)))],
     domain=(diagonally_dominant, lambda rng, shape: rng.uniform(-2.0, 2.0, shape)),
-    batch=matrix("solve", vectors=(False, True)), taylor=_solve_taylor))
+    batch=matrix("solve", vectors=(False, True)), taylor=_solve_taylor,
+    schema=attrs(size=solve_size)))
 
 # ---------------------------------------------------------------- inv
 
@@ -123,7 +125,7 @@ def inv_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, a: Any) -> Serie
 INV = register(Primitive(
     "inv", _inv, [_inv_vjp], _inv_jvp,
     "inv({0})", [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((1, 1),))], domain=MATRIX,
-    batch=mapped("inv"), taylor=inv_taylor))
+    batch=mapped("inv"), taylor=inv_taylor, schema=NONE))
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -15,6 +15,7 @@ import numpy as np
 from ...errors import ArgumentError, LinAlgError
 from ..core import Case, Primitive, error, mapped, register, shape_of, value_of
 from ..lazy import per_block
+from ..schema import attrs, need, one_of
 from .decomposition import (
     NUMPY_SIGNS,
     column_signs,
@@ -126,7 +127,8 @@ SVD = register(Primitive(
      Case(((3, 2),), {"part": "U", **NUMPY_SIGNS}), Case(((2, 3),), {"part": "Vh", **NUMPY_SIGNS}),
      Case(((2, 3, 3),), {"part": "Vh", **NUMPY_SIGNS}),
      Case(((2, 3),), {"part": "S", **NUMPY_SIGNS})],
-    domain=(spread_singular,), plain=False, batch=mapped("svd")))
+    domain=(spread_singular,), plain=False, batch=mapped("svd"),
+    schema=attrs(part=need(one_of("U", "S", "Vh")), signs=one_of("numpy"))))
 
 # ---------------------------------------------------------------- Ops methods
 

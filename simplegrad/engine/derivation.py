@@ -1,0 +1,242 @@
+"""The derivation a person reads: a tape pruned to what was asked, at print time.
+
+The tape keeps exactly what was recorded (``op.format_trace()`` prints it in the seed's form).
+``prune(tape, outputs)`` makes the view that ``op.print_trace``, ``sg.trace`` and the command
+line print by default: only the entries that what was asked needs (the gradients each ``grad``
+asked for, the values differentiated, named entries, the outputs given), with entries that
+compute the same value merged (``v12 = v11 * v6; v13 = v11 * v6`` is one line), entries of
+constants alone folded into their value when it is small (the seed's ``ones.expand``), chains
+of multiplications by numbers folded into one (``a * 2.0 * 2.0`` is ``a * 4.0``), identities
+applied (``x * 1``, a reshape to the same shape), and the gradient lines of each block kept
+to the ``wrt`` it was asked for. Nothing here changes the tape; entries keep their names.
+
+The rules are those of ``sg.simplify`` (``primitives.rewrites``), applied to tape entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..primitives.rewrites import Operand, cse_key, describe_variable, reduces_to, rewrite
+from .events import Asked, BlockBegin, BlockEnd, Leaf
+from .variable import Variable
+
+if TYPE_CHECKING:
+    from ..primitives.core import Primitive
+    from .ops import Ops
+    from .tape import Tape
+
+SMALL = 8       # folded constants with at most this many entries print inline
+
+
+def foldable(value: Any) -> bool:
+    """Whether a constant value is folded into the lines that read it: a small one, or one
+    whose entries are all equal (it prints as ``full([100, 1], 1.0)``)."""
+    if np.size(value) <= SMALL:
+        return True
+    arr = np.asarray(value)
+    return arr.dtype.kind in "fiub" and bool(np.all(arr == arr.flat[0]))
+
+
+def asked(ops: Ops, L: Variable, wrt: Variable | list, grads: Any, names: list[str] | None,
+          create_graph: bool) -> Any:
+    """Note on the tape what a ``grad`` call asked for, and give named gradients their alias
+    entries (``dW = v12``, so a cotangent the sweep shares keeps its v-number); returns the
+    gradients as ``Ops.grad`` does."""
+    single = isinstance(wrt, Variable) or not isinstance(wrt, list)
+    wanted = [wrt] if single else wrt
+    found = [grads] if single else list(grads)
+    recorded = create_graph and ops.recording and all(
+        type(g) is Variable and g.rec is ops for g in found)
+    tape = ops.tape
+    if recorded and tape.keep:
+        tape.add(Asked(tape.end, L, tuple(ops.leaf_for(w) for w in wanted), tuple(found)))
+    if names is None:
+        return grads
+    named = []
+    for w, g, n in zip(wanted, found, names):
+        if recorded:            # an alias entry: a reshape to the same shape, named
+            g = ops.reshape(g, g.shape, name=n)
+            w.grad = ops.leaf_for(w).grad = g
+        else:                   # a fresh unrecorded value: naming it renames nothing
+            g.name = n
+        named.append(g)
+    return named[0] if single else named
+
+
+class Line:
+    """One entry as the derivation prints it: its name, primitive, operands and attributes
+    (operands are leaves, constants or other Lines), and the tape entry it stands for; a
+    primitive of None is an entry computed from constants alone, printed as its value."""
+
+    __slots__ = ("name", "prim", "args", "attrs", "entry", "shape", "dtype")
+
+    def __init__(self, entry: Variable, prim: Primitive | None, args: tuple,
+                 attrs: dict | None):
+        self.entry, self.name = entry, entry.name
+        self.prim, self.args, self.attrs = prim, args, attrs
+        self.shape, self.dtype = entry.shape, entry.dtype
+
+
+def _describe(x: Any) -> Operand:
+    if type(x) is Line:
+        return Operand(x.shape, x.dtype, False, None, x.prim, x.args, x.attrs)
+    return describe_variable(x)
+
+
+def _scalar(x: Any) -> bool:
+    return type(x) in (int, float)
+
+
+class Derivation:
+    """A tape pruned to what was asked (see the module docstring)."""
+
+    def __init__(self, tape: Tape, outputs: Sequence[Variable] | None = None):
+        self.tape = tape
+        events = tape.events
+        self.leaf_kind = {e.var: e.kind for e in events if type(e) is Leaf}
+        self.asked: dict[int, Asked] = {}       # id(BlockEnd) -> the grad call it answered
+        for i, e in enumerate(events):
+            if type(e) is BlockEnd and e.kind == "grad":
+                j = i + 1
+                while j < len(events) and type(events[j]) is Leaf:   # (zeros for unreached)
+                    j += 1
+                if j < len(events) and type(events[j]) is Asked and events[j].target is e.target:
+                    self.asked[id(e)] = events[j]
+        roots = self._roots(outputs)
+        self.sub: dict[Variable, Any] = {}      # entry or seed -> what it prints as
+        self.lines: dict[int, Line] = {}        # position -> its line, for entries kept
+        self._build(roots)
+        self._keep([self.value(r) for r in roots])
+
+    # ------------------------------------------------------------ what was asked
+
+    def _roots(self, outputs: Sequence[Variable] | None) -> list[Variable]:
+        tape = self.tape
+        roots = [v for v in outputs or () if type(v) is Variable]
+        depth = 0
+        read: set[int] = set()
+        top: list[Variable] = []
+        m, events = 0, tape.events
+        for v in tape.entries:
+            if v is None:
+                continue
+            while m < len(events) and events[m].position <= v.position:
+                depth += self._depth(events[m])
+                m += 1
+            read.update(id(x) for x in v.inputs if type(x) is Variable)
+            if type(v.label) is str:
+                roots.append(v)         # named: L0, an alias, a user's name
+            elif depth == 0 and outputs is None:
+                top.append(v)
+        roots += [v for v in top if id(v) not in read]      # the user's own results
+        for e in events:
+            if type(e) is BlockBegin:
+                roots.append(e.target)
+            elif type(e) is Asked:
+                roots += e.grads
+            elif type(e) is BlockEnd and id(e) not in self.asked:
+                roots += [g for x, g in e.pairs
+                          if e.kind == "jvp" or self.leaf_kind.get(x) == "leaf"]
+        return [v for v in roots if type(v) is Variable]
+
+    @staticmethod
+    def _depth(event: Any) -> int:
+        return 1 if type(event) is BlockBegin else -1 if type(event) is BlockEnd else 0
+
+    # ------------------------------------------------------------ the rules
+
+    def value(self, x: Any) -> Any:
+        """What an operand prints as: a Line, a leaf, or a constant."""
+        if type(x) is not Variable:
+            return x
+        return self.sub.get(x, x)
+
+    def _build(self, roots: list[Variable]) -> None:
+        from .tape import ancestors
+        keep_as_is = set(roots)
+        for v, kind in self.leaf_kind.items():
+            if kind == "seed" and v not in keep_as_is and foldable(v.raw):
+                self.sub[v] = v.raw
+        table: dict = {}
+        for v in ancestors(roots):
+            args = tuple(self.value(x) for x in v.inputs)
+            prim, attrs = v.prim, v.attrs
+            named = type(v.label) is str
+            if named:           # a given name is printed as recorded
+                self.sub[v] = self.lines.setdefault(v.position, Line(v, prim, args, attrs))
+                continue
+            if all(type(a) not in (Variable, Line) for a in args) and foldable(v.raw):
+                if v not in keep_as_is:
+                    self.sub[v] = v.raw     # constants only: fold to the value
+                    continue
+                self.sub[v] = self.lines[v.position] = Line(v, None, (v.raw,), None)
+                continue                # asked for: a line of its value
+            same = None
+            for _ in range(3):      # a rewrite may open a fold, a fold an identity
+                if prim.name == "mul":      # (x * 2.0) * 0.5 is x * 1.0: the rules see it
+                    args = _fold_scale(args)
+                same = reduces_to(prim, args, attrs, _describe)
+                simpler = None if same is not None else rewrite(prim, args, attrs, _describe)
+                if simpler is None:
+                    break
+                prim, args, attrs = simpler
+            if same is not None:
+                self.sub[v] = same
+                continue
+            key = cse_key(prim, args, attrs)
+            line = table.get(key)
+            if line is None:
+                line = table[key] = self.lines[v.position] = Line(v, prim, args, attrs)
+            self.sub[v] = line
+
+    def _keep(self, roots: list[Any]) -> None:
+        """Drop the lines no root needs; note the leaves that are read."""
+        live: set[int] = set()
+        self.leaves: set[Variable] = set()
+        stack = list(roots)
+        while stack:
+            x = stack.pop()
+            if type(x) is Variable:
+                self.leaves.add(x)
+            elif type(x) is Line and id(x) not in live:
+                live.add(id(x))
+                stack.extend(x.args)
+        self.lines = {p: line for p, line in self.lines.items() if id(line) in live}
+
+    # ------------------------------------------------------------ what prints
+
+    def shows(self, item: Any) -> bool:
+        """Whether a leaf or an entry has a line in the derivation."""
+        if type(item) is Leaf:
+            return item.kind != "seed" and item.var in self.leaves
+        return item.position in self.lines and self.lines[item.position].entry is item
+
+    def derivatives(self, event: BlockEnd) -> list[tuple[Variable, Any]]:
+        """The (variable, derivative) lines a block ends with: the wrt it was asked for."""
+        asked = self.asked.get(id(event))
+        if event.kind == "jvp":
+            return [(x, self.value(g)) for x, g in event.pairs]
+        if asked is None:
+            return [(x, self.value(g)) for x, g in event.pairs
+                    if self.leaf_kind.get(x) == "leaf"]
+        found = event.derivatives
+        return [(w, self.value(g)) for w, g in zip(asked.wrt, asked.grads)
+                if found.get(w) is g]
+
+
+def _fold_scale(args: tuple) -> tuple:
+    """``(x * c1) * c2`` as ``x * (c1 * c2)`` for numbers c1, c2 (x unnamed)."""
+    for i in (0, 1):
+        inner, c2 = args[i], args[1 - i]
+        if type(inner) is not Line or inner.prim is None or inner.prim.name != "mul" or \
+                not _scalar(c2) or type(inner.entry.label) is str:
+            continue
+        for j in (0, 1):
+            x, c1 = inner.args[j], inner.args[1 - j]
+            if _scalar(c1) and type(x) in (Variable, Line):
+                return (x, c1 * c2)
+    return args

@@ -1,0 +1,160 @@
+"""Derivations in notebooks: the HTML (and SVG) that Jupyter shows for an Ops, a Program and
+what ``sg.trace`` returns.
+
+One collapsible ``<details>`` block per derivative order (the forward, order 1, order 2, ...),
+each line in its order's colour with its value's shape and a short preview of the value; every
+backward line is a link (``href="#..."``) to the forward entry it pulls back through, whose line
+carries that ``id``. Ids start with a prefix drawn fresh for each display, so two displays in
+one notebook never collide. The lines are the pruned derivation (derivation.py), as
+``op.print_trace`` prints it.
+"""
+
+from __future__ import annotations
+
+import html
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .derivation import Derivation, Line
+from .events import BlockBegin, BlockEnd, Leaf
+from .explain import orders, origins
+from .render import LEAF_FILL, _items, comments, format_value, order_fill
+from .variable import Variable
+
+if TYPE_CHECKING:
+    from .tape import Tape
+
+PREVIEW = 48        # characters of a value's preview
+MAX_LINES = 2000    # lines shown in one display (Jupyter displays every object it is given)
+MAX_PICTURE = 400   # entries drawn by _repr_svg_ (Graphviz on a larger tape takes long)
+
+STYLE = """<style>
+.sg-derivation {font-family: monospace; font-size: 12px}
+.sg-derivation details {margin: 2px 0; border-left: 4px solid #bbb; padding-left: 6px}
+.sg-derivation summary {cursor: pointer; font-weight: bold}
+.sg-derivation .sg-line {white-space: pre; padding: 0 4px}
+.sg-derivation .sg-meta {color: #777; padding-left: 1.5em}
+.sg-derivation a {color: inherit; text-decoration: underline dotted}
+.sg-derivation .sg-legend span {padding: 0 6px; margin-right: 4px; border: 1px solid #aaa}
+</style>"""
+
+
+def prefix() -> str:
+    """A fresh id prefix for one display."""
+    return f"sg-{uuid.uuid4().hex[:8]}"
+
+
+def anchor(p: str, name: str) -> str:
+    """The id of a named line within the display with prefix ``p``."""
+    return f"{p}-{name}"
+
+
+def preview(value: Any) -> str:
+    """A value's shape and the start of its printed value."""
+    text = format_value(value)
+    if len(text) > PREVIEW:
+        text = text[:PREVIEW - 3] + "..."
+    return f"{tuple(np.shape(value))} {text}"
+
+
+def legend(top: int) -> str:
+    """A row of swatches: the inputs' colour and each order's, up to ``top``."""
+    cells = [("input", LEAF_FILL), ("forward", order_fill(0))]
+    cells += [(f"order {k}", order_fill(k)) for k in range(1, top + 1)]
+    spans = "".join(f'<span style="background:{fill}">{name}</span>' for name, fill in cells)
+    return f'<div class="sg-legend">colours: {spans}</div>'
+
+
+def page(p: str, groups: dict[int, list[str]], title: str) -> str:
+    """The display: a legend, then one ``<details>`` block per order with its lines."""
+    parts = [STYLE, f'<div class="sg-derivation" id="{p}">',
+             f"<div>{html.escape(title)}</div>", legend(max(groups, default=0))]
+    for k in sorted(groups):
+        name = "forward" if k == 0 else f"order {k}"
+        parts.append(f'<details open style="background:{order_fill(k)}">'
+                     f"<summary>{name} ({len(groups[k])} lines)</summary>")
+        parts += groups[k]
+        parts.append("</details>")
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def line_html(text: str, ident: str | None = None, href: str | None = None,
+              meta: str = "", note: str = "", fill: str | None = None) -> str:
+    """One line: its text (a link when ``href``), an id when ``ident``, the shape and value,
+    on a ``fill`` colour when given (the inputs')."""
+    body = html.escape(text)
+    if href is not None:
+        body = f'<a href="#{href}" title="{html.escape(note)}">{body}</a>'
+    ident_attr = f' id="{ident}"' if ident else ""
+    if fill:
+        ident_attr += f' style="background:{fill}"'
+    meta_html = f'<span class="sg-meta">{html.escape(meta)}</span>' if meta else ""
+    return f'<div class="sg-line"{ident_attr}>{body}{meta_html}</div>'
+
+
+def derivation_html(tape: Tape, outputs: Sequence[Variable] | None = None) -> str:
+    """The pruned derivation of a tape as HTML (see the module docstring)."""
+    p = prefix()
+    view = Derivation(tape, outputs)
+    ords = orders(tape)
+    pulls = origins(tape)
+    notes = comments(tape)
+    groups: dict[int, list[str]] = {}
+    open_blocks: list[int] = []         # the orders of the blocks open at each line
+    for role, text, item in _items(tape, False, None, view):
+        if type(item) is BlockBegin:
+            open_blocks.append(ords.get(item.target, 0) + 1)
+        if open_blocks:
+            k = open_blocks[-1]
+        else:
+            k = ords.get(item.var if type(item) is Leaf else item, 0)
+        if type(item) is BlockEnd and role == "footer" and open_blocks:
+            open_blocks.pop()
+        ident = href = None
+        meta = ""
+        if type(item) is Variable:
+            ident = anchor(p, item.name)
+            meta = preview(item.raw)
+            origin = pulls.get(item.position)      # the entry it pulls back through,
+            through = origin[0] if origin else tape.accumulations.get(item.position)
+            target = view.value(through)            # or whose cotangent it adds up
+            if type(target) in (Line, Variable):
+                href = anchor(p, target.name)
+        elif type(item) is Leaf:
+            ident = anchor(p, item.var.name)
+            meta = preview(item.var.raw)
+        note = notes.get(item.position, "") if type(item) is Variable else ""
+        fill = LEAF_FILL if type(item) is Leaf and item.kind == "leaf" else None
+        groups.setdefault(k, []).append(line_html(text, ident, href, meta, note, fill))
+    shown = sum(len(v) for v in groups.values())
+    title = f"derivation: {shown} lines (pruned to what was asked)"
+    if shown > MAX_LINES:       # the first lines of each order, and what was left out
+        keep = max(1, MAX_LINES // len(groups))
+        for k, lines in groups.items():
+            if len(lines) > keep:
+                left = len(lines) - keep
+                groups[k] = lines[:keep] + [line_html(
+                    f"... {left} more lines: op.format_trace(raw=False) prints them all")]
+        title += f", the first {keep} of each order shown"
+    return page(p, groups, title)
+
+
+class Display:
+    """What Jupyter shows for an Ops: the pruned derivation as HTML, and a picture of the tape
+    as SVG when Graphviz's ``dot`` is installed."""
+
+    def _repr_html_(self) -> str:
+        """The pruned derivation as HTML: one collapsible block per derivative order."""
+        return derivation_html(self.tape, self.outputs)
+
+    def _repr_svg_(self) -> str | None:
+        """The tape drawn by Graphviz (None without it, or for a tape of more than
+        ``MAX_PICTURE`` entries: Jupyter then shows the HTML)."""
+        from .pictures import dot_text, has_dot, run_dot
+        if not has_dot() or not 0 < len(self.tape) <= MAX_PICTURE:
+            return None
+        return run_dot(dot_text(self.to_networkx(self.outputs)), "svg", "the tape").decode()

@@ -1,0 +1,387 @@
+"""Recorder: what an ``sg.Ops`` records with (holds a Tape; the recording policy).
+
+Variables hold their recorder; the user holds the ``sg.Ops`` in ops.py, which hands every call
+to it. The tape is in tape.py, the sweeps that differentiate it in reverse.py and forward.py,
+the text made from it in render.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError, GraphError
+from ..primitives import PrimitiveMethods
+from ..primitives import rewrites as rules
+from ..primitives.core import Primitive
+from . import derivation, forward, nonfinite, render
+from . import reverse as sweeps
+from .batched import apply as apply_batched
+from .events import Leaf
+from .html import Display
+from .levels import Batched
+from .operands import check_name, error, float_array, recordable, translate
+from .params import FREE, Adoptions, JoinsParameters
+from .tape import Tape
+from .variable import UNARY, UNRECORDED, Variable, leaf_variable
+
+_new = object.__new__
+
+# ---------------------------------------------------------------- Ops
+
+
+class Recorder(JoinsParameters, PrimitiveMethods, Display):
+    """One tape and one v-counter: every primitive called on it records one entry.
+
+    This is the object behind an ``sg.Ops`` (ops.py): Variables hold it (``x.rec``), the user
+    holds the Ops. While an Ops holds it, the tape keeps every entry; once none does
+    (``orphan``), it keeps only the entries its Variables still reach, so a dropped Ops and its
+    graph are freed by reference counting alone.
+
+    ``borrow=True`` records the caller's float arrays (leaves and constants) as read-only views,
+    not copies: for an Ops that lives no longer than the call that made it (the transforms').
+    ``keep_trace=False`` holds the entries weakly and keeps no events: the graph is freed by
+    reference counting when its last Variable goes (what free Parameters record on); there is
+    then no complete trace to print.
+
+    ``simplify=True`` records with the rules of ``sg.simplify`` (common subexpressions shared,
+    identities removed, a gradient's sweep pruned to the entries on a path from ``wrt`` to L),
+    so a nested derivative is taken of the simplified graph; off by default, so a trace is
+    exactly what the program asked for.
+    """
+
+    absorbs = False     # True for an Ops that records a block reading other Ops' Variables
+    made_in: Any = None    # for such an Ops: the Ops running when it was made
+    face: Any = None       # a weak reference to the sg.Ops that holds this recorder, if any
+    outputs: tuple | None = None    # what a traced function returned (sg.trace sets it)
+
+    def within(self, other: Any) -> bool:
+        """Whether this Ops was made while ``other`` ran (following ``made_in``)."""
+        o = self.made_in
+        while o is not None:
+            if o is other:
+                return True
+            o = o.made_in
+        return False
+
+
+    def __init__(self, echo: bool = False, simplify: bool = False, keep_trace: bool = True,
+                 borrow: bool = False):
+        self.tape = Tape(keep=bool(keep_trace))
+        self.borrow = bool(borrow)
+        self.recording = True
+        self.simplify = bool(simplify)
+        self._adoptions: Adoptions | None = None    # the leaves standing for Parameters here
+        self.echo = echo
+        if self.simplify:       # the simplifying path replaces the plain one on this Ops only
+            self._cse: dict = {}
+            self.__class__ = _simplifying(type(self))   # (not a bound method: no cycle)
+
+    def __repr__(self) -> str:
+        state = "" if self.recording else ", not recording"
+        return f"<Ops: {len(self.tape)} entries, next v{self.tape.counter}{state}>"
+
+    @property
+    def echo(self) -> bool:
+        """Whether each line is printed as it is recorded."""
+        return render.echo in self.tape.listeners
+
+    @echo.setter
+    def echo(self, on: bool) -> None:
+        listeners = self.tape.listeners
+        if on and render.echo not in listeners:
+            listeners.append(render.echo)
+        elif not on and render.echo in listeners:
+            listeners.remove(render.echo)
+
+    # ------------------------------------------------------------ the trace
+
+    def format_trace(self, explain: bool = False, block: int | None = None,
+                     raw: bool = True) -> str:
+        """The trace as text, in the seed's format.
+
+        ``explain=True`` appends to each gradient entry the forward entry and input it pulls
+        back through (``# d(v1 = v0 * b)/dv0``); ``block`` keeps one derivative block (-1: the
+        newest); ``raw=False``: the derivation pruned to what was asked (derivation.py).
+        """
+        return "\n".join(render.lines(self.tape, explain, block, raw, self.outputs))
+
+    def print_trace(self, console: Any = None, explain: bool = False,
+                    block: int | None = None, raw: bool = False) -> None:
+        """Print the derivation pruned to what was asked (``raw=True``: the whole tape) with
+        rich colours by role and derivative order, a legend, and the entries per order."""
+        render.print_rich(self.tape, console, explain, block, raw, self.outputs)
+
+    def find_nonfinite(self, v: Variable) -> nonfinite.NonFinite | None:
+        """Where a nan or inf first appears among v's ancestors (None when all are finite)."""
+        if not isinstance(v, Variable) or v.rec is not self:
+            raise ArgumentError("find_nonfinite: expected a Variable of this Ops")
+        return nonfinite.find_nonfinite(self.tape, v)
+
+    def release(self) -> None:
+        """Forget the recorded history so its memory returns now; Variables keep their values.
+
+        An Ops and its Variables refer to each other, so a dropped tape is otherwise freed only
+        by Python's cyclic garbage collector, which counts objects, not bytes. Afterwards every
+        Variable of this Ops is a leaf (no history) and the trace is empty; a gradient of one
+        that was computed raises GraphError (it can no longer reach what it was computed from).
+        """
+        self.tape.clear()
+        if self.simplify:
+            self._cse.clear()
+        if self._adoptions is not None:
+            self._adoptions.prune()
+
+    def orphan(self) -> None:
+        """No ``sg.Ops`` holds this recorder any more: keep only what its Variables reach.
+
+        The tape stops holding its entries (they and their values go with the last Variable
+        that reaches them) and keeps no trace; a ``.grad`` set by ``grad`` keeps its value but
+        not its history (it would hold its own variable alive through it: a cycle).
+        """
+        tape = self.tape
+        for v in tape.held():
+            g = v.grad
+            if type(g) is Variable and g.prim is not None:
+                v.grad = leaf_variable(g.raw, self, g.label, g.requires_grad, g.position)
+        tape.forget_trace()
+        if self.simplify:
+            self._cse.clear()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    @contextmanager
+    def no_grad(self) -> Iterator[None]:
+        """Within the block, primitives compute values and record nothing (a gradient of
+        such a value raises GraphError: it has no history)."""
+        before = self.recording
+        self.recording = False
+        try:
+            yield
+        finally:
+            self.recording = before
+
+    # ------------------------------------------------------------ derivatives (sweeps.py)
+
+    def grad(self, L: Variable, wrt: Variable | Sequence[Variable], seed: Any = None,
+             create_graph: bool = True, name: str | Sequence[str] | None = None) -> Any:
+        """Gradients of L with respect to ``wrt``, computed by recorded primitives.
+
+        Sets ``.grad`` on each of ``wrt`` (replacing it) and returns the gradients
+        in order (a single Variable when ``wrt`` is one). ``name`` names the gradients (one
+        name, or one per ``wrt``): each named gradient is an alias entry of its own
+        (``dW = v12``), so a cotangent the sweep shares keeps its v-number.
+        """
+        single = isinstance(wrt, Variable) or not isinstance(wrt, Iterable)
+        wrt = wrt if single else list(wrt)
+        names = None if name is None else [name] if isinstance(name, str) else list(name)
+        count = 1 if single else len(wrt)
+        if names is not None and (len(names) != count or not all(
+                isinstance(n, str) and n.isidentifier() for n in names)):
+            raise ArgumentError(f"grad: name= needs {count} identifier(s), one per wrt, got "
+                                f"{name!r}")
+        grads = sweeps.grad(self, L, wrt, seed, create_graph)
+        return derivation.asked(self, L, wrt, grads, names, bool(create_graph))
+
+    def backward(self, L: Variable, seed: Any = None, create_graph: bool = False) -> None:
+        """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""
+        sweeps.backward(self, L, seed, create_graph)
+
+    def jvp(self, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
+            create_graph: bool = True) -> Variable:
+        """The tangent of y along ``tangents`` of ``xs``, by a forward sweep of recorded jvps."""
+        return forward.jvp(self, y, xs, tangents, create_graph)
+
+    # ------------------------------------------------------------ leaves
+
+    def var(self, value: Any, name: str | None = None, requires_grad: bool = True) -> Variable:
+        """A leaf holding a float copy of ``value`` (float64 unless it is float16/32/64; a
+        read-only view instead of a copy on an Ops that borrows)."""
+        arr = float_array(value, name, self.borrow)
+        return self.leaf(arr, check_name(name), bool(requires_grad))
+
+    def named_var(self, value: Any, name: str) -> Variable:
+        """A named leaf; its name prints in the trace and consumes no v-number."""
+        if name is None:
+            raise ArgumentError("named_var needs a name")
+        return self.var(value, name=name)
+
+    def leaf(self, value: Any, name: str | None = None, requires_grad: bool = True,
+             kind: str = "leaf", source: Variable | None = None) -> Variable:
+        """A leaf holding ``value`` itself (made read-only, not copied), with a leaf event."""
+        arr = value if type(value) is np.ndarray else np.asarray(value)
+        arr.flags.writeable = False
+        tape = self.tape
+        v = self._bare(arr, tape.number() if name is None else name, requires_grad)
+        if tape.keep or tape.listeners:     # (a tape that keeps no trace records no event)
+            tape.add(Leaf(v.position, v, kind, source))
+        return v
+
+    def unrecorded(self, value: Any, name: str | None = None) -> Variable:
+        """A Variable of this Ops that is on no tape and takes no v-number."""
+        if type(value) is not np.ndarray and isinstance(value, np.generic):
+            value = np.asarray(value)
+        return self._bare(value, name, False)
+
+    def zeros_like(self, w: Variable, record: bool = True) -> Variable:
+        """Zeros of w's shape and dtype: a recorded leaf, or unrecorded when ``record`` is off.
+
+        The zeros standing for the tangent of a bool or integer entry require no grad.
+        """
+        z = np.zeros(w.shape, dtype=w.dtype)
+        if record:
+            return self.leaf(z, None, w.dtype.kind == "f", "zeros")
+        z.flags.writeable = False
+        return self.unrecorded(z)
+
+    def detach(self, x: Variable) -> Variable:
+        """A new leaf with x's value through which no gradient flows."""
+        if not self.recording:
+            return self.unrecorded(x.raw)
+        return self.leaf(x.raw, None, False, "detach", source=x)
+
+    def _bare(self, value: Any, label: str | int | None, requires_grad: bool) -> Variable:
+        """A Variable computed by no primitive; its position is where its dependents can start."""
+        return leaf_variable(value, self, label, requires_grad, self.tape.end)
+
+    # ------------------------------------------------------------ recording
+
+    def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
+              name: str | None = None) -> Any:
+        """Record ``prim`` on ``inputs`` with ``attrs`` (every primitive method calls this)."""
+        if type(inputs) is not tuple:
+            inputs = tuple(inputs)
+        values = []
+        requires = None         # None until an input is a Variable of this Ops
+        convert = False
+        for x in inputs:
+            tx = type(x)
+            if tx is Variable and x.rec is self:
+                values.append(x.raw)
+                requires = requires or x.requires_grad
+            elif tx is float or tx is int:
+                values.append(x)
+            else:               # constants, free or foreign Variables, batched values
+                convert = True
+                values.append(x)
+        if convert:
+            for x in inputs:
+                if type(x) is Variable and x.rec is not self and x.rec.absorbs and \
+                        not self.within(x.rec):
+                    # a block recording on an Ops of its own reads this Variable through a
+                    # closure (``w * x``, w of this Ops): the block's Ops records it
+                    return x.rec.apply(prim, inputs, attrs, name)
+            for x in inputs:
+                if type(x) is Batched:      # inside vmap: batched.py
+                    return apply_batched(self, prim, inputs, attrs, name)
+            inputs, values, requires = recordable(self, prim, inputs)
+        if requires is None:    # constants only: fold, record nothing
+            return prim.forward(*values, **attrs) if attrs else prim.forward(*values)
+        try:
+            value = prim.forward(*values, **attrs) if attrs else prim.forward(*values)
+        except Exception as e:  # numpy's message, with our names and shapes
+            err = translate(prim, inputs, e)
+            if err is e:
+                raise
+            raise err from e
+        if type(value) is not np.ndarray and isinstance(value, np.generic):
+            value = np.asarray(value)
+        if not self.recording:      # no history: op.grad of it says why (reverse.py)
+            out = self.unrecorded(value)
+            out.attrs = UNRECORDED
+            return out
+        tape = self.tape
+        out = _new(Variable)        # _bare's work inlined: this is the hot path
+        out.raw = value
+        out.rec = self
+        if name is None:
+            name = tape.counter
+            tape.counter = name + 1
+        elif type(name) is not str:
+            name = check_name(name)
+        out.label = name
+        out.grad = None
+        out.requires_grad = requires and prim.differentiable
+        out.prim = prim
+        if len(inputs) == 2:        # set_inputs, inlined: this is the hot path
+            out.in0, out.in1 = inputs
+            out.more = None
+        elif len(inputs) == 1:
+            out.in0 = inputs[0]
+            out.in1 = UNARY
+            out.more = None
+        else:
+            out.in0 = out.in1 = None
+            out.more = inputs
+        out.attrs = attrs
+        entries = tape.entries
+        out.position = tape.base + len(entries)
+        entries.append(out)
+        if tape.listeners:
+            for listen in tape.listeners:
+                listen(out)
+        return out
+
+    def _apply_simplified(self, prim: Primitive, inputs: Sequence[Any],
+                          attrs: dict | None = None, name: str | None = None) -> Any:
+        """Record with the rules of ``sg.simplify`` (rules.py): an identity gives back its
+        input, a rewrite records the simpler form, and an entry already on the tape with the
+        same primitive, inputs and attributes is reused (hash-consing)."""
+        if not self.recording or name is not None:     # a named result is recorded as asked
+            return Recorder.apply(self, prim, inputs, attrs, name)
+        rewritten = rules.rewrite(prim, inputs, attrs)
+        if rewritten is not None:
+            prim, inputs, attrs = rewritten
+        same = rules.reduces_to(prim, inputs, attrs)
+        if type(same) is Variable and same.rec is self:
+            return same
+        key = rules.cse_key(prim, inputs, attrs)
+        hit = self._cse.get(key)
+        tape = self.tape
+        if hit is not None and tape.base <= hit.position < tape.end and \
+                tape.at(hit.position) is hit:
+            return hit
+        out = Recorder.apply(self, prim, inputs, attrs, name)
+        if type(out) is Variable:
+            self._cse[key] = out
+        return out
+
+    def _error(self, op: str, inputs: tuple, reason: str, kind: type) -> Exception:
+        return error(op, inputs, reason, kind)
+
+    def program(self, inputs: Variable | Sequence[Variable],
+                outputs: Variable | Sequence[Variable]) -> Any:
+        """The entries between ``inputs`` and ``outputs`` as an ``sg.Program`` (replayable)."""
+        from ..program.core import extract
+        for v in [outputs] if isinstance(outputs, Variable) else list(outputs):
+            if isinstance(v, Variable) and v.rec is not self:
+                raise GraphError(f"program: {v.name} belongs to another Ops")
+        return extract(inputs, outputs)
+
+    def to_networkx(self, outputs: Variable | Sequence[Variable] | None = None) -> Any:
+        """The tape (or the entries ``outputs`` need) as a ``networkx.DiGraph``."""
+        from ..program.graph import tape_graph
+        return tape_graph(self, outputs)
+
+
+FREE.recorder = Recorder    # free computations record on an Ops of their own (params.py)
+
+
+def _simplifying(cls: type) -> type:
+    """``cls`` recording with the rules of ``sg.simplify`` (its ``apply`` is the simplifying
+    one): a subclass, so that no instance holds a bound method of itself."""
+    sub = _SIMPLIFYING.get(cls)
+    if sub is None:
+        sub = _SIMPLIFYING[cls] = type(cls.__name__, (cls,), {
+            "apply": cls._apply_simplified, "__module__": cls.__module__})
+    return sub
+
+
+_SIMPLIFYING: dict[type, type] = {}

@@ -1,0 +1,187 @@
+"""sg.jit: recorded once per signature, replayed compiled, guards on Python decisions.
+
+Every value is checked against an independent answer: the same function written in numpy,
+the untransformed function (a loop of plain calls), or central finite differences.
+"""
+
+import numpy as np
+import pytest
+
+import simplegrad as sg
+from simplegrad import nn, optim
+
+
+def test_replays_the_recording_and_records_once_per_signature():
+    calls = []
+
+    def f(x, w):
+        calls.append(1)
+        return (x @ w).tanh().sum(axis=1) * 3.0
+
+    jf = sg.jit(f)
+    rng = np.random.default_rng(1)
+    w = rng.normal(size=(4, 2))
+    for _ in range(5):
+        x = rng.normal(size=(3, 4))
+        np.testing.assert_allclose(jf(x, w), np.tanh(x @ w).sum(axis=1) * 3.0, rtol=1e-13)
+    assert jf.recordings == 1 and len(calls) == 1         # replays call f no more
+    x = rng.normal(size=(7, 4))                             # a new shape: a new signature
+    np.testing.assert_allclose(jf(x, w), np.tanh(x @ w).sum(axis=1) * 3.0, rtol=1e-13)
+    assert jf.recordings == 2
+    np.testing.assert_allclose(jf(x.astype(np.float32), w), np.tanh(x @ w).sum(axis=1) * 3,
+                               rtol=1e-5)                  # a new dtype: a new signature
+    assert jf.recordings == 3
+
+
+def test_branch_on_a_comparison_is_a_guard_that_records_again():
+    def f(x):
+        if x.sum() > 0:
+            return x * 2.0
+        return x.exp()
+
+    def numpy_f(x):
+        return x * 2.0 if x.sum() > 0 else np.exp(x)
+
+    jf = sg.jit(f)
+    xs = [np.array([1.0, 2.0]), np.array([3.0, -1.0]), np.array([-1.0, -2.0]),
+          np.array([0.5, 0.5]), np.array([-3.0, 1.0])]
+    for x in xs:
+        np.testing.assert_allclose(jf(x), numpy_f(x), rtol=1e-14)
+    assert jf.recordings == 2          # one per branch: the second branch's program is kept
+    assert len(jf.programs(xs[0])) == 2
+
+
+def test_float_of_a_value_is_a_guard_on_that_value():
+    def f(x):
+        s = float(x.sum())         # leaves the tape: a constant of the program
+        return x * s
+
+    jf = sg.jit(f)
+    a, b = np.array([1.0, 2.0]), np.array([2.0, 2.0])
+    np.testing.assert_allclose(jf(a), a * a.sum())
+    c = np.array([2.0, 1.0])
+    np.testing.assert_allclose(jf(c), c * c.sum())                        # same sum: replayed
+    assert jf.recordings == 1
+    np.testing.assert_allclose(jf(b), b * b.sum())                        # new sum: recorded
+    assert jf.recordings == 2
+
+
+def test_int_and_item_decisions_are_guards():
+    def f(x):
+        k = int(x.max())                    # a Python int from a value
+        return x ** (k % 3) + x[0].item()
+
+    def numpy_f(x):
+        return x ** (int(x.max()) % 3) + x[0]
+
+    jf = sg.jit(f)
+    for x in [np.array([1.5, 0.2]), np.array([1.5, 0.3]), np.array([2.2, 0.1]),
+              np.array([0.9, 1.0])]:
+        np.testing.assert_allclose(jf(x), numpy_f(x), rtol=1e-14)
+
+
+def test_transforms_inside_are_recorded_and_match_finite_differences():
+    def loss(w, x):
+        return ((x @ w).tanh() ** 2).sum()
+
+    vg = sg.jit(sg.value_and_grad(loss))
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(5, 3))
+    for _ in range(3):
+        w = rng.normal(size=(3, 2))
+        value, g = vg(w, x)
+        assert value == pytest.approx(np.sum(np.tanh(x @ w) ** 2), rel=1e-13)
+        eps, fd = 1e-6, np.zeros_like(w)
+        for i in np.ndindex(w.shape):
+            e = np.zeros_like(w)
+            e[i] = eps
+            fd[i] = (np.sum(np.tanh(x @ (w + e)) ** 2) - np.sum(np.tanh(x @ (w - e)) ** 2)) / (
+                2 * eps)
+        np.testing.assert_allclose(g, fd, rtol=1e-7, atol=1e-9)
+    assert vg.recordings == 1
+
+
+def test_jax_habit_training_step_equals_the_untransformed_loop():
+    rng = np.random.default_rng(0)
+    model = nn.MLP([2, 8, 2], activation="tanh", rng=rng)
+    x = rng.normal(size=(32, 2))
+    y = (x[:, 0] * x[:, 1] > 0).astype(int)
+    opt = optim.Adam(lr=0.05)
+
+    def step(params, state, x, y):
+        value, grads = sg.value_and_grad(
+            lambda p: nn.cross_entropy(model.apply(p, x), y))(params)
+        params, state = opt.update(grads, state, params)
+        return value, params, state
+
+    jstep = sg.jit(step)
+    p1 = p2 = model.params()
+    s1 = s2 = opt.init(p1)
+    for _ in range(10):
+        v1, p1, s1 = step(p1, s1, x, y)
+        v2, p2, s2 = jstep(p2, s2, x, y)
+        assert v2 == pytest.approx(v1, rel=1e-12)
+    for k in p1:
+        np.testing.assert_allclose(p2[k], p1[k], rtol=1e-11, atol=1e-13)
+    assert float(s2["step"]) == s1["step"] == 10
+    # the int step count is traced (a 0-d float after the first step): two signatures only
+    assert jstep.recordings == 2
+
+
+def test_static_arguments_are_part_of_the_signature():
+    def f(x, n, scale):
+        return x.reshape(n, -1).sum(axis=1) * scale
+
+    jf = sg.jit(f, static_argnums=1)
+    x = np.arange(6.0)
+    np.testing.assert_allclose(jf(x, 2, 1.5), x.reshape(2, -1).sum(axis=1) * 1.5)
+    np.testing.assert_allclose(jf(x, 2, 2.5), x.reshape(2, -1).sum(axis=1) * 2.5)
+    assert jf.recordings == 1          # scale is traced: replayed at a new value
+    np.testing.assert_allclose(jf(x, 3, 2.5), x.reshape(3, -1).sum(axis=1) * 2.5)
+    assert jf.recordings == 2          # n is static: a new program
+    # integer arrays are static by value (indices are constants of a program)
+    jg = sg.jit(lambda x, i: x[i] * 2.0)
+    np.testing.assert_allclose(jg(x, np.array([0, 2])), x[[0, 2]] * 2)
+    np.testing.assert_allclose(jg(x, np.array([1, 5])), x[[1, 5]] * 2)
+    assert jg.recordings == 2
+
+
+def test_results_are_the_callers_arrays_and_constants_pass_through():
+    jf = sg.jit(lambda x: {"same": x, "twice": x * 2.0, "fixed": 7})
+    x = np.array([1.0, 2.0])
+    for _ in range(2):
+        out = jf(x)
+        assert out["fixed"] == 7
+        np.testing.assert_array_equal(out["twice"], [2.0, 4.0])
+        out["same"][0] = 99.0                       # writing into a result leaves x alone
+        assert x[0] == 1.0
+
+
+def test_inside_a_transform_the_function_records_there():
+    jf = sg.jit(lambda x: (x * x).sin())
+    g = sg.grad(lambda x: jf(x).sum())(np.array([0.3, 1.1]))
+    x = np.array([0.3, 1.1])
+    np.testing.assert_allclose(g, np.cos(x * x) * 2 * x, rtol=1e-13)
+    assert jf.recordings == 0
+
+
+def test_max_programs_keeps_the_most_recent():
+    jf = sg.jit(lambda x: x * 2.0 if float(x.sum()) > 0 else x * 3.0, max_programs=1)
+    pos, neg = np.array([1.0]), np.array([-1.0])
+    for x in (pos, neg, pos, neg):
+        np.testing.assert_allclose(jf(x), x * (2.0 if x.sum() > 0 else 3.0))
+    assert jf.recordings == 4 and len(jf.programs(pos)) == 1
+
+
+def test_bad_arguments_raise_clear_errors():
+    with pytest.raises(sg.ArgumentError, match="jit: expected a function"):
+        sg.jit(3)
+    with pytest.raises(sg.ArgumentError, match="max_programs"):
+        sg.jit(lambda x: x, max_programs=0)
+    with pytest.raises(sg.ArgumentError, match="static_argnums"):
+        sg.jit(lambda x: x, static_argnums="0")
+    jf = sg.jit(lambda x, s: x * 2.0)
+    with pytest.raises(sg.ArgumentError, match="neither an array nor hashable"):
+        jf(np.ones(2), {1, 2})
+    with pytest.raises(sg.ArgumentError, match="out of range"):
+        sg.jit(lambda x: x, static_argnums=3)(np.ones(2))

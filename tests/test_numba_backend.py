@@ -1,0 +1,147 @@
+"""sg.compile(prog, backend="numba"): fused loops equal the numpy backend's values.
+
+Skipped without numba (the optional [numba] extra). The oracle is the numpy backend (itself
+tested against the tape in test_compile.py) and, for the gradient, central differences. Values
+are compared normwise, |a - b| <= 1e-12 * max |a| (and for a sum, relative to the sum of the
+magnitudes of its terms): numba's libm and numpy's own transcendental functions differ in
+the last bit, so an entry where terms cancel can differ more than that relative to itself.
+"""
+
+import sys
+
+import numpy as np
+import pytest
+
+import simplegrad as sg
+
+numba = pytest.importorskip("numba")
+
+
+def chain(h, steps=3):
+    for _ in range(steps):
+        h = (h.sin() * 1.1 + h.tanh()).exp() * 0.5 + h * h
+        h = h / (1 + h * h)
+    return h
+
+
+def close(a, b, scale=None):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape and a.dtype == b.dtype
+    if a.dtype == bool:
+        np.testing.assert_array_equal(a, b)
+        return
+    same_nan = np.isnan(a) == np.isnan(b)
+    assert same_nan.all()
+    fin = ~np.isnan(a)
+    assert (np.isinf(a[fin]) == np.isinf(b[fin])).all()
+    ok = np.isfinite(a)
+    scale = np.max(np.abs(a[ok]), initial=0.0) if scale is None else scale
+    assert np.all(np.abs(a[ok] - b[ok]) <= 1e-12 * scale)
+
+
+def test_value_and_gradient_of_an_elementwise_chain_fuse_into_one_loop():
+    op = sg.Ops()
+    x = op.var(np.linspace(0.1, 1.0, 5000), name="x")
+    L = chain(x).sum()
+    g = op.grad(L, x)
+    prog = op.program([x], [L, g])
+    fast = sg.compile(prog, backend="numba")
+    plain = sg.compile(prog)
+    assert fast.backend == "numba" and fast.fallback == () and len(fast.kernels) == 1
+    assert "for i in range" in fast.kernels[0] and "fused" in fast.source
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        xv = rng.uniform(-1.5, 1.5, 5000)
+        (l0, g0), (l1, g1) = plain(xv), fast(xv)
+        terms = np.abs(np.asarray(chain_numpy(xv)))
+        close(l0, l1, scale=terms.sum())
+        close(g0, g1)
+    # the gradient itself, against central differences of the numpy chain
+    xv = rng.uniform(-1, 1, 5000)
+    eps = 1e-6
+    fd = (chain_numpy(xv + eps) - chain_numpy(xv - eps)) / (2 * eps)
+    np.testing.assert_allclose(fast(xv)[1], fd, rtol=1e-6, atol=1e-8)
+
+
+def chain_numpy(h, steps=3):
+    for _ in range(steps):
+        h = np.exp(np.sin(h) * 1.1 + np.tanh(h)) * 0.5 + h * h
+        h = h / (1 + h * h)
+    return h
+
+
+def test_broadcast_scalars_comparisons_where_and_nonfinite_values():
+    op = sg.Ops()
+    x = op.var(np.linspace(-1, 1, 300), name="x")
+    s = op.var(np.array(2.5), name="s")       # one value: read at [0] in the loop
+    with np.errstate(all="ignore"):
+        y = op.where(x > 0, (x * s).log(), x / (x * 0.0)) * 1.5
+        prog = op.program([x, s], [y, (y * 2.0).sum(), x > s * 0.1])
+    fast = sg.compile(prog, backend="numba")
+    assert len(fast.kernels) == 1 and fast.fallback == ()
+    with np.errstate(all="ignore"):
+        for xv in (np.linspace(-1, 1, 300), np.linspace(-2, 3, 300)):
+            a, b = sg.compile(prog)(xv, np.array(2.5)), fast(xv, np.array(2.5))
+            for u, v in zip(a, b):
+                close(u, v)      # nan where x <= 0 (0/0, -x/0 is -inf, inf*0 is nan): as numpy
+
+
+def test_entries_numba_cannot_compile_fall_back_and_are_named():
+    op = sg.Ops()
+    x = op.var(np.linspace(0.1, 0.9, 200), name="x")
+    z = op.clip(x.tanh() * 2, 0.3, 0.8)     # np.clip has no scalar form in numba
+    z.name = "clipped"
+    y = (z.exp() * x + 1.0).sum()
+    prog = op.program([x], [y])
+    fast = sg.compile(prog, backend="numba")
+    assert fast.fallback == ("clipped",)
+    assert "np.clip" in fast.source and len(fast.kernels) == 2
+    xv = np.linspace(-0.5, 0.9, 200)
+    close(sg.compile(prog)(xv)[0], fast(xv)[0], scale=200 * np.e * 1.0 + 200)
+
+
+def test_mlp_step_with_matmuls_between_fused_groups():
+    rng = np.random.default_rng(0)
+    op = sg.Ops()
+    W1, W2 = op.var(rng.normal(size=(16, 32)) * 0.3), op.var(rng.normal(size=(32, 4)) * 0.3)
+    X, Y = op.var(rng.normal(size=(64, 16))), op.var(rng.normal(size=(64, 4)))
+    h = (X @ W1).tanh()
+    r = h @ W2 - Y
+    loss = (r * r).sum() * 0.5
+    grads = op.grad(loss, [W1, W2])
+    prog = op.program([W1, W2, X, Y], [loss, *grads])
+    fast = sg.compile(prog, backend="numba")
+    assert fast.kernels and fast.fallback == ()
+    args = [rng.normal(size=s) for s in [(16, 32), (32, 4), (64, 16), (64, 4)]]
+    for u, v in zip(sg.compile(prog)(*args), fast(*args)):
+        close(u, v)
+
+
+def test_small_programs_stay_numpy_and_bad_backends_are_refused():
+    op = sg.Ops()
+    x = op.var(np.ones(3))
+    prog = op.program([x], [(x * 2.0 + 1.0).exp()])
+    fast = sg.compile(prog, backend="numba")
+    assert fast.kernels == () and "F['fused" not in fast.source     # 3 values: no kernel
+    np.testing.assert_array_equal(fast(np.ones(3))[0], np.exp(np.ones(3) * 3))
+    with pytest.raises(sg.ArgumentError, match="backend must be 'numpy' or 'numba'"):
+        sg.compile(prog, backend="jax")
+
+
+def test_jit_on_the_numba_backend():
+    jf = sg.jit(sg.value_and_grad(lambda x: chain(x).sum()), backend="numba")
+    xv = np.linspace(-1, 1, 1000)
+    jf(xv)
+    value, g = jf(xv * 0.5)
+    assert jf.programs(xv)[0].backend == "numba"
+    want = sg.value_and_grad(lambda x: chain(x).sum())(xv * 0.5)
+    close(want[1], g)
+    assert value == pytest.approx(want[0], rel=1e-12)
+
+
+def test_missing_numba_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "numba", None)     # import numba now raises ImportError
+    op = sg.Ops()
+    x = op.var(np.ones(3))
+    with pytest.raises(sg.MissingToolError, match=r"simplegrad\[numba\]"):
+        sg.compile(op.program([x], [x * 2.0]), backend="numba")
