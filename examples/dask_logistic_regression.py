@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="40,000 rows on a threaded cluster (what CI runs)")
     args = parser.parse_args(argv)
-    console = Console(highlight=False)
+    console = Console(highlight=False, markup=False)
     try:
         import dask.array as da
         import distributed
