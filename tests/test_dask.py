@@ -10,6 +10,8 @@ dask outputs are built, and tasks are counted with a dask callback when they run
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -127,6 +129,15 @@ def test_inputs_are_checked_without_computing(rng):
               prog(np.asarray(ints, dtype=float), *values[1:]), atol=1e-12)
 
 
+def test_a_variable_is_not_a_duck_array(rng):
+    """Variables implement __array_ufunc__ too; a program still refuses them, by name."""
+    prog, values = mlp_program(10, rng)
+    x = sg.Ops().var(values[0], name="X")
+    for run in (prog, sg.compile(prog)):
+        with pytest.raises(sg.ArgumentError, match=r"got the Variable X; pass its value"):
+            run(x, *values[1:])
+
+
 def test_a_primitive_that_would_compute_raises_materialize_error(rng):
     x0 = rng.normal(size=(4, 5))
     rows, cols = np.array([[0, 1], [3, 2]]), np.array([[4, 0], [1, 1]])
@@ -143,6 +154,24 @@ def test_a_primitive_that_would_compute_raises_materialize_error(rng):
         got = run(lazy, materialize=True)                # allowed: the index computes x
         np.testing.assert_allclose(dask.compute(got, scheduler="sync")[0],
                                    np.tanh(x0[rows, cols]).sum(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape, axis", [((7, 3), 0), ((4, 9), 1), ((3, 5, 2), 1)])
+def test_the_adjoint_of_indexing_is_a_segment_sum(shape, axis, rng):
+    """The gradient of x[..., idx] scatters with np.add.at in numpy; on dask, chunk by chunk."""
+    x0 = rng.normal(size=shape)
+    idx = rng.integers(0, shape[axis], size=11)              # repeated indices add up
+    op = sg.Ops()
+    x = op.var(x0)
+    y = x[(slice(None),) * axis + (idx,)]
+    (g,) = op.grad(op.sum(y * y * rng.normal(size=y.shape)), [x])
+    prog = op.program([x], g)
+    assert "scatter_add" in [n.prim.name for n in prog.nodes]
+    with refusing():
+        out = prog(da.from_array(x0, chunks=2))
+    blocks = [k for k in dict(out.__dask_graph__()) if str(k).count("_segment_block")]
+    assert len(blocks) == -(-11 // 2)                        # one per chunk of the 11 rows
+    np.testing.assert_allclose(out.compute(scheduler="sync"), prog(x0), rtol=1e-12)
 
 
 # ---------------------------------------------------------------- map_chunks
@@ -271,7 +300,7 @@ def _cluster_gradient(processes: bool, data) -> None:
     X, y, w = data
     prog = logistic_program(X[:150], y[:150], w)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=processes,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as client:
         loss, grad = sg.map_chunks(prog, da.from_array(X, chunks=150),
                                    da.from_array(y, chunks=150), w, reduce="mean")
@@ -286,3 +315,26 @@ def test_map_chunks_on_a_threaded_cluster(data):
 @pytest.mark.slow
 def test_map_chunks_on_worker_processes(data):
     _cluster_gradient(True, data)
+
+
+def test_import_simplegrad_does_not_import_dask():
+    code = "import simplegrad, sys; print(sorted(m for m in sys.modules if m.startswith('dask')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_per_block_forwards_declare_the_dtype_they_compute(rng):
+    """Dask is told each block forward's dtype before running it: float32 stays float32."""
+    a0 = (rng.normal(size=(4, 3, 3)) + 3 * np.eye(3)).astype(np.float32)
+    op = sg.Ops()
+    a = op.var(a0)
+    s = a @ op.transpose(a, (0, 2, 1))
+    outs = [op.det(a), op.inv(a), op.solve(a, a), op.slogdet(a), op.cholesky(s),
+            *op.eigh(s), *op.svd(a), *op.qr(a), op.pinv(a)]
+    prog = op.program([a], outs)
+    lazy = prog(da.from_array(a0, chunks=(2, 3, 3)))
+    for got, want, declared in zip(dask.compute(*lazy, scheduler="sync"), prog(a0), lazy):
+        assert declared.dtype == got.dtype == want.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

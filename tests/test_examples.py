@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -20,6 +21,9 @@ CASES = [
     pytest.param("hutchinson.py", "all checks passed", marks=pytest.mark.slow),
     pytest.param("train_digits.py", "largest gradient error seen", marks=pytest.mark.slow),
     pytest.param("train_digits.py --habit jax", "jax habit", marks=pytest.mark.slow),
+    pytest.param("dask_logistic_regression.py", "all checks passed", marks=[
+        pytest.mark.slow, pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
+                                             reason="needs simplegrad[dask]")]),
 ]
 
 

@@ -33,11 +33,11 @@ def _has_array(index: tuple) -> bool:
 
 
 def _getitem(x, index):
-    if dask_array(x) is None:
-        return x[index]
     try:
         return x[index]
     except NotImplementedError:         # dask indexes with one array at a time
+        if dask_array(x) is None:
+            raise
         return _getitem_trailing(x, index)
 
 
@@ -60,8 +60,40 @@ def _index_block(x, index):
 
 
 def _scatter_add(*gs, indices, shape):
+    if len(gs) == 1 and dask_array(*gs) is not None:
+        axis = _segment_axis(indices[0])
+        if axis is not None:
+            return _segment_sum(gs[0], indices[0][axis], axis, shape)
     return whole(_scatter_add_numpy, shape, np.result_type(*gs), *gs, indices=indices,
                  shape=shape)
+
+
+def _segment_axis(index: Any) -> int | None:
+    """The axis of an index ``(:, ..., :, ints)`` (one 1-D integer array after full slices),
+    or None for any other."""
+    items = index if isinstance(index, tuple) else (index,)
+    *lead, last = items
+    if not isinstance(last, np.ndarray) or last.ndim != 1 or last.dtype.kind not in "iu":
+        return None
+    full = all(isinstance(i, slice) and i == slice(None) for i in lead)
+    return len(lead) if full else None
+
+
+def _segment_sum(g, index, axis, shape):
+    """The scatter of a dask g along ``axis`` as a segment sum: each chunk of g along the axis
+    added into zeros of ``shape`` by its part of ``index``, the chunks' sums summed as a tree."""
+    g = g.rechunk({d: -1 for d in range(g.ndim) if d != axis})
+    starts = np.cumsum((0,) + g.chunks[axis])
+    parts = [g.blocks[(0,) * axis + (k,)].map_blocks(
+        _segment_block, index=index[starts[k]:starts[k + 1]], axis=axis, shape=shape,
+        chunks=tuple(shape), dtype=g.dtype) for k in range(len(starts) - 1)]
+    return dask_array(g).stack(parts).sum(axis=0, split_every=8)
+
+
+def _segment_block(g, index, axis, shape):
+    out = np.zeros(shape, dtype=g.dtype)
+    np.add.at(out, (slice(None),) * axis + (index,), g)
+    return out
 
 
 def _scatter_add_numpy(*gs, indices, shape):

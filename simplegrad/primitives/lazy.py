@@ -33,8 +33,10 @@ def dask_array(*xs: Any) -> Any:
 
 
 def is_lazy(x: Any) -> bool:
-    """Whether ``x`` is an array of another library (it dispatches numpy's functions)."""
-    return not isinstance(x, (np.ndarray, np.generic)) and hasattr(x, "__array_function__")
+    """Whether ``x`` is an array of another library: one that implements numpy's dispatch
+    protocols (``__array_function__`` or ``__array_ufunc__``)."""
+    return not isinstance(x, (np.ndarray, np.generic)) and (
+        hasattr(x, "__array_function__") or hasattr(x, "__array_ufunc__"))
 
 
 def refuse(name: str, *xs: Any, reason: str = "") -> None:
@@ -49,7 +51,7 @@ def refuse(name: str, *xs: Any, reason: str = "") -> None:
 
 def result_dtype(*xs: Any) -> np.dtype:
     """The floating dtype numpy's linear algebra returns for these inputs."""
-    return np.result_type(*[getattr(x, "dtype", np.float64) for x in xs], np.float16)
+    return np.result_type(*[getattr(x, "dtype", np.float64) for x in xs], 1.0)
 
 
 def per_block(fn: Callable, signature: str, *xs: Any, axes: Sequence | None = None,

@@ -10,7 +10,10 @@ and every other as a call of its own forward rule through the namespace ``F`` th
 literals (ints, tuples, slices, dtypes) or, for arrays, as names bound in that namespace.
 
 The compiled function records nothing and checks only the number, shapes and dtypes of its
-inputs: it is the fast path for evaluating a gradient again and again.
+inputs: it is the fast path for evaluating a gradient again and again. On arrays of other
+libraries (dask arrays) it runs ``.dispatch_source`` instead, generated on first use: the same
+lines with only calls that dispatch (``np.sum`` for ``np.add.reduce``, the forward for a
+subscript), giving lazy outputs.
 """
 
 from __future__ import annotations
@@ -70,16 +73,18 @@ class Compiled:
     def dispatch_source(self) -> str:
         """The source run on arrays of other libraries: only calls that dispatch (``np.sum``
         where ``.source`` has ``np.add.reduce``)."""
+        return self._dispatch()[0]
+
+    def _dispatch(self) -> tuple[str, Callable]:
+        """The dispatching source and its function, generated on first use."""
         if self._dispatching is None:
             self._dispatching = _generate(self.program, self.name, dispatch=True)
-        return self._dispatching[0]
+        return self._dispatching
 
     def _lazy(self, arrays: tuple, materialize: bool) -> Any:
         args = self._checked(arrays)
-        self.dispatch_source  # noqa: B018 -- generated on first use
-        assert self._dispatching is not None
         try:
-            return self._dispatching[1](*args)
+            return self._dispatch()[1](*args)
         except MaterializeError as e:
             if not materialize:
                 raise MaterializeError(f"compiled program: {e}") from e
@@ -126,7 +131,8 @@ def compile(prog: Program, name: str = "program",  # noqa: A001 (sg.compile)
     return out
 
 
-# the builtins the generated code may need: ``slice`` (in attribute literals)
+# the builtins the generated code may need: ``slice`` (in attribute literals); dask arrays need
+# none (their library's functions run in their own modules' namespaces), so nothing is added
 BUILTINS = {"slice": slice}
 # templates arrays of other libraries do not take: numpy calls that skip dispatch (ufunc
 # methods), with the dispatching call of each; subscripts, which dask takes with one index

@@ -176,13 +176,7 @@ class Program:
             names = ", ".join(i.name for i in self.inputs)
             raise ArgumentError(f"program: takes {len(self.inputs)} input(s) ({names}), got "
                                 f"{len(arrays)}")
-        values = []
-        for spec, a in zip(self.inputs, arrays):
-            if isinstance(a, Variable):
-                raise ArgumentError(f"program: input {spec.name} got the Variable {a.name}; "
-                                    f"pass its value ({a.name}.value): a program runs on arrays")
-            values.append(input_value("program", spec, a))
-        return values
+        return [input_value("program", spec, a) for spec, a in zip(self.inputs, arrays)]
 
     def _slot(self, r: Ref) -> int:
         if r.kind == INPUT:
@@ -336,9 +330,11 @@ class _Registered(NamedTuple):
 
 
 def input_value(who: str, spec: Input, a: Any) -> Any:
-    """``a`` as the value of input ``spec``: an ndarray, or an array of another library that
-    dispatches numpy's functions (kept, its ``.shape`` and ``.dtype`` read, never converted),
-    cast safely to the input's dtype; ShapeError or DTypeError otherwise."""
+    """``a`` as input ``spec``: an ndarray, or an array of another library (dask: kept, its
+    ``.shape``/``.dtype`` read, never converted), cast safely to the input's dtype."""
+    if isinstance(a, Variable):
+        raise ArgumentError(f"{who}: input {spec.name} got the Variable {a.name}; pass its "
+                            f"value ({a.name}.value): a program runs on arrays")
     arr = a if is_lazy(a) and hasattr(a, "shape") and hasattr(a, "dtype") else np.asarray(a)
     error = input_error(who, spec, tuple(arr.shape), np.dtype(arr.dtype))
     if error is not None:
