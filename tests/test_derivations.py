@@ -275,3 +275,11 @@ def test_derivative_order_and_hessian_exclude_each_other(capsys):
     assert main(["trace", "a", "--var", "a=1", "--order", "2", "--derivative", "2"]) == 2
     assert main(["trace", "a", "--var", "a=1", "--derivative", "0"]) == 2
     assert "--derivative must be at least 1" in capsys.readouterr().err
+
+
+def test_a_large_constant_whose_entries_differ_is_not_printed_as_full():
+    """Only a folded constant whose entries are all equal prints as full(shape, value)."""
+    W = np.arange(20.0).reshape(4, 5)
+    text = sg.trace(lambda x: (x @ W).sum() + (x * np.ones((2, 4))).sum(),
+                    np.ones((2, 4))).format_trace(raw=False)
+    assert "full([4, 5]" not in text and "<float64 4x5>" in text

@@ -153,7 +153,8 @@ def roles(tape: Tape, explain: bool = False, block: int | None = None, raw: bool
 def _operand(x: Any) -> str:
     if type(x) is Line:
         return x.name
-    if isinstance(x, np.ndarray) and x.size > SMALL:     # folded, all entries equal
+    if isinstance(x, np.ndarray) and x.size > SMALL and x.dtype.kind in "fiub" and \
+            bool(np.all(x == x.flat[0])):      # folded, all entries equal
         return f"full({list(x.shape)}, {format_value(x.flat[0])})"
     return format_operand(x)
 
