@@ -51,10 +51,10 @@ def test_readme_examples_run_in_order():
     assert "v17 = v10 * 2.0\nv24 = v17 * v1\n" in printed      # sg.simplify's output
     assert "-0.479425538604203" in printed                    # a replay keeps its branch
     # programs out: graph, stats, Jacobian accumulation counts, saved, compiled
-    assert "18 28\ngradient 2 v12 = v11 * v6\n" in printed
-    assert "['a', 'v0', 'v5', 'v6', 'v12', 'v14', 'v18', 'v22', 'v25']" in printed
-    assert ("14 entries (mul 8, add 6); order 0: 1, order 1: 3, order 2: 10; depth 8, widest "
-            "level 3; peak live intermediates 128 bytes") in printed
+    assert "20 30\ngradient 2 v12 = v11 * v6\n" in printed
+    assert "['v2', 'v3', 'v5', 'v6', 'v12', 'v14', 'v18', 'v22', 'v25']" in printed
+    assert ("16 entries (mul 8, add 6, expand 2); order 0: 1, order 1: 4, order 2: 11; depth 8, "
+            "widest level 3; peak live intermediates 192 bytes") in printed
     assert ("JacobianCost(forward=10, reverse=10, markowitz=8, inputs=4, outputs=4, "
             "intermediates=4, edges=10)") in printed
     assert 'True\n[ 2.692   4.9204 13.6568  8.0724]\n  {"name": "v0", "primitive": "add"' in printed
