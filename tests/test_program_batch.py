@@ -137,6 +137,24 @@ def test_reshapes_that_keep_the_batch_free_follow_it(rng):
             if n.prim.name == "reshape"][:2] == [(11, 6), (11, 3, 2)]
 
 
+def test_a_flattened_batch_with_minus_one_stays_free(rng):
+    # numpy infers a -1: X.reshape(-1) has n * 6 entries at any batch n, and unflattens back
+    def program(n: int) -> sg.Program:
+        op = sg.Ops()
+        X = op.var(np.zeros((n, 2, 3)), name="X")
+        flat = X.reshape(-1) * 2.0
+        L = (flat.reshape(n, 6) ** 2).mean() + flat.sum()
+        return op.program(X, [L, op.grad(L, X)])
+
+    prog = program(32)
+    for n in (1, 5, 40):
+        X = rng.normal(size=(n, 2, 3))
+        close(prog(X), program(n)(X))
+    shapes = [n.attrs["shape"] for n in prog.with_shapes((5, 2, 3)).nodes
+              if n.prim.name == "reshape"]
+    assert shapes == [(-1,), (5, 6), (30,), (5, 2, 3)]
+
+
 # ---------------------------------------------------------------- what pins a size
 
 

@@ -60,6 +60,8 @@ class Sizes:
         self.parent: list[int] = []
         self.size: list[int] = []
         self.pins: list[tuple[int, str]] = []      # (class, why)
+        # (dimension, the dimensions whose product it is, the entry): a reshape's -1
+        self.derived: list[tuple[int, tuple, str]] = []
         self.inputs = [self._new_dims(i.shape) for i in prog.inputs]
         self.consts: list[tuple] = []
         for j, c in enumerate(prog.constants):
@@ -74,8 +76,14 @@ class Sizes:
         for a, b in prog.alike:
             for d, e in zip(self.dims(a), self.dims(b)):
                 self.union(d, e)
+        reshapes = []       # after every other join: a flattened batch can be unflattened
         for node, out in zip(prog.nodes, self.nodes):
-            self._node(node, out)
+            if node.prim.name == "reshape":
+                reshapes.append((node, self.dims(node.args[0]), out))
+            else:
+                self._node(node, out)
+        for node, x, out in reshapes:
+            self._reshape(node, x, out)
 
     def _new_dims(self, shape: Sequence[int]) -> tuple:
         start = len(self.parent)
@@ -113,13 +121,12 @@ class Sizes:
                 o = out[len(out) - len(x) + i]
                 if self.size[d] == self.size[o]:
                     self.union(d, o)
-        elif name == "reshape":
-            self._reshape(node, args[0], out)
         else:
             self._probe_all(node, args, out)
 
     def _reshape(self, node: Node, x: tuple, out: tuple) -> None:
         size = self.size
+        x, out = self._factors(x), self._factors(out)
         p = 0
         while p < min(len(x), len(out)) and size[x[p]] == size[out[p]]:
             self.union(x[p], out[p])
@@ -128,10 +135,30 @@ class Sizes:
         while q < min(len(x), len(out)) - p and size[x[-1 - q]] == size[out[-1 - q]]:
             self.union(x[-1 - q], out[-1 - q])
             q += 1
-        for d in x[p:len(x) - q]:
+        target = node.attrs["shape"]
+        middle = x[p:len(x) - q]
+        if len(out) == len(target) and tuple(target[p:len(out) - q]) == (-1,):
+            # numpy infers it: the product of the input's middle
+            self.derived.append((out[p], middle, node.name))
+            return
+        for d in middle:
             if size[d] != 1:
                 self.pins.append((d, f"{node.name} = {node.prim.name}(...) reshapes to the "
                                      f"literal shape {list(node.attrs['shape'])}"))
+
+    def _factors(self, dims: tuple) -> tuple:
+        """The dimensions with each that is a reshape's -1 as the dimensions it is the
+        product of (so that a flattened batch can be unflattened)."""
+        products = {self.find(d): f for d, f, _ in self.derived}
+        flat: list[int] = []
+        stack = list(reversed(dims))
+        while stack:
+            d = stack.pop()
+            if self.find(d) in products:
+                stack.extend(reversed(products.pop(self.find(d))))
+            else:
+                flat.append(d)
+        return tuple(flat)
 
     def _probe_all(self, node: Node, args: list, out: tuple) -> None:
         classes = list(dict.fromkeys(self.find(d) for dims in args for d in dims
@@ -238,12 +265,21 @@ def resize(prog: Program, shapes: Sequence[tuple], who: str = "program") -> Prog
                 raise ShapeError(f"{who}: input {spec.name} has shape {spec.shape}, got "
                                  f"{shape}: its axis {a} was recorded with size 1, which "
                                  "broadcasts: record the program with another size there")
+    for d, factors, name in sz.derived:     # in entry order: a product of products too
+        c = sz.find(d)
+        n = math.prod(new.get(sz.find(f), sz.size[f]) for f in factors)
+        if new.setdefault(c, n) != n:
+            raise ShapeError(f"{who}: {name} = reshape(...) infers size {n} (its -1), where "
+                             f"the program needs {new[c]} (as recorded: {sz.size[c]})")
+        where.setdefault(c, where.get(sz.find(factors[0]), (None, 0, ())) if factors else
+                         (None, 0, ()))
     changed = {c for c, n in new.items() if n != sz.size[c]}
     for d, why in sz.pins:
         c = sz.find(d)
         if c in changed:
             spec, a, _ = where[c]
-            raise ShapeError(f"{who}: {spec.name} axis {a} has size {new[c]}, but {why}, "
+            what = "a size" if spec is None else f"{spec.name} axis {a}"
+            raise ShapeError(f"{who}: {what} has size {new[c]}, but {why}, "
                              f"recorded with size {sz.size[c]}: that entry pins the size")
 
     def shape_of(dims: tuple) -> tuple:
