@@ -181,6 +181,17 @@ def test_a_batch_shaped_constant_pins_the_batch(rng):
     prog(rng.normal(size=(32, 3)))
 
 
+def test_a_count_that_would_reach_zero_is_refused(rng):
+    op = sg.Ops()
+    X = op.var(rng.normal(size=(8, 2)), name="X")
+    L = np.var(X, axis=0, ddof=1).sum()
+    prog = op.program(X, [L, op.grad(L, X)])
+    with pytest.raises(sg.ShapeError, match=r"less ddof 1\) would be 0"):
+        prog(rng.normal(size=(1, 2)))
+    X3 = rng.normal(size=(3, 2))
+    np.testing.assert_allclose(prog(X3)[1], 2 * (X3 - X3.mean(axis=0)) / 2, **TOL)
+
+
 def test_inputs_that_must_share_a_size_are_checked(rng):
     params = weights(rng)
     prog = mlp(32, params)

@@ -290,7 +290,12 @@ def resize(prog: Program, shapes: Sequence[tuple], who: str = "program") -> Prog
     constants = list(prog.constants)
     for k in prog.counts:
         old = constants[k.const]
-        value = k.value(shape_of(sz.nodes[k.node]))
+        shape = shape_of(sz.nodes[k.node])
+        if Count(*k[:4]).value(shape) <= 0:
+            raise ShapeError(f"{who}: {prog.nodes[k.node].name} has shape {shape}: the count "
+                             f"its reduction divides by (less ddof {k.ddof}) would be "
+                             f"{Count(*k[:4]).value(shape)}")
+        value = k.value(shape)
         constants[k.const] = Constant(type(old.value)(value) if isinstance(old.value, int | float)
                                       else np.asarray(value, np.result_type(old.value)),
                                       old.name)
