@@ -171,6 +171,22 @@ def test_a_reshape_to_a_literal_shape_pins_the_batch(rng):
     np.testing.assert_allclose(prog(np.ones((32, 5))), 160.0, **TOL)    # as recorded: runs
 
 
+def test_a_recorded_index_along_the_batch_pins_it(rng):
+    # the targets of a cross-entropy given as an array: rows 0..31 picked by recorded indices
+    op = sg.Ops()
+    X, W = op.var(rng.normal(size=(32, 4)), name="X"), op.var(rng.normal(size=(4, 3)), name="W")
+    L = sg.nn.losses.cross_entropy(X @ W, rng.integers(0, 3, 32))
+    prog = op.program([X, W], [L, op.grad(L, W)])
+    for n in (7, 100):
+        with pytest.raises(sg.ShapeError, match="getitem.* indexes this axis with a recorded "
+                                                "index"):
+            prog(rng.normal(size=(n, 4)), W.value)
+    last = sg.Ops()
+    x = last.var(rng.normal(size=(32, 2)), name="x")
+    with pytest.raises(sg.ShapeError, match="recorded index"):
+        last.program(x, x[-1].sum())(rng.normal(size=(40, 2)))
+
+
 def test_a_batch_shaped_constant_pins_the_batch(rng):
     op = sg.Ops()
     X = op.var(rng.normal(size=(32, 3)), name="X")

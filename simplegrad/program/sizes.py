@@ -178,6 +178,12 @@ class Sizes:
                 self.pins.append((c, f"{node.name} = {node.prim.name}(...) does not take "
                                      "another size along this axis"))
                 continue
+            if not follow and ("index" in (node.attrs or {}) or "indices" in (node.attrs or {})):
+                # a recorded index along this axis (x[-1], x[:16], rows of an array) means
+                # another thing at another size
+                self.pins.append((c, f"{node.name} = {node.prim.name}(...) indexes this axis "
+                                     "with a recorded index"))
+                continue
             for o in follow:
                 self.union(out[o], c)
 
