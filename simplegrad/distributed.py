@@ -105,13 +105,20 @@ def _rows(program: Program, inputs: tuple, chunked: list[int]) -> tuple[int, ...
             raise ShapeError(f"map_chunks: input {spec.name} has {x.shape[0]} rows, "
                              f"{program.inputs[chunked[0]].name} has {first.shape[0]}; "
                              "every dask input is split along axis 0 into the same chunks")
-        for n in sorted(set(rows)):
-            error = input_error("map_chunks", spec, (n,) + tuple(x.shape[1:]),
-                                np.dtype(x.dtype))
-            if error is not None:
-                raise type(error)(f"{error} (a chunk of {n} rows; the program was recorded "
-                                  f"on {spec.shape[0] if spec.shape else 0}: rechunk the "
-                                  "inputs to that many rows, or record on another chunk)")
+        error = input_error("map_chunks", spec, spec.shape, np.dtype(x.dtype))
+        if error is not None:
+            raise error
+    for n in sorted(set(rows)):         # the program at each chunk's rows (Program.with_shapes)
+        shapes = [(n, *np.shape(x)[1:]) if i in chunked else np.shape(x)
+                  for i, x in enumerate(inputs)]
+        try:
+            program.with_shapes(*shapes)
+        except ShapeError as e:
+            spec = program.inputs[chunked[0]]
+            raise ShapeError(f"map_chunks: {str(e).removeprefix('program: ')} (a chunk of "
+                             f"{n} rows; the program was recorded on "
+                             f"{spec.shape[0] if spec.shape else 0}: rechunk the inputs to "
+                             "that many rows, or record on another chunk)") from None
     return rows
 
 

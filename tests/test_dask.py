@@ -116,10 +116,10 @@ def test_compiled_keeps_the_fast_path_for_ndarrays(rng):
 
 def test_inputs_are_checked_without_computing(rng):
     prog, values = mlp_program(40, rng)
-    wrong = da.from_array(values[0][:30], chunks=10)
+    wrong = da.from_array(values[0][:, :5], chunks=10)
     for run in (prog, sg.compile(prog)):
         with refusing():
-            with pytest.raises(sg.ShapeError, match=r"input .* has shape \(40, 6\), got \(30, 6\)"):
+            with pytest.raises(sg.ShapeError, match=r"input .* has shape \(40, 6\), got \(40, 5\)"):
                 run(wrong, *values[1:])
             with pytest.raises(sg.DTypeError, match="complex128"):
                 run(da.from_array(values[0].astype(complex)), *values[1:])

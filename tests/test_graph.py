@@ -28,21 +28,22 @@ def test_program_graph_counts_and_attributes(seed):
     _, _, _, prog = seed
     g = prog.to_networkx()
     assert isinstance(g, nx.DiGraph)
-    assert g.number_of_nodes() == len(prog.inputs) + len(prog.constants) + len(prog) == 18
+    assert g.number_of_nodes() == len(prog.inputs) + len(prog.constants) + len(prog) == 20
     pairs = {(r, i) for i, n in enumerate(prog.nodes) for r in n.args}
-    assert g.number_of_edges() == len(pairs) == 28
+    assert g.number_of_edges() == len(pairs) == 30
     assert nx.is_directed_acyclic_graph(g)
     v0 = g.nodes["v0"]
     assert (v0["primitive"], v0["role"], v0["order"], v0["shape"]) == ("add", "forward", 0, (4,))
     assert v0["label"] == "v0 = a + b"
-    assert g.nodes["a"]["role"] == "input" and g.nodes["v3"]["role"] == "constant"
+    assert g.nodes["a"]["role"] == "input" and g.nodes["v2"]["role"] == "constant"   # a seed
+    assert g.nodes["v3"]["role"] == "gradient"          # the seed spread over a's shape
     assert g.nodes["v4"]["role"] == "gradient" and g.nodes["v4"]["order"] == 1
     assert g.nodes["v25"]["order"] == 2 and g.nodes["v25"]["output"]
     assert g.edges["a", "v0"]["position"] == 0 and g.edges["b", "v0"]["position"] == 1
     assert g.graph["outputs"] == ["v20", "v25"]
     roles = {r: sum(1 for _, d in g.nodes(data="role") if d == r)
              for r in ("input", "constant", "forward", "gradient")}
-    assert roles == {"input": 2, "constant": 2, "forward": 1, "gradient": 13}
+    assert roles == {"input": 2, "constant": 2, "forward": 1, "gradient": 15}
 
 
 def test_a_value_read_twice_is_one_edge_with_both_positions():
@@ -71,15 +72,16 @@ def test_tape_graph(seed):
 def test_stats_by_hand(seed):
     _, _, _, prog = seed
     s = prog.stats()
-    assert s.entries == 14
-    assert s.by_primitive == {"mul": 8, "add": 6}
-    assert s.by_order == {0: 1, 1: 3, 2: 10}
-    # longest chain: v0 v5 v6 v12 v14 v18 v22 v25 (8 entries); the first level is v0, v4,
-    # the second v5, v15, v16 (v4 and v0 done) -> widest 3
+    assert s.entries == 16                  # the two seeds' spreads (v3, v11) are entries
+    assert s.by_primitive == {"mul": 8, "add": 6, "expand": 2}
+    assert s.by_order == {0: 1, 1: 4, 2: 11}
+    # longest chain: v3 v5 v6 v12 v14 v18 v22 v25 (8 entries); the first level is v0, v3,
+    # v11, the second v4, v5 -> widest 3
     assert s.depth == 8 and s.width == 3
-    # at most 4 vectors of 4 float64 alive at once while running in tape order
-    assert s.peak_bytes == 4 * 32
-    assert str(s).startswith("14 entries (mul 8, add 6); order 0: 1, order 1: 3, order 2: 10")
+    # at most 6 vectors of 4 float64 alive at once while running in tape order
+    assert s.peak_bytes == 6 * 32
+    assert str(s).startswith("16 entries (mul 8, add 6, expand 2); order 0: 1, order 1: 4, "
+                             "order 2: 11")
 
 
 def test_stats_of_a_chain_and_peak_memory():
@@ -100,7 +102,7 @@ def test_dot_text(seed):
     assert dot.startswith("digraph program {") and dot.rstrip().endswith("}")
     nodes = re.findall(r'^  "([^"]+)" \[label=', dot, flags=re.M)
     edges = re.findall(r'^  "([^"]+)" -> "([^"]+)" \[label="([\d,]+)"\];', dot, flags=re.M)
-    assert len(nodes) == 18 and len(edges) == 28
+    assert len(nodes) == 20 and len(edges) == 30
     assert '"v0" [label="v0 = a + b", fillcolor="#ffffff"]' in dot
     assert 'fillcolor="#d5f2d5"' in dot.split('"v4" [')[1].split("\n")[0]    # order 1: green
     assert "penwidth=2.5" in dot.split('"v25" [')[1].split("\n")[0]          # an output
@@ -110,7 +112,7 @@ def test_dot_text(seed):
         return
     back = nx.nx_pydot.read_dot(__import__("io").StringIO(dot))
     shown = [e for e in back.edges(data=True) if e[2].get("style") != "invis"]
-    assert back.number_of_nodes() == 18 and len(shown) == 28
+    assert back.number_of_nodes() == 20 and len(shown) == 30
     assert {(u, v) for u, v, d in back.edges(data=True) if d.get("style") == "invis"} == \
         {("a", "b")}                                        # keeps the inputs in order
 

@@ -100,16 +100,18 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "training.md": ["accuracy 1.00", "['0.bias', '0.weight', '2.bias', '2.weight']"],
     "programs.md": [
-        "25 15\n",
+        "25 17\n",
         "v17 = v10 * 2.0\nv24 = v17 * v1\n",                    # the readable program
         "-0.479425538604203",                                   # a replay keeps its branch
+        "True\n['v8 = v7 / 7', 'v9 = v8.expand([7, 1])']\nTrue\n",  # at another batch size
+        "flat = reshape(...) reshapes to the literal shape [96]",
         "True\n",                                               # simplify: the same values
     ],
     "graphs.md": [
-        "18 28\ngradient 2 v12 = v11 * v6\n",
-        "['a', 'v0', 'v5', 'v6', 'v12', 'v14', 'v18', 'v22', 'v25']",
-        "14 entries (mul 8, add 6); order 0: 1, order 1: 3, order 2: 10; depth 8, widest "
-        "level 3; peak live intermediates 128 bytes",
+        "20 30\ngradient 2 v12 = v11 * v6\n",
+        "['v2', 'v3', 'v5', 'v6', 'v12', 'v14', 'v18', 'v22', 'v25']",
+        "16 entries (mul 8, add 6, expand 2); order 0: 1, order 1: 4, order 2: 11; depth 8, "
+        "widest level 3; peak live intermediates 192 bytes",
         "JacobianCost(forward=10, reverse=10, markowitz=8, inputs=4, outputs=4, "
         "intermediates=4, edges=10)",
     ],

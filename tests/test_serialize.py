@@ -111,7 +111,7 @@ MALFORMED = {
     "wrong arity": (_set(["nodes", 0, "args"], [["input", 0]]),
                     r"node 0 \(v0\): add takes 2 input\(s\), got 1"),
     "reference to a later node": (_set(["nodes", 1, "args", 0], ["node", 5]),
-                                  r"node 1 \(v4\): the reference \['node', 5\] is not"),
+                                  r"node 1 \(v3\): the reference \['node', 5\] is not"),
     "reference of an unknown kind": (_set(["outputs", 0], ["global", 0]),
                                      r"output 0: the reference \['global', 0\]"),
     "shape that disagrees": (_set(["nodes", 0, "shape"], [5]),

@@ -30,7 +30,7 @@ from ..engine.render import format_operand
 from ..errors import ArgumentError, MaterializeError
 from ..primitives.core import REGISTRY
 from ..primitives.lazy import is_lazy
-from .core import Program, input_value
+from .core import RESIZED, Program, input_value
 from .nodes import CONST, INPUT, NODE, Names, Node
 
 RESERVED = {"np", "F", "slice"}
@@ -49,6 +49,8 @@ class Compiled:
         self.backend = "numpy"
         self.fallback: tuple[str, ...] = ()     # entries the numba backend left to numpy
         self.kernels: tuple[str, ...] = ()      # the numba backend's fused loops, as source
+        self._resized: dict = {}                # Program at other shapes -> compiled
+        self.folded: tuple[str, ...] = ()       # entries of constants alone, computed once
 
     def __call__(self, *arrays: Any, materialize: bool = False) -> Any:
         """Evaluate the program on new input values; one array per output (one when single).
@@ -62,12 +64,29 @@ class Compiled:
             if type(a) is not np.ndarray or a.shape != shape or a.dtype is not dtype:
                 fast = False
                 break
+        if not fast and len(arrays) == len(specs) and \
+                any(np.shape(a) != shape for a, (shape, _) in zip(arrays, specs)):
+            return self.with_shapes(*(np.shape(a) for a in arrays))(*arrays,
+                                                                     materialize=materialize)
         if not fast and any(is_lazy(a) for a in arrays):
             return self._lazy(arrays, materialize)
         outs = self._fn(*arrays) if fast else self._fn(*self._checked(arrays))
         if self.program.single:
             return outs if type(outs) is np.ndarray else np.asarray(outs)
         return [o if type(o) is np.ndarray else np.asarray(o) for o in outs]
+
+    def with_shapes(self, *shapes: Any) -> Compiled:
+        """This program compiled for inputs of these shapes (see ``Program.with_shapes``)."""
+        prog = self.program.with_shapes(*shapes)
+        if prog is self.program:
+            return self
+        out = self._resized.get(prog)
+        if out is None:
+            out = compile(prog, self.name, self.backend)
+            if len(self._resized) >= RESIZED:
+                self._resized.pop(next(iter(self._resized)))
+            self._resized[prog] = out
+        return out
 
     @property
     def dispatch_source(self) -> str:
@@ -124,8 +143,9 @@ def compile(prog: Program, name: str = "program",  # noqa: A001 (sg.compile)
     if backend == "numba":
         from .numba_backend import fuse
         prog, kernels, fallback = fuse(prog)
-    source, fn = _generate(prog, name, dispatch=False)
+    source, fn, folded = _generate(prog, name, dispatch=False)
     out = Compiled(original, source, fn, name)
+    out.folded = folded
     out.backend, out.fallback = backend, tuple(fallback)
     out.kernels = tuple(k.source for k in kernels)
     return out
@@ -149,22 +169,40 @@ def _dispatching(template: str) -> str | None:
     return template
 
 
-def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable]:
-    """The source of the program's function and the function; ``dispatch``: with only calls
-    that arrays of other libraries dispatch."""
+def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable, tuple]:
+    """The source of the program's function, the function and the names of the entries
+    computed here once (of constants alone: a seed spread over the batch); ``dispatch``: with
+    only calls that arrays of other libraries dispatch."""
     names = Names(RESERVED)
     namespace: dict[str, Any] = {"np": np, "F": {}, "__builtins__": dict(BUILTINS)}
     params = [names.take(i.name) for i in prog.inputs]
     refs: dict[tuple, str] = {(INPUT, i): p for i, p in enumerate(params)}
     header = [f"def {name}({', '.join(params)}):"]
+
+    def bind(text: str, value: Any) -> None:
+        namespace[text] = value
+        header.append(f"    # {_comment(text)} = {format_operand(value)}  (constant, "
+                      f"{_describe(value)})")
+    known: dict[tuple, Any] = {(CONST, i): c.value for i, c in enumerate(prog.constants)}
+    folded = set()
+    for i, node in enumerate(prog.nodes):
+        value = _fold(node, known)
+        if value is not None:
+            known[(NODE, i)] = value
+            folded.add(i)
+    used = {(r.kind, r.index) for i, n in enumerate(prog.nodes) if i not in folded
+            for r in n.args} | {(r.kind, r.index) for r in prog.outputs}
     for i, c in enumerate(prog.constants):
         text = _number(c.value) if c.name is None else None
         if text is None:
             text = names.take(c.name or f"c{i}")
-            namespace[text] = c.value
-            header.append(f"    # {_comment(text)} = {format_operand(c.value)}  (constant, "
-                          f"{_describe(c.value)})")
+            if (CONST, i) in used:
+                bind(text, c.value)
         refs[(CONST, i)] = text
+    for i in sorted(folded):
+        refs[(NODE, i)] = text = names.take(prog.nodes[i].name)
+        if (NODE, i) in used:
+            bind(text, known[(NODE, i)])
     shapes = _Shapes(prog)
     # each dead intermediate's name is deleted on the line of its last use, so its buffer goes
     # back to the allocator then (as in hand-written numpy); a view still holding the buffer
@@ -172,11 +210,14 @@ def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable]:
     dead = prog.dead_after()
     lines = []
     for i, node in enumerate(prog.nodes):
+        if i in folded:
+            continue
         target = names.take(node.name)
         expr = _expression(node, [refs[(r.kind, r.index)] for r in node.args], namespace,
                            names, [shapes(r) for r in node.args], dispatch)
         refs[(NODE, i)] = target
-        drop = f"; del {', '.join(refs[(NODE, j)] for j in dead[i])}" if dead[i] else ""
+        gone = [refs[(NODE, j)] for j in dead[i] if j not in folded]
+        drop = f"; del {', '.join(gone)}" if gone else ""
         lines.append((f"    {target} = {expr}{drop}", prog.format_node(node)))
     width = min(max((len(code) for code, _ in lines), default=0), 60)
     body = [f"{code.ljust(width)}  # {_comment(comment)}" for code, comment in lines]
@@ -185,8 +226,24 @@ def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable]:
     source = "\n".join(header + body + [f"    return {ret}"]) + "\n"
     code = builtins.compile(source, f"<simplegrad compiled {name}>", "exec")
     exec(code, namespace)  # noqa: S102 -- source generated above from registry records
-    return source, namespace[name]
+    return source, namespace[name], tuple(prog.nodes[i].name for i in sorted(folded))
 
+
+def _fold(node: Node, known: dict) -> Any:
+    """The value of an entry of constants alone (None when it has an input or fails); only
+    registered primitives (a fused kernel is compiled when called)."""
+    if not node.args or REGISTRY.get(node.prim.name) is not node.prim or \
+            any((r.kind, r.index) not in known for r in node.args):
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            value = node.prim.forward(*[known[(r.kind, r.index)] for r in node.args],
+                                      **(node.attrs or {}))
+    except Exception:       # left to the function, which raises it as before
+        return None
+    if isinstance(value, np.ndarray) and value.flags.writeable:
+        value.flags.writeable = False
+    return value
 
 
 

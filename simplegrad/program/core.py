@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ..engine import explain, render
-from ..engine.tape import ancestors
+from ..engine import render
 from ..engine.variable import Variable
 from ..errors import (
     ArgumentError,
@@ -37,7 +36,9 @@ from ..primitives.core import REGISTRY, Primitive
 from ..primitives.lazy import is_lazy
 from ..primitives.rewrites import cse_key
 from .builder import Builder
+from .extraction import collect
 from .nodes import CONST, INPUT, NODE, Constant, Input, Node, Ref
+from .sizes import Count, resize
 
 if TYPE_CHECKING:
     from ..engine.ops import Ops
@@ -50,7 +51,8 @@ class Program:
 
     def __init__(self, inputs: Sequence[Input], constants: Sequence[Constant],
                  nodes: Sequence[Node], outputs: Sequence[Ref], single: bool = False,
-                 check: bool = True):
+                 check: bool = True, counts: Sequence[Count] | None = None,
+                 alike: Sequence[tuple[Ref, Ref]] = ()):
         self.inputs = tuple(Input(i.name, tuple(i.shape), np.dtype(i.dtype)) for i in inputs)
         self.constants = tuple(constants)
         self.nodes = tuple(nodes)
@@ -66,7 +68,13 @@ class Program:
                 self._check_ref(r, i, node.name)
         for r in self.outputs:
             self._check_ref(r, len(self.nodes), "an output")
+        # None: sizes fixed as recorded; a tuple (empty included): the program replays at
+        # other input sizes (sizes.py), these constants being counts that follow them
+        self.counts = None if counts is None else tuple(Count(*k) for k in counts)
+        # pairs of values of one shape by construction (a gradient and its variable)
+        self.alike = tuple((Ref(*a), Ref(*b)) for a, b in alike)
         self._plan: list | None = None
+        self._resized: dict = {}
 
     def _check_ref(self, r: Any, limit: int, where: str) -> None:
         sizes = {INPUT: len(self.inputs), CONST: len(self.constants), NODE: limit}
@@ -80,7 +88,8 @@ class Program:
     def __getstate__(self) -> dict:
         """Pickled with registered primitives by name (their rules hold local functions), so
         ``pickle`` and ``cloudpickle`` can ship a program to another process."""
-        state = dict(self.__dict__, _plan=None)
+        state = dict(self.__dict__, _plan=None, _resized={})
+        state.pop("_sizes", None)
         state["nodes"] = tuple(n._replace(prim=_Registered(n.prim.name))
                                if REGISTRY.get(n.prim.name) is n.prim else n for n in self.nodes)
         return state
@@ -95,6 +104,9 @@ class Program:
                 n = n._replace(prim=REGISTRY[n.prim.name])
             nodes.append(n)
         self.__dict__.update(state, nodes=tuple(nodes))
+        self.__dict__.setdefault("counts", None)       # pickled before programs resized
+        self.__dict__.setdefault("alike", ())
+        self.__dict__.setdefault("_resized", {})
 
     def __repr__(self) -> str:
         return (f"<Program: {len(self.inputs)} inputs, {len(self.nodes)} entries, "
@@ -109,14 +121,31 @@ class Program:
         are: the outputs are lazy too. A primitive that would compute such an input raises
         ``MaterializeError`` unless ``materialize=True``.
         """
-        inputs = self._arguments(arrays)
+        prog, inputs = self._arguments(arrays)
         try:
-            outs = self._run(inputs)
+            outs = prog._run(inputs)
         except MaterializeError:
             if not materialize:
                 raise
-            outs = self._run_materializing(inputs)
+            outs = prog._run_materializing(inputs)
         return outs[0] if self.single else outs
+
+    def with_shapes(self, *shapes: Sequence[int]) -> Program:
+        """This program for inputs of these shapes, every size that follows an input's
+        re-evaluated; ShapeError naming the entry that pins a size that changed."""
+        key = tuple(tuple(int(n) for n in s) for s in shapes)
+        if len(key) != len(self.inputs):
+            raise ArgumentError(f"program: takes {len(self.inputs)} input shape(s), got "
+                                f"{len(key)}")
+        if all(k == i.shape for k, i in zip(key, self.inputs)):
+            return self
+        prog = self._resized.get(key)
+        if prog is None:
+            prog = resize(self, key)
+            if len(self._resized) >= RESIZED:
+                self._resized.pop(next(iter(self._resized)))
+            self._resized[key] = prog
+        return prog
 
     def _run(self, inputs: list) -> list:
         env = [*inputs, *(c.value for c in self.constants)]
@@ -171,12 +200,22 @@ class Program:
         outs = [env[self._slot(r)] for r in self.outputs]
         return outs[0] if self.single else outs
 
-    def _arguments(self, arrays: tuple) -> list:
+    def _arguments(self, arrays: tuple) -> tuple[Program, list]:
+        """The program for the inputs' shapes and the inputs as its values."""
         if len(arrays) != len(self.inputs):
             names = ", ".join(i.name for i in self.inputs)
             raise ArgumentError(f"program: takes {len(self.inputs)} input(s) ({names}), got "
                                 f"{len(arrays)}")
-        return [input_value("program", spec, a) for spec, a in zip(self.inputs, arrays)]
+        values = []
+        for spec, a in zip(self.inputs, arrays):
+            if isinstance(a, Variable):
+                raise ArgumentError(f"program: input {spec.name} got the Variable {a.name}; "
+                                    f"pass its value ({a.name}.value): a program runs on arrays")
+            values.append(as_array(a))
+        prog = self
+        if any(tuple(v.shape) != spec.shape for v, spec in zip(values, self.inputs)):
+            prog = self.with_shapes(*(v.shape for v in values))
+        return prog, [input_value("program", spec, v) for spec, v in zip(prog.inputs, values)]
 
     def _slot(self, r: Ref) -> int:
         if r.kind == INPUT:
@@ -329,13 +368,22 @@ class _Registered(NamedTuple):
 # ---------------------------------------------------------------- inputs
 
 
+RESIZED = 8     # programs at other input shapes kept per program
+
+
+def as_array(a: Any) -> Any:
+    """An argument as an ndarray, or as itself when it is an array of another library that
+    dispatches numpy's functions (its ``.shape`` and ``.dtype`` read, never converted)."""
+    return a if is_lazy(a) and hasattr(a, "shape") and hasattr(a, "dtype") else np.asarray(a)
+
+
 def input_value(who: str, spec: Input, a: Any) -> Any:
-    """``a`` as input ``spec``: an ndarray, or an array of another library (dask: kept, its
+    """``a`` as input ``spec`` (see ``as_array``: an array of another library is kept, its
     ``.shape``/``.dtype`` read, never converted), cast safely to the input's dtype."""
     if isinstance(a, Variable):
         raise ArgumentError(f"{who}: input {spec.name} got the Variable {a.name}; pass its "
                             f"value ({a.name}.value): a program runs on arrays")
-    arr = a if is_lazy(a) and hasattr(a, "shape") and hasattr(a, "dtype") else np.asarray(a)
+    arr = as_array(a)
     error = input_error(who, spec, tuple(arr.shape), np.dtype(arr.dtype))
     if error is not None:
         raise error
@@ -358,51 +406,6 @@ def input_error(who: str, spec: Input, shape: tuple, dtype: np.dtype) -> Excepti
 def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[Variable]
             ) -> Program:
     """The entries between ``inputs`` and ``outputs`` of one tape, as a Program."""
-    ins = _variables("inputs", inputs)
-    single = isinstance(outputs, Variable)
-    outs = _variables("outputs", outputs)
-    if not outs:
-        raise ArgumentError("program: needs at least one output")
-    ops = outs[0].rec
-    for v in ins + outs:
-        if v.rec is not ops:
-            raise GraphError(f"program: {v.name} belongs to another Ops than {outs[0].name}")
-    slots = {}
-    for i, v in enumerate(ins):
-        if id(v) in slots:
-            raise ArgumentError(f"program: {v.name} is given twice as an input")
-        slots[id(v)] = i
-    builder = Builder([Input(v.name, v.shape, v.dtype) for v in ins])
-    order = explain.orders(ops.tape)
-    refs: dict[int, Ref] = {k: Ref(INPUT, i) for k, i in slots.items()}
-    for v in ancestors(outs, stop=set(ins)):
-        args = []
-        computed = False
-        for x in v.inputs:
-            r = refs.get(id(x)) if type(x) is Variable else None
-            if r is not None and r[0] is not CONST:
-                computed = True
-            args.append(r)
-        if not computed:
-            refs[id(v)] = builder.capture(v)      # not computed from the inputs: a constant
-            continue
-        for i, r in enumerate(args):
-            if r is None:
-                x = v.inputs[i]
-                args[i] = builder.capture(x) if type(x) is Variable else builder.constant(x)
-        refs[id(v)] = builder.node(Node(v.prim, tuple(args), v.attrs, v.name, v.shape, v.dtype,
-                                          order.get(v, 0)))
-    out_refs = [refs[id(v)] if id(v) in refs else builder.capture(v) for v in outs]
-    return Program(builder.inputs, builder.constants, builder.nodes, out_refs, single,
-                   check=False)
-
-
-def _variables(what: str, xs: Any) -> list[Variable]:
-    items = [xs] if isinstance(xs, Variable) else list(xs) if isinstance(xs, Sequence) else None
-    if items is None:
-        raise ArgumentError(f"program: {what} must be a Variable or a sequence of Variables, "
-                            f"got {type(xs).__name__}")
-    for x in items:
-        if not isinstance(x, Variable):
-            raise ArgumentError(f"program: {what} must be Variables, got {type(x).__name__}")
-    return items
+    b, outs, single, counts, alike = collect(inputs, outputs)
+    return Program(b.inputs, b.constants, b.nodes, outs, single, check=False, counts=counts,
+                   alike=alike)

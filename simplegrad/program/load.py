@@ -40,6 +40,7 @@ from .serialize import (
     paths,
     unique_names,
 )
+from .sizes import read_alike, read_counts
 from .standins import StandIns
 
 # one JSON array or object per this many bytes at most: the format's densest documents have
@@ -133,8 +134,9 @@ class _Reader:
         return obj
 
     def program(self, doc: Any) -> Program:
-        doc = self.fields(doc, "document", {"format", "version", "inputs", "constants",
-                                            "nodes", "outputs", "single"})
+        keys = {"format", "version", "inputs", "constants", "nodes", "outputs", "single"}
+        doc = self.fields(doc, "document", keys | ({"counts", "alike"} & set(doc) if
+                                                   isinstance(doc, dict) else set()))
         if doc["format"] != FORMAT or doc["version"] != VERSION or \
                 type(doc["version"]) is not int:
             raise self.fail("document", f"format {str(doc['format'])[:40]!r} version "
@@ -161,7 +163,11 @@ class _Reader:
                                       f"{', '.join(unused[:5])}")
         inputs, constants, nodes = self.renamed(inputs, constants, nodes)
         StandIns(self.fail, self.max_bytes, inputs, constants).check(nodes)
-        return Program(inputs, constants, nodes, outputs, doc["single"])
+        counts = read_counts(doc.get("counts"), constants, nodes, self.fail)
+        alike = read_alike(doc.get("alike", []), inputs, constants, nodes,
+                           lambda r, where: self.ref(r, where, sizes), self.fail)
+        return Program(inputs, constants, nodes, outputs, doc["single"], counts=counts,
+                       alike=alike)
 
     def renamed(self, inputs: list, constants: list, nodes: list) -> tuple:
         """Names made unique as ``prog.save`` makes them (files of earlier versions)."""

@@ -10,7 +10,15 @@ by arrays.py, each npy header checked before its data). The JSON document::
      "nodes":     [{"name": "v0", "primitive": "add", "args": [["input", 0], ["input", 1]],
                     "attrs": {"axis": VALUE, ...} or null, "shape": [4], "dtype": "float64",
                     "order": 0}, ...],
-     "outputs":   [["node", 13], ...], "single": false}
+     "outputs":   [["node", 13], ...], "single": false,
+     "counts":    [[2, 8, null, 0, null], ...] or null,
+     "alike":     [[["node", 9], ["input", 0]], ...]}
+
+``counts`` (absent in files of earlier versions, read as null: sizes fixed as recorded) lists
+the constants that are a count of entries and follow the inputs' sizes (``sizes.Count``:
+constant, node, axes or null, ddof, times or null); null when the program's sizes are fixed.
+``alike`` (absent before: none) lists pairs of references of one shape by construction (a
+gradient and its variable).
 
 An argument refers to an input slot, a constant or an earlier node by index. A VALUE is JSON
 null, a boolean, an integer, a finite float or a string as itself, or one tagged object:
@@ -122,6 +130,10 @@ def encode(prog: Program) -> tuple[dict, dict[str, np.ndarray]]:
                   for name, n in zip(nodes, prog.nodes)],
         "outputs": [[r.kind, r.index] for r in prog.outputs],
         "single": prog.single,
+        "counts": None if prog.counts is None else
+        [[k.const, k.node, None if k.axes is None else list(k.axes), k.ddof, k.times]
+         for k in prog.counts],
+        "alike": [[[a.kind, a.index], [b.kind, b.index]] for a, b in prog.alike],
     }, arrays
 
 

@@ -1,0 +1,185 @@
+"""Extraction: the entries between some Variables of a tape and its outputs, as the parts of a
+Program (``extract`` in core.py builds it; ``op.program`` calls that).
+
+Entries not computed from the inputs become constants holding their recorded values, except
+what a reverse sweep spreads from its seed (the seed over the batch, the mean's 1/N) and the
+zeros of an unreached gradient: those stay entries, so that they follow the inputs' sizes
+(sizes.py). From the tape's events it also reads which constants are a reduction's count
+(``Count``: the mean's 1/N) and which values have one shape by construction (a gradient and
+its variable).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..engine import explain
+from ..engine.events import Asked, BlockEnd, Leaf
+from ..engine.tape import ancestors
+from ..engine.variable import Variable
+from ..errors import ArgumentError, GraphError
+from ..primitives.core import normalize_axes
+from ..primitives.shape import EXPAND
+from .builder import Builder
+from .nodes import CONST, INPUT, Input, Node, Ref
+from .sizes import Count
+
+
+def collect(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[Variable]
+            ) -> tuple:
+    """The parts of the program between ``inputs`` and ``outputs`` of one tape: a Builder
+    holding its inputs, constants and nodes, the output refs, whether one output was given,
+    the counts and the pairs of one shape."""
+    ins = _variables("inputs", inputs)
+    single = isinstance(outputs, Variable)
+    outs = _variables("outputs", outputs)
+    if not outs:
+        raise ArgumentError("program: needs at least one output")
+    ops = outs[0].rec
+    for v in ins + outs:
+        if v.rec is not ops:
+            raise GraphError(f"program: {v.name} belongs to another Ops than {outs[0].name}")
+    slots = {}
+    for i, v in enumerate(ins):
+        if id(v) in slots:
+            raise ArgumentError(f"program: {v.name} is given twice as an input")
+        slots[id(v)] = i
+    builder = Builder([Input(v.name, v.shape, v.dtype) for v in ins])
+    order = explain.orders(ops.tape)
+    tape = ops.tape
+    # what a reverse sweep spreads from its seed (the seed over the batch, the mean's 1/N)
+    # stays entries, so that it follows the inputs' sizes (sizes.py)
+    seeded = {id(e.var) for e in tape.events if type(e) is Leaf and e.kind == "seed"}
+    zeros = {id(e.var) for e in tape.events if type(e) is Leaf and e.kind == "zeros"}
+    origins = explain.origins(tape) if tape.keep else None
+    counts: list | None = [] if tape.keep else None
+    counted: dict[int, tuple] = {}      # entries that divide by a count -> how
+    positions: list[int] = []       # per node, its tape position
+    refs: dict[int, Ref] = {k: Ref(INPUT, i) for k, i in slots.items()}
+    for v in ancestors(outs, stop=set(ins)):
+        args = []
+        computed = False
+        for x in v.inputs:
+            if type(x) is Variable and id(x) in zeros and id(x) not in refs:
+                refs[id(x)] = _zeros(builder, x)
+                positions.append(x.position)
+            r = refs.get(id(x)) if type(x) is Variable else None
+            if r is not None and r[0] is not CONST:
+                computed = True
+            if type(x) is Variable and id(x) in seeded:
+                seeded.add(id(v))
+            args.append(r)
+        if not computed and id(v) not in seeded:
+            refs[id(v)] = builder.capture(v)      # not computed from the inputs: a constant
+            continue
+        count = None if origins is None else _count(v, origins.get(v.position), counted)
+        for i, r in enumerate(args):
+            if r is None:
+                x = v.inputs[i]
+                if count is not None and i == 1:
+                    args[i] = builder.constant(x, key=("count", id(v)))
+                    counts.append((args[i].index, *count))
+                else:
+                    args[i] = builder.capture(x) if type(x) is Variable else \
+                        builder.constant(x)
+        refs[id(v)] = builder.node(Node(v.prim, tuple(args), v.attrs, v.name, v.shape, v.dtype,
+                                          order.get(v, 0)))
+        positions.append(v.position)
+    for v in outs:
+        if id(v) not in refs:
+            if id(v) in zeros:
+                refs[id(v)] = _zeros(builder, v)
+                positions.append(v.position)
+            else:
+                refs[id(v)] = builder.capture(v)
+    out_refs = [refs[id(v)] for v in outs]
+    pairs = [p for e in tape.events if type(e) in (BlockEnd, Asked)
+             for p in (e.pairs if type(e) is BlockEnd else zip(e.wrt, e.grads))]
+    alike = [(refs[id(d)], refs[id(x)]) for x, d in pairs
+             if type(d) is Variable and type(x) is Variable and id(d) in refs and
+             id(x) in refs and d.shape == x.shape and refs[id(d)] != refs[id(x)]]
+    return builder, out_refs, single, _counted(counts, builder.nodes, positions, origins), alike
+
+
+def _zeros(builder: Builder, z: Variable) -> Ref:
+    """A zero gradient (or tangent) as an entry spreading 0 over its shape, so that the
+    shape follows its variable's."""
+    zero = builder.constant(np.zeros((), z.dtype))
+    return builder.node(Node(EXPAND, (zero,), {"shape": tuple(z.shape)}, z.name, z.shape,
+                             z.dtype))
+
+
+COUNTED = ("mean", "variance", "std")     # reductions whose vjp divides by their count
+
+
+def _count(v: Variable, origin: tuple | None, counted: dict) -> tuple | None:
+    """For an entry of a mean's (variance's, std's) pullback that divides by its count (or
+    multiplies by a multiple of 1 / count), how: (x's shape, axes, ddof, times, the mean);
+    also for the entry that pulls back through such an entry by the same number (a second
+    order). Noted in ``counted``."""
+    x = v.inputs[1] if v.prim.name in ("div", "mul") and len(v.inputs) == 2 else None
+    if origin is None or type(x) not in (int, float):
+        return None
+    m, _ = origin
+    if id(m) in counted:
+        y = m.inputs[1]
+        if type(y) is type(x) and y == x and m.prim is v.prim:
+            counted[id(v)] = counted[id(m)]
+            return counted[id(v)]
+        return None
+    if m.prim.name not in COUNTED:
+        return None
+    how = _counting(v, m, x)
+    if how is not None:
+        counted[id(v)] = how
+    return how
+
+
+def _counting(v: Variable, m: Variable, x: int | float) -> tuple | None:
+    """Whether ``v`` divides by the count of the reduction ``m`` (or multiplies by a multiple
+    of its inverse), and how."""
+    src = m.inputs[0]
+    attrs = m.attrs or {}
+    axis = attrs.get("axis")
+    axes = None if axis is None else normalize_axes(axis, len(src.shape))
+    ddof = attrs.get("ddof", 0)
+    n = math.prod(src.shape[a] for a in (range(len(src.shape)) if axes is None else axes))
+    dof = n - ddof
+    if v.prim.name == "div" and x == dof != 1:
+        return (src.shape, axes, ddof, None, m)
+    for times in (1.0, 2.0):
+        if v.prim.name == "mul" and dof > 0 and x == times / dof:
+            return (src.shape, axes, ddof, times, m)
+    return None
+
+
+def _counted(counts: list | None, nodes: list, positions: list, origins: dict | None
+             ) -> list | None:
+    """The counts as ``Count``s of the last node of the mean's pullback shaped like its
+    input (None, sizes fixed, when a count has no such node)."""
+    if counts is None or origins is None:
+        return None
+    out = []
+    for const, shape, axes, ddof, times, m in counts:
+        k = next((k for k in range(len(nodes) - 1, -1, -1)
+                  if origins.get(positions[k], (None,))[0] is m and
+                  tuple(nodes[k].shape) == tuple(shape)), None)
+        if k is None:
+            return None
+        out.append(Count(const, k, None if axes is None else tuple(sorted(axes)), ddof, times))
+    return out
+
+
+def _variables(what: str, xs: Any) -> list[Variable]:
+    items = [xs] if isinstance(xs, Variable) else list(xs) if isinstance(xs, Sequence) else None
+    if items is None:
+        raise ArgumentError(f"program: {what} must be a Variable or a sequence of Variables, "
+                            f"got {type(xs).__name__}")
+    for x in items:
+        if not isinstance(x, Variable):
+            raise ArgumentError(f"program: {what} must be Variables, got {type(x).__name__}")
+    return items
