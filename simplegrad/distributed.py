@@ -23,7 +23,8 @@ import numpy as np
 
 from .errors import ArgumentError, MissingToolError, ShapeError
 from .program.compile import Compiled
-from .program.core import Program, input_error, input_value
+from .program.core import Program
+from .program.inputs import input_error, input_value
 from .program.nodes import CONST, INPUT
 
 __all__ = ["map_chunks"]

@@ -30,7 +30,8 @@ from ..engine.render import format_operand
 from ..errors import ArgumentError, MaterializeError
 from ..primitives.core import REGISTRY
 from ..primitives.lazy import is_lazy
-from .core import RESIZED, Program, input_value
+from .core import Program
+from .inputs import RESIZED, input_value
 from .nodes import CONST, INPUT, NODE, Names, Node
 
 RESERVED = {"np", "F", "slice"}
