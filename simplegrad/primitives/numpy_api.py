@@ -94,7 +94,7 @@ class NumpyFunctions:
         if handler is None:
             hint = NEAREST.get(getattr(func, "__name__", ""))
             nearest = f"; what records instead: {hint}" if hint else \
-                "; see \"numpy functions that record\" in the README"
+                "; see \"numpy functions that record\" in the docs (docs/numpy.md)"
             raise ArgumentError(f"{qualname(func)} has no simplegrad rule for Variables "
                                 f"({describe(args, kwargs)}){nearest}, or use .value for the "
                                 "plain (unrecorded) value")
@@ -138,7 +138,7 @@ def covered() -> list[str]:
 
 
 def readme_list(width: int = 96) -> str:
-    """The covered functions as the README shows them: backticked names, wrapped."""
+    """The covered functions as docs/numpy.md shows them: backticked names, wrapped."""
     lines, line = [], ""
     for name in covered():
         word = f"`{name}`"

@@ -7,7 +7,7 @@ own vjp and jvp. ``op.eigh(a)`` records both entries from one decomposition (the
 it while the call lasts). Rules are written with primitives only (matmul, solve, ``swap_last``,
 constant masks), so every order works; matrices are the last two axes, leading axes a batch.
 
-Conventions (documented in the README):
+Conventions (documented in docs/using.md):
 - ``eigh`` works on (a + a^T) / 2, as ``cholesky`` does; eigenvalues ascend.
 - Signs are fixed in the forward: each eigenvector (column of V), each left singular vector
   (column of U, with the matching row of Vh) has its largest-magnitude entry positive, and
