@@ -10,28 +10,16 @@ from __future__ import annotations
 import gc
 import tracemalloc
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import numpy as np
 import pytest
+from test_training_memory import collector_paused
 
 import simplegrad as sg
 from simplegrad.engine.recorder import Recorder
 
 X = np.random.default_rng(0).standard_normal((40, 40))
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause the cycle collector (restoring its state), so only reference counting frees."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def seed_habit_step(simplify: bool = False) -> Callable[[], tuple]:
