@@ -103,21 +103,21 @@ class RunningOps:
                name: str | None = None) -> Variable:
         """Running maximum along ``axis`` (None: of the flattened array); ``reverse`` runs
         from the end, as JAX's lax.cummax."""
-        x, axis = _scan_axis(self, "cummax", x, axis)
-        if reverse:
-            out = self.apply(CUMMAX, (self.flip(x, axis),), {"axis": axis})
-            return self.flip(out, axis, name=name)
-        return self.apply(CUMMAX, (x,), {"axis": axis}, name)
+        return self._running(CUMMAX, x, axis, reverse, name)
 
     def cummin(self, x: Any, axis: int | None = None, reverse: bool = False,
                name: str | None = None) -> Variable:
         """Running minimum along ``axis`` (None: of the flattened array); ``reverse`` runs
         from the end, as JAX's lax.cummin."""
-        x, axis = _scan_axis(self, "cummin", x, axis)
-        if reverse:
-            out = self.apply(CUMMIN, (self.flip(x, axis),), {"axis": axis})
+        return self._running(CUMMIN, x, axis, reverse, name)
+
+    def _running(self, prim: Primitive, x: Any, axis: int | None, reverse: bool,
+                 name: str | None) -> Variable:
+        x, axis = _scan_axis(self, prim.name, x, axis)
+        if reverse:     # the scan of the flipped array, flipped back
+            out = self.apply(prim, (self.flip(x, axis),), {"axis": axis})
             return self.flip(out, axis, name=name)
-        return self.apply(CUMMIN, (x,), {"axis": axis}, name)
+        return self.apply(prim, (x,), {"axis": axis}, name)
 
     def cumargmax(self, x: Any, axis: int | None = None, name: str | None = None) -> Variable:
         """Index of the running maximum's first occurrence along ``axis`` (int64, no gradient)."""
