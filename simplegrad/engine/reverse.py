@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ArgumentError, ShapeError
-from ..primitives import ValueOps
+from ..errors import ArgumentError, NotDifferentiableError, ShapeError
+from ..primitives import HELD, ValueOps
 from .events import BlockBegin, BlockEnd
 from .guards import (
     check_history,
@@ -180,7 +180,7 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
     count_pass(tape, L)
     if not recording:               # values only: nothing is recorded, nothing to undo
         tape.last_pass_end = tape.end   # (a ValueOps of its own: custom rules key memos by it)
-        return _sweep(ValueOps(), tape, L, seed_array, False, stop, keep, only)
+        return _sweep(ValueOps(), tape, L, seed_array, False, stop, keep, only, keep or None)
     with _sweeping(tape):
         tape.add(BlockBegin(tape.end, "grad", L))
         if isinstance(seed, Variable):
@@ -190,7 +190,7 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
             seed_var = seed_array
         else:
             seed_var = ops.leaf(seed_array, None, True, "seed")
-        grads = _sweep(ops, tape, L, seed_var, True, stop, None, only)
+        grads = _sweep(ops, tape, L, seed_var, True, stop, None, only, keep or None)
         for v, g in grads.items():      # a constant seed stands for itself as a leaf
             if type(g) is not Variable:
                 grads[v] = ops.leaf(g, None, False, "leaf")
@@ -211,11 +211,12 @@ def _sweeping(tape: Tape) -> Iterator[None]:
 
 
 def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: bool, stop: int,
-           keep: set | None, only: set | None) -> dict:
+           keep: set | None, only: set | None, wanted: set | None) -> dict:
     """The reverse sweep: entries leading to L, newest first, each input's cotangent.
 
     ``keep`` (value-only sweeps): free each cotangent once it is pulled back, except these.
     ``only``: pull back only through these entries (the ones a ``wrt`` reaches).
+    ``wanted``: the Variables whose gradients were asked for (None: every leaf).
     """
     grads: dict[Variable, Any] = {L: seed}
     masks: dict[Variable, Any] = {}     # cotangents zero by construction there (core.py)
@@ -276,6 +277,9 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: b
                 ct = _Sparse(g, attrs["index"], x.raw.shape)
             elif prim.variadic:
                 ct = prim.vjp[0](o, g, outv, i, *args, **(attrs or {}))
+                if ct is HELD:
+                    _check_held(out, x, wanted, stop)
+                    continue
             elif m is not None and prim.vjp_masked is not None:
                 rule = prim.vjp_masked[i]
                 if rule is None:
@@ -311,6 +315,22 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: b
         if type(g) is _Sparse:
             grads[v] = _densify(o, tape, v, g)
     return grads
+
+
+def _check_held(out: Variable, x: Variable, wanted: set | None, stop: int) -> None:
+    """Raise when a requested gradient passes through input ``x`` of ``out``, an input its
+    primitive has no derivative in (zeros would be a silently wrong answer)."""
+    if wanted is None:
+        reached = x
+    else:
+        reached = next((v for v in [x, *ancestors(x, stop, leaves=True)] if v in wanted), None)
+        if reached is None:
+            return
+    via = "" if reached is x else f", which {reached.name} reaches"
+    raise NotDifferentiableError(
+        f"grad: {out.name} = {out.prim.name}(...) has no derivative in its input {x.name} "
+        f"(shape {x.shape}){via}; hold {x.name} fixed with .detach() or differentiate in other "
+        "variables")
 
 
 def _accumulate(o: PrimitiveMethods, tape: Tape, x: Variable, old: Any, new: Any) -> Any:

@@ -9,7 +9,7 @@ Both share ``PrimitiveMethods`` (methods.py): every primitive as a method, plus 
 from __future__ import annotations
 
 from .binary import BinaryVariable
-from .core import REGISTRY, Case, Primitive, register
+from .core import HELD, REGISTRY, Case, Primitive, register
 from .gamma_functions import GammaVariable
 from .gather import GatherMethods
 from .layout import LayoutMethods
@@ -24,7 +24,7 @@ from .scans import ScanVariable
 from .special import SpecialVariable
 from .special_functions import SpecialFunctionVariable
 
-__all__ = ["REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "ValueOps",
+__all__ = ["HELD", "REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "ValueOps",
            "VALUES", "VariableMethods"]
 
 

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from .series import Series
 
 Sampler = Callable[[np.random.Generator, tuple], np.ndarray]
+HELD = object()     # a variadic vjp's answer for an input it has no derivative in: the sweep
+                    # raises when a requested gradient passes there (None would mean zero)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import NotDifferentiableError, ShapeError
 from .broadcasting import broadcast_to, unbroadcast
-from .core import Case, Primitive, align, error, is_constant, register, run, shape_of, uniform
+from .core import HELD, Case, Primitive, align, error, is_constant, register, run, shape_of, uniform
 from .elementwise import elementwise
 from .lazy import blockwise, refuse
 from .schema import MAX_RANK, SizeRule, attrs, is_real
@@ -183,10 +183,10 @@ ERFINV = elementwise("erfinv", blockwise(_erfinv), "{0}.erfinv()",
 
 # ---------------------------------------------------------------- betainc
 #
-# a and b are attributes when constant and inputs after x when recorded, held fixed: no
-# cotangent flows to them (a reverse sweep cannot tell a derivative asked for from one merely
-# passed through), and a tangent or Taylor series of theirs raises, as JAX refuses to
-# differentiate in them; ``_ab`` reads them back from either place.
+# a and b are attributes when constant and inputs after x when recorded, held fixed: their
+# vjp answers HELD (the sweep raises when a requested gradient passes through them), and a
+# tangent or Taylor series of theirs raises, as JAX refuses to differentiate in them; ``_ab``
+# reads them back from either place.
 
 
 def _ab(params: tuple, attrs: dict) -> tuple[Any, Any]:
@@ -216,8 +216,8 @@ def _only_x(what: str) -> NotDifferentiableError:
 
 
 def _betainc_vjp(o: PrimitiveMethods, g, out, i, x, *params, **attrs):
-    if i:       # a reverse sweep asks for every input that requires grad: nothing flows to a, b
-        return None
+    if i:
+        return HELD
     a, b = _ab(params, attrs)
     return unbroadcast(o, o.mul(g, _density(o, x, a, b)), shape_of(x))
 
