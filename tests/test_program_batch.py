@@ -229,11 +229,47 @@ def test_a_size_recorded_as_1_is_not_a_batch(rng):
         prog(rng.normal(size=(4, 3)), b.value)
 
 
-def test_simplified_programs_keep_their_sizes(rng):
-    prog = sg.simplify(mlp(32, weights(rng)))
-    assert prog.counts is None
-    with pytest.raises(sg.ShapeError, match="keeps no record of which sizes follow"):
-        prog(*batch(7, rng), *weights(rng))
+def test_simplified_programs_follow_the_batch_and_saved_ones_keep_theirs(tmp_path, rng):
+    params = weights(rng)
+    prog = mlp(32, params)
+    simple = sg.simplify(prog)
+    assert simple.origin is prog and len(simple) < len(prog)
+    data = batch(7, rng)
+    fresh = mlp(7, params)(*data, *params)
+    close(simple(*data, *params), fresh)
+    close(sg.compile(simple)(*data, *params), fresh)
+    close(sg.simplify(simple)(*data, *params), fresh)       # simplified twice: same origin
+    again = simple.with_shapes(*((7, D), (7, 1)), *(p.shape for p in params))
+    assert len(again) == len(simple)        # the resized origin, simplified again
+    simple.save(tmp_path / "simple")        # a file holds the simplified entries only
+    loaded = sg.load_program(tmp_path / "simple")
+    assert loaded.counts is None
+    with pytest.raises(sg.ShapeError, match="keeps no record of which sizes follow.*save it "
+                       "before sg.simplify"):
+        loaded(*data, *params)
+
+
+def test_indexing_gradients_scatter_into_the_batch(rng):
+    # x[:, 0] and x[..., 1:] read every row: their gradients scatter into X's shape, which
+    # follows the batch (the scatter's shape attribute is resized with it)
+    def build(op, X, w):
+        L = (X[:, 0] ** 2).sum() + (X[..., 1:] * w[1:]).mean() + (X @ w).sum()
+        return [L, *op.grad(L, [X, w])]
+
+    op = sg.Ops()
+    X, w = op.var(rng.normal(size=(8, 3)), name="X"), op.var(rng.normal(size=3), name="w")
+    prog = op.program([X, w], build(op, X, w))
+    assert "scatter_add" in {n.prim.name for n in prog.nodes}
+    for n in (1, 5, 13):
+        Xn = rng.normal(size=(n, 3))
+        gX = 2 * np.pad(Xn[:, :1], ((0, 0), (0, 2))) + w.value + np.pad(
+            np.broadcast_to(w.value[1:] / (2 * n), (n, 2)), ((0, 0), (1, 0)))
+        op2 = sg.Ops()
+        fresh = values(build(op2, op2.var(Xn), op2.var(w.value)))
+        for run in (prog, sg.compile(prog)):
+            got = run(Xn, w.value)
+            close(got, fresh)
+            np.testing.assert_allclose(got[1], gX, **TOL)      # by hand
 
 
 # ---------------------------------------------------------------- kept when saved

@@ -37,7 +37,8 @@ from .builder import Builder
 from .extraction import collect
 from .inputs import RESIZED, as_array, input_value
 from .nodes import CONST, INPUT, NODE, Constant, Input, Node, Ref
-from .sizes import Count, resize
+from .resize import resize
+from .sizes import Count
 
 if TYPE_CHECKING:
     from ..engine.ops import Ops
@@ -72,6 +73,8 @@ class Program:
         self.counts = None if counts is None else tuple(Count(*k) for k in counts)
         # pairs of values of one shape by construction (a gradient and its variable)
         self.alike = tuple((Ref(*a), Ref(*b)) for a, b in alike)
+        # the program this one simplifies (sg.simplify): other sizes resize it, then simplify
+        self.origin: Program | None = None
         self._plan: list | None = None
         self._resized: dict = {}
 
@@ -105,6 +108,7 @@ class Program:
         self.__dict__.update(state, nodes=tuple(nodes))
         self.__dict__.setdefault("counts", None)       # pickled before programs resized
         self.__dict__.setdefault("alike", ())
+        self.__dict__.setdefault("origin", None)
         self.__dict__.setdefault("_resized", {})
 
     def __repr__(self) -> str:
@@ -140,7 +144,11 @@ class Program:
             return self
         prog = self._resized.get(key)
         if prog is None:
-            prog = resize(self, key)
+            if self.origin is not None:
+                from .simplify import simplify
+                prog = simplify(self.origin.with_shapes(*key))
+            else:
+                prog = resize(self, key)
             if len(self._resized) >= RESIZED:
                 self._resized.pop(next(iter(self._resized)))
             self._resized[key] = prog

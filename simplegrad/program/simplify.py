@@ -87,7 +87,10 @@ def simplify(prog: Program) -> Program:
         if r is None:
             r = table[key] = b.node(node._replace(prim=prim, args=args, attrs=attrs))
         nodes.append(r)
-    return _without_dead(type(prog), b, [new(r) for r in prog.outputs], prog.single)
+    out = _without_dead(type(prog), b, [new(r) for r in prog.outputs], prog.single)
+    if prog.origin is not None or prog.counts is not None:
+        out.origin = prog.origin or prog        # other sizes: that one resized, simplified
+    return out
 
 
 def _fold_scale(b: Builder, args: tuple) -> tuple:

@@ -1,4 +1,4 @@
-"""Programs at other input sizes: which sizes follow an input's, and the program resized.
+"""Programs at other input sizes: which sizes follow an input's (resize.py uses them).
 
 A program recorded with a batch of 32 holds that 32 in places: node shapes, the ``shape`` of
 an ``expand`` (a seed spread over the batch) or a ``reshape``, and the count a mean divides
@@ -9,25 +9,22 @@ join by their attributes (``expand`` aligns its input from the right, ``reshape`
 prefix and a suffix); every other entry is probed, its forward run on stand-ins of its inputs
 with one class changed from n to n + 1: the output axes that become n + 1 join that class
 (and a class that cannot change alone tries with another of its size, as a matmul's
-contracted axes must). A class a recorded entry fixes (the axis of a constant, the part of a
-reshape that mixes axes, an entry that fails the probe) is pinned by that entry.
-
-``resize(prog, shapes)`` reads each class's size from the inputs given, raises ``ShapeError``
-naming the entry that pins a class whose size changed, and builds the program at those sizes:
-new input and node shapes, attributes and counts re-evaluated; it then runs the new program
-once on stand-ins and checks every entry's shape.
+contracted axes must; an entry whose ``shape`` attribute is its output's, a scatter, is probed
+with that shape changed too). A class a recorded entry fixes (the axis of a constant, the part
+of a reshape that mixes axes, an entry that fails the probe, an axis a scatter adds into at
+recorded positions) is pinned by that entry.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ..errors import ShapeError
-from .nodes import CONST, INPUT, NODE, Constant, Input, Node, Ref
+from .nodes import CONST, INPUT, NODE, Node, Ref
 
 if TYPE_CHECKING:
     from .core import Program
@@ -123,6 +120,21 @@ class Sizes:
                     self.union(d, o)
         else:
             self._probe_all(node, args, out)
+            if name in ("scatter_add", "scatter_add_along_axis"):
+                self._pin_scattered(node, out)
+
+    def _pin_scattered(self, node: Node, out: tuple) -> None:
+        """A scatter adds at recorded positions: every axis of its output that an index does
+        not take whole (``:``) keeps its size (a gradient's shape follows its variable's, the
+        positions do not)."""
+        if node.prim.name == "scatter_add":
+            fixed = {a for index in node.attrs["indices"] for a in _addressed(index, len(out))}
+        else:
+            fixed = set(range(len(out)))        # take_along_axis's positions: a whole array
+        for a in sorted(fixed):
+            if self.size[out[a]] != 1:
+                self.pins.append((out[a], f"{node.name} = {node.prim.name}(...) adds at "
+                                          "recorded positions along this axis"))
 
     def _reshape(self, node: Node, x: tuple, out: tuple) -> None:
         size = self.size
@@ -199,20 +211,17 @@ class Sizes:
                 values.append(self.prog.constants[r.index].value)
             else:
                 values.append(stand_in(shape, self._dtype(r)))
-        try:
-            with np.errstate(all="ignore"):
-                shape = np.shape(node.prim.forward(*values, **(node.attrs or {})))
-        except Exception:       # any failure: the entry does not take that size
-            return None
-        if len(shape) != len(node.shape):
-            return None
-        follow = []
-        for o, (new, old) in enumerate(zip(shape, node.shape)):
-            if new == old + 1 and old == n:
-                follow.append(o)
-            elif new != old:
-                return None
-        return follow
+        for attrs in _attr_variants(node, n):
+            try:
+                with np.errstate(all="ignore"):
+                    shape = np.shape(node.prim.forward(*values, **attrs))
+            except Exception:       # any failure: the entry does not take that size
+                continue
+            follow = [o for o, (new, old) in enumerate(zip(shape, node.shape)) if new != old]
+            ok = len(shape) == len(node.shape) and all(shape[o] == n + 1 == node.shape[o] + 1
+                                                       for o in follow)
+            return follow if ok else None
+        return None
 
     def _dtype(self, r: Ref) -> np.dtype:
         if r.kind == INPUT:
@@ -220,6 +229,39 @@ class Sizes:
         if r.kind == NODE:
             return np.dtype(self.prog.nodes[r.index].dtype)
         return np.result_type(self.prog.constants[r.index].value)
+
+
+# primitives whose ``shape`` attribute is their output's shape (a scatter's, the array's it fills)
+OUTPUT_SHAPE = frozenset({"expand", "scatter_add", "scatter_add_along_axis"})
+
+
+def _addressed(index: tuple, ndim: int) -> set[int]:
+    """The axes of an array of ``ndim`` axes that ``index`` does not take whole."""
+    index = index if isinstance(index, tuple) else (index,)
+    used = sum(i is not None and i is not Ellipsis for i in index)
+    axes, a = set(), 0
+    for i in index:
+        if i is Ellipsis:
+            a += ndim - used
+        elif i is not None:
+            if not (isinstance(i, slice) and i == slice(None)):
+                axes.add(a)
+            a += 1
+    return axes
+
+
+def _attr_variants(node: Node, n: int) -> Iterator[dict]:
+    """The attributes to probe ``node`` with when a size n becomes n + 1: its own, or for an
+    ``OUTPUT_SHAPE`` entry its shape with some of its n's made n + 1 (fewest first)."""
+    attrs = node.attrs or {}
+    if node.prim.name not in OUTPUT_SHAPE:
+        yield attrs
+        return
+    at = [k for k, m in enumerate(attrs["shape"]) if m == n][:4]
+    for r in range(1, len(at) + 1):
+        for chosen in itertools.combinations(at, r):
+            yield dict(attrs, shape=tuple(m + (k in chosen) for k, m in
+                                          enumerate(attrs["shape"])))
 
 
 def stand_in(shape: tuple, dtype: np.dtype) -> np.ndarray:
@@ -237,108 +279,6 @@ def analyze(prog: Program) -> Sizes:
     if sizes is None:
         sizes = prog.__dict__["_sizes"] = Sizes(prog)
     return sizes
-
-# ---------------------------------------------------------------- resizing
-
-
-def resize(prog: Program, shapes: Sequence[tuple], who: str = "program") -> Program:
-    """``prog`` for inputs of ``shapes``: every size that follows an input's re-evaluated."""
-    if prog.counts is None:
-        first = next(i for i, s in zip(prog.inputs, shapes) if tuple(s) != i.shape)
-        got = shapes[prog.inputs.index(first)]
-        raise ShapeError(f"{who}: input {first.name} has shape {first.shape}, got {tuple(got)} "
-                         "(this program keeps no record of which sizes follow its inputs: "
-                         "record it again with op.program)")
-    sz = analyze(prog)
-    new: dict[int, int] = {}
-    where: dict[int, tuple] = {}        # class -> (input, axis, shape given) that set it
-    for spec, dims, shape in zip(prog.inputs, sz.inputs, shapes):
-        shape = tuple(int(n) for n in shape)
-        if len(shape) != len(spec.shape):
-            raise ShapeError(f"{who}: input {spec.name} has shape {spec.shape}, got {shape}: "
-                             "a program keeps the number of dimensions")
-        for a, (d, n) in enumerate(zip(dims, shape)):
-            c = sz.find(d)
-            if new.setdefault(c, n) != n:
-                other, b, got = where[c]
-                if n == spec.shape[a]:      # the other input's size is the one that changed
-                    (other, b, got), (spec, a, shape) = (spec, a, shape), (other, b, got)
-                raise ShapeError(f"{who}: input {spec.name} has shape {spec.shape}, got "
-                                 f"{shape}: its axis {a} ({shape[a]}) must have the size of "
-                                 f"{other.name} axis {b} ({got[b]}), as when recorded")
-            where.setdefault(c, (spec, a, shape))
-            if n != sz.size[c] and sz.size[c] == 1:
-                raise ShapeError(f"{who}: input {spec.name} has shape {spec.shape}, got "
-                                 f"{shape}: its axis {a} was recorded with size 1, which "
-                                 "broadcasts: record the program with another size there")
-    for d, factors, name in sz.derived:     # in entry order: a product of products too
-        c = sz.find(d)
-        n = math.prod(new.get(sz.find(f), sz.size[f]) for f in factors)
-        if new.setdefault(c, n) != n:
-            raise ShapeError(f"{who}: {name} = reshape(...) infers size {n} (its -1), where "
-                             f"the program needs {new[c]} (as recorded: {sz.size[c]})")
-        where.setdefault(c, where.get(sz.find(factors[0]), (None, 0, ())) if factors else
-                         (None, 0, ()))
-    changed = {c for c, n in new.items() if n != sz.size[c]}
-    for d, why in sz.pins:
-        c = sz.find(d)
-        if c in changed:
-            spec, a, _ = where[c]
-            what = "a size" if spec is None else f"{spec.name} axis {a}"
-            raise ShapeError(f"{who}: {what} has size {new[c]}, but {why}, "
-                             f"recorded with size {sz.size[c]}: that entry pins the size")
-
-    def shape_of(dims: tuple) -> tuple:
-        return tuple(new.get(sz.find(d), sz.size[d]) for d in dims)
-
-    inputs = [Input(i.name, tuple(int(n) for n in s), i.dtype) for i, s in zip(prog.inputs,
-                                                                              shapes)]
-    constants = list(prog.constants)
-    for k in prog.counts:
-        old = constants[k.const]
-        shape = shape_of(sz.nodes[k.node])
-        if Count(*k[:4]).value(shape) <= 0:
-            raise ShapeError(f"{who}: {prog.nodes[k.node].name} has shape {shape}: the count "
-                             f"its reduction divides by (less ddof {k.ddof}) would be "
-                             f"{Count(*k[:4]).value(shape)}")
-        value = k.value(shape)
-        constants[k.const] = Constant(type(old.value)(value) if isinstance(old.value, int | float)
-                                      else np.asarray(value, np.result_type(old.value)),
-                                      old.name)
-    nodes = []
-    for node, dims in zip(prog.nodes, sz.nodes):
-        shape = shape_of(dims)
-        attrs = node.attrs
-        if node.prim.name == "expand":
-            attrs = dict(attrs, shape=shape)
-        elif node.prim.name == "reshape":
-            attrs = dict(attrs, shape=tuple(-1 if m == -1 else n
-                                            for m, n in zip(attrs["shape"], shape)))
-        nodes.append(node._replace(shape=shape, attrs=attrs))
-    out = type(prog)(inputs, constants, nodes, prog.outputs, prog.single, check=False,
-                     counts=prog.counts)
-    _check_shapes(out, who)
-    return out
-
-
-def _check_shapes(prog: Program, who: str) -> None:
-    """Run ``prog`` once on stand-ins; every entry must give the shape it declares."""
-    env: list = [stand_in(i.shape, i.dtype) for i in prog.inputs]
-    env += [c.value for c in prog.constants]
-    for node in prog.nodes:
-        args = [env[prog._slot(r)] for r in node.args]
-        try:
-            with np.errstate(all="ignore"):
-                shape = np.shape(node.prim.forward(*args, **(node.attrs or {})))
-        except Exception as e:
-            raise ShapeError(f"{who}: {node.name} = {node.prim.name}(...) cannot take the new "
-                             f"sizes: {type(e).__name__}: {str(e)[:200]}") from None
-        if shape != tuple(node.shape):
-            raise ShapeError(f"{who}: {node.name} = {node.prim.name}(...) gives shape {shape} "
-                             f"at the new sizes, where its recorded sizes give {node.shape}: "
-                             "it does not follow the inputs' sizes")
-        env.append(stand_in(shape, np.dtype(node.dtype)))
-
 
 # ---------------------------------------------------------------- in saved files (load.py)
 
