@@ -155,17 +155,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"simplegrad: error: {e}", file=sys.stderr)
         return 2
     except (SimplegradError, ArithmeticError, ValueError, OSError) as e:
-        print(f"simplegrad: error: {e}", file=sys.stderr)
+        print(f"simplegrad: error: {_text(e)}", file=sys.stderr)
         return 1
     except MemoryError as e:
-        print(f"simplegrad: error: not enough memory ({e or 'MemoryError'})", file=sys.stderr)
+        print(f"simplegrad: error: not enough memory ({_text(e) or 'MemoryError'})",
+              file=sys.stderr)
         return 1
     except RecursionError:
         print("simplegrad: error: the expression nests too deeply", file=sys.stderr)
         return 2
     except Exception as e:      # anything else: still a message, never a traceback
-        print(f"simplegrad: error: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"simplegrad: error: {type(e).__name__}: {_text(e)}", file=sys.stderr)
         return 1
+
+
+def _text(e: BaseException) -> str:
+    """The error's message and the entry a sweep noted on it (``in the gradient of ...``)."""
+    notes = [n.removeprefix("simplegrad: ") for n in getattr(e, "__notes__", ())
+             if isinstance(n, str)]
+    return "; ".join([str(e), *notes]) if notes and str(e) else str(e) or "; ".join(notes)
 
 
 def _silence_stdout() -> None:

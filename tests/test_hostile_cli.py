@@ -93,6 +93,47 @@ def test_variables_that_are_not_finite(capsys):
         assert code == 1 and "--var a: a value that is not finite" in err, err
 
 
+@pytest.mark.parametrize(("error", "text"), [
+    (MemoryError(), "not enough memory (in the gradient of"),
+    (np.linalg.LinAlgError("Singular matrix"), "Singular matrix; in the gradient of"),
+    (KeyError("k"), "KeyError: 'k'; in the gradient of"),
+])
+def test_an_error_inside_a_gradient_sweep_names_the_entry(capsys, monkeypatch, error, text):
+    """A rule failing with an error not of simplegrad's (numpy's, a MemoryError) exits 1 with
+    one line naming the entry, its inputs' shapes and the input it was pulling back to."""
+    def failing(o, g, out, x):
+        raise error
+
+    monkeypatch.setattr(sg.REGISTRY["sin"], "vjp", [failing])
+    code, out, err = _run(capsys, "sum(sin(a * 2))")
+    assert code == 1 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith(f"simplegrad: error: {text} v1 = v0.sin() (v0 with shape (2,)) to "
+                          "its input v0 = a * 2"), err
+
+
+def test_errors_in_sweeps_keep_their_type_and_gain_a_note(monkeypatch):
+    """In the library, the error keeps its type (nothing is wrapped) and carries one note
+    naming the entry, in reverse (recorded or values only) and in forward mode."""
+    def failing(*args, **kwargs):
+        raise FloatingPointError("overflow in the rule")
+
+    monkeypatch.setattr(sg.REGISTRY["exp"], "vjp", [failing])
+    monkeypatch.setattr(sg.REGISTRY["exp"], "jvp", failing)
+    for create_graph in (True, False):
+        op = sg.Ops()
+        x = op.var(np.ones(3), name="x")
+        L = op.exp(x, name="y").sum()
+        n = len(op.tape)
+        with pytest.raises(FloatingPointError) as info:
+            op.grad(L, x, create_graph=create_graph)
+        assert info.value.__notes__ == ["simplegrad: in the gradient of y = x.exp() (x with "
+                                        "shape (3,)) to its input x"]
+        assert len(op.tape) == n        # the failed sweep left nothing on the tape
+    with pytest.raises(FloatingPointError) as info:
+        sg.jvp(lambda t: t.exp().sum(), (np.ones(2),), (np.ones(2),))
+    assert len(info.value.__notes__) == 1 and "in the tangent of" in info.value.__notes__[0]
+
+
 @pytest.mark.parametrize(("expr", "code", "start"), [
     ("tile(a, (1000000, 1000000))", 1, "simplegrad: error: tile(x=a with shape (2,), reps="),
     ("8or", 2, "simplegrad: error: cannot parse the expression '8or': the number 8 runs"),

@@ -19,7 +19,7 @@ from ..errors import ArgumentError
 from ..primitives import VALUES
 from ..primitives.core import dtype_of
 from .events import BlockBegin, BlockEnd
-from .guards import check_history, check_target, check_wrt, seed_value
+from .guards import check_history, check_target, check_wrt, note_entry, seed_value
 from .levels import Batched, innermost, levels_of, stacked, union, unstack
 from .reverse import _sweeping
 from .tape import ancestors
@@ -105,13 +105,15 @@ def _on_stacks(ops: Ops, y: Variable, xs: list, tangents: list, create_graph: bo
 
 
 def forward_sweep(tape: Tape, y: Variable, xs: Sequence[Variable], known: dict,
-                  step: Callable[[Variable, list], Any], note: bool = False) -> dict:
+                  step: Callable[[Variable, list], Any], note: bool = False,
+                  what: str = "tangent") -> dict:
     """Carry what ``known`` holds for ``xs`` forward to y, entry by entry, oldest first.
 
     ``step(out, ts)`` gives an entry's item from those of its inputs (``ts``, None where an
     input carries nothing); an entry none of whose inputs carries anything is skipped, and a
     None from ``step`` is not kept. ``note``: tell the tape's ``pullbacks`` which entry the
-    entries each step records push a tangent through (explain.py reads them).
+    entries each step records push a tangent through (explain.py reads them). ``what`` the
+    step computes: an error not of simplegrad's is noted with the entry it failed at.
     """
     start = max(min(x.position if x.prim is None else x.position + 1 for x in xs), tape.base)
     cached = tape.jvp_cache     # a Jacobian asks the same y once per column
@@ -124,20 +126,25 @@ def forward_sweep(tape: Tape, y: Variable, xs: Sequence[Variable], known: dict,
     get = known.get
     pullbacks = tape.pullbacks if note and tape.keep else None
     entries, base = tape.entries, tape.base
-    for out in path:
-        ts = [get(x) if type(x) is Variable else None for x in out.inputs]
-        for t in ts:
+    out = None
+    try:
+        for out in path:
+            ts = [get(x) if type(x) is Variable else None for x in out.inputs]
+            for t in ts:
+                if t is not None:
+                    break
+            else:
+                continue
+            if pullbacks is None:
+                t = step(out, ts)
+            else:
+                n = len(entries)
+                t = step(out, ts)
+                if len(entries) > n:
+                    pullbacks.add(base + n, base + len(entries), out, -1)
             if t is not None:
-                break
-        else:
-            continue
-        if pullbacks is None:
-            t = step(out, ts)
-        else:
-            n = len(entries)
-            t = step(out, ts)
-            if len(entries) > n:
-                pullbacks.add(base + n, base + len(entries), out, -1)
-        if t is not None:
-            known[out] = t
+                known[out] = t
+    except Exception as e:
+        note_entry(e, out, None, what)
+        raise
     return known

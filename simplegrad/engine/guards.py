@@ -3,7 +3,9 @@ output still has a history to differentiate, and whether a reused tape keeps gro
 
 Gradients never come back silently zero for a reason the caller can fix: an output whose Ops
 was released, or that was computed under ``no_grad``, is refused (``check_history``); a tape
-that serves pass after pass of new computations warns (``count_pass``).
+that serves pass after pass of new computations warns (``count_pass``). A rule that fails
+during a sweep with an error not of simplegrad's own (numpy's, a MemoryError, a user's rule)
+keeps its type and gains a note naming the entry it was at (``note_entry``).
 """
 
 from __future__ import annotations
@@ -13,8 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ArgumentError, DTypeError, GraphError, ShapeError, TapeGrowthWarning, warn
-from ..primitives.core import value_of
+from ..errors import (
+    ArgumentError,
+    DTypeError,
+    GraphError,
+    ShapeError,
+    SimplegradError,
+    TapeGrowthWarning,
+    warn,
+)
+from ..primitives.core import describe, value_of
+from .render import format_entry
 from .tape import ancestors
 from .variable import RELEASED, NoHistory, Variable
 
@@ -149,3 +160,25 @@ def builds_on(L: Variable, mark: int) -> bool:
         seen.add(v.position)
         stack.extend(x for x in v.inputs if type(x) is Variable)
     return False
+
+
+# ---------------------------------------------------------------- failures during a sweep
+
+
+def note_entry(e: BaseException, out: Any, x: Any, what: str) -> None:
+    """Add to ``e`` (an error not of simplegrad's) a note naming the entry ``out`` whose
+    ``what`` rule failed (and its input ``x``), once: an outer sweep does not add another."""
+    if isinstance(e, SimplegradError) or not isinstance(e, Exception) or \
+            not isinstance(out, Variable) or out.prim is None:
+        return
+    notes = getattr(e, "__notes__", None)
+    if notes and any(n.startswith("simplegrad: ") for n in notes):
+        return
+    to = ""
+    if isinstance(x, Variable):
+        to = f" to its input {format_entry(x) if x.prim is not None else x.name}"
+    note = f"simplegrad: in the {what} of {format_entry(out)} ({describe(out.inputs)}){to}"
+    if hasattr(e, "add_note"):
+        e.add_note(note)
+    else:                           # (Python 3.10: the attribute PEP 678 reads)
+        e.__notes__ = [*(notes or []), note]

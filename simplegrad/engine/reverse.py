@@ -27,6 +27,7 @@ from .guards import (
     check_unreached,
     check_wrt,
     count_pass,
+    note_entry,
     seed_value,
 )
 from .levels import Batched, innermost, levels_of, stacked, unstack
@@ -180,7 +181,12 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
     count_pass(tape, L)
     if not recording:               # values only: nothing is recorded, nothing to undo
         tape.last_pass_end = tape.end   # (a ValueOps of its own: custom rules key memos by it)
-        return _sweep(ValueOps(), tape, L, seed_array, False, stop, keep, only, keep or None)
+        try:
+            return _sweep(ValueOps(), tape, L, seed_array, False, stop, keep, only,
+                          keep or None)
+        except Exception as e:
+            _failed(e)
+            raise
     with _sweeping(tape):
         tape.add(BlockBegin(tape.end, "grad", L))
         if isinstance(seed, Variable):
@@ -190,13 +196,28 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
             seed_var = seed_array
         else:
             seed_var = ops.leaf(seed_array, None, True, "seed")
-        grads = _sweep(ops, tape, L, seed_var, True, stop, None, only, keep or None)
+        try:
+            grads = _sweep(ops, tape, L, seed_var, True, stop, None, only, keep or None)
+        except Exception as e:
+            _failed(e)
+            raise
         for v, g in grads.items():      # a constant seed stands for itself as a leaf
             if type(g) is not Variable:
                 grads[v] = ops.leaf(g, None, False, "leaf")
         tape.add(BlockEnd(tape.end, "grad", L, grads))
     tape.last_pass_end = tape.end
     return grads
+
+
+def _failed(e: Exception) -> None:
+    """Name in ``e`` the entry the sweep was pulling back when it failed (its frame's)."""
+    tb, frame = e.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code is _sweep.__code__:
+            frame = tb.tb_frame
+        tb = tb.tb_next
+    if frame is not None:
+        note_entry(e, frame.f_locals.get("out"), frame.f_locals.get("x"), "gradient")
 
 
 @contextmanager

@@ -93,5 +93,6 @@ def carry(o: PrimitiveMethods, y: Variable, known: dict, order: int, recording: 
         res[0] = out if recording else out.raw
         return res
 
-    s = forward_sweep(y.rec.tape, y, list(known), dict(known), step).get(y)
+    s = forward_sweep(y.rec.tape, y, list(known), dict(known), step,
+                      what="Taylor series").get(y)
     return [y if recording else y.raw] + [None] * order if s is None else s
