@@ -243,3 +243,47 @@ def test_custom_vjp_pytree_output_under_common_subexpressions():
     np.testing.assert_allclose(second["a"].value, 2 * X, **CLOSE)
     (g,) = op.grad(second["a"].sum() + first["b"], [x])
     np.testing.assert_allclose(g.value, 3 * np.ones(3), **CLOSE)
+
+
+def test_custom_vjp_jax_pair_fwd_bwd_with_residuals():
+    """JAX's ``f.defvjp(fwd, bwd)``: fwd(*args) -> (out, residuals), bwd(*nondiff, res, g) ->
+    one cotangent per differentiated argument; at first and second order (closed forms of
+    x sin y), under vmap (a loop) and with nondiff_argnums and pytree arguments."""
+    @sg.custom_vjp
+    def f(x, y):
+        return x * np.sin(y)
+
+    def f_fwd(x, y):
+        return f(x, y), (x, np.sin(y), np.cos(y))
+
+    def f_bwd(res, g):
+        x, s, c = res
+        return g * s, g * x * c
+
+    assert f.defvjp(f_fwd, f_bwd) is f_bwd
+    gx, gy = sg.grad(lambda x, y: f(x, y).sum(), argnums=(0, 1))(X, Y)
+    np.testing.assert_allclose(gx, np.sin(Y), **CLOSE)
+    np.testing.assert_allclose(gy, X * np.cos(Y), **CLOSE)
+    h = sg.hessian(lambda y: f(X, y).sum())(Y)          # d2/dy2 x sin y = -x sin y
+    np.testing.assert_allclose(h, np.diag(-X * np.sin(Y)), **CLOSE)
+    gs = sg.vmap(sg.grad(lambda x: f(x, x).sum()))(np.stack([X, Y]))
+    want = [np.sin(v) + v * np.cos(v) for v in (X, Y)]
+    np.testing.assert_allclose(gs, want, **CLOSE)
+
+    @partial(sg.custom_vjp, nondiff_argnums=(0,))
+    def clipped(limit, t):
+        return {"a": t["a"] * 1.0, "b": t["b"] * 1.0}
+
+    def clipped_bwd(limit, res, g):          # JAX's order: nondiff first, then res, g
+        assert res is None
+        return ({"a": g["a"].clip(-limit, limit), "b": g["b"]},)
+
+    clipped.defvjp(lambda limit, t: (clipped(limit, t), None), clipped_bwd)
+    g = sg.grad(lambda t: (clipped(0.5, t)["a"] * 3.0).sum() + clipped(0.5, t)["b"].sum())(
+        {"a": X, "b": Y})
+    np.testing.assert_allclose(g["a"], np.full(3, 0.5), **CLOSE)
+    np.testing.assert_allclose(g["b"], np.ones(3), **CLOSE)
+
+    f.defvjp(lambda x, y: f(x, y), f_bwd)       # fwd must return (out, residuals)
+    with pytest.raises(sg.ArgumentError, match="f: the fwd given to defvjp must return a pair"):
+        sg.grad(lambda x: f(x, Y).sum())(X)

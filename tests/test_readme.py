@@ -79,6 +79,7 @@ EXPECTED: dict[str, list[str]] = {
     "custom.md": [
         "[1.]\n",                                               # softplus at 800: no nan
         "[[0.5 0. ]\n [0.  0.5]]",                              # defjvp: clipped Hessian
+        "2.0\n-0.0\n",                                         # JAX's defvjp(fwd, bwd)
         "[0.4 3.6]\n[3.]\n",                                    # straight-through round
         "8 (3, 3)",                                             # 8 checkpoint entries
     ],

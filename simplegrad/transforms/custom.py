@@ -10,16 +10,14 @@ Variables, so whatever they compute is on the tape and can be differentiated
 again; given ``o`` = VALUES they run the same code on Variables of a scratch Ops
 and hand back arrays.
 
-API choice: ``f = custom_vjp(forward)`` then ``f.defvjp(bwd)`` with
-``bwd(g, out, *inputs, **attrs)`` returning one cotangent per input (``None``
-for "no gradient"). That is the signature of every built-in vjp rule minus
-``o``: the tape already keeps the inputs and the output, so there is nothing
-to save on a ``ctx`` and no class to subclass, the forward stays an ordinary
-function that can be called and tested alone, and one user rule serves the
-recorded and the value-only sweeps alike. A ``bwd`` written with simplegrad
-operations works at every order; one that returns numpy arrays, or a nonzero
-cotangent that does not depend on the Variable ``g`` (made from ``g.value``),
-works at first order, and differentiating its result again raises
+API choice: ``f = custom_vjp(forward)`` then ``f.defvjp(bwd)`` with ``bwd(g, out, *inputs,
+**attrs)`` returning one cotangent per input (``None`` for "no gradient"): every built-in vjp
+rule's signature minus ``o``. The tape keeps the inputs and the output, so there is no ``ctx``,
+and one rule serves recorded and value-only sweeps. JAX's ``f.defvjp(fwd, bwd)`` works too
+(``FromResiduals``: fwd runs again in the backward, recording its residuals). A ``bwd``
+written with simplegrad operations works at every order; one that returns numpy arrays, or a
+nonzero cotangent that does not depend on the Variable ``g`` (made from ``g.value``), works at
+first order, and differentiating its result again raises
 ``NotDifferentiableError``. Forward mode uses ``f.defjvp(rule)`` when given (JAX's
 custom_jvp signature, custom_rules.py); else it is derived from the vjp, ``J t`` being the
 gradient with respect to a fresh ``u`` (of ones) of ``<bwd(u), t>``, which is right only
@@ -66,7 +64,14 @@ from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive, shape_of, value_of
 from ..pytree import tree_map
 from .arguments import around, recording_ops, running
-from .custom_rules import ForwardOps, JVPRule, Pending, linear_in_cotangent, raw_backward
+from .custom_rules import (
+    ForwardOps,
+    FromResiduals,
+    JVPRule,
+    Pending,
+    linear_in_cotangent,
+    raw_backward,
+)
 from .custom_trees import Packing, nondiff_positions, pack, user_tangent
 
 # ---------------------------------------------------------------- shared machinery
@@ -256,14 +261,16 @@ class CustomVJP(CustomFunction):
         self._linear: bool | None = None      # is the vjp rule linear in g (custom_rules.py)
         self._raw = raw_backward(self._label)
 
-    def defvjp(self, bwd: Callable) -> Callable:
-        """Attach the backward rule (usable as a decorator); returns ``bwd``."""
-        if not callable(bwd):
-            raise ArgumentError(f"{self._label}.defvjp: expected a function, got "
-                                f"{type(bwd).__name__}")
-        self._bwd = bwd
+    def defvjp(self, bwd: Callable, jax_bwd: Callable | None = None) -> Callable:
+        """Attach the backward rule ``bwd(*nondiff, g, out, *inputs)`` (usable as a
+        decorator), or JAX's pair ``defvjp(fwd, bwd)``; returns the rule given last."""
+        for rule in (bwd, jax_bwd):
+            if rule is not None and not callable(rule):
+                raise ArgumentError(f"{self._label}.defvjp: expected a function, got "
+                                    f"{type(rule).__name__}")
+        self._bwd = bwd if jax_bwd is None else FromResiduals(bwd, jax_bwd)
         self._linear = None
-        return bwd
+        return bwd if jax_bwd is None else jax_bwd
 
     def defjvp(self, rule: Callable) -> Callable:
         """Attach a forward-mode rule ``rule(primals, tangents) -> (primal_out, tangent_out)``
@@ -297,6 +304,8 @@ class CustomVJP(CustomFunction):
         packing: Packing = attrs["_pack"]
         args = (*packing.held(), packing.structured(g), packing.structured(out),
                 *packing.arguments(list(inputs)))
+        if isinstance(self._bwd, FromResiduals):      # JAX's fwd sees every argument
+            args = (packing, packing.structured(g), packing.call_arguments(list(inputs)))
         ops = getattr(g, "rec", None)
         if not isinstance(ops, Ops):
             return packing.cotangents(self._bwd(*args, **user_attrs(attrs)))

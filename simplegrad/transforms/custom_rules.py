@@ -21,13 +21,15 @@ compared: a rule that is not linear misses by order one (a small shift ``g + c``
 1e-6 scale), and a linear one computed in lower precision (float32 inside a float64 rule)
 still passes. Six rule calls, once per function (the caller caches the answer); a rule whose
 values are not finite there is given the benefit of the doubt.
+
+``FromResiduals(fwd, bwd)`` is JAX's ``defvjp(fwd, bwd)`` pair as one backward rule.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,6 +40,9 @@ from ..engine.variable import Variable
 from ..errors import ArgumentError, GraphError, NotDifferentiableError, ShapeError
 from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive, shape_of, value_of
+
+if TYPE_CHECKING:
+    from .custom_trees import Packing
 from .arguments import running
 
 # ---------------------------------------------------------------- the forward's scratch Ops
@@ -219,3 +224,20 @@ def raw_backward(label: str) -> Primitive:
 
 def _raw_forward(*values: Any, ct: np.ndarray, position: int, frozen: bool) -> np.ndarray:
     return ct
+
+
+class FromResiduals:
+    """JAX's pair as one rule: ``fwd(*args) -> (out, residuals)`` run again on the recorded
+    arguments (so the residuals are recorded too and every order works), then
+    ``bwd(*nondiff, residuals, g)`` giving one cotangent per differentiated argument."""
+
+    def __init__(self, fwd: Callable, bwd: Callable):
+        self.fwd, self.bwd = fwd, bwd
+
+    def __call__(self, packing: Packing, g: Any, args: list, **attrs: Any) -> Any:
+        """The cotangents of the call with arguments ``args`` for output cotangent g."""
+        result = self.fwd(*args, **attrs)
+        if not isinstance(result, tuple) or len(result) != 2:
+            raise ArgumentError(f"{packing.label}: the fwd given to defvjp must return a pair "
+                                f"(output, residuals), got {type(result).__name__}")
+        return self.bwd(*packing.held(), result[1], g)
