@@ -170,6 +170,30 @@ def test_diff_of_equal_derivations_is_falsy():
     assert not sg.diff(sg.simplify(prog), sg.simplify(prog))
 
 
+def test_diff_compares_large_constants_by_value():
+    # two recordings hold equal 100x100 matrices as two arrays (beyond the CSE key's size,
+    # which matches a large array only to itself): equal derivations, and one changed entry
+    # of the matrix is a difference
+    rng = np.random.default_rng(0)
+    W = rng.normal(size=(100, 100))
+    W2 = W.copy()
+    W2[3, 7] += 1.0
+    x = rng.normal(size=100)
+    a = sg.trace(sg.grad(lambda v: (v @ W.copy()).tanh().sum()), x)
+    b = sg.trace(sg.grad(lambda v: (v @ W.copy()).tanh().sum()), x)
+    c = sg.trace(sg.grad(lambda v: (v @ W2).tanh().sum()), x)
+    assert not sg.diff(a, b)
+    assert sg.diff(a, c)
+
+    def prog(matrix):
+        op = sg.Ops()
+        v = op.var(x, name="x")
+        return op.program(v, op.grad((v @ matrix).tanh().sum(), v))
+
+    assert not sg.diff(prog(W.copy()), prog(W.copy()))
+    assert sg.diff(prog(W), prog(W2))
+
+
 def test_diff_aligns_a_hand_written_backward_with_simplegrads():
     # d/dx sum(sin(x) * x) = cos(x) * x + sin(x), written by hand, against sg.grad's
     f = sg.grad(lambda x: (x.sin() * x).sum())

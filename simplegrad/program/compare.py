@@ -14,14 +14,17 @@ An Ops (what ``sg.trace`` returns included) is read as its pruned derivation
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from ..engine.derivation import Derivation, Line
 from ..engine.render import derivation_line
 from ..engine.variable import Variable
 from ..errors import ArgumentError
-from ..primitives.rewrites import COMMUTATIVE, attrs_key, constant_key
+from ..primitives.rewrites import COMMUTATIVE, LARGE, attrs_key, constant_key
 from .core import Program
 from .nodes import CONST, INPUT
 
@@ -48,6 +51,15 @@ class Diff:
         return f"<Diff: {len(self.rows)} rows, {changed} differ>"
 
 
+def _value_key(x: Any) -> Any:
+    """A constant by value, a large array too (by a digest of its bytes: the CSE key matches a
+    large array only to itself, but two recordings hold equal arrays as two objects)."""
+    if isinstance(x, np.ndarray) and x.size > LARGE:
+        digest = hashlib.blake2b(np.ascontiguousarray(x).tobytes(), digest_size=16).digest()
+        return ("array", x.dtype.str, x.shape, digest)
+    return constant_key(x)
+
+
 def _lines(x: Any, ids: dict) -> tuple[list[tuple[Any, str]], list[Any]]:
     """(structure id, text) per line, and the output keys, of an Ops or a Program; ``ids``
     interns structures (shared by both sides, so equal ids are equal expressions)."""
@@ -63,7 +75,7 @@ def _lines(x: Any, ids: dict) -> tuple[list[tuple[Any, str]], list[Any]]:
             if r.kind == INPUT:
                 return ("input", x.inputs[r.index].name)
             if r.kind == CONST:
-                return ("const", constant_key(x.constants[r.index].value))
+                return ("const", _value_key(x.constants[r.index].value))
             return keys[r.index]
 
         for node in x.nodes:
@@ -80,13 +92,13 @@ def _lines(x: Any, ids: dict) -> tuple[list[tuple[Any, str]], list[Any]]:
                 return line_key[id(a)]
             if type(a) is Variable:
                 return ("input", a.name)
-            return ("const", constant_key(a))
+            return ("const", _value_key(a))
 
         out = []
         for p in sorted(view.lines):
             line = view.lines[p]
             if line.prim is None:
-                k = intern(("value", constant_key(line.args[0])))
+                k = intern(("value", _value_key(line.args[0])))
             else:
                 k = intern(_key(line.prim, [operand(a) for a in line.args], line.attrs))
             line_key[id(line)] = k
