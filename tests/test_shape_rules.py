@@ -1,0 +1,164 @@
+"""Every primitive's shape rule (its abstract evaluation) agrees with numpy's forward.
+
+For every registered primitive and every check case, the rule's (shape, dtype) equals
+``np.shape`` and the dtype of the forward run on random data: over float64, float32, the
+integer dtypes and bool (each input cast), over broadcasting variants of the case's shapes (a
+leading axis added to one input or to all, a leading axis shrunk to 1), and with Python
+numbers (NEP 50's weak scalars) for each input, and over the case's attributes with each
+optional one left out or set to None where the schema allows it. Where the forward refuses
+the inputs (a shape that does not broadcast, bool subtraction, float16 in linalg), the rule
+refuses them too; only refusals that depend on the values drawn (a singular matrix, an
+integer to a negative power) are skipped. A primitive without a rule is listed by name.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+
+import simplegrad as sg
+from simplegrad.primitives.core import Primitive
+from simplegrad.primitives.schema import Schema, ShapeRuleError, attrs
+from tests.test_primitives import samplers
+
+DTYPES = [np.float64, np.float32, np.float16, np.int64, np.int32, np.int16, np.int8, np.uint64,
+          np.uint8, np.bool_]
+# refusals that depend on the values numpy was given, not on shapes and dtypes
+BY_VALUE = re.compile(r"singular|positive definite|negative integer powers|did not converge",
+                      re.IGNORECASE)
+
+# where the rule is stricter than the forward, as numpy and the Ops method are: eigh's forward
+# symmetrizes (a + a.T) / 2 first, which broadcasts a (1, n) input to (n, n); numpy.linalg.eigh
+# and op.eigh refuse a matrix that is not square, and so does the rule
+STRICTER = {"eigh": lambda shapes: shapes[0][-1] != shapes[0][-2]}
+CHECKED = []    # one entry per comparison made (the test asserts it compared many)
+
+
+def missing_rules(registry: dict) -> list[str]:
+    """The names of the primitives whose schema has no shape rule."""
+    return sorted(name for name, p in registry.items()
+                  if not isinstance(p.schema, Schema) or p.schema.rule is None)
+
+
+def test_every_primitive_has_a_shape_rule():
+    assert missing_rules(sg.REGISTRY) == []
+
+
+def test_a_primitive_without_a_rule_is_listed():
+    bare = Primitive("bare", np.negative, [None], None, "-{0}", [], schema=attrs())
+    assert missing_rules({**sg.REGISTRY, "bare": bare}) == ["bare"]
+    assert missing_rules({"none": Primitive("none", np.negative, [None], None, "-{0}", [])}) \
+        == ["none"]
+    with pytest.raises(ShapeRuleError, match="no shape rule"):
+        bare.schema.abstract([(3,)], [np.dtype(float)], None)
+
+
+def _variants(shapes: tuple) -> list[tuple]:
+    """The case's shapes, then broadcasting variants of them."""
+    out = [shapes]
+    for i, s in enumerate(shapes):
+        if s:
+            out.append(shapes[:i] + ((2,) + s,) + shapes[i + 1:])
+            if s[0] != 1:
+                out.append(shapes[:i] + ((1,) + s[1:],) + shapes[i + 1:])
+    out.append(tuple((2,) + s for s in shapes))
+    return list(dict.fromkeys(out))
+
+
+def _forward(prim: Primitive, args: list, attrs_: dict) -> tuple:
+    """(shape, dtype) of the forward, or the exception it raised."""
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            out = prim.forward(*args, **attrs_)
+        return np.shape(out), np.result_type(out)
+    except Exception as e:      # noqa: BLE001 (what numpy refuses, the rule must refuse)
+        return e
+
+
+def _spec(a: Any) -> tuple:
+    """(shape, dtype) of an input as the loader sees it: Python numbers weak."""
+    if type(a) in (int, float):
+        return (), type(a)
+    return np.shape(a), np.result_type(a)
+
+
+def _check(prim: Primitive, args: list, attrs_: dict, where: str) -> None:
+    specs = [_spec(a) for a in args]
+    shapes, dtypes = [s for s, _ in specs], [d for _, d in specs]
+    if prim.schema.problem(attrs_, shapes) is not None:
+        return              # the loader refuses these attributes before the rule
+    got = _forward(prim, args, attrs_)
+    if isinstance(got, Exception):
+        if BY_VALUE.search(str(got)):
+            return
+        with pytest.raises(ShapeRuleError):
+            prim.schema.abstract(shapes, dtypes, attrs_)
+            pytest.fail(f"{where}: the forward raised {type(got).__name__}: {got}, the rule "
+                        f"did not")
+        return
+    want = (tuple(got[0]), np.dtype(got[1]))
+    CHECKED.append(where)
+    try:
+        rule = prim.schema.abstract(shapes, dtypes, attrs_)
+    except ShapeRuleError as e:
+        if prim.name in STRICTER and STRICTER[prim.name](shapes):
+            return
+        pytest.fail(f"{where}: the forward gave {want}, the rule raised {e}")
+    assert rule == want, where
+
+
+def _inputs(prim: Primitive, case: sg.Case, shapes: tuple, rng: np.random.Generator) -> list:
+    """Float64 inputs of ``shapes``, from the case's samplers where they take the shape."""
+    out = []
+    for draw, s in zip(samplers(prim, case), shapes):
+        try:
+            out.append(np.asarray(draw(rng, s), dtype=np.float64))
+        except ValueError:      # a matrix sampler given a variant's shape
+            out.append(rng.uniform(-2.0, 2.0, s))
+    return out
+
+
+def _cast(case: sg.Case, xs: list, dtype: Any) -> list:
+    return [x > 0 if i in case.conditions else x.astype(dtype) for i, x in enumerate(xs)]
+
+
+def _attr_variants(prim: Primitive, case: sg.Case) -> list[dict]:
+    """The case's attributes, each optional one left out (the forward's default), and each
+    set to None where the schema allows it."""
+    out = [case.attrs]
+    for name, check in prim.schema.checks.items():
+        if name in case.attrs and name not in prim.schema.required:
+            out.append({k: v for k, v in case.attrs.items() if k != name})
+        if case.attrs.get(name) is not None and check(None, case.shapes) is None:
+            out.append({**case.attrs, name: None})
+    return out
+
+
+@pytest.mark.parametrize("prim", list(sg.REGISTRY.values()), ids=lambda p: p.name)
+def test_the_rule_gives_what_numpy_gives(prim, rng):
+    before = len(CHECKED)
+    for k, case in enumerate(prim.cases):
+        for a in _attr_variants(prim, case)[1:]:
+            for dtype in (np.float64, np.int32):
+                _check(prim, _cast(case, _inputs(prim, case, case.shapes, rng), dtype), a,
+                       f"{prim.name} case {k} attributes {a} {np.dtype(dtype)}")
+        for variant in _variants(case.shapes):
+            xs = _inputs(prim, case, variant, rng)
+            dtypes = DTYPES if variant == case.shapes else [np.float64, np.int64]
+            for dtype in dtypes:
+                _check(prim, _cast(case, xs, dtype), case.attrs,
+                       f"{prim.name} case {k} shapes {variant} {np.dtype(dtype)}")
+        xs = _cast(case, _inputs(prim, case, case.shapes, rng), np.float32)
+        for i, x in enumerate(xs):
+            if i not in case.conditions:     # a Python number (weak), whatever the case's shape
+                for number in (float(x.flat[0]) if x.size else 0.5, int(x.flat[0]) if x.size
+                               else 1):
+                    args = xs[:i] + [number] + xs[i + 1:]
+                    _check(prim, args, case.attrs,
+                           f"{prim.name} case {k} input {i} a Python {type(number).__name__}")
+    assert len(CHECKED) - before >= 7 * len(prim.cases) // 2, "too few inputs were compared"
