@@ -5,7 +5,7 @@ A declared shape or dtype the rule contradicts is a FormatError naming the file,
 the field; inputs a primitive cannot take (inner sizes that do not multiply, float16 in
 linalg) are refused by the rule; Python numbers in a file are weak scalars as numpy 2 reads
 them (``x_f32 * 2.0`` is float32, ``x_f32 * np.float64(2.0)`` float64). The one value-dependent
-check (a Python int meeting an integer input) runs that entry alone on stand-ins.
+check (an integer constant in integer arithmetic) runs that entry alone on stand-ins.
 """
 
 from __future__ import annotations
@@ -112,6 +112,19 @@ def test_a_python_int_that_does_not_fit_an_integer_input(tmp_path, monkeypatch):
     doc["constants"][0]["value"] = 300
     _refused(json_path, doc, r"node 0 \(v0\): add cannot run on inputs of shapes \(3,\), \(\) "
                              r"and dtypes int8, int: OverflowError")
+
+
+def test_an_integer_to_a_negative_integer_power(tmp_path):
+    json_path, doc = _save(tmp_path, lambda op, a: a ** np.array([2, 1, 3]), np.arange(3.0))
+    for x in (doc["inputs"][0], doc["nodes"][0]):
+        x["dtype"] = "int64"
+    json_path.write_text(json.dumps(doc))
+    npz = json_path.with_suffix(".npz")
+    np.savez(npz, a0=np.array([2, 1, 3]))           # x_int ** [2, 1, 3]: fine
+    assert sg.load_program(json_path).nodes[0].dtype == np.int64
+    np.savez(npz, a0=np.array([2, -1, 3]))
+    _refused(json_path, doc, r"pow cannot run on inputs of shapes \(3,\), \(3,\) and dtypes "
+                             r"int64, int64: ValueError: Integers to negative integer powers")
 
 
 def test_save_refuses_what_the_rule_contradicts(tmp_path):

@@ -67,7 +67,7 @@ class Schema:
             raise
         except (TypeError, ValueError, IndexError, ArithmeticError) as e:     # numpy's refusal
             raise ShapeRuleError(f"{type(e).__name__}: {str(e)[:200]}") from None
-        return tuple(shape), np.dtype(dtype)
+        return tuple(int(n) for n in shape), np.dtype(dtype)
 
     def size(self, shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict | None) -> int:
         """The output's element count (from the shape rule)."""

@@ -4,8 +4,8 @@ Every input's and entry's declared size is checked against ``max_bytes``; then, 
 its attributes against its primitive's schema, and its declared shape and dtype against the
 schema's shape rule (primitives/schema.py: the output's shape and dtype from the inputs'
 declared shapes and dtypes and the attributes alone, as JAX's abstract evaluation). No forward
-runs, except the narrow stand-in run of standins.py for the one thing a rule cannot see: a
-Python int constant meeting an integer input (``x_int8 + 300`` overflows by its value).
+runs, except the narrow stand-in run of standins.py for the one thing a rule cannot see: an
+integer constant in integer arithmetic (``x_int8 + 300`` overflows by its value).
 """
 
 from __future__ import annotations
@@ -31,11 +31,10 @@ class Declared:
         self.fail = fail
         self.max_bytes = max_bytes
         self.specs: dict = {(INPUT, i): (s.shape, s.dtype) for i, s in enumerate(inputs)}
-        self.values: dict = {}      # the constants that are numbers, for the narrow run
+        self.values: dict = {}      # the constants, for the narrow run
         for i, c in enumerate(constants):
             self.specs[(CONST, i)] = value_spec(c.value)
-            if not isinstance(c.value, np.ndarray):
-                self.values[(CONST, i)] = c.value
+            self.values[(CONST, i)] = c.value
 
     def check(self, nodes: list) -> None:
         """Every declared size within the limit, then every entry by its rule."""
@@ -72,13 +71,21 @@ class Declared:
             raise self.fail(where, f"declares shape {node.shape} and dtype {node.dtype}, but "
                                    f"{node.prim.name} of these inputs gives shape {shape} and "
                                    f"dtype {dtype}")
-        if needs_values(dtypes):
+        if needs_values(dtypes, any(self.integer(r) for r in node.args)):
             why = run_on_stand_ins(node, [self.value(r) for r in node.args])
             if why is not None:
                 raise self.fail(where, f"{node.prim.name} cannot run on inputs of {text()}: "
                                        f"{why}")
 
+    def integer(self, r: Any) -> bool:
+        """Whether the argument is an integer constant (a Python int, a numpy integer scalar
+        or an integer array)."""
+        v = self.values.get((r.kind, r.index))
+        if type(v) is int:
+            return True
+        return isinstance(v, np.ndarray | np.generic) and v.dtype.kind in "iu"
+
     def value(self, r: Any) -> Any:
-        """A constant number as it is; a stand-in for anything else."""
+        """A constant as it is; a stand-in for anything else."""
         key = (r.kind, r.index)
         return self.values[key] if key in self.values else self.specs[key]

@@ -8,9 +8,9 @@ unique as at save), primitive names (looked up in ``sg.REGISTRY``), arities, ref
 dtypes, each entry's attributes against its primitive's schema, and its declared shape and
 dtype against what its primitive's shape rule computes from the declared inputs' shapes and
 dtypes and the attributes (before any array is made; the output's size within ``max_bytes``).
-No forward runs while loading, but for an entry where a Python int meets an integer input
-(standins.py says why). The .npz is read by arrays.py, headers before data; the shape checks
-are declared.py.
+No forward runs while loading, but for an entry with an integer constant in integer
+arithmetic (standins.py says why). The .npz is read by arrays.py, headers before data; the
+shape checks are declared.py.
 """
 
 from __future__ import annotations

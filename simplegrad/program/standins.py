@@ -2,10 +2,11 @@
 makes on them.
 
 Shapes and dtypes come from each primitive's shape rule (declared.py), which sees dtypes, not
-values. One thing depends on a value: a Python int constant converted to an integer input's
-dtype (``x_uint8 + 300`` and ``x_int8 + 2**63`` overflow, ``x_int ** -1`` is refused). An entry
-with a Python int among its inputs and an integer or bool input, and no float one
-(``needs_values``), runs its forward once on stand-ins of its other inputs
+values. One thing depends on a value: an integer constant in integer arithmetic (a Python
+int converted to an integer input's dtype: ``x_uint8 + 300`` and ``x_int8 + 2**63`` overflow;
+an integer to a negative integer power is refused: ``x_int ** -1``). An entry with an integer
+constant among its inputs, an integer or bool input and no float one (``needs_values``) runs
+its forward once, on its constants as they are and stand-ins of its other inputs
 (``run_on_stand_ins``); nothing else runs while loading.
 
 Stand-ins are read-only zero-stride views (0.5, 1 or True), or ``2 I + 0.1`` for square
@@ -23,17 +24,18 @@ import numpy as np
 from .nodes import Node
 
 
-def needs_values(dtypes: Sequence[Any]) -> bool:
-    """Whether an entry's inputs hold a Python int that meets an integer or bool input (and
-    no float one), so numpy converts it to an integer dtype that its value may not fit."""
+def needs_values(dtypes: Sequence[Any], int_constant: bool) -> bool:
+    """Whether an entry computes in integers with an integer constant among its inputs
+    (``int_constant``): no float input, an integer or bool one. Then a value may not fit
+    (``x_uint8 + 300``) or be refused (``x_int ** -1``)."""
     strong = [np.dtype(d) for d in dtypes if d is not int and d is not float]
-    return int in dtypes and not any(d.kind == "f" for d in strong) and \
+    return int_constant and not any(d.kind == "f" for d in strong) and \
         any(d.kind in "iub" for d in strong)
 
 
 def run_on_stand_ins(node: Node, args: list) -> str | None:
-    """What goes wrong running the entry's forward on ``args`` (numbers as they are, stand-ins
-    for the (shape, dtype) pairs), or None; the output is dropped."""
+    """What goes wrong running the entry's forward on ``args`` (constants as they are,
+    stand-ins for the (shape, dtype) pairs), or None; the output is dropped."""
     values = [stand_in(*a) if type(a) is tuple else a for a in args]
     try:
         with np.errstate(all="ignore"):
