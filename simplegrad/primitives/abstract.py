@@ -82,7 +82,7 @@ def FLOAT_OUT(ds: Sequence[Any]) -> np.dtype:  # noqa: N802
 
 
 def FLOATING(ds: Sequence[Any]) -> np.dtype:  # noqa: N802
-    """A float input's dtype, float64 for any other."""
+    """A float input's dtype, float64 for any other (erf, np.mean, np.var, np.linalg.norm)."""
     d = strong(ds[0])
     return d if d.kind == "f" else FLOAT64
 
@@ -95,14 +95,10 @@ def ACCUMULATING(ds: Sequence[Any]) -> np.dtype:  # noqa: N802
     return np.dtype(np.uint64) if d.kind == "u" and d.itemsize < 8 else d
 
 
-def AVERAGING(ds: Sequence[Any]) -> np.dtype:  # noqa: N802
-    """``np.mean``'s and ``np.linalg.norm``'s: bool and integers average in float64."""
-    return FLOATING(ds)
-
-
 def EXP_SHIFTED(ds: Sequence[Any]) -> np.dtype:  # noqa: N802
     """exp(x - max(x)) (logsumexp, softmax): subtract, then exp (bool refused)."""
     return resolve(np.exp, resolve(np.subtract, ds[0], ds[0]))
+
 
 def CLIPPED(ds: Sequence[Any]) -> np.dtype:  # noqa: N802
     """np.clip(x, lo, hi)'s: maximum with lo, then minimum with hi (x made an array first)."""
@@ -142,7 +138,8 @@ def broadcast_shapes(*shapes: tuple) -> tuple:
 
 
 def axes_of(axis: Any, ndim: int) -> tuple:
-    """An axis attribute (None, an int or a tuple, already range-checked) as sorted axes."""
+    """An axis attribute (None, an int or a tuple) as sorted axes, refusing one out of range
+    or repeated."""
     if axis is None:
         return tuple(range(ndim))
     items = (axis,) if not isinstance(axis, tuple) else axis

@@ -83,6 +83,9 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
     """
     nin = len(d)
     if schema is None:      # a ufunc forward: numpy's broadcasting and loop dtype
+        if not isinstance(forward, np.ufunc):
+            raise TypeError(f"elementwise {name!r}: the forward is not a numpy ufunc; pass "
+                            "schema=attrs(shape_rule=...)")
         schema = attrs(shape_rule=ufunc(forward))
     if cases is None:
         cases = UNARY if nin == 1 else BINARY

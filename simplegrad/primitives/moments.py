@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
-from .abstract import AVERAGING, reduction
+from .abstract import FLOATING, reduction
 from .core import (
     REDUCE,
     Case,
@@ -109,7 +109,7 @@ def _moment(name: str, method: str, forward: Callable, direction: Callable,
     return register(Primitive(name, forward, [vjp], jvp,
                               method_fmt(method, "axis", "ddof", "keepdims"), cases,
                               batch=along(name), taylor=taylor,
-                              schema=attrs(shape_rule=reduction(AVERAGING), axis=AXES_OR_NONE,
+                              schema=attrs(shape_rule=reduction(FLOATING), axis=AXES_OR_NONE,
                                            ddof=REAL, keepdims=BOOL)))
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .abstract import ACCUMULATING, AVERAGING, EXP_SHIFTED, SAME, reducing, same_shape
+from .abstract import ACCUMULATING, EXP_SHIFTED, FLOATING, SAME, reducing, same_shape
 from .broadcasting import broadcast_to, full_mask
 from .core import (
     REDUCE,
@@ -103,7 +103,7 @@ MEAN = register(Primitive(
     lambda o, ts, out, x, axis=None, keepdims=False: o.mean(ts[0], axis=axis, keepdims=keepdims),
     method_fmt("mean", "axis", "keepdims"), REDUCE, batch=along("mean"), mask=_spread_mask,
     taylor=linear("mean"), numpy="np.mean({0}{axis}{keepdims})",
-    schema=reducing(AVERAGING)))
+    schema=reducing(FLOATING)))
 
 # ---------------------------------------------------------------- max and min
 
