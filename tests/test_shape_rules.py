@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import simplegrad as sg
 from simplegrad.primitives.core import Primitive
@@ -30,10 +32,13 @@ DTYPES = [np.float64, np.float32, np.float16, np.int64, np.int32, np.int16, np.i
 BY_VALUE = re.compile(r"singular|positive definite|negative integer powers|did not converge",
                       re.IGNORECASE)
 
-# where the rule is stricter than the forward, as numpy and the Ops method are: eigh's forward
-# symmetrizes (a + a.T) / 2 first, which broadcasts a (1, n) input to (n, n); numpy.linalg.eigh
-# and op.eigh refuse a matrix that is not square, and so does the rule
-STRICTER = {"eigh": lambda shapes: shapes[0][-1] != shapes[0][-2]}
+# where the rule is stricter than the forward, as numpy is: eigh's forward symmetrizes
+# (a + a.T) / 2 first, which broadcasts a (1, n) input to (n, n) (numpy.linalg.eigh and op.eigh
+# refuse it); matmul's forward multiplies when x's last axis is 1 (an outer product), without
+# checking that y has one row (np.matmul refuses (3, 1) @ (3, 4); the forward gives (3, 4))
+STRICTER = {"eigh": lambda shapes: shapes[0][-1] != shapes[0][-2],
+            "matmul": lambda shapes: min(map(len, shapes)) >= 2 and shapes[0][-1] == 1 and
+            shapes[1][-2] != 1}
 CHECKED = []    # one entry per comparison made (the test asserts it compared many)
 
 
@@ -161,3 +166,53 @@ def test_the_rule_gives_what_numpy_gives(prim, rng):
                     _check(prim, args, case.attrs,
                            f"{prim.name} case {k} input {i} a Python {type(number).__name__}")
     assert len(CHECKED) - before >= 7 * len(prim.cases) // 2, "too few inputs were compared"
+
+
+# ---------------------------------------------------------------- random shapes
+
+_shape = st.lists(st.integers(0, 3), max_size=3).map(tuple)
+_axis = st.integers(-3, 2) | st.none()
+# primitive: (numpy's own function of the inputs and attributes, attributes from a draw)
+_RANDOM = {
+    "add": (np.add, lambda d: {}),
+    "where": (np.where, lambda d: {}),
+    "matmul": (np.matmul, lambda d: {}),
+    "concatenate": (lambda *xs, axis: np.concatenate(xs, axis=axis),
+                    lambda d: {"axis": d.draw(_axis)}),
+    "stack": (lambda *xs, axis: np.stack(xs, axis=axis),
+              lambda d: {"axis": d.draw(st.integers(-3, 3))}),
+    "expand": (np.broadcast_to, lambda d: {"shape": d.draw(_shape)}),
+    "sum": (np.sum, lambda d: {"axis": d.draw(_axis), "keepdims": d.draw(st.booleans())}),
+    "reshape": (np.reshape,
+                lambda d: {"shape": d.draw(st.lists(st.integers(-1, 4), max_size=3).map(tuple))}),
+    "tile": (np.tile, lambda d: {"reps": d.draw(st.lists(st.integers(0, 2), max_size=3)
+                                                .map(tuple))}),
+    "transpose": (np.transpose, lambda d: {"axes": d.draw(st.permutations(range(3)).map(tuple)
+                                                          | st.none())}),
+    "diagonal": (np.diagonal, lambda d: {"offset": d.draw(st.integers(-3, 3))}),
+}
+_ARITY = {"where": 3, "add": 2, "matmul": 2}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_rules_on_random_shapes_are_numpys(data):
+    """Random shapes (sizes 0 to 3, ranks 0 to 3) and attributes: the rule's shape and dtype
+    are those of numpy's own function on zeros of those shapes, or both refuse (attributes
+    the schema refuses are skipped)."""
+    name = data.draw(st.sampled_from(sorted(_RANDOM)))
+    prim, (numpy_fn, draw_attrs) = sg.REGISTRY[name], _RANDOM[name]
+    arity = _ARITY.get(name, data.draw(st.integers(1, 3)) if prim.variadic else 1)
+    args = [np.zeros(data.draw(_shape)) for _ in range(arity)]
+    attrs_ = draw_attrs(data)
+    shapes, dtypes = [a.shape for a in args], [a.dtype for a in args]
+    if prim.schema.problem(attrs_, shapes) is not None:
+        return
+    try:
+        out = numpy_fn(*args, **attrs_)
+    except (ValueError, TypeError, IndexError):
+        with pytest.raises(ShapeRuleError):
+            prim.schema.abstract(shapes, dtypes, attrs_)
+        return
+    assert prim.schema.abstract(shapes, dtypes, attrs_) == (np.shape(out), out.dtype), \
+        (name, shapes, attrs_)
