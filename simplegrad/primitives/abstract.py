@@ -20,10 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from .schema import AXES_OR_NONE, BOOL, Schema, ShapeRuleError, attrs
+from .schema import AXES_OR_NONE, BOOL, Schema, ShapeRule, ShapeRuleError, attrs
 
 DtypeFn = Callable[[Sequence[Any]], np.dtype]
-Rule = Callable[[Sequence[tuple], Sequence[Any], dict], tuple]
 
 INDEX_DTYPE = np.dtype(np.intp)     # argmax, argsort, ...: numpy's index type
 FLOAT64 = np.dtype(np.float64)
@@ -159,26 +158,26 @@ def reduced(shape: tuple, axis: Any, keepdims: bool) -> tuple:
 # ---------------------------------------------------------------- family rules
 
 
-def broadcasting(dtype: DtypeFn) -> Rule:
+def broadcasting(dtype: DtypeFn) -> ShapeRule:
     """Broadcasting primitives: the inputs' broadcast shape, ``dtype`` of their dtypes."""
     def rule(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
         return broadcast_shapes(*shapes), dtype(dtypes)
     return rule
 
 
-def ufunc(u: np.ufunc, *then: np.ufunc) -> Rule:
+def ufunc(u: np.ufunc, *then: np.ufunc) -> ShapeRule:
     """A ufunc forward (then ``then`` on its result): broadcast, numpy's loop dtype."""
     return broadcasting(ufunc_dtype(u, *then))
 
 
-def same_shape(dtype: DtypeFn) -> Rule:
+def same_shape(dtype: DtypeFn) -> ShapeRule:
     """The first input's shape (softmax, flip, roll, tril, ...)."""
     def rule(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
         return tuple(shapes[0]), dtype(dtypes)
     return rule
 
 
-def reduction(dtype: DtypeFn, default: Any = None, most: int | None = None) -> Rule:
+def reduction(dtype: DtypeFn, default: Any = None, most: int | None = None) -> ShapeRule:
     """Reductions over ``axis`` (``default`` when absent) with ``keepdims``; ``most``: the
     largest number of axes taken (norm: 2)."""
     def rule(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
@@ -189,7 +188,7 @@ def reduction(dtype: DtypeFn, default: Any = None, most: int | None = None) -> R
     return rule
 
 
-def scan(dtype: DtypeFn, default: Any = None, flat: bool = True) -> Rule:
+def scan(dtype: DtypeFn, default: Any = None, flat: bool = True) -> ShapeRule:
     """Scans along ``axis``: the input's shape. With ``flat`` (numpy's cumsum and argsort),
     axis=None scans the flattened input and a 0-d input reads as one entry; without (ufunc
     accumulations: cummax), both are refused but axis=None of a 1-D input."""

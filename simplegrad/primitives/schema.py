@@ -28,9 +28,8 @@ import numpy as np
 from ..errors import ShapeError
 
 Check = Callable[[Any, Sequence[tuple]], "str | None"]
-# an input's dtype: a numpy dtype, or ``int`` / ``float`` for a Python number (NEP 50's weak
-# scalars: ``x * 2.0`` keeps x's float32)
-DType = "np.dtype | type"
+# (shapes, dtypes, attrs) -> (shape, dtype); an input's dtype is a numpy dtype, or ``int`` /
+# ``float`` for a Python number (NEP 50's weak scalars: ``x * 2.0`` keeps x's float32)
 ShapeRule = Callable[[Sequence[tuple], Sequence[Any], dict], "tuple[tuple, np.dtype]"]
 
 # the dtypes a saved program holds (values, constants, array attributes)

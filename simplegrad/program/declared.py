@@ -50,6 +50,7 @@ class Declared:
             self.specs[(NODE, i)] = (node.shape, node.dtype)
 
     def entry(self, i: int, node: Node) -> None:
+        """Entry ``i``'s attributes, then its declared shape and dtype by its rule."""
         where = f"node {i} ({node.name})"
         specs = [self.specs[(r.kind, r.index)] for r in node.args]
         shapes, dtypes = [s for s, _ in specs], [d for _, d in specs]
