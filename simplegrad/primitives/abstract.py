@@ -100,8 +100,8 @@ def EXP_SHIFTED(ds: Sequence[Any]) -> np.dtype:  # noqa: N802
 
 
 def CLIPPED(ds: Sequence[Any]) -> np.dtype:  # noqa: N802
-    """np.clip(x, lo, hi)'s: maximum with lo, then minimum with hi (x made an array first)."""
-    return resolve(np.minimum, resolve(np.maximum, strong(ds[0]), ds[1]), ds[2])
+    """np.clip(x, lo, hi)'s: the three promoted together, x made an array first."""
+    return promote(strong(ds[0]), ds[1], ds[2])
 
 
 def RECTIFIED(ds: Sequence[Any]) -> np.dtype:  # noqa: N802
@@ -170,20 +170,35 @@ def ufunc(u: np.ufunc, *then: np.ufunc) -> ShapeRule:
     return broadcasting(ufunc_dtype(u, *then))
 
 
-def same_shape(dtype: DtypeFn) -> ShapeRule:
-    """The first input's shape (softmax, flip, roll, tril, ...)."""
+def same_shape(dtype: DtypeFn, along: bool = False) -> ShapeRule:
+    """The first input's shape (flip, roll, softmax, ...); ``along``: the forward takes a
+    maximum along ``axis`` (default -1; softmax), which must not be empty."""
     def rule(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
+        if along:
+            _identity(shapes[0], attrs.get("axis", -1))
         return tuple(shapes[0]), dtype(dtypes)
     return rule
 
 
-def reduction(dtype: DtypeFn, default: Any = None, most: int | None = None) -> ShapeRule:
+def _identity(shape: tuple, axis: Any) -> None:
+    """A maximum, a minimum or an argmax over ``axis`` of ``shape``: none of those axes may be
+    empty (numpy's reductions without an identity refuse them; a 0-d input has none)."""
+    if shape and any(shape[a] == 0 for a in axes_of(axis, len(shape))):
+        raise ShapeRuleError(f"a reduction without an identity (a maximum) over an empty axis "
+                             f"of shape {shape}")
+
+
+def reduction(dtype: DtypeFn, default: Any = None, most: int | None = None,
+              identity: bool = True) -> ShapeRule:
     """Reductions over ``axis`` (``default`` when absent) with ``keepdims``; ``most``: the
-    largest number of axes taken (norm: 2)."""
+    number of axes a tuple may hold (norm: 1 or 2); without ``identity`` (max, argmax), the
+    reduced axes must not be empty."""
     def rule(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
         axis = attrs.get("axis", default)
-        if most is not None and isinstance(axis, tuple) and len(axis) > most:
-            raise ShapeRuleError(f"at most {most} axes, got {axis}")
+        if most is not None and isinstance(axis, tuple) and not 1 <= len(axis) <= most:
+            raise ShapeRuleError(f"1 to {most} axes, got {axis}")
+        if not identity:
+            _identity(shapes[0], axis)
         return reduced(shapes[0], axis, bool(attrs.get("keepdims", False))), dtype(dtypes)
     return rule
 
@@ -205,6 +220,7 @@ def scan(dtype: DtypeFn, default: Any = None, flat: bool = True) -> ShapeRule:
     return rule
 
 
-def reducing(dtype: DtypeFn) -> Schema:
+def reducing(dtype: DtypeFn, identity: bool = True) -> Schema:
     """The schema of a reduction: ``axis`` (None, an int or a tuple) and ``keepdims``."""
-    return attrs(shape_rule=reduction(dtype), axis=AXES_OR_NONE, keepdims=BOOL)
+    return attrs(shape_rule=reduction(dtype, identity=identity), axis=AXES_OR_NONE,
+                 keepdims=BOOL)

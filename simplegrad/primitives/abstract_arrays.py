@@ -86,8 +86,11 @@ def cast(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
 
 
 def rolled(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
-    """roll: the input's shape; ``shift`` and ``axis`` pair up (one of them may be one long)."""
+    """roll: the input's shape (at least one dimension); ``shift`` and ``axis`` pair up (one
+    of them may be one long)."""
     shift, axis = attrs["shift"], attrs["axis"]
+    if not shapes[0]:
+        raise ShapeRuleError("np.roll along axes takes an array of at least one dimension")
     if len(shift) != len(axis) and 1 not in (len(shift), len(axis)):
         raise ShapeRuleError(f"shift {shift} and axis {axis} do not pair up")
     for a in axis:
@@ -96,7 +99,9 @@ def rolled(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple
 
 
 def padded(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
-    """pad: each dimension widened by its (before, after)."""
+    """pad: each dimension (at least one) widened by its (before, after)."""
+    if not shapes[0]:
+        raise ShapeRuleError("np.pad takes an array of at least one dimension")
     return tuple(n + b + a for n, (b, a) in zip(shapes[0], attrs["pad_width"])), \
         strong(dtypes[0])
 
@@ -130,6 +135,8 @@ def tiled(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
 def diagonal(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
     """diagonal: axis1 and axis2 dropped, the diagonal's length appended."""
     x, k = shapes[0], attrs.get("offset", 0)
+    if not -2**31 <= k < 2**31:
+        raise ShapeRuleError(f"offset {k} does not fit numpy's C int")
     if len(x) < 2:
         raise ShapeRuleError(f"diagonal needs two dimensions, got shape {x}")
     a1, a2 = _axis(attrs.get("axis1", 0), len(x)), _axis(attrs.get("axis2", 1), len(x))
@@ -166,8 +173,7 @@ def crossed(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tupl
         out = rest + (3,)
         a = _axis(axis, len(out))
         return out[:a] + (3,) + out[a:-1], dtype
-    a = _axis(axis, len(rest))      # numpy moves the last axis of the scalar result too
-    return rest[:a] + rest[-1:] + rest[a:-1], dtype
+    return rest, dtype              # two 2-vectors: one number each
 
 # ---------------------------------------------------------------- indexing
 
@@ -227,7 +233,9 @@ def index_shape(shape: tuple, index: tuple) -> tuple:
 
 
 def indexed(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
-    """getitem: numpy's indexing of the input by the ``index`` attribute."""
+    """getitem: numpy's indexing of the input (an array) by the ``index`` attribute."""
+    if dtypes[0] is int or dtypes[0] is float:
+        raise ShapeRuleError("a Python number cannot be indexed")
     return index_shape(tuple(shapes[0]), attrs["index"]), strong(dtypes[0])
 
 
@@ -245,6 +253,8 @@ def scattered(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tu
 
 def _gather_indices(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
     """The indices' shape (input 1 when recorded, else the attribute), values checked."""
+    if len(shapes) > 2:
+        raise ShapeRuleError(f"{len(shapes)} inputs: the input and the indices at most")
     if len(shapes) > 1:
         if strong(dtypes[1]).kind not in "iu":
             raise ShapeRuleError(f"indices must be integers, got {strong(dtypes[1])}")

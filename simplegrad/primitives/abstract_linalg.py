@@ -60,9 +60,9 @@ def eigh(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
 
 
 def pinv(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
-    """pinv: (..., m, n) -> (..., n, m)."""
+    """pinv: (..., m, n) -> (..., n, m); numpy answers empty matrices in their own dtype."""
     x = _matrices(shapes[0])
-    return x[:-2] + (x[-1], x[-2]), LINALG(dtypes)
+    return x[:-2] + (x[-1], x[-2]), SAME(dtypes) if 0 in x[-2:] else LINALG(dtypes)
 
 
 def qr(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:

@@ -126,7 +126,7 @@ def _extreme(name: str, forward) -> Primitive:
     return register(Primitive(name, forward, [vjp], jvp,
                               method_fmt(name, "axis", "keepdims"), REDUCE, batch=along(name),
                               taylor=linear(name), numpy=f"np.{name}({{0}}{{axis}}{{keepdims}})",
-                              schema=reducing(SAME)))
+                              schema=reducing(SAME, identity=False)))
 
 
 def _max(x, axis=None, keepdims=False):
@@ -206,7 +206,7 @@ def _lse_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any,
 LOGSUMEXP = register(Primitive(
     "logsumexp", _logsumexp, [_lse_vjp], _lse_jvp,
     method_fmt("logsumexp", "axis", "keepdims"), REDUCE, batch=along("logsumexp"),
-    taylor=_lse_taylor, schema=reducing(EXP_SHIFTED)))
+    taylor=_lse_taylor, schema=reducing(EXP_SHIFTED, identity=False)))
 
 
 def _softmax(x, axis=-1):
@@ -230,7 +230,8 @@ SOFTMAX = register(Primitive(
     "softmax", _softmax, [_softmax_rule],
     lambda o, ts, out, x, axis=-1: _softmax_rule(o, ts[0], out, x, axis),
     method_fmt("softmax", "axis"), ALONG, batch=along("softmax", default=-1),
-    taylor=_softmax_taylor, schema=attrs(shape_rule=same_shape(EXP_SHIFTED), axis=AXIS)))
+    taylor=_softmax_taylor, schema=attrs(shape_rule=same_shape(EXP_SHIFTED, along=True),
+                                                axis=AXIS)))
 
 
 def _log_softmax(x, axis=-1):
@@ -255,7 +256,8 @@ LOG_SOFTMAX = register(Primitive(
     lambda o, ts, out, x, axis=-1:
         o.sub(ts[0], o.sum(o.mul(o.exp(out), ts[0]), axis=axis, keepdims=True)),
     method_fmt("log_softmax", "axis"), ALONG, batch=along("log_softmax", default=-1),
-    taylor=_log_softmax_taylor, schema=attrs(shape_rule=same_shape(EXP_SHIFTED), axis=AXIS)))
+    taylor=_log_softmax_taylor, schema=attrs(shape_rule=same_shape(EXP_SHIFTED, along=True),
+                                                axis=AXIS)))
 
 
 # ---------------------------------------------------------------- Ops methods

@@ -233,12 +233,14 @@ _ARG_CASES = [Case(((3,),)), Case(((3, 4),), {"axis": 1}),
 ARGMAX = register(Primitive("argmax", _argmax, [None], _no_tangent,
                             method_fmt("argmax", "axis", "keepdims"), _ARG_CASES,
                             differentiable=False, batch=along("argmax", flat=True),
-                            schema=attrs(shape_rule=reduction(INDEX_OUT), axis=AXIS_OR_NONE,
+                            schema=attrs(shape_rule=reduction(INDEX_OUT, identity=False),
+                                         axis=AXIS_OR_NONE,
                                          keepdims=BOOL)))
 ARGMIN = register(Primitive("argmin", _argmin, [None], _no_tangent,
                             method_fmt("argmin", "axis", "keepdims"), _ARG_CASES,
                             differentiable=False, batch=along("argmin", flat=True),
-                            schema=attrs(shape_rule=reduction(INDEX_OUT), axis=AXIS_OR_NONE,
+                            schema=attrs(shape_rule=reduction(INDEX_OUT, identity=False),
+                                         axis=AXIS_OR_NONE,
                                          keepdims=BOOL)))
 
 
