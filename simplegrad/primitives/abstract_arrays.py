@@ -54,8 +54,9 @@ def transposed(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> t
 
 
 def joined(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
-    """concatenate: equal shapes off ``axis`` (flattened inputs for None)."""
-    dtype = promote(*(strong(d) for d in dtypes))
+    """concatenate: equal shapes off ``axis`` (flattened inputs for None); Python numbers are
+    weak, as in np.concatenate."""
+    dtype = promote(*dtypes)
     axis = attrs.get("axis", 0)
     if axis is None:
         return (sum(math.prod(s) for s in shapes),), dtype

@@ -66,6 +66,8 @@ class Schema:
             raise
         except (TypeError, ValueError, IndexError, ArithmeticError) as e:     # numpy's refusal
             raise ShapeRuleError(f"{type(e).__name__}: {str(e)[:200]}") from None
+        if any(n >= 2**63 for n in shape):
+            raise ShapeRuleError(f"a dimension of shape {shape} exceeds numpy's limit of 2**63")
         return tuple(int(n) for n in shape), np.dtype(dtype)
 
     def size(self, shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict | None) -> int:
