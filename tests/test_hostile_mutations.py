@@ -309,12 +309,15 @@ CHILD = textwrap.dedent("""
         doc = json.loads(json.dumps(base))
         doc["nodes"][0].update(primitive=prim, args=[["input", 0]], attrs=attrs, shape=shape)
         open(where + "/t.json", "w").write(json.dumps(doc))
-        for max_bytes in (2**20,) if prim == "expand" else (2**20, 2**62):  # a view: fine
-            try:
-                sg.load_program(where + "/t", max_bytes=max_bytes)
-                raise SystemExit(f"{label} loaded")
-            except sg.FormatError as e:
-                print(label, max_bytes, "FormatError:", str(e)[:90])
+        try:
+            sg.load_program(where + "/t", max_bytes=2**20)
+            raise SystemExit(f"{label} loaded")
+        except sg.FormatError as e:
+            print(label, "FormatError:", str(e)[:90])
+        # within a limit of 2**62 bytes the declarations are consistent: the program loads,
+        # its shapes checked by the shape rules, nothing allocated (2 GiB of address space)
+        sg.load_program(where + "/t", max_bytes=2**62)
+        print(label, "loaded without allocating")
     open(where + "/t.json", "w").write(json.dumps(base))
     buf = io.BytesIO()
     np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False,
@@ -340,5 +343,6 @@ def test_terabyte_declarations_under_an_address_space_limit(tmp_path):
     run = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), str(2 * 2**30)],
                          capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.count("FormatError") == 10, run.stdout
+    assert run.stdout.count("FormatError") == 6, run.stdout
+    assert run.stdout.count("loaded without allocating") == 5, run.stdout
     assert "Traceback" not in run.stderr

@@ -1,11 +1,11 @@
 """Every primitive carries an attribute schema, and it says the truth about its cases.
 
 For each registered primitive, every entry recorded by its check cases at orders 0, 1 and 2
-(the primitive itself and every primitive its rules record) passes that entry's schema; the
-schema's size rule gives the number of elements numpy's forward actually returns; and a
-primitive without a size rule never returns more elements than its largest input holds (the
-loader's memory bound rests on this). The schema checks themselves are tested against
-hand-written answers, and ``indexed`` against numpy's own indexing on random indices.
+(the primitive itself and every primitive its rules record, Python-number constants
+included) passes that entry's schema, and the schema's shape rule gives exactly the shape and
+dtype the tape recorded (the loader's checks and its memory bound rest on this). The schema
+checks themselves are tested against hand-written answers, and ``index_shape`` against
+numpy's own indexing on random indices.
 """
 
 from __future__ import annotations
@@ -18,18 +18,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simplegrad as sg
+from simplegrad.primitives.abstract import SAME, broadcasting
+from simplegrad.primitives.abstract_arrays import index_shape
 from simplegrad.primitives.schema import (
     AXES_OR_NONE,
     INDEX,
     PAD_WIDTH,
     Schema,
+    ShapeRuleError,
     attrs,
-    broadcast,
-    indexed,
     need,
     one_of,
 )
-from simplegrad.program.serialize import prog_shapes
+from simplegrad.program.serialize import prog_specs
 from tests.test_primitives import sample
 from tests.test_program import record
 
@@ -40,32 +41,27 @@ def test_every_primitive_has_a_schema():
 
 
 def _entries(prim, rng):
-    """(entry's primitive, attrs, input shapes, output shape) of every recorded case."""
+    """(entry, its inputs' shapes and dtypes) of every entry recorded by the cases."""
     for case in prim.cases:
         for order in (0, 1, 2):
             op, xs, outs = record(prim, case, sample(prim, case, rng), order)
             prog = op.program(xs, outs)
-            yield from zip(prog.nodes, prog_shapes(prog))
+            yield from zip(prog.nodes, prog_specs(prog))
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("prim", list(sg.REGISTRY.values()), ids=lambda p: p.name)
-def test_schemas_accept_what_is_recorded_and_size_rules_are_exact(prim, rng):
-    for node, shapes in _entries(prim, rng):
+def test_schemas_accept_what_is_recorded_and_shape_rules_are_exact(prim, rng):
+    for node, (shapes, dtypes) in _entries(prim, rng):
         schema = node.prim.schema
         assert schema.problem(node.attrs, shapes) is None, (node.prim.name, node.attrs)
-        actual = math.prod(node.shape)
-        if schema.size is None:
-            assert actual <= max([1, *(math.prod(s) for s in shapes)]), node.prim.name
-        elif node.prim.name == "cross":       # an upper bound: (..., 2) x (..., 2) -> (...)
-            assert schema.size(shapes, node.attrs or {}) >= actual
-        else:
-            assert schema.size(shapes, node.attrs or {}) == actual, (node.prim.name,
-                                                                     node.attrs, shapes)
+        assert schema.abstract(shapes, dtypes, node.attrs) == (node.shape, node.dtype), \
+            (node.prim.name, node.attrs, shapes, dtypes)
+        assert schema.size(shapes, dtypes, node.attrs) == math.prod(node.shape)
 
 
 def test_a_schema_names_what_is_wrong():
-    s = attrs(size_rule=broadcast, axis=AXES_OR_NONE, part=need(one_of("Q", "R")))
+    s = attrs(shape_rule=broadcasting(SAME), axis=AXES_OR_NONE, part=need(one_of("Q", "R")))
     assert s.problem({"part": "Q"}, [(3, 4)]) is None
     assert s.problem({"part": "Q", "axis": (0, -1)}, [(3, 4)]) is None
     assert s.problem(None, [(3, 4)]) == "the attribute 'part' is missing"
@@ -93,17 +89,22 @@ _items = st.one_of(
               st.one_of(st.none(), st.integers(-3, 3).filter(bool))),
     st.lists(st.integers(-2, 1), min_size=1, max_size=3).map(np.array),
     st.lists(st.integers(-2, 1), min_size=1, max_size=2).map(lambda v: np.array(v)[:, None]),
-    st.lists(st.booleans(), min_size=2, max_size=2).map(np.array))
+    st.lists(st.booleans(), min_size=2, max_size=2).map(np.array),
+    st.lists(st.booleans(), min_size=6, max_size=6).map(lambda v: np.array(v).reshape(2, 3)),
+    st.booleans().map(np.array),                                    # a 0-d mask
+    st.lists(st.integers(-3, 2), min_size=0, max_size=2).map(lambda v: np.array(v, int)))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(st.lists(_items, max_size=4), st.booleans())
-def test_indexed_counts_what_numpy_indexing_gives(items, ellipsis):
+def test_index_shape_is_what_numpy_indexing_gives(items, ellipsis):
     shape = (2, 2, 3)
     index = tuple(items[:1] + [Ellipsis] + items[1:]) if ellipsis else tuple(items)
     x = np.zeros(shape)
     try:
-        want = x[index].size
-    except (IndexError, ValueError):    # numpy refuses it: the loader's forward run does too
+        want = x[index].shape
+    except (IndexError, ValueError):    # numpy refuses it: so does the rule
+        with pytest.raises(ShapeRuleError):
+            index_shape(shape, index)
         return
-    assert indexed([shape], {"index": index}) == want
+    assert index_shape(shape, index) == want

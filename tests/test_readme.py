@@ -120,6 +120,8 @@ EXPECTED: dict[str, list[str]] = {
         'True\n[ 2.692   4.9204 13.6568  8.0724]\n  {"name": "v0", "primitive": "add"',
         "load_program: hostile.json: node 0 (v0): add: unknown attribute 'where' (it takes: "
         "none)\nattribute 'axis': is out of range for 2 dimension(s) (got 2)\n",
+        "((3, 1), dtype('float32'))\n((4,), dtype('int64'))\n"
+        "shapes (3, 4) and (5, 2) do not multiply\n",
     ],
     "compile.md": [
         "def seed_grad2(a, b):\n    # v3 = [1.0000, 1.0000, 1.0000, 1.0000]",

@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
+from .abstract import CLIPPED, broadcasting
 from .core import ANY, NONZERO, Case, dtype_of, is_constant, uniform
 from .elementwise import elementwise
+from .schema import attrs
 from .series import (
     Series,
     cauchy,
@@ -88,7 +90,7 @@ CLIP = elementwise("clip", np.clip, _clip_fmt, (
            Case(((3,), (), (3,))),
            Case(((4,), (4,), (4,)), label="crossed", domain=(ANY, uniform(0.2, 1.0),
                                                              uniform(-1.0, -0.2)))],
-    taylor=linear("clip"))
+    taylor=linear("clip"), schema=attrs(shape_rule=broadcasting(CLIPPED)))
 
 # ---------------------------------------------------------------- fmax, fmin
 

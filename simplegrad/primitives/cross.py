@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import AxisError, ShapeError
+from .abstract_arrays import crossed
 from .broadcasting import unbroadcast
 from .core import Case, Primitive, align, error, register, run, shape_of, shift_axis
 from .lazy import dask_array, per_block
-from .schema import AXIS, attrs, broadcast
+from .schema import AXIS, attrs
 from .taylor import multilinear
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ CROSS = register(Primitive(
     [Case(((3,), (3,))), Case(((2, 3), (3,))), Case(((3, 4), (3, 1)), {"axis": -2}),
      Case(((2, 3, 2), (2, 3, 2)), {"axis": -2})],
     batch=lambda o, xs, batched, axis=-1: _batch_cross(o, xs, batched, axis),
-    taylor=multilinear("cross"), schema=attrs(size_rule=broadcast, axis=AXIS)))
+    taylor=multilinear("cross"), schema=attrs(shape_rule=crossed, axis=AXIS)))
 
 
 def _batch_cross(o: PrimitiveMethods, xs, batched, axis):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .abstract import ufunc
 from .broadcasting import (
     broadcast_vjp,
     elementwise_mask,
@@ -43,7 +44,7 @@ from .core import (
     pointwise,
     register,
 )
-from .schema import BROADCAST, Schema
+from .schema import Schema, attrs
 from .series import (
     Series,
     div_series,
@@ -73,7 +74,7 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
                 jvp: JvpRule | None = None, mask: MaskRule = elementwise_mask,
                 mask_source: bool = False, masked: bool = True,
                 taylor: TaylorRule | None = None, numpy: str | None = None,
-                schema: Schema = BROADCAST) -> Primitive:
+                schema: Schema | None = None) -> Primitive:
     """Register an elementwise primitive from its forward and per-input derivative rules.
 
     A derivative rule ``d(o, g, out, *xs)`` is linear in ``g`` (so it has a vjp rule's
@@ -81,6 +82,11 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
     everywhere it exists, or an input that is not differentiable).
     """
     nin = len(d)
+    if schema is None:      # a ufunc forward: numpy's broadcasting and loop dtype
+        if not isinstance(forward, np.ufunc):
+            raise TypeError(f"elementwise {name!r}: the forward is not a numpy ufunc; pass "
+                            "schema=attrs(shape_rule=...)")
+        schema = attrs(shape_rule=ufunc(forward))
     if cases is None:
         cases = UNARY if nin == 1 else BINARY
     if callable(domain):
@@ -300,7 +306,8 @@ def _sigmoid_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> 
 
 
 SIGMOID = elementwise("sigmoid", _sigmoid, "{0}.sigmoid()", (
-    lambda o, g, out, x: o.mul(g, o.mul(out, o.sub(1, out))),), taylor=_sigmoid_taylor)
+    lambda o, g, out, x: o.mul(g, o.mul(out, o.sub(1, out))),), taylor=_sigmoid_taylor,
+    schema=attrs(shape_rule=ufunc(np.absolute, np.negative, np.exp)))
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, AxisError, OutOfBoundsError, ShapeError
+from .abstract import INDEX_OUT, scan
+from .abstract_arrays import gathered, scattered_along
 from .core import (
     Case,
     Primitive,
@@ -36,7 +38,7 @@ from .core import (
 )
 from .lazy import dask_array, per_block, whole
 from .rearrange import axes_of, flat
-from .schema import AXIS, AXIS_OR_NONE, SHAPE, attrs, gathered, int_array, need, to_shape
+from .schema import AXIS, AXIS_OR_NONE, SHAPE, attrs, int_array, need
 from .taylor import linear
 
 if TYPE_CHECKING:
@@ -63,7 +65,7 @@ ARGSORT = register(Primitive(
     method_fmt("argsort", "axis"),
     [Case(((4,),)), Case(((3, 4),), {"axis": 0}), Case(((2, 3, 4),), {"axis": -1})],
     differentiable=False, batch=along("argsort", default=-1, flat=True),
-    schema=attrs(axis=AXIS_OR_NONE)))
+    schema=attrs(shape_rule=scan(INDEX_OUT, -1), axis=AXIS_OR_NONE)))
 
 
 # ---------------------------------------------------------------- the gather and its adjoint
@@ -130,7 +132,7 @@ TAKE_ALONG_AXIS = register(Primitive(
         _batch_indices(o, xs, batched, indices),
         shift_axis(axis, "take_along_axis", xs[0], batched[0])),
     taylor=linear("take_along_axis"),
-    schema=attrs(size_rule=gathered, axis=need(AXIS), indices=int_array)))
+    schema=attrs(shape_rule=gathered, axis=need(AXIS), indices=int_array)))
 
 SCATTER_ADD_ALONG_AXIS = register(Primitive(
     "scatter_add_along_axis", _scatter_add_along_axis,
@@ -149,7 +151,8 @@ SCATTER_ADD_ALONG_AXIS = register(Primitive(
             shift_axis(axis, "scatter_add_along_axis", xs[0], batched[0]),
             (batch_size(xs, batched),) + tuple(shape)),
     taylor=linear("scatter_add_along_axis"),
-    schema=attrs(size_rule=to_shape, axis=need(AXIS), indices=int_array, shape=need(SHAPE))))
+    schema=attrs(shape_rule=scattered_along, axis=need(AXIS), indices=int_array,
+                 shape=need(SHAPE))))
 
 
 def _batch_indices(o: PrimitiveMethods, xs, batched, indices):

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
+from .abstract_arrays import indexed, scattered
 from .broadcasting import full_mask
 from .core import Case, Primitive, align, batch_size, error, is_constant, register, shape_of
 from .lazy import dask_array, per_block, refuse, whole
-from .schema import INDEX, INDICES, SHAPE, attrs, indexed, need, to_shape
+from .schema import INDEX, INDICES, SHAPE, attrs, need
 from .shape import shape_tuple
 from .taylor import linear
 from .traced_index import is_traced, traced_getitem
@@ -138,7 +139,7 @@ GETITEM = register(Primitive(
      Case(((2, 3, 4),), {"index": (Ellipsis, None, slice(None, None, 2))})],
     sparse_vjp=True, batch=lambda o, xs, batched, index: _batch_getitem(o, xs[0], index),
     taylor=linear("getitem"), numpy="{0}[{index}]",
-    schema=attrs(size_rule=indexed, index=need(INDEX))))
+    schema=attrs(shape_rule=indexed, index=need(INDEX))))
 
 
 def _batch_getitem(o: PrimitiveMethods, x, index):
@@ -199,7 +200,7 @@ SCATTER_ADD = register(Primitive(
     variadic=True, batch=lambda o, gs, batched, indices, shape: _batch_scatter(
         o, gs, batched, indices, shape),
     taylor=linear("scatter_add"),
-    schema=attrs(size_rule=to_shape, indices=need(INDICES), shape=need(SHAPE))))
+    schema=attrs(shape_rule=scattered, indices=need(INDICES), shape=need(SHAPE))))
 
 
 def _scatter_jvp(o: PrimitiveMethods, ts, indices, shape):

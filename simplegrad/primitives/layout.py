@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, ShapeError
+from .abstract import SAME, same_shape
+from .abstract_arrays import padded, repeated, rolled, tiled
 from .broadcasting import full_mask
 from .core import Case, Primitive, along, error, register, run, shape_of, shift_axis
 from .lazy import dask_array
@@ -26,9 +28,6 @@ from .schema import (
     attrs,
     ints,
     need,
-    padded,
-    repeated,
-    tiled,
 )
 from .taylor import linear
 
@@ -56,7 +55,8 @@ FLIP = register(Primitive(
      Case(((2, 3, 4),), {"axis": (0, 2)})],
     mask=lambda o, m, i, out, x, axis:
         None if m is None else o.flip(full_mask(o, m, shape_of(out)), axis),
-    batch=along("flip"), taylor=linear("flip"), schema=attrs(axis=need(AXES))))
+    batch=along("flip"), taylor=linear("flip"),
+    schema=attrs(shape_rule=same_shape(SAME), axis=need(AXES))))
 
 
 def _roll(x, shift, axis=None):
@@ -78,7 +78,8 @@ ROLL = register(Primitive(
     mask=lambda o, m, i, out, x, shift, axis:
         None if m is None else o.roll(full_mask(o, m, shape_of(out)), _roll_back(shift), axis),
     batch=lambda o, xs, batched, shift, axis=None: _batch_roll(o, xs[0], shift, axis),
-    taylor=linear("roll"), schema=attrs(shift=need(ints()), axis=need(AXES))))
+    taylor=linear("roll"),
+    schema=attrs(shape_rule=rolled, shift=need(ints()), axis=need(AXES))))
 
 
 def _batch_roll(o: PrimitiveMethods, x, shift, axis):
@@ -120,7 +121,7 @@ PAD = register(Primitive(
     batch=lambda o, xs, batched, pad_width, **attrs: run(
         o, "pad", xs, {"pad_width": ((0, 0),) + tuple(pad_width), **attrs}),
     taylor=linear("pad"),
-    schema=attrs(size_rule=padded, pad_width=need(PAD_WIDTH), constant_values=REAL)))
+    schema=attrs(shape_rule=padded, pad_width=need(PAD_WIDTH), constant_values=REAL)))
 
 
 def _repeat(x, repeats, axis=None):
@@ -148,7 +149,7 @@ REPEAT = register(Primitive(
     [Case(((3,),), {"repeats": 2, "axis": 0}), Case(((2, 3),), {"repeats": 3, "axis": 1}),
      Case(((3, 2),), {"repeats": (1, 0, 2), "axis": 0})], batch=along("repeat", flat=True),
     taylor=linear("repeat"),
-    schema=attrs(size_rule=repeated, repeats=need(COUNTS), axis=need(AXIS_OR_NONE))))
+    schema=attrs(shape_rule=repeated, repeats=need(COUNTS), axis=need(AXIS_OR_NONE))))
 
 
 def _tile(x, reps):
@@ -171,7 +172,7 @@ TILE = register(Primitive(
     [Case(((3,),), {"reps": (2,)}), Case(((2, 3),), {"reps": (2, 1)}),
      Case(((3,),), {"reps": (2, 2)}), Case(((1, 2),), {"reps": (3, 1)})],
     batch=lambda o, xs, batched, reps: _batch_tile(o, xs[0], reps),
-    taylor=linear("tile"), schema=attrs(size_rule=tiled, reps=need(ints(lo=0)))))
+    taylor=linear("tile"), schema=attrs(shape_rule=tiled, reps=need(ints(lo=0)))))
 
 
 def _batch_tile(o: PrimitiveMethods, x, reps):

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .abstract import BOOL_OUT, reducing, ufunc
 from .core import BINARY, REDUCE, UNARY, Primitive, along, method_fmt, pointwise, register
-from .schema import BROADCAST, REDUCING
+from .schema import attrs
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable
@@ -34,7 +35,8 @@ def _logic(name: str, forward: Callable, fmt: str | Callable, nin: int, cases=No
     return register(Primitive(name, forward, [None] * nin, _none_jvp, fmt, cases,
                               plain=plain, differentiable=False,
                               batch=pointwise(name) if cases is not REDUCE else along(name),
-                              schema=BROADCAST if cases is not REDUCE else REDUCING))
+                              schema=attrs(shape_rule=ufunc(forward)) if cases is not REDUCE else
+                              reducing(BOOL_OUT)))
 
 
 LESS = _logic("less", np.less, "{0} < {1}", 2)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
+from .abstract import FLOATING, reduction
 from .core import (
     REDUCE,
     Case,
@@ -108,7 +109,8 @@ def _moment(name: str, method: str, forward: Callable, direction: Callable,
     return register(Primitive(name, forward, [vjp], jvp,
                               method_fmt(method, "axis", "ddof", "keepdims"), cases,
                               batch=along(name), taylor=taylor,
-                              schema=attrs(axis=AXES_OR_NONE, ddof=REAL, keepdims=BOOL)))
+                              schema=attrs(shape_rule=reduction(FLOATING), axis=AXES_OR_NONE,
+                                           ddof=REAL, keepdims=BOOL)))
 
 
 # op.var makes a leaf, so the variance is op.variance (and x.var(), np.var(x) as in numpy)

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
+from .abstract import CHOSEN, RECTIFIED, broadcasting
 from .broadcasting import broadcast_to, mask_down
 from .core import ANY, NONZERO, Case, is_constant, shape_of
 from .elementwise import elementwise
+from .schema import attrs
 from .taylor import linear
 
 if TYPE_CHECKING:
@@ -39,7 +41,7 @@ def _step(o: PrimitiveMethods, x: Any) -> Any:
 
 RELU = elementwise("relu", _relu, "{0}.relu()", (
     lambda o, g, out, x: o.mul(g, _step(o, x)),), domain=NONZERO, taylor=linear("relu"),
-    numpy="np.maximum({0}, 0)")
+    numpy="np.maximum({0}, 0)", schema=attrs(shape_rule=broadcasting(RECTIFIED)))
 
 SIGN = elementwise("sign", np.sign, "{0}.sign()", (None,), taylor=linear("sign"))
 
@@ -90,7 +92,8 @@ WHERE = elementwise("where", np.where, "where({0}, {1}, {2})", (
            Case(((2, 3, 4), (2, 3, 4), (3, 4)), conditions=(0,)),
            Case(((3,), (), (3,)), conditions=(0,)), Case(((3, 1), (3, 4), ()), conditions=(0,))],
     domain=(NONZERO, ANY, ANY),
-    jvp=_where_jvp, mask=_where_mask, mask_source=True, masked=False, taylor=linear("where"))
+    jvp=_where_jvp, mask=_where_mask, mask_source=True, masked=False, taylor=linear("where"),
+    schema=attrs(shape_rule=broadcasting(CHOSEN)))
 
 
 # ---------------------------------------------------------------- Ops methods

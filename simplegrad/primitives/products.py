@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import AxisError, ShapeError
+from .abstract_arrays import diagonal, triangle
+from .abstract_linalg import einsum
 from .core import (
     Case,
     Primitive,
@@ -38,7 +40,7 @@ from .core import (
     shape_of,
     shift_axis,
 )
-from .schema import AXIS, INT, SUBSCRIPTS, attrs, einsum_size, need
+from .schema import AXIS, INT, SUBSCRIPTS, attrs, need
 from .subscripts import LETTERS, from_sublists, letter_sizes, parse_subscripts
 from .taylor import linear, multilinear
 
@@ -113,7 +115,7 @@ EINSUM = register(Primitive(
     variadic=True, batch=lambda o, xs, batched, subscripts: _batch_einsum(o, xs, batched,
                                                                           subscripts),
     taylor=multilinear("einsum"),
-    schema=attrs(size_rule=einsum_size, subscripts=need(SUBSCRIPTS))))
+    schema=attrs(shape_rule=einsum, subscripts=need(SUBSCRIPTS))))
 
 
 def _batch_einsum(o: PrimitiveMethods, xs, batched, subscripts):
@@ -163,7 +165,8 @@ DIAGONAL = register(Primitive(
     batch=lambda o, xs, batched, offset=0, axis1=0, axis2=1: run(o, "diagonal", xs, {
         "offset": offset, "axis1": shift_axis(axis1, "diagonal", xs[0]),
         "axis2": shift_axis(axis2, "diagonal", xs[0])}),
-    taylor=linear("diagonal"), schema=attrs(offset=INT, axis1=AXIS, axis2=AXIS)))
+    taylor=linear("diagonal"),
+    schema=attrs(shape_rule=diagonal, offset=INT, axis1=AXIS, axis2=AXIS)))
 
 
 def _triangle(name: str, forward) -> Primitive:
@@ -175,7 +178,7 @@ def _triangle(name: str, forward) -> Primitive:
         lambda o, ts, out, x, k=0: getattr(o, name)(ts[0], k=k), fmt,
         [Case(((3, 3),)), Case(((3, 4),), {"k": 1}), Case(((2, 3, 3),), {"k": -1})],
         mask=lambda o, m, i, out, x, k=0: m, batch=mapped(name), taylor=linear(name),
-        schema=attrs(k=INT)))
+        schema=attrs(shape_rule=triangle, k=INT)))
 
 
 def _tril(x, k=0):

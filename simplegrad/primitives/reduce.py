@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .abstract import ACCUMULATING, EXP_SHIFTED, FLOATING, SAME, reducing, same_shape
 from .broadcasting import broadcast_to, full_mask
 from .core import (
     REDUCE,
@@ -23,7 +24,7 @@ from .core import (
     shape_of,
 )
 from .lazy import is_lazy
-from .schema import AXIS, REDUCING, attrs
+from .schema import AXIS, attrs
 from .series import Series, exp_series, minus, quotient_series
 from .taylor import linear
 
@@ -72,7 +73,7 @@ SUM = register(Primitive(
     lambda o, ts, out, x, axis=None, keepdims=False: o.sum(ts[0], axis=axis, keepdims=keepdims),
     method_fmt("sum", "axis", "keepdims"), REDUCE, batch=along("sum"), mask=_spread_mask,
     taylor=linear("sum"), numpy="np.add.reduce({0}{reduce_axis}{keepdims})",
-    schema=REDUCING))
+    schema=reducing(ACCUMULATING)))
 
 
 def _mean(x, axis=None, keepdims=False):
@@ -101,7 +102,8 @@ MEAN = register(Primitive(
     "mean", _mean, [_mean_vjp],
     lambda o, ts, out, x, axis=None, keepdims=False: o.mean(ts[0], axis=axis, keepdims=keepdims),
     method_fmt("mean", "axis", "keepdims"), REDUCE, batch=along("mean"), mask=_spread_mask,
-    taylor=linear("mean"), numpy="np.mean({0}{axis}{keepdims})", schema=REDUCING))
+    taylor=linear("mean"), numpy="np.mean({0}{axis}{keepdims})",
+    schema=reducing(FLOATING)))
 
 # ---------------------------------------------------------------- max and min
 
@@ -124,7 +126,7 @@ def _extreme(name: str, forward) -> Primitive:
     return register(Primitive(name, forward, [vjp], jvp,
                               method_fmt(name, "axis", "keepdims"), REDUCE, batch=along(name),
                               taylor=linear(name), numpy=f"np.{name}({{0}}{{axis}}{{keepdims}})",
-                              schema=REDUCING))
+                              schema=reducing(SAME, identity=False)))
 
 
 def _max(x, axis=None, keepdims=False):
@@ -204,7 +206,7 @@ def _lse_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any,
 LOGSUMEXP = register(Primitive(
     "logsumexp", _logsumexp, [_lse_vjp], _lse_jvp,
     method_fmt("logsumexp", "axis", "keepdims"), REDUCE, batch=along("logsumexp"),
-    taylor=_lse_taylor, schema=REDUCING))
+    taylor=_lse_taylor, schema=reducing(EXP_SHIFTED, identity=False)))
 
 
 def _softmax(x, axis=-1):
@@ -228,7 +230,8 @@ SOFTMAX = register(Primitive(
     "softmax", _softmax, [_softmax_rule],
     lambda o, ts, out, x, axis=-1: _softmax_rule(o, ts[0], out, x, axis),
     method_fmt("softmax", "axis"), ALONG, batch=along("softmax", default=-1),
-    taylor=_softmax_taylor, schema=attrs(axis=AXIS)))
+    taylor=_softmax_taylor, schema=attrs(shape_rule=same_shape(EXP_SHIFTED, along=True),
+                                                axis=AXIS)))
 
 
 def _log_softmax(x, axis=-1):
@@ -253,7 +256,8 @@ LOG_SOFTMAX = register(Primitive(
     lambda o, ts, out, x, axis=-1:
         o.sub(ts[0], o.sum(o.mul(o.exp(out), ts[0]), axis=axis, keepdims=True)),
     method_fmt("log_softmax", "axis"), ALONG, batch=along("log_softmax", default=-1),
-    taylor=_log_softmax_taylor, schema=attrs(axis=AXIS)))
+    taylor=_log_softmax_taylor, schema=attrs(shape_rule=same_shape(EXP_SHIFTED, along=True),
+                                                axis=AXIS)))
 
 
 # ---------------------------------------------------------------- Ops methods

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .abstract import INDEX_OUT, SAME, scan
 from .core import Case, Primitive, along, method_fmt, register, shape_of
 from .lazy import scan_along
 from .rearrange import flat
 from .scans import _one_axis
-from .schema import AXIS_OR_NONE, attrs
+from .schema import AXIS, AXIS_OR_NONE, attrs
 from .taylor import linear
 
 if TYPE_CHECKING:
@@ -69,10 +70,14 @@ def _no_tangent(o: PrimitiveMethods, ts, out, *xs, **attrs):
 
 CUMARGMAX = register(Primitive("cumargmax", _cumargmax, [None], _no_tangent,
                                method_fmt("cumargmax", "axis"), CASES, differentiable=False,
-                               batch=along("cumargmax"), schema=attrs(axis=AXIS_OR_NONE)))
+                               batch=along("cumargmax"),
+                               schema=attrs(shape_rule=scan(INDEX_OUT, 0, flat=False),
+                                            axis=AXIS)))
 CUMARGMIN = register(Primitive("cumargmin", _cumargmin, [None], _no_tangent,
                                method_fmt("cumargmin", "axis"), CASES, differentiable=False,
-                               batch=along("cumargmin"), schema=attrs(axis=AXIS_OR_NONE)))
+                               batch=along("cumargmin"),
+                               schema=attrs(shape_rule=scan(INDEX_OUT, 0, flat=False),
+                                            axis=AXIS)))
 
 
 def _running(name: str, forward: Any, where: str) -> Primitive:
@@ -87,7 +92,7 @@ def _running(name: str, forward: Any, where: str) -> Primitive:
         lambda o, ts, out, x, axis=0: None if ts[0] is None else
             o.take_along_axis(ts[0], index(o, x, axis), axis),
         method_fmt(name, "axis"), CASES, batch=along(name), taylor=linear(name),
-        schema=attrs(axis=AXIS_OR_NONE)))
+        schema=attrs(shape_rule=scan(SAME, 0, flat=False), axis=AXIS_OR_NONE)))
 
 
 CUMMAX = _running("cummax", _cummax, "cumargmax")

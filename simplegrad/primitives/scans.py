@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, AxisError
+from .abstract import ACCUMULATING, INDEX_OUT, reducing, reduction, scan
 from .broadcasting import broadcast_to
 from .core import (
     REDUCE,
@@ -32,7 +33,7 @@ from .core import (
     register,
     shape_of,
 )
-from .schema import AXIS_OR_NONE, BOOL, REDUCING, attrs
+from .schema import AXIS_OR_NONE, BOOL, attrs
 from .series import Series, exp_series, quotient_series
 from .taylor import linear
 
@@ -113,7 +114,8 @@ CUMSUM = register(Primitive(
     "cumsum", _cumsum, [_cumsum_vjp],
     lambda o, ts, out, x, axis=None: o.cumsum(ts[0], axis=axis),
     method_fmt("cumsum", "axis"), ALONG, batch=along("cumsum", flat=True),
-    taylor=linear("cumsum"), schema=attrs(axis=AXIS_OR_NONE)))
+    taylor=linear("cumsum"),
+    schema=attrs(shape_rule=scan(ACCUMULATING), axis=AXIS_OR_NONE)))
 
 
 def _cumprod(x, axis=None):
@@ -147,7 +149,7 @@ CUMPROD = register(Primitive(
     "cumprod", _cumprod, [_cumprod_vjp], _cumprod_jvp, method_fmt("cumprod", "axis"),
     [*ALONG, Case(((5,),), {"axis": 0}), Case(((3, 6),), {"axis": -1})],
     batch=along("cumprod", flat=True), taylor=_cumprod_taylor,
-    schema=attrs(axis=AXIS_OR_NONE)))
+    schema=attrs(shape_rule=scan(ACCUMULATING), axis=AXIS_OR_NONE)))
 
 # ---------------------------------------------------------------- prod
 
@@ -208,7 +210,7 @@ PROD = register(Primitive(
     method_fmt("prod", "axis", "keepdims"),
     [*REDUCE, Case(((2, 3, 4),), {"axis": (0, 2), "keepdims": True}),
      Case(((3, 4),), {"axis": (1, 0)})], batch=along("prod"), taylor=_prod_taylor,
-    schema=REDUCING))
+    schema=reducing(ACCUMULATING)))
 
 # ---------------------------------------------------------------- argmax, argmin
 
@@ -231,11 +233,15 @@ _ARG_CASES = [Case(((3,),)), Case(((3, 4),), {"axis": 1}),
 ARGMAX = register(Primitive("argmax", _argmax, [None], _no_tangent,
                             method_fmt("argmax", "axis", "keepdims"), _ARG_CASES,
                             differentiable=False, batch=along("argmax", flat=True),
-                            schema=attrs(axis=AXIS_OR_NONE, keepdims=BOOL)))
+                            schema=attrs(shape_rule=reduction(INDEX_OUT, identity=False),
+                                         axis=AXIS_OR_NONE,
+                                         keepdims=BOOL)))
 ARGMIN = register(Primitive("argmin", _argmin, [None], _no_tangent,
                             method_fmt("argmin", "axis", "keepdims"), _ARG_CASES,
                             differentiable=False, batch=along("argmin", flat=True),
-                            schema=attrs(axis=AXIS_OR_NONE, keepdims=BOOL)))
+                            schema=attrs(shape_rule=reduction(INDEX_OUT, identity=False),
+                                         axis=AXIS_OR_NONE,
+                                         keepdims=BOOL)))
 
 
 # ---------------------------------------------------------------- Ops methods

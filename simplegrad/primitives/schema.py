@@ -1,14 +1,18 @@
-"""Attribute schemas: the names, types and ranges of the attributes a primitive records.
+"""Attribute schemas: the names, types and ranges of the attributes a primitive records, and
+its shape rule.
 
-Each record carries one (``Primitive(..., schema=attrs(axis=AXIS_OR_NONE, keepdims=BOOL))``).
+Each record carries one (``Primitive(..., schema=attrs(shape_rule=..., axis=AXIS_OR_NONE))``).
 A saved program's attributes are checked against it before anything reaches numpy
 (program/load.py), and ``prog.save`` checks the same, so what saves loads. A check sees the
 value and the shapes of the entry's inputs, and answers None (fine) or what is wrong.
 
-A schema may also say how many elements the output has, from the inputs' shapes and the
-attributes alone (``size_rule=``): primitives whose output can be larger than their largest input
-(broadcasting, repeat, tile, pad, matmul, ...) must, so a file cannot make the loader allocate
-more than it declares. ``tests/test_hostile_schema.py`` checks every record against its cases.
+The shape rule (``shape_rule=``) is the primitive's abstract evaluation, as JAX's abstract_eval
+rules: the output's shape and dtype from the inputs' shapes and dtypes and the attributes
+alone, raising ``ShapeRuleError`` for inputs the primitive cannot take. The loader checks every
+entry's declared shape and dtype against it before any array is made, and the output's element
+count (``Schema.size``) bounds what replaying it allocates. The family rules are in
+abstract.py, abstract_arrays.py and abstract_linalg.py; ``tests/test_shape_rules.py`` checks
+every record's rule against numpy's forward on its cases.
 """
 
 from __future__ import annotations
@@ -21,8 +25,12 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ShapeError
+
 Check = Callable[[Any, Sequence[tuple]], "str | None"]
-SizeRule = Callable[[Sequence[tuple], dict], int]
+# (shapes, dtypes, attrs) -> (shape, dtype); an input's dtype is a numpy dtype, or ``int`` /
+# ``float`` for a Python number (NEP 50's weak scalars: ``x * 2.0`` keeps x's float32)
+ShapeRule = Callable[[Sequence[tuple], Sequence[Any], dict], "tuple[tuple, np.dtype]"]
 
 # the dtypes a saved program holds (values, constants, array attributes)
 DTYPES = frozenset(np.dtype(t).name for t in (
@@ -32,14 +40,39 @@ INT_RANGE = (-2**63, 2**64)     # Python ints a program holds (int64 and uint64 
 MAX_RANK = 32                   # numpy's limit on dimensions (64 in numpy 2; 32 is ample)
 
 
+class ShapeRuleError(ShapeError):
+    """Input shapes, dtypes or attributes that a primitive cannot take together (its shape
+    rule's refusal)."""
+
+
 @dataclass(frozen=True)
 class Schema:
-    """The attributes a primitive accepts (name -> check), which of them it needs, and the
-    output's element count when it can exceed the largest input's."""
+    """The attributes a primitive accepts (name -> check), which of them it needs, and its
+    shape rule (the output's shape and dtype)."""
 
     checks: dict
     required: frozenset
-    size: SizeRule | None = None
+    rule: ShapeRule | None = None
+
+    def abstract(self, shapes: Sequence[tuple], dtypes: Sequence[Any],
+                 attrs: dict | None) -> tuple[tuple, np.dtype]:
+        """The output's shape and dtype for inputs of ``shapes`` and ``dtypes`` (attributes
+        already checked by ``problem``); raises ShapeRuleError saying what does not fit."""
+        if self.rule is None:
+            raise ShapeRuleError("the primitive declares no shape rule")
+        try:
+            shape, dtype = self.rule(shapes, dtypes, attrs or {})
+        except ShapeRuleError:
+            raise
+        except (TypeError, ValueError, IndexError, ArithmeticError) as e:     # numpy's refusal
+            raise ShapeRuleError(f"{type(e).__name__}: {str(e)[:200]}") from None
+        if any(n >= 2**63 for n in shape):
+            raise ShapeRuleError(f"a dimension of shape {shape} exceeds numpy's limit of 2**63")
+        return tuple(int(n) for n in shape), np.dtype(dtype)
+
+    def size(self, shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict | None) -> int:
+        """The output's element count (from the shape rule)."""
+        return math.prod(self.abstract(shapes, dtypes, attrs)[0])
 
     def problem(self, attrs: dict | None, shapes: Sequence[tuple]) -> str | None:
         """What is wrong with ``attrs`` for inputs of ``shapes``, or None."""
@@ -64,12 +97,12 @@ class need:  # noqa: N801 (read as a word in a declaration: attrs(shape=need(SHA
         self.check = check
 
 
-def attrs(*, size_rule: SizeRule | None = None, **checks: Check | need) -> Schema:
-    """A schema: ``attrs(axis=AXIS_OR_NONE, keepdims=BOOL)``; ``need(...)`` marks required
-    attributes, ``size_rule=`` gives the output's element count."""
+def attrs(*, shape_rule: ShapeRule | None = None, **checks: Check | need) -> Schema:
+    """A schema: ``attrs(shape_rule=reduction(SAME), axis=AXIS_OR_NONE, keepdims=BOOL)``;
+    ``need(...)`` marks required attributes."""
     required = frozenset(k for k, c in checks.items() if isinstance(c, need))
     return Schema({k: c.check if isinstance(c, need) else c for k, c in checks.items()},
-                  required, size_rule)
+                  required, shape_rule)
 
 
 def _show(v: Any) -> str:
@@ -237,139 +270,6 @@ def SUBSCRIPTS(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802
                 return f"the letter {c!r} has sizes {m} and {n}"
             sizes[c] = max(m, n)
     return None
-
-# ---------------------------------------------------------------- output sizes
-
-
-def broadcast(shapes: Sequence[tuple], attrs: dict) -> int:
-    """Elementwise primitives: the inputs' broadcast shape."""
-    return math.prod(np.broadcast_shapes(*shapes))
-
-
-def _batch(*shapes: tuple) -> tuple:
-    return np.broadcast_shapes(*shapes)
-
-
-def matmul_size(shapes: Sequence[tuple], attrs: dict) -> int:
-    """numpy's matmul: stacked matrices, a 1-D operand read as a vector."""
-    a, b = shapes
-    if not a or not b:
-        raise ValueError("matmul needs inputs of at least one dimension")
-    rows = a[-2:-1] if len(a) > 1 else ()
-    cols = b[-1:] if len(b) > 1 else ()
-    if a[-1] != (b[-2] if len(b) > 1 else b[0]):
-        raise ValueError(f"shapes {a} and {b} do not multiply")
-    return math.prod(_batch(a[:-2], b[:-2])) * math.prod(rows) * math.prod(cols)
-
-
-def solve_size(shapes: Sequence[tuple], attrs: dict) -> int:
-    """numpy 2's solve: b is a vector when 1-D, otherwise stacked columns."""
-    a, b = shapes
-    if len(a) < 2 or a[-1] != a[-2] or not b:
-        raise ValueError(f"solve needs square matrices and a right-hand side, got {a}, {b}")
-    if len(b) == 1:
-        return math.prod(a[:-1])
-    return math.prod(_batch(a[:-2], b[:-2])) * b[-2] * b[-1]
-
-
-def lstsq_size(shapes: Sequence[tuple], attrs: dict) -> int:
-    """lstsq of one (m, n) matrix and b of shape (m,) or (m, k): (n,) or (n, k)."""
-    a, b = shapes
-    if len(a) != 2 or len(b) not in (1, 2) or a[0] != b[0]:
-        raise ValueError(f"lstsq needs a (m, n) matrix and b of (m,) or (m, k), got {a}, {b}")
-    return a[1] * (b[1] if len(b) == 2 else 1)
-
-
-def einsum_size(shapes: Sequence[tuple], attrs: dict) -> int:
-    """The product of the output letters' sizes."""
-    lhs, out = attrs["subscripts"].split("->")
-    sizes: dict = {}
-    for term, shape in zip(lhs.split(","), shapes):
-        for c, n in zip(term, shape):
-            sizes[c] = max(sizes.get(c, n), n)      # a letter of size 1 broadcasts
-    return math.prod(sizes[c] for c in out)
-
-
-def joined(shapes: Sequence[tuple], attrs: dict) -> int:
-    """concatenate and stack: the inputs' elements together."""
-    return sum(math.prod(s) for s in shapes)
-
-
-def to_shape(shapes: Sequence[tuple], attrs: dict) -> int:
-    """A primitive whose ``shape`` attribute is the output's shape."""
-    return math.prod(attrs["shape"])
-
-
-def reshaped(shapes: Sequence[tuple], attrs: dict) -> int:
-    """reshape: as many elements as the input."""
-    return math.prod(shapes[0])
-
-
-def repeated(shapes: Sequence[tuple], attrs: dict) -> int:
-    """repeat: every entry along the axis (or of the flattened input) repeated."""
-    shape, r, ax = shapes[0], attrs["repeats"], attrs.get("axis")
-    n = math.prod(shape) if ax is None else shape[ax]
-    rest = 1 if ax is None else math.prod(shape[:ax] + shape[ax + 1:])
-    if is_int(r):
-        return r * n * rest
-    if len(r) not in (1, n):
-        raise ValueError(f"{len(r)} repeats for {n} entries")
-    return (sum(r) if len(r) == n else r[0] * n) * rest
-
-
-def tiled(shapes: Sequence[tuple], attrs: dict) -> int:
-    """tile: the input times every repetition."""
-    return math.prod(shapes[0]) * math.prod(attrs["reps"])
-
-
-def padded(shapes: Sequence[tuple], attrs: dict) -> int:
-    """pad: each dimension widened by its (before, after)."""
-    return math.prod(n + b + a for n, (b, a) in zip(shapes[0], attrs["pad_width"]))
-
-
-def gathered(shapes: Sequence[tuple], attrs: dict) -> int:
-    """take_along_axis: the indices broadcast against the input off the axis."""
-    x, ax = shapes[0], attrs["axis"]
-    idx = shapes[1] if len(shapes) > 1 else np.shape(attrs["indices"])
-    if len(idx) != len(x) or not x:
-        raise ValueError(f"indices of shape {idx} for an input of shape {x}")
-    ax %= len(x)
-    return math.prod(_batch(x[:ax] + x[ax + 1:], idx[:ax] + idx[ax + 1:])) * idx[ax]
-
-
-def indexed(shapes: Sequence[tuple], attrs: dict) -> int:
-    """getitem: slices' lengths times the broadcast shape of the array (and int) indices."""
-    shape, index = shapes[0], attrs["index"]
-    taken = sum(i.ndim if isinstance(i, np.ndarray) and i.dtype == bool else
-                0 if i is None or i is Ellipsis else 1 for i in index)
-    if taken > len(shape):
-        raise ValueError(f"{taken} indices for an input of {len(shape)} dimension(s)")
-    items = []
-    for i in index:
-        items.extend([slice(None)] * (len(shape) - taken) if i is Ellipsis else [i])
-    items.extend([slice(None)] * (len(shape) - sum(i is not None for i in items)))
-    total, advanced, d = 1, [], 0
-    for i in items:
-        if i is None:
-            continue
-        if isinstance(i, slice):
-            total *= len(range(*i.indices(shape[d])))
-            d += 1
-        elif isinstance(i, np.ndarray) and i.dtype == bool:
-            if i.shape != shape[d:d + i.ndim]:
-                raise ValueError(f"a mask of shape {i.shape} for dimensions {shape[d:]}")
-            advanced.append((int(np.count_nonzero(i)),))
-            d += i.ndim
-        else:
-            advanced.append(np.shape(i))
-            d += 1
-    return total * math.prod(_batch(*advanced)) if advanced else total
-
-# ---------------------------------------------------------------- common schemas
-
-NONE = attrs()                                          # no attributes, no larger output
-BROADCAST = attrs(size_rule=broadcast)                       # elementwise primitives
-REDUCING = attrs(axis=AXES_OR_NONE, keepdims=BOOL)      # sum, mean, max, any, ...
 
 
 def _reshape_shape(v: Any, shapes: Sequence[tuple]) -> str | None:

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
+from .abstract import rounded
 from .core import ANY, NONZERO, POSITIVE, UNARY, Case, Sampler, TaylorRule, uniform
 from .elementwise import elementwise
-from .schema import attrs, broadcast, integer
+from .schema import attrs, integer
 from .series import (
     Series,
     affine_square,
@@ -192,7 +193,7 @@ ROUND = elementwise("round", _round, _round_fmt, (None,),
                     cases=[*UNARY, Case(((3, 4),), {"decimals": 1}),
                            Case(((3,),), {"decimals": -1}, domain=(uniform(-20.0, 20.0),))],
                     taylor=linear("round"),
-                    schema=attrs(size_rule=broadcast, decimals=integer(-400, 400)))
+                    schema=attrs(shape_rule=rounded, decimals=integer(-400, 400)))
 
 # numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
 UFUNCS = {np.tan: "tan", np.arcsin: "arcsin", np.arccos: "arccos", np.arctan: "arctan",

@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import NotDifferentiableError, ShapeError
+from .abstract import FLOAT_OUT, FLOATING, broadcast_shapes, broadcasting
 from .broadcasting import broadcast_to, unbroadcast
 from .core import HELD, Case, Primitive, align, error, is_constant, register, run, shape_of, uniform
 from .elementwise import elementwise
 from .lazy import blockwise, refuse
-from .schema import MAX_RANK, SizeRule, attrs, is_real
+from .schema import MAX_RANK, ShapeRule, ShapeRuleError, attrs, is_real
 from .series import Series, affine_square, exp_series, new, ode, plus, quotient_series, square_coef
 from .taylor import order_of
 
@@ -172,14 +173,16 @@ def _erfinv_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> S
 
 
 ERF = elementwise("erf", blockwise(_erf), "{0}.erf()",
-                  (lambda o, g, out, x: o.mul(g, _gauss(o, x)),), taylor=_erf_series(1.0))
+                  (lambda o, g, out, x: o.mul(g, _gauss(o, x)),), taylor=_erf_series(1.0),
+                  schema=attrs(shape_rule=broadcasting(FLOATING)))
 ERFC = elementwise("erfc", blockwise(_erfc), "{0}.erfc()",
                    (lambda o, g, out, x: o.neg(o.mul(g, _gauss(o, x))),),
-                   taylor=_erf_series(-1.0))
+                   taylor=_erf_series(-1.0), schema=attrs(shape_rule=broadcasting(FLOATING)))
 ERFINV = elementwise("erfinv", blockwise(_erfinv), "{0}.erfinv()",
                      (lambda o, g, out, x: o.mul(g, o.mul(o.exp(o.mul(out, out)),
                                                          SQRT_PI_OVER_TWO)),),
-                     domain=uniform(-0.95, 0.95), taylor=_erfinv_taylor)
+                     domain=uniform(-0.95, 0.95), taylor=_erfinv_taylor,
+                     schema=attrs(shape_rule=broadcasting(FLOATING)))
 
 # ---------------------------------------------------------------- betainc
 #
@@ -283,12 +286,17 @@ def REAL_OR_ARRAY(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802
     return None
 
 
-def broadcast_with(*names: str) -> SizeRule:
-    """The broadcast shape of the inputs and of the array attributes ``names``."""
-    def size(shapes: Sequence[tuple], attrs: dict) -> int:
-        return math.prod(np.broadcast_shapes(*shapes, *(np.shape(attrs[n]) for n in names
-                                                        if n in attrs)))
-    return size
+def broadcast_with(*names: str) -> ShapeRule:
+    """float64, the broadcast shape of the inputs and of the attributes ``names``; each name
+    is an attribute or, in order, an input after the first."""
+    def rule(shapes: Sequence[tuple], dtypes: Sequence, attrs: dict) -> tuple:
+        if len(shapes) - 1 + sum(n in attrs for n in names) != len(names):
+            raise ShapeRuleError(f"{len(shapes)} input(s) and the attributes "
+                                 f"{sorted(n for n in names if n in attrs)} do not give "
+                                 f"x, {', '.join(names)}")
+        return broadcast_shapes(*shapes, *(np.shape(attrs[n]) for n in names if n in attrs)), \
+            FLOAT_OUT(dtypes)
+    return rule
 
 
 BETAINC = register(Primitive(
@@ -297,7 +305,7 @@ BETAINC = register(Primitive(
      Case(((3, 1),), {"a": np.array([1.5, 4.0]), "b": 2.5}),
      Case(((4,),), {"a": 1.0, "b": 1.0}), Case(((),), {"a": 5.0, "b": 0.8})],
     domain=(uniform(0.1, 0.9),), variadic=True, batch=_betainc_batch, taylor=_betainc_taylor,
-    schema=attrs(size_rule=broadcast_with("a", "b"), a=REAL_OR_ARRAY, b=REAL_OR_ARRAY)))
+    schema=attrs(shape_rule=broadcast_with("a", "b"), a=REAL_OR_ARRAY, b=REAL_OR_ARRAY)))
 
 
 # ---------------------------------------------------------------- Ops methods

@@ -5,11 +5,12 @@ anything, and any failure is a ``FormatError`` naming the file, the entry and th
 sizes and counts (``max_bytes``, ``MAX_ENTRIES``, ``MAX_MEMBERS``), the JSON (UTF-8, no
 duplicate keys, no NaN or Infinity literals), keys and types, names (identifiers, made
 unique as at save), primitive names (looked up in ``sg.REGISTRY``), arities, references,
-dtypes, each entry's attributes against its primitive's schema, the number of elements its
-output has (from the schema and the declared inputs, before any array is made), and then its
-declared shape and dtype, by running its forward once on stand-in values of the declared
-inputs (zero-stride arrays; 2 I + 0.1 for square matrices), none kept after it is checked.
-The .npz is read by arrays.py, headers before data; the stand-in runs are standins.py.
+dtypes, each entry's attributes against its primitive's schema, and its declared shape and
+dtype against what its primitive's shape rule computes from the declared inputs' shapes and
+dtypes and the attributes (before any array is made; the output's size within ``max_bytes``).
+No forward runs while loading, but for an entry with an integer constant in integer
+arithmetic (standins.py says why). The .npz is read by arrays.py, headers before data; the
+shape checks are declared.py.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..primitives.core import REGISTRY
 from ..primitives.schema import DTYPES, INT_RANGE, MAX_RANK, is_real
 from .arrays import read_npz
 from .core import Program
+from .declared import Declared
 from .nodes import CONST, INPUT, NODE, Constant, Input, Node, Ref
 from .serialize import (
     FORMAT,
@@ -41,7 +43,6 @@ from .serialize import (
     unique_names,
 )
 from .sizes import read_alike, read_counts
-from .standins import StandIns
 
 # one JSON array or object per this many bytes at most: the format's densest documents have
 # one per 19 bytes or more, and so parsing never takes more than about 15 times the file's bytes
@@ -162,7 +163,7 @@ class _Reader:
             raise self.fail("arrays", f"the .npz holds arrays no entry refers to: "
                                       f"{', '.join(unused[:5])}")
         inputs, constants, nodes = self.renamed(inputs, constants, nodes)
-        StandIns(self.fail, self.max_bytes, inputs, constants).check(nodes)
+        Declared(self.fail, self.max_bytes, inputs, constants).check(nodes)
         counts = read_counts(doc.get("counts"), constants, nodes, self.fail)
         alike = read_alike(doc.get("alike", []), inputs, constants, nodes,
                            lambda r, where: self.ref(r, where, sizes), self.fail)

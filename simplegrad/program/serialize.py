@@ -29,7 +29,8 @@ under that key in the .npz; dtypes bool, int, uint and float only).
 
 Primitives are named, and looked up in ``sg.REGISTRY`` when loading: a program through a
 ``custom_vjp`` or ``checkpoint`` function (not in the registry) cannot be saved. Each entry's
-attributes must pass its primitive's schema (primitives/schema.py), as load.py checks them.
+attributes must pass its primitive's schema (primitives/schema.py), and its shape and dtype must
+be what the schema's shape rule gives for its inputs, as load.py checks them.
 Names are Python identifiers (NFKC-normalized, at most ``MAX_NAME`` characters); duplicates
 are made unique as ``sg.compile`` does (``weight``, ``weight_2``), in the order inputs, named
 constants, entries, here and when loading. Limits, checked when loading: ``max_bytes`` per
@@ -50,7 +51,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..primitives.core import REGISTRY
-from ..primitives.schema import DTYPES
+from ..primitives.schema import DTYPES, ShapeRuleError
 from .nodes import CONST, INPUT, NODE, Names
 
 if TYPE_CHECKING:     # (prog.save calls here: no runtime import back)
@@ -104,9 +105,10 @@ def encode(prog: Program) -> tuple[dict, dict[str, np.ndarray]]:
                 f"save: {node.name} is computed by {node.prim.name!r}, a custom primitive "
                 "(custom_vjp or checkpoint) that is not in sg.REGISTRY; only programs of "
                 "registered primitives can be saved")
-    shapes = prog_shapes(prog)
-    for node, args in zip(prog.nodes, shapes):
-        why = attr_problem(node.prim, node.attrs, args)
+    for node, (shapes, dtypes) in zip(prog.nodes, prog_specs(prog)):
+        why = attr_problem(node.prim, node.attrs, shapes)
+        if why is None:
+            why = rule_problem(node, shapes, dtypes)
         if why is not None:
             raise ArgumentError(f"save: {node.name} = {node.prim.name}(...): {why}, which a "
                                 "saved program cannot hold")
@@ -173,15 +175,46 @@ def attr_problem(prim: Any, attrs: dict | None, shapes: list) -> str | None:
     return prim.schema.problem(attrs, shapes)
 
 
-def prog_shapes(prog: Program) -> list[list[tuple]]:
-    """Per node, the shapes of its arguments."""
-    def shape(r: Any) -> tuple:
+def rule_problem(node: Any, shapes: list, dtypes: list) -> str | None:
+    """How an entry's declared shape and dtype differ from its primitive's shape rule's answer
+    for these inputs, or None."""
+    try:
+        shape, dtype = node.prim.schema.abstract(shapes, dtypes, node.attrs)
+    except ShapeRuleError as e:
+        return f"{node.prim.name} cannot run on inputs of shapes {listed(shapes)} and " \
+               f"dtypes {listed(dtypes)}: {e}"
+    if shape != tuple(node.shape) or dtype != node.dtype:
+        return f"declares shape {tuple(node.shape)} and dtype {node.dtype}, but " \
+               f"{node.prim.name} of these inputs gives shape {shape} and dtype {dtype}"
+    return None
+
+
+def listed(items: list) -> str:
+    """Shapes or dtypes as an error message lists them (a Python number's type by name)."""
+    return ", ".join(getattr(d, "__name__", None) or str(d) for d in items) or "()"
+
+
+def value_spec(value: Any) -> tuple[tuple, Any]:
+    """A constant's shape and dtype as shape rules take them: a Python int or float is its type
+    (NEP 50's weak scalar), anything else its numpy dtype."""
+    if type(value) in (int, float):
+        return (), type(value)
+    return np.shape(value), np.result_type(value)
+
+
+def prog_specs(prog: Program) -> list[tuple[list, list]]:
+    """Per node, the shapes and the dtypes of its arguments."""
+    def spec(r: Any) -> tuple:
         if r.kind == INPUT:
-            return tuple(prog.inputs[r.index].shape)
+            return tuple(prog.inputs[r.index].shape), prog.inputs[r.index].dtype
         if r.kind == CONST:
-            return np.shape(prog.constants[r.index].value)
-        return tuple(prog.nodes[r.index].shape)
-    return [[shape(r) for r in n.args] for n in prog.nodes]
+            return value_spec(prog.constants[r.index].value)
+        return tuple(prog.nodes[r.index].shape), prog.nodes[r.index].dtype
+    out = []
+    for n in prog.nodes:
+        specs = [spec(r) for r in n.args]
+        out.append(([s for s, _ in specs], [d for _, d in specs]))
+    return out
 
 
 def _encode(x: Any, arrays: dict, where: str) -> Any:

@@ -1,125 +1,53 @@
-"""Checking a loaded program's declared shapes and dtypes: each entry's attributes against
-its schema, its output's element count (the schema's size rule) against the limit, then its
-forward once on stand-ins of its declared inputs.
+"""Stand-in values of declared shapes and dtypes, and the one forward run the loader still
+makes on them.
+
+Shapes and dtypes come from each primitive's shape rule (declared.py), which sees dtypes, not
+values. One thing depends on a value: an integer constant in integer arithmetic (a Python
+int converted to an integer input's dtype: ``x_uint8 + 300`` and ``x_int8 + 2**63`` overflow;
+an integer to a negative integer power is refused: ``x_int ** -1``). An entry with an integer
+constant among its inputs, an integer or bool input and no float one (``needs_values``) runs
+its forward once, on its constants as they are and stand-ins of its other inputs
+(``run_on_stand_ins``); nothing else runs while loading.
 
 Stand-ins are read-only zero-stride views (0.5, 1 or True), or ``2 I + 0.1`` for square
-matrices so that every matrix function can take them; an entry's output is compared with what
-it declares and dropped, so at most one entry's values are alive at a time. Constants that
-are scalars (Python's or numpy's) are used as they are: numpy's type promotion depends on
-them. numpy's error state is set in a context (per thread); warning filters never.
+matrices, so they cost one element (one matrix) whatever their shape. numpy's error state is
+set in a context (per thread); warning filters never.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError
-from .nodes import CONST, INPUT, NODE, Node, Ref
-from .serialize import attr_problem
+from .nodes import Node
 
 
-class StandIns:
-    """Runs each entry's forward on stand-ins of its declared inputs and checks what it
-    declares; at most one entry's values are alive at a time, and entries alike (primitive,
-    input shapes and dtypes, attributes) run once."""
+def needs_values(dtypes: Sequence[Any], int_constant: bool) -> bool:
+    """Whether an entry computes in integers with an integer constant among its inputs
+    (``int_constant``): no float input, an integer or bool one. Then a value may not fit
+    (``x_uint8 + 300``) or be refused (``x_int ** -1``)."""
+    strong = [np.dtype(d) for d in dtypes if d is not int and d is not float]
+    return int_constant and not any(d.kind == "f" for d in strong) and \
+        any(d.kind in "iub" for d in strong)
 
-    def __init__(self, fail: Callable[[str, str], FormatError], max_bytes: int, inputs: list,
-                 constants: list):
-        self.fail = fail
-        self.max_bytes = max_bytes
-        self.specs = {(INPUT, i): (s.shape, s.dtype) for i, s in enumerate(inputs)}
-        self.values = {}
-        self.seen: dict = {}        # (primitive, inputs, attrs) -> (shape, dtype)
-        for i, c in enumerate(constants):
-            if isinstance(c.value, np.ndarray):
-                self.specs[(CONST, i)] = (c.value.shape, c.value.dtype)
-            else:
-                self.values[(CONST, i)] = c.value       # a Python or numpy scalar, as is
 
-    def check(self, nodes: list) -> None:
-        limit = self.max_bytes
-        for kind, items in ((INPUT, self.specs.items()), (NODE, enumerate(nodes))):
-            for key, spec in items:
-                shape, dtype = spec if kind == INPUT else (spec.shape, spec.dtype)
-                size = math.prod(shape) * dtype.itemsize
-                if size > limit:
-                    where = f"input {key[1]}" if kind == INPUT else f"node {key} ({spec.name})"
-                    raise self.fail(where, f"shape {shape} needs {size} bytes, more than the "
-                                           f"limit of {limit}")
-        for i, node in enumerate(nodes):
-            self.entry(i, node)
-            self.specs[(NODE, i)] = (node.shape, node.dtype)
-
-    def entry(self, i: int, node: Node) -> None:
-        where = f"node {i} ({node.name})"
-        shapes = [self.shape_of(r) for r in node.args]
-        why = attr_problem(node.prim, node.attrs, shapes)
-        if why is not None:
-            raise self.fail(where, f"{node.prim.name}: {why}")
-        text = ", ".join(str(s) for s in shapes)
-        try:
-            rule = node.prim.schema.size
-            count = None if rule is None else rule(shapes, node.attrs or {})
-        except Exception as e:      # the size rule found inputs the primitive cannot take
-            raise self.fail(where, f"{node.prim.name} cannot take inputs of shapes {text}: "
-                                   f"{e}") from None
-        if count is not None and count * node.dtype.itemsize > self.max_bytes:
-            raise self.fail(where, f"{node.prim.name} of inputs of shapes {text} gives {count} "
-                                   f"elements, more than the limit of {self.max_bytes} bytes")
-        key = self.key(node)
-        if key not in self.seen:
-            self.seen[key] = self.run(node, where, text)
-        shape, dtype = self.seen[key]
-        if shape != node.shape or dtype != node.dtype:
-            raise self.fail(where, f"declares shape {node.shape} and dtype {node.dtype}, but "
-                                   f"{node.prim.name} of these inputs gives shape {shape} and "
-                                   f"dtype {dtype}")
-
-    def run(self, node: Node, where: str, text: str) -> tuple:
-        """The shape and dtype of the entry's forward on stand-ins (the values dropped)."""
-        made: dict = {}
-        args = [self.value(r, made) for r in node.args]
-        try:
-            with np.errstate(all="ignore"):
-                out = node.prim.forward(*args, **(node.attrs or {}))
-            return np.shape(out), np.result_type(out)
-        except Exception as e:
-            raise self.fail(where, f"{node.prim.name} cannot run on inputs of shapes {text} "
-                                   f"with attrs {str(node.attrs)[:120]}: {type(e).__name__}: "
-                                   f"{str(e)[:200]}") from None
-
-    def key(self, node: Node) -> Any:
-        """What the entry's result depends on (entries alike run once), or a fresh object
-        when an attribute is an array."""
-        attrs = repr(node.attrs)
-        if "array(" in attrs:
-            return object()
-        args = tuple(self.specs.get((r.kind, r.index)) or
-                     (type(self.values[(r.kind, r.index)]), repr(self.values[(r.kind, r.index)]))
-                     for r in node.args)
-        return node.prim.name, args, attrs
-
-    def shape_of(self, r: Ref) -> tuple:
-        key = (r.kind, r.index)
-        return self.specs[key][0] if key in self.specs else np.shape(self.values[key])
-
-    def value(self, r: Ref, made: dict) -> Any:
-        key = (r.kind, r.index)
-        if key not in self.specs:
-            return self.values[key]
-        spec = self.specs[key]
-        if spec not in made:
-            made[spec] = stand_in(*spec)
-        return made[spec]
+def run_on_stand_ins(node: Node, args: list) -> str | None:
+    """What goes wrong running the entry's forward on ``args`` (constants as they are,
+    stand-ins for the (shape, dtype) pairs), or None; the output is dropped."""
+    values = [stand_in(*a) if type(a) is tuple else a for a in args]
+    try:
+        with np.errstate(all="ignore"):
+            node.prim.forward(*values, **(node.attrs or {}))
+    except Exception as e:      # noqa: BLE001 (numpy's refusal, reported as the format's)
+        return f"{type(e).__name__}: {str(e)[:200]}"
+    return None
 
 
 def stand_in(shape: tuple, dtype: np.dtype) -> np.ndarray:
-    """A read-only value to check shapes with: 2 I + 0.1 (positive definite) for square
-    matrices, 0.5 (1, True) elsewhere, every copy a zero-stride view."""
+    """A read-only value to run on: 2 I + 0.1 (positive definite) for square matrices, 0.5
+    (1, True) elsewhere, every copy a zero-stride view."""
     if len(shape) >= 2 and shape[-1] == shape[-2] and dtype.kind != "b":
         n = shape[-1]
         m = np.full((n, n), 0.1, dtype)

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..abstract_linalg import square
 from ..core import Case, Primitive, mapped, register, shape_of
 from ..lazy import per_block
-from ..schema import NONE
+from ..schema import attrs
 from ..series import Series, minus, new, plus
 from ..taylor import order_of
 from .matrices import swap_last, sym
@@ -71,7 +72,7 @@ CHOLESKY = register(Primitive(
     "cholesky", _cholesky, [_cholesky_vjp], _cholesky_jvp, "cholesky({0})",
     [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((1, 1),)), Case(((4, 4),))],
     domain=(positive_definite,), batch=mapped("cholesky"), taylor=_cholesky_taylor,
-    schema=NONE))
+    schema=attrs(shape_rule=square)))
 
 # ---------------------------------------------------------------- Ops methods
 

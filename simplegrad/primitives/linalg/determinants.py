@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..abstract_linalg import determinant
 from ..core import Case, Primitive, mapped, register, shape_of
 from ..lazy import per_block
-from ..schema import NONE
+from ..schema import attrs
 from ..series import Series, exp_series, new, plus, times
 from .matrices import swap_last
 from .samplers import MATRIX, near_identity, negative_det
@@ -94,7 +95,8 @@ DET = register(Primitive(
     "det", _det, [_det_vjp], _det_jvp, "det({0})",
     [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((2, 2),), domain=(negative_det,)),
      Case(((1, 1),)), Case(((2, 9, 9),), domain=(near_identity,), label="inverse-rule")],
-    domain=MATRIX, tol=1e-5, batch=mapped("det"), taylor=_det_taylor, schema=NONE))
+    domain=MATRIX, tol=1e-5, batch=mapped("det"), taylor=_det_taylor,
+    schema=attrs(shape_rule=determinant)))
 
 # ---------------------------------------------------------------- slogdet
 
@@ -124,7 +126,8 @@ SLOGDET = register(Primitive(
     "slogdet", _logabsdet, [_slogdet_vjp], _slogdet_jvp, "slogdet({0}).logabsdet",
     [Case(((3, 3),)), Case(((3, 3),), domain=(negative_det,)), Case(((2, 3, 3),)),
      Case(((2, 4, 4),), domain=(negative_det,))],
-    domain=MATRIX, batch=mapped("slogdet"), taylor=_slogdet_taylor, schema=NONE))
+    domain=MATRIX, batch=mapped("slogdet"), taylor=_slogdet_taylor,
+    schema=attrs(shape_rule=determinant)))
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from ...errors import ArgumentError
+from ..abstract_linalg import eigh
 from ..core import Case, Primitive, error, mapped, register
 from ..lazy import per_block
 from ..schema import attrs, need, one_of
@@ -101,8 +102,8 @@ EIGH = register(Primitive(
      Case(((2, 3, 3),), {"part": "eigenvectors", **NUMPY_SIGNS, "UPLO": "U"}),
      Case(((3, 3),), {"part": "eigenvalues", **NUMPY_SIGNS, "UPLO": "U"})],
     domain=(symmetric_spread,), plain=False, batch=mapped("eigh"),
-    schema=attrs(part=need(one_of("eigenvalues", "eigenvectors")), signs=one_of("numpy"),
-                 UPLO=one_of("L", "U"))))
+    schema=attrs(shape_rule=eigh, part=need(one_of("eigenvalues", "eigenvectors")),
+                 signs=one_of("numpy"), UPLO=one_of("L", "U"))))
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..abstract_linalg import matmul
 from ..broadcasting import unbroadcast
 from ..core import Case, Primitive, matrix, register, shape_of
-from ..schema import attrs, matmul_size
+from ..schema import attrs
 from ..taylor import multilinear
 from .matrices import swap_last
 
@@ -88,7 +89,7 @@ MATMUL = register(Primitive(
     [Case(((3,), (3,))), Case(((2, 3), (3, 4))), Case(((3,), (3, 4))), Case(((2, 3), (3,))),
      Case(((2, 2, 3), (3, 4))), Case(((1, 2, 3), (4, 3, 2))), Case(((3,), (2, 3, 4)))],
     batch=lambda o, xs, batched: _batch_matmul(o, xs, batched),
-    taylor=multilinear("matmul"), schema=attrs(size_rule=matmul_size)))
+    taylor=multilinear("matmul"), schema=attrs(shape_rule=matmul)))
 
 
 def _batch_matmul(o: PrimitiveMethods, xs, batched):

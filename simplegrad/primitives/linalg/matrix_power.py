@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import ArgumentError
+from ..abstract_linalg import powered
 from ..core import Case, Primitive, error, mapped, register
 from ..lazy import per_block
 from ..schema import INT, attrs, need
@@ -109,7 +110,7 @@ MATRIX_POWER = register(Primitive(
      Case(((2, 2),), {"n": 1}), Case(((2, 2),), {"n": 0}), Case(((2, 2),), {"n": 5})],
     domain=(lambda rng, shape: diagonally_dominant(rng, shape) / shape[-1],),
     batch=mapped("matrix_power"), taylor=_matrix_power_taylor,
-    schema=attrs(n=need(INT))))
+    schema=attrs(shape_rule=powered, n=need(INT))))
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..abstract import FLOATING, reduction
 from ..core import Case, Primitive, along, keepdims_shape, register, shape_of
-from ..schema import REDUCING
+from ..schema import AXES_OR_NONE, BOOL, attrs
 from ..series import Series, sqrt_series, square_coef
 from ..taylor import order_of
 
@@ -68,7 +69,8 @@ NORM = register(Primitive(
      Case(((2, 3, 4),), {"axis": (0, -1), "keepdims": True}),
      Case(((2, 3),), {"axis": None, "keepdims": True})],
     domain=(lambda rng, shape: rng.uniform(-2.0, 2.0, shape),), batch=along("norm", flat=True),
-    taylor=_norm_taylor, schema=REDUCING))
+    taylor=_norm_taylor, schema=attrs(shape_rule=reduction(FLOATING, most=2),
+                                      axis=AXES_OR_NONE, keepdims=BOOL)))
 
 # ---------------------------------------------------------------- Ops methods
 

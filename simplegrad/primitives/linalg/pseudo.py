@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import ArgumentError, ShapeError
+from ..abstract_linalg import lstsq, pinv
 from ..core import REGISTRY, Case, Primitive, error, mapped, register, shape_of, value_of
 from ..lazy import per_block
-from ..schema import NONE, attrs, lstsq_size
+from ..schema import attrs
 from .matrices import as_column, check_matrices, matmuls, swap_last
 from .samplers import spread_singular
 
@@ -48,7 +49,7 @@ def _pinv_jvp(o: PrimitiveMethods, ts, out, a):
 PINV = register(Primitive(
     "pinv", _pinv, [_pinv_vjp], _pinv_jvp, "pinv({0})",
     [Case(((3, 3),)), Case(((4, 2),)), Case(((2, 4),)), Case(((2, 3, 2),))],
-    domain=(spread_singular,), batch=mapped("pinv"), schema=NONE))
+    domain=(spread_singular,), batch=mapped("pinv"), schema=attrs(shape_rule=pinv)))
 
 # ---------------------------------------------------------------- lstsq
 
@@ -108,7 +109,7 @@ LSTSQ = register(Primitive(
     domain=(spread_singular, lambda rng, shape: rng.uniform(-2.0, 2.0, shape)),
     plain=False,         # op.lstsq returns numpy's 4-tuple, the forward only x
     batch=lambda o, xs, batched: _batch_lstsq(o, xs, batched),
-    schema=attrs(size_rule=lstsq_size)))
+    schema=attrs(shape_rule=lstsq)))
 
 
 def _batch_lstsq(o: PrimitiveMethods, xs, batched):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from ...errors import ArgumentError
+from ..abstract_linalg import qr
 from ..core import Case, Primitive, error, mapped, register, shape_of
 from ..lazy import per_block
 from ..schema import attrs, need, one_of
@@ -148,7 +149,7 @@ QR = register(Primitive(
      Case(((2, 4),), {"part": "Q", **NUMPY_SIGNS}),
      Case(((2, 3, 2),), {"part": "R", **NUMPY_SIGNS})],
     domain=(spread_singular,), plain=False, batch=mapped("qr"),
-    schema=attrs(part=need(one_of("Q", "R")), signs=one_of("numpy"))))
+    schema=attrs(shape_rule=qr, part=need(one_of("Q", "R")), signs=one_of("numpy"))))
 
 # ---------------------------------------------------------------- Ops methods
 

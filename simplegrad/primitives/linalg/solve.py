@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..abstract_linalg import solve, square
 from ..broadcasting import unbroadcast
 from ..core import Case, Primitive, mapped, matrix, register, shape_of
 from ..lazy import per_block
-from ..schema import NONE, attrs, solve_size
+from ..schema import attrs
 from ..series import Series, minus, new, plus
 from ..taylor import order_of
 from .matrices import as_column, swap_last
@@ -92,7 +93,7 @@ SOLVE = register(Primitive(
      Case(((2, 3, 3), (3, 2)))],
     domain=(diagonally_dominant, lambda rng, shape: rng.uniform(-2.0, 2.0, shape)),
     batch=matrix("solve", vectors=(False, True)), taylor=_solve_taylor,
-    schema=attrs(size_rule=solve_size)))
+    schema=attrs(shape_rule=solve)))
 
 # ---------------------------------------------------------------- inv
 
@@ -125,7 +126,7 @@ def inv_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, a: Any) -> Serie
 INV = register(Primitive(
     "inv", _inv, [_inv_vjp], _inv_jvp,
     "inv({0})", [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((1, 1),))], domain=MATRIX,
-    batch=mapped("inv"), taylor=inv_taylor, schema=NONE))
+    batch=mapped("inv"), taylor=inv_taylor, schema=attrs(shape_rule=square)))
 
 # ---------------------------------------------------------------- Ops methods
 

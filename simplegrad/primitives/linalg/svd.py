@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from ...errors import ArgumentError, LinAlgError
+from ..abstract_linalg import svd
 from ..core import Case, Primitive, error, mapped, register, shape_of, value_of
 from ..lazy import per_block
 from ..schema import attrs, need, one_of
@@ -128,7 +129,8 @@ SVD = register(Primitive(
      Case(((2, 3, 3),), {"part": "Vh", **NUMPY_SIGNS}),
      Case(((2, 3),), {"part": "S", **NUMPY_SIGNS})],
     domain=(spread_singular,), plain=False, batch=mapped("svd"),
-    schema=attrs(part=need(one_of("U", "S", "Vh")), signs=one_of("numpy"))))
+    schema=attrs(shape_rule=svd, part=need(one_of("U", "S", "Vh")),
+                 signs=one_of("numpy"))))
 
 # ---------------------------------------------------------------- Ops methods
 
