@@ -46,9 +46,11 @@ class _Source:
                                           "GUARD": GUARD, "__builtins__": {
                                               "type": type, "len": len, "bool": bool,
                                               "dict": dict, "list": list, "tuple": tuple,
-                                              "int": int, "float": float}}
+                                              "int": int, "float": float,
+                                              "KeyError": KeyError}}
         self.lines: list[str] = []
         self.count = 0
+        self.indent = 1
 
     def bind(self, value: Any) -> str:
         """A name in the namespace holding ``value``."""
@@ -66,7 +68,7 @@ class _Source:
         return repr(k) if type(k) in (str, int) else self.bind(k)
 
     def line(self, text: str) -> None:
-        self.lines.append("    " + text)
+        self.lines.append("    " * self.indent + text)
 
 
 def make_entry(compiled: Compiled | None, guards: Sequence[tuple], slots: Sequence[int | None],
@@ -92,14 +94,15 @@ def make_entry(compiled: Compiled | None, guards: Sequence[tuple], slots: Sequen
 
 
 def _read_arguments(src: _Source, call_def: TreeDef) -> list[str]:
-    """Lines that check the containers of the call and name its leaves, in order."""
+    """Lines that check the containers of the call and name its leaves, in order. A dict of
+    the right length missing one of the keys is a KeyError on reading it: the reads run in a
+    ``try`` that answers MISS (the program runs after it)."""
     leaves: list[str] = []
     *positional, named = call_def.children
-    src.line(f"if len(args) != {len(positional)}: return MISS")
-    if named.meta:
-        src.line(f"if kwargs.keys() != {src.bind(frozenset(named.meta))}: return MISS")
-    else:
-        src.line("if kwargs: return MISS")
+    src.line(f"if len(args) != {len(positional)} or len(kwargs) != {len(named.children)}: "
+             "return MISS")
+    src.line("try:")
+    src.indent += 1
     stack = [(f"kwargs[{src.key(k)}]", c, 1) for k, c in reversed(list(zip(named.meta,
                                                                             named.children)))]
     stack += [(f"args[{j}]", c, 1) for j, c in reversed(list(enumerate(positional)))]
@@ -118,8 +121,8 @@ def _read_arguments(src: _Source, call_def: TreeDef) -> list[str]:
         name = src.temp()
         src.line(f"{name} = {expr}")
         if kind is dict:
-            src.line(f"if type({name}) is not dict or {name}.keys() != "
-                     f"{src.bind(frozenset(d.meta))}: return MISS")
+            src.line(f"if type({name}) is not dict or len({name}) != {len(d.children)}: "
+                     "return MISS")
             items = [f"{name}[{src.key(k)}]" for k in d.meta]
         elif kind is list or kind is tuple:
             src.line(f"if type({name}) is not {kind.__name__} or len({name}) != "
@@ -128,6 +131,10 @@ def _read_arguments(src: _Source, call_def: TreeDef) -> list[str]:
         else:               # a namedtuple or a registered node: the general path
             raise _UnsupportedError
         stack.extend(reversed([(e, c, depth + 1) for e, c in zip(items, d.children)]))
+    src.line("pass")
+    src.indent -= 1
+    src.line("except KeyError:")
+    src.line("    return MISS")
     return leaves
 
 
