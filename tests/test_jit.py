@@ -299,7 +299,7 @@ def test_results_never_share_memory_with_arguments_or_the_program():
     np.testing.assert_array_equal(jf(np.arange(4.0))[4], [5.0, 6.0])
 
 
-def test_namedtuple_and_registered_node_arguments():
+def test_namedtuple_and_registered_node_arguments(monkeypatch):
     from collections import namedtuple
 
     class Layer:
@@ -309,12 +309,20 @@ def test_namedtuple_and_registered_node_arguments():
     Pair = namedtuple("Pair", "x scale")
     jf = sg.jit(lambda layer, pair: ((pair.x @ layer.w + layer.b).tanh() * pair.scale).sum())
     rng = np.random.default_rng(5)
-    for k in range(3):
+    for k in range(4):
         layer = Layer(rng.normal(size=(3, 2)), rng.normal(size=2))
         x = rng.normal(size=(4, 3))
         assert jf(layer, Pair(x, k + 0.5)) == pytest.approx(
             (np.tanh(x @ layer.w + layer.b) * (k + 0.5)).sum(), rel=1e-13)
+        if k == 0:
+            _no_general_path(monkeypatch)       # replays read the nodes in the entry
     assert jf.recordings == 1
+    monkeypatch.undo()
+    Other = namedtuple("Other", "x scale")      # same fields, another type: a new signature
+    x = rng.normal(size=(4, 3))
+    assert jf(layer, Other(x, 2.0)) == pytest.approx(
+        (np.tanh(x @ layer.w + layer.b) * 2.0).sum(), rel=1e-13)
+    assert jf.recordings == 2
 
 
 def test_guards_switch_programs_without_recording_again():

@@ -239,7 +239,7 @@ class Jitted:
             return out
         if has_variable(args) or kwargs and has_variable(tuple(kwargs.values())):
             return self.f(*args, **kwargs)      # on Variables: f records there
-        leaves, treedef, key, traced_at, plain = self._signature(args, kwargs)
+        leaves, treedef, key, traced_at = self._signature(args, kwargs)
         programs = self._cache.get(key)
         if programs is not None:
             traced = [leaves[i] for i in traced_at]
@@ -253,9 +253,8 @@ class Jitted:
         call_def = treedef or tree_flatten([*args, kwargs])[1]
         out, rec = _record(self.f, call_def, leaves, traced_at, self.backend)
         self.recordings += 1
-        if plain:
-            rec.entry = make_entry(rec.compiled, rec.guards, rec.slots, rec.fixed, rec.treedef,
-                                   call_def, leaves, key, traced_at)
+        rec.entry = make_entry(rec.compiled, rec.guards, rec.slots, rec.fixed, rec.treedef,
+                               call_def, leaves, key, traced_at)
         rec.family = programs = self._cache.setdefault(key, [])
         programs.insert(0, rec)
         gone = programs[self.max_programs:]

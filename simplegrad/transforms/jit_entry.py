@@ -12,8 +12,10 @@ output pytree as one literal (``(r0, {"0.bias": o1, ...}, ...)``).
 It answers ``MISS`` when the arguments are not of its signature (the general path decides
 then) and ``GUARD`` when they are but a guard does not hold (the program ran; another program
 of the signature, or a new recording, serves the call). It never accepts a call the general
-path would treat differently: anything unusual (a subclass, a namedtuple argument, a
-registered pytree node, a number out of int64's range) is a miss.
+path would treat differently: anything unusual (a subclass of dict, list or tuple, an array
+subclass, a number out of int64's range) is a miss. A namedtuple or a registered pytree node
+is read through ``pytree.node_children`` (its registered flatten), its type, length and
+auxiliary data checked.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 
 from ..program.compile import Compiled
 from ..program.nodes import CONST, INPUT
-from ..pytree import TreeDef, tree_unflatten
+from ..pytree import TreeDef, node_children, tree_unflatten
 
 MISS = object()     # the arguments are not of the entry's signature
 GUARD = object()    # they are, but a guard's answer differs from the recording's
@@ -128,8 +130,13 @@ def _read_arguments(src: _Source, call_def: TreeDef) -> list[str]:
             src.line(f"if type({name}) is not {kind.__name__} or len({name}) != "
                      f"{len(d.children)}: return MISS")
             items = [f"{name}[{j}]" for j in range(len(d.children))]
-        else:               # a namedtuple or a registered node: the general path
-            raise _UnsupportedError
+        else:               # a namedtuple or a registered node: its children as pytree.py's
+            children = src.temp()
+            src.line(f"if type({name}) is not {src.bind(kind)}: return MISS")
+            src.line(f"_, meta, {children} = {src.bind(node_children)}({name})")
+            src.line(f"if len({children}) != {len(d.children)} or not meta == "
+                     f"{src.bind(d.meta)}: return MISS")
+            items = [f"{children}[{j}]" for j in range(len(d.children))]
         stack.extend(reversed([(e, c, depth + 1) for e, c in zip(items, d.children)]))
     src.line("pass")
     src.indent -= 1

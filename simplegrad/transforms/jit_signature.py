@@ -22,15 +22,14 @@ from ..pytree import is_node, tree_flatten
 
 def call_signature(args: tuple, kwargs: dict, static_argnums: tuple[int, ...],
                    static_argnames: tuple[str, ...], positional: float) -> tuple:
-    """The call's leaves, structure (a TreeDef, or None when plain), signature key,
-    traced positions, and whether the structure is plain (dicts, lists, tuples, None)."""
+    """The call's leaves, structure (a TreeDef, or None when plain), signature key and
+    traced positions."""
     call = [*args, kwargs]
     leaves: list = []
     try:
         structure = _structure(call, leaves)
     except (TypeError, _OtherContainerError):    # a namedtuple, unsortable keys: pytree.py
         leaves, structure = [], None
-    plain = structure is not None       # plain dicts, lists, tuples and None only
     treedef = None
     if structure is None:
         leaves, treedef = tree_flatten(call)
@@ -55,7 +54,7 @@ def call_signature(args: tuple, kwargs: dict, static_argnums: tuple[int, ...],
                                     f"range for a call with {len(args)} argument(s)")
             k %= len(args)
             static.update(range(starts[k], starts[k + 1]))
-    return (leaves, treedef, *_key(structure, leaves, static), plain)
+    return (leaves, treedef, *_key(structure, leaves, static))
 
 
 def positional_arguments(f: Callable) -> tuple[float, list[str], set[str]]:
