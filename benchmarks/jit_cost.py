@@ -59,7 +59,7 @@ def jit_over_compiled(args, jax, sizes: tuple[int, int, int], batch: int = 64) -
                           {"sg.jit": [out[0], *(out[1][k] for k in order)], "jax.jit": [value, *p]},
                           rtol=1e-10, atol=1e-12)
     calls = 10 if sizes[0] * sizes[1] < 10 ** 4 else 1     # a sample of ~1 ms or more
-    repeat = peers.repeats(args, 101, 301)
+    repeat = peers.repeats(args, 301, 901)
     med = {k: t / calls for k, t in peers.measure({k: _times(fn, calls) for k, fn in
                                                    runs.items()}, repeat).items()}
     unit = "its compiled program, the same arrays"
