@@ -307,8 +307,9 @@ def jit(f: Callable, static_argnums: int | Sequence[int] | None = None,
                                     static_argnums is None or static_argnames is None)
     count = positional_arguments(f)[0]
     if any(not -count <= i < count for i in nums):
-        raise ArgumentError(f"jit: static_argnums={nums!r} is out of range for a function "
-                            f"taking {count} positional argument(s)")
+        name = getattr(f, "__qualname__", type(f).__name__)
+        raise ArgumentError(f"jit: static_argnums={nums!r} is out of range for {name}, which "
+                            f"takes {count} positional argument(s)")
     if isinstance(max_programs, bool) or not isinstance(max_programs, int) or max_programs < 1:
         raise ArgumentError(f"jit: max_programs must be a positive int, not {max_programs!r}")
     if backend not in ("numpy", "numba"):

@@ -4,10 +4,10 @@
 up, runs the program and rebuilds the output pytree leaf by leaf: tens of microseconds, which
 a small training step notices. The entry does the same work as straight-line code written for
 the one signature it was recorded at: it reads each leaf where the structure puts it
-(``args[0]["0.weight"]``), checks it (the container's exact type and keys or length, a traced
-array's type, shape and dtype, a static value's type and value), calls the compiled program's
-function on the traced leaves, checks the guards on the values they read, and returns the
-output pytree as one literal (``(r0, {"0.bias": o1, ...}, ...)``).
+(``args[0]["0.weight"]``), checks it (a container's exact type and length, a dict's keys by
+reading them, a traced array's type, shape and dtype, a static value's type and value), calls
+the compiled program's function on the traced leaves, checks the guards on the values they
+read, and returns the output pytree as one literal (``(r0, {"0.bias": o1, ...}, ...)``).
 
 It answers ``MISS`` when the arguments are not of its signature (the general path decides
 then) and ``GUARD`` when they are but a guard does not hold (the program ran; another program
