@@ -233,19 +233,9 @@ def digits(args, torch, jax) -> list[dict]:
         runs["torch eager backward + optim.SGD"] = torch_step
         cols["torch eager backward + optim.SGD"] = "torch"
     if jax is not None:
-        jnp = jax.numpy
-
-        def jloss(p, X, y):
-            h = jnp.tanh(X @ p[0].T + p[1])
-            z = h @ p[2].T + p[3]
-            return -jnp.mean(jax.nn.log_softmax(z)[jnp.arange(len(y)), y])
-
-        def jstep(p, X, y):
-            value, g = jax.value_and_grad(jloss)(p, X, y)
-            return value, [w - lr * d for w, d in zip(p, g)]
+        jstep = jax_step(jax, lr)
         jjit = jax.jit(jstep)
-        pj = [jnp.asarray(params[k]) for k in ("0.weight", "0.bias", "2.weight", "2.bias")]
-        Xj, yj = jnp.asarray(X), jnp.asarray(y)
+        pj, Xj, yj = jax_arrays(jax, params, X, y)
 
         def jrun(fn):
             value, p = fn(pj, Xj, yj)
@@ -258,6 +248,29 @@ def digits(args, torch, jax) -> list[dict]:
     cols = {k: COLS[v] for k, v in cols.items()}
     return report(args, "digits MLP step 64-64-10, batch 64: sg.value_and_grad + opt.update",
                   runs, cols, peers.repeats(args, 41, 101), "simplegrad <= 1.0", extra)
+
+
+def jax_step(jax, lr: float):
+    """The digits step in JAX: ``jax.value_and_grad`` of the cross-entropy of a one-hidden-layer
+    tanh MLP (parameters as a list: W1, b1, W2, b2) and a tree_map SGD update."""
+    jnp = jax.numpy
+
+    def jloss(p, X, y):
+        h = jnp.tanh(X @ p[0].T + p[1])
+        z = h @ p[2].T + p[3]
+        return -jnp.mean(jax.nn.log_softmax(z)[jnp.arange(len(y)), y])
+
+    def jstep(p, X, y):
+        value, g = jax.value_and_grad(jloss)(p, X, y)
+        return value, [w - lr * d for w, d in zip(p, g)]
+    return jstep
+
+
+def jax_arrays(jax, params: dict, X: np.ndarray, y: np.ndarray) -> tuple:
+    """The parameters (in ``jax_step``'s order), the data and the labels as JAX arrays."""
+    jnp = jax.numpy
+    return ([jnp.asarray(params[k]) for k in ("0.weight", "0.bias", "2.weight", "2.bias")],
+            jnp.asarray(X), jnp.asarray(y))
 
 
 # ---------------------------------------------------------------- hvp, 99 parameters

@@ -29,7 +29,7 @@ from timing import MEASURING_ENV
 
 HERE = Path(__file__).resolve().parent
 PEERS = ("hessian", "nth_derivative", "mlp", "hvp", "taylor", "batching", "habits",
-         "jacobian_modes", "fused")
+         "jit_cost", "jacobian_modes", "fused")
 COLUMNS = ("simplegrad", "numpy (by hand)", "torch eager", "torch.func", "autograd", "JAX jit",
            "JAX eager")
 BEGIN, END = "<!-- results: begin -->", "<!-- results: end -->"

@@ -4,8 +4,12 @@ Every value is checked against an independent answer: the same function written 
 the untransformed function (a loop of plain calls), or central finite differences.
 """
 
+import importlib
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import simplegrad as sg
 from simplegrad import nn, optim
@@ -185,3 +189,242 @@ def test_bad_arguments_raise_clear_errors():
         jf(np.ones(2), {1, 2})
     with pytest.raises(sg.ArgumentError, match="out of range"):
         sg.jit(lambda x: x, static_argnums=3)(np.ones(2))
+
+
+# ---------------------------------------------------------------- the fast entry
+
+
+def _no_general_path(monkeypatch):
+    """Fail the test if a call replays through the general path (_Recorded.run) instead of
+    the signature's generated entry."""
+    def general(self, traced):
+        raise AssertionError("replayed through the general path")
+    module = importlib.import_module("simplegrad.transforms.jit")   # (the package's jit is sg.jit)
+    monkeypatch.setattr(module._Recorded, "run", general)
+
+
+def _step_by_hand(p, state, x, labels, scale):
+    """The jitted function below, in numpy: its value and its rebuilt pytree."""
+    h = np.tanh(x @ p["w"] + p["b"][0])
+    return {"loss": (h[np.arange(len(labels)), labels] * scale).sum(),
+            "p": {"w": p["w"] * 0.5, "b": [p["b"][0] + 1.0]},
+            "state": (state["n"] + 1.0, None, {})}
+
+
+def _step(p, state, x, labels, scale):
+    h = (x @ p["w"] + p["b"][0]).tanh()
+    return {"loss": (h[np.arange(len(labels)), labels] * scale).sum(),
+            "p": {"w": p["w"] * 0.5, "b": [p["b"][0] + 1.0]},
+            "state": (state["n"] + 1.0, None, {})}
+
+
+def _assert_tree_close(got, want):
+    got_leaves, got_def = sg.tree_flatten(got)
+    want_leaves, want_def = sg.tree_flatten(want)
+    assert got_def == want_def
+    for g, w in zip(got_leaves, want_leaves):
+        assert type(g) is np.ndarray
+        np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-15)
+
+
+def test_repeat_calls_take_the_generated_entry_and_rebuild_the_pytree(monkeypatch):
+    rng = np.random.default_rng(3)
+    p = {"w": rng.normal(size=(3, 4)), "b": [rng.normal(size=4)]}
+    state = {"n": 0.0, "slots": {}, "none": None}
+    labels = np.array([0, 3])
+    jf = sg.jit(_step)
+    x = rng.normal(size=(2, 3))
+    _assert_tree_close(jf(p, state, x, labels, 2), _step_by_hand(p, state, x, labels, 2))
+    _no_general_path(monkeypatch)
+    for k in range(4):          # new values of every traced leaf, one signature
+        p = {"w": rng.normal(size=(3, 4)), "b": [rng.normal(size=4)]}
+        state = {"n": float(k), "slots": {}, "none": None}
+        x = rng.normal(size=(2, 3))
+        _assert_tree_close(jf(p, state, x, labels, k + 1),
+                           _step_by_hand(p, state, x, labels, k + 1))
+    assert jf.recordings == 1
+
+
+def test_a_call_of_another_signature_is_never_served_by_an_entry():
+    rng = np.random.default_rng(4)
+    p = {"w": rng.normal(size=(3, 4)), "b": [rng.normal(size=4)]}
+    state = {"n": 1.0, "slots": {}, "none": None}
+    x, labels = rng.normal(size=(2, 3)), np.array([0, 3])
+    jf = sg.jit(_step)
+    jf(p, state, x, labels, 2)
+
+    class Sub(np.ndarray):
+        pass
+    changed = [  # (arguments, new recording?)
+        ((p, state, x, np.array([1, 2]), 2), True),         # other static label values
+        ((p, state, x, labels.astype(np.int32), 2), True),  # other static dtype
+        ((p, state, x, labels, 2.0), True),                 # a float where an int was
+        ((p, state, x.astype(np.float32), labels, 2), True),
+        ((p, state, rng.normal(size=(5, 3)), labels, 2), True),
+        (({**p, "b": (p["b"][0],)}, state, x, labels, 2), True),   # a tuple for a list
+        ((p, {**state, "slots": {"m": None}}, x, labels, 2), True),
+        ((p, {**state, "none": 0}, x, labels, 2), True),
+        ((p, state, x.view(Sub), labels, 2), False),        # same signature, general path
+        ((p, state, x, labels, 2), False),
+    ]
+    for args, new in changed:
+        before = jf.recordings
+        want = _step_by_hand(*args)
+        _assert_tree_close(jf(*args), want)
+        _assert_tree_close(jf(*args), want)                 # replayed
+        assert jf.recordings == before + new
+    def g(p):
+        return {k: v * 2.0 for k, v in p.items()}
+    jg = sg.jit(g)
+    for q in ({"a": np.ones(2)}, {"a": np.ones(2), "b": np.ones(3)}, {"b": np.ones(2)}):
+        got = jg(q)
+        assert sorted(got) == sorted(q)
+        for k in q:
+            np.testing.assert_array_equal(got[k], q[k] * 2)
+    assert jg.recordings == 3        # a key more or another key: a new structure
+
+
+def test_results_never_share_memory_with_arguments_or_the_program():
+    c = np.array([5.0, 6.0])
+
+    def f(x):
+        return x, x[1:], x.reshape(2, 2), x * 2.0, c * 1.0
+    jf = sg.jit(f)
+    for _ in range(3):
+        x = np.arange(4.0)
+        outs = jf(x)
+        for o in outs:
+            assert isinstance(o, np.ndarray) and o.flags.writeable
+            assert not np.shares_memory(o, x) and not np.shares_memory(o, c)
+            o[...] = -1.0                       # the caller's to write into
+        np.testing.assert_array_equal(x, np.arange(4.0))
+    np.testing.assert_array_equal(jf(np.arange(4.0))[4], [5.0, 6.0])
+
+
+def test_namedtuple_and_registered_node_arguments(monkeypatch):
+    from collections import namedtuple
+
+    class Layer:
+        def __init__(self, w, b):
+            self.w, self.b = w, b
+    sg.register_pytree_node(Layer, lambda n: ((n.w, n.b), None), lambda _, ch: Layer(*ch))
+    Pair = namedtuple("Pair", "x scale")
+    jf = sg.jit(lambda layer, pair: ((pair.x @ layer.w + layer.b).tanh() * pair.scale).sum())
+    rng = np.random.default_rng(5)
+    for k in range(4):
+        layer = Layer(rng.normal(size=(3, 2)), rng.normal(size=2))
+        x = rng.normal(size=(4, 3))
+        assert jf(layer, Pair(x, k + 0.5)) == pytest.approx(
+            (np.tanh(x @ layer.w + layer.b) * (k + 0.5)).sum(), rel=1e-13)
+        if k == 0:
+            _no_general_path(monkeypatch)       # replays read the nodes in the entry
+    assert jf.recordings == 1
+    monkeypatch.undo()
+    Other = namedtuple("Other", "x scale")      # same fields, another type: a new signature
+    x = rng.normal(size=(4, 3))
+    assert jf(layer, Other(x, 2.0)) == pytest.approx(
+        (np.tanh(x @ layer.w + layer.b) * 2.0).sum(), rel=1e-13)
+    assert jf.recordings == 2
+
+
+def test_guards_switch_programs_without_recording_again():
+    runs = []
+
+    def f(x):
+        runs.append(1)
+        return x * 2.0 if x.sum() > 0 else -x
+
+    jf = sg.jit(f)
+    xs = [np.array([1.0, 2.0]), np.array([-1.0, -2.0])] * 5 + [np.array([3.0, -1.0])]
+    for x in xs:
+        np.testing.assert_array_equal(jf(x), x * 2.0 if x.sum() > 0 else -x)
+    assert jf.recordings == len(runs) == 2
+
+
+def test_keyword_arguments_are_traced_or_static_by_name():
+    def f(x, n, scale=1.0):
+        return x.reshape(n, -1).sum(axis=1) * scale
+
+    def numpy_f(x, n, scale=1.0):
+        return x.reshape(n, -1).sum(axis=1) * scale
+
+    x = np.arange(12.0)
+    for static in ({"static_argnames": "n"}, {"static_argnums": 1}):
+        jf = sg.jit(f, **static)        # either names n both ways (jax.jit's rule)
+        calls = [((x,), {"n": 2, "scale": 0.5}), ((x,), {"n": 2, "scale": 1.5}),
+                 ((x, 3), {"scale": 2.0}), ((x, 3), {"scale": 2.5}), ((x, 4), {}),
+                 ((x,), {"scale": 3.0, "n": 2})]
+        for args, kwargs in calls:
+            np.testing.assert_allclose(jf(*args, **kwargs), numpy_f(*args, **kwargs),
+                                       rtol=1e-14)
+        # traced scale replays; n (by keyword or by position) and each structure records
+        assert jf.recordings == 3
+    with pytest.raises(sg.ArgumentError, match="static_argnames"):
+        sg.jit(f, static_argnames=3)
+    with pytest.raises(sg.ArgumentError, match="out of range"):
+        sg.jit(f, static_argnums=5)
+
+
+# any pytree of plain containers, traced leaves (float arrays, Python numbers) and static ones
+_LEAVES = st.one_of(
+    st.sampled_from([(), (2,), (1, 3)]).map(lambda s: ("array", s)),
+    st.floats(-2, 2).map(lambda v: ("value", v)),
+    st.integers(-3, 3).map(lambda v: ("value", v)),
+    st.sampled_from(["relu", "tanh", None, True]).map(lambda v: ("value", v)),
+    st.just(("index", None)))
+_TREES = st.recursive(_LEAVES, lambda kids: st.one_of(
+    st.lists(kids, max_size=3), st.lists(kids, max_size=3).map(tuple),
+    st.dictionaries(st.sampled_from("abcd"), kids, max_size=3)), max_leaves=8)
+
+
+def _fill(tree, rng):
+    """A pytree of the drawn structure with fresh values at its traced leaves."""
+    if isinstance(tree, tuple) and len(tree) == 2 and tree[0] in ("array", "value", "index"):
+        kind, what = tree
+        if kind == "array":
+            return rng.normal(size=what)
+        if kind == "index":
+            return np.array([1, 0])
+        return rng.normal() if type(what) is float else what
+    if isinstance(tree, dict):
+        return {k: _fill(v, rng) for k, v in tree.items()}
+    return type(tree)(_fill(v, rng) for v in tree)
+
+
+def _traced(x):
+    return isinstance(x, (float, sg.Variable, np.ndarray)) and not (
+        isinstance(x, np.ndarray) and x.dtype.kind != "f") or type(x) is int
+
+
+@settings(max_examples=40, deadline=None)
+@given(_TREES, _TREES)
+def test_replays_any_plain_pytree_as_the_function_computes_it(tree, other):
+    def f(a, b=None):
+        out = sg.tree_map(lambda x: x * 2.0 + 1.0 if isinstance(x, sg.Variable) else x, a)
+        return {"out": out, "b": sg.tree_map(lambda x: x - 1.0 if isinstance(x, sg.Variable)
+                                             else x, b), "n": len(sg.tree_leaves(a))}
+
+    def numpy_f(a, b=None):
+        return {"out": sg.tree_map(lambda x: np.array(x * 2.0 + 1.0) if _traced(x) else x, a),
+                "b": sg.tree_map(lambda x: np.array(x - 1.0) if _traced(x) else x, b),
+                "n": len(sg.tree_leaves(a))}
+
+    rng = np.random.default_rng(6)
+    jf = sg.jit(f)
+    for k in range(3):          # records once; replays at new values through the entry
+        a, b = _fill(tree, rng), _fill(other, rng)
+        with pytest.MonkeyPatch.context() as patch:
+            if k:
+                _no_general_path(patch)
+            got = jf(a, b=b)
+        want = numpy_f(a, b=b)
+        got_leaves, got_def = sg.tree_flatten(got)
+        want_leaves, want_def = sg.tree_flatten(want)
+        assert got_def == want_def
+        for g, w in zip(got_leaves, want_leaves):
+            if isinstance(w, np.ndarray) and w.dtype.kind == "f":
+                assert type(g) is np.ndarray
+                np.testing.assert_allclose(g, w, rtol=1e-14)
+            else:
+                assert type(g) is type(w) and np.all(g == w)
+    assert jf.recordings == 1

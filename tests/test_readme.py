@@ -130,6 +130,7 @@ EXPECTED: dict[str, list[str]] = {
     "performance.md": [
         "[0.96402758 0.9993293 ] [0.99998771 0.96402758] 1\n"
         "[0.36787944 0.13533528] 2\n",                          # sg.jit: a guard re-records
+        "[1.5 6. ] [ 2. 10. 18.]\n",                              # sg.jit: static_argnames
     ],
 }
 

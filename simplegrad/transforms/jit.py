@@ -14,6 +14,14 @@ program joins the signature's (up to ``max_programs``, the most recently used fi
 To see the decisions, the recording Ops stores its values as an ndarray subclass (``Watched``)
 that notes which Variable a conversion read; a tape listener wraps each new entry's value.
 
+Keyword arguments are traced like positional ones; ``static_argnums`` and ``static_argnames``
+make arguments part of the signature by value, each naming f's positional parameters both
+ways when the other is not given (``jax.jit``'s rule). The call's signature is
+jit_signature.py's; each recorded program also gets a generated entry (jit_entry.py) that
+checks a call against the signature it was recorded at and replays it with no walk of the
+arguments: the last few used are tried first, so a training step costs its compiled program
+and a few microseconds.
+
 What is not a guard, and so is fixed at recording as in ``op.program``: decisions on plain
 numpy values (``x.value > 0``, numpy arrays ``f`` closes over), closed-over arrays and
 Variables of other Ops (constants of the program, as in ``jax.jit``), integer and bool array
@@ -39,6 +47,8 @@ from ..program.core import Program
 from ..program.nodes import Constant, Node
 from ..pytree import tree_flatten, tree_unflatten
 from .arguments import around, check_callable, is_int, running
+from .jit_entry import GUARD, MISS, make_entry, shared_output
+from .jit_signature import call_signature, has_variable, positional_arguments, static_both_ways
 
 # ---------------------------------------------------------------- watching decisions
 
@@ -92,6 +102,11 @@ def _plain(x: Any) -> Any:
     return x
 
 
+def _fresh(c: Any) -> Any:
+    """A constant result as the caller's own: arrays copied (f would make them anew)."""
+    return np.array(c) if type(c) is np.ndarray else c
+
+
 def _same(kind: str, got: np.ndarray, want: Any) -> bool:
     if kind == "bool":
         return bool(got) == want
@@ -105,7 +120,7 @@ def _same(kind: str, got: np.ndarray, want: Any) -> bool:
 class _Recorded:
     """One program of a signature: compiled, with its guards and the output's structure."""
 
-    __slots__ = ("compiled", "guards", "slots", "fixed", "treedef", "n_out")
+    __slots__ = ("compiled", "guards", "slots", "fixed", "treedef", "n_out", "entry", "family")
 
     def __init__(self, compiled: Compiled | None, guards: list, slots: list, fixed: list,
                  treedef: Any, n_out: int):
@@ -115,6 +130,8 @@ class _Recorded:
         self.fixed = fixed          # per output leaf: the constant (slot None)
         self.treedef = treedef
         self.n_out = n_out
+        self.entry: Callable | None = None      # the fast entry (jit_entry.py), when written
+        self.family: list[_Recorded] = [self]   # the programs of its signature
 
     def run(self, traced: list) -> list | None:
         """The output leaves at ``traced``, or None when a guard does not hold."""
@@ -122,9 +139,9 @@ class _Recorded:
         for k, kind, want in self.guards:
             if not _same(kind, outs[k], want):
                 return None
-        ins = {id(a) for a in traced}
-        return [self.fixed[i] if s is None else
-                (np.array(outs[s]) if id(outs[s]) in ins or outs[s].base is not None else outs[s])
+        return [_fresh(self.fixed[i]) if s is None else
+                np.array(outs[s]) if outs[s].base is not None or
+                shared_output(self.compiled, s) else outs[s]
                 for i, s in enumerate(self.slots)]
 
 
@@ -146,9 +163,9 @@ def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int], backe
         for i in traced_at:
             call[i] = ops.var(leaves[i], name=f"x{i}")
         inputs = [call[i] for i in traced_at]
-        args = tree_unflatten(treedef, call)
+        *args, kwargs = tree_unflatten(treedef, call)
         with running(ops):
-            out = f(*args)
+            out = f(*args, **kwargs)
         out_leaves, out_def = tree_flatten(out)
         outputs: list[Variable] = []
         slots, fixed = [], []
@@ -179,154 +196,122 @@ def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int], backe
     finally:
         ops.tape.listeners.remove(listen)
         ops.release()
-    fixed = [_plain(c) for c in fixed]
+    fixed = [np.array(c) if isinstance(c, np.ndarray) else c for c in map(_plain, fixed)]
     return tree_unflatten(out_def, results), _Recorded(compiled, guards, slots, fixed, out_def,
                                                         n_out)
 
 
 # ---------------------------------------------------------------- sg.jit
 
+FAST = 8    # fast entries tried per call (the most recently used programs)
+
 
 class Jitted:
     """``f`` recorded once per signature and replayed compiled; call it as f."""
 
-    def __init__(self, f: Callable, static_argnums: tuple[int, ...], max_programs: int,
-                 backend: str):
+    def __init__(self, f: Callable, static_argnums: tuple[int, ...],
+                 static_argnames: tuple[str, ...], max_programs: int, backend: str):
         self.f = f
         self.backend = backend
         self.static_argnums = static_argnums
+        self.static_argnames = static_argnames
+        self._positional = positional_arguments(f)[0]
         self.max_programs = max_programs
         self.recordings = 0     # how many times f was recorded (new signatures, failed guards)
         self._cache: OrderedDict[Hashable, list[_Recorded]] = OrderedDict()
+        self._fast: list[_Recorded] = []     # programs with an entry, most recently used first
         functools.update_wrapper(self, f)
 
-    def __call__(self, *args: Any) -> Any:
-        """f(*args), from a compiled program when this signature was recorded."""
-        if around() is not None or _has_variable(args):
-            return self.f(*args)    # inside a transform or on Variables: f records there
-        leaves, treedef, key, traced_at = self._signature(args)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """f(*args, **kwargs), from a compiled program when this signature was recorded."""
+        if around() is not None:
+            return self.f(*args, **kwargs)      # inside a transform: f records there
+        ran = None                  # programs whose guards failed on this call
+        for k, rec in enumerate(self._fast):
+            out = rec.entry(args, kwargs)
+            if out is MISS:
+                continue
+            if out is GUARD:
+                ran = [rec] if ran is None else [*ran, rec]
+                continue
+            if k:
+                self._use(rec)
+            return out
+        if has_variable(args) or kwargs and has_variable(tuple(kwargs.values())):
+            return self.f(*args, **kwargs)      # on Variables: f records there
+        leaves, treedef, key, traced_at = self._signature(args, kwargs)
         programs = self._cache.get(key)
         if programs is not None:
             traced = [leaves[i] for i in traced_at]
-            for k, rec in enumerate(programs):
+            for rec in list(programs):
+                if ran is not None and rec in ran:
+                    continue
                 outs = rec.run(traced)
                 if outs is not None:
-                    if k:                   # the most recently used first
-                        programs.insert(0, programs.pop(k))
+                    self._use(rec)
                     return tree_unflatten(rec.treedef, outs)
-        out, rec = _record(self.f, treedef or tree_flatten(list(args))[1], leaves, traced_at,
-                           self.backend)
+        call_def = treedef or tree_flatten([*args, kwargs])[1]
+        out, rec = _record(self.f, call_def, leaves, traced_at, self.backend)
         self.recordings += 1
-        programs = self._cache.setdefault(key, [])
+        rec.entry = make_entry(rec.compiled, rec.guards, rec.slots, rec.fixed, rec.treedef,
+                               call_def, leaves, key, traced_at)
+        rec.family = programs = self._cache.setdefault(key, [])
         programs.insert(0, rec)
+        gone = programs[self.max_programs:]
         del programs[self.max_programs:]
+        if gone:
+            self._fast = [r for r in self._fast if r not in gone]
+        self._use(rec)
         return out
 
-    def programs(self, *args: Any) -> list[Compiled]:
-        """The compiled programs recorded for the signature of ``args``, most recent first."""
-        key = self._signature(args)[2]
+    def _use(self, rec: _Recorded) -> None:
+        """Put ``rec`` first among its signature's programs and among the fast entries."""
+        family = rec.family
+        if family[0] is not rec and rec in family:
+            family[:] = [rec, *(r for r in family if r is not rec)]
+        if rec.entry is not None:        # (a new list: a call in another thread may iterate)
+            self._fast = [rec, *(r for r in self._fast if r is not rec)][:FAST]
+
+    def programs(self, *args: Any, **kwargs: Any) -> list[Compiled]:
+        """The compiled programs recorded for the signature of a call, most recent first."""
+        key = self._signature(args, kwargs)[2]
         return [r.compiled for r in self._cache.get(key, []) if r.compiled is not None]
 
-    def _signature(self, args: tuple) -> tuple:
-        leaves: list = []
-        try:
-            structure = _structure(list(args), leaves)
-        except (TypeError, _OtherContainerError):    # a namedtuple, unsortable keys: pytree.py
-            leaves, structure = [], None
-        treedef = None
-        if structure is None:
-            leaves, treedef = tree_flatten(list(args))
-            structure = treedef
-        static: set[int] = set()
-        if self.static_argnums:
-            treedef = treedef or tree_flatten(list(args))[1]
-            starts = [0]
-            for child in treedef.children:
-                starts.append(starts[-1] + child.num_leaves)
-            for k in self.static_argnums:
-                if not -len(args) <= k < len(args):
-                    raise ArgumentError(f"jit: static_argnums={self.static_argnums!r} is out of "
-                                        f"range for a call with {len(args)} argument(s)")
-                k %= len(args)
-                static.update(range(starts[k], starts[k + 1]))
-        return (leaves, treedef, *_signature(structure, leaves, static))
+    def _signature(self, args: tuple, kwargs: dict) -> tuple:
+        return call_signature(args, kwargs, self.static_argnums, self.static_argnames,
+                              self._positional)
 
     def __repr__(self) -> str:
         name = getattr(self.f, "__qualname__", repr(self.f))
         return f"<jit of {name}: {len(self._cache)} signature(s), {self.recordings} recording(s)>"
 
 
-def jit(f: Callable, static_argnums: int | Sequence[int] = (), max_programs: int = 8,
+def jit(f: Callable, static_argnums: int | Sequence[int] | None = None,
+        static_argnames: str | Sequence[str] | None = None, max_programs: int = 8,
         backend: str = "numpy") -> Jitted:
     """``f`` recorded on its first call per signature, compiled (``sg.compile``'s ``backend``),
     replayed; Python decisions on recorded values become guards that record it again."""
     check_callable("jit", f)
-    nums = (static_argnums,) if is_int(static_argnums) else tuple(static_argnums) \
-        if isinstance(static_argnums, (tuple, list)) else None
+    nums = () if static_argnums is None else (static_argnums,) if is_int(static_argnums) \
+        else tuple(static_argnums) if isinstance(static_argnums, (tuple, list)) else None
     if nums is None or not all(is_int(i) for i in nums):
         raise ArgumentError(f"jit: static_argnums must be an int or a tuple of ints, not "
                             f"{static_argnums!r}")
+    names = () if static_argnames is None else (static_argnames,) \
+        if isinstance(static_argnames, str) else tuple(static_argnames) \
+        if isinstance(static_argnames, (tuple, list)) else None
+    if names is None or not all(isinstance(n, str) for n in names):
+        raise ArgumentError(f"jit: static_argnames must be a str or a tuple of str, not "
+                            f"{static_argnames!r}")
+    nums, names = static_both_ways(f, tuple(int(i) for i in nums), names,
+                                    static_argnums is None or static_argnames is None)
+    count = positional_arguments(f)[0]
+    if any(not -count <= i < count for i in nums):
+        name = getattr(f, "__qualname__", type(f).__name__)
+        raise ArgumentError(f"jit: static_argnums={nums!r} is out of range for {name}, which "
+                            f"takes {count} positional argument(s)")
     if isinstance(max_programs, bool) or not isinstance(max_programs, int) or max_programs < 1:
         raise ArgumentError(f"jit: max_programs must be a positive int, not {max_programs!r}")
     if backend not in ("numpy", "numba"):
         raise ArgumentError(f"jit: backend must be 'numpy' or 'numba', not {backend!r}")
-    return Jitted(f, tuple(int(i) for i in nums), max_programs, backend)
-
-
-def _has_variable(args: tuple) -> bool:
-    for a in args:
-        if type(a) is np.ndarray:
-            continue
-        if isinstance(a, Variable):
-            return True
-        if isinstance(a, (dict, list, tuple)):
-            return any(isinstance(x, Variable) for x in tree_flatten(a)[0])
-    return False
-
-
-class _OtherContainerError(Exception):
-    """A container pytree.py walks differently from a plain dict, list or tuple."""
-
-
-def _structure(tree: Any, leaves: list) -> Hashable:
-    """pytree.py's walk of plain dicts, lists, tuples and None (the same leaves in the same
-    order), its structure as nested tuples: hashed and compared in C, not per TreeDef node."""
-    t = type(tree)
-    if t is dict:
-        keys = tuple(sorted(tree))
-        return (keys, tuple([_structure(tree[k], leaves) for k in keys]))
-    if t is list or t is tuple:
-        return (t, tuple([_structure(c, leaves) for c in tree]))
-    if tree is None:
-        return None
-    if isinstance(tree, (dict, list, tuple)):
-        raise _OtherContainerError
-    leaves.append(tree)
-    return 0
-
-
-def _signature(structure: Hashable, leaves: list, static: set[int]) -> tuple[Hashable, list[int]]:
-    """The cache key of a call, and the positions of the leaves the program takes as inputs
-    (float arrays and numbers); every other leaf is part of the key by value."""
-    key: list = [structure]
-    traced_at = []
-    for i, a in enumerate(leaves):
-        t = type(a)
-        number = t is float or t is int
-        if i not in static and (number or (isinstance(a, (np.ndarray, np.generic))
-                                           and a.dtype.kind == "f")):
-            key.append(((), t) if number else (a.shape, a.dtype))
-            traced_at.append(i)
-            continue
-        if isinstance(a, (np.ndarray, np.generic)):
-            a = np.asarray(a)
-            key.append(("array", a.shape, a.dtype, a.tobytes()))
-            continue
-        try:
-            hash(a)
-        except TypeError:
-            raise ArgumentError(f"jit: argument leaf {i} is a {type(a).__name__}, neither an "
-                                "array nor hashable; pass arrays (traced) or hashable values "
-                                "(part of the signature)") from None
-        key.append((t, a))
-    return tuple(key), traced_at
+    return Jitted(f, nums, names, max_programs, backend)
