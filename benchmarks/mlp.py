@@ -237,8 +237,9 @@ def main() -> None:
          "unit": "numpy by hand", "target": "",
          "cols": {"simplegrad": med["simplegrad sg.jit(sg.value_and_grad)"] / med[unit],
                   "numpy (by hand)": 1.0}},
-        {"workload": "  sg.jit(sg.value_and_grad) over the sg.compile row", "unit": "sg.compile",
-         "target": "simplegrad <= 1.1",
+        {"workload": "  sg.jit(sg.value_and_grad) over the sg.compile row (X, Y constants there, "
+                     "inputs here: jit_cost.py compares one program)", "unit": "sg.compile",
+         "target": "",
          "cols": {"simplegrad": med["simplegrad sg.jit(sg.value_and_grad)"]
                   / med["simplegrad sg.compile"]}},
         {"workload": "  two parameters (W1, W2): sg.value_and_grad", "unit": "numpy by hand",
