@@ -311,6 +311,9 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: b
                     before = masks.pop(x, None)
                     if before is not None and mask is not None:
                         masks[x] = before if before is mask else o.logical_and(before, mask)
+        # the loop's names would hold the last cotangent and the total it replaced until the
+        # next entry's: a value-only sweep frees them now (two arrays of the peak)
+        g = ct = old = cts = None
     for v, g in grads.items():
         if type(g) is _Sparse:
             grads[v] = _densify(o, tape, v, g)
