@@ -50,15 +50,22 @@ FINAL: set[int] = set()
 def apply(o: PrimitiveMethods, prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
           name: str | None) -> Batched:
     """``prim`` on inputs of which some are Batched: its batching rule, at the highest level."""
-    level = max(x.level for x in inputs if type(x) is Batched)
-    xs, flags = [], []
+    level = 0
+    for x in inputs:
+        if type(x) is Batched and x.level > level:
+            level = x.level
+    xs, flags, size = [], [], None
     for x in inputs:
         mine = type(x) is Batched and x.level == level
+        if mine:
+            n = x.inner.shape[0]
+            if size is not None and n != size:
+                sizes = sorted({x.inner.shape[0] for x in inputs
+                                if type(x) is Batched and x.level == level})
+                raise ShapeError(f"{prim.name}: batched inputs of different batch sizes {sizes}")
+            size = n
         xs.append(x.inner if mine else x)
         flags.append(mine)
-    sizes = {x.inner.shape[0] for x, b in zip(inputs, flags) if b}
-    if len(sizes) > 1:
-        raise ShapeError(f"{prim.name}: batched inputs of different batch sizes {sorted(sizes)}")
     rule = prim.batch or functools.partial(loop, prim)
     out = rule(o, xs, flags, **(attrs or {}))
     if name is not None and isinstance(out, Variable):

@@ -27,9 +27,8 @@ def _matmul_vjp(which: int):
             return o.matmul(g, o.transpose(y)) if which == 0 else o.matmul(o.transpose(x), g)
         if len(xs) == 1 and len(ys) == 1:          # inner product: out is 0-d
             return o.mul(g, y) if which == 0 else o.mul(g, x)
-        # promote 1-D operands to matrices the way numpy does, then undo it
-        x2 = o.reshape(x, (1,) + xs) if len(xs) == 1 else x
-        y2 = o.reshape(y, ys + (1,)) if len(ys) == 1 else y
+        # promote 1-D operands to matrices the way numpy does, then undo it (only the other
+        # operand is read: which == 0 reads y, which == 1 reads x)
         gshape = shape_of(g)
         if len(xs) == 1:
             gshape = gshape[:-1] + (1, gshape[-1])
@@ -37,11 +36,13 @@ def _matmul_vjp(which: int):
             gshape = gshape + (1,)
         g2 = g if gshape == shape_of(g) else o.reshape(g, gshape)
         if which == 0:
+            y2 = o.reshape(y, ys + (1,)) if len(ys) == 1 else y
             d = o.matmul(g2, swap_last(o, y2))
-            d = unbroadcast(o, d, shape_of(x2))
+            d = unbroadcast(o, d, (1,) + xs if len(xs) == 1 else xs)
             return d if len(xs) > 1 else o.reshape(d, xs)
+        x2 = o.reshape(x, (1,) + xs) if len(xs) == 1 else x
         d = o.matmul(swap_last(o, x2), g2)
-        d = unbroadcast(o, d, shape_of(y2))
+        d = unbroadcast(o, d, ys + (1,) if len(ys) == 1 else ys)
         return d if len(ys) > 1 else o.reshape(d, ys)
     return vjp
 
