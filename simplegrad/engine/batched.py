@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -177,7 +178,7 @@ class Stack:
     @property
     def size(self) -> int:
         """Number of entries of one example."""
-        return self.inner[0].size
+        return math.prod(self.inner.shape[1:])
 
     @property
     def dtype(self) -> np.dtype:
