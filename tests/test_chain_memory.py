@@ -109,3 +109,60 @@ def test_value_only_sweep_holds_five_arrays(how, data):
             got, g = peak(lambda: (L.backward(), W.grad.value)[1])
     np.testing.assert_allclose(g, by_hand(X, W0), rtol=1e-10, atol=1e-12)
     assert got <= 5 * ONE + 16_000, f"{how}: the backward held {got / ONE:.2f} arrays"
+
+
+@pytest.mark.parametrize("habit", ["sg.grad", "op.grad", "backward"])
+def test_a_loop_of_steps_peaks_as_one_step(habit, data):
+    """In a loop the previous step's loss is still bound while the next forward runs: a
+    value-only backward() on Parameters frees the step's history at once (as PyTorch frees what
+    it saved), and so does the end of ``with sg.Ops() as op:``, so three steps peak as one
+    does, not as two graphs."""
+    X, W0 = data
+    step, copies = habits(X, W0)[habit]
+    step()
+
+    def loop():
+        out = None
+        for _ in range(3):
+            out = step()        # (by_parameter's loss is a local: rebound each call)
+        return out
+    P = sg.Parameter(W0)
+
+    def parameter_loop():
+        loss = None
+        for _ in range(3):
+            P.grad = None
+            loss = chain(X, P)          # the previous loss stays bound during this forward
+            loss.backward()
+        return P.grad.value
+    def ops_loop():
+        g = None
+        for _ in range(3):
+            with sg.Ops() as op:
+                W = op.var(W0)
+                L = chain(op.var(X, requires_grad=False), W)   # the last L stays bound
+                g = op.grad(L, W, create_graph=False).value
+        return g
+    got, g = peak({"backward": parameter_loop, "op.grad": ops_loop}.get(habit, loop))
+    np.testing.assert_allclose(g, by_hand(X, W0), rtol=1e-10, atol=1e-12)
+    bound = (2 * STEPS + copies + 5 + 1) * ONE + 64_000     # + the last step's gradient
+    assert got <= bound, f"{habit}: three steps peaked at {got / ONE:.2f} arrays"
+
+
+def test_backward_on_parameters_ends_the_step():
+    W = sg.Parameter(np.array([[0.5, -1.0], [2.0, 0.25]]))
+    x = np.array([[1.0, 2.0], [3.0, -1.0], [0.5, 0.5]])
+    h = (x @ W).tanh()
+    l1, l2 = h.sum(), (h * h).sum()
+    (l1 + l2).backward()                       # several losses of one step: their sum
+    t = np.tanh(x @ W.value)
+    np.testing.assert_allclose(W.grad.value, x.T @ ((1 + 2 * t) * (1 - t * t)), rtol=1e-12)
+    np.testing.assert_allclose(l1.value, t.sum(), rtol=1e-12)     # values stay readable
+    assert l1.is_leaf and h.is_leaf
+    with pytest.raises(sg.GraphError, match=r"backward\(\) that ended a step"):
+        l2.backward()
+    W.grad = None
+    loss = ((x @ W).tanh() ** 2).sum()
+    (g,) = [loss.ops.grad(loss, W, create_graph=True)]
+    g.sum().backward(create_graph=True)        # recording passes keep the history
+    assert not loss.is_leaf

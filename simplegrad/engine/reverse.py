@@ -169,6 +169,10 @@ def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False
         if recording and type(v.grad) is Variable and v.grad.prim is not None and \
                 ops.tape.keep:
             ops.tape.graded.append(v)   # (a cycle while the Ops is held: see Recorder.orphan)
+    if not recording and not ops.tape.keep:
+        # a step on free parameters ends with its value-only backward (as PyTorch's frees
+        # what it saved): its history goes now, not when the next step rebinds the loss
+        ops.release()
 
 
 def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep: set,
