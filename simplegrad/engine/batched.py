@@ -193,23 +193,30 @@ class StackValues(PrimitiveMethods):
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
               name: str | None = None) -> Any:
         """``prim`` on plain values and Stacks; a Stack out when any input is one."""
-        for x in inputs:
-            if type(x) is Stack:
-                break
-        else:
-            return prim.forward(*inputs, **attrs) if attrs else prim.forward(*inputs)
         flags = [type(x) is Stack for x in inputs]
-        xs = [x.inner if f else x for x, f in zip(inputs, flags)]
-        if True in (x.eye for x in inputs if type(x) is Stack):
+        if True not in flags:
+            return prim.forward(*inputs, **attrs) if attrs else prim.forward(*inputs)
+        xs, size, rank, eye = [], None, 0, False
+        for x, f in zip(inputs, flags):
+            if not f:
+                xs.append(x)
+                continue
+            inner = x.inner
+            if size is None:
+                size, rank = inner.shape[0], inner.ndim
+            elif inner.shape[0] != size:
+                sizes = sorted({x.inner.shape[0] for x in inputs if type(x) is Stack})
+                raise ShapeError(f"{prim.name}: stacked inputs of different sizes {sizes}")
+            elif inner.ndim != rank:
+                rank = -1       # stacks of different ranks: the rule aligns them
+            eye = eye or x.eye
+            xs.append(inner)
+        if eye:
             out = _on_identity(prim, inputs, xs, attrs or {})
             if out is not None:
                 return out
-        stacks = [x for x, f in zip(xs, flags) if f]
-        if len({x.shape[0] for x in stacks}) > 1:
-            sizes = sorted({x.shape[0] for x in stacks})
-            raise ShapeError(f"{prim.name}: stacked inputs of different sizes {sizes}")
-        if prim.elementwise and len({x.ndim for x in stacks}) == 1 and all(
-                np.ndim(x) < stacks[0].ndim for x, f in zip(xs, flags) if not f):
+        if prim.elementwise and rank > 0 and all(
+                f or np.ndim(x) < rank for x, f in zip(xs, flags)):
             # numpy broadcasting pairs the per-example axes already (pointwise's align
             # would insert no axis): the forward on the stacks as they are
             return Stack(prim.forward(*xs, **attrs) if attrs else prim.forward(*xs))
