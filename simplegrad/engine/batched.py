@@ -16,28 +16,30 @@ values as ordinary per-example values, which batch again when the rule calls pri
 ``batched_jvp`` pushes many tangents through one forward sweep of a recorded program (each
 jvp rule runs once, on Batched tangents); ``jacobian_fwd_batched`` and ``hessian_batched``
 (transforms/jacobians.py) are built on it. Given values batched by a vmap it runs on their
-stacks, as the other sweeps do (levels.py).
+stacks, as the other sweeps do (levels.py). ``batched_jvp_values`` is the same sweep when only
+the values are wanted (a Jacobian handed back as an array): the tangents are ``Stack``s of
+numpy values and ``STACKS`` runs each batching rule on them, recording nothing.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ShapeError
-from ..primitives import REGISTRY, Primitive
-from ..primitives.core import batch_size
+from ..primitives import REGISTRY, VALUES, Primitive, PrimitiveMethods
+from ..primitives.core import batch_size, dtype_of
 from .events import BlockBegin, BlockEnd
 from .forward import forward_sweep
 from .levels import Batched, innermost, levels_of, spread, stacked, union, unstack, wrap
 from .variable import Variable
 
 if TYPE_CHECKING:
-    from ..primitives import PrimitiveMethods
     from .ops import Ops
 
 _levels = itertools.count(1)
@@ -50,15 +52,22 @@ FINAL: set[int] = set()
 def apply(o: PrimitiveMethods, prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
           name: str | None) -> Batched:
     """``prim`` on inputs of which some are Batched: its batching rule, at the highest level."""
-    level = max(x.level for x in inputs if type(x) is Batched)
-    xs, flags = [], []
+    level = 0
+    for x in inputs:
+        if type(x) is Batched and x.level > level:
+            level = x.level
+    xs, flags, size = [], [], None
     for x in inputs:
         mine = type(x) is Batched and x.level == level
+        if mine:
+            n = x.inner.shape[0]
+            if size is not None and n != size:
+                sizes = sorted({x.inner.shape[0] for x in inputs
+                                if type(x) is Batched and x.level == level})
+                raise ShapeError(f"{prim.name}: batched inputs of different batch sizes {sizes}")
+            size = n
         xs.append(x.inner if mine else x)
         flags.append(mine)
-    sizes = {x.inner.shape[0] for x, b in zip(inputs, flags) if b}
-    if len(sizes) > 1:
-        raise ShapeError(f"{prim.name}: batched inputs of different batch sizes {sorted(sizes)}")
     rule = prim.batch or functools.partial(loop, prim)
     out = rule(o, xs, flags, **(attrs or {}))
     if name is not None and isinstance(out, Variable):
@@ -142,3 +151,132 @@ def _jvp_each(ops: Ops, out: Variable, ts: list, k: int, level: int) -> Any:
         cols.append(ops.zeros_like(out) if c is None else c)
     return wrap(ops.stack(cols, axis=0), level)
 
+
+# ---------------------------------------------------------------- values only
+
+
+class Stack:
+    """K values of one entry stacked on a leading axis (a value-only batched sweep): the
+    per-example shape outside, as a ``Batched`` shows it, the numpy stack inside."""
+
+    __slots__ = ("inner", "eye")
+
+    def __init__(self, inner: Any, eye: bool = False):
+        self.inner = inner
+        self.eye = eye      # the identity basis (K vectors of K entries): seeds of Jacobians
+
+    @property
+    def shape(self) -> tuple:
+        """Shape of one example."""
+        return self.inner.shape[1:]
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions of one example."""
+        return self.inner.ndim - 1
+
+    @property
+    def size(self) -> int:
+        """Number of entries of one example."""
+        return math.prod(self.inner.shape[1:])
+
+    @property
+    def dtype(self) -> np.dtype:
+        """dtype of the values."""
+        return self.inner.dtype
+
+
+class StackValues(PrimitiveMethods):
+    """The primitive methods on plain values, where a ``Stack`` input runs the primitive's
+    batching rule on the stacks (``apply`` of this module, with nothing recorded)."""
+
+    def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
+              name: str | None = None) -> Any:
+        """``prim`` on plain values and Stacks; a Stack out when any input is one."""
+        flags = [type(x) is Stack for x in inputs]
+        if True not in flags:
+            return prim.forward(*inputs, **attrs) if attrs else prim.forward(*inputs)
+        xs, size, rank, eye = [], None, 0, False
+        for x, f in zip(inputs, flags):
+            if not f:
+                xs.append(x)
+                continue
+            inner = x.inner
+            if size is None:
+                size, rank = inner.shape[0], inner.ndim
+            elif inner.shape[0] != size:
+                sizes = sorted({x.inner.shape[0] for x in inputs if type(x) is Stack})
+                raise ShapeError(f"{prim.name}: stacked inputs of different sizes {sizes}")
+            elif inner.ndim != rank:
+                rank = -1       # stacks of different ranks: the rule aligns them
+            eye = eye or x.eye
+            xs.append(inner)
+        if eye:
+            out = _on_identity(prim, inputs, xs, attrs or {})
+            if out is not None:
+                return out
+        if prim.elementwise and rank > 0 and all(
+                f or np.ndim(x) < rank for x, f in zip(xs, flags)):
+            # numpy broadcasting pairs the per-example axes already (pointwise's align
+            # would insert no axis): the forward on the stacks as they are
+            return Stack(prim.forward(*xs, **attrs) if attrs else prim.forward(*xs))
+        rule = prim.batch or functools.partial(loop, prim)
+        return Stack(rule(self, xs, flags, **(attrs or {})))
+
+
+STACKS = StackValues()
+
+
+def _on_identity(prim: Primitive, inputs: Sequence[Any], xs: list, attrs: dict) -> Any:
+    """What a primitive gives on the identity basis without computing it: a reshape to its
+    own shape is the basis still, and a matrix times the basis (the first entry of most
+    Jacobians) is the matrix itself (each column ``a @ e_k`` is ``a[:, k]``; exact, where the
+    product would turn an inf of ``a`` into nans in the other rows). None: compute it."""
+    if prim.name == "reshape" and tuple(attrs.get("shape", ())) == inputs[0].shape:
+        return inputs[0]
+    if prim.name != "matmul" or len(xs) != 2:
+        return None
+    (a, b), (sa, sb) = xs, (type(x) is Stack for x in inputs)
+    if sb and not sa and inputs[1].eye and np.ndim(a) == 2 and \
+            np.shape(a)[1] == inputs[1].inner.shape[0]:
+        m = np.swapaxes(a, 0, 1)            # column k of a, for each k
+    elif sa and not sb and inputs[0].eye and np.ndim(b) == 2 and \
+            np.shape(b)[0] == inputs[0].inner.shape[0]:
+        m = b                               # row k of b, for each k
+    else:
+        return None
+    dtype = np.result_type(a, b)
+    return Stack(m if m.dtype == dtype else m.astype(dtype))
+
+
+class _CustomEntryError(Exception):
+    """A primitive outside the registry on the path: the recorded sweep is needed."""
+
+
+def batched_jvp_values(ops: Ops, y: Variable, x: Variable, tangents: np.ndarray,
+                       eye: bool = False) -> np.ndarray | None:
+    """``batched_jvp`` when only values are wanted: the tangents of y along K tangents of x,
+    shape (K,) + y.shape, each jvp rule run once on the stacks and nothing recorded (``eye``:
+    the tangents are the identity basis of a 1-D x). Entries of primitives outside the
+    registry (custom rules, which may sweep) need the recorded sweep: None then."""
+    k = tangents.shape[0]
+
+    def step(out: Variable, ts: list) -> Any:
+        if REGISTRY.get(out.prim.name) is not out.prim:
+            raise _CustomEntryError
+        t = out.prim.jvp(STACKS, ts, out.raw, *[getattr(v, "raw", v) for v in out.inputs],
+                         **(out.attrs or {}))
+        if t is not None and dtype_of(t) != out.raw.dtype:
+            t = STACKS.cast(t, out.raw.dtype)
+        return t
+
+    seed = Stack(np.asarray(tangents, dtype=x.dtype), eye)
+    try:
+        t = forward_sweep(ops.tape, y, (x,), {x: seed}, step).get(y)
+    except _CustomEntryError:
+        return None
+    if type(t) is Stack:
+        return t.inner
+    shape = (k,) + tuple(y.shape)
+    return np.zeros(shape, y.dtype) if t is None else \
+        np.broadcast_to(VALUES.cast(t, y.dtype), shape).copy()

@@ -76,9 +76,11 @@ def check_history(op: str, L: Variable, wrt: Sequence[Variable]) -> None:
     what = f"{L.name}" if cause is L else f"{L.name} is computed from a value that"
     if cause.attrs is RELEASED:
         raise GraphError(f"{op}: {what} has no history: its Ops was released (op.release(), "
-                         "or the end of `with sg.Ops() as op:`) after it was recorded, so no "
-                         "gradient can reach what it was computed from; compute the gradient "
-                         "before the release (inside the with block), or record it again")
+                         "the end of `with sg.Ops() as op:`, or a backward() that ended a step "
+                         "on sg.Parameter values) after it was recorded, so no gradient can "
+                         "reach what it was computed from; compute the gradient before the "
+                         "release (inside the with block; for several losses of one step, "
+                         "backward() their sum), or record it again")
     raise GraphError(f"{op}: {what} was computed under op.no_grad(), which records nothing, so "
                      "it has no history to differentiate; compute it outside the no_grad block")
 
@@ -93,8 +95,9 @@ def check_unreached(op: str, L: Variable, wrt: Sequence[Variable]) -> None:
     for v in ancestors(L, leaves=True):
         if v.prim is None and v.attrs is RELEASED and v.position > oldest:
             raise GraphError(f"{op}: {L.name} is computed from {v.name}, whose history was "
-                             "released (op.release(), or the end of `with sg.Ops() as op:`), so "
-                             "no gradient can reach what it was computed from; compute the "
+                             "released (op.release(), the end of `with sg.Ops() as op:`, or a "
+                             "backward() that ended a step on sg.Parameter values), so no "
+                             "gradient can reach what it was computed from; compute the "
                              "gradient before the release, or record it again")
 
 

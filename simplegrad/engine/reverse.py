@@ -170,6 +170,10 @@ def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False
         if recording and type(v.grad) is Variable and v.grad.prim is not None and \
                 ops.tape.keep:
             ops.tape.graded.append(v)   # (a cycle while the Ops is held: see Recorder.orphan)
+    if not recording and not ops.tape.keep:
+        # a step on free parameters ends with its value-only backward (as PyTorch's frees
+        # what it saved): its history goes now, not when the next step rebinds the loss
+        ops.release()
 
 
 def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep: set,
@@ -332,6 +336,9 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: b
                     before = masks.pop(x, None)
                     if before is not None and mask is not None:
                         masks[x] = before if before is mask else o.logical_and(before, mask)
+        # the loop's names would hold the last cotangent and the total it replaced until the
+        # next entry's: a value-only sweep frees them now (two arrays of the peak)
+        g = ct = old = cts = None
     for v, g in grads.items():
         if type(g) is _Sparse:
             grads[v] = _densify(o, tape, v, g)

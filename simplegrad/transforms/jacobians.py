@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..engine.batched import batched_jvp
+from ..engine.batched import batched_jvp, batched_jvp_values
 from ..engine.levels import innermost
 from ..engine.ops import Ops, recorder_of
 from ..engine.tape import ancestors
@@ -146,8 +146,7 @@ def _hessian_blocks(ops: Ops, y: Variable, xs: list[Variable], nested: bool,
     scalar y, the only output of ``f``, warns when it is disconnected)."""
     if y.ndim:      # the recorded Jacobian rows, then a batched forward sweep per block
         jacs = _jac_rev(ops, y, xs, True)
-        return [[result(nested, jacobian_fwd_batched(ops, jac, xj)) for xj in xs]
-                for jac in jacs]
+        return [[_fwd(ops, jac, xj, nested) for xj in xs] for jac in jacs]
     gs = ops.grad(y, xs, create_graph=True)
     if f is not None:
         disconnected("hessian", f, ops, [y])
@@ -256,8 +255,15 @@ def _jac_fwd(ops: Ops, y: Variable, xs: list[Variable], nested: bool) -> list[Re
         if y.size == 0 or x.size == 0:
             jacs.append(_zeros(ops, nested, y.shape + x.shape, y.dtype))
             continue
-        jacs.append(result(nested, jacobian_fwd_batched(ops, y, x)))
+        jacs.append(_fwd(ops, y, x, nested))
     return jacs
+
+
+def _fwd(ops: Ops, y: Variable, x: Variable, nested: bool) -> Result:
+    """dy/dx by one batched forward sweep: recorded when nested, else on values (recorded
+    only where a custom primitive needs it)."""
+    jac = None if nested else jacobian_fwd_values(ops, y, x)
+    return result(nested, jacobian_fwd_batched(ops, y, x)) if jac is None else jac
 
 
 def _assemble(ops: Ops, nested: bool, parts: list[Variable], axis: int, shape: tuple) -> Result:
@@ -288,6 +294,18 @@ def jacobian_fwd_batched(ops: Ops, y: Variable, x: Variable) -> Variable:
     cols = batched_jvp(ops, y, x, basis)
     moved = cols if y.ndim == 0 else ops.transpose(cols, tuple(range(1, y.ndim + 1)) + (0,))
     return ops.reshape(moved, y.shape + x.shape)
+
+
+def jacobian_fwd_values(ops: Ops, y: Variable, x: Variable) -> np.ndarray | None:
+    """dy/dx as a new array, y.shape + x.shape: ``jacobian_fwd_batched`` recording nothing
+    (None where the sweep meets a custom primitive, which needs the recorded sweep)."""
+    n = x.size
+    cols = batched_jvp_values(ops, y, x, np.eye(n, dtype=x.dtype).reshape((n,) + x.shape),
+                              eye=x.ndim == 1)
+    if cols is None:
+        return None
+    moved = np.moveaxis(cols, 0, -1) if y.ndim else cols
+    return np.array(moved).reshape(y.shape + x.shape)      # (a copy: never a view of W)
 
 
 def hessian_batched(ops: Ops, y: Variable, x: Variable) -> Variable:
