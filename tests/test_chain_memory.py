@@ -159,8 +159,15 @@ def test_backward_on_parameters_ends_the_step():
     np.testing.assert_allclose(W.grad.value, x.T @ ((1 + 2 * t) * (1 - t * t)), rtol=1e-12)
     np.testing.assert_allclose(l1.value, t.sum(), rtol=1e-12)     # values stay readable
     assert l1.is_leaf and h.is_leaf
-    with pytest.raises(sg.GraphError, match=r"backward\(\) that ended a step"):
+    with pytest.raises(sg.GraphError, match=r"backward\(\) that ended a step.*retain_graph"):
         l2.backward()
+    W.grad = None
+    h = (x @ W).tanh()
+    l1, l2 = h.sum(), (h * h).sum()
+    l1.backward(retain_graph=True)             # PyTorch's way to backward twice
+    l2.backward()
+    np.testing.assert_allclose(W.grad.value, x.T @ ((1 + 2 * t) * (1 - t * t)), rtol=1e-12)
+    assert l1.is_leaf
     W.grad = None
     loss = ((x @ W).tanh() ** 2).sum()
     (g,) = [loss.ops.grad(loss, W, create_graph=True)]

@@ -80,7 +80,8 @@ def check_history(op: str, L: Variable, wrt: Sequence[Variable]) -> None:
                          "on sg.Parameter values) after it was recorded, so no gradient can "
                          "reach what it was computed from; compute the gradient before the "
                          "release (inside the with block; for several losses of one step, "
-                         "backward() their sum), or record it again")
+                         "backward() their sum, or keep the step with backward(retain_graph="
+                         "True) as in PyTorch), or record it again")
     raise GraphError(f"{op}: {what} was computed under op.no_grad(), which records nothing, so "
                      "it has no history to differentiate; compute it outside the no_grad block")
 

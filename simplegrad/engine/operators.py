@@ -220,9 +220,10 @@ class Operators:
         """A new leaf with the same value that no gradient flows through."""
         return self.rec.detach(self)
 
-    def backward(self, seed: Any = None, create_graph: bool = False) -> None:
+    def backward(self, seed: Any = None, create_graph: bool = False,
+                 retain_graph: bool | None = None) -> None:
         """Accumulate d(self)/d(leaf) into ``.grad`` of every leaf that requires grad."""
-        self.rec.backward(self, seed=seed, create_graph=create_graph)
+        self.rec.backward(self, seed=seed, create_graph=create_graph, retain_graph=retain_graph)
 
 
 def _numpy_defaults(method: str, x: Variable, numpy_args: dict) -> None:

@@ -190,9 +190,10 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
         grads = sweeps.grad(self, L, wrt, seed, create_graph)
         return derivation.asked(self, L, wrt, grads, names, bool(create_graph))
 
-    def backward(self, L: Variable, seed: Any = None, create_graph: bool = False) -> None:
+    def backward(self, L: Variable, seed: Any = None, create_graph: bool = False,
+                 retain_graph: bool | None = None) -> None:
         """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""
-        sweeps.backward(self, L, seed, create_graph)
+        sweeps.backward(self, L, seed, create_graph, retain_graph)
 
     def jvp(self, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
             create_graph: bool = True) -> Variable:

@@ -146,8 +146,11 @@ def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool) -
     return targets, grads
 
 
-def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False) -> None:
-    """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""
+def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False,
+             retain_graph: bool | None = None) -> None:
+    """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style);
+    a step on Parameters ends with it unless ``retain_graph`` (PyTorch's; default:
+    ``create_graph``)."""
     check_target(ops, "backward", L)
     check_history("backward", L, ())
     recording = bool(create_graph) and ops.recording
@@ -170,7 +173,8 @@ def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False
         if recording and type(v.grad) is Variable and v.grad.prim is not None and \
                 ops.tape.keep:
             ops.tape.graded.append(v)   # (a cycle while the Ops is held: see Recorder.orphan)
-    if not recording and not ops.tape.keep:
+    if not recording and not ops.tape.keep and not (
+            create_graph if retain_graph is None else retain_graph):
         # a step on free parameters ends with its value-only backward (as PyTorch's frees
         # what it saved): its history goes now, not when the next step rebinds the loss
         ops.release()
