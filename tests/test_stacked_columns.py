@@ -55,3 +55,29 @@ def test_hessian_of_sum_tanh_eager_and_compiled_equal_closed_form(n, rng):
     t2 = np.tanh(W @ x2)
     np.testing.assert_allclose(fn(x2), W.T @ ((-2 * t2 * (1 - t2 * t2))[:, None] * W),
                                rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize(("xs", "ys"), [
+    ((3, 1), (3, 4)),           # a contraction of 1 against 3: numpy refuses, never an outer
+    ((2, 3, 1), (2, 2, 4)),
+    ((4, 3), (7, 2, 1)),        # a matrix against columns of another length
+    ((5, 1), (1, 4)), ((2, 3, 1), (2, 1, 4)),       # true outer products
+    ((0, 2, 2), (0, 2, 1)), ((4, 3), (0, 3, 1)),    # empty stacks
+])
+def test_matmul_fast_paths_agree_with_numpy_on_edge_shapes(xs, ys):
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=xs), rng.normal(size=ys)
+    stacked = [(x, y)]
+    if len(ys) == 3 and len(xs) == 2:       # the weight broadcast along the stack, as vmap has it
+        stacked.append((np.broadcast_to(x, (ys[0],) + xs), y))
+    for a, b in stacked:
+        op = sg.Ops()
+        try:
+            want = np.matmul(a, b)
+        except ValueError:
+            with pytest.raises(sg.ShapeError, match="matmul"):
+                op.matmul(op.var(a), op.var(b))
+            continue
+        got = op.matmul(op.var(a), op.var(b)).value
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
