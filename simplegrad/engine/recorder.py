@@ -15,7 +15,6 @@ import numpy as np
 
 from ..errors import ArgumentError, GraphError
 from ..primitives import PrimitiveMethods
-from ..primitives import rewrites as rules
 from ..primitives.core import Primitive
 from . import derivation, forward, nonfinite, render
 from . import reverse as sweeps
@@ -25,6 +24,7 @@ from .html import Display
 from .levels import Batched
 from .operands import check_name, error, float_array, recordable, translate
 from .params import FREE, Adoptions, JoinsParameters
+from .sharing import simplifying
 from .tape import Tape
 from .variable import UNARY, UNRECORDED, Variable, leaf_variable
 
@@ -57,6 +57,7 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
     made_in: Any = None    # for such an Ops: the Ops running when it was made
     face: Any = None       # a weak reference to the sg.Ops that holds this recorder, if any
     outputs: tuple | None = None    # what a traced function returned (sg.trace sets it)
+    _rules = False      # True once it records with the rules (sharing.simplifying)
 
     def within(self, other: Any) -> bool:
         """Whether this Ops was made while ``other`` ran (following ``made_in``)."""
@@ -69,16 +70,35 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
 
 
     def __init__(self, echo: bool = False, simplify: bool = False, keep_trace: bool = True,
-                 borrow: bool = False):
+                 borrow: bool = False, *, from_derivatives: bool = False):
         self.tape = Tape(keep=bool(keep_trace))
         self.borrow = bool(borrow)
         self.recording = True
         self.simplify = bool(simplify)
         self._adoptions: Adoptions | None = None    # the leaves standing for Parameters here
         self.echo = echo
-        if self.simplify:       # the simplifying path replaces the plain one on this Ops only
+        if self.simplify:
             self._cse: dict = {}
-            self.__class__ = _simplifying(type(self))   # (not a bound method: no cycle)
+            self._plain_passes = 1 if from_derivatives else 0   # recorded before the rules
+            if not from_derivatives:
+                self._derivative_pass()
+
+    def _derivative_pass(self) -> None:
+        """A recorded derivative pass starts: record with the rules from then on, but for the
+        plain passes still owed (the simplifying path replaces the plain one on this Ops only).
+
+        An Ops made ``from_derivatives=True`` (a transform's own) records plainly until its
+        second recorded derivative pass: a forward and one recorded derivative of it are swept
+        once each, and the rules seldom shorten them by what they cost (about 3 us an entry);
+        passes over recorded passes (a derivative of a derivative, a Jacobian's rows) are
+        where equal entries recur and the tape grows with every order.
+        """
+        if self._rules:
+            return
+        if self._plain_passes:
+            self._plain_passes -= 1
+        else:
+            self.__class__ = simplifying(type(self))    # (not a bound method: no cycle)
 
     def __repr__(self) -> str:
         state = "" if self.recording else ", not recording"
@@ -187,16 +207,22 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
                 isinstance(n, str) and n.isidentifier() for n in names)):
             raise ArgumentError(f"grad: name= needs {count} identifier(s), one per wrt, got "
                                 f"{name!r}")
+        if create_graph and self.simplify:
+            self._derivative_pass()
         grads = sweeps.grad(self, L, wrt, seed, create_graph)
         return derivation.asked(self, L, wrt, grads, names, bool(create_graph))
 
     def backward(self, L: Variable, seed: Any = None, create_graph: bool = False) -> None:
         """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""
+        if create_graph and self.simplify:
+            self._derivative_pass()
         sweeps.backward(self, L, seed, create_graph)
 
     def jvp(self, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
             create_graph: bool = True) -> Variable:
         """The tangent of y along ``tangents`` of ``xs``, by a forward sweep of recorded jvps."""
+        if create_graph and self.simplify:
+            self._derivative_pass()
         return forward.jvp(self, y, xs, tangents, create_graph)
 
     # ------------------------------------------------------------ leaves
@@ -329,29 +355,10 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
                 listen(out)
         return out
 
-    def _apply_simplified(self, prim: Primitive, inputs: Sequence[Any],
-                          attrs: dict | None = None, name: str | None = None) -> Any:
-        """Record with the rules of ``sg.simplify`` (rules.py): an identity gives back its
-        input, a rewrite records the simpler form, and an entry already on the tape with the
-        same primitive, inputs and attributes is reused (hash-consing)."""
-        if not self.recording or name is not None:     # a named result is recorded as asked
-            return Recorder.apply(self, prim, inputs, attrs, name)
-        rewritten = rules.rewrite(prim, inputs, attrs)
-        if rewritten is not None:
-            prim, inputs, attrs = rewritten
-        same = rules.reduces_to(prim, inputs, attrs)
-        if type(same) is Variable and same.rec is self:
-            return same
-        key = rules.cse_key(prim, inputs, attrs)
-        hit = self._cse.get(key)
-        tape = self.tape
-        if hit is not None and tape.base <= hit.position < tape.end and \
-                tape.at(hit.position) is hit:
-            return hit
-        out = Recorder.apply(self, prim, inputs, attrs, name)
-        if type(out) is Variable:
-            self._cse[key] = out
-        return out
+    def record_exactly(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
+                       name: str | None = None) -> Any:
+        """Record ``prim`` as asked, even on an Ops that simplifies (no rule, no sharing)."""
+        return self.apply(prim, inputs, attrs, name)
 
     def _error(self, op: str, inputs: tuple, reason: str, kind: type) -> Exception:
         return error(op, inputs, reason, kind)
@@ -372,16 +379,3 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
 
 
 FREE.recorder = Recorder    # free computations record on an Ops of their own (params.py)
-
-
-def _simplifying(cls: type) -> type:
-    """``cls`` recording with the rules of ``sg.simplify`` (its ``apply`` is the simplifying
-    one): a subclass, so that no instance holds a bound method of itself."""
-    sub = _SIMPLIFYING.get(cls)
-    if sub is None:
-        sub = _SIMPLIFYING[cls] = type(cls.__name__, (cls,), {
-            "apply": cls._apply_simplified, "__module__": cls.__module__})
-    return sub
-
-
-_SIMPLIFYING: dict[type, type] = {}

@@ -23,7 +23,7 @@ def trace(fn: Callable, *args: Any) -> Ops:
     """Run ``fn`` on fresh Variables holding ``args`` and return the Ops it recorded on, with
     what ``fn`` returned as its ``outputs``."""
     check_callable("trace", fn)
-    ops = Ops()
+    ops = Ops(simplify=True)
     names = _param_names(fn, len(args))
     leaves = [ops.var(getattr(a, "raw", a), name=n) for a, n in zip(args, names)]
     with running(ops):      # transforms inside fn record here too, closures included
