@@ -15,7 +15,8 @@ import pytest
 from test_training_memory import collector_paused
 
 import simplegrad as sg
-from simplegrad.transforms.arguments import around, context
+from simplegrad.engine.recorder import Recorder
+from simplegrad.transforms.arguments import context
 
 EXACT = {"rtol": 1e-15, "atol": 0.0}
 
@@ -74,22 +75,22 @@ def test_a_transforms_own_ops_simplifies_and_a_users_does_not():
     assert sg.trace(lambda x: x * 1.0, X).simplify
 
 
-def test_a_transforms_own_ops_applies_the_rules_from_its_second_recorded_pass():
-    seen = []
-
-    def f(x):
-        seen.append(around())
-        return (x * x).sin().sum()
-    levels = [f]
-    for _ in range(3):
-        levels.append(lambda x, g=levels[-1]: sg.grad(g)(x).sum())
-    # one pass (value only), one recorded pass, then two: the rules start at the second
-    for depth, rules_on in ((1, False), (2, False), (3, True)):
-        g = sg.grad(levels[depth - 1])
-        want = g(sg.Ops().var(X)).value     # on a user's Ops: plain, as told
-        seen.clear()
-        close(g(X), want)
-        assert seen[0].simplify and type(seen[0])._rules is rules_on
+def test_a_transforms_own_ops_applies_the_rules_in_its_recorded_passes_from_the_second():
+    rec = Recorder(simplify=True, from_derivatives=True)     # what a transform makes
+    x = rec.var(np.array([0.5, 1.5]), name="x")
+    g1 = rec.grad((x * x).sin().sum(), x)        # the first recorded pass: plain
+    first = rec.format_trace()
+    assert "v5 = v4 * x\nv6 = v4 * x\nv7 = v5 + v6\n" in first     # the product rule, twice
+    g2 = rec.grad(g1.sum(), x)                   # the second: the rules, then plain again
+    second = rec.format_trace()[len(first):]
+    assert "v12 = v4 * 2.0" in second and second.count(" * x") == 1
+    assert not type(rec)._rules and x * 1.0 is not x       # outside a pass: as written
+    c = 2.0 * np.array([0.5, 1.5])
+    close(g1.value, np.cos(c * 0.5 * c / 2.0) * c)       # d/dx sin(x^2) = 2x cos(x^2)
+    close(g2.value, 2.0 * np.cos(0.25 * c * c) - c * c * np.sin(0.25 * c * c))
+    op = sg.Ops(simplify=True)      # a user's simplifying Ops: the rules from its first entry
+    y = op.var(X)
+    assert y * 1.0 is y and type(op.recorder)._rules
 
 
 def tanh_derivative(n: int, x: float) -> float:

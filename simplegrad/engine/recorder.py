@@ -48,9 +48,11 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
     then no complete trace to print.
 
     ``simplify=True`` records with the rules of ``sg.simplify`` (common subexpressions shared,
-    identities removed, a gradient's sweep pruned to the entries on a path from ``wrt`` to L),
-    so a nested derivative is taken of the simplified graph; off by default, so a trace is
-    exactly what the program asked for.
+    identities removed, a gradient's sweep pruned to the entries on a path from ``wrt`` to L:
+    sharing.py), so a nested derivative is taken of the simplified graph; off by default, so a
+    trace is exactly what the program asked for. ``from_derivatives=True`` (transforms' own
+    Ops) applies them in its recorded derivative passes from the second on
+    (``_rules_for_pass``).
     """
 
     absorbs = False     # True for an Ops that records a block reading other Ops' Variables
@@ -79,26 +81,29 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
         self.echo = echo
         if self.simplify:
             self._cse: dict = {}
-            self._plain_passes = 1 if from_derivatives else 0   # recorded before the rules
+            self._plain_passes = 1      # for from_derivatives: recorded passes without rules
             if not from_derivatives:
-                self._derivative_pass()
+                self.__class__ = simplifying(type(self))    # (not a bound method: no cycle)
 
-    def _derivative_pass(self) -> None:
-        """A recorded derivative pass starts: record with the rules from then on, but for the
-        plain passes still owed (the simplifying path replaces the plain one on this Ops only).
+    def _rules_for_pass(self, create_graph: bool) -> type | None:
+        """A derivative pass starts: on an Ops made ``from_derivatives=True`` (a transform's
+        own) that is past its first recorded pass, record this one with the rules and give
+        back the class to restore when it ends (None: nothing to restore).
 
-        An Ops made ``from_derivatives=True`` (a transform's own) records plainly until its
-        second recorded derivative pass: a forward and one recorded derivative of it are swept
-        once each, and the rules seldom shorten them by what they cost (about 3 us an entry);
-        passes over recorded passes (a derivative of a derivative, a Jacobian's rows) are
-        where equal entries recur and the tape grows with every order.
+        A transform's own Ops records its function's forward and its first recorded pass
+        plainly: they are swept once each, and the rules (about 3 us an entry) seldom shorten
+        them by what they cost. A pass over recorded passes (a derivative of a derivative, a
+        Jacobian's rows) is where equal entries recur and the tape grows with every order;
+        the entries such passes record are shared with each other.
         """
-        if self._rules:
-            return
+        if not create_graph or not self.simplify or self._rules or not self.recording:
+            return None
         if self._plain_passes:
             self._plain_passes -= 1
-        else:
-            self.__class__ = simplifying(type(self))    # (not a bound method: no cycle)
+            return None
+        plain = type(self)
+        self.__class__ = simplifying(plain)     # (not a bound method: no cycle)
+        return plain
 
     def __repr__(self) -> str:
         state = "" if self.recording else ", not recording"
@@ -207,23 +212,32 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
                 isinstance(n, str) and n.isidentifier() for n in names)):
             raise ArgumentError(f"grad: name= needs {count} identifier(s), one per wrt, got "
                                 f"{name!r}")
-        if create_graph and self.simplify:
-            self._derivative_pass()
-        grads = sweeps.grad(self, L, wrt, seed, create_graph)
+        plain = self._rules_for_pass(create_graph)
+        try:
+            grads = sweeps.grad(self, L, wrt, seed, create_graph)
+        finally:
+            if plain is not None:
+                self.__class__ = plain
         return derivation.asked(self, L, wrt, grads, names, bool(create_graph))
 
     def backward(self, L: Variable, seed: Any = None, create_graph: bool = False) -> None:
         """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""
-        if create_graph and self.simplify:
-            self._derivative_pass()
-        sweeps.backward(self, L, seed, create_graph)
+        plain = self._rules_for_pass(create_graph)
+        try:
+            sweeps.backward(self, L, seed, create_graph)
+        finally:
+            if plain is not None:
+                self.__class__ = plain
 
     def jvp(self, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
             create_graph: bool = True) -> Variable:
         """The tangent of y along ``tangents`` of ``xs``, by a forward sweep of recorded jvps."""
-        if create_graph and self.simplify:
-            self._derivative_pass()
-        return forward.jvp(self, y, xs, tangents, create_graph)
+        plain = self._rules_for_pass(create_graph)
+        try:
+            return forward.jvp(self, y, xs, tangents, create_graph)
+        finally:
+            if plain is not None:
+                self.__class__ = plain
 
     # ------------------------------------------------------------ leaves
 

@@ -111,8 +111,9 @@ def context(fname: str, args: Sequence[Any], borrow: bool = True,
     ``derivative=False`` for a transform that takes none (vmap): it may record under no_grad;
     any other gets ``None`` for "the caller's" under no_grad, and hands the call to
     ``run_paused``. An Ops of its own records with the rules of ``sg.simplify`` (shared
-    subexpressions, identities removed, sweeps pruned to what was asked) unless
-    ``simplify=False``; the caller's records as the caller made it.
+    subexpressions, identities removed, sweeps pruned to what was asked) from its second
+    recorded derivative pass on, unless ``simplify=False``; the caller's records as the caller
+    made it.
     """
     for a in args:
         if type(a) is not np.ndarray:

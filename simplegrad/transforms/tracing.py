@@ -1,9 +1,11 @@
 """``sg.trace``: run a function once on fresh Variables and keep the Ops it recorded on.
 
 The leaves are named after the function's positional parameters, so the trace reads as the
-function does (``x = [...]``, ``v2 = sin(x)``). The Ops keeps what the function returned as its
-``outputs``: ``print_trace()``, ``format_trace(raw=False)`` and the notebook display show the
-derivation pruned to them; ``format_trace()`` prints the whole tape.
+function does (``x = [...]``, ``v2 = sin(x)``). The Ops records with the rules of
+``sg.simplify`` (``Ops(simplify=True)``), as transforms' own tapes do, and keeps what the
+function returned as its ``outputs``: ``print_trace()``, ``format_trace(raw=False)`` and the
+notebook display show the derivation pruned to them; ``format_trace()`` prints the whole tape
+as it was recorded (simplified).
 """
 
 from __future__ import annotations
