@@ -76,14 +76,14 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
         self.tape = Tape(keep=bool(keep_trace))
         self.borrow = bool(borrow)
         self.recording = True
-        self.simplify = bool(simplify)
+        self.simplify = bool(simplify) and not from_derivatives
         self._adoptions: Adoptions | None = None    # the leaves standing for Parameters here
         self.echo = echo
+        self._cse: dict = {}
+        # recorded passes without the rules still to come (None: not made from_derivatives)
+        self._plain_passes = 1 if simplify and from_derivatives else None
         if self.simplify:
-            self._cse: dict = {}
-            self._plain_passes = 1      # for from_derivatives: recorded passes without rules
-            if not from_derivatives:
-                self.__class__ = simplifying(type(self))    # (not a bound method: no cycle)
+            self.__class__ = simplifying(type(self))    # (not a bound method: no cycle)
 
     def _rules_for_pass(self, create_graph: bool) -> type | None:
         """A derivative pass starts: on an Ops made ``from_derivatives=True`` (a transform's
@@ -94,13 +94,16 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
         plainly: they are swept once each, and the rules (about 3 us an entry) seldom shorten
         them by what they cost. A pass over recorded passes (a derivative of a derivative, a
         Jacobian's rows) is where equal entries recur and the tape grows with every order;
-        the entries such passes record are shared with each other.
+        the entries such passes record are shared with each other, and from the first of them
+        on the Ops ``simplify``s: its sweeps are pruned to what was asked.
         """
-        if not create_graph or not self.simplify or self._rules or not self.recording:
+        if not create_graph or self._plain_passes is None or self._rules or \
+                not self.recording:
             return None
         if self._plain_passes:
             self._plain_passes -= 1
             return None
+        self.simplify = True
         plain = type(self)
         self.__class__ = simplifying(plain)     # (not a bound method: no cycle)
         return plain
