@@ -17,6 +17,7 @@ from test_training_memory import collector_paused
 import simplegrad as sg
 from simplegrad.engine.recorder import Recorder
 from simplegrad.transforms.arguments import context
+from tests.test_primitives import case_id, sample
 
 EXACT = {"rtol": 1e-15, "atol": 0.0}
 
@@ -46,6 +47,13 @@ TRANSFORMS = {
     "hvp": lambda f, x: sg.hvp(f, x, X[::-1]),
     "grad-of-grad": lambda f, x: sg.grad(lambda y: sg.grad(f)(y).sum())(x),
     "vmap-grad": lambda f, x: sg.vmap(sg.grad(f))(np.stack([x, 2.0 * x])),
+    # two recorded passes or more: the rules apply on the transforms' own tape
+    "third-order": lambda f, x: sg.grad(lambda y: sg.grad(
+        lambda z: sg.grad(f)(z).sum())(y).sum())(x),
+    "jacobian-of-grad-of-grad": lambda f, x: sg.jacobian(
+        sg.grad(lambda y: sg.grad(f)(y).sum()), mode="rev")(x),
+    "jvp-of-grad-of-grad": lambda f, x: sg.jvp(
+        sg.grad(lambda y: sg.grad(f)(y).sum()), (x,), (X - 0.25,))[1],
 }
 
 
@@ -210,3 +218,43 @@ def test_linearize_and_linear_transpose_record_as_the_rules_write():
         "u.expand([3])", "v5 * [ 0.3000, -1.2000,  0.7000]", "v5 * [ 0.3000, -1.2000,  0.7000]",
         "v6 + v7"]      # x * x pulls back twice (the vjp's own tape shares it: "* 2.0")
     np.testing.assert_allclose(f_t(1.0)[0], 2.0 * X, **EXACT)
+
+
+def registry_cases() -> list:
+    return [pytest.param(prim, case, id=f"{prim.name}-{case_id(case)}")
+            for prim in sg.REGISTRY.values() if prim.differentiable for case in prim.cases]
+
+
+@pytest.mark.filterwarnings("ignore::simplegrad.DisconnectedWarning")
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize(("prim", "case"), registry_cases())
+def test_second_derivatives_of_every_primitive_are_those_of_the_plain_tape(prim, case, rng):
+    """<u, d/dx <w, df/dx>> of every registered primitive in each input, recorded by sg.trace
+    (the rules on every entry) and on a user's plain Ops."""
+    xs = sample(prim, case, rng)
+    for i in range(len(xs)):
+        if i in case.conditions:
+            continue
+
+        def f(z, i=i):
+            args = [z if j == i else (a > 0 if j in case.conditions else a)
+                    for j, a in enumerate(xs)]
+            return z.ops.apply(prim, args, case.attrs)
+        y0 = f(sg.Ops().var(xs[i]))
+        if not isinstance(y0, sg.Variable):
+            continue
+        w, u = rng.normal(size=y0.shape), rng.normal(size=np.shape(xs[i]))
+
+        def h(x, f=f, w=w, u=u):
+            return sg.grad(lambda y: (sg.grad(lambda z: (f(z) * w).sum())(y) * u).sum())(x)
+        try:
+            want = h(sg.Ops().var(xs[i])).value
+        except sg.NotDifferentiableError:
+            with pytest.raises(sg.NotDifferentiableError):
+                sg.trace(h, xs[i])
+            continue
+        got = sg.trace(h, xs[i]).outputs[0].value
+        if np.all(np.isfinite(want)):
+            close(got, want)
+        else:
+            np.testing.assert_array_equal(got, want)
