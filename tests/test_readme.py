@@ -46,7 +46,7 @@ EXPECTED: dict[str, list[str]] = {
     "transforms.md": [
         "[ 3. 12.]", str(-np.sin(0.5)), "[[2.71828183 0.         0.        ]",
         "[1.         0.41997434]", str(np.sin(0.5)), "(array([2., 2.]),)",
-        "dv3_dv0 = v10",
+        "v5 = v4 * v0\nv6 = v5 * 2.0\n", "dv3_dv0 = v6",              # recorded simplified
         "[33. 44.] 11.0",                                       # has_aux, keyword arguments
         "12.0\n(2, 2, 2)\n",
         "[0.         1.38177329]",                              # linearize: sin x + x cos x

@@ -15,7 +15,6 @@ import numpy as np
 
 from ..errors import ArgumentError, GraphError
 from ..primitives import PrimitiveMethods
-from ..primitives import rewrites as rules
 from ..primitives.core import Primitive
 from . import derivation, forward, nonfinite, render
 from . import reverse as sweeps
@@ -25,6 +24,7 @@ from .html import Display
 from .levels import Batched
 from .operands import check_name, error, float_array, recordable, translate
 from .params import FREE, Adoptions, JoinsParameters
+from .sharing import simplifying
 from .tape import Tape
 from .variable import UNARY, UNRECORDED, Variable, leaf_variable
 
@@ -48,15 +48,18 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
     then no complete trace to print.
 
     ``simplify=True`` records with the rules of ``sg.simplify`` (common subexpressions shared,
-    identities removed, a gradient's sweep pruned to the entries on a path from ``wrt`` to L),
-    so a nested derivative is taken of the simplified graph; off by default, so a trace is
-    exactly what the program asked for.
+    identities removed, a gradient's sweep pruned to the entries on a path from ``wrt`` to L:
+    sharing.py), so a nested derivative is taken of the simplified graph; off by default, so a
+    trace is exactly what the program asked for. ``from_derivatives=True`` (transforms' own
+    Ops) applies them in its recorded derivative passes from the second on
+    (``_rules_for_pass``).
     """
 
     absorbs = False     # True for an Ops that records a block reading other Ops' Variables
     made_in: Any = None    # for such an Ops: the Ops running when it was made
     face: Any = None       # a weak reference to the sg.Ops that holds this recorder, if any
     outputs: tuple | None = None    # what a traced function returned (sg.trace sets it)
+    _rules = False      # True once it records with the rules (sharing.simplifying)
 
     def within(self, other: Any) -> bool:
         """Whether this Ops was made while ``other`` ran (following ``made_in``)."""
@@ -69,16 +72,41 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
 
 
     def __init__(self, echo: bool = False, simplify: bool = False, keep_trace: bool = True,
-                 borrow: bool = False):
+                 borrow: bool = False, *, from_derivatives: bool = False):
         self.tape = Tape(keep=bool(keep_trace))
         self.borrow = bool(borrow)
         self.recording = True
-        self.simplify = bool(simplify)
+        self.simplify = bool(simplify) and not from_derivatives
         self._adoptions: Adoptions | None = None    # the leaves standing for Parameters here
         self.echo = echo
-        if self.simplify:       # the simplifying path replaces the plain one on this Ops only
-            self._cse: dict = {}
-            self.__class__ = _simplifying(type(self))   # (not a bound method: no cycle)
+        self._cse: dict = {}
+        # recorded passes without the rules still to come (None: not made from_derivatives)
+        self._plain_passes = 1 if simplify and from_derivatives else None
+        if self.simplify:
+            self.__class__ = simplifying(type(self))    # (not a bound method: no cycle)
+
+    def _rules_for_pass(self, create_graph: bool) -> type | None:
+        """A derivative pass starts: on an Ops made ``from_derivatives=True`` (a transform's
+        own) that is past its first recorded pass, record this one with the rules and give
+        back the class to restore when it ends (None: nothing to restore).
+
+        A transform's own Ops records its function's forward and its first recorded pass
+        plainly: they are swept once each, and the rules (about 3 us an entry) seldom shorten
+        them by what they cost. A pass over recorded passes (a derivative of a derivative, a
+        Jacobian's rows) is where equal entries recur and the tape grows with every order;
+        the entries such passes record are shared with each other, and from the first of them
+        on the Ops ``simplify``s: its sweeps are pruned to what was asked.
+        """
+        if not create_graph or self._plain_passes is None or self._rules or \
+                not self.recording:
+            return None
+        if self._plain_passes:
+            self._plain_passes -= 1
+            return None
+        self.simplify = True
+        plain = type(self)
+        self.__class__ = simplifying(plain)     # (not a bound method: no cycle)
+        return plain
 
     def __repr__(self) -> str:
         state = "" if self.recording else ", not recording"
@@ -187,18 +215,33 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
                 isinstance(n, str) and n.isidentifier() for n in names)):
             raise ArgumentError(f"grad: name= needs {count} identifier(s), one per wrt, got "
                                 f"{name!r}")
-        grads = sweeps.grad(self, L, wrt, seed, create_graph)
+        plain = self._rules_for_pass(create_graph)
+        try:
+            grads = sweeps.grad(self, L, wrt, seed, create_graph)
+        finally:
+            if plain is not None:
+                self.__class__ = plain
         return derivation.asked(self, L, wrt, grads, names, bool(create_graph))
 
     def backward(self, L: Variable, seed: Any = None, create_graph: bool = False,
                  retain_graph: bool | None = None) -> None:
         """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""
-        sweeps.backward(self, L, seed, create_graph, retain_graph)
+        plain = self._rules_for_pass(create_graph)
+        try:
+            sweeps.backward(self, L, seed, create_graph, retain_graph)
+        finally:
+            if plain is not None:
+                self.__class__ = plain
 
     def jvp(self, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
             create_graph: bool = True) -> Variable:
         """The tangent of y along ``tangents`` of ``xs``, by a forward sweep of recorded jvps."""
-        return forward.jvp(self, y, xs, tangents, create_graph)
+        plain = self._rules_for_pass(create_graph)
+        try:
+            return forward.jvp(self, y, xs, tangents, create_graph)
+        finally:
+            if plain is not None:
+                self.__class__ = plain
 
     # ------------------------------------------------------------ leaves
 
@@ -330,29 +373,10 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
                 listen(out)
         return out
 
-    def _apply_simplified(self, prim: Primitive, inputs: Sequence[Any],
-                          attrs: dict | None = None, name: str | None = None) -> Any:
-        """Record with the rules of ``sg.simplify`` (rules.py): an identity gives back its
-        input, a rewrite records the simpler form, and an entry already on the tape with the
-        same primitive, inputs and attributes is reused (hash-consing)."""
-        if not self.recording or name is not None:     # a named result is recorded as asked
-            return Recorder.apply(self, prim, inputs, attrs, name)
-        rewritten = rules.rewrite(prim, inputs, attrs)
-        if rewritten is not None:
-            prim, inputs, attrs = rewritten
-        same = rules.reduces_to(prim, inputs, attrs)
-        if type(same) is Variable and same.rec is self:
-            return same
-        key = rules.cse_key(prim, inputs, attrs)
-        hit = self._cse.get(key)
-        tape = self.tape
-        if hit is not None and tape.base <= hit.position < tape.end and \
-                tape.at(hit.position) is hit:
-            return hit
-        out = Recorder.apply(self, prim, inputs, attrs, name)
-        if type(out) is Variable:
-            self._cse[key] = out
-        return out
+    def record_exactly(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
+                       name: str | None = None) -> Any:
+        """Record ``prim`` as asked, even on an Ops that simplifies (no rule, no sharing)."""
+        return self.apply(prim, inputs, attrs, name)
 
     def _error(self, op: str, inputs: tuple, reason: str, kind: type) -> Exception:
         return error(op, inputs, reason, kind)
@@ -373,16 +397,3 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
 
 
 FREE.recorder = Recorder    # free computations record on an Ops of their own (params.py)
-
-
-def _simplifying(cls: type) -> type:
-    """``cls`` recording with the rules of ``sg.simplify`` (its ``apply`` is the simplifying
-    one): a subclass, so that no instance holds a bound method of itself."""
-    sub = _SIMPLIFYING.get(cls)
-    if sub is None:
-        sub = _SIMPLIFYING[cls] = type(cls.__name__, (cls,), {
-            "apply": cls._apply_simplified, "__module__": cls.__module__})
-    return sub
-
-
-_SIMPLIFYING: dict[type, type] = {}

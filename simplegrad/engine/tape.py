@@ -203,7 +203,7 @@ def descendants(tape: Tape, sources: Iterable[Variable], start: int, end: int,
     if root is not None and start < tape.dropped:
         candidates: Iterable = ancestors(root, start)
     else:
-        candidates = (entries[p - base] for p in range(max(start, base), end))
+        candidates = (entries[p - base] for p in range(max(start, base), min(end, tape.end)))
     for v in candidates:
         for x in () if v is None else v.inputs:
             if type(x) is Variable and x in reached:

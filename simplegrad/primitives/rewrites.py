@@ -77,7 +77,9 @@ def constant_key(x: Any) -> Hashable:
 
 def operand_key(x: Any) -> Hashable:
     """How an input counts in a key: constants by value, anything else by identity/equality."""
-    if isinstance(x, np.ndarray | np.generic | bool | int | float):
+    t = type(x)
+    if t is float or t is int or t is np.ndarray or \
+            isinstance(x, np.ndarray | np.generic | bool | int | float):
         return constant_key(x)
     return x
 
@@ -86,18 +88,41 @@ def attrs_key(attrs: dict | None) -> Hashable:
     """Attributes as a hashable key (arrays, slices, dtypes and nested tuples included)."""
     if not attrs:
         return ()
+    if len(attrs) == 1:
+        for k, v in attrs.items():
+            return ((k, _freeze(v)),)
     return tuple(sorted((k, _freeze(v)) for k, v in attrs.items()))
+
+
+def _plain(x: Any) -> bool:
+    """True for attribute values that are their own key: None, an int, a str, or a tuple of
+    ints (none equals the tagged key of another kind: ``1`` is not ``("bool", True)``)."""
+    t = type(x)
+    return x is None or t is int or t is str or t is tuple and all(type(i) is int for i in x)
 
 
 def cse_key(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> tuple:
     """The key under which an entry is one common subexpression: primitive, inputs, attrs."""
-    ops: Any = tuple(operand_key(x) for x in inputs)
-    if prim in COMMUTATIVE and len(ops) == 2:
-        ops = frozenset(ops)        # (x, y) and (y, x) alike; {x} only comes from (x, x)
-    return (prim, ops, attrs_key(attrs))
+    n = len(inputs)
+    if n == 2:
+        ops: Any = (operand_key(inputs[0]), operand_key(inputs[1]))
+        if prim in COMMUTATIVE:
+            ops = frozenset(ops)    # (x, y) and (y, x) alike; {x} only comes from (x, x)
+    else:
+        ops = (operand_key(inputs[0]),) if n == 1 else tuple(operand_key(x) for x in inputs)
+    return (prim, ops, attrs_key(attrs) if attrs else ())
 
 
 def _freeze(x: Any) -> Hashable:
+    if _plain(x):       # axes, shapes, flags: the common attributes, cheaply
+        return x
+    t = type(x)
+    if t is bool:
+        return ("bool", repr(x))
+    if t is slice:
+        return ("slice", _freeze(x.start), _freeze(x.stop), _freeze(x.step))
+    if t is tuple:
+        return ("tuple", *(_freeze(i) for i in x))
     if isinstance(x, np.ndarray | np.generic | bool | int | float):
         return constant_key(x)
     if x is None or x is Ellipsis or isinstance(x, str):
@@ -133,6 +158,48 @@ def describe_variable(x: Any) -> Operand:
 
 
 # ---------------------------------------------------------------- identities
+
+RULED = frozenset((_ADD, _SUB, _MUL, _DIV, _NEG, _NOT, _AND, _OR, _WHERE, _CAST, _EXPAND,
+                   _RESHAPE, _TRANSPOSE))
+"""The primitives some rule of ``reduces_to`` or ``rewrite`` looks at; no other ever changes."""
+
+
+def may_simplify(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> bool:
+    """False when no rule of ``reduces_to`` or ``rewrite`` can apply to an entry of tape inputs
+    (Variables, numbers, arrays): a quick test that spares describing them. Arithmetic of two
+    Variables simplifies only as ``x + x``, ``x - x``... of one Variable or through a negation;
+    a reshape, expand, transpose or cast of a Variable only when it keeps it as it is or undoes
+    the transpose that made it."""
+    if prim not in RULED:
+        return False
+    if prim is _MUL or prim is _DIV or prim is _ADD or prim is _SUB:
+        a, b = inputs
+        ca, cb = not hasattr(a, "prim"), not hasattr(b, "prim")
+        if ca or cb:            # a constant operand: a unit, or a number beside a negation
+            c, v = (a, b) if ca else (b, a)
+            if type(c) is not float and type(c) is not int:
+                return True     # (arrays: the rules look at every entry)
+            if prim is _MUL:
+                return c == 1 or c == -1
+            if prim is _DIV:
+                return cb and c == 1
+            return c == 0 or getattr(v, "prim", None) is _NEG
+        if prim is _MUL or prim is _DIV:
+            return False
+        return a is b or b.prim is _NEG or (prim is _ADD and a.prim is _NEG)
+    x = inputs[0]
+    if not hasattr(x, "prim"):
+        return True
+    if prim is _RESHAPE or prim is _EXPAND:
+        shape = attrs["shape"]
+        return -1 in shape or tuple(shape) == x.shape
+    if prim is _TRANSPOSE:
+        axes = attrs.get("axes") if attrs else None
+        return x.prim is _TRANSPOSE or len(x.shape) < 2 or axes is not None and \
+            _permutation(axes, len(x.shape)) == tuple(range(len(x.shape)))
+    if prim is _CAST:
+        return x.dtype == np.dtype(attrs["dtype"])
+    return True
 
 def reduces_to(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
                describe: Callable[[Any], Operand] = describe_variable) -> Any | None:
@@ -218,10 +285,12 @@ def _keeps_shape(x: Any, describe: Callable, *others: Operand) -> Any:
 def _unit_side(inputs: Sequence[Any], describe: Callable, unit: int, kept: tuple) -> Any:
     """inputs[i] for the first i in ``kept`` whose partner is the constant ``unit`` and does
     not change its shape or dtype."""
-    described = [describe(inputs[0]), describe(inputs[1])]
     for i in kept:
-        x, c = described[i], described[1 - i]
-        if x.constant or not c.constant or not _all_equal(c.value, unit):
+        c = describe(inputs[1 - i])
+        if not c.constant or not _all_equal(c.value, unit):
+            continue
+        x = describe(inputs[i])
+        if x.constant:
             continue
         if c.dtype is None:
             same_dtype = np.result_type(x.dtype, c.value) == x.dtype
@@ -238,7 +307,9 @@ def _all_equal(value: Any, unit: int) -> bool:
     if isinstance(value, int | float):
         return value == unit
     arr = np.asarray(value)
-    return arr.dtype.kind in "iuf" and bool(np.all(arr == unit))
+    if arr.dtype.kind not in "iuf" or arr.size and arr.flat[0] != unit:    # (quick: most differ)
+        return False
+    return bool((arr == unit).all())
 
 
 def _target_shape(shape: tuple, target: tuple) -> tuple:

@@ -49,6 +49,7 @@ from ..engine.params import FREE, FreeOps
 from ..engine.recorder import Recorder
 from ..engine.variable import Variable
 from ..errors import ArgumentError, DisconnectedWarning, GraphError, ShapeError, warn
+from ..primitives.shape import RESHAPE
 from ..pytree import LEAF, TreeDef, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 ArgNums = int | tuple[int, ...]
@@ -100,7 +101,7 @@ def values_only(ops: Ops) -> bool:
 
 
 def context(fname: str, args: Sequence[Any], borrow: bool = True,
-            derivative: bool = True) -> tuple[Ops, bool | None]:
+            derivative: bool = True, simplify: bool = True) -> tuple[Ops, bool | None]:
     """The Ops a transform records on, and whether it is the caller's (that of the Variable
     arguments, see ``recording_ops``, or of the transform running around this call) rather
     than a new one of its own.
@@ -109,7 +110,10 @@ def context(fname: str, args: Sequence[Any], borrow: bool = True,
     call returns, and its results are copied out. ``borrow=False`` for one that outlives it.
     ``derivative=False`` for a transform that takes none (vmap): it may record under no_grad;
     any other gets ``None`` for "the caller's" under no_grad, and hands the call to
-    ``run_paused``.
+    ``run_paused``. An Ops of its own records with the rules of ``sg.simplify`` (shared
+    subexpressions, identities removed, sweeps pruned to what was asked) from its second
+    recorded derivative pass on, unless ``simplify=False``; the caller's records as the caller
+    made it.
     """
     for a in args:
         if type(a) is not np.ndarray:
@@ -121,7 +125,7 @@ def context(fname: str, args: Sequence[Any], borrow: bool = True,
     if ops is None or ops is FREE:      # free Variables join the Ops the transform records on
         ops = around()
         if ops is None:
-            return Recorder(borrow=borrow), False
+            return Recorder(borrow=borrow, simplify=simplify, from_derivatives=True), False
     if derivative and not ops.recording:
         return ops, None        # under no_grad: see ``run_paused``
     return ops, True
@@ -203,7 +207,8 @@ def primals(ops: Ops, args: Sequence[Any], nums: Sequence[int],
 def primal(ops: Ops, a: Any) -> Variable:
     """The Variable standing for one leaf of a differentiated argument."""
     if isinstance(a, Variable) and a.requires_grad:
-        return ops.reshape(a, a.shape)      # identity entry: see the module docstring
+        # the identity entry (see the module docstring), kept even on an Ops that simplifies
+        return ops.record_exactly(RESHAPE, (a,), {"shape": tuple(a.shape)})
     return ops.var(getattr(a, "raw", a))
 
 

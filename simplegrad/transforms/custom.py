@@ -319,6 +319,8 @@ class CustomVJP(CustomFunction):
         although it is nonzero: it is right as a value but not as a function of g, so
         differentiating it again must raise, not give a wrong answer.
         """
+        if not isinstance(g, Variable):     # the constant seed of an Ops that simplifies
+            g = r.leaf(np.asarray(g), None, False, "seed")     # (the rule gets a Variable)
         cts = self._checked(self._run_bwd(g, out, inputs, attrs), inputs)
         for i, c in enumerate(cts):
             if c is None:

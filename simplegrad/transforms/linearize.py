@@ -46,7 +46,9 @@ def linearize(f: Callable, *xs: Any) -> tuple[Any, Callable]:
     check_callable("linearize", f)
     if not xs:
         raise ArgumentError("linearize: give at least one primal: linearize(f, *primals)")
-    ops, nested = context("linearize", xs, borrow=False)   # (its program outlives the call)
+    # its program outlives the call; recorded as the jvp rules write it, not simplified, so
+    # that its transpose is the vjp's pullback entry for entry (docs/transforms.md)
+    ops, nested = context("linearize", xs, borrow=False, simplify=False)
     if nested is None:
         return run_paused(ops, lambda *a: linearize(f, *a), xs)
     with own(ops, nested):

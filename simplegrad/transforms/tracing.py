@@ -1,9 +1,11 @@
 """``sg.trace``: run a function once on fresh Variables and keep the Ops it recorded on.
 
 The leaves are named after the function's positional parameters, so the trace reads as the
-function does (``x = [...]``, ``v2 = sin(x)``). The Ops keeps what the function returned as its
-``outputs``: ``print_trace()``, ``format_trace(raw=False)`` and the notebook display show the
-derivation pruned to them; ``format_trace()`` prints the whole tape.
+function does (``x = [...]``, ``v2 = sin(x)``). The Ops records with the rules of
+``sg.simplify`` (``Ops(simplify=True)``), as transforms' own tapes do, and keeps what the
+function returned as its ``outputs``: ``print_trace()``, ``format_trace(raw=False)`` and the
+notebook display show the derivation pruned to them; ``format_trace()`` prints the whole tape
+as it was recorded (simplified).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ def trace(fn: Callable, *args: Any) -> Ops:
     """Run ``fn`` on fresh Variables holding ``args`` and return the Ops it recorded on, with
     what ``fn`` returned as its ``outputs``."""
     check_callable("trace", fn)
-    ops = Ops()
+    ops = Ops(simplify=True)
     names = _param_names(fn, len(args))
     leaves = [ops.var(getattr(a, "raw", a), name=n) for a, n in zip(args, names)]
     with running(ops):      # transforms inside fn record here too, closures included

@@ -70,7 +70,9 @@ def linear_transpose(f_lin: Callable, *primals: Any, reduce_axes: tuple = ()) ->
         leaves, treedef = tree_flatten(p)
         stand_ins.append(tree_unflatten(treedef, [_stand_in(i, k, a)
                                                   for k, a in enumerate(leaves)]))
-    ops, nested = context(NAME, primals, borrow=False)     # (its program outlives the call)
+    # its program outlives the call; not simplified while recording, as linearize's: the
+    # transpose of linearize(f) is then the vjp's pullback entry for entry (docs/transforms.md)
+    ops, nested = context(NAME, primals, borrow=False, simplify=False)
     if nested is None:
         return run_paused(ops, lambda *a: linear_transpose(f_lin, *a), stand_ins)
     with own(ops, nested), _undone_on_failure(ops):

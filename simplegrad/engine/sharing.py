@@ -1,0 +1,122 @@
+"""Recording with the rules of ``sg.simplify``: what an Ops that simplifies records with.
+
+``simplifying(cls)`` is the recorder class ``cls`` whose ``apply`` is ``apply_simplified``: an
+identity gives back its input, a rewrite records the simpler form, and an entry already on the
+tape with the same primitive, inputs and attributes is that entry (hash-consing, through the
+recorder's table ``_cse``, which ``release`` and ``orphan`` clear). ``record_exactly`` is the
+plain ``apply`` of ``cls``: what a named result and a transform's identity entry record with.
+The rules are in ``primitives/rewrites.py``; recorder.py says when an Ops starts using them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..primitives import rewrites
+from ..primitives.core import Primitive
+from .levels import Batched
+from .operands import recordable
+from .variable import Variable
+
+_HASHED = 256   # constant arrays up to this many entries are compared by value when sharing
+
+
+def apply_simplified(self: Any, prim: Primitive, inputs: Sequence[Any],
+                     attrs: dict | None = None, name: str | None = None) -> Any:
+    """Record with the rules of ``sg.simplify`` (rewrites.py): an identity gives back its
+    input, a rewrite records the simpler form, and an entry already on the tape with the
+    same primitive, inputs and attributes is reused (hash-consing).
+
+    Lists and free Variables are converted and joined first, as they will be recorded.
+    An entry reading a constant array of more than ``_HASHED`` entries is never shared:
+    hashing its bytes would cost more than sharing saves, and its identity says nothing
+    (the caller may write to it, or free it and make another).
+    """
+    if not self.recording or name is not None:     # a named result is recorded as asked
+        return self.record_exactly(prim, inputs, attrs, name)
+    if type(inputs) is not tuple:
+        inputs = tuple(inputs)
+    for x in inputs:
+        if type(x) is not Variable or x.rec is not self:
+            return _mixed(self, prim, inputs, attrs)
+    # Variables of this tape only (the sweeps' common case): the key is cse_key's, inline
+    if rewrites.may_simplify(prim, inputs, attrs):
+        return _mixed(self, prim, inputs, attrs)
+    if not self.tape.keep:      # (a tape holding entries weakly keeps no table)
+        return self.record_exactly(prim, inputs, attrs)
+    key = (prim, frozenset(inputs) if prim in rewrites.COMMUTATIVE and len(inputs) == 2
+           else inputs, rewrites.attrs_key(attrs) if attrs else ())
+    return _shared(self, key, prim, inputs, attrs)
+
+
+def _mixed(self: Any, prim: Primitive, inputs: tuple, attrs: dict | None) -> Any:
+    """``apply_simplified`` for inputs that are not all Variables of this tape, or that a
+    rule may apply to."""
+    shareable = self.tape.keep      # (a tape holding entries weakly keeps no table)
+    convert = False
+    mine = False
+    for x in inputs:
+        tx = type(x)
+        if tx is Variable and x.rec is self:
+            mine = True
+        elif tx is float or tx is int:
+            continue
+        elif tx is np.ndarray:      # the rules read arrays as they are
+            shareable = shareable and x.size <= _HASHED
+        elif tx is bool or isinstance(x, np.generic):
+            continue
+        elif tx is Batched or tx is Variable and x.rec is not self and x.rec.absorbs and \
+                not self.within(x.rec):     # recorded elsewhere first (see apply)
+            return self.record_exactly(prim, inputs, attrs)
+        else:               # lists, free Variables: as they will be recorded
+            convert = True
+    if convert:
+        inputs, _, requires = recordable(self, prim, inputs)
+        mine = requires is not None
+        shareable = shareable and all(type(c) is not np.ndarray or c.size <= _HASHED
+                                      for c in inputs)
+    if not mine:            # constants only: folded
+        return self.record_exactly(prim, inputs, attrs)
+    if rewrites.may_simplify(prim, inputs, attrs):
+        rewritten = rewrites.rewrite(prim, inputs, attrs)
+        if rewritten is not None:
+            prim, inputs, attrs = rewritten
+        same = rewrites.reduces_to(prim, inputs, attrs)
+        if type(same) is Variable and same.rec is self:
+            return same
+    if not shareable:
+        return self.record_exactly(prim, inputs, attrs)
+    return _shared(self, rewrites.cse_key(prim, inputs, attrs), prim, inputs, attrs)
+
+
+def _shared(self: Any, key: tuple, prim: Primitive, inputs: tuple,
+            attrs: dict | None) -> Any:
+    """The entry recorded under ``key`` if it is still on the tape (a failed sweep's
+    entries are undone), else a new one, recorded under it."""
+    hit = self._cse.get(key)
+    if hit is not None:
+        entries = self.tape.entries
+        i = hit.position - self.tape.base
+        if 0 <= i < len(entries) and entries[i] is hit:
+            return hit
+    out = self.record_exactly(prim, inputs, attrs)
+    if type(out) is Variable:
+        self._cse[key] = out
+    return out
+
+
+def simplifying(cls: type) -> type:
+    """``cls`` recording with the rules of ``sg.simplify`` (its ``apply`` is the simplifying
+    one): a subclass, so that no instance holds a bound method of itself."""
+    sub = _SIMPLIFYING.get(cls)
+    if sub is None:
+        sub = _SIMPLIFYING[cls] = type(cls.__name__, (cls,), {
+            "apply": apply_simplified, "record_exactly": cls.apply, "_rules": True,
+            "__module__": cls.__module__})
+    return sub
+
+
+_SIMPLIFYING: dict[type, type] = {}
