@@ -254,3 +254,27 @@ def test_print_trace_default_console(capsys: pytest.CaptureFixture) -> None:
     op.print_trace()
     printed = capsys.readouterr().out.splitlines()
     assert printed[:len(op.format_trace().splitlines())] == op.format_trace().splitlines()
+
+
+def test_trace_takes_pytree_arguments_and_names_leaves_by_path():
+    # a dict of parameters and a namedtuple inside a list: one leaf per array, named by its
+    # path; the gradient equals the closed form d/dW sum(tanh(x W)^2) = x^T (2 t (1 - t^2))
+    from collections import namedtuple
+    Pair = namedtuple("Pair", "w b")
+    rng = np.random.default_rng(0)
+    params = {"W": rng.normal(size=(2, 3)), "layers": [Pair(rng.normal(size=3), 2.0)]}
+    x = rng.normal(size=(4, 2))
+
+    def loss(params, x):
+        layer = params["layers"][0]
+        return ((x @ params["W"]).tanh() ** 2).sum() + (layer.w * layer.b).sum()
+
+    t = sg.trace(sg.grad(loss), params, x)
+    leaves = [line.split(" = ")[0] for line in t.format_trace().splitlines()[:4]]
+    assert leaves == ["params_W", "params_layers_0_w", "params_layers_0_b", "x"]
+    th = np.tanh(x @ params["W"])
+    g = t.outputs
+    np.testing.assert_allclose(g[0].value, x.T @ (2 * th * (1 - th ** 2)), rtol=1e-12)
+    np.testing.assert_allclose(g[1].value, np.full(3, 2.0), rtol=1e-12)      # d/dw w b = b
+    np.testing.assert_allclose(g[2].value, params["layers"][0].w.sum(), rtol=1e-12)
+    assert "dv" in t.format_trace(raw=False) and "params_W" in t.format_trace(raw=False)
