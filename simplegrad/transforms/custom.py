@@ -313,12 +313,9 @@ class CustomVJP(CustomFunction):
             return packing.cotangents(self._bwd(*args, **user_attrs(attrs)))
 
     def _call_bwd(self, r: Ops, g: Variable, out: Variable, inputs: Any, attrs: dict) -> list:
-        """The user's cotangents, recorded on ``r``; raw arrays go through the _bwd entry.
-
-        So does a recorded cotangent that does not depend on g (made from ``g.value``, say)
-        although it is nonzero: it is right as a value but not as a function of g, so
-        differentiating it again must raise, not give a wrong answer.
-        """
+        """The user's cotangents, recorded on ``r``; raw arrays go through the _bwd entry, and so
+        does a nonzero recorded cotangent that does not depend on g (made from ``g.value``):
+        right as a value but not as a function of g, so differentiating it again must raise."""
         if not isinstance(g, Variable):     # the constant seed of an Ops that simplifies
             g = r.leaf(np.asarray(g), None, False, "seed")     # (the rule gets a Variable)
         cts = self._checked(self._run_bwd(g, out, inputs, attrs), inputs)
