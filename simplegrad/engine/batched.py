@@ -34,6 +34,8 @@ import numpy as np
 from ..errors import ShapeError
 from ..primitives import REGISTRY, VALUES, Primitive, PrimitiveMethods
 from ..primitives.core import batch_size, dtype_of
+from ..primitives.linalg.matmul import MATMUL
+from ..primitives.shape import RESHAPE
 from .events import BlockBegin, BlockEnd
 from .forward import forward_sweep
 from .levels import Batched, innermost, levels_of, spread, stacked, union, unstack, wrap
@@ -215,6 +217,12 @@ class StackValues(PrimitiveMethods):
             out = _on_identity(prim, inputs, xs, attrs or {})
             if out is not None:
                 return out
+        if prim is RESHAPE and flags[0]:        # per example: the stack's tail reshaped
+            return Stack(xs[0].reshape((size,) + tuple(attrs["shape"])))
+        if prim is MATMUL and rank >= 3 and all(f or np.ndim(x) <= 2 for x, f in zip(xs, flags)):
+            # matmul maps over the leading axes of operands of two or more: on stacks of those
+            # (of one rank) and plain matrices or vectors, the batch axis is one more of them
+            return Stack(prim.forward(*xs))
         if prim.elementwise and rank > 0 and all(
                 f or np.ndim(x) < rank for x, f in zip(xs, flags)):
             # numpy broadcasting pairs the per-example axes already (pointwise's align

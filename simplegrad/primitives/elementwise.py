@@ -21,6 +21,7 @@ import numpy as np
 
 from .abstract import ufunc
 from .broadcasting import (
+    broadcast_to,
     broadcast_vjp,
     elementwise_mask,
     masked_vjp,
@@ -43,6 +44,7 @@ from .core import (
     is_constant,
     pointwise,
     register,
+    shape_of,
 )
 from .schema import Schema, attrs
 from .series import (
@@ -110,9 +112,21 @@ SUB = elementwise("sub", np.subtract, "{0} - {1}", (
     lambda o, g, out, x, y: g,
     lambda o, g, out, x, y: o.neg(g)), taylor=linear("sub"), numpy="{0} - {1}")
 
-MUL = elementwise("mul", np.multiply, "{0} * {1}", (
-    lambda o, g, out, x, y: o.mul(g, y),
-    lambda o, g, out, x, y: o.mul(g, x)), taylor=multilinear("mul"), numpy="{0} * {1}")
+def _mul_jvp(o: PrimitiveMethods, ts, out, x, y):
+    """t_x y + x t_y. Recorded, the sum of both products (the rules as written, so that the
+    transpose of a jvp is the vjp entry for entry); for a square on values (nothing recorded,
+    as in the value-only Jacobian sweep), one product t (x + x): the same value (doubling is
+    exact), unless t x is subnormal, where it is rounded once instead of twice."""
+    tx, ty = ts
+    if x is y and tx is ty and is_constant(tx) and is_constant(x) and tx is not None:
+        return broadcast_to(o, o.mul(tx, o.add(x, x)), shape_of(out))
+    return _MUL_SUMMED(o, ts, out, x, y)
+
+
+_MUL_RULES = (lambda o, g, out, x, y: o.mul(g, y), lambda o, g, out, x, y: o.mul(g, x))
+_MUL_SUMMED = summed_jvp(_MUL_RULES)
+MUL = elementwise("mul", np.multiply, "{0} * {1}", _MUL_RULES, jvp=_mul_jvp,
+                  taylor=multilinear("mul"), numpy="{0} * {1}")
 
 
 
@@ -285,8 +299,13 @@ def _tanh_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Ser
     return riccati_series(o, ss[0], out, o.sub(1.0, o.mul(out, out)), -1.0)
 
 
-TANH = elementwise("tanh", np.tanh, "{0}.tanh()", (
-    lambda o, g, out, x: o.mul(g, o.sub(1, o.mul(out, out))),), taylor=_tanh_taylor)
+def _tanh_d(o: PrimitiveMethods, g, out, x):
+    """g (1 - out^2)."""
+    return o.mul(g, o.sub(1, o.mul(out, out)))
+
+
+TANH = elementwise("tanh", np.tanh, "{0}.tanh()", (_tanh_d,),
+                   jvp=lambda o, ts, out, x: _tanh_d(o, ts[0], out, x), taylor=_tanh_taylor)
 
 
 def _sigmoid(x: Any) -> Any:

@@ -304,8 +304,9 @@ def jacobian_fwd_values(ops: Ops, y: Variable, x: Variable) -> np.ndarray | None
                               eye=x.ndim == 1)
     if cols is None:
         return None
-    moved = np.moveaxis(cols, 0, -1) if y.ndim else cols
-    return np.array(moved).reshape(y.shape + x.shape)      # (a copy: never a view of W)
+    # the tangent axis last (a view), then a copy: never a view of an argument such as W
+    moved = cols.transpose(tuple(range(1, cols.ndim)) + (0,)) if y.ndim else cols
+    return np.array(moved).reshape(y.shape + x.shape)
 
 
 def hessian_batched(ops: Ops, y: Variable, x: Variable) -> Variable:
