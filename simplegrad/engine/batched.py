@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..primitives import REGISTRY, VALUES, Primitive, PrimitiveMethods
-from ..primitives.core import batch_size, dtype_of
+from ..primitives.core import batch_size
 from ..primitives.linalg.matmul import MATMUL
 from ..primitives.shape import RESHAPE
 from .events import BlockBegin, BlockEnd
@@ -224,7 +224,8 @@ class StackValues(PrimitiveMethods):
             # (of one rank) and plain matrices or vectors, the batch axis is one more of them
             return Stack(prim.forward(*xs))
         if prim.elementwise and rank > 0 and all(
-                f or np.ndim(x) < rank for x, f in zip(xs, flags)):
+                f or (x.ndim if type(x) is np.ndarray else np.ndim(x)) < rank
+                for x, f in zip(xs, flags)):
             # numpy broadcasting pairs the per-example axes already (pointwise's align
             # would insert no axis): the forward on the stacks as they are
             return Stack(prim.forward(*xs, **attrs) if attrs else prim.forward(*xs))
@@ -270,12 +271,15 @@ def batched_jvp_values(ops: Ops, y: Variable, x: Variable, tangents: np.ndarray,
     k = tangents.shape[0]
 
     def step(out: Variable, ts: list) -> Any:
-        if REGISTRY.get(out.prim.name) is not out.prim:
+        prim, raw = out.prim, out.raw
+        if REGISTRY.get(prim.name) is not prim:
             raise _CustomEntryError
-        t = out.prim.jvp(STACKS, ts, out.raw, *[getattr(v, "raw", v) for v in out.inputs],
-                         **(out.attrs or {}))
-        if t is not None and dtype_of(t) != out.raw.dtype:
-            t = STACKS.cast(t, out.raw.dtype)
+        args = [getattr(v, "raw", v) for v in out.inputs]
+        attrs = out.attrs
+        t = prim.jvp(STACKS, ts, raw, *args, **attrs) if attrs else \
+            prim.jvp(STACKS, ts, raw, *args)
+        if t is not None and getattr(t, "dtype", None) != raw.dtype:
+            t = STACKS.cast(t, raw.dtype)
         return t
 
     seed = Stack(np.asarray(tangents, dtype=x.dtype), eye)
