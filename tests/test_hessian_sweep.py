@@ -133,3 +133,19 @@ def test_matmul_on_stacks_is_each_example_s_product(a_shape, b_shape, stacked):
     loop = [np.matmul(a[j] if stacked[0] else a, b[j] if stacked[1] else b) for j in range(k)]
     assert type(got) is batched.Stack
     np.testing.assert_allclose(got.inner, np.stack(loop), rtol=1e-13, atol=1e-13)
+
+
+def test_a_stack_times_broadcast_ones_is_the_stack_itself():
+    from simplegrad.engine import batched
+    inner = np.array([[1.0, np.nan, -0.0], [np.inf, -2.5, 3.0]])
+    s = batched.Stack(inner)
+    ones = np.broadcast_to(np.float64(1.0), (3,))       # an expanded seed: one value, strides 0
+    assert batched.STACKS.mul(s, ones) is s and batched.STACKS.mul(ones, s) is s
+    np.testing.assert_array_equal(inner * ones, inner)  # what it stands for, nan and -0 kept
+    for other in (np.ones(3),                            # an array of ones: computed
+                  np.broadcast_to(np.float64(2.0), (3,)),
+                  np.broadcast_to(np.float32(1.0), (3,)),
+                  np.broadcast_to(np.float64(1.0), (2, 3))):   # beyond one example's shape
+        got = batched.STACKS.mul(s, other)
+        assert got is not s
+        np.testing.assert_array_equal(got.inner, np.stack([row * other for row in inner]))

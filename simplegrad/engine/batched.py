@@ -34,6 +34,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..primitives import REGISTRY, VALUES, Primitive, PrimitiveMethods
 from ..primitives.core import batch_size
+from ..primitives.elementwise import MUL
 from ..primitives.linalg.matmul import MATMUL
 from ..primitives.shape import RESHAPE
 from .events import BlockBegin, BlockEnd
@@ -217,6 +218,10 @@ class StackValues(PrimitiveMethods):
             out = _on_identity(prim, inputs, xs, attrs or {})
             if out is not None:
                 return out
+        if prim is MUL and rank > 0:
+            out = _times_ones(inputs, xs, flags)
+            if out is not None:
+                return out
         if prim is RESHAPE and flags[0]:        # per example: the stack's tail reshaped
             return Stack(xs[0].reshape((size,) + tuple(attrs["shape"])))
         if prim is MATMUL and rank >= 3 and all(f or np.ndim(x) <= 2 for x, f in zip(xs, flags)):
@@ -256,6 +261,24 @@ def _on_identity(prim: Primitive, inputs: Sequence[Any], xs: list, attrs: dict) 
         return None
     dtype = np.result_type(a, b)
     return Stack(m if m.dtype == dtype else m.astype(dtype))
+
+
+def _times_ones(inputs: Sequence[Any], xs: list, flags: list) -> Stack | None:
+    """A stack times ones broadcast from one value (the expanded seed of a gradient through a
+    sum) is the stack itself: exact (x * 1 is x for every x, nan and -0 included), where the
+    product would be a pass over the stacks. None: compute it."""
+    (a, b), (fa, fb) = xs, flags
+    if fa == fb:
+        return None
+    s, p = (inputs[0], b) if fa else (inputs[1], a)
+    if type(p) is not np.ndarray or p.dtype != s.inner.dtype or any(p.strides) or \
+            not p.size or p.flat[0] != 1:
+        return None
+    shape = s.inner.shape[1:]       # p broadcasts to one example's shape, not beyond
+    if p.ndim > len(shape) or any(n != 1 and n != m for n, m in zip(p.shape[::-1],
+                                                                     shape[::-1])):
+        return None
+    return s
 
 
 class _CustomEntryError(Exception):
