@@ -121,7 +121,8 @@ def test_value_sweep_reshapes_equal_the_recorded_sweep(shape):
 @pytest.mark.parametrize(("a_shape", "b_shape", "stacked"), [
     ((4, 3), (3, 1), (False, True)), ((4, 3), (3, 2), (False, True)), ((3,), (3, 2), (False, True)),
     ((2, 4, 3), (3,), (True, False)), ((4, 3), (3, 5), (True, True)),
-    ((2, 4, 3), (3, 5), (True, False))])
+    ((2, 4, 3), (3, 5), (True, False)), ((3,), (3, 5), (True, False)),
+    ((3,), (3,), (True, False)), ((4, 3), (3,), (False, True))])
 def test_matmul_on_stacks_is_each_example_s_product(a_shape, b_shape, stacked):
     from simplegrad.engine import batched
     rng = np.random.default_rng(5)
@@ -149,3 +150,15 @@ def test_a_stack_times_broadcast_ones_is_the_stack_itself():
         got = batched.STACKS.mul(s, other)
         assert got is not s
         np.testing.assert_array_equal(got.inner, np.stack([row * other for row in inner]))
+
+
+def test_forward_jacobian_of_vectors_times_a_matrix_equals_reverse_rows():
+    # the tangents of tanh(x) (not the identity basis) times W: one product of the stack
+    rng = np.random.default_rng(6)
+    W, x = rng.normal(size=(7, 5)), rng.normal(size=7)
+
+    def f(x):
+        return x.tanh() @ W
+    closed = (1 - np.tanh(x) ** 2)[:, None] * W          # d(tanh(x) @ W)_j / dx_i, as (i, j)
+    np.testing.assert_allclose(sg.jacobian(f, mode="fwd")(x), closed.T, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(sg.jacobian(f, mode="rev")(x), closed.T, rtol=1e-13, atol=1e-14)

@@ -224,9 +224,11 @@ class StackValues(PrimitiveMethods):
                 return out
         if prim is RESHAPE and flags[0]:        # per example: the stack's tail reshaped
             return Stack(xs[0].reshape((size,) + tuple(attrs["shape"])))
-        if prim is MATMUL and rank >= 3 and all(f or np.ndim(x) <= 2 for x, f in zip(xs, flags)):
+        if prim is MATMUL and (rank >= 3 and all(f or np.ndim(x) <= 2 for x, f in zip(xs, flags))
+                               or rank == 2 and not flags[1] and np.ndim(xs[1]) == 2):
             # matmul maps over the leading axes of operands of two or more: on stacks of those
-            # (of one rank) and plain matrices or vectors, the batch axis is one more of them
+            # (of one rank) and plain matrices or vectors, the batch axis is one more of them;
+            # vectors times a plain matrix, each v @ b, are the rows of one product
             return Stack(prim.forward(*xs))
         if prim.elementwise and rank > 0 and all(
                 f or (x.ndim if type(x) is np.ndarray else np.ndim(x)) < rank
