@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ArgumentError, NotDifferentiableError, ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..primitives import HELD, ValueOps
+from .cotangents import Sparse, accumulate, check_held, densify, sweep_values
 from .events import BlockBegin, BlockEnd
 from .guards import (
     check_history,
@@ -40,17 +41,6 @@ if TYPE_CHECKING:
     from .ops import Ops
     from .tape import Tape
 
-
-class _Sparse:
-    """Pending cotangent contributions of indexing reads: added into one dense array once."""
-
-    __slots__ = ("dense", "grads", "indices", "shape")
-
-    def __init__(self, g: Any, index: tuple, shape: tuple):
-        self.dense = None
-        self.grads = [g]
-        self.indices = [index]
-        self.shape = shape
 
 # ---------------------------------------------------------------- reverse mode
 
@@ -190,8 +180,7 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
     if not recording:               # values only: nothing is recorded, nothing to undo
         tape.last_pass_end = tape.end   # (a ValueOps of its own: custom rules key memos by it)
         try:
-            return _sweep(ValueOps(), tape, L, seed_array, False, stop, keep, only,
-                          keep or None)
+            return sweep_values(ValueOps(), tape, L, seed_array, stop, keep, only)
         except Exception as e:
             _failed(e)
             raise
@@ -221,7 +210,7 @@ def _failed(e: Exception) -> None:
     """Name in ``e`` the entry the sweep was pulling back when it failed (its frame's)."""
     tb, frame = e.__traceback__, None
     while tb is not None:
-        if tb.tb_frame.f_code is _sweep.__code__:
+        if tb.tb_frame.f_code in (_sweep.__code__, sweep_values.__code__):
             frame = tb.tb_frame
         tb = tb.tb_next
     if frame is not None:
@@ -268,8 +257,8 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: b
             g = grads.pop(out, None)
             if g is None:
                 continue
-        if type(g) is _Sparse:
-            g = _densify(o, tape, out, g)
+        if type(g) is Sparse:
+            g = densify(o, tape, out, g)
             if keep is None:
                 grads[out] = g
         if keep is not None and out in keep:
@@ -303,11 +292,11 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: b
                 continue
             start = len(entries)
             if prim.sparse_vjp:    # indexing: same dtype, added up later
-                ct = _Sparse(g, attrs["index"], x.raw.shape)
+                ct = Sparse(g, attrs["index"], x.raw.shape)
             elif prim.variadic:
                 ct = prim.vjp[0](o, g, outv, i, *args, **(attrs or {}))
                 if ct is HELD:
-                    _check_held(out, x, wanted, stop)
+                    check_held(out, x, wanted, stop)
                     continue
             elif m is not None and prim.vjp_masked is not None:
                 rule = prim.vjp_masked[i]
@@ -321,7 +310,7 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: b
                 ct = rule(o, g, outv, *args, **attrs) if attrs else rule(o, g, outv, *args)
             if ct is None:
                 continue
-            if type(ct) is not _Sparse and ct.dtype is not x.raw.dtype and \
+            if type(ct) is not Sparse and ct.dtype is not x.raw.dtype and \
                     ct.dtype != x.raw.dtype:
                 ct = o.cast(ct, x.raw.dtype)
             mask = prim.mask(o, m, i, outv, *args, **(attrs or {})) if special else None
@@ -335,7 +324,7 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: b
                 if mask is not None:
                     masks[x] = mask
             else:
-                grads[x] = _accumulate(o, tape, x, old, ct)
+                grads[x] = accumulate(o, tape, x, old, ct)
                 if masks:
                     before = masks.pop(x, None)
                     if before is not None and mask is not None:
@@ -344,54 +333,6 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: b
         # next entry's: a value-only sweep frees them now (two arrays of the peak)
         g = ct = old = cts = None
     for v, g in grads.items():
-        if type(g) is _Sparse:
-            grads[v] = _densify(o, tape, v, g)
+        if type(g) is Sparse:
+            grads[v] = densify(o, tape, v, g)
     return grads
-
-
-def _check_held(out: Variable, x: Variable, wanted: set | None, stop: int) -> None:
-    """Raise when a requested gradient passes through input ``x`` of ``out``, an input its
-    primitive has no derivative in (zeros would be a silently wrong answer)."""
-    if wanted is None:
-        reached = x
-    else:
-        reached = next((v for v in [x, *ancestors(x, stop, leaves=True)] if v in wanted), None)
-        if reached is None:
-            return
-    via = "" if reached is x else f", which {reached.name} reaches"
-    raise NotDifferentiableError(
-        f"grad: {out.name} = {out.prim.name}(...) has no derivative in its input {x.name} "
-        f"(shape {x.shape}){via}; hold {x.name} fixed with .detach() or differentiate in other "
-        "variables")
-
-
-def _accumulate(o: PrimitiveMethods, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
-    """existing + new cotangent of x, keeping indexing reads sparse until they are needed."""
-    if type(new) is _Sparse:
-        if type(old) is _Sparse:
-            old.grads.extend(new.grads)
-            old.indices.extend(new.indices)
-            if new.dense is not None:
-                old.dense = (new.dense if old.dense is None
-                             else _add_existing(o, tape, x, old.dense, new.dense))
-            return old
-        new.dense = old
-        return new
-    if type(old) is _Sparse:
-        old.dense = new if old.dense is None else _add_existing(o, tape, x, old.dense, new)
-        return old
-    return _add_existing(o, tape, x, old, new)
-
-
-def _add_existing(o: PrimitiveMethods, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
-    total = o.add(old, new)
-    if type(total) is Variable and tape.keep:
-        tape.accumulations[total.position] = x
-    return total
-
-
-def _densify(o: PrimitiveMethods, tape: Tape, x: Variable, s: _Sparse) -> Any:
-    dense = o.scatter_add(s.grads, s.indices, s.shape)
-    if type(dense) is Variable and tape.keep:
-        tape.accumulations[dense.position] = x
-    return dense if s.dense is None else _add_existing(o, tape, x, s.dense, dense)
