@@ -290,7 +290,7 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: b
                 continue
             if only is not None and x not in only:
                 continue
-            start = len(entries)
+            start = len(entries) if pullbacks is not None else 0
             if prim.sparse_vjp:    # indexing: same dtype, added up later
                 ct = Sparse(g, attrs["index"], x.raw.shape)
             elif prim.variadic:
