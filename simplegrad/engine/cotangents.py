@@ -88,7 +88,7 @@ def sweep_values(o: ValueOps, tape: Tape, L: Variable, seed: Any, stop: int, kee
                 ct = Sparse(g, attrs["index"], x.raw.shape)
             else:
                 if prim.variadic:
-                    ct = rules[0](o, g, outv, i, *args, **(attrs or {}))
+                    ct = prim.vjp[0](o, g, outv, i, *args, **(attrs or {}))
                     if ct is HELD:
                         check_held(out, x, wanted, stop)
                         continue
