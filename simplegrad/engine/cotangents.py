@@ -99,9 +99,14 @@ def sweep_values(o: ValueOps, tape: Tape, L: Variable, seed: Any, stop: int, kee
                     if masked:
                         ct = rule(o, g, outv, m, *args, **attrs) if attrs else \
                             rule(o, g, outv, m, *args)
+                    elif attrs:
+                        ct = rule(o, g, outv, *args, **attrs)
+                    elif len(args) == 2:    # (no argument tuple to build: the common calls)
+                        ct = rule(o, g, outv, args[0], args[1])
+                    elif len(args) == 1:
+                        ct = rule(o, g, outv, args[0])
                     else:
-                        ct = rule(o, g, outv, *args, **attrs) if attrs else \
-                            rule(o, g, outv, *args)
+                        ct = rule(o, g, outv, *args)
                 if ct is None:
                     continue
                 dtype = x.raw.dtype

@@ -306,7 +306,12 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
         if requires is None:    # constants only: fold, record nothing
             return prim.forward(*values, **attrs) if attrs else prim.forward(*values)
         try:
-            value = prim.forward(*values, **attrs) if attrs else prim.forward(*values)
+            if attrs:
+                value = prim.forward(*values, **attrs)
+            elif len(values) == 2:  # (no argument tuple to build: the common call)
+                value = prim.forward(values[0], values[1])
+            else:
+                value = prim.forward(*values)
         except Exception as e:  # numpy's message, with our names and shapes
             err = translate(prim, inputs, e)
             if err is e:

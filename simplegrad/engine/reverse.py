@@ -288,8 +288,12 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
                 if masked:
                     ct = rule(o, g, out, m, *inputs, **attrs) if attrs else \
                         rule(o, g, out, m, *inputs)
+                elif attrs:
+                    ct = rule(o, g, out, *inputs, **attrs)
+                elif len(inputs) == 2:  # (no argument tuple to build: the common call)
+                    ct = rule(o, g, out, inputs[0], inputs[1])
                 else:
-                    ct = rule(o, g, out, *inputs, **attrs) if attrs else rule(o, g, out, *inputs)
+                    ct = rule(o, g, out, *inputs)
             if ct is None:
                 continue
             if type(ct) is not Sparse and ct.dtype is not x.raw.dtype and \
