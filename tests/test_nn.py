@@ -200,3 +200,17 @@ def test_layers_match_pytorch(rng):
     model.eval()
     ref.eval()
     np.testing.assert_allclose(model.predict(x), ref(torch.tensor(x)).detach().numpy(), **TOL)
+
+
+def test_functional_call_checks_shapes_of_every_parameter_form(rng):
+    model = nn.MLP([2, 3, 1], rng=rng)
+    x, p = rng.normal(size=(4, 2)), model.params()
+    op = sg.Ops()
+    want = model.predict(x)
+    as_lists = {k: v.tolist() for k, v in p.items()}       # np.shape's answer, no .shape
+    np.testing.assert_array_equal(model.apply(as_lists, x), want)
+    np.testing.assert_array_equal(model.apply({k: op.var(v) for k, v in p.items()}, x).value,
+                                  want)
+    for bad in (op.var(np.zeros((3, 3))), np.zeros((3, 3)).tolist()):
+        with pytest.raises(sg.ShapeError, match=r"0.weight has shape \(3, 3\).*\(3, 2\)"):
+            model.apply({"0.weight": bad}, x)

@@ -103,6 +103,29 @@ def test_a_transforms_own_ops_applies_the_rules_in_its_recorded_passes_from_the_
     assert y * 1.0 is y and type(op.recorder)._rules
 
 
+def test_an_unrolled_loop_of_gradient_steps_records_each_fresh_pass_plainly():
+    rec = Recorder(simplify=True, from_derivatives=True)     # what a transform makes
+    x = rec.var(np.array([0.5, 1.5]), name="x")
+    fast, passes = x, []
+    for _ in range(3):          # MAML's inner loop: each step's gradient in a fresh copy
+        q = fast * 1.0          # (the identity entry a nested sg.grad records for its input)
+        before = len(rec.tape)
+        g = rec.grad((q * q).sin().sum(), q)
+        assert not rec.simplify and not type(rec)._rules
+        passes.append([e.prim.name for e in rec.tape[before:] if e.prim is not None])
+        fast = q - 0.1 * g
+    # the product rule of q * q as written every time (the rules make it g * q * 2.0)
+    assert passes[0] == passes[1] == passes[2] and passes[0].count("add") == 1
+    meta = rec.grad((fast * fast).sum(), x)     # over the recorded passes: the rules
+    assert rec.simplify
+    w, c = np.array([0.5, 1.5]), 0.1            # closed form: x -> x - 0.1 * 2x cos(x^2)
+    d = np.ones(2)
+    for _ in range(3):
+        d *= 1.0 - c * (2.0 * np.cos(w * w) - 4.0 * w * w * np.sin(w * w))
+        w = w - c * 2.0 * w * np.cos(w * w)
+    np.testing.assert_allclose(meta.value, 2.0 * w * d, rtol=1e-13)
+
+
 def tanh_derivative(n: int, x: float) -> float:
     """d^n tanh / dx^n at x, from the polynomial recurrence in t = tanh x: P' = (1 - t^2) P'."""
     p = np.polynomial.Polynomial([0.0, 1.0])         # P_0(t) = t

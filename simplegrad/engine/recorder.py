@@ -24,7 +24,7 @@ from .html import Display
 from .levels import Batched
 from .operands import check_name, error, float_array, recordable, translate
 from .params import FREE, Adoptions, JoinsParameters
-from .sharing import simplifying
+from .sharing import rules_for_pass, simplifying
 from .tape import Tape
 from .variable import UNARY, UNRECORDED, Variable, leaf_variable
 
@@ -52,7 +52,7 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
     sharing.py), so a nested derivative is taken of the simplified graph; off by default, so a
     trace is exactly what the program asked for. ``from_derivatives=True`` (transforms' own
     Ops) applies them in its recorded derivative passes from the second on
-    (``_rules_for_pass``).
+    (``sharing.rules_for_pass``).
     """
 
     absorbs = False     # True for an Ops that records a block reading other Ops' Variables
@@ -84,29 +84,6 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
         self._plain_passes = 1 if simplify and from_derivatives else None
         if self.simplify:
             self.__class__ = simplifying(type(self))    # (not a bound method: no cycle)
-
-    def _rules_for_pass(self, create_graph: bool) -> type | None:
-        """A derivative pass starts: on an Ops made ``from_derivatives=True`` (a transform's
-        own) that is past its first recorded pass, record this one with the rules and give
-        back the class to restore when it ends (None: nothing to restore).
-
-        A transform's own Ops records its function's forward and its first recorded pass
-        plainly: they are swept once each, and the rules (about 3 us an entry) seldom shorten
-        them by what they cost. A pass over recorded passes (a derivative of a derivative, a
-        Jacobian's rows) is where equal entries recur and the tape grows with every order;
-        the entries such passes record are shared with each other, and from the first of them
-        on the Ops ``simplify``s: its sweeps are pruned to what was asked.
-        """
-        if not create_graph or self._plain_passes is None or self._rules or \
-                not self.recording:
-            return None
-        if self._plain_passes:
-            self._plain_passes -= 1
-            return None
-        self.simplify = True
-        plain = type(self)
-        self.__class__ = simplifying(plain)     # (not a bound method: no cycle)
-        return plain
 
     def __repr__(self) -> str:
         state = "" if self.recording else ", not recording"
@@ -215,7 +192,7 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
                 isinstance(n, str) and n.isidentifier() for n in names)):
             raise ArgumentError(f"grad: name= needs {count} identifier(s), one per wrt, got "
                                 f"{name!r}")
-        plain = self._rules_for_pass(create_graph)
+        plain = rules_for_pass(self, create_graph, [wrt] if single else wrt)
         try:
             grads = sweeps.grad(self, L, wrt, seed, create_graph)
         finally:
@@ -226,7 +203,7 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
     def backward(self, L: Variable, seed: Any = None, create_graph: bool = False,
                  retain_graph: bool | None = None) -> None:
         """Accumulate dL/d(leaf) into ``.grad`` of every leaf that requires grad (PyTorch style)."""
-        plain = self._rules_for_pass(create_graph)
+        plain = rules_for_pass(self, create_graph)
         try:
             sweeps.backward(self, L, seed, create_graph, retain_graph)
         finally:
@@ -236,7 +213,7 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
     def jvp(self, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
             create_graph: bool = True) -> Variable:
         """The tangent of y along ``tangents`` of ``xs``, by a forward sweep of recorded jvps."""
-        plain = self._rules_for_pass(create_graph)
+        plain = rules_for_pass(self, create_graph)
         try:
             return forward.jvp(self, y, xs, tangents, create_graph)
         finally:
@@ -329,7 +306,12 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
         if requires is None:    # constants only: fold, record nothing
             return prim.forward(*values, **attrs) if attrs else prim.forward(*values)
         try:
-            value = prim.forward(*values, **attrs) if attrs else prim.forward(*values)
+            if attrs:
+                value = prim.forward(*values, **attrs)
+            elif len(values) == 2:  # (no argument tuple to build: the common call)
+                value = prim.forward(values[0], values[1])
+            else:
+                value = prim.forward(*values)
         except Exception as e:  # numpy's message, with our names and shapes
             err = translate(prim, inputs, e)
             if err is e:

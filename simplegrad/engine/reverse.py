@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ArgumentError, NotDifferentiableError, ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..primitives import HELD, ValueOps
+from .cotangents import Sparse, accumulate, check_held, densify, sweep_values
 from .events import BlockBegin, BlockEnd
 from .guards import (
     check_history,
@@ -40,17 +41,6 @@ if TYPE_CHECKING:
     from .ops import Ops
     from .tape import Tape
 
-
-class _Sparse:
-    """Pending cotangent contributions of indexing reads: added into one dense array once."""
-
-    __slots__ = ("dense", "grads", "indices", "shape")
-
-    def __init__(self, g: Any, index: tuple, shape: tuple):
-        self.dense = None
-        self.grads = [g]
-        self.indices = [index]
-        self.shape = shape
 
 # ---------------------------------------------------------------- reverse mode
 
@@ -190,8 +180,7 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
     if not recording:               # values only: nothing is recorded, nothing to undo
         tape.last_pass_end = tape.end   # (a ValueOps of its own: custom rules key memos by it)
         try:
-            return _sweep(ValueOps(), tape, L, seed_array, False, stop, keep, only,
-                          keep or None)
+            return sweep_values(ValueOps(), tape, L, seed_array, stop, keep, only)
         except Exception as e:
             _failed(e)
             raise
@@ -205,7 +194,7 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
         else:
             seed_var = ops.leaf(seed_array, None, True, "seed")
         try:
-            grads = _sweep(ops, tape, L, seed_var, True, stop, None, only, keep or None)
+            grads = _sweep(ops, tape, L, seed_var, stop, only, keep or None)
         except Exception as e:
             _failed(e)
             raise
@@ -221,7 +210,7 @@ def _failed(e: Exception) -> None:
     """Name in ``e`` the entry the sweep was pulling back when it failed (its frame's)."""
     tb, frame = e.__traceback__, None
     while tb is not None:
-        if tb.tb_frame.f_code is _sweep.__code__:
+        if tb.tb_frame.f_code in (_sweep.__code__, sweep_values.__code__):
             frame = tb.tb_frame
         tb = tb.tb_next
     if frame is not None:
@@ -239,11 +228,11 @@ def _sweeping(tape: Tape) -> Iterator[None]:
         raise
 
 
-def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: bool, stop: int,
-           keep: set | None, only: set | None, wanted: set | None) -> dict:
-    """The reverse sweep: entries leading to L, newest first, each input's cotangent.
+def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
+           only: set | None, wanted: set | None) -> dict:
+    """The recording reverse sweep: entries leading to L, newest first, each input's
+    cotangent (a Variable computed by recorded primitives; ``sweep_values`` for arrays).
 
-    ``keep`` (value-only sweeps): free each cotangent once it is pulled back, except these.
     ``only``: pull back only through these entries (the ones a ``wrt`` reaches).
     ``wanted``: the Variables whose gradients were asked for (None: every leaf).
     """
@@ -251,7 +240,7 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: b
     masks: dict[Variable, Any] = {}     # cotangents zero by construction there (core.py)
     entries = tape.entries
     base = tape.base
-    pullbacks = tape.pullbacks if recording and tape.keep else None
+    pullbacks = tape.pullbacks if tape.keep else None
     if L.prim is None:
         return grads
     # the entries from L back to ``stop``, newest first (one slice: a weakly held tape
@@ -260,20 +249,11 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: b
     path = ancestors(L, stop) if stop < tape.dropped else \
         entries[max(stop, base) - base:L.position - base + 1]
     for out in reversed(path):
-        if keep is None:
-            g = grads.get(out)
-            if g is None:
-                continue
-        else:
-            g = grads.pop(out, None)
-            if g is None:
-                continue
-        if type(g) is _Sparse:
-            g = _densify(o, tape, out, g)
-            if keep is None:
-                grads[out] = g
-        if keep is not None and out in keep:
-            grads[out] = g
+        g = grads.get(out)
+        if g is None:
+            continue
+        if type(g) is Sparse:
+            g = grads[out] = densify(o, tape, out, g)
         if only is not None and out not in only:
             continue
         prim = out.prim
@@ -282,49 +262,44 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: b
             b = out.in1
             inputs = (out.in0,) if b is UNARY else (out.in0, b)
         attrs = out.attrs
-        if recording:
-            args, outv = inputs, out
-        elif len(inputs) == 1:      # (the input of a recorded unary op is a Variable)
-            args, outv = (inputs[0].raw,), out.raw
-        elif len(inputs) == 2:
-            a, b = inputs
-            args = (a.raw if type(a) is Variable else a, b.raw if type(b) is Variable else b)
-            outv = out.raw
-        else:
-            args = [x.raw if type(x) is Variable else x for x in inputs]
-            outv = out.raw
         m = masks.get(out) if masks else None
         special = prim.mask is not None and (m is not None or prim.mask_source)
+        masked = m is not None and prim.vjp_masked is not None
+        rules = prim.vjp_masked if masked else prim.vjp
         cts = []
-        for i, x in enumerate(inputs):
-            if type(x) is not Variable or not x.requires_grad:
+        i = -1
+        for x in inputs:
+            i += 1
+            if type(x) is not Variable or not x.requires_grad or \
+                    only is not None and x not in only:
                 continue
-            if only is not None and x not in only:
-                continue
-            start = len(entries)
+            start = len(entries) if pullbacks is not None else 0
             if prim.sparse_vjp:    # indexing: same dtype, added up later
-                ct = _Sparse(g, attrs["index"], x.raw.shape)
+                ct = Sparse(g, attrs["index"], x.raw.shape)
             elif prim.variadic:
-                ct = prim.vjp[0](o, g, outv, i, *args, **(attrs or {}))
+                ct = prim.vjp[0](o, g, out, i, *inputs, **(attrs or {}))
                 if ct is HELD:
-                    _check_held(out, x, wanted, stop)
+                    check_held(out, x, wanted, stop)
                     continue
-            elif m is not None and prim.vjp_masked is not None:
-                rule = prim.vjp_masked[i]
-                if rule is None:
-                    continue
-                ct = rule(o, g, outv, m, *args, **attrs) if attrs else rule(o, g, outv, m, *args)
             else:
-                rule = prim.vjp[i]
+                rule = rules[i]
                 if rule is None:
                     continue
-                ct = rule(o, g, outv, *args, **attrs) if attrs else rule(o, g, outv, *args)
+                if masked:
+                    ct = rule(o, g, out, m, *inputs, **attrs) if attrs else \
+                        rule(o, g, out, m, *inputs)
+                elif attrs:
+                    ct = rule(o, g, out, *inputs, **attrs)
+                elif len(inputs) == 2:  # (no argument tuple to build: the common call)
+                    ct = rule(o, g, out, inputs[0], inputs[1])
+                else:
+                    ct = rule(o, g, out, *inputs)
             if ct is None:
                 continue
-            if type(ct) is not _Sparse and ct.dtype is not x.raw.dtype and \
+            if type(ct) is not Sparse and ct.dtype is not x.raw.dtype and \
                     ct.dtype != x.raw.dtype:
                 ct = o.cast(ct, x.raw.dtype)
-            mask = prim.mask(o, m, i, outv, *args, **(attrs or {})) if special else None
+            mask = prim.mask(o, m, i, out, *inputs, **(attrs or {})) if special else None
             if pullbacks is not None and len(entries) > start:
                 pullbacks.add(base + start, base + len(entries), out, i)
             cts.append((x, ct, mask))
@@ -335,63 +310,12 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, recording: b
                 if mask is not None:
                     masks[x] = mask
             else:
-                grads[x] = _accumulate(o, tape, x, old, ct)
+                grads[x] = accumulate(o, tape, x, old, ct)
                 if masks:
                     before = masks.pop(x, None)
                     if before is not None and mask is not None:
                         masks[x] = before if before is mask else o.logical_and(before, mask)
-        # the loop's names would hold the last cotangent and the total it replaced until the
-        # next entry's: a value-only sweep frees them now (two arrays of the peak)
-        g = ct = old = cts = None
     for v, g in grads.items():
-        if type(g) is _Sparse:
-            grads[v] = _densify(o, tape, v, g)
+        if type(g) is Sparse:
+            grads[v] = densify(o, tape, v, g)
     return grads
-
-
-def _check_held(out: Variable, x: Variable, wanted: set | None, stop: int) -> None:
-    """Raise when a requested gradient passes through input ``x`` of ``out``, an input its
-    primitive has no derivative in (zeros would be a silently wrong answer)."""
-    if wanted is None:
-        reached = x
-    else:
-        reached = next((v for v in [x, *ancestors(x, stop, leaves=True)] if v in wanted), None)
-        if reached is None:
-            return
-    via = "" if reached is x else f", which {reached.name} reaches"
-    raise NotDifferentiableError(
-        f"grad: {out.name} = {out.prim.name}(...) has no derivative in its input {x.name} "
-        f"(shape {x.shape}){via}; hold {x.name} fixed with .detach() or differentiate in other "
-        "variables")
-
-
-def _accumulate(o: PrimitiveMethods, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
-    """existing + new cotangent of x, keeping indexing reads sparse until they are needed."""
-    if type(new) is _Sparse:
-        if type(old) is _Sparse:
-            old.grads.extend(new.grads)
-            old.indices.extend(new.indices)
-            if new.dense is not None:
-                old.dense = (new.dense if old.dense is None
-                             else _add_existing(o, tape, x, old.dense, new.dense))
-            return old
-        new.dense = old
-        return new
-    if type(old) is _Sparse:
-        old.dense = new if old.dense is None else _add_existing(o, tape, x, old.dense, new)
-        return old
-    return _add_existing(o, tape, x, old, new)
-
-
-def _add_existing(o: PrimitiveMethods, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
-    total = o.add(old, new)
-    if type(total) is Variable and tape.keep:
-        tape.accumulations[total.position] = x
-    return total
-
-
-def _densify(o: PrimitiveMethods, tape: Tape, x: Variable, s: _Sparse) -> Any:
-    dense = o.scatter_add(s.grads, s.indices, s.shape)
-    if type(dense) is Variable and tape.keep:
-        tape.accumulations[dense.position] = x
-    return dense if s.dense is None else _add_existing(o, tape, x, s.dense, dense)

@@ -5,7 +5,8 @@ identity gives back its input, a rewrite records the simpler form, and an entry 
 tape with the same primitive, inputs and attributes is that entry (hash-consing, through the
 recorder's table ``_cse``, which ``release`` and ``orphan`` clear). ``record_exactly`` is the
 plain ``apply`` of ``cls``: what a named result and a transform's identity entry record with.
-The rules are in ``primitives/rewrites.py``; recorder.py says when an Ops starts using them.
+The rules are in ``primitives/rewrites.py``; ``rules_for_pass`` says when a transform's Ops
+starts using them.
 """
 
 from __future__ import annotations
@@ -120,3 +121,37 @@ def simplifying(cls: type) -> type:
 
 
 _SIMPLIFYING: dict[type, type] = {}
+
+
+def rules_for_pass(ops: Any, create_graph: bool, wrt: Sequence[Any] | None = None
+                   ) -> type | None:
+    """A derivative pass starts: on an Ops made ``from_derivatives=True`` (a transform's own)
+    that is past its first recorded pass, record this one with the rules and give back the
+    class to restore when it ends (None: nothing to restore).
+
+    A transform's own Ops records its function's forward and its first recorded pass plainly:
+    they are swept once each, and the rules (about 3 us an entry) seldom shorten them by what
+    they cost. A pass over recorded passes (a derivative of a derivative, a Jacobian's rows)
+    is where equal entries recur and the tape grows with every order; the entries such passes
+    record are shared with each other, and from the first of them on the Ops ``simplify``s:
+    its sweeps are pruned to what was asked. A gradient in ``wrt`` all recorded after the last
+    pass ended sweeps a fresh forward only (the next inner step of an unrolled loop, as in
+    MAML), so it records plainly too.
+    """
+    if not create_graph or ops._plain_passes is None or ops._rules or not ops.recording:
+        return None
+    if ops._plain_passes:
+        ops._plain_passes -= 1
+        return None
+    if wrt is not None and _fresh(ops, wrt):
+        return None
+    ops.simplify = True
+    plain = type(ops)
+    ops.__class__ = simplifying(plain)      # (not a bound method: no cycle)
+    return plain
+
+
+def _fresh(ops: Any, wrt: Sequence[Any]) -> bool:
+    """Whether every one of ``wrt`` is a Variable of ``ops`` newer than its last pass."""
+    last = ops.tape.last_pass_end
+    return all(type(w) is Variable and w.rec is ops and w.position >= last for w in wrt)

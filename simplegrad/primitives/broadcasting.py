@@ -88,6 +88,12 @@ def broadcast_vjp(rule: VjpRule | None, i: int, nin: int) -> VjpRule | None:
     """The vjp of input i of ``nin`` from its derivative rule: the rule, then unbroadcast."""
     if rule is None or nin == 1:
         return rule
+    if nin == 2:    # the common form, without packing the inputs (every sweep's hot path)
+        def binary(o: PrimitiveMethods, g, out, x, y, **attrs):
+            c = rule(o, g, out, x, y, **attrs) if attrs else rule(o, g, out, x, y)
+            shape = y.shape if i else x.shape
+            return c if c.shape == shape else unbroadcast(o, c, shape)
+        return binary
 
     def vjp(o: PrimitiveMethods, g, out, *xs, **attrs):
         c = rule(o, g, out, *xs, **attrs)
