@@ -214,3 +214,22 @@ def test_functional_call_checks_shapes_of_every_parameter_form(rng):
     for bad in (op.var(np.zeros((3, 3))), np.zeros((3, 3)).tolist()):
         with pytest.raises(sg.ShapeError, match=r"0.weight has shape \(3, 3\).*\(3, 2\)"):
             model.apply({"0.weight": bad}, x)
+
+
+def test_import_simplegrad_alone_gives_nn_and_optim():
+    # a fresh interpreter: `import simplegrad as sg` is the only import, as a JAX/torch user
+    # writes it; one SGD step on a Linear layer by sg.nn and sg.optim, against the hand update
+    import subprocess
+    import sys
+    code = ("import numpy as np\nimport simplegrad as sg\n"
+            "layer = sg.nn.Linear(2, 1, rng=np.random.default_rng(0))\n"
+            "opt = sg.optim.SGD(layer.parameters(), lr=0.5)\n"
+            "w0 = layer.weight.value.copy()\n"
+            "x = np.array([[1.0, 2.0]])\n"
+            "layer(x).sum().backward()\n"
+            "opt.step()\n"
+            # d sum(W x + b) / dW holds x's two entries, in W's layout
+            "print(np.allclose(layer.weight.value, w0 - 0.5 * x.reshape(w0.shape)))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "True"
