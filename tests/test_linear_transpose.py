@@ -18,7 +18,7 @@ import pytest
 
 import simplegrad as sg
 from simplegrad.transforms.linearity import EACH, JOINT, linear_in
-from tests.test_primitives import case_id, sample
+from tests.test_primitives import apply_with, case_id, sample
 
 RTOL = 1e-12
 
@@ -182,11 +182,7 @@ def test_values_equal_the_pullback_for_every_primitive(prim, case, rng):
     for i in range(len(xs)):
         if i in case.conditions:
             continue
-
-        def f(x, i=i):
-            args = [x if j == i else (a > 0 if j in case.conditions else a)
-                    for j, a in enumerate(xs)]
-            return x.ops.apply(prim, args, case.attrs)
+        f = apply_with(prim, case, xs, [i])
         y0, jvp_fn = sg.linearize(f, xs[i])
         f_t = sg.linear_transpose(jvp_fn, xs[i])
         _, vjp_fn = sg.vjp(f, xs[i])
@@ -257,15 +253,6 @@ def test_table_agrees_with_numpy(prim, rng):
             continue
         together = numerically_linear(prim, case, linear, rng)
         assert together if kind == JOINT else not together, f"{prim.name} {kind}"
-
-
-def apply_with(prim, case, xs, positions):
-    """f_lin of the inputs at ``positions``; the others are the sample's constants."""
-    def f_lin(*ts):
-        given = dict(zip(positions, ts))
-        args = [given.get(j, a > 0 if j in case.conditions else a) for j, a in enumerate(xs)]
-        return ts[0].ops.apply(prim, args, case.attrs)
-    return f_lin
 
 
 @pytest.mark.parametrize(("prim", "case"), registry_params())

@@ -50,6 +50,16 @@ def applying(prim: sg.Primitive, case: sg.Case) -> Callable[..., sg.Variable]:
     return f
 
 
+def apply_with(prim: sg.Primitive, case: sg.Case, xs: list, positions: Any) -> Callable:
+    """``prim`` as a function of its inputs at ``positions``, the others held at the sample
+    ``xs`` (a condition input as ``x > 0``)."""
+    def f(*ts: sg.Variable) -> sg.Variable:
+        given = dict(zip(positions, ts))
+        args = [given.get(j, a > 0 if j in case.conditions else a) for j, a in enumerate(xs)]
+        return ts[0].ops.apply(prim, args, case.attrs)
+    return f
+
+
 def _text(value: Any) -> str:
     if isinstance(value, slice):
         parts = [value.start, value.stop] + ([value.step] if value.step is not None else [])
