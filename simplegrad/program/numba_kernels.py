@@ -169,6 +169,7 @@ class Kernel:
         self.inputs: list[Ref] = []         # arguments of the kernel, in order
         self.outputs: list[int] = []        # node indices it hands back (members, then sums)
         self.helpers: dict[str, Callable] = {}
+        self.function: Any = None           # the numba dispatcher, once built
         names: dict[tuple, str] = {}
         size = int(np.prod(group.shape))
         # each member as a statement with {c} for the chain's suffix and {i} for its index
@@ -243,4 +244,6 @@ class Kernel:
             outs.append(numba.from_dtype(dtype) if j in self.group.sums else
                         numba.from_dtype(dtype)[::1])
         sig = numba.types.Tuple(outs)(*types)
-        return numba.njit(sig, error_model="numpy", fastmath=set(FASTMATH))(space["kernel"])
+        self.function = numba.njit(sig, error_model="numpy",
+                                   fastmath=set(FASTMATH))(space["kernel"])
+        return self.function
