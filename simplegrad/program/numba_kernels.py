@@ -60,20 +60,21 @@ def arg_meta(prog: Program, r: Ref) -> tuple[tuple, np.dtype | None]:
 # numpy over dense sweeps (tests/test_numba_backend.py): exp within 1 ulp, tanh within 3; nan,
 # +-inf, +-0.0, overflow and underflow as numpy gives them. Compiled with contraction only:
 # reassociation would undo the exact first step of the reduction.
-WRITTEN = ("exp", "tanh")
+_WRITTEN = ("exp", "tanh")
 _INV = tuple(1.0 / math.factorial(k) for k in range(14))
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01       # 32 significant bits: k * _LN2_HI is exact
 _LN2_LO = 1.90821492927058770002e-10
-WRITTEN_FASTMATH = frozenset({"contract"})
+_WRITTEN_FASTMATH = frozenset({"contract"})
 
 
 @functools.cache
 def written(numba: Any) -> dict[str, Callable]:
     """exp and tanh as numba functions that vectorise inside a loop (compiled on first use)."""
     from llvmlite import ir
+    from numba.extending import intrinsic
 
-    @numba.extending.intrinsic
+    @intrinsic
     def float_from_bits(typingctx: Any, bits: Any) -> Any:
         if bits != numba.types.int64:
             return None
@@ -82,7 +83,7 @@ def written(numba: Any) -> dict[str, Callable]:
             return builder.bitcast(args[0], ir.DoubleType())
         return numba.types.float64(numba.types.int64), codegen
 
-    jit = numba.njit(error_model="numpy", fastmath=set(WRITTEN_FASTMATH))
+    jit = numba.njit(error_model="numpy", fastmath=set(_WRITTEN_FASTMATH))
 
     @jit
     def expm1_reduced(x: float) -> tuple[float, int]:
@@ -134,7 +135,7 @@ def is_call(prim: Primitive) -> bool:
     """Whether the entry is a numpy function that numba would call per value (sin, log, ...):
     numpy's SIMD loops run those faster. A forward of simplegrad's own (sigmoid, clip, ...)
     is tried as a numba function; one numba cannot compile falls back."""
-    if prim.name in _OPERATOR or prim.name in _SCALAR or prim.name in WRITTEN:
+    if prim.name in _OPERATOR or prim.name in _SCALAR or prim.name in _WRITTEN:
         return False
     return isinstance(prim.forward, np.ufunc) and prim.forward.__name__ not in _INLINE
 
@@ -145,7 +146,7 @@ def _scalar_expr(prim: Primitive, args: list[str], helpers: dict) -> str:
         return "(" + prim.numpy.format(*args) + ")"
     if prim.name in _SCALAR:
         return _SCALAR[prim.name].format(*args)
-    if prim.name in WRITTEN:
+    if prim.name in _WRITTEN:
         return f"_w_{prim.name}({', '.join(args)})"
     if isinstance(prim.forward, np.ufunc):
         return f"np.{prim.forward.__name__}({', '.join(args)})"
