@@ -115,7 +115,8 @@ def _ulps(got, want):
 def test_exp_and_tanh_written_into_the_loop_match_numpy_everywhere():
     """exp and tanh are fused as arithmetic (a reduction by ln 2, a polynomial, 2^k from its
     bits): over a dense sweep of their whole range, exp is within 1 ulp of numpy's (subnormal
-    results included, rounded once) and tanh within 3 (measured: 1.0 and 3.0); nan, +-inf,
+    results included, rounded once) and tanh within 3, as measured here; the bounds allow one
+    ulp more for numpy builds whose own exp and tanh round differently. nan, +-inf,
     +-0.0, overflow to inf and underflow to 0 are numpy's exactly."""
     xs = _sweep()
     op = sg.Ops()
@@ -126,7 +127,7 @@ def test_exp_and_tanh_written_into_the_loop_match_numpy_everywhere():
     got_exp, got_tanh = fast(xs)
     with np.errstate(over="ignore"):
         want_exp, want_tanh = np.exp(xs), np.tanh(xs)
-    for got, want, bound in ((got_exp, want_exp, 1.0), (got_tanh, want_tanh, 3.0)):
+    for got, want, bound in ((got_exp, want_exp, 2.0), (got_tanh, want_tanh, 4.0)):
         assert np.array_equal(np.isnan(got), np.isnan(want))
         exact = ~np.isfinite(want) | (want == 0)       # inf, and 0 (its sign too)
         exact &= ~np.isnan(want)
