@@ -2,13 +2,17 @@
 
 A ``Kernel`` is one fused group as numba source: a loop over blocks of ``BLOCK`` values in which
 each member entry is one scalar statement, the values read outside the group are written to
-arrays and full sums are accumulated per block. Operators, comparisons and ``where`` are
-written as Python expressions, ``exp`` and ``tanh`` as arithmetic (``_exp_lines``), numpy ufuncs
-as themselves, and other forwards as calls of numba-compiled helpers.
-"""
+arrays and full sums are accumulated per block. Each iteration computes ``CHAINS`` values,
+statement by statement interleaved: one value's chain of entries is a sequence of dependent
+operations, bound by their latency, and independent chains fill the gaps (LLVM vectorises the
+loop, so each chain is a vector of values). Operators, comparisons and ``where`` are written as
+Python expressions, ``exp`` and ``tanh`` as calls of numba functions of arithmetic alone
+(``written``), numpy ufuncs as themselves, and other forwards as calls of numba-compiled
+helpers."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +24,7 @@ from .core import Program
 from .nodes import CONST, INPUT, NODE, Ref
 
 BLOCK = 1024        # values per partial sum
+CHAINS = 2          # independent elements per iteration (each a vector): latency overlapped
 FASTMATH = frozenset({"contract", "reassoc", "arcp", "nsz"})     # nan and inf kept
 _OPERATOR = {"add", "sub", "mul", "div", "neg"}
 _SCALAR = {"where": "({1} if {0} else {2})"}
@@ -40,49 +45,79 @@ def arg_meta(prog: Program, r: Ref) -> tuple[tuple, np.dtype | None]:
 
 # ---------------------------------------------------------------- exp and tanh, written out
 
-# exp and tanh are written into the loop as arithmetic and one table read, so that the loop
-# vectorises (a libm call keeps it scalar, at 50 ns a value, and numba's own inlining
-# compiles for seconds per call site): exp by Cody-Waite reduction x = k ln 2 + r,
-# r in [0, ln 2), a degree-17 Taylor polynomial and 2^k from a table (in two factors below
-# 2^-1022, for subnormal results); tanh(x) = e / (e + 2) with e = expm1(2|x|) (a polynomial
-# below 0.35, where exp(2|x|) - 1 would cancel), its sign restored. Within a few ulp of numpy's
-# own; nan and inf as numpy gives them.
-_POW2_OFFSET = 1100
-_FACTORIALS = [float(math.factorial(k)) for k in range(18)]
+# exp and tanh are numba functions of arithmetic alone, which LLVM inlines into the loop and
+# vectorises (a libm call keeps a loop scalar, at 50 ns a value). Both reduce their argument
+# as x = k ln 2 + r, k = floor(x / ln 2 + 1/2), |r| <= ln 2 / 2 (Cody-Waite: k ln 2 in two
+# parts, the first exact), and take expm1(r) = r + r^2 Q(r), Q the Taylor polynomial of degree
+# 11 (terms up to r^13 / 13!): truncation error below |r|^14 / 14! e^|r|, at most 8.3e-18
+# relative to exp(r) and 2.0e-17 relative to expm1(r), a fifth of an ulp (1.1e-16) or less.
+# Q is evaluated by Estrin's scheme, a tree of depth 4 instead of Horner's 11 dependent steps:
+# a chain of entries is bound by latency, not by the count of operations. 2^k is built from
+# its bits, (k + 1023) << 52 (no table: a gather would slow the vector loop), in two factors
+# 2^(k // 2) 2^(k - k // 2), each a normal number, so that a subnormal result is rounded once
+# and a large one overflows to inf. tanh(x) = e / (e + 2) with e = expm1(2|x|) =
+# 2^k expm1(r) + (2^k - 1) (no cancellation near 0), its sign copied from x. Measured against
+# numpy over dense sweeps (tests/test_numba_backend.py): exp within 1 ulp, tanh within 3; nan,
+# +-inf, +-0.0, overflow and underflow as numpy gives them. Compiled with contraction only:
+# reassociation would undo the exact first step of the reduction.
+_WRITTEN = ("exp", "tanh")
+_INV = tuple(1.0 / math.factorial(k) for k in range(14))
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01       # 32 significant bits: k * _LN2_HI is exact
+_LN2_LO = 1.90821492927058770002e-10
+_WRITTEN_FASTMATH = frozenset({"contract"})
 
 
-def _pow2() -> np.ndarray:
-    with np.errstate(over="ignore"):
-        return np.array([2.0 ** j if j < 1024 else np.inf for j in range(-_POW2_OFFSET, 1041)])
+@functools.cache
+def written(numba: Any) -> dict[str, Callable]:
+    """exp and tanh as numba functions that vectorise inside a loop (compiled on first use)."""
+    from llvmlite import ir
+    from numba.extending import intrinsic
 
+    @intrinsic
+    def float_from_bits(typingctx: Any, bits: Any) -> Any:
+        if bits != numba.types.int64:
+            return None
 
-def _exp_lines(x: str, out: str, p: str) -> list[str]:
-    # min and max compile to selects (a conditional expression is a branch, and numba takes
-    # seconds over a few hundred of them); np.fmax drops a nan, so the table index is always
-    # in range, while the polynomial carries the nan through
-    lines = [f"{p}c = min(max({x}, -760.0), 720.0)",
-             f"{p}k = np.floor({p}c * 1.4426950408889634)",
-             f"{p}r = ({p}c - {p}k * 0.6931471803691238) - {p}k * 1.9082149292705877e-10",
-             f"{p}q17 = {1.0 / _FACTORIALS[17]!r}"]
-    lines += [f"{p}q{k} = {p}q{k + 1} * {p}r + {1.0 / _FACTORIALS[k]!r}"
-              for k in range(16, -1, -1)]
-    return lines + [f"{p}j = np.int64(np.fmin(np.fmax({p}k, -1100.0), 1040.0))",
-                    f"{p}l = max({p}j, -1022)",
-                    f"{out} = {p}q0 * POW2[{p}l + {_POW2_OFFSET}] * POW2[{p}j - {p}l + "
-                    f"{_POW2_OFFSET}]"]
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            return builder.bitcast(args[0], ir.DoubleType())
+        return numba.types.float64(numba.types.int64), codegen
 
+    jit = numba.njit(error_model="numpy", fastmath=set(_WRITTEN_FASTMATH))
 
-def _tanh_lines(x: str, out: str, p: str) -> list[str]:
-    lines = [f"{p}t = min(2.0 * abs({x}), 44.0)", f"{p}m15 = {1.0 / _FACTORIALS[15]!r}"]
-    lines += [f"{p}m{k} = {p}m{k + 1} * {p}t + {1.0 / _FACTORIALS[k]!r}"
-              for k in range(14, 0, -1)]
-    lines += _exp_lines(f"{p}t", f"{p}x", f"{p}x_")
-    return lines + [f"{p}w = np.float64({p}t < 0.35)",
-                    f"{p}e = {p}m1 * {p}t * {p}w + ({p}x - 1.0) * (1.0 - {p}w)",
-                    f"{out} = math.copysign({p}e / ({p}e + 2.0), {x})"]
+    @jit
+    def expm1_reduced(x: float) -> tuple[float, int]:
+        k = np.floor(x * _LOG2E + 0.5)
+        r = (x - k * _LN2_HI) - k * _LN2_LO
+        r2 = r * r
+        a0, a1 = _INV[2] + _INV[3] * r, _INV[4] + _INV[5] * r
+        a2, a3 = _INV[6] + _INV[7] * r, _INV[8] + _INV[9] * r
+        a4, a5 = _INV[10] + _INV[11] * r, _INV[12] + _INV[13] * r
+        b0, b1, b2 = a0 + a1 * r2, a2 + a3 * r2, a4 + a5 * r2
+        r4 = r2 * r2
+        q = (b0 + b1 * r4) + b2 * (r4 * r4)
+        # a nan x gives k = nan: fmax makes it a number, and expm1(r) carries the nan
+        return r + r2 * q, np.int64(np.fmax(k, -1100.0))
 
+    @jit
+    def exp(x: float) -> float:
+        c = -746.0 if x < -746.0 else x     # (a nan passes both comparisons)
+        c = 710.0 if c > 710.0 else c       # exp(-746) rounds to 0, 2^1024 overflows
+        m, k = expm1_reduced(c)
+        h = k >> 1
+        return (1.0 + m) * float_from_bits((h + 1023) << 52) * \
+            float_from_bits((k - h + 1023) << 52)
 
-_WRITTEN = {"exp": _exp_lines, "tanh": _tanh_lines}
+    @jit
+    def tanh(x: float) -> float:
+        c = 2.0 * abs(x)
+        c = 44.0 if c > 44.0 else c         # tanh(22) rounds to 1
+        m, k = expm1_reduced(c)
+        s = float_from_bits((k + 1023) << 52)     # k <= 64: one factor, and s - 1 is exact
+        e = s * m + (s - 1.0)
+        return math.copysign(e / (e + 2.0), x)
+
+    return {"exp": exp, "tanh": tanh}
 
 
 # ---------------------------------------------------------------- kernels
@@ -111,6 +146,8 @@ def _scalar_expr(prim: Primitive, args: list[str], helpers: dict) -> str:
         return "(" + prim.numpy.format(*args) + ")"
     if prim.name in _SCALAR:
         return _SCALAR[prim.name].format(*args)
+    if prim.name in _WRITTEN:
+        return f"_w_{prim.name}({', '.join(args)})"
     if isinstance(prim.forward, np.ufunc):
         return f"np.{prim.forward.__name__}({', '.join(args)})"
     key = f"_f_{prim.name}"
@@ -133,15 +170,17 @@ class Kernel:
         self.inputs: list[Ref] = []         # arguments of the kernel, in order
         self.outputs: list[int] = []        # node indices it hands back (members, then sums)
         self.helpers: dict[str, Callable] = {}
+        self.function: Any = None           # the numba dispatcher, once built
         names: dict[tuple, str] = {}
-        body: list[str] = []
         size = int(np.prod(group.shape))
+        # each member as a statement with {c} for the chain's suffix and {i} for its index
+        body: list[str] = []
         for j in group.members:
             node = prog.nodes[j]
             args = []
             for r in node.args:
                 if r.kind == NODE and r.index in members:
-                    args.append(f"t{r.index}")
+                    args.append(f"t{r.index}{{c}}")
                     continue
                 if r.kind == CONST and type(prog.constants[r.index].value) in (int, float, bool):
                     args.append(_number(prog.constants[r.index].value))
@@ -151,16 +190,11 @@ class Kernel:
                     names[key] = f"a{len(self.inputs)}"
                     self.inputs.append(r)
                 one = int(np.prod(arg_meta(prog, r)[0])) == 1 and size != 1
-                args.append(f"{names[key]}[{'0' if one else 'i'}]")
-            if node.prim.name in _WRITTEN:
-                body += _WRITTEN[node.prim.name](args[0], f"t{j}", f"e{j}_")
-            else:
-                body.append(f"t{j} = {_scalar_expr(node.prim, args, self.helpers)}")
+                args.append(f"{names[key]}[{'0' if one else '{i}'}]")
+            body.append(f"t{j}{{c}} = {_scalar_expr(node.prim, args, self.helpers)}")
             if j in outputs or readers.get(j, set()) - members:
                 self.outputs.append(j)
-                body.append(f"o{j}[i] = t{j}")
-        for j in group.sums:
-            body.append(f"s{j} += t{prog.nodes[j].args[0].index}")
+                body.append(f"o{j}[{{i}}] = t{j}{{c}}")
         self.outputs += list(group.sums)
         params = ", ".join(names[(r.kind, r.index)] for r in self.inputs)
         lines = [f"def kernel({params}):", f"    n = {size}"]
@@ -168,10 +202,25 @@ class Kernel:
             kind = "np.bool_" if np.dtype(prog.nodes[j].dtype).kind == "b" else "np.float64"
             lines.append(f"    o{j} = np.empty(n, {kind})")
         lines += [f"    acc{j} = 0.0" for j in group.sums]
-        lines.append(f"    for b in range(0, n, {BLOCK}):")
+        lines += [f"    for b in range(0, n, {BLOCK}):", f"        m = min({BLOCK}, n - b)",
+                  f"        h = (m + {CHAINS - 1}) // {CHAINS}"]
+        starts = ["0"] + [f"{c} * h" if c > 1 else "h" for c in range(1, CHAINS)]
+        lines += [f"        f{c} = min({starts[c]}, m - h)" for c in range(1, CHAINS)]
         lines += [f"        s{j} = 0.0" for j in group.sums]
-        lines.append(f"        for i in range(b, min(b + {BLOCK}, n)):")
-        lines += [f"            {line}" for line in body]
+        # chain c computes values b + f_c + i; an unsigned index: no wraparound, so LLVM
+        # vectorises without a check that the output overlaps the inputs
+        lines.append("        for i in range(h):")
+        lines += [f"            u{c} = np.uint64(b + i{f' + f{c}' if c else ''})"
+                  for c in range(CHAINS)]
+        for line in body:       # the chains' statements interleaved, for the scheduler
+            lines += [f"            {line.format(c=f'_{c}' if c else '', i=f'u{c}')}"
+                      for c in range(CHAINS)]
+        for j in group.sums:
+            term = f"t{prog.nodes[j].args[0].index}"
+            lines.append(f"            s{j} += {term}")
+            # an element two chains cover (at the end of a block) is summed once
+            lines += [f"            s{j} += {term}_{c} if i + f{c} >= {starts[c]} else 0.0"
+                      for c in range(1, CHAINS)]
         lines += [f"        acc{j} += s{j}" for j in group.sums]
         rets = [f"o{j}" if j not in group.sums else f"acc{j}" for j in self.outputs]
         lines.append(f"    return ({', '.join(rets)},)")
@@ -179,7 +228,8 @@ class Kernel:
 
     def build(self, numba: Any, prog: Program) -> Callable:
         """The compiled kernel (compiled now, for the arguments' types)."""
-        space: dict[str, Any] = {"np": np, "math": math, "POW2": _pow2()}
+        space: dict[str, Any] = {"np": np, "math": math}
+        space.update({f"_w_{name}": fn for name, fn in written(numba).items()})
         for key, fn in self.helpers.items():
             space[key] = numba.njit(error_model="numpy", fastmath=set(FASTMATH))(fn)
         exec(compile(self.source, "<simplegrad numba kernel>", "exec"), space)  # noqa: S102
@@ -195,4 +245,6 @@ class Kernel:
             outs.append(numba.from_dtype(dtype) if j in self.group.sums else
                         numba.from_dtype(dtype)[::1])
         sig = numba.types.Tuple(outs)(*types)
-        return numba.njit(sig, error_model="numpy", fastmath=set(FASTMATH))(space["kernel"])
+        self.function = numba.njit(sig, error_model="numpy",
+                                   fastmath=set(FASTMATH))(space["kernel"])
+        return self.function
