@@ -53,19 +53,34 @@ def test_reductions_and_several_outputs_decide_as_the_formula(rng):
 
 
 @pytest.mark.parametrize("n, m", [(1, 3), (6, 3), (10, 1000), (100, 100), (1, 200), (200, 1),
-                                  (5, 2), (3, 1), (1000, 1)], ids=lambda v: str(v))
+                                  (5, 2), (3, 1), (1000, 1), (1000, 10)], ids=lambda v: str(v))
 def test_where_the_sizes_decide_no_graph_is_walked(n, m, rng, monkeypatch):
-    # forward when m >= 3 and n <= 2m; reverse when m <= 2 and n > 2m, whatever the graph
+    # forward when m >= 3 and n <= 2m; reverse when m <= 2 and n > 2m, whatever the graph;
+    # reverse for one wide input whose size outweighs every entry recorded since it
     x, y = _recorded(n, m, rng)
     want = _model_by_hand([x], [y])
 
     def refuse(*args, **kwargs):
         raise AssertionError("the cost model walked the graph")
     monkeypatch.setattr(jacobians, "ancestors", refuse)
-    assert prefers_forward([x], [y]) == want == (m >= 3)
+    assert prefers_forward([x], [y]) == want == (m >= 3 and n <= 2 * m)
 
 
-@pytest.mark.parametrize("n, m", [(1000, 10), (2, 2), (30, 5)], ids=lambda v: str(v))
+def test_a_wide_input_on_a_long_tape_walks_the_graph(rng, monkeypatch):
+    W, op = rng.normal(size=(10, 1000)), sg.Ops()
+    x = op.var(rng.normal(size=1000))
+    c = op.var(np.ones(3))
+    for _ in range(200):        # entries recorded after x that y does not read
+        c = c * 1.5
+    y = (W @ x).tanh()
+    walks = []
+    monkeypatch.setattr(jacobians, "ancestors",
+                        lambda *a, **k: walks.append(1) or ancestors(*a, **k))
+    assert prefers_forward([x], [y]) == _model_by_hand([x], [y]) is False
+    assert walks == [1]
+
+
+@pytest.mark.parametrize("n, m", [(2, 2), (30, 5), (2, 1)], ids=lambda v: str(v))
 def test_where_the_sizes_leave_it_open_the_graph_decides(n, m, rng, monkeypatch):
     x, y = _recorded(n, m, rng)
     walks = []

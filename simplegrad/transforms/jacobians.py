@@ -214,15 +214,22 @@ def prefers_forward(xs: Sequence[Variable], ys: Sequence[Variable]) -> bool:
     direction is expected to be faster than one reverse sweep per output entry."""
     n = sum(x.size for x in xs)
     m = sum(y.size for y in ys)
-    # forward - reverse = E (ENTRY_FWD - m ENTRY_REV) + W (n WORK_FWD - m WORK_REV) for E
-    # entries of total work W: where both terms have one sign the sizes alone decide, with no
-    # walk of the graph (E = 0, an output that is an input or a leaf, gives the same Jacobian
-    # either way)
-    if m * ENTRY_REV > ENTRY_FWD and n * WORK_FWD <= m * WORK_REV:
+    # forward - reverse = W per_work - E per_entry for E entries of total work W: where both
+    # terms have one sign the sizes alone decide, with no walk of the graph (E = 0, an output
+    # that is an input or a leaf, gives the same Jacobian either way)
+    per_entry = m * ENTRY_REV - ENTRY_FWD
+    per_work = n * WORK_FWD - m * WORK_REV
+    if per_entry > 0 and per_work <= 0:
         return True
-    if m * ENTRY_REV <= ENTRY_FWD and n * WORK_FWD > m * WORK_REV:
+    if per_entry <= 0 and per_work > 0:
         return False
-    entries = ancestors(list(ys), start=min(x.position for x in xs), stop=set(xs))
+    start = min(x.position for x in xs)
+    tape = xs[0].rec.tape
+    if len(xs) == 1 and per_entry > 0 and n * per_work >= (tape.end - start) * per_entry:
+        # wide: an entry reads x (W >= n, or x is disconnected and the Jacobian zero) and E
+        # is at most the entries recorded since x, so reverse is faster whatever the graph
+        return False
+    entries = ancestors(list(ys), start=start, stop=set(xs))
     work = 0
     for v in entries:       # an entry's work: its output's size, or its inputs' when larger
         ins = v.more        # (Variable.inputs, inlined)
