@@ -5,7 +5,7 @@ Runs, interleaved per shape after checking that the three Jacobians agree with t
 J = diag(2 (1 - tanh(W x)^2)) W + W diag(cos x): ``mode="rev"`` (one reverse sweep per output
 entry), ``mode="fwd"`` (every input direction in one batched forward sweep) and ``mode="auto"``.
 The ratio is auto's median over the faster explicit mode's, in the same run (target <= 1.2).
-Each timed run calls the Jacobian as many times in a row as fill about 2 ms (one call of 0.1 ms
+Each timed run calls the Jacobian as many times in a row as fill about 5 ms (one call of 0.1 ms
 timed alone moves by 10-30% on a shared machine; a row of them averages that out), and the
 medians are per call.
 Run: python benchmarks/jacobian_modes.py [--quick]
@@ -25,7 +25,7 @@ SHAPES = [("tall", 10, 1000), ("wide", 1000, 10), ("square", 100, 100), ("square
           ("scalar out", 200, 1), ("one in", 1, 200)]
 
 
-def in_a_row(fn: Callable[[], object], seconds: float = 2e-3) -> tuple[Callable[[], None], int]:
+def in_a_row(fn: Callable[[], object], seconds: float = 5e-3) -> tuple[Callable[[], None], int]:
     """``fn`` called k times in a row, k chosen so that the row lasts about ``seconds``."""
     fn()
     t0 = time.perf_counter()
@@ -41,7 +41,7 @@ def in_a_row(fn: Callable[[], object], seconds: float = 2e-3) -> tuple[Callable[
 def main() -> None:
     p = peers.parser(__doc__)
     args = p.parse_args()
-    repeat = peers.repeats(args, 7, 15)
+    repeat = peers.repeats(args, 11, 21)
     rng = np.random.default_rng(0)
     rows, worst = [], 0.0
     print(f"{'shape':12s} {'n -> m':>12s} {'rev ms':>9s} {'fwd ms':>9s} {'auto ms':>9s} "
