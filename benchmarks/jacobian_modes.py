@@ -5,10 +5,16 @@ Runs, interleaved per shape after checking that the three Jacobians agree with t
 J = diag(2 (1 - tanh(W x)^2)) W + W diag(cos x): ``mode="rev"`` (one reverse sweep per output
 entry), ``mode="fwd"`` (every input direction in one batched forward sweep) and ``mode="auto"``.
 The ratio is auto's median over the faster explicit mode's, in the same run (target <= 1.2).
+Each timed run calls the Jacobian as many times in a row as fill about 5 ms (one call of 0.1 ms
+timed alone moves by 10-30% on a shared machine; a row of them averages that out), and the
+medians are per call.
 Run: python benchmarks/jacobian_modes.py [--quick]
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 import numpy as np
 import peers
@@ -19,10 +25,23 @@ SHAPES = [("tall", 10, 1000), ("wide", 1000, 10), ("square", 100, 100), ("square
           ("scalar out", 200, 1), ("one in", 1, 200)]
 
 
+def in_a_row(fn: Callable[[], object], seconds: float = 5e-3) -> tuple[Callable[[], None], int]:
+    """``fn`` called k times in a row, k chosen so that the row lasts about ``seconds``."""
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    k = max(1, round(seconds / (time.perf_counter() - t0)))
+
+    def row() -> None:
+        for _ in range(k):
+            fn()
+    return row, k
+
+
 def main() -> None:
     p = peers.parser(__doc__)
     args = p.parse_args()
-    repeat = peers.repeats(args, 5, 15)
+    repeat = peers.repeats(args, 11, 21)
     rng = np.random.default_rng(0)
     rows, worst = [], 0.0
     print(f"{'shape':12s} {'n -> m':>12s} {'rev ms':>9s} {'fwd ms':>9s} {'auto ms':>9s} "
@@ -44,7 +63,10 @@ def main() -> None:
         ops = sg.trace(sg.jacobian(f), x)
         picks = "fwd" if any(line.startswith("jvp ") for line in
                              ops.format_trace().splitlines()) else "rev"
-        med = peers.measure(runs, repeat if n * m <= 200_000 else max(3, repeat // 3))
+        rows_of = {mode: in_a_row(fn) for mode, fn in runs.items()}
+        med = peers.measure({mode: row for mode, (row, _) in rows_of.items()},
+                            repeat if n * m <= 200_000 else max(3, repeat // 3))
+        med = {mode: t / rows_of[mode][1] for mode, t in med.items()}
         faster = min(med["rev"], med["fwd"])
         ratio = med["auto"] / faster
         worst = max(worst, ratio)

@@ -40,7 +40,7 @@ from ..primitives.shape import RESHAPE
 from .events import BlockBegin, BlockEnd
 from .forward import forward_sweep
 from .levels import Batched, innermost, levels_of, spread, stacked, union, unstack, wrap
-from .variable import Variable
+from .variable import UNARY, Variable
 
 if TYPE_CHECKING:
     from .ops import Ops
@@ -162,11 +162,13 @@ class Stack:
     """K values of one entry stacked on a leading axis (a value-only batched sweep): the
     per-example shape outside, as a ``Batched`` shows it, the numpy stack inside."""
 
-    __slots__ = ("inner", "eye")
+    __slots__ = ("inner", "eye", "fresh")
 
-    def __init__(self, inner: Any, eye: bool = False):
+    def __init__(self, inner: Any, eye: bool = False, fresh: bool = False):
         self.inner = inner
         self.eye = eye      # the identity basis (K vectors of K entries): seeds of Jacobians
+        self.fresh = fresh  # memory of the sweep's own (a ufunc's or matmul's output, or a view
+        #                     of one): not a view of a recorded value, so it may be handed out
 
     @property
     def shape(self) -> tuple:
@@ -196,6 +198,15 @@ class StackValues(PrimitiveMethods):
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
               name: str | None = None) -> Any:
         """``prim`` on plain values and Stacks; a Stack out when any input is one."""
+        if prim.elementwise and len(inputs) <= 2:   # the common forms first (same results)
+            out = _elementwise(prim, inputs, attrs)
+            if out is not None:
+                return out
+        elif prim is RESHAPE and type(inputs[0]) is Stack:     # per example: the tail reshaped
+            x, shape = inputs[0], tuple(attrs["shape"])
+            if x.eye and shape == x.shape:      # the identity basis still
+                return x
+            return Stack(x.inner.reshape((x.inner.shape[0],) + shape), fresh=x.fresh)
         flags = [type(x) is Stack for x in inputs]
         if True not in flags:
             return prim.forward(*inputs, **attrs) if attrs else prim.forward(*inputs)
@@ -222,20 +233,19 @@ class StackValues(PrimitiveMethods):
             out = _times_ones(inputs, xs, flags)
             if out is not None:
                 return out
-        if prim is RESHAPE and flags[0]:        # per example: the stack's tail reshaped
-            return Stack(xs[0].reshape((size,) + tuple(attrs["shape"])))
         if prim is MATMUL and (rank >= 3 and all(f or np.ndim(x) <= 2 for x, f in zip(xs, flags))
                                or rank == 2 and not flags[1] and np.ndim(xs[1]) == 2):
             # matmul maps over the leading axes of operands of two or more: on stacks of those
             # (of one rank) and plain matrices or vectors, the batch axis is one more of them;
             # vectors times a plain matrix, each v @ b, are the rows of one product
-            return Stack(prim.forward(*xs))
+            return Stack(prim.forward(*xs), fresh=True)
         if prim.elementwise and rank > 0 and all(
                 f or (x.ndim if type(x) is np.ndarray else np.ndim(x)) < rank
                 for x, f in zip(xs, flags)):
             # numpy broadcasting pairs the per-example axes already (pointwise's align
             # would insert no axis): the forward on the stacks as they are
-            return Stack(prim.forward(*xs, **attrs) if attrs else prim.forward(*xs))
+            return Stack(prim.forward(*xs, **attrs) if attrs else prim.forward(*xs),
+                         fresh=type(prim.forward) is np.ufunc)
         rule = prim.batch or functools.partial(loop, prim)
         return Stack(rule(self, xs, flags, **(attrs or {})))
 
@@ -243,13 +253,37 @@ class StackValues(PrimitiveMethods):
 STACKS = StackValues()
 
 
+def _elementwise(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> Any:
+    """An elementwise primitive on plain values, on one stack, or on a stack and a plain value
+    of lower rank: what ``StackValues.apply`` gives, with fewer checks. None: the general
+    path decides."""
+    a = inputs[0]
+    if len(inputs) == 1:
+        if type(a) is not Stack:
+            return prim.forward(a, **attrs) if attrs else prim.forward(a)
+        return Stack(prim.forward(a.inner, **attrs) if attrs else prim.forward(a.inner),
+                     fresh=type(prim.forward) is np.ufunc)
+    b = inputs[1]
+    sa, sb = type(a) is Stack, type(b) is Stack
+    if sa is sb:
+        return None if sa else prim.forward(a, b, **attrs) if attrs else prim.forward(a, b)
+    s, p = (a, b) if sa else (b, a)
+    if prim is MUL:
+        out = _times_ones(inputs, [a.inner if sa else a, b.inner if sb else b], [sa, sb])
+        if out is not None:
+            return out
+    if (p.ndim if type(p) is np.ndarray else np.ndim(p)) >= s.inner.ndim:
+        return None
+    xs = (s.inner, p) if sa else (p, s.inner)
+    return Stack(prim.forward(*xs, **attrs) if attrs else prim.forward(*xs),
+                 fresh=type(prim.forward) is np.ufunc)
+
+
 def _on_identity(prim: Primitive, inputs: Sequence[Any], xs: list, attrs: dict) -> Any:
-    """What a primitive gives on the identity basis without computing it: a reshape to its
-    own shape is the basis still, and a matrix times the basis (the first entry of most
-    Jacobians) is the matrix itself (each column ``a @ e_k`` is ``a[:, k]``; exact, where the
-    product would turn an inf of ``a`` into nans in the other rows). None: compute it."""
-    if prim.name == "reshape" and tuple(attrs.get("shape", ())) == inputs[0].shape:
-        return inputs[0]
+    """What a primitive gives on the identity basis without computing it: a matrix times the
+    basis (the first entry of most Jacobians) is the matrix itself (each column ``a @ e_k`` is
+    ``a[:, k]``; exact, where the product would turn an inf of ``a`` into nans in the other
+    rows; a reshape to its own shape, the basis still, is ``apply``'s). None: compute it."""
     if prim.name != "matmul" or len(xs) != 2:
         return None
     (a, b), (sa, sb) = xs, (type(x) is Stack for x in inputs)
@@ -262,7 +296,7 @@ def _on_identity(prim: Primitive, inputs: Sequence[Any], xs: list, attrs: dict) 
     else:
         return None
     dtype = np.result_type(a, b)
-    return Stack(m if m.dtype == dtype else m.astype(dtype))
+    return Stack(m) if m.dtype == dtype else Stack(m.astype(dtype), fresh=True)
 
 
 def _times_ones(inputs: Sequence[Any], xs: list, flags: list) -> Stack | None:
@@ -290,21 +324,31 @@ class _CustomEntryError(Exception):
 def batched_jvp_values(ops: Ops, y: Variable, x: Variable, tangents: np.ndarray,
                        eye: bool = False) -> np.ndarray | None:
     """``batched_jvp`` when only values are wanted: the tangents of y along K tangents of x,
-    shape (K,) + y.shape, each jvp rule run once on the stacks and nothing recorded (``eye``:
-    the tangents are the identity basis of a 1-D x). Entries of primitives outside the
-    registry (custom rules, which may sweep) need the recorded sweep: None then."""
+    shape (K,) + y.shape, as a new array (never a view of a recorded value), each jvp rule run
+    once on the stacks and nothing recorded (``eye``: the tangents are the identity basis of a
+    1-D x). Entries of primitives outside the registry (custom rules, which may sweep) need
+    the recorded sweep: None then."""
     k = tangents.shape[0]
 
     def step(out: Variable, ts: list) -> Any:
         prim, raw = out.prim, out.raw
         if REGISTRY.get(prim.name) is not prim:
             raise _CustomEntryError
-        args = [getattr(v, "raw", v) for v in out.inputs]
+        args = out.more         # the inputs' values (Variable.inputs, inlined: the hot path)
+        if args is None:
+            a, b = out.in0, out.in1
+            a = a.raw if type(a) is Variable else getattr(a, "raw", a)
+            args = (a,) if b is UNARY else \
+                (a, b.raw if type(b) is Variable else getattr(b, "raw", b))
+        else:
+            args = [getattr(v, "raw", v) for v in args]
         attrs = out.attrs
         t = prim.jvp(STACKS, ts, raw, *args, **attrs) if attrs else \
             prim.jvp(STACKS, ts, raw, *args)
-        if t is not None and getattr(t, "dtype", None) != raw.dtype:
-            t = STACKS.cast(t, raw.dtype)
+        if t is not None:
+            dtype = t.inner.dtype if type(t) is Stack else getattr(t, "dtype", None)
+            if dtype is not raw.dtype and dtype != raw.dtype:
+                t = STACKS.cast(t, raw.dtype)
         return t
 
     seed = Stack(np.asarray(tangents, dtype=x.dtype), eye)
@@ -312,8 +356,8 @@ def batched_jvp_values(ops: Ops, y: Variable, x: Variable, tangents: np.ndarray,
         t = forward_sweep(ops.tape, y, (x,), {x: seed}, step).get(y)
     except _CustomEntryError:
         return None
-    if type(t) is Stack:
-        return t.inner
+    if type(t) is Stack:        # (a copy only of memory the sweep does not own: a view of W)
+        return t.inner if t.fresh else t.inner.copy(order="K")
     shape = (k,) + tuple(y.shape)
     return np.zeros(shape, y.dtype) if t is None else \
         np.broadcast_to(VALUES.cast(t, y.dtype), shape).copy()

@@ -23,7 +23,7 @@ from .guards import check_history, check_target, check_wrt, note_entry, seed_val
 from .levels import Batched, innermost, levels_of, stacked, union, unstack
 from .reverse import _sweeping
 from .tape import ancestors
-from .variable import Variable
+from .variable import UNARY, Variable
 
 if TYPE_CHECKING:
     from .ops import Ops
@@ -129,12 +129,26 @@ def forward_sweep(tape: Tape, y: Variable, xs: Sequence[Variable], known: dict,
     out = None
     try:
         for out in path:
-            ts = [get(x) if type(x) is Variable else None for x in out.inputs]
-            for t in ts:
-                if t is not None:
-                    break
+            more = out.more         # Variable.inputs, inlined: the sweep's hot path
+            if more is None:
+                a, b = out.in0, out.in1
+                ta = get(a) if type(a) is Variable else None
+                if b is UNARY:
+                    if ta is None:
+                        continue
+                    ts = [ta]
+                else:
+                    tb = get(b) if type(b) is Variable else None
+                    if ta is None and tb is None:
+                        continue
+                    ts = [ta, tb]
             else:
-                continue
+                ts = [get(x) if type(x) is Variable else None for x in more]
+                for t in ts:
+                    if t is not None:
+                        break
+                else:
+                    continue
             if pullbacks is None:
                 t = step(out, ts)
             else:

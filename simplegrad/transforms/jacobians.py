@@ -18,7 +18,7 @@ from ..engine.batched import batched_jvp, batched_jvp_values
 from ..engine.levels import innermost
 from ..engine.ops import Ops, recorder_of
 from ..engine.tape import ancestors
-from ..engine.variable import Variable
+from ..engine.variable import UNARY, Variable
 from ..errors import ArgumentError, NotDifferentiableError, ShapeError
 from ..pytree import tree_flatten, tree_unflatten
 from .arguments import (
@@ -214,8 +214,32 @@ def prefers_forward(xs: Sequence[Variable], ys: Sequence[Variable]) -> bool:
     direction is expected to be faster than one reverse sweep per output entry."""
     n = sum(x.size for x in xs)
     m = sum(y.size for y in ys)
-    entries = ancestors(list(ys), start=min(x.position for x in xs), stop=set(xs))
-    work = sum(max(v.size, sum(getattr(a, "size", 1) for a in v.inputs)) for v in entries)
+    # forward - reverse = W per_work - E per_entry for E entries of total work W: where both
+    # terms have one sign the sizes alone decide, with no walk of the graph (E = 0, an output
+    # that is an input or a leaf, gives the same Jacobian either way)
+    per_entry = m * ENTRY_REV - ENTRY_FWD
+    per_work = n * WORK_FWD - m * WORK_REV
+    if per_entry > 0 and per_work <= 0:
+        return True
+    if per_entry <= 0 and per_work > 0:
+        return False
+    start = min(x.position for x in xs)
+    tape = xs[0].rec.tape
+    if len(xs) == 1 and per_entry > 0 and n * per_work >= (tape.end - start) * per_entry:
+        # wide: an entry reads x (W >= n, or x is disconnected and the Jacobian zero) and E
+        # is at most the entries recorded since x, so reverse is faster whatever the graph
+        return False
+    entries = ancestors(list(ys), start=start, stop=set(xs))
+    work = 0
+    for v in entries:       # an entry's work: its output's size, or its inputs' when larger
+        ins = v.more        # (Variable.inputs, inlined)
+        if ins is None:
+            ins = (v.in0,) if v.in1 is UNARY else (v.in0, v.in1)
+        s = 0
+        for a in ins:
+            s += a.size if type(a) is Variable or type(a) is np.ndarray else getattr(a, "size", 1)
+        size = v.raw.size
+        work += s if s > size else size
     reverse = m * (len(entries) * ENTRY_REV + work * WORK_REV)
     forward = len(entries) * ENTRY_FWD + n * work * WORK_FWD
     return forward < reverse
@@ -300,13 +324,26 @@ def jacobian_fwd_values(ops: Ops, y: Variable, x: Variable) -> np.ndarray | None
     """dy/dx as a new array, y.shape + x.shape: ``jacobian_fwd_batched`` recording nothing
     (None where the sweep meets a custom primitive, which needs the recorded sweep)."""
     n = x.size
-    cols = batched_jvp_values(ops, y, x, np.eye(n, dtype=x.dtype).reshape((n,) + x.shape),
+    cols = batched_jvp_values(ops, y, x, identity(n, x.dtype).reshape((n,) + x.shape),
                               eye=x.ndim == 1)
     if cols is None:
         return None
-    # the tangent axis last (a view), then a copy: never a view of an argument such as W
+    # the tangent axis last: a view of the sweep's new array (never of an argument such as W)
     moved = cols.transpose(tuple(range(1, cols.ndim)) + (0,)) if y.ndim else cols
-    return np.array(moved).reshape(y.shape + x.shape)
+    return moved.reshape(y.shape + x.shape)
+
+
+@functools.lru_cache(maxsize=8)
+def _identity(n: int, dtype: np.dtype) -> np.ndarray:
+    eye = np.eye(n, dtype=dtype)
+    eye.flags.writeable = False
+    return eye
+
+
+def identity(n: int, dtype: np.dtype) -> np.ndarray:
+    """The n x n identity, read-only: the basis of a forward-mode Jacobian, kept for the next
+    Jacobian of its size up to 1 MB (making it costs a pass over n^2 zeros)."""
+    return _identity(n, dtype) if n * n * dtype.itemsize <= 1 << 20 else np.eye(n, dtype=dtype)
 
 
 def hessian_batched(ops: Ops, y: Variable, x: Variable) -> Variable:
