@@ -37,7 +37,8 @@ def sweep_values(o: ValueOps, tape: Tape, L: Variable, seed: Any, stop: int, kee
     """Each input's cotangent, as arrays, by the reverse sweep from L back to ``stop``.
 
     Every cotangent is freed once pulled back, except those of ``keep`` (the Variables whose
-    gradients were asked for); ``only``: pull back only through these entries.
+    gradients were asked for); an input older than ``stop`` gets one only when it is in
+    ``keep``; ``only``: pull back only through these entries.
     """
     grads: dict[Variable, Any] = {L: seed}
     if L.prim is None:
@@ -82,8 +83,8 @@ def sweep_values(o: ValueOps, tape: Tape, L: Variable, seed: Any, stop: int, kee
         for x in inputs:
             i += 1
             if type(x) is not Variable or not x.requires_grad or \
-                    only is not None and x not in only:
-                continue
+                    only is not None and x not in only or x.position < stop and x not in keep:
+                continue    # (older than every wrt and not asked for: nothing to reach)
             if prim.sparse_vjp:    # indexing: same dtype, added up later
                 ct = Sparse(g, attrs["index"], x.raw.shape)
             else:

@@ -234,7 +234,8 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
     cotangent (a Variable computed by recorded primitives; ``sweep_values`` for arrays).
 
     ``only``: pull back only through these entries (the ones a ``wrt`` reaches).
-    ``wanted``: the Variables whose gradients were asked for (None: every leaf).
+    ``wanted``: the Variables whose gradients were asked for (None: every leaf); an input
+    older than ``stop`` (the oldest of them) gets a cotangent only when it is one of them.
     """
     grads: dict[Variable, Any] = {L: seed}
     masks: dict[Variable, Any] = {}     # cotangents zero by construction there (core.py)
@@ -271,8 +272,9 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
         for x in inputs:
             i += 1
             if type(x) is not Variable or not x.requires_grad or \
-                    only is not None and x not in only:
-                continue
+                    only is not None and x not in only or \
+                    x.position < stop and wanted is not None and x not in wanted:
+                continue    # (older than every wrt and not asked for: nothing to reach)
             start = len(entries) if pullbacks is not None else 0
             if prim.sparse_vjp:    # indexing: same dtype, added up later
                 ct = Sparse(g, attrs["index"], x.raw.shape)
