@@ -100,8 +100,9 @@ def sweep_values(o: ValueOps, tape: Tape, L: Variable, seed: Any, stop: int, kee
                     if masked:
                         ct = rule(o, g, outv, m, *args, **attrs) if attrs else \
                             rule(o, g, outv, m, *args)
-                    elif attrs:
-                        ct = rule(o, g, outv, *args, **attrs)
+                    elif attrs:         # (one input: no argument tuple to build)
+                        ct = rule(o, g, outv, args[0], **attrs) if len(args) == 1 else \
+                            rule(o, g, outv, *args, **attrs)
                     elif len(args) == 2:    # (no argument tuple to build: the common calls)
                         ct = rule(o, g, outv, args[0], args[1])
                     elif len(args) == 1:

@@ -279,19 +279,33 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
         """Record ``prim`` on ``inputs`` with ``attrs`` (every primitive method calls this)."""
         if type(inputs) is not tuple:
             inputs = tuple(inputs)
-        values = []
-        requires = None         # None until an input is a Variable of this Ops
-        convert = False
-        for x in inputs:
-            tx = type(x)
-            if tx is Variable and x.rec is self:
-                values.append(x.raw)
-                requires = requires or x.requires_grad
-            elif tx is float or tx is int:
-                values.append(x)
-            else:               # constants, free or foreign Variables, batched values
-                convert = True
-                values.append(x)
+        n = len(inputs)
+        a = inputs[0] if n else None
+        b = inputs[1] if n == 2 else None
+        # one or two Variables of this Ops (the common calls): no value list to build
+        if n == 1 and type(a) is Variable and a.rec is self:
+            values = (a.raw,)
+            requires = a.requires_grad
+            convert = False
+        elif n == 2 and type(a) is Variable and a.rec is self and type(b) is Variable and \
+                b.rec is self:
+            values = (a.raw, b.raw)
+            requires = a.requires_grad or b.requires_grad
+            convert = False
+        else:
+            values = []
+            requires = None         # None until an input is a Variable of this Ops
+            convert = False
+            for x in inputs:
+                tx = type(x)
+                if tx is Variable and x.rec is self:
+                    values.append(x.raw)
+                    requires = requires or x.requires_grad
+                elif tx is float or tx is int:
+                    values.append(x)
+                else:               # constants, free or foreign Variables, batched values
+                    convert = True
+                    values.append(x)
         if convert:
             for x in inputs:
                 if type(x) is Variable and x.rec is not self and x.rec.absorbs and \
@@ -308,7 +322,7 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
         try:
             if attrs:
                 value = prim.forward(*values, **attrs)
-            elif len(values) == 2:  # (no argument tuple to build: the common call)
+            elif n == 2:        # (no argument tuple to build: the common call)
                 value = prim.forward(values[0], values[1])
             else:
                 value = prim.forward(*values)
@@ -336,10 +350,10 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
         out.grad = None
         out.requires_grad = requires and prim.differentiable
         out.prim = prim
-        if len(inputs) == 2:        # set_inputs, inlined: this is the hot path
+        if n == 2:              # set_inputs, inlined: this is the hot path
             out.in0, out.in1 = inputs
             out.more = None
-        elif len(inputs) == 1:
+        elif n == 1:
             out.in0 = inputs[0]
             out.in1 = UNARY
             out.more = None

@@ -290,8 +290,9 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
                 if masked:
                     ct = rule(o, g, out, m, *inputs, **attrs) if attrs else \
                         rule(o, g, out, m, *inputs)
-                elif attrs:
-                    ct = rule(o, g, out, *inputs, **attrs)
+                elif attrs:         # (one input: no argument tuple to build)
+                    ct = rule(o, g, out, inputs[0], **attrs) if len(inputs) == 1 else \
+                        rule(o, g, out, *inputs, **attrs)
                 elif len(inputs) == 2:  # (no argument tuple to build: the common call)
                     ct = rule(o, g, out, inputs[0], inputs[1])
                 else:
