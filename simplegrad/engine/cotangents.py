@@ -50,6 +50,7 @@ def sweep_values(o: ValueOps, tape: Tape, L: Variable, seed: Any, stop: int, kee
     path = ancestors(L, stop) if stop < tape.dropped else \
         entries[max(stop, base) - base:L.position - base + 1]
     pop, get = grads.pop, grads.get
+    older = stop > base     # (whether an input can be older than every wrt)
     for out in reversed(path):
         g = pop(out, None)
         if g is None:
@@ -83,7 +84,8 @@ def sweep_values(o: ValueOps, tape: Tape, L: Variable, seed: Any, stop: int, kee
         for x in inputs:
             i += 1
             if type(x) is not Variable or not x.requires_grad or \
-                    only is not None and x not in only or x.position < stop and x not in keep:
+                    only is not None and x not in only or \
+                    older and x.position < stop and x not in keep:
                 continue    # (older than every wrt and not asked for: nothing to reach)
             if prim.sparse_vjp:    # indexing: same dtype, added up later
                 ct = Sparse(g, attrs["index"], x.raw.shape)

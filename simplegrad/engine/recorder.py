@@ -280,22 +280,23 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
         if type(inputs) is not tuple:
             inputs = tuple(inputs)
         n = len(inputs)
-        a = inputs[0] if n else None
-        b = inputs[1] if n == 2 else None
-        # one or two Variables of this Ops (the common calls): no value list to build
-        if n == 1 and type(a) is Variable and a.rec is self:
-            values = (a.raw,)
-            requires = a.requires_grad
-            convert = False
-        elif n == 2 and type(a) is Variable and a.rec is self and type(b) is Variable and \
-                b.rec is self:
-            values = (a.raw, b.raw)
-            requires = a.requires_grad or b.requires_grad
-            convert = False
-        else:
+        values = None   # one or two inputs, each a Variable of this Ops or a Python number
+        if n == 2:      # (the common calls): read without a value list
+            a, b = inputs
+            ta, tb = type(a), type(b)
+            if ta is Variable and a.rec is self:
+                if tb is Variable and b.rec is self:
+                    values, requires = (a.raw, b.raw), a.requires_grad or b.requires_grad
+                elif tb is float or tb is int:
+                    values, requires = (a.raw, b), a.requires_grad
+            elif (ta is float or ta is int) and tb is Variable and b.rec is self:
+                values, requires = (a, b.raw), b.requires_grad
+        elif n == 1 and type(inputs[0]) is Variable and inputs[0].rec is self:
+            values, requires = (inputs[0].raw,), inputs[0].requires_grad
+        convert = False
+        if values is None:
             values = []
             requires = None         # None until an input is a Variable of this Ops
-            convert = False
             for x in inputs:
                 tx = type(x)
                 if tx is Variable and x.rec is self:

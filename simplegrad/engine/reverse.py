@@ -244,6 +244,7 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
     pullbacks = tape.pullbacks if tape.keep else None
     if L.prim is None:
         return grads
+    older = wanted is not None and stop > base  # (whether an input can be older than every wrt)
     # the entries from L back to ``stop``, newest first (one slice: a weakly held tape
     # resolves its references once, not at every step); those the tape no longer lists are
     # found through the graph
@@ -273,7 +274,7 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
             i += 1
             if type(x) is not Variable or not x.requires_grad or \
                     only is not None and x not in only or \
-                    x.position < stop and wanted is not None and x not in wanted:
+                    older and x.position < stop and x not in wanted:
                 continue    # (older than every wrt and not asked for: nothing to reach)
             start = len(entries) if pullbacks is not None else 0
             if prim.sparse_vjp:    # indexing: same dtype, added up later
