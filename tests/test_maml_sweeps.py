@@ -111,3 +111,35 @@ def test_keepdims_shape_is_the_shape_numpy_keeps(shape):
         [tuple(range(len(shape)))[::2]] if shape else [None, ()]
     for axis in axes:
         assert keepdims_shape(shape, axis) == np.sum(x, axis=axis, keepdims=True).shape
+
+
+def test_value_only_sweep_equals_the_recorded_one_on_every_kind_of_entry():
+    # unary and binary entries with and without attributes, broadcasting, constants, an input
+    # used twice, indexing (sparse cotangents), a variadic entry, and where (structural zeros)
+    rng = np.random.default_rng(7)
+    op = sg.Ops()
+    x = op.var(rng.normal(size=(3, 4)), name="x")
+    b = op.var(rng.normal(size=(4,)), name="b")
+    h = (x * x + b).tanh() - 0.5 * x.T.T
+    s = op.concatenate([h[0], h[:, 1], b], axis=0)
+    w = op.where(x > 0, (abs(x) * 2.0).sqrt(), -x)
+    L = (s * s).sum() + w.mean() + (h @ b).sum()
+    values = [g.value.copy() for g in op.grad(L, [x, b], create_graph=False)]
+    recorded = [g.value for g in op.grad(L, [x, b], create_graph=True)]
+    for a, r in zip(values, recorded):
+        np.testing.assert_array_equal(a, r)
+    def loss(xx, bb):
+        hh = np.tanh(xx * xx + bb) - 0.5 * xx
+        ss = np.concatenate([hh[0], hh[:, 1], bb])
+        ww = np.where(xx > 0, np.sqrt(np.abs(xx) * 2.0), -xx)
+        return (ss * ss).sum() + ww.mean() + (hh @ bb).sum()
+
+    eps = 1e-6
+    for k, v in enumerate([x, b]):
+        fd = np.zeros(v.shape)
+        for i in np.ndindex(v.shape):
+            up, down = [x.value.copy(), b.value.copy()], [x.value.copy(), b.value.copy()]
+            up[k][i] += eps
+            down[k][i] -= eps
+            fd[i] = (loss(*up) - loss(*down)) / (2 * eps)
+        np.testing.assert_allclose(values[k], fd, rtol=1e-6, atol=1e-8)

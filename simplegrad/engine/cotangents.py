@@ -65,6 +65,43 @@ def sweep_values(o: ValueOps, tape: Tape, L: Variable, seed: Any, stop: int, kee
         attrs = out.attrs
         outv = out.raw
         inputs = out.more           # Variable.inputs, inlined: the sweep's hot path
+        if inputs is None and not (masks or prim.sparse_vjp or prim.variadic or
+                                   prim.mask_source):
+            # one or two inputs and no structural zeros (the common entry): the general loop
+            # below without what it never needs here
+            x = out.in0
+            b = out.in1
+            unary = b is UNARY
+            if unary:               # (the input of a recorded unary op is a Variable)
+                inputs = (x,)
+                a = x.raw
+            else:
+                inputs = (x, b)
+                a = x.raw if type(x) is Variable else x
+                c = b.raw if type(b) is Variable else b
+            rules = prim.vjp
+            i = -1
+            for x in inputs:
+                i += 1
+                rule = rules[i]
+                if rule is None or type(x) is not Variable or not x.requires_grad or \
+                        only is not None and x not in only or \
+                        older and x.position < stop and x not in keep:
+                    continue
+                if unary:
+                    ct = rule(o, g, outv, a, **attrs) if attrs else rule(o, g, outv, a)
+                else:
+                    ct = rule(o, g, outv, a, c, **attrs) if attrs else rule(o, g, outv, a, c)
+                if ct is None:
+                    continue
+                dtype = x.raw.dtype
+                if ct.dtype is not dtype and ct.dtype != dtype:
+                    ct = o.cast(ct, dtype)
+                old = get(x)
+                grads[x] = ct if old is None else accumulate(o, tape, x, old, ct) if \
+                    type(old) is Sparse or type(ct) is Sparse else o.add(old, ct)
+            g = ct = old = None
+            continue
         if inputs is None:
             x = out.in0
             b = out.in1
