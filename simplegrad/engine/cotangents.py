@@ -37,7 +37,8 @@ def sweep_values(o: ValueOps, tape: Tape, L: Variable, seed: Any, stop: int, kee
     """Each input's cotangent, as arrays, by the reverse sweep from L back to ``stop``.
 
     Every cotangent is freed once pulled back, except those of ``keep`` (the Variables whose
-    gradients were asked for); ``only``: pull back only through these entries.
+    gradients were asked for); an input older than ``stop`` gets one only when it is in
+    ``keep``; ``only``: pull back only through these entries.
     """
     grads: dict[Variable, Any] = {L: seed}
     if L.prim is None:
@@ -49,6 +50,7 @@ def sweep_values(o: ValueOps, tape: Tape, L: Variable, seed: Any, stop: int, kee
     path = ancestors(L, stop) if stop < tape.dropped else \
         entries[max(stop, base) - base:L.position - base + 1]
     pop, get = grads.pop, grads.get
+    older = stop > base     # (whether an input can be older than every wrt)
     for out in reversed(path):
         g = pop(out, None)
         if g is None:
@@ -63,6 +65,43 @@ def sweep_values(o: ValueOps, tape: Tape, L: Variable, seed: Any, stop: int, kee
         attrs = out.attrs
         outv = out.raw
         inputs = out.more           # Variable.inputs, inlined: the sweep's hot path
+        if inputs is None and not (masks or prim.sparse_vjp or prim.variadic or
+                                   prim.mask_source):
+            # one or two inputs and no structural zeros (the common entry): the general loop
+            # below without what it never needs here
+            x = out.in0
+            b = out.in1
+            unary = b is UNARY
+            if unary:               # (the input of a recorded unary op is a Variable)
+                inputs = (x,)
+                a = x.raw
+            else:
+                inputs = (x, b)
+                a = x.raw if type(x) is Variable else x
+                c = b.raw if type(b) is Variable else b
+            rules = prim.vjp
+            i = -1
+            for x in inputs:
+                i += 1
+                rule = rules[i]
+                if rule is None or type(x) is not Variable or not x.requires_grad or \
+                        only is not None and x not in only or \
+                        older and x.position < stop and x not in keep:
+                    continue
+                if unary:
+                    ct = rule(o, g, outv, a, **attrs) if attrs else rule(o, g, outv, a)
+                else:
+                    ct = rule(o, g, outv, a, c, **attrs) if attrs else rule(o, g, outv, a, c)
+                if ct is None:
+                    continue
+                dtype = x.raw.dtype
+                if ct.dtype is not dtype and ct.dtype != dtype:
+                    ct = o.cast(ct, dtype)
+                old = get(x)
+                grads[x] = ct if old is None else accumulate(o, tape, x, old, ct) if \
+                    type(old) is Sparse or type(ct) is Sparse else o.add(old, ct)
+            g = ct = old = None
+            continue
         if inputs is None:
             x = out.in0
             b = out.in1
@@ -82,8 +121,9 @@ def sweep_values(o: ValueOps, tape: Tape, L: Variable, seed: Any, stop: int, kee
         for x in inputs:
             i += 1
             if type(x) is not Variable or not x.requires_grad or \
-                    only is not None and x not in only:
-                continue
+                    only is not None and x not in only or \
+                    older and x.position < stop and x not in keep:
+                continue    # (older than every wrt and not asked for: nothing to reach)
             if prim.sparse_vjp:    # indexing: same dtype, added up later
                 ct = Sparse(g, attrs["index"], x.raw.shape)
             else:
@@ -99,8 +139,9 @@ def sweep_values(o: ValueOps, tape: Tape, L: Variable, seed: Any, stop: int, kee
                     if masked:
                         ct = rule(o, g, outv, m, *args, **attrs) if attrs else \
                             rule(o, g, outv, m, *args)
-                    elif attrs:
-                        ct = rule(o, g, outv, *args, **attrs)
+                    elif attrs:         # (one input: no argument tuple to build)
+                        ct = rule(o, g, outv, args[0], **attrs) if len(args) == 1 else \
+                            rule(o, g, outv, *args, **attrs)
                     elif len(args) == 2:    # (no argument tuple to build: the common calls)
                         ct = rule(o, g, outv, args[0], args[1])
                     elif len(args) == 1:

@@ -279,19 +279,34 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
         """Record ``prim`` on ``inputs`` with ``attrs`` (every primitive method calls this)."""
         if type(inputs) is not tuple:
             inputs = tuple(inputs)
-        values = []
-        requires = None         # None until an input is a Variable of this Ops
+        n = len(inputs)
+        values = None   # one or two inputs, each a Variable of this Ops or a Python number
+        if n == 2:      # (the common calls): read without a value list
+            a, b = inputs
+            ta, tb = type(a), type(b)
+            if ta is Variable and a.rec is self:
+                if tb is Variable and b.rec is self:
+                    values, requires = (a.raw, b.raw), a.requires_grad or b.requires_grad
+                elif tb is float or tb is int:
+                    values, requires = (a.raw, b), a.requires_grad
+            elif (ta is float or ta is int) and tb is Variable and b.rec is self:
+                values, requires = (a, b.raw), b.requires_grad
+        elif n == 1 and type(inputs[0]) is Variable and inputs[0].rec is self:
+            values, requires = (inputs[0].raw,), inputs[0].requires_grad
         convert = False
-        for x in inputs:
-            tx = type(x)
-            if tx is Variable and x.rec is self:
-                values.append(x.raw)
-                requires = requires or x.requires_grad
-            elif tx is float or tx is int:
-                values.append(x)
-            else:               # constants, free or foreign Variables, batched values
-                convert = True
-                values.append(x)
+        if values is None:
+            values = []
+            requires = None         # None until an input is a Variable of this Ops
+            for x in inputs:
+                tx = type(x)
+                if tx is Variable and x.rec is self:
+                    values.append(x.raw)
+                    requires = requires or x.requires_grad
+                elif tx is float or tx is int:
+                    values.append(x)
+                else:               # constants, free or foreign Variables, batched values
+                    convert = True
+                    values.append(x)
         if convert:
             for x in inputs:
                 if type(x) is Variable and x.rec is not self and x.rec.absorbs and \
@@ -308,7 +323,7 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
         try:
             if attrs:
                 value = prim.forward(*values, **attrs)
-            elif len(values) == 2:  # (no argument tuple to build: the common call)
+            elif n == 2:        # (no argument tuple to build: the common call)
                 value = prim.forward(values[0], values[1])
             else:
                 value = prim.forward(*values)
@@ -336,10 +351,10 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
         out.grad = None
         out.requires_grad = requires and prim.differentiable
         out.prim = prim
-        if len(inputs) == 2:        # set_inputs, inlined: this is the hot path
+        if n == 2:              # set_inputs, inlined: this is the hot path
             out.in0, out.in1 = inputs
             out.more = None
-        elif len(inputs) == 1:
+        elif n == 1:
             out.in0 = inputs[0]
             out.in1 = UNARY
             out.more = None

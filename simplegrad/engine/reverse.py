@@ -184,7 +184,8 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
         except Exception as e:
             _failed(e)
             raise
-    with _sweeping(tape):
+    snap = tape.snapshot()          # (``_sweeping``, inlined: a sweep that fails is undone)
+    try:
         tape.add(BlockBegin(tape.end, "grad", L))
         if isinstance(seed, Variable):
             seed_var = seed
@@ -202,6 +203,9 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
             if type(g) is not Variable:
                 grads[v] = ops.leaf(g, None, False, "leaf")
         tape.add(BlockEnd(tape.end, "grad", L, grads))
+    except BaseException:
+        tape.restore(snap)
+        raise
     tape.last_pass_end = tape.end
     return grads
 
@@ -234,7 +238,8 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
     cotangent (a Variable computed by recorded primitives; ``sweep_values`` for arrays).
 
     ``only``: pull back only through these entries (the ones a ``wrt`` reaches).
-    ``wanted``: the Variables whose gradients were asked for (None: every leaf).
+    ``wanted``: the Variables whose gradients were asked for (None: every leaf); an input
+    older than ``stop`` (the oldest of them) gets a cotangent only when it is one of them.
     """
     grads: dict[Variable, Any] = {L: seed}
     masks: dict[Variable, Any] = {}     # cotangents zero by construction there (core.py)
@@ -243,6 +248,7 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
     pullbacks = tape.pullbacks if tape.keep else None
     if L.prim is None:
         return grads
+    older = wanted is not None and stop > base  # (whether an input can be older than every wrt)
     # the entries from L back to ``stop``, newest first (one slice: a weakly held tape
     # resolves its references once, not at every step); those the tape no longer lists are
     # found through the graph
@@ -262,6 +268,38 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
             b = out.in1
             inputs = (out.in0,) if b is UNARY else (out.in0, b)
         attrs = out.attrs
+        if len(inputs) < 3 and not (masks or prim.sparse_vjp or prim.variadic or
+                                    prim.mask_source):
+            # one or two inputs and no structural zeros (the common entry): the loop below
+            # without what it never needs here
+            rules = prim.vjp
+            cts = []
+            i = -1
+            for x in inputs:
+                i += 1
+                rule = rules[i]
+                if rule is None or type(x) is not Variable or not x.requires_grad or \
+                        only is not None and x not in only or \
+                        older and x.position < stop and x not in wanted:
+                    continue
+                start = len(entries)
+                if len(inputs) == 1:
+                    ct = rule(o, g, out, x, **attrs) if attrs else rule(o, g, out, x)
+                else:
+                    ct = rule(o, g, out, inputs[0], inputs[1], **attrs) if attrs else \
+                        rule(o, g, out, inputs[0], inputs[1])
+                if ct is None:
+                    continue
+                dtype = x.raw.dtype
+                if ct.dtype is not dtype and ct.dtype != dtype:
+                    ct = o.cast(ct, dtype)
+                if pullbacks is not None and len(entries) > start:
+                    pullbacks.add(base + start, base + len(entries), out, i)
+                cts.append((x, ct))
+            for x, ct in cts:       # all cotangents first, then accumulate in input order
+                old = grads.get(x)
+                grads[x] = ct if old is None else accumulate(o, tape, x, old, ct)
+            continue
         m = masks.get(out) if masks else None
         special = prim.mask is not None and (m is not None or prim.mask_source)
         masked = m is not None and prim.vjp_masked is not None
@@ -271,8 +309,9 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
         for x in inputs:
             i += 1
             if type(x) is not Variable or not x.requires_grad or \
-                    only is not None and x not in only:
-                continue
+                    only is not None and x not in only or \
+                    older and x.position < stop and x not in wanted:
+                continue    # (older than every wrt and not asked for: nothing to reach)
             start = len(entries) if pullbacks is not None else 0
             if prim.sparse_vjp:    # indexing: same dtype, added up later
                 ct = Sparse(g, attrs["index"], x.raw.shape)
@@ -288,8 +327,9 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
                 if masked:
                     ct = rule(o, g, out, m, *inputs, **attrs) if attrs else \
                         rule(o, g, out, m, *inputs)
-                elif attrs:
-                    ct = rule(o, g, out, *inputs, **attrs)
+                elif attrs:         # (one input: no argument tuple to build)
+                    ct = rule(o, g, out, inputs[0], **attrs) if len(inputs) == 1 else \
+                        rule(o, g, out, *inputs, **attrs)
                 elif len(inputs) == 2:  # (no argument tuple to build: the common call)
                     ct = rule(o, g, out, inputs[0], inputs[1])
                 else:

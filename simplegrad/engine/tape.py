@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from .events import Event, Pullbacks
-from .variable import RELEASED, Variable, set_inputs
+from .variable import RELEASED, Variable
 
 # ---------------------------------------------------------------- the tape
 
@@ -103,9 +103,10 @@ class Tape(Sequence):
         """Forget the whole history; the entries become leaves (their values are kept) that
         know why they have none (``RELEASED``)."""
         for v in self.entries:
-            if v is not None:
+            if v is not None:       # (set_inputs(v, ()), inlined: one call fewer per entry)
                 v.prim, v.attrs = None, RELEASED
-                set_inputs(v, ())
+                v.in0 = v.in1 = None
+                v.more = ()
         self.base = self.end + 1     # (+1: a leaf made before the release is older than all after)
         self.passes = 0
         self.last_pass_end = -1

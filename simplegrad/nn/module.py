@@ -15,7 +15,6 @@ Ops of its parameters, freed by reference counting when the step's last referenc
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -260,24 +259,30 @@ def _shape(x: Any) -> tuple:
     return shape if type(shape) is tuple else np.shape(x)
 
 
-@contextmanager
-def _swapped(module: Module, params: Mapping[str, Any]) -> Iterator[None]:
-    saved = []
+def _swap(module: Module, params: Mapping[str, Any]) -> list:
+    """Put ``params`` in place of the module's own; returns what ``_restore`` puts back."""
+    saved: list = []
     try:
         for key, value in params.items():
             owner, leaf = module._owner(key)
-            if leaf not in owner._parameters:
+            own = owner._parameters
+            if leaf not in own:
                 raise ArgumentError(f"functional_call: {key!r} is a buffer, not a parameter")
-            old = owner._parameters[leaf]
+            old = own[leaf]
             if _shape(value) != _shape(old):
                 raise ShapeError(f"functional_call: {key} has shape {np.shape(value)}"
                                  f", the module's has shape {np.shape(value_of(old))}")
-            saved.append((owner, leaf, old))
-            owner._parameters[leaf] = value
-        yield
-    finally:
-        for owner, leaf, old in reversed(saved):
-            owner._parameters[leaf] = old
+            saved.append((own, leaf, old))
+            own[leaf] = value
+    except BaseException:
+        _restore(saved)
+        raise
+    return saved
+
+
+def _restore(saved: list) -> None:
+    for own, leaf, old in reversed(saved):
+        own[leaf] = old
 
 
 def functional_call(module: Module, params: Mapping[str, Any], *args: Any,
@@ -290,6 +295,9 @@ def functional_call(module: Module, params: Mapping[str, Any], *args: Any,
     if not isinstance(params, Mapping):
         raise ArgumentError(f"functional_call: params must be a dict of dotted names, got "
                             f"{type(params).__name__}")
-    with _swapped(module, params):
+    saved = _swap(module, params)      # (not a context manager: one fewer frame per call)
+    try:
         return module(*args, **kwargs)
+    finally:
+        _restore(saved)
 

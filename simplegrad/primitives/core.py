@@ -31,8 +31,7 @@ if TYPE_CHECKING:
     from .series import Series
 
 Sampler = Callable[[np.random.Generator, tuple], np.ndarray]
-HELD = object()     # a variadic vjp's answer for an input it has no derivative in: the sweep
-                    # raises when a requested gradient passes there (None would mean zero)
+HELD = object()  # a variadic vjp's "no derivative in this input" (None: zero); sweeps raise
 
 
 @dataclass(frozen=True)
@@ -259,6 +258,8 @@ def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
 
 def keepdims_shape(shape: tuple, axis: Any) -> tuple:
     """The shape a reduction over ``axis`` has with keepdims=True."""
+    if type(axis) is int and -len(shape) <= axis < len(shape):  # one axis: no axes tuple
+        return shape[:axis % len(shape)] + (1,) + shape[axis % len(shape) + 1:]
     axes = normalize_axes(axis, len(shape))
     return tuple(1 if i in axes else n for i, n in enumerate(shape))
 

@@ -6,6 +6,7 @@ recorded reshape and expand; its jvp is the same reduction of the tangent.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -81,7 +82,7 @@ def _mean(x, axis=None, keepdims=False):
 
 
 def _mean_vjp(o: PrimitiveMethods, g, out, x, axis=None, keepdims=False):
-    count = int(np.prod(shape_of(x))) // max(int(np.prod(shape_of(out))), 1)
+    count = math.prod(shape_of(x)) // max(math.prod(shape_of(out)), 1)
     return _spread(o, per_count(o, g, count), x, axis, keepdims)
 
 

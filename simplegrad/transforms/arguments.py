@@ -117,8 +117,7 @@ def context(fname: str, args: Sequence[Any], borrow: bool = True,
     """
     for a in args:
         if type(a) is not np.ndarray:
-            ops = recording_ops(fname, args if all(type(a) is np.ndarray or isinstance(
-                a, Variable) for a in args) else tree_leaves(list(args)))
+            ops = recording_ops(fname, _leaves(args))
             break
     else:           # arrays only (the common case): no tree to walk
         ops = None
@@ -129,6 +128,27 @@ def context(fname: str, args: Sequence[Any], borrow: bool = True,
     if derivative and not ops.recording:
         return ops, None        # under no_grad: see ``run_paused``
     return ops, True
+
+
+def _leaves(args: Sequence[Any]) -> Sequence[Any]:
+    """The leaves of the arguments, in ``tree_leaves`` order."""
+    if all(type(a) is np.ndarray or isinstance(a, Variable) for a in args):
+        return args
+    return flatten(args[0])[0] if len(args) == 1 else tree_leaves(list(args))
+
+
+def flatten(tree: Any) -> tuple[list, TreeDef]:
+    """``tree_flatten(tree)``, read off directly for one dict of arrays and Variables (a
+    model's parameters, the common argument)."""
+    if type(tree) is dict:
+        try:
+            keys = tuple(sorted(tree))
+        except TypeError:       # (keys that do not sort: tree_flatten says so)
+            return tree_flatten(tree)
+        leaves = [tree[k] for k in keys]
+        if all(type(a) is np.ndarray or isinstance(a, Variable) for a in leaves):
+            return leaves, TreeDef(dict, keys, (LEAF,) * len(keys))
+    return tree_flatten(tree)
 
 
 class running:  # noqa: N801 (used as ``with running(ops):``)
@@ -197,7 +217,7 @@ def primals(ops: Ops, args: Sequence[Any], nums: Sequence[int],
             call[i] = x = unstack(primal(ops, a), levels) if levels else ops.var(a)
             trees.append((LEAF, [x]))
             continue
-        leaves, treedef = tree_flatten(a)
+        leaves, treedef = flatten(a)
         xs = [primal(ops, a) if not levels else unstack(primal(ops, a), levels) for a in leaves]
         call[i] = tree_unflatten(treedef, xs)
         trees.append((treedef, xs))
