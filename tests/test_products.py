@@ -257,3 +257,32 @@ def test_product_errors_raise_before_recording():
         with pytest.raises(kind):
             call()
         assert len(op.tape) == before
+
+
+@pytest.mark.parametrize("vector_first", [False, True])
+def test_matrix_vector_gradients_are_an_outer_product_and_one_matmul(vector_first, rng):
+    """W @ x and u @ W: the matrix's gradient is the outer product of the cotangent and the
+    vector (a broadcast product), the vector's is one matmul with W's transpose; against the
+    closed forms of sum(tanh(.)) at orders 1 and 2 (the Hessian in the vector)."""
+    W = rng.normal(size=(4, 3) if not vector_first else (3, 4))
+    v = rng.normal(size=3)
+
+    def f(W, v):
+        return ((v @ W) if vector_first else (W @ v)).tanh().sum()
+    op = sg.Ops()
+    Wv, vv = op.var(W, name="W"), op.var(v, name="v")
+    L = f(Wv, vv)
+    gW, gv = op.grad(L, [Wv, vv])
+    t = np.tanh(v @ W if vector_first else W @ v)
+    d = 1 - t * t
+    np.testing.assert_allclose(gW.value, np.outer(v, d) if vector_first else np.outer(d, v),
+                               rtol=1e-14, atol=1e-15)
+    M = W.T if vector_first else W                  # out = M @ v
+    np.testing.assert_allclose(gv.value, M.T @ d, rtol=1e-14, atol=1e-15)
+    # the gradient block ends with the two pullbacks, in input order: x's first
+    outer, inner = ["reshape", "mul"], ["transpose", "matmul"]
+    assert [e.prim.name for e in op.tape[-4:]] == (inner + outer if vector_first else
+                                                    outer + inner)
+    H = sg.hessian(lambda v: f(W, v))(v)
+    # d2/dv2 sum tanh(M v) = M^T diag(-2 t (1 - t^2)) M
+    np.testing.assert_allclose(H, M.T @ np.diag(-2 * t * d) @ M, rtol=1e-12, atol=1e-14)

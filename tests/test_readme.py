@@ -38,7 +38,7 @@ EXPECTED: dict[str, list[str]] = {
         "v3 = v2.expand([4])    # d(L0 = v1.sum())/dv1\n",
         "first inf: v8 = v7 / dx, in gradient block dL1 (order 2); it computes "
         "d(v5 = dx.log())/ddx",
-        "dL_dW = v10\n------------------\ndW = v10\n",           # pruned, named by alias
+        "dL_dW = v8\n------------------\ndW = v8\n",           # pruned, named by alias
         "v3 = v2.expand([2])    # d(L = v1.sum())/dv1 | known: ['L', 'v1']\n"
         "v4 = v3 * x    # d(v1 = v0 * x)/dv0 | known: ['L', 'v0', 'v1']\n",
         "True\n",                                               # sg.diff: outputs match

@@ -28,6 +28,11 @@ def _matmul_vjp(which: int):
             return o.matmul(g, o.transpose(y)) if which == 0 else o.matmul(o.transpose(x), g)
         if len(xs) == 1 and len(ys) == 1:          # inner product: out is 0-d
             return o.mul(g, y) if which == 0 else o.mul(g, x)
+        if len(xs) + len(ys) == 3:                  # matrix and vector: g is a vector
+            if which == (0 if len(xs) == 2 else 1):   # the matrix: an outer product
+                return (o.mul(o.reshape(g, (xs[0], 1)), y) if which == 0 else
+                        o.mul(o.reshape(x, (ys[0], 1)), g))
+            return o.matmul(g, o.transpose(y)) if which == 0 else o.matmul(o.transpose(x), g)
         # promote 1-D operands to matrices the way numpy does, then undo it (only the other
         # operand is read: which == 0 reads y, which == 1 reads x)
         gshape = shape_of(g)
