@@ -159,7 +159,7 @@ def maml(args, torch, jax) -> list[dict]:
     peers.check_agree("maml", {k: fn() for k, fn in runs.items()}, rtol=1e-9, atol=1e-12)
     cols = {k: COLS[v] for k, v in cols.items()}
     return report(args, f"MAML meta-gradient, {steps} inner SGD steps, 1-40-40-1 MLP", runs,
-                  cols, peers.repeats(args, 9, 25), "simplegrad <= 1.0")
+                  cols, peers.repeats(args, 41, 81), "simplegrad <= 1.0")
 
 
 # ---------------------------------------------------------------- digits step, JAX habit
