@@ -1,12 +1,15 @@
 """The meta-gradient habit (``sg.grad`` of a function calling ``sg.grad``) and the sweep paths
 it leans on: checked against central differences, the recorded sweep, and numpy."""
 
+import itertools
+
 import numpy as np
 import pytest
 
 import simplegrad as sg
 from simplegrad import nn
 from simplegrad.primitives.core import keepdims_shape
+from simplegrad.primitives.reduce import _mean
 from simplegrad.primitives.shape import _expand
 
 # ---------------------------------------------------------------- MAML, end to end
@@ -143,3 +146,21 @@ def test_value_only_sweep_equals_the_recorded_one_on_every_kind_of_entry():
             down[k][i] -= eps
             fd[i] = (loss(*up) - loss(*down)) / (2 * eps)
         np.testing.assert_allclose(values[k], fd, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, np.int64, bool])
+def test_mean_forward_is_numpys_mean_for_every_axis(dtype, rng):
+    """The recorded mean's value equals np.mean's bit for bit (its type and shape too) for
+    every axis form, keepdims, 0-d and one-element arrays; empty arrays warn as numpy does."""
+    for shape in [(), (1,), (7,), (3, 4), (2, 3, 5), (10, 1)]:
+        x = (rng.normal(size=shape) * 1e3).astype(dtype)
+        axes = [None, *range(-len(shape), len(shape))]
+        axes += [c for r in range(2, len(shape) + 1)
+                 for c in itertools.combinations(range(len(shape)), r)]
+        for axis in axes:
+            for keepdims in (False, True):
+                got, want = _mean(x, axis, keepdims), np.mean(x, axis=axis, keepdims=keepdims)
+                assert type(got) is type(want) and np.shape(got) == np.shape(want)
+                np.testing.assert_array_equal(got, want)
+    with pytest.warns(RuntimeWarning):
+        assert np.isnan(_mean(np.zeros((0,), dtype=np.float64)))

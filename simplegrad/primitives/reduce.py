@@ -78,6 +78,11 @@ SUM = register(Primitive(
 
 
 def _mean(x, axis=None, keepdims=False):
+    if type(x) is np.ndarray and x.dtype == np.float64 and x.size:
+        # what np.mean runs for a non-empty float64 array (its sum, then one division by the
+        # count), without its dispatch layers: a third of its time on small arrays
+        total = np.add.reduce(x, axis=axis, keepdims=keepdims)
+        return total / (x.size // max(np.size(total), 1))
     return np.mean(x, axis=axis, keepdims=keepdims)
 
 
