@@ -12,8 +12,12 @@
   (``loss.backward()``, ``torch.optim.SGD``), ``jax.value_and_grad`` + a tree_map update, and
   the step by hand in numpy; also the step through ``sg.jit`` (numpy and numba backends).
 - hvp: the Hessian-vector product of the mean squared error of a 2-6-10-1 tanh MLP (99
-  parameters, one flat vector) on 40 samples, ``sg.hvp``, against PyTorch's double backward and
-  ``jax.jvp(jax.grad)``.
+  parameters, one flat vector) on 40 samples, ``sg.hvp``, against PyTorch's double backward,
+  ``jax.jvp(jax.grad)`` and Pearlmutter's R-op by hand in numpy (the forward, the backward and
+  the directional derivative of each).
+
+The MAML workload has no numpy column: by hand it is the second derivative of three SGD steps
+through the MLP, a program of its own rather than a baseline.
 
 Every run's values are checked against the first run's before timing; ratios are to PyTorch
 eager in the same run (to numpy, or to simplegrad, when PyTorch is missing).
@@ -288,6 +292,30 @@ def unpack(theta, xp_reshape):
     return out
 
 
+def hvp_by_hand(theta: np.ndarray, v: np.ndarray, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """H v of the MLP's mean squared error, written out: the forward and its directional
+    derivative (R-forward), the backward and its directional derivative (R-backward)."""
+    w1, b1, w2, b2, w3, b3 = unpack(theta, np.reshape)
+    V1, c1, V2, c2, V3, c3 = unpack(v, np.reshape)
+    h1 = np.tanh(X @ w1.T + b1)
+    d1 = 1 - h1 * h1
+    h2 = np.tanh(h1 @ w2.T + b2)
+    d2 = 1 - h2 * h2
+    r = h2 @ w3.T + b3 - Y
+    Rh1 = d1 * (X @ V1.T + c1)
+    Rh2 = d2 * (Rh1 @ w2.T + h1 @ V2.T + c2)
+    Rr = Rh2 @ w3.T + h2 @ V3.T + c3
+    gr, Rgr = r * (2 / r.size), Rr * (2 / r.size)
+    gh2 = gr @ w3
+    ga2 = gh2 * d2
+    Rga2 = (Rgr @ w3 + gr @ V3) * d2 - 2 * gh2 * h2 * Rh2
+    gh1 = ga2 @ w2
+    Rga1 = (Rga2 @ w2 + ga2 @ V2) * d1 - 2 * gh1 * h1 * Rh1
+    parts = [Rga1.T @ X, Rga1.sum(0), Rga2.T @ h1 + ga2.T @ Rh1, Rga2.sum(0),
+             Rgr.T @ h2 + gr.T @ Rh2, Rgr.sum(0)]
+    return np.concatenate([p.ravel() for p in parts])
+
+
 def hvp(args, torch, jax) -> list[dict]:
     rng = np.random.default_rng(0)
     n = sum(int(np.prod(s)) for s in SIZES)
@@ -306,6 +334,8 @@ def hvp(args, torch, jax) -> list[dict]:
     cols = {"simplegrad sg.hvp": "simplegrad"}
     jitted = sg.jit(lambda t, u: sg.hvp(loss, t, u))
     runs["simplegrad sg.jit(sg.hvp)"] = lambda: jitted(theta, v)
+    runs["numpy (by hand): Pearlmutter's R-op"] = lambda: hvp_by_hand(theta, v, X, Y)
+    cols["numpy (by hand): Pearlmutter's R-op"] = "numpy"
     if torch is not None:
         Xt, Yt, tt, vt = (torch.tensor(a) for a in (X, Y, theta, v))
 
