@@ -3,8 +3,9 @@
 The chain is the one ``tests/test_engine.py`` differentiates at 10^6 ops: a 2-value vector,
 then ops alternating ``+ 1e-7`` and ``* 1.0000001``, then the sum; each run records it on a
 fresh ``sg.Ops``, takes ``op.grad(L, x, create_graph=False)`` and drops everything (the
-teardown is timed too). Microseconds per op are printed for each length, and the headline is
-the ratio of the cost per op at 10^6 to the cost per op at 10^3, measured in the same run:
+teardown is timed too). The lengths take turns in rounds (2 with ``--quick``, 5 without), each
+with 10^5 ops of the shorter chains; microseconds per op are the medians for each length, and the
+headline is the ratio of the cost per op at 10^6 to the cost per op at 10^3, in the same run:
 
 - with Python's cycle collector as the user has it (on): what a script sees. A full collection
   walks every tracked object, and a recorded op is one (its Variable is its tape entry); the
@@ -48,21 +49,24 @@ def run(n: int) -> tuple[float, np.ndarray]:
     return time.perf_counter() - t0, g
 
 
-def per_op(n: int, repeat: int, paused: bool) -> float:
-    """Median microseconds per op over ``repeat`` runs of length n."""
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        was = gc.isenabled()
-        if paused:
-            gc.disable()
-        try:
-            times.append(run(n)[0])
-        finally:
-            if paused and was:
-                gc.enable()
-            gc.collect()
-    return statistics.median(times) / n * 1e6
+def per_op(rounds: int, paused: bool) -> dict[int, float]:
+    """Median microseconds per op at each length, the lengths taken in turn in each round (so
+    that the machine's load drifts over all of them alike): 10^5 ops of short chains a round."""
+    times: dict[int, list[float]] = {n: [] for n in LENGTHS}
+    was = gc.isenabled()
+    for _ in range(rounds):
+        for n in LENGTHS:
+            for _ in range(max(1, LENGTHS[-2] // n)):
+                gc.collect()
+                if paused:
+                    gc.disable()
+                try:
+                    times[n].append(run(n)[0] / n * 1e6)
+                finally:
+                    if paused and was:
+                        gc.enable()
+    gc.collect()
+    return {n: statistics.median(t) for n, t in times.items()}
 
 
 def torch_per_op(torch: object, n: int, repeat: int) -> float:
@@ -91,10 +95,7 @@ def main() -> None:
     rows, ratios = [], {}
     for paused in (False, True):
         label = "collector paused" if paused else "collector on"
-        costs = {}
-        for length in LENGTHS:
-            many = max(1, min(50, 10**5 // length)) * (1 if args.quick else 3)
-            costs[length] = per_op(length, many if length < n else 3, paused)
+        costs = per_op(peers.repeats(args, 2, 5), paused)
         print(f"\n{label}: microseconds per op (record + gradient + teardown)")
         for length, c in costs.items():
             print(f"  {length:>9,d} ops  {c:6.2f} us  x{c / costs[LENGTHS[0]]:.2f}")
