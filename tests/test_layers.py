@@ -1,4 +1,4 @@
-"""The package's layers: imports point down, no cycles, small modules, a short top level.
+"""The package's layers: imports point down, no cycles, a short top level.
 
 Every import of a simplegrad module by another is read from the source (module level and
 inside functions alike; only ``if TYPE_CHECKING:`` blocks are exempt) and placed on the layers
@@ -36,7 +36,9 @@ FACADES = {
 
 TOP_LEVEL = {"__init__", "__main__", "errors", "pytree", "checks", "estimators", "optim", "cli",
              "expression", "distributed"}
-MAX_LINES = 400
+# modules are drawn by concept; past this many lines a module is worth a second look (a note,
+# never a failure)
+NOTE_LINES = 700
 
 
 def _module_name(path: Path) -> str:
@@ -134,9 +136,14 @@ def test_no_import_cycles():
 
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")),
                          ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_modules_are_small(path):
-    lines = len(path.read_text().splitlines())
-    assert lines <= MAX_LINES, f"{path.name} has {lines} lines; split it by concept"
+def test_modules_say_what_they_hold(path):
+    """No line budget: a module holds one concept, whatever its length, and its docstring names
+    it. A long one is noted (printed with ``-s``), never failed."""
+    text = path.read_text()
+    assert ast.get_docstring(ast.parse(text)), f"{path.name} has no docstring naming its concept"
+    lines = len(text.splitlines())
+    if lines > NOTE_LINES:
+        print(f"note: {path.relative_to(PACKAGE)} has {lines} lines (over {NOTE_LINES})")
 
 
 def test_top_level_is_the_package_face():

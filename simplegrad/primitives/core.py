@@ -129,7 +129,7 @@ class Primitive:
     __slots__ = ("name", "forward", "vjp", "jvp", "fmt", "cases", "domain", "variadic",
                  "sparse_vjp", "tol", "plain", "mask", "mask_source", "elementwise",
                  "differentiable", "vjp_masked", "batch", "taylor", "numpy", "schema",
-                 "__weakref__")
+                 "saves", "__weakref__")
 
     def __init__(self, name: str, forward: Forward,
                  vjp: Sequence[VjpRule | None] | Sequence[VariadicVjpRule],
@@ -139,7 +139,7 @@ class Primitive:
                  mask_source: bool = False, elementwise: bool = False,
                  differentiable: bool = True, batch: BatchRule | None = None,
                  taylor: TaylorRule | None = None, numpy: str | None = None,
-                 schema: Schema | None = None):
+                 schema: Schema | None = None, saves: Sequence[str | int] = ("inputs", "out")):
         self.name = name
         self.forward = forward
         # one VjpRule per input (None: no gradient flows to it); variadic: one VariadicVjpRule
@@ -171,6 +171,9 @@ class Primitive:
         # call of forward
         self.numpy = numpy
         self.schema = schema    # the attributes it records, checked on save and load (schema.py)
+        # the values its reverse-mode rules read: "inputs" (all), input positions, "out"; an
+        # entry keeps only these (the default keeps everything)
+        self.saves = tuple(saves)
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
