@@ -5,8 +5,8 @@ Functions of an ``Ops`` that use its public interface only (its ``tape``, ``reco
 ``Ops.backward`` delegate here (``Ops.jvp`` to forward.py). Every derivative is computed by
 calling primitives on ``o``: the Ops itself when the result is to be recorded (so it can be
 printed and differentiated again), or a ``ValueOps`` when only values are wanted
-(``create_graph=False``). What is checked first (the arguments, a history to differentiate,
-a growing tape) is in guards.py.
+(``create_graph=False``); one walk, ``sweep``, serves both. What is checked first (the
+arguments, a history to differentiate, a growing tape) is in guards.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ShapeError
 from ..primitives import HELD, ValueOps
-from .cotangents import Sparse, accumulate, check_held, densify, sweep_values
+from .cotangents import Sparse, accumulate, check_held, densify
 from .events import BlockBegin, BlockEnd
 from .guards import (
     check_history,
@@ -180,7 +180,7 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
     if not recording:               # values only: nothing is recorded, nothing to undo
         tape.last_pass_end = tape.end   # (a ValueOps of its own: custom rules key memos by it)
         try:
-            return sweep_values(ValueOps(), tape, L, seed_array, stop, keep, only)
+            return sweep(ValueOps(), tape, L, seed_array, stop, only, keep or None, False)
         except Exception as e:
             _failed(e)
             raise
@@ -195,7 +195,7 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
         else:
             seed_var = ops.leaf(seed_array, None, True, "seed")
         try:
-            grads = _sweep(ops, tape, L, seed_var, stop, only, keep or None)
+            grads = sweep(ops, tape, L, seed_var, stop, only, keep or None, True)
         except Exception as e:
             _failed(e)
             raise
@@ -214,7 +214,7 @@ def _failed(e: Exception) -> None:
     """Name in ``e`` the entry the sweep was pulling back when it failed (its frame's)."""
     tb, frame = e.__traceback__, None
     while tb is not None:
-        if tb.tb_frame.f_code in (_sweep.__code__, sweep_values.__code__):
+        if tb.tb_frame.f_code is sweep.__code__:
             frame = tb.tb_frame
         tb = tb.tb_next
     if frame is not None:
@@ -232,62 +232,84 @@ def _sweeping(tape: Tape) -> Iterator[None]:
         raise
 
 
-def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
-           only: set | None, wanted: set | None) -> dict:
-    """The recording reverse sweep: entries leading to L, newest first, each input's
-    cotangent (a Variable computed by recorded primitives; ``sweep_values`` for arrays).
+def sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
+          only: set | None, wanted: set | None, recording: bool) -> dict:
+    """The reverse sweep: entries leading to L, newest first, each input's cotangent.
 
-    ``only``: pull back only through these entries (the ones a ``wrt`` reaches).
-    ``wanted``: the Variables whose gradients were asked for (None: every leaf); an input
-    older than ``stop`` (the oldest of them) gets a cotangent only when it is one of them.
+    ``recording``: ``o`` is the Ops, rules get the entries themselves and every cotangent is a
+    recorded Variable, all of them returned (the gradient block names each); otherwise ``o``
+    is a ``ValueOps``, rules get the entries' values and each cotangent is freed once pulled
+    back, except those of ``wanted``. ``only``: pull back only through these entries (the
+    ones a ``wrt`` reaches). ``wanted``: the Variables whose gradients were asked for (None:
+    every leaf); an input older than ``stop`` (the oldest of them) gets a cotangent only
+    when it is one of them.
     """
     grads: dict[Variable, Any] = {L: seed}
+    if L.prim is None:
+        return grads
     masks: dict[Variable, Any] = {}     # cotangents zero by construction there (core.py)
     entries = tape.entries
     base = tape.base
-    pullbacks = tape.pullbacks if tape.keep else None
-    if L.prim is None:
-        return grads
+    pullbacks = tape.pullbacks if recording and tape.keep else None
+    keep = wanted or ()
     older = wanted is not None and stop > base  # (whether an input can be older than every wrt)
     # the entries from L back to ``stop``, newest first (one slice: a weakly held tape
     # resolves its references once, not at every step); those the tape no longer lists are
     # found through the graph
     path = ancestors(L, stop) if stop < tape.dropped else \
         entries[max(stop, base) - base:L.position - base + 1]
+    get = grads.get
+    take = get if recording else grads.pop
     for out in reversed(path):
-        g = grads.get(out)
+        g = take(out, None)
         if g is None:
             continue
         if type(g) is Sparse:
-            g = grads[out] = densify(o, tape, out, g)
+            g = densify(o, tape, out, g)
+            if recording:
+                grads[out] = g
+        if not recording and out in keep:
+            grads[out] = g
         if only is not None and out not in only:
             continue
         prim = out.prim
+        attrs = out.attrs
         inputs = out.more           # Variable.inputs, inlined: the sweep's hot path
         if inputs is None:
+            x = out.in0
             b = out.in1
-            inputs = (out.in0,) if b is UNARY else (out.in0, b)
-        attrs = out.attrs
-        if len(inputs) < 3 and not (masks or prim.sparse_vjp or prim.variadic or
-                                    prim.mask_source):
+            if b is UNARY:          # (the input of a recorded unary op is a Variable)
+                inputs = (x,)
+                args = inputs if recording else (x.raw,)
+            else:
+                inputs = (x, b)
+                args = inputs if recording else \
+                    (x.raw if type(x) is Variable else x, b.raw if type(b) is Variable else b)
+        else:
+            args = inputs if recording else \
+                [x.raw if type(x) is Variable else x for x in inputs]
+        outv = out if recording else out.raw
+        cts = []
+        if len(args) < 3 and not (masks or prim.sparse_vjp or prim.variadic or
+                                  prim.mask_source):
             # one or two inputs and no structural zeros (the common entry): the loop below
             # without what it never needs here
             rules = prim.vjp
-            cts = []
+            unary = len(args) == 1
             i = -1
             for x in inputs:
                 i += 1
                 rule = rules[i]
                 if rule is None or type(x) is not Variable or not x.requires_grad or \
                         only is not None and x not in only or \
-                        older and x.position < stop and x not in wanted:
+                        older and x.position < stop and x not in keep:
                     continue
                 start = len(entries)
-                if len(inputs) == 1:
-                    ct = rule(o, g, out, x, **attrs) if attrs else rule(o, g, out, x)
+                if unary:
+                    ct = rule(o, g, outv, args[0], **attrs) if attrs else rule(o, g, outv, args[0])
                 else:
-                    ct = rule(o, g, out, inputs[0], inputs[1], **attrs) if attrs else \
-                        rule(o, g, out, inputs[0], inputs[1])
+                    ct = rule(o, g, outv, args[0], args[1], **attrs) if attrs else \
+                        rule(o, g, outv, args[0], args[1])
                 if ct is None:
                     continue
                 dtype = x.raw.dtype
@@ -295,66 +317,62 @@ def _sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
                     ct = o.cast(ct, dtype)
                 if pullbacks is not None and len(entries) > start:
                     pullbacks.add(base + start, base + len(entries), out, i)
-                cts.append((x, ct))
-            for x, ct in cts:       # all cotangents first, then accumulate in input order
-                old = grads.get(x)
-                grads[x] = ct if old is None else accumulate(o, tape, x, old, ct)
-            continue
-        m = masks.get(out) if masks else None
-        special = prim.mask is not None and (m is not None or prim.mask_source)
-        masked = m is not None and prim.vjp_masked is not None
-        rules = prim.vjp_masked if masked else prim.vjp
-        cts = []
-        i = -1
-        for x in inputs:
-            i += 1
-            if type(x) is not Variable or not x.requires_grad or \
-                    only is not None and x not in only or \
-                    older and x.position < stop and x not in wanted:
-                continue    # (older than every wrt and not asked for: nothing to reach)
-            start = len(entries) if pullbacks is not None else 0
-            if prim.sparse_vjp:    # indexing: same dtype, added up later
-                ct = Sparse(g, attrs["index"], x.raw.shape)
-            elif prim.variadic:
-                ct = prim.vjp[0](o, g, out, i, *inputs, **(attrs or {}))
-                if ct is HELD:
-                    check_held(out, x, wanted, stop)
-                    continue
-            else:
-                rule = rules[i]
-                if rule is None:
-                    continue
-                if masked:
-                    ct = rule(o, g, out, m, *inputs, **attrs) if attrs else \
-                        rule(o, g, out, m, *inputs)
-                elif attrs:         # (one input: no argument tuple to build)
-                    ct = rule(o, g, out, inputs[0], **attrs) if len(inputs) == 1 else \
-                        rule(o, g, out, *inputs, **attrs)
-                elif len(inputs) == 2:  # (no argument tuple to build: the common call)
-                    ct = rule(o, g, out, inputs[0], inputs[1])
+                cts.append((x, ct, None))
+        else:
+            m = masks.get(out) if masks else None
+            special = prim.mask is not None and (m is not None or prim.mask_source)
+            masked = m is not None and prim.vjp_masked is not None
+            rules = prim.vjp_masked if masked else prim.vjp
+            i = -1
+            for x in inputs:
+                i += 1
+                if type(x) is not Variable or not x.requires_grad or \
+                        only is not None and x not in only or \
+                        older and x.position < stop and x not in keep:
+                    continue    # (older than every wrt and not asked for: nothing to reach)
+                start = len(entries)
+                if prim.sparse_vjp:    # indexing: same dtype, added up later
+                    ct = Sparse(g, attrs["index"], x.raw.shape)
+                elif prim.variadic:
+                    ct = prim.vjp[0](o, g, outv, i, *args, **(attrs or {}))
+                    if ct is HELD:
+                        check_held(out, x, wanted, stop)
+                        continue
                 else:
-                    ct = rule(o, g, out, *inputs)
-            if ct is None:
-                continue
-            if type(ct) is not Sparse and ct.dtype is not x.raw.dtype and \
-                    ct.dtype != x.raw.dtype:
-                ct = o.cast(ct, x.raw.dtype)
-            mask = prim.mask(o, m, i, out, *inputs, **(attrs or {})) if special else None
-            if pullbacks is not None and len(entries) > start:
-                pullbacks.add(base + start, base + len(entries), out, i)
-            cts.append((x, ct, mask))
+                    rule = rules[i]
+                    if rule is None:
+                        continue
+                    if masked:
+                        ct = rule(o, g, outv, m, *args, **attrs) if attrs else \
+                            rule(o, g, outv, m, *args)
+                    elif attrs:
+                        ct = rule(o, g, outv, *args, **attrs)
+                    else:
+                        ct = rule(o, g, outv, *args)
+                if ct is None:
+                    continue
+                if type(ct) is not Sparse and ct.dtype is not x.raw.dtype and \
+                        ct.dtype != x.raw.dtype:
+                    ct = o.cast(ct, x.raw.dtype)
+                mask = prim.mask(o, m, i, outv, *args, **(attrs or {})) if special else None
+                if pullbacks is not None and len(entries) > start:
+                    pullbacks.add(base + start, base + len(entries), out, i)
+                cts.append((x, ct, mask))
         for x, ct, mask in cts:    # all cotangents first, then accumulate in input order
-            old = grads.get(x)
+            old = get(x)
             if old is None:
                 grads[x] = ct
                 if mask is not None:
                     masks[x] = mask
-            else:
-                grads[x] = accumulate(o, tape, x, old, ct)
-                if masks:
-                    before = masks.pop(x, None)
-                    if before is not None and mask is not None:
-                        masks[x] = before if before is mask else o.logical_and(before, mask)
+                continue
+            grads[x] = accumulate(o, tape, x, old, ct)
+            if masks:
+                before = masks.pop(x, None)
+                if before is not None and mask is not None:
+                    masks[x] = before if before is mask else o.logical_and(before, mask)
+        # the loop's names would hold the last cotangents and the totals they replaced until
+        # the next entry's: free them now (arrays of the peak, in a value-only sweep)
+        g = ct = old = cts = args = outv = None
     for v, g in grads.items():
         if type(g) is Sparse:
             grads[v] = densify(o, tape, v, g)
