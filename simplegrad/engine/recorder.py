@@ -331,7 +331,10 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
             err = translate(prim, inputs, e)
             if err is e:
                 raise
-            raise err from e
+            try:
+                raise err from e
+            finally:    # (the frame would hold the error that holds the frame: a cycle)
+                del err
         if type(value) is not np.ndarray and isinstance(value, np.generic):
             value = np.asarray(value)
         if not self.recording:      # no history: op.grad of it says why (reverse.py)
