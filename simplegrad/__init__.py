@@ -46,8 +46,7 @@ from .pytree import (
     tree_unflatten,
 )
 from .transforms.checkpoint import checkpoint
-from .transforms.custom import custom_vjp
-from .transforms.custom_jvp import custom_jvp
+from .transforms.custom import custom_jvp, custom_vjp
 from .transforms.forward import derivative, jvp
 from .transforms.jacobians import hessian, hvp, jacfwd, jacobian, jacrev
 from .transforms.jit import jit

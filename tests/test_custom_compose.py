@@ -14,7 +14,7 @@ import pytest
 
 import simplegrad as sg
 from simplegrad import nn
-from simplegrad.transforms.custom_rules import linear_in_cotangent
+from simplegrad.transforms.custom import linear_in_cotangent
 
 TOL = {"rtol": 1e-12, "atol": 1e-14}
 FD = {"rtol": 1e-6, "atol": 1e-8}

@@ -1,4 +1,4 @@
-"""``sg.simplify``: a Program rewritten by the rules of ``simplegrad.rules``.
+"""``sg.simplify``: a Program rewritten by the rules of ``primitives/rewrites.py``.
 
 One pass in tape order: each entry's arguments are renamed to what earlier entries became, then
 the entry is folded (all arguments constant), reduced to an input (an identity), rewritten
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 def simplify(prog: Program) -> Program:
     """An equal Program with constants folded, identities applied, common subexpressions shared
-    and entries no output needs removed (see ``simplegrad.rules``)."""
+    and entries no output needs removed (see ``primitives/rewrites.py``)."""
     if not any(c.__name__ == "Program" for c in type(prog).__mro__):     # (core imports us)
         raise ArgumentError(f"simplify: expected a Program, got {type(prog).__name__}")
     b = Builder(list(prog.inputs))

@@ -4,8 +4,7 @@ of the transform around them."""
 
 from .arguments import ArgNums, Result
 from .checkpoint import checkpoint
-from .custom import custom_vjp
-from .custom_jvp import custom_jvp
+from .custom import custom_jvp, custom_vjp
 from .forward import derivative, jvp
 from .jacobians import hessian, hvp, jacfwd, jacobian, jacrev
 from .jit import jit

@@ -1,4 +1,5 @@
-"""The arguments and results of the transforms: which Ops records, primals, results, argnums.
+"""The arguments and results of the transforms: which Ops records (under ``no_grad`` too),
+primals, results, keyword arguments, ``has_aux`` outputs, argnums.
 
 Every transform is a thin layer over ``Ops.grad`` (the reverse sweep) and
 ``Ops.jvp`` (the forward sweep), so whatever it computes is recorded by the
@@ -14,7 +15,7 @@ derivative pass runs on values only (``create_graph=False``). Free Variables
 (sg.Parameter) join the Ops the transform records on. ``recording_ops`` answers "which
 Ops" for nn's layers (``nn.ops_of``) and the optimisers too. Under ``no_grad`` a
 transform still computes its derivatives (on an Ops of its own) and records nothing on
-the caller's: its results are Variables of that Ops holding values only (``paused``).
+the caller's: its results are Variables of that Ops holding values only (``run_paused``).
 Under vmap a transform is the same code: its primals are lifted to every running vmap's
 level (``active``, ``lifted``) and the sweeps run on the stacks (engine/levels.py); inside a
 vmap on an Ops of its own, with no other transform around, a gradient is a value-only sweep
@@ -28,6 +29,19 @@ not ``2 * x``). The reverse sweep stops at that entry (``Ops.grad`` never
 sweeps entries older than its oldest ``wrt``), so the caller's graph is not
 differentiated again.
 Arguments not named by ``argnums`` reach ``f`` unchanged (arrays stay arrays).
+
+Under ``op.no_grad()``: a derivative taken while the caller's Ops records nothing cannot be
+recorded there; the transform runs on the arguments' values instead (per example inside vmap,
+on an Ops of its own at the same levels), and its results return as Variables of the caller's
+Ops holding values only. A function among the results (vjp's pullback) runs the same way when
+called.
+
+Keyword arguments reach ``f`` unchanged and are never differentiated (as in JAX); they count
+for which Ops the transform records on (a Variable among them belongs to the caller), and
+under ``no_grad`` they are handed to the paused call with the positional ones.
+``has_aux=True``: ``f`` returns ``(output, aux)``; the output is differentiated and ``aux``,
+any pytree, is handed back beside the result: Variables as they are when nested (the
+transform around can differentiate them, as JAX's tracers), else plain arrays.
 
 Arguments, results, cotangents and tangents may be pytrees (nested dicts, lists and tuples;
 see pytree.py): every leaf of a differentiated argument is a primal, and derivatives come back
@@ -43,17 +57,19 @@ from typing import Any
 import numpy as np
 
 from ..engine.batched import FINAL
-from ..engine.levels import Batched, Level, lifted, unstack
+from ..engine.levels import Batched, Level, lifted, stacked, unstack
 from ..engine.ops import Ops, recorder_of
 from ..engine.params import FREE, FreeOps
 from ..engine.recorder import Recorder
 from ..engine.variable import Variable
 from ..errors import ArgumentError, DisconnectedWarning, GraphError, ShapeError, warn
+from ..primitives.core import value_of
 from ..primitives.shape import RESHAPE
 from ..pytree import LEAF, TreeDef, tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 ArgNums = int | tuple[int, ...]
 Result = Any        # a Variable when nested, a numpy array otherwise
+
 
 # ---------------------------------------------------------------- which Ops records
 
@@ -187,6 +203,69 @@ class own(running):  # noqa: N801 (used as ``with own(ops, nested):``)
         _RUNNING.stack.pop()
         if not self.nested:
             self.ops.release()
+
+
+# ---------------------------------------------------------------- under no_grad
+
+
+def run_paused(ops: Ops, fn: Callable, args: Sequence[Any]) -> Any:
+    """``fn`` (the transform) on the values of ``args``, its results handed back as Variables
+    of ``ops`` that hold values only; a function among the results is wrapped the same way."""
+    levels = active(ops)
+    if levels:
+        return _paused_at(ops, levels, fn, args)
+    values = tree_map(lambda a: a.raw if isinstance(a, Variable) else a, list(args))
+    _RUNNING.stack, saved = [], getattr(_RUNNING, "stack", [])
+    try:
+        out = fn(*values)
+    finally:
+        _RUNNING.stack = saved
+    return _unrecorded(ops, out)
+
+
+def _paused_at(ops: Ops, levels: list[Level], fn: Callable, args: Sequence[Any]) -> Any:
+    """``run_paused`` under vmap: ``fn`` at the same levels on an Ops of its own, on every
+    example's values; a function among the results (a pullback) runs there again when called,
+    so that Ops lives as long as such a function does (and is freed with it)."""
+    mine = Ops()
+    rec = mine.recorder
+
+    def example(a: Any) -> Variable:    # a's values at every level, batched there on mine
+        return unstack(rec.var(value_of(stacked(ops, a, levels, "an argument")),
+                               requires_grad=False), levels)
+
+    def back(r: Any) -> Variable:       # a result's values, as unrecorded on ops
+        return unstack(ops.unrecorded(np.array(value_of(stacked(rec, r, levels, "a result")))),
+                       levels)
+
+    def results(out: Any) -> Any:
+        if callable(out):
+            return lambda *a, _keep=mine: call(out, a)
+        if isinstance(out, tuple) and any(callable(o) for o in out):
+            return tuple(results(o) for o in out)
+        return tree_map(back, out)
+
+    def call(f: Callable, a: Sequence[Any]) -> Any:
+        _RUNNING.stack, saved = [running(rec, level) for level in levels], getattr(
+            _RUNNING, "stack", [])
+        try:
+            return results(f(*tree_map(example, list(a))))
+        finally:
+            _RUNNING.stack = saved
+
+    out = call(fn, args)
+    if not (callable(out) or isinstance(out, tuple) and any(callable(o) for o in out)):
+        rec.release()       # nothing calls back into it: its memory returns now
+    return out
+
+
+def _unrecorded(ops: Ops, out: Any) -> Any:
+    if callable(out):
+        return lambda *a: _unrecorded(ops, run_paused(ops, out, a))
+    if isinstance(out, tuple) and any(callable(o) for o in out):
+        return tuple(_unrecorded(ops, o) for o in out)
+    return tree_map(lambda r: ops.unrecorded(np.asarray(r)) if isinstance(r, np.ndarray) or
+                    np.isscalar(r) else r, out)
 
 
 # ---------------------------------------------------------------- primals
@@ -336,6 +415,49 @@ def disconnected(fname: str, f: Callable, ops: Ops | None, ys: Sequence[Variable
          "the tape (.value, float(), math.*)?", DisconnectedWarning)
 
 
+# ---------------------------------------------------------------- keyword arguments and has_aux
+
+
+def everything(args: Sequence[Any], kwargs: dict) -> tuple:
+    """The positional and keyword arguments together, for ``context`` to find the Ops."""
+    return (*args, *kwargs.values()) if kwargs else tuple(args)
+
+
+def paused(ops: Ops, fn: Callable, args: Sequence[Any], kwargs: dict) -> Any:
+    """``run_paused`` of ``fn(*args, **kwargs)``."""
+    if not kwargs:
+        return run_paused(ops, fn, args)
+    n, keys = len(args), list(kwargs)
+    return run_paused(ops, lambda *a: fn(*a[:n], **dict(zip(keys, a[n:]))),
+                      (*args, *kwargs.values()))
+
+
+def split_aux(fname: str, out: Any, has_aux: bool) -> tuple[Any, Any]:
+    """``(output, aux)`` of f's result (aux None without ``has_aux``)."""
+    if not has_aux:
+        return out, None
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        got = f"a {type(out).__name__} of length {len(out)}" if isinstance(
+            out, (tuple, list)) else type(out).__name__
+        raise ArgumentError(f"{fname}: with has_aux=True, f must return a pair (output, aux), "
+                            f"got {got}")
+    return out[0], out[1]
+
+
+def aux_result(nested: bool, aux: Any) -> Any:
+    """``aux`` handed back: as it is when nested, else its Variables as arrays of their own."""
+    if nested:
+        return aux
+    return tree_map(lambda a: np.array(a.raw) if isinstance(a, Variable) else a, aux)
+
+
+def check_has_aux(fname: str, has_aux: Any) -> bool:
+    """``has_aux`` checked to be a bool."""
+    if not isinstance(has_aux, (bool, np.bool_)):
+        raise ArgumentError(f"{fname}: has_aux must be True or False, not {has_aux!r}")
+    return bool(has_aux)
+
+
 # ---------------------------------------------------------------- argnums and checks
 
 
@@ -373,4 +495,3 @@ def check_callable(fname: str, f: Any) -> None:
     """Raise ArgumentError unless ``f`` is callable."""
     if not callable(f):
         raise ArgumentError(f"{fname}: expected a function, got {type(f).__name__}")
-

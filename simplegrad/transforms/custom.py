@@ -1,6 +1,8 @@
-"""Custom gradients (``custom_vjp``) and the machinery it shares with ``checkpoint``.
+"""Custom rules: ``custom_vjp`` and ``custom_jvp``, a Python function recorded as one entry
+whose derivative is the user's rule; the pytrees through that entry; and the machinery
+(``CustomFunction``) that ``checkpoint`` (checkpoint.py) shares.
 
-Both turn a Python function into a ``Primitive`` made at run time and kept out
+Each turns a Python function into a ``Primitive`` made at run time and kept out
 of ``REGISTRY``. Calling the function records ONE entry, printed as the call a
 reader would write (``v7 = softplus(v3)``, ``v9 = checkpoint(block)(v3, W)``);
 keyword arguments become the entry's attributes (constants, never
@@ -10,36 +12,66 @@ Variables, so whatever they compute is on the tape and can be differentiated
 again; given ``o`` = VALUES they run the same code on Variables of a scratch Ops
 and hand back arrays.
 
-API choice: ``f = custom_vjp(forward)`` then ``f.defvjp(bwd)`` with ``bwd(g, out, *inputs,
-**attrs)`` returning one cotangent per input (``None`` for "no gradient"): every built-in vjp
-rule's signature minus ``o``. The tape keeps the inputs and the output, so there is no ``ctx``,
-and one rule serves recorded and value-only sweeps. JAX's ``f.defvjp(fwd, bwd)`` works too
-(``FromResiduals``: fwd runs again in the backward, recording its residuals). A ``bwd``
-written with simplegrad operations works at every order; one that returns numpy arrays, or a
-nonzero cotangent that does not depend on the Variable ``g`` (made from ``g.value``), works at
-first order, and differentiating its result again raises
-``NotDifferentiableError``. Forward mode uses ``f.defjvp(rule)`` when given (JAX's
-custom_jvp signature, custom_rules.py); else it is derived from the vjp, ``J t`` being the
-gradient with respect to a fresh ``u`` (of ones) of ``<bwd(u), t>``, which is right only
-when ``bwd`` is linear in ``u``: that is tested once per function (``linear_in_cotangent``)
-and a rule that is not (gradient clipping) makes forward mode raise, naming the function.
-
 Which Ops records the call: ``recording_ops`` of the arguments (Parameters join it); with
 Parameters only, or no Variable, the transform running around the call, else the implicit
 Ops of Parameters. The forward and the rules run with their Ops around them (``running``),
-so transforms inside them may close over the function's arguments. A Variable that requires
-grad read through a closure of the forward (a Parameter, a Variable of the caller's Ops) is
-refused, the rule giving it no gradient; one that takes none is a constant. A forward that
-fails leaves the caller's tape as it was.
+so transforms inside them may close over the function's arguments. The forward records on a
+scratch Ops (``ForwardOps``): a Variable that requires grad read through its closure (a
+Parameter, a Variable of the caller's Ops) is refused, the rule giving it no gradient; one
+that takes none is a constant. A forward that fails leaves the caller's tape as it was.
 
-Pytree arguments and outputs (custom_trees.py): the entry's inputs are the leaves of the
-arguments, a pytree output is raveled into its one output and sliced back, and the rule sees
-the call's structures (``g`` and ``out`` as the output, one cotangent per argument, ``None``
-for a whole argument or a leaf). ``nondiff_argnums`` (as JAX's) are kept off the inputs and
-reach the rule first: ``bwd(*nondiff, g, out, *other_inputs)``.
+Pytree arguments and outputs: the entry's inputs are the leaves of the arguments, a pytree
+output is raveled into its one output and sliced back, and the rule sees the call's
+structures (``g`` and ``out`` as the output, one cotangent per argument, ``None`` for a whole
+argument or a leaf). A ``Packing`` is made per call (``pack``) and rides on the entry as its
+``_pack`` attribute (compared by value, so equal calls share a key); the forward fills in the
+output's structure, which the rules read to rebuild ``g`` and ``out`` for the user's rule and
+to flatten the cotangents it returns. ``nondiff_argnums`` (as JAX's) are kept off the inputs
+and reach the rule first: ``bwd(*nondiff, g, out, *other_inputs)``.
 
-``checkpoint`` (checkpoint.py) and ``custom_jvp`` (custom_jvp.py) are the other dynamic
-primitives built on ``CustomFunction``.
+``custom_vjp``. API choice: ``f = custom_vjp(forward)`` then ``f.defvjp(bwd)`` with ``bwd(g,
+out, *inputs, **attrs)`` returning one cotangent per input (``None`` for "no gradient"): every
+built-in vjp rule's signature minus ``o``. The tape keeps the inputs and the output, so there
+is no ``ctx``, and one rule serves recorded and value-only sweeps. JAX's ``f.defvjp(fwd,
+bwd)`` works too (``FromResiduals``: fwd runs again in the backward, recording its residuals).
+A ``bwd`` written with simplegrad operations works at every order; one that returns numpy
+arrays, or a nonzero cotangent that does not depend on the Variable ``g`` (made from
+``g.value``), works at first order (``raw_backward`` records it), and differentiating its
+result again raises ``NotDifferentiableError``. Forward mode uses ``f.defjvp(rule)`` when
+given (``JVPRule``, below); else it is derived from the vjp, ``J t`` being the gradient with
+respect to a fresh ``u`` (of ones) of ``<bwd(u), t>``, which is right only when ``bwd`` is
+linear in ``u``: that is tested once per function (``linear_in_cotangent``) and a rule that is
+not (gradient clipping) makes forward mode raise, naming the function.
+
+``linear_in_cotangent`` is the test: forward mode through a custom_vjp is the transpose of its
+vjp rule, which is right only when the rule is linear in its cotangent ``g`` (gradient
+clipping, ``g -> clip(g, -c, c)``, is not). It runs the rule on values at the entry's
+primal point, at two fixed-seed random cotangents ``u1``, ``u2`` of the output's shape, and
+checks additivity with homogeneity (``bwd(a u1 + b u2) = a bwd(u1) + b bwd(u2)``, a = 1.75,
+b = -0.625) and homogeneity at scales 1e6 and 1e-6 (``bwd(s u1) = s bwd(u1)``; float16: 16
+and 1/16), each to 1e-4 (float32: 3.5e-3, float16: 0.3) relative to the largest term
+compared: a rule that is not linear misses by order one (a small shift ``g + c`` at the
+1e-6 scale), and a linear one computed in lower precision (float32 inside a float64 rule)
+still passes. Six rule calls, once per function (the caller caches the answer); a rule whose
+values are not finite there is given the benefit of the doubt.
+
+A user's jvp rule (``JVPRule``) is ``rule(primals, tangents) -> (primal_out, tangent_out)``,
+JAX's ``custom_jvp`` signature (with ``nondiff_argnums``: ``rule(*nondiff, primals,
+tangents)``), primals and tangents being tuples of the differentiated arguments in the call's
+structures. Given ``o`` = the recording Ops, the rule runs on the entry's recorded Variables,
+so its tangent is recorded and can be differentiated again; given ``o`` = VALUES it runs on
+Variables of a scratch Ops and hands back an array. A tangent that is ``None`` (an input that
+does not move) reaches the rule as zeros. A rule that returns numpy arrays works at first
+order; differentiating its tangent again raises ``NotDifferentiableError``.
+
+``custom_jvp`` (``jax.custom_jvp``): ``f = sg.custom_jvp(fn)`` then ``f.defjvp(rule)``.
+Forward mode (``jvp``, ``jacfwd``, ``hessian``'s forward pass, ``derivative``) runs the rule.
+Reverse mode transposes it: the rule is linear in its tangents, so the cotangent of input i
+for the output cotangent ``g`` is the gradient in fresh tangents ``t`` (zeros) of
+``<rule(primals, t)[1], g>``, recorded (one reverse sweep of the tangent program the rule
+records) so that it is a function of ``g`` and the primals and differentiates again, at every
+order. A rule that is not linear in its tangents gives a wrong gradient, as in JAX. Pytrees,
+the recording Ops, closures and vmap (one entry per example) are as for ``custom_vjp``.
 """
 
 from __future__ import annotations
@@ -62,23 +94,16 @@ from ..engine.variable import Variable
 from ..errors import ArgumentError, GraphError, NotDifferentiableError, ShapeError
 from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive, shape_of, value_of
-from ..pytree import tree_map
+from ..pytree import LEAF, TreeDef, prefix_leaves, tree_flatten, tree_map, tree_unflatten
 from .arguments import around, recording_ops, running
-from .custom_rules import (
-    ForwardOps,
-    FromResiduals,
-    JVPRule,
-    Pending,
-    linear_in_cotangent,
-    raw_backward,
-)
-from .custom_trees import Packing, nondiff_positions, pack, user_tangent
+from .ravel import ravel_pytree
 
 # ---------------------------------------------------------------- shared machinery
 
 
 class CustomFunction:
-    """A function recorded as one entry of a dynamic primitive (CustomVJP, Checkpoint)."""
+    """A function recorded as one entry of a dynamic primitive (CustomVJP, CustomJVP,
+    Checkpoint)."""
 
     def __init__(self, fn: Callable, label: str):
         if not callable(fn):
@@ -247,6 +272,297 @@ def wrap_values(scratch: Ops, values: tuple, positions: tuple) -> list:
     return args
 
 
+def _float_dtype(x: Any) -> np.dtype:
+    dtype = np.asarray(value_of(x)).dtype
+    return dtype if dtype.kind == "f" else np.dtype(np.float64)
+
+
+# ---------------------------------------------------------------- the forward's scratch Ops
+
+
+class ForwardOps(Recorder):
+    """The scratch Ops a custom function's forward records on: a Variable that requires grad
+    read through a closure is refused (the rule gives gradients for the arguments only); one
+    that does not is a constant."""
+
+    def __init__(self) -> None:
+        super().__init__(borrow=True)
+
+    def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Variable:
+        """A closure's Variable that takes no gradient as a constant; refuse any other."""
+        if x.requires_grad:
+            kind = "a Parameter" if x.rec is FREE else "a Variable of another Ops"
+            raise GraphError(f"{prim.name}: reads {x.name} ({kind}) through a closure, and the "
+                             "rule gives it no gradient")
+        return self.leaf(x.raw, None, False)
+
+
+# ---------------------------------------------------------------- a sweep's cotangents
+
+
+class Pending:
+    """The cotangents of one entry while the sweep asks for them input by input.
+
+    Weak (a recorded sweep): the cotangents are entries of the tape, which keeps them alive,
+    and the key's ids are checked through weak references to g and the entry (its inputs are
+    the entry's own). Strong (a value-only sweep): the arrays are held, for as long as the
+    sweep's ValueOps lives.
+    """
+
+    __slots__ = ("held", "waiting", "key_objects", "weak")
+
+    def __init__(self, cts: list, wrt: tuple, key_objects: tuple, weak: bool):
+        self.weak = weak
+        self.held = [weakref.ref(c) if weak and c is not None else c for c in cts]
+        self.key_objects = tuple(map(weak_ref, key_objects[:2])) if weak else key_objects
+        self.waiting = set(wrt)
+
+    def cotangents(self) -> list | None:
+        """The cotangents, or None when one of them or of the key's objects is gone."""
+        if not self.weak:
+            return self.held
+        if any(r() is None for r in self.key_objects):
+            return None
+        cts = [None if r is None else r() for r in self.held]
+        if any(c is None and r is not None for c, r in zip(cts, self.held)):
+            return None
+        return cts
+
+
+def weak_ref(x: Any) -> Callable[[], Any]:
+    """A weak reference to x; a number (which cannot have one, and is small) is held."""
+    try:
+        return weakref.ref(x)
+    except TypeError:
+        return lambda: x
+
+
+# ---------------------------------------------------------------- pytrees through the entry
+
+
+class Packing:
+    """How one call's arguments and output map to its entry's flat inputs and output."""
+
+    __slots__ = ("label", "n", "nondiff", "trees", "out", "shapes", "dtypes")
+
+    def __init__(self, label: str, n: int, nondiff: tuple, trees: tuple):
+        self.label = label
+        self.n = n                  # number of positional arguments
+        self.nondiff = nondiff      # ((position, value), ...): never differentiated
+        self.trees = trees          # the structure of each other argument
+        self.out: TreeDef | None = None     # the output's structure, once the forward ran
+        self.shapes: list = []
+        self.dtypes: list = []
+
+    def _key(self) -> tuple:
+        return (self.label, self.n, tuple(p for p, _ in self.nondiff), self.trees)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Packing) and self._key() == other._key() and all(
+            a is b for (_, a), (_, b) in zip(self.nondiff, other.nondiff))
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Packing({self.trees})"
+
+    # ------------------------------------------------------------ arguments
+
+    def arguments(self, leaves: list) -> list:
+        """The differentiated arguments (structured) from the entry's flat inputs."""
+        out, k = [], 0
+        for treedef in self.trees:
+            m = treedef.num_leaves
+            out.append(leaves[k] if treedef is LEAF else tree_unflatten(treedef, leaves[k:k + m]))
+            k += m
+        return out
+
+    def held(self) -> list:
+        """The nondiff arguments, in order: the rules get them first."""
+        return [v for _, v in self.nondiff]
+
+    def call_arguments(self, leaves: list) -> list:
+        """Every positional argument of the function, nondiff ones in their places."""
+        rest = iter(self.arguments(leaves))
+        fixed = dict(self.nondiff)
+        return [fixed[i] if i in fixed else next(rest) for i in range(self.n)]
+
+    def cotangents(self, cts: Any) -> list:
+        """The rule's cotangents (one per differentiated argument, a pytree or None) as one
+        per flat input."""
+        if len(self.trees) == 1 and not isinstance(cts, (tuple, list)):
+            cts = (cts,)
+        if not isinstance(cts, (tuple, list)) or len(cts) != len(self.trees):
+            got = len(cts) if isinstance(cts, (tuple, list)) else type(cts).__name__
+            raise ArgumentError(f"{self.label}: the backward rule must return "
+                                f"{len(self.trees)} cotangent(s) (one per differentiated "
+                                f"argument, None for none), got {got}")
+        flat: list = []
+        for i, (c, treedef) in enumerate(zip(cts, self.trees)):
+            flat += prefix_leaves(c, treedef, lambda c: c is None, f"{self.label}: the "
+                                  f"backward rule's cotangent for argument {i}")
+        return flat
+
+    # ------------------------------------------------------------ the output
+
+    def output_value(self, y: Any) -> Any:
+        """The forward's result as the entry's one array (a pytree raveled), noting its
+        structure."""
+        leaves, treedef = tree_flatten(y)
+        self.out = treedef
+        values = [value_of(a) for a in leaves]
+        values = [v if hasattr(v, "shape") and hasattr(v, "dtype") else np.asarray(v)
+                  for v in values]
+        self.shapes = [tuple(v.shape) for v in values]
+        self.dtypes = [np.dtype(v.dtype) for v in values]
+        if treedef is LEAF:
+            return values[0]
+        if not values:
+            raise ArgumentError(f"{self.label}: the function returned {y!r}, which holds no "
+                                "array")
+        dtype = np.result_type(*self.dtypes)
+        return np.concatenate([np.ravel(v).astype(dtype, copy=False) for v in values])
+
+    def structured(self, flat: Any) -> Any:
+        """The entry's output (or a cotangent or tangent of it) in the output's structure."""
+        if self.out is None or self.out is LEAF:
+            return flat
+        template = tree_unflatten(self.out, [np.zeros(s, d)
+                                             for s, d in zip(self.shapes, self.dtypes)])
+        return ravel_pytree(template)[1](flat)
+
+    def flat_output(self, tree: Any) -> Any:
+        """A pytree of the output's structure (a tangent) as one vector, as the entry holds
+        it: recorded when it holds Variables."""
+        if self.out is None or self.out is LEAF:
+            return tree
+        leaves, treedef = tree_flatten(tree)
+        if treedef != self.out:
+            raise ArgumentError(f"{self.label}: the jvp rule gave a tangent of structure "
+                                f"{treedef} for an output of structure {self.out}")
+        if not any(isinstance(a, Variable) for a in leaves):
+            dtype = np.result_type(*self.dtypes)
+            return np.concatenate([np.ravel(np.asarray(value_of(a))).astype(dtype)
+                                   for a in leaves])
+        return ravel_pytree(tree)[0]
+
+
+def pack(label: str, args: tuple, nondiff_argnums: tuple) -> tuple[list, Packing]:
+    """The entry's flat inputs for a call, and its Packing."""
+    nondiff = tuple((i, args[i]) for i in nondiff_argnums if i < len(args))
+    if len(nondiff) != len(nondiff_argnums):
+        raise ArgumentError(f"{label}: nondiff_argnums={nondiff_argnums} names an argument "
+                            f"the call with {len(args)} argument(s) does not have")
+    for i, a in nondiff:
+        if any(isinstance(b, Variable) for b in tree_flatten(a)[0]):
+            raise ArgumentError(f"{label}: argument {i} is in nondiff_argnums but holds a "
+                                "Variable; pass it as a differentiated argument (its rule may "
+                                "return None for its cotangent)")
+    held = {i for i, _ in nondiff}
+    leaves: list = []
+    trees = []
+    for i, a in enumerate(args):
+        if i in held:
+            continue
+        ls, treedef = tree_flatten(a)
+        leaves += ls
+        trees.append(treedef)
+    return leaves, Packing(label, len(args), nondiff, tuple(trees))
+
+
+def nondiff_positions(label: str, nums: Any) -> tuple[int, ...]:
+    """``nondiff_argnums`` checked: a tuple of distinct argument positions (ints >= 0)."""
+    if isinstance(nums, (int, np.integer)) and not isinstance(nums, bool):
+        nums = (nums,)
+    if not isinstance(nums, (tuple, list)) or any(
+            isinstance(i, bool) or not isinstance(i, (int, np.integer)) or i < 0
+            for i in nums) or len(set(nums)) != len(nums):
+        raise ArgumentError(f"{label}: nondiff_argnums must be a tuple of distinct argument "
+                            f"positions (ints >= 0), not {nums!r}")
+    return tuple(sorted(int(i) for i in nums))
+
+
+# ---------------------------------------------------------------- a user's jvp rule
+
+
+class JVPRule:
+    """A forward-mode rule ``rule(primals, tangents) -> (primal_out, tangent_out)``."""
+
+    def __init__(self, label: str, rule: Callable):
+        if not callable(rule):
+            raise ArgumentError(f"{label}.defjvp: expected a function, got "
+                                f"{type(rule).__name__}")
+        self.label = label
+        self.rule = rule
+
+    def tangent(self, o: PrimitiveMethods, ts: list, out: Any, inputs: tuple,
+                positions: tuple, kw: dict) -> Any:
+        """The tangent of the entry's output for the input tangents ``ts``."""
+        recording = isinstance(o, Ops)
+        r = o if recording else Recorder(borrow=True)
+        try:
+            primals = list(inputs)
+            if not recording:       # values: Variables of the scratch Ops where they were
+                for i in positions:
+                    primals[i] = r.unrecorded(inputs[i])
+            tangents = [np.zeros(shape_of(x), dtype=_float_dtype(x)) if t is None
+                        else t if recording else r.unrecorded(t)
+                        for x, t in zip(inputs, ts)]
+            with running(r):
+                got = self.rule(tuple(primals), tuple(tangents), **kw)
+            t_out = self._checked(got, out)
+            if not recording:
+                return np.asarray(value_of(t_out))
+            if isinstance(t_out, Variable) and t_out.rec is r:
+                return t_out
+            moving = tuple(t for t in (*ts, *inputs) if isinstance(t, Variable))
+            return r.apply(_RAW_TANGENT, moving, {"value": np.asarray(value_of(t_out)),
+                                                  "label": self.label}, None)
+        finally:
+            if not recording:
+                r.release()
+
+    def _checked(self, got: Any, out: Any) -> Any:
+        if not isinstance(got, (tuple, list)) or len(got) != 2:
+            raise ArgumentError(f"{self.label}: the jvp rule must return a pair (primal_out, "
+                                f"tangent_out), got {type(got).__name__}")
+        t_out = got[1]
+        if shape_of(t_out) != shape_of(out):
+            raise ShapeError(f"{self.label}: the jvp rule gave a tangent of shape "
+                             f"{shape_of(t_out)} for an output of shape {shape_of(out)}")
+        return t_out
+
+
+def _refuse(*args: Any, label: str, **attrs: Any) -> Any:
+    raise NotDifferentiableError(
+        f"{label}: its jvp rule returned numpy arrays instead of Variables, so its tangent "
+        "cannot be differentiated again; write the rule with simplegrad operations on the "
+        "primals and tangents")
+
+
+_RAW_TANGENT = Primitive(
+    "custom_jvp_raw", lambda *values, value, label: value, [_refuse], _refuse,
+    lambda args, attrs, render: f"{attrs['label']}_jvp({', '.join(args)})", [], variadic=True)
+
+
+def user_tangent(label: str, rule: Callable, o: Any, ts: list, out: Any, inputs: tuple,
+                 attrs: dict) -> Any:
+    """The tangent of a custom entry's output by the user's jvp rule
+    ``rule(*nondiff, primals, tangents) -> (primal_out, tangent_out)``, which sees the call's
+    structures (one primal and one tangent per differentiated argument)."""
+    packing: Packing = attrs["_pack"]
+
+    def flat_rule(primals: tuple, tangents: tuple, **kw: Any) -> Any:
+        got = rule(*packing.held(), tuple(packing.arguments(list(primals))),
+                   tuple(packing.arguments(list(tangents))), **kw)
+        if isinstance(got, (tuple, list)) and len(got) == 2:
+            return got[0], packing.flat_output(got[1])
+        return got
+    kw = {k: v for k, v in attrs.items() if not k.startswith("_")}
+    return JVPRule(label, flat_rule).tangent(o, ts, out, inputs, attrs["_vars"], kw)
+
+
 # ---------------------------------------------------------------- custom_vjp
 
 
@@ -258,7 +574,7 @@ class CustomVJP(CustomFunction):
         self._nondiff = nondiff_positions(self._label, nondiff_argnums)
         self._bwd: Callable | None = None
         self._jvp_rule: Callable | None = None
-        self._linear: bool | None = None      # is the vjp rule linear in g (custom_rules.py)
+        self._linear: bool | None = None      # is the vjp rule linear in g (linear_in_cotangent)
         self._raw = raw_backward(self._label)
 
     def defvjp(self, bwd: Callable, jax_bwd: Callable | None = None) -> Callable:
@@ -378,7 +694,7 @@ class CustomVJP(CustomFunction):
         return jt
 
     def _check_linear(self, out: Any, inputs: tuple, attrs: dict) -> None:
-        """Raise unless the vjp rule is linear in g (tested once per function: custom_rules.py)."""
+        """Raise unless the vjp rule is linear in g (``linear_in_cotangent``, once per function)."""
         if self._linear is None:
             values = tuple(value_of(x) for x in inputs)
             self._linear = linear_in_cotangent(
@@ -397,3 +713,147 @@ def custom_vjp(fn: Callable | None = None, nondiff_argnums: tuple[int, ...] = ()
     if fn is None:
         return lambda f: CustomVJP(f, nondiff_argnums)
     return CustomVJP(fn, nondiff_argnums)
+
+
+class FromResiduals:
+    """JAX's pair as one rule: ``fwd(*args) -> (out, residuals)`` run again on the recorded
+    arguments (so the residuals are recorded too and every order works), then
+    ``bwd(*nondiff, residuals, g)`` giving one cotangent per differentiated argument."""
+
+    def __init__(self, fwd: Callable, bwd: Callable):
+        self.fwd, self.bwd = fwd, bwd
+
+    def __call__(self, packing: Packing, g: Any, args: list, **attrs: Any) -> Any:
+        """The cotangents of the call with arguments ``args`` for output cotangent g."""
+        result = self.fwd(*args, **attrs)
+        if not isinstance(result, tuple) or len(result) != 2:
+            raise ArgumentError(f"{packing.label}: the fwd given to defvjp must return a pair "
+                                f"(output, residuals), got {type(result).__name__}")
+        return self.bwd(*packing.held(), result[1], g)
+
+
+# ---------------------------------------------------------------- a backward made of raw arrays
+
+
+def raw_backward(label: str) -> Primitive:
+    """The primitive recording a cotangent that a vjp rule gave as an array (or computed from
+    ``g.value``): right as a value, and differentiating it raises, naming the function."""
+
+    def refuse(*args: Any, **attrs: Any) -> Any:
+        if attrs.get("frozen"):
+            raise NotDifferentiableError(
+                f"{label}: its backward rule returned a cotangent for input "
+                f"{attrs['position']} that does not depend on the cotangent g (computed from "
+                "g.value, say), so its gradient cannot be differentiated again (grad of grad, "
+                "or a jvp through it); write the backward with simplegrad operations on g itself")
+        raise NotDifferentiableError(
+            f"{label}: its backward rule returned numpy arrays instead of Variables, so its "
+            "gradient cannot be differentiated again (grad of grad, or a jvp through it); "
+            "write the backward with simplegrad operations on g, out and the inputs")
+
+    def fmt(args: list[str], attrs: dict, render: Callable) -> str:
+        return f"{label}_bwd({', '.join(args)})[{attrs['position']}]"
+    return Primitive(f"{label}_bwd", _raw_forward, [refuse], refuse, fmt, [], variadic=True)
+
+
+def _raw_forward(*values: Any, ct: np.ndarray, position: int, frozen: bool) -> np.ndarray:
+    return ct
+
+
+# ---------------------------------------------------------------- is a vjp rule linear in g
+
+
+def linear_in_cotangent(cotangents: Callable[[np.ndarray], list], out: Any) -> bool:
+    """Whether ``cotangents(u)`` (one array or None per input) is linear in ``u`` (see the
+    module docstring for the test and its tolerance)."""
+    out = np.asarray(value_of(out))
+    dtype = out.dtype if out.dtype.kind == "f" else np.dtype(np.float64)
+    rng = np.random.default_rng(0)
+    u1, u2 = (rng.standard_normal(out.shape).astype(dtype) for _ in range(2))
+    c1, c2 = cotangents(u1), cotangents(u2)
+    a, b = 1.75, -0.625
+    big = min(1e6, float(np.finfo(dtype).max) ** 0.25)     # (float16: 16)
+    cases = [(a * u1 + b * u2, [(a, c1), (b, c2)]), (big * u1, [(big, c1)]),
+             (u1 / big, [(1 / big, c1)])]
+    tol = max(1e-4, 10 * float(np.sqrt(np.finfo(dtype).eps)))
+    for u, terms in cases:
+        for k, got in enumerate(cotangents(u.astype(dtype))):
+            parts = [s * np.asarray(c[k], dtype=np.float64) for s, c in terms
+                     if c[k] is not None]
+            want = sum(parts) if parts else 0.0
+            scale = sum(float(np.max(np.abs(p), initial=0.0)) for p in parts)
+            have = 0.0 if got is None else np.asarray(got, dtype=np.float64)
+            diff = float(np.max(np.abs(have - want), initial=0.0))
+            if diff > tol * scale:      # (nan compares False: the benefit of the doubt)
+                return False
+    return True
+
+
+# ---------------------------------------------------------------- custom_jvp
+
+
+class CustomJVP(CustomFunction):
+    """A function whose derivative is a user tangent rule (``.defjvp``)."""
+
+    def __init__(self, fn: Callable, nondiff_argnums: tuple[int, ...] = ()):
+        super().__init__(fn, getattr(fn, "__name__", "custom"))
+        self._nondiff = nondiff_positions(self._label, nondiff_argnums)
+        self._rule: Callable | None = None
+
+    def defjvp(self, rule: Callable) -> Callable:
+        """Attach the tangent rule ``rule(primals, tangents) -> (primal_out, tangent_out)``
+        (usable as a decorator); returns ``rule``."""
+        if not callable(rule):
+            raise ArgumentError(f"{self._label}.defjvp: expected a function, got "
+                                f"{type(rule).__name__}")
+        self._rule = rule
+        return rule
+
+    def _checked_rule(self) -> Callable:
+        if self._rule is None:
+            raise NotDifferentiableError(f"{self._label}: no tangent rule; attach one with "
+                                         f"@{self._label}.defjvp")
+        return self._rule
+
+    def _jvp(self, o: PrimitiveMethods, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
+        if all(t is None for t in ts):
+            return None
+        return user_tangent(self._label, self._checked_rule(), o, ts, out, inputs, attrs)
+
+    def _cotangents(self, o: PrimitiveMethods, g: Any, out: Any, inputs: tuple,
+                    attrs: dict) -> list:
+        rule = self._checked_rule()
+        recording = isinstance(o, Ops)
+        r = o if recording else Recorder(borrow=True)
+        try:
+            if recording:
+                xs, gv, ov = list(inputs), g, out
+            else:
+                xs = wrap_values(r, inputs, attrs["_vars"])
+                gv, ov = r.unrecorded(g), r.unrecorded(out)
+            wrt = attrs["_wrt"]
+            ts = [r.var(np.zeros(shape_of(x), _float_dtype(x))) if i in wrt else None
+                  for i, x in enumerate(inputs)]
+            t_out = user_tangent(self._label, rule, r, ts, ov, tuple(xs), attrs)
+            cts: list = [None] * len(inputs)
+            moving = [t for t in ts if t is not None]
+            if not moving:
+                return cts
+            pairing = r.sum(r.mul(t_out, gv))
+            gs = r.grad(pairing, moving, create_graph=recording)
+            for i, t, c in zip(wrt, moving, gs):
+                t.grad = None
+                cts[i] = c if recording else np.asarray(value_of(c))
+            return cts
+        finally:
+            if not recording:
+                r.release()
+
+
+def custom_jvp(fn: Callable | None = None, nondiff_argnums: tuple[int, ...] = ()) -> Any:
+    """``fn`` as one recorded operation whose derivative is the tangent rule given to
+    ``.defjvp`` (forward mode directly, reverse mode by its transpose); without ``fn``, the
+    decorator with those options."""
+    if fn is None:
+        return lambda f: CustomJVP(f, nondiff_argnums)
+    return CustomJVP(fn, nondiff_argnums)

@@ -20,22 +20,26 @@ from .arguments import (
     Result,
     active,
     argnums_kind,
+    aux_result,
     check_callable,
+    check_has_aux,
     context,
     disconnected,
+    everything,
     flat,
     leaf_shape,
     leaves_like,
     output,
     outputs,
     own,
+    paused,
     primals,
     resolve,
     result,
     results,
+    run_paused,
+    split_aux,
 )
-from .calls import aux_result, check_has_aux, everything, paused, split_aux
-from .paused import run_paused
 from .taylor import derivative_entry as taylor_derivative_entry
 
 

@@ -25,24 +25,28 @@ from .arguments import (
     ArgNums,
     Result,
     argnums_kind,
+    aux_result,
     check_callable,
+    check_has_aux,
     context,
     disconnected,
+    everything,
     flat,
     leaf_shape,
     leaves_like,
     output,
     outputs,
     own,
+    paused,
     primals,
     regroup,
     resolve,
     result,
     results,
+    run_paused,
     scalar,
+    split_aux,
 )
-from .calls import aux_result, check_has_aux, everything, paused, split_aux
-from .paused import run_paused
 
 
 def jacobian(f: Callable, argnums: ArgNums = 0,

@@ -35,8 +35,8 @@ from .arguments import (
     primals,
     recording_ops,
     results,
+    run_paused,
 )
-from .paused import run_paused
 
 
 def linearize(f: Callable, *xs: Any) -> tuple[Any, Callable]:

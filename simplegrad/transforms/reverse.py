@@ -24,26 +24,30 @@ from .arguments import (
     ArgNums,
     Result,
     argnums_kind,
+    aux_result,
     check_callable,
+    check_has_aux,
     context,
     disconnected,
+    everything,
     flat,
     leaf_shape,
     leaves_like,
     output,
     outputs,
     own,
+    paused,
     primals,
     recording_ops,
     regroup,
     resolve,
     results,
+    run_paused,
     running,
     scalar,
+    split_aux,
     values_only,
 )
-from .calls import aux_result, check_has_aux, everything, paused, split_aux
-from .paused import run_paused
 
 # ---------------------------------------------------------------- public transforms
 

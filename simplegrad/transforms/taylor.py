@@ -31,8 +31,8 @@ from .arguments import (
     outputs,
     own,
     primals,
+    run_paused,
 )
-from .paused import run_paused
 from .ravel import ravel_pytree
 
 if TYPE_CHECKING:

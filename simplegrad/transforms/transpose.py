@@ -43,11 +43,11 @@ from .arguments import (
     recording_ops,
     regroup,
     results,
+    run_paused,
 )
 from .arguments import primals as leaves_of
 from .custom import _undone_on_failure
 from .linearity import check_linear
-from .paused import run_paused
 from .reverse import _pulled
 from .tracing import _param_names
 

@@ -49,8 +49,7 @@ from ..pytree import (
     tree_structure,
     tree_unflatten,
 )
-from .arguments import context, running
-from .calls import everything
+from .arguments import context, everything, running
 
 # ---------------------------------------------------------------- vmap
 
