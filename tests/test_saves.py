@@ -270,6 +270,9 @@ PROGRAMS = {
     "constants": lambda op, x, y: op.add(op.pow(x, 3.0), op.pow(2.0, x)) + op.div(1.0, y),
     "bounds": lambda op, x, y: op.clip(y, None, 0.5) + op.clip(x, -0.5, None),
     "under a mask": lambda op, x, y: op.where(op.greater(x, 0), op.sqrt(op.abs(x)), 0.0),
+    "recorded parameters": lambda op, x, y: op.betainc(
+        op.var(np.full(4, 1.5), requires_grad=False), 2.0, op.sigmoid(x)),
+    "constant operand": lambda op, x, y: op.einsum("ij,j,jk->ik", y, x, np.ones((4, 2))),
     "mask through shapes": lambda op, x, y: op.sum(op.where(op.greater(y, 0), op.log(
         op.reshape(op.expand(op.abs(x), (3, 4)), (4, 3)).T), y), axis=0),
 }

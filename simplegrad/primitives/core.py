@@ -207,10 +207,10 @@ def normalize_saves(name: str, saves: Sequence[str | int],
             out = True
         elif type(item) is int or isinstance(item, np.integer):
             i = int(item)
-            if i < 0 or nin is not None and i >= nin:
-                raise bad(f"names input {i}, which a primitive of "
-                          f"{'any number of' if nin is None else nin} input(s) "
-                          f"{'cannot count from the end' if i < 0 else 'does not have'}")
+            if i < 0:
+                raise bad(f"names input {i} (positions count from 0)")
+            if nin is not None and i >= nin:
+                raise bad(f"names input {i} of a primitive of {nin} input(s)")
             if i in positions:
                 raise bad(f"names input {i} twice")
             positions.append(i)
