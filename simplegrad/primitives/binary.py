@@ -90,7 +90,7 @@ CLIP = elementwise("clip", np.clip, _clip_fmt, (
            Case(((3,), (), (3,))),
            Case(((4,), (4,), (4,)), label="crossed", domain=(ANY, uniform(0.2, 1.0),
                                                              uniform(-1.0, -0.2)))],
-    taylor=linear("clip"), schema=attrs(shape_rule=broadcasting(CLIPPED)))
+    taylor=linear("clip"), schema=attrs(shape_rule=broadcasting(CLIPPED)), saves=("inputs",))
 
 # ---------------------------------------------------------------- fmax, fmin
 
@@ -121,18 +121,20 @@ def _nan_other(o: PrimitiveMethods, x, y, sense):
 
 FMAX = elementwise("fmax", np.fmax, "fmax({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _nan_share(o, x, y, 1.0)),
-    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, 1.0))), taylor=linear("fmax"))
+    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, 1.0))), taylor=linear("fmax"),
+    saves=("inputs",))
 
 FMIN = elementwise("fmin", np.fmin, "fmin({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _nan_share(o, x, y, -1.0)),
-    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, -1.0))), taylor=linear("fmin"))
+    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, -1.0))), taylor=linear("fmin"),
+    saves=("inputs",))
 
 # ---------------------------------------------------------------- mod, arctan2, hypot
 
 MOD = elementwise("mod", np.remainder, "{0} % {1}", (
     lambda o, g, out, x, y: g,
     lambda o, g, out, x, y: o.neg(o.mul(g, o.floor(o.div(x, y))))),
-    domain=(ANY, NONZERO), taylor=linear("mod"))
+    domain=(ANY, NONZERO), taylor=linear("mod"), saves=("inputs",))
 
 
 def _radius2(o: PrimitiveMethods, x, y):
@@ -157,7 +159,7 @@ def _arctan2_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, y: Any, x: 
 ARCTAN2 = elementwise("arctan2", np.arctan2, "arctan2({0}, {1})", (
     lambda o, g, out, y, x: o.div(o.mul(g, x), _radius2(o, x, y)),
     lambda o, g, out, y, x: o.neg(o.div(o.mul(g, y), _radius2(o, x, y)))),
-    domain=(NONZERO, NONZERO), taylor=_arctan2_taylor)
+    domain=(NONZERO, NONZERO), taylor=_arctan2_taylor, saves=("inputs",))
 
 
 
@@ -171,7 +173,7 @@ def _hypot_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, y: An
 HYPOT = elementwise("hypot", np.hypot, "hypot({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, o.div(x, out)),
     lambda o, g, out, x, y: o.mul(g, o.div(y, out))),
-    domain=(NONZERO, NONZERO), taylor=_hypot_taylor)
+    domain=(NONZERO, NONZERO), taylor=_hypot_taylor, saves=("inputs", "out"))
 
 # ---------------------------------------------------------------- logaddexp, logaddexp2
 
@@ -204,11 +206,13 @@ def _logaddexp2_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any,
 
 LOGADDEXP = elementwise("logaddexp", np.logaddexp, "logaddexp({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share_of(o, x, y)),
-    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x))), taylor=_logaddexp_taylor)
+    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x))), taylor=_logaddexp_taylor,
+    saves=("inputs",))
 
 LOGADDEXP2 = elementwise("logaddexp2", np.logaddexp2, "logaddexp2({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share_of(o, x, y, LN2)),
-    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x, LN2))), taylor=_logaddexp2_taylor)
+    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x, LN2))), taylor=_logaddexp2_taylor,
+    saves=("inputs",))
 
 # numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
 UFUNCS = {np.fmax: "fmax", np.fmin: "fmin", np.remainder: "mod", np.arctan2: "arctan2",

@@ -129,7 +129,7 @@ class Primitive:
     __slots__ = ("name", "forward", "vjp", "jvp", "fmt", "cases", "domain", "variadic",
                  "sparse_vjp", "tol", "plain", "mask", "mask_source", "elementwise",
                  "differentiable", "vjp_masked", "batch", "taylor", "numpy", "schema",
-                 "saves", "__weakref__")
+                 "saves", "saved_inputs", "saves_out", "__weakref__")
 
     def __init__(self, name: str, forward: Forward,
                  vjp: Sequence[VjpRule | None] | Sequence[VariadicVjpRule],
@@ -171,12 +171,57 @@ class Primitive:
         # call of forward
         self.numpy = numpy
         self.schema = schema    # the attributes it records, checked on save and load (schema.py)
-        # the values its reverse-mode rules read: "inputs" (all), input positions, "out"; an
-        # entry keeps only these (the default keeps everything)
-        self.saves = tuple(saves)
+        # the values its reverse-mode rules (vjp, vjp_masked, mask) read: "inputs" (all), input
+        # positions, "out"; () reads shapes only. An entry keeps only these of its Variables
+        # (constants are always kept); the default keeps everything. Read by the engine as
+        # ``saved_inputs`` (the positions kept, None: every input) and ``saves_out``.
+        self.saves, self.saved_inputs, self.saves_out = normalize_saves(
+            name, saves, None if variadic else len(self.vjp))
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
+
+
+def normalize_saves(name: str, saves: Sequence[str | int],
+                    nin: int | None) -> tuple[tuple, tuple[int, ...] | None, bool]:
+    """A ``saves`` declaration as (its canonical form, the input positions it keeps or None
+    for every input, whether it keeps the output); a malformed one raises naming ``name``.
+
+    ``nin`` is the number of inputs (None: variadic, any number)."""
+    def bad(why: str) -> ValueError:
+        return ValueError(f"primitive {name!r}: saves={saves!r} {why}; give a tuple of "
+                          '"inputs", "out" and input positions, e.g. ("inputs",), (0, "out") '
+                          "or ()")
+    if isinstance(saves, (str, bytes)) or not isinstance(saves, Sequence):
+        raise bad("is not a tuple")
+    everything = out = False
+    positions: list[int] = []
+    for item in saves:
+        if item == "inputs" and type(item) is str:
+            if everything:
+                raise bad('names "inputs" twice')
+            everything = True
+        elif item == "out" and type(item) is str:
+            if out:
+                raise bad('names "out" twice')
+            out = True
+        elif type(item) is int or isinstance(item, np.integer):
+            i = int(item)
+            if i < 0:
+                raise bad(f"names input {i} (positions count from 0)")
+            if nin is not None and i >= nin:
+                raise bad(f"names input {i} of a primitive of {nin} input(s)")
+            if i in positions:
+                raise bad(f"names input {i} twice")
+            positions.append(i)
+        else:
+            raise bad(f"holds {item!r}")
+    if everything and positions:
+        raise bad('names input positions beside "inputs", which keeps them all')
+    kept = None if everything or nin is not None and len(positions) == nin and nin > 0 \
+        else tuple(sorted(positions))
+    form = (("inputs",) if kept is None else kept) + (("out",) if out else ())
+    return form, kept, out
 
 
 REGISTRY: dict[str, Primitive] = {}

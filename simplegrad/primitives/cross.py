@@ -44,7 +44,7 @@ CROSS = register(Primitive(
     [Case(((3,), (3,))), Case(((2, 3), (3,))), Case(((3, 4), (3, 1)), {"axis": -2}),
      Case(((2, 3, 2), (2, 3, 2)), {"axis": -2})],
     batch=lambda o, xs, batched, axis=-1: _batch_cross(o, xs, batched, axis),
-    taylor=multilinear("cross"), schema=attrs(shape_rule=crossed, axis=AXIS)))
+    taylor=multilinear("cross"), schema=attrs(shape_rule=crossed, axis=AXIS), saves=("inputs",)))
 
 
 def _batch_cross(o: PrimitiveMethods, xs, batched, axis):

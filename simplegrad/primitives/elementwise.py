@@ -76,12 +76,14 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
                 jvp: JvpRule | None = None, mask: MaskRule = elementwise_mask,
                 mask_source: bool = False, masked: bool = True,
                 taylor: TaylorRule | None = None, numpy: str | None = None,
-                schema: Schema | None = None) -> Primitive:
+                schema: Schema | None = None,
+                saves: Sequence[str | int] = ("inputs", "out")) -> Primitive:
     """Register an elementwise primitive from its forward and per-input derivative rules.
 
     A derivative rule ``d(o, g, out, *xs)`` is linear in ``g`` (so it has a vjp rule's
     signature); None means no gradient flows to that input (a derivative that is zero
-    everywhere it exists, or an input that is not differentiable).
+    everywhere it exists, or an input that is not differentiable). ``saves``: what the rules
+    read (``Primitive``).
     """
     nin = len(d)
     if schema is None:      # a ufunc forward: numpy's broadcasting and loop dtype
@@ -96,7 +98,8 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
     prim = Primitive(
         name, forward, [broadcast_vjp(r, i, nin) for i, r in enumerate(d)],
         jvp or summed_jvp(d), fmt, cases, domain=domain, mask=mask, mask_source=mask_source,
-        elementwise=True, batch=pointwise(name), taylor=taylor, numpy=numpy, schema=schema)
+        elementwise=True, batch=pointwise(name), taylor=taylor, numpy=numpy, schema=schema,
+        saves=saves)
     if masked:
         prim.vjp_masked = tuple(masked_vjp(r, i, nin) for i, r in enumerate(d))
     return register(prim)
@@ -106,11 +109,11 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
 
 ADD = elementwise("add", np.add, "{0} + {1}", (
     lambda o, g, out, x, y: g,
-    lambda o, g, out, x, y: g), taylor=linear("add"), numpy="{0} + {1}")
+    lambda o, g, out, x, y: g), taylor=linear("add"), numpy="{0} + {1}", saves=())
 
 SUB = elementwise("sub", np.subtract, "{0} - {1}", (
     lambda o, g, out, x, y: g,
-    lambda o, g, out, x, y: o.neg(g)), taylor=linear("sub"), numpy="{0} - {1}")
+    lambda o, g, out, x, y: o.neg(g)), taylor=linear("sub"), numpy="{0} - {1}", saves=())
 
 def _mul_jvp(o: PrimitiveMethods, ts, out, x, y):
     """t_x y + x t_y. Recorded, the sum of both products (the rules as written, so that the
@@ -126,7 +129,7 @@ def _mul_jvp(o: PrimitiveMethods, ts, out, x, y):
 _MUL_RULES = (lambda o, g, out, x, y: o.mul(g, y), lambda o, g, out, x, y: o.mul(g, x))
 _MUL_SUMMED = summed_jvp(_MUL_RULES)
 MUL = elementwise("mul", np.multiply, "{0} * {1}", _MUL_RULES, jvp=_mul_jvp,
-                  taylor=multilinear("mul"), numpy="{0} * {1}")
+                  taylor=multilinear("mul"), numpy="{0} * {1}", saves=("inputs",))
 
 
 
@@ -138,10 +141,10 @@ def _div_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, y: Any)
 DIV = elementwise("div", np.divide, "{0} / {1}", (
     lambda o, g, out, x, y: o.div(g, y),
     lambda o, g, out, x, y: o.neg(o.mul(g, o.div(out, y)))),
-    domain=(ANY, NONZERO), taylor=_div_taylor, numpy="{0} / {1}")
+    domain=(ANY, NONZERO), taylor=_div_taylor, numpy="{0} / {1}", saves=(1, "out"))
 
 NEG = elementwise("neg", np.negative, "-{0}", (
-    lambda o, g, out, x: o.neg(g),), taylor=linear("neg"), numpy="-{0}")
+    lambda o, g, out, x: o.neg(g),), taylor=linear("neg"), numpy="-{0}", saves=())
 
 
 def _pow_dx(o: PrimitiveMethods, g, out, x, y):
@@ -245,7 +248,7 @@ def _pow_at_zero(o: PrimitiveMethods, xs: Series, a: Any, zero: Any, order: int)
 
 
 POW = elementwise("pow", np.power, "{0} ** {1}", (_pow_dx, _pow_dy), domain=(POSITIVE, ANY),
-                  taylor=_pow_taylor)
+                  taylor=_pow_taylor, saves=("inputs", "out"))
 
 # ---------------------------------------------------------------- transcendental
 
@@ -255,7 +258,7 @@ def _exp_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 
 EXP = elementwise("exp", np.exp, "{0}.exp()", (
-    lambda o, g, out, x: o.mul(g, out),), taylor=_exp_taylor)
+    lambda o, g, out, x: o.mul(g, out),), taylor=_exp_taylor, saves=("out",))
 
 
 def _log_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -264,7 +267,7 @@ def _log_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 
 LOG = elementwise("log", np.log, "{0}.log()", (
-    lambda o, g, out, x: o.div(g, x),), domain=POSITIVE, taylor=_log_taylor)
+    lambda o, g, out, x: o.div(g, x),), domain=POSITIVE, taylor=_log_taylor, saves=("inputs",))
 
 
 def _sqrt_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -273,7 +276,8 @@ def _sqrt_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Ser
 
 
 SQRT = elementwise("sqrt", np.sqrt, "{0}.sqrt()", (
-    lambda o, g, out, x: o.div(g, o.mul(out, 2)),), domain=POSITIVE, taylor=_sqrt_taylor)
+    lambda o, g, out, x: o.div(g, o.mul(out, 2)),), domain=POSITIVE, taylor=_sqrt_taylor,
+    saves=("out",))
 
 
 def _sin_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -282,7 +286,7 @@ def _sin_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 
 SIN = elementwise("sin", np.sin, "{0}.sin()", (
-    lambda o, g, out, x: o.mul(g, o.cos(x)),), taylor=_sin_taylor)
+    lambda o, g, out, x: o.mul(g, o.cos(x)),), taylor=_sin_taylor, saves=("inputs",))
 
 
 def _cos_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -291,7 +295,7 @@ def _cos_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 
 COS = elementwise("cos", np.cos, "{0}.cos()", (
-    lambda o, g, out, x: o.neg(o.mul(g, o.sin(x))),), taylor=_cos_taylor)
+    lambda o, g, out, x: o.neg(o.mul(g, o.sin(x))),), taylor=_cos_taylor, saves=("inputs",))
 
 
 def _tanh_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -305,7 +309,8 @@ def _tanh_d(o: PrimitiveMethods, g, out, x):
 
 
 TANH = elementwise("tanh", np.tanh, "{0}.tanh()", (_tanh_d,),
-                   jvp=lambda o, ts, out, x: _tanh_d(o, ts[0], out, x), taylor=_tanh_taylor)
+                   jvp=lambda o, ts, out, x: _tanh_d(o, ts[0], out, x), taylor=_tanh_taylor,
+                   saves=("out",))
 
 
 def _sigmoid(x: Any) -> Any:
@@ -326,7 +331,7 @@ def _sigmoid_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> 
 
 SIGMOID = elementwise("sigmoid", _sigmoid, "{0}.sigmoid()", (
     lambda o, g, out, x: o.mul(g, o.mul(out, o.sub(1, out))),), taylor=_sigmoid_taylor,
-    schema=attrs(shape_rule=ufunc(np.absolute, np.negative, np.exp)))
+    schema=attrs(shape_rule=ufunc(np.absolute, np.negative, np.exp)), saves=("out",))
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -100,13 +100,13 @@ def _polygamma_fmt(args, attrs, render):
 GAMMALN = elementwise("gammaln", blockwise(_gammaln), "gammaln({0})",
                       (lambda o, g, out, x: o.mul(g, o.polygamma(0, x)),), domain=POSITIVE,
                       taylor=known_derivatives(lambda o, x, j: o.polygamma(j - 1, x)),
-                      schema=attrs(shape_rule=broadcasting(FLOAT_OUT)))
+                      schema=attrs(shape_rule=broadcasting(FLOAT_OUT)), saves=("inputs",))
 POLYGAMMA = elementwise(
     "polygamma", _polygamma, _polygamma_fmt,
     (lambda o, g, out, x, n=0: o.mul(g, o.polygamma(n + 1, x)),), domain=POSITIVE,
     cases=[*UNARY, Case(((3,),), {"n": 1}), Case(((2, 3),), {"n": 3})],
     schema=attrs(shape_rule=broadcasting(FLOAT_OUT), n=integer(0, 64)),
-    taylor=known_derivatives(lambda o, x, j, n=0: o.polygamma(n + j, x)))
+    taylor=known_derivatives(lambda o, x, j, n=0: o.polygamma(n + j, x)), saves=("inputs",))
 POLYGAMMA.plain = False     # op.polygamma(n, x) puts n first: value sweeps go through apply
 
 

@@ -65,7 +65,7 @@ ARGSORT = register(Primitive(
     method_fmt("argsort", "axis"),
     [Case(((4,),)), Case(((3, 4),), {"axis": 0}), Case(((2, 3, 4),), {"axis": -1})],
     differentiable=False, batch=along("argsort", default=-1, flat=True),
-    schema=attrs(shape_rule=scan(INDEX_OUT, -1), axis=AXIS_OR_NONE)))
+    schema=attrs(shape_rule=scan(INDEX_OUT, -1), axis=AXIS_OR_NONE), saves=()))
 
 
 # ---------------------------------------------------------------- the gather and its adjoint
@@ -132,7 +132,7 @@ TAKE_ALONG_AXIS = register(Primitive(
         _batch_indices(o, xs, batched, indices),
         shift_axis(axis, "take_along_axis", xs[0], batched[0])),
     taylor=linear("take_along_axis"),
-    schema=attrs(shape_rule=gathered, axis=need(AXIS), indices=int_array)))
+    schema=attrs(shape_rule=gathered, axis=need(AXIS), indices=int_array), saves=(1,)))
 
 SCATTER_ADD_ALONG_AXIS = register(Primitive(
     "scatter_add_along_axis", _scatter_add_along_axis,
@@ -152,7 +152,7 @@ SCATTER_ADD_ALONG_AXIS = register(Primitive(
             (batch_size(xs, batched),) + tuple(shape)),
     taylor=linear("scatter_add_along_axis"),
     schema=attrs(shape_rule=scattered_along, axis=need(AXIS), indices=int_array,
-                 shape=need(SHAPE))))
+                 shape=need(SHAPE)), saves=(1,)))
 
 
 def _batch_indices(o: PrimitiveMethods, xs, batched, indices):

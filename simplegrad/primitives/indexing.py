@@ -139,7 +139,7 @@ GETITEM = register(Primitive(
      Case(((2, 3, 4),), {"index": (Ellipsis, None, slice(None, None, 2))})],
     sparse_vjp=True, batch=lambda o, xs, batched, index: _batch_getitem(o, xs[0], index),
     taylor=linear("getitem"), numpy="{0}[{index}]",
-    schema=attrs(shape_rule=indexed, index=need(INDEX))))
+    schema=attrs(shape_rule=indexed, index=need(INDEX)), saves=()))
 
 
 def _batch_getitem(o: PrimitiveMethods, x, index):
@@ -200,7 +200,7 @@ SCATTER_ADD = register(Primitive(
     variadic=True, batch=lambda o, gs, batched, indices, shape: _batch_scatter(
         o, gs, batched, indices, shape),
     taylor=linear("scatter_add"),
-    schema=attrs(shape_rule=scattered, indices=need(INDICES), shape=need(SHAPE))))
+    schema=attrs(shape_rule=scattered, indices=need(INDICES), shape=need(SHAPE)), saves=()))
 
 
 def _scatter_jvp(o: PrimitiveMethods, ts, indices, shape):

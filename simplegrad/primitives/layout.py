@@ -56,7 +56,7 @@ FLIP = register(Primitive(
     mask=lambda o, m, i, out, x, axis:
         None if m is None else o.flip(full_mask(o, m, shape_of(out)), axis),
     batch=along("flip"), taylor=linear("flip"),
-    schema=attrs(shape_rule=same_shape(SAME), axis=need(AXES))))
+    schema=attrs(shape_rule=same_shape(SAME), axis=need(AXES)), saves=()))
 
 
 def _roll(x, shift, axis=None):
@@ -79,7 +79,7 @@ ROLL = register(Primitive(
         None if m is None else o.roll(full_mask(o, m, shape_of(out)), _roll_back(shift), axis),
     batch=lambda o, xs, batched, shift, axis=None: _batch_roll(o, xs[0], shift, axis),
     taylor=linear("roll"),
-    schema=attrs(shape_rule=rolled, shift=need(ints()), axis=need(AXES))))
+    schema=attrs(shape_rule=rolled, shift=need(ints()), axis=need(AXES)), saves=()))
 
 
 def _batch_roll(o: PrimitiveMethods, x, shift, axis):
@@ -121,7 +121,7 @@ PAD = register(Primitive(
     batch=lambda o, xs, batched, pad_width, **attrs: run(
         o, "pad", xs, {"pad_width": ((0, 0),) + tuple(pad_width), **attrs}),
     taylor=linear("pad"),
-    schema=attrs(shape_rule=padded, pad_width=need(PAD_WIDTH), constant_values=REAL)))
+    schema=attrs(shape_rule=padded, pad_width=need(PAD_WIDTH), constant_values=REAL), saves=()))
 
 
 def _repeat(x, repeats, axis=None):
@@ -149,7 +149,7 @@ REPEAT = register(Primitive(
     [Case(((3,),), {"repeats": 2, "axis": 0}), Case(((2, 3),), {"repeats": 3, "axis": 1}),
      Case(((3, 2),), {"repeats": (1, 0, 2), "axis": 0})], batch=along("repeat", flat=True),
     taylor=linear("repeat"),
-    schema=attrs(shape_rule=repeated, repeats=need(COUNTS), axis=need(AXIS_OR_NONE))))
+    schema=attrs(shape_rule=repeated, repeats=need(COUNTS), axis=need(AXIS_OR_NONE)), saves=()))
 
 
 def _tile(x, reps):
@@ -172,7 +172,7 @@ TILE = register(Primitive(
     [Case(((3,),), {"reps": (2,)}), Case(((2, 3),), {"reps": (2, 1)}),
      Case(((3,),), {"reps": (2, 2)}), Case(((1, 2),), {"reps": (3, 1)})],
     batch=lambda o, xs, batched, reps: _batch_tile(o, xs[0], reps),
-    taylor=linear("tile"), schema=attrs(shape_rule=tiled, reps=need(ints(lo=0)))))
+    taylor=linear("tile"), schema=attrs(shape_rule=tiled, reps=need(ints(lo=0))), saves=()))
 
 
 def _batch_tile(o: PrimitiveMethods, x, reps):

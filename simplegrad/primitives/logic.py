@@ -36,7 +36,7 @@ def _logic(name: str, forward: Callable, fmt: str | Callable, nin: int, cases=No
                               plain=plain, differentiable=False,
                               batch=pointwise(name) if cases is not REDUCE else along(name),
                               schema=attrs(shape_rule=ufunc(forward)) if cases is not REDUCE else
-                              reducing(BOOL_OUT)))
+                              reducing(BOOL_OUT), saves=()))   # (no rules: nothing read)
 
 
 LESS = _logic("less", np.less, "{0} < {1}", 2)

@@ -95,7 +95,7 @@ def _std_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, axis: A
 
 
 def _moment(name: str, method: str, forward: Callable, direction: Callable,
-            taylor: TaylorRule) -> Primitive:
+            taylor: TaylorRule, saves: tuple) -> Primitive:
     def vjp(o: PrimitiveMethods, g, out, x, axis=None, ddof=0, keepdims=False):
         return o.mul(spread(o, g, x, axis, keepdims), direction(o, out, x, axis, ddof, keepdims))
 
@@ -110,12 +110,12 @@ def _moment(name: str, method: str, forward: Callable, direction: Callable,
                               method_fmt(method, "axis", "ddof", "keepdims"), cases,
                               batch=along(name), taylor=taylor,
                               schema=attrs(shape_rule=reduction(FLOATING), axis=AXES_OR_NONE,
-                                           ddof=REAL, keepdims=BOOL)))
+                                           ddof=REAL, keepdims=BOOL), saves=saves))
 
 
 # op.var makes a leaf, so the variance is op.variance (and x.var(), np.var(x) as in numpy)
-VAR = _moment("variance", "var", _var, _var_dir, _variance_taylor)
-STD = _moment("std", "std", _std, _std_dir, _std_taylor)
+VAR = _moment("variance", "var", _var, _var_dir, _variance_taylor, saves=("inputs",))
+STD = _moment("std", "std", _std, _std_dir, _std_taylor, saves=("inputs", "out"))
 
 
 # ---------------------------------------------------------------- Ops methods

@@ -41,12 +41,13 @@ def _step(o: PrimitiveMethods, x: Any) -> Any:
 
 RELU = elementwise("relu", _relu, "{0}.relu()", (
     lambda o, g, out, x: o.mul(g, _step(o, x)),), domain=NONZERO, taylor=linear("relu"),
-    numpy="np.maximum({0}, 0)", schema=attrs(shape_rule=broadcasting(RECTIFIED)))
+    numpy="np.maximum({0}, 0)", schema=attrs(shape_rule=broadcasting(RECTIFIED)), saves=("inputs",))
 
-SIGN = elementwise("sign", np.sign, "{0}.sign()", (None,), taylor=linear("sign"))
+SIGN = elementwise("sign", np.sign, "{0}.sign()", (None,), taylor=linear("sign"), saves=())
 
 ABS = elementwise("abs", np.abs, "{0}.abs()", (
-    lambda o, g, out, x: o.mul(g, o.sign(x)),), domain=NONZERO, taylor=linear("abs"))
+    lambda o, g, out, x: o.mul(g, o.sign(x)),), domain=NONZERO, taylor=linear("abs"),
+    saves=("inputs",))
 
 
 def _share(o: PrimitiveMethods, x: Any, y: Any, sense: float) -> Any:
@@ -57,11 +58,13 @@ def _share(o: PrimitiveMethods, x: Any, y: Any, sense: float) -> Any:
 
 MAXIMUM = elementwise("maximum", np.maximum, "maximum({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share(o, x, y, 1.0)),
-    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, 1.0))), taylor=linear("maximum"))
+    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, 1.0))), taylor=linear("maximum"),
+    saves=("inputs",))
 
 MINIMUM = elementwise("minimum", np.minimum, "minimum({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share(o, x, y, -1.0)),
-    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, -1.0))), taylor=linear("minimum"))
+    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, -1.0))), taylor=linear("minimum"),
+    saves=("inputs",))
 
 
 # ---------------------------------------------------------------- where
@@ -93,7 +96,7 @@ WHERE = elementwise("where", np.where, "where({0}, {1}, {2})", (
            Case(((3,), (), (3,)), conditions=(0,)), Case(((3, 1), (3, 4), ()), conditions=(0,))],
     domain=(NONZERO, ANY, ANY),
     jvp=_where_jvp, mask=_where_mask, mask_source=True, masked=False, taylor=linear("where"),
-    schema=attrs(shape_rule=broadcasting(CHOSEN)))
+    schema=attrs(shape_rule=broadcasting(CHOSEN)), saves=(0,))
 
 
 # ---------------------------------------------------------------- Ops methods

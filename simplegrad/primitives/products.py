@@ -115,7 +115,7 @@ EINSUM = register(Primitive(
     variadic=True, batch=lambda o, xs, batched, subscripts: _batch_einsum(o, xs, batched,
                                                                           subscripts),
     taylor=multilinear("einsum"),
-    schema=attrs(shape_rule=einsum, subscripts=need(SUBSCRIPTS))))
+    schema=attrs(shape_rule=einsum, subscripts=need(SUBSCRIPTS)), saves=("inputs",)))
 
 
 def _batch_einsum(o: PrimitiveMethods, xs, batched, subscripts):
@@ -166,7 +166,7 @@ DIAGONAL = register(Primitive(
         "offset": offset, "axis1": shift_axis(axis1, "diagonal", xs[0]),
         "axis2": shift_axis(axis2, "diagonal", xs[0])}),
     taylor=linear("diagonal"),
-    schema=attrs(shape_rule=diagonal, offset=INT, axis1=AXIS, axis2=AXIS)))
+    schema=attrs(shape_rule=diagonal, offset=INT, axis1=AXIS, axis2=AXIS), saves=()))
 
 
 def _triangle(name: str, forward) -> Primitive:
@@ -178,7 +178,7 @@ def _triangle(name: str, forward) -> Primitive:
         lambda o, ts, out, x, k=0: getattr(o, name)(ts[0], k=k), fmt,
         [Case(((3, 3),)), Case(((3, 4),), {"k": 1}), Case(((2, 3, 3),), {"k": -1})],
         mask=lambda o, m, i, out, x, k=0: m, batch=mapped(name), taylor=linear(name),
-        schema=attrs(shape_rule=triangle, k=INT)))
+        schema=attrs(shape_rule=triangle, k=INT), saves=()))
 
 
 def _tril(x, k=0):

@@ -74,7 +74,7 @@ SUM = register(Primitive(
     lambda o, ts, out, x, axis=None, keepdims=False: o.sum(ts[0], axis=axis, keepdims=keepdims),
     method_fmt("sum", "axis", "keepdims"), REDUCE, batch=along("sum"), mask=_spread_mask,
     taylor=linear("sum"), numpy="np.add.reduce({0}{reduce_axis}{keepdims})",
-    schema=reducing(ACCUMULATING)))
+    schema=reducing(ACCUMULATING), saves=()))
 
 
 def _mean(x, axis=None, keepdims=False):
@@ -109,7 +109,7 @@ MEAN = register(Primitive(
     lambda o, ts, out, x, axis=None, keepdims=False: o.mean(ts[0], axis=axis, keepdims=keepdims),
     method_fmt("mean", "axis", "keepdims"), REDUCE, batch=along("mean"), mask=_spread_mask,
     taylor=linear("mean"), numpy="np.mean({0}{axis}{keepdims})",
-    schema=reducing(FLOATING)))
+    schema=reducing(FLOATING), saves=()))
 
 # ---------------------------------------------------------------- max and min
 
@@ -132,7 +132,7 @@ def _extreme(name: str, forward) -> Primitive:
     return register(Primitive(name, forward, [vjp], jvp,
                               method_fmt(name, "axis", "keepdims"), REDUCE, batch=along(name),
                               taylor=linear(name), numpy=f"np.{name}({{0}}{{axis}}{{keepdims}})",
-                              schema=reducing(SAME, identity=False)))
+                              schema=reducing(SAME, identity=False), saves=("inputs", "out")))
 
 
 def _max(x, axis=None, keepdims=False):
@@ -212,7 +212,7 @@ def _lse_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any,
 LOGSUMEXP = register(Primitive(
     "logsumexp", _logsumexp, [_lse_vjp], _lse_jvp,
     method_fmt("logsumexp", "axis", "keepdims"), REDUCE, batch=along("logsumexp"),
-    taylor=_lse_taylor, schema=reducing(EXP_SHIFTED, identity=False)))
+    taylor=_lse_taylor, schema=reducing(EXP_SHIFTED, identity=False), saves=("inputs", "out")))
 
 
 def _softmax(x, axis=-1):
@@ -237,7 +237,7 @@ SOFTMAX = register(Primitive(
     lambda o, ts, out, x, axis=-1: _softmax_rule(o, ts[0], out, x, axis),
     method_fmt("softmax", "axis"), ALONG, batch=along("softmax", default=-1),
     taylor=_softmax_taylor, schema=attrs(shape_rule=same_shape(EXP_SHIFTED, along=True),
-                                                axis=AXIS)))
+                                                axis=AXIS), saves=("out",)))
 
 
 def _log_softmax(x, axis=-1):
@@ -263,7 +263,7 @@ LOG_SOFTMAX = register(Primitive(
         o.sub(ts[0], o.sum(o.mul(o.exp(out), ts[0]), axis=axis, keepdims=True)),
     method_fmt("log_softmax", "axis"), ALONG, batch=along("log_softmax", default=-1),
     taylor=_log_softmax_taylor, schema=attrs(shape_rule=same_shape(EXP_SHIFTED, along=True),
-                                                axis=AXIS)))
+                                                axis=AXIS), saves=("out",)))
 
 
 # ---------------------------------------------------------------- Ops methods

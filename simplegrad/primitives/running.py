@@ -72,12 +72,12 @@ CUMARGMAX = register(Primitive("cumargmax", _cumargmax, [None], _no_tangent,
                                method_fmt("cumargmax", "axis"), CASES, differentiable=False,
                                batch=along("cumargmax"),
                                schema=attrs(shape_rule=scan(INDEX_OUT, 0, flat=False),
-                                            axis=AXIS)))
+                                            axis=AXIS), saves=()))
 CUMARGMIN = register(Primitive("cumargmin", _cumargmin, [None], _no_tangent,
                                method_fmt("cumargmin", "axis"), CASES, differentiable=False,
                                batch=along("cumargmin"),
                                schema=attrs(shape_rule=scan(INDEX_OUT, 0, flat=False),
-                                            axis=AXIS)))
+                                            axis=AXIS), saves=()))
 
 
 def _running(name: str, forward: Any, where: str) -> Primitive:
@@ -92,7 +92,7 @@ def _running(name: str, forward: Any, where: str) -> Primitive:
         lambda o, ts, out, x, axis=0: None if ts[0] is None else
             o.take_along_axis(ts[0], index(o, x, axis), axis),
         method_fmt(name, "axis"), CASES, batch=along(name), taylor=linear(name),
-        schema=attrs(shape_rule=scan(SAME, 0, flat=False), axis=AXIS_OR_NONE)))
+        schema=attrs(shape_rule=scan(SAME, 0, flat=False), axis=AXIS_OR_NONE), saves=("inputs",)))
 
 
 CUMMAX = _running("cummax", _cummax, "cumargmax")

@@ -115,7 +115,7 @@ CUMSUM = register(Primitive(
     lambda o, ts, out, x, axis=None: o.cumsum(ts[0], axis=axis),
     method_fmt("cumsum", "axis"), ALONG, batch=along("cumsum", flat=True),
     taylor=linear("cumsum"),
-    schema=attrs(shape_rule=scan(ACCUMULATING), axis=AXIS_OR_NONE)))
+    schema=attrs(shape_rule=scan(ACCUMULATING), axis=AXIS_OR_NONE), saves=()))
 
 
 def _cumprod(x, axis=None):
@@ -149,7 +149,7 @@ CUMPROD = register(Primitive(
     "cumprod", _cumprod, [_cumprod_vjp], _cumprod_jvp, method_fmt("cumprod", "axis"),
     [*ALONG, Case(((5,),), {"axis": 0}), Case(((3, 6),), {"axis": -1})],
     batch=along("cumprod", flat=True), taylor=_cumprod_taylor,
-    schema=attrs(shape_rule=scan(ACCUMULATING), axis=AXIS_OR_NONE)))
+    schema=attrs(shape_rule=scan(ACCUMULATING), axis=AXIS_OR_NONE), saves=("inputs", "out")))
 
 # ---------------------------------------------------------------- prod
 
@@ -210,7 +210,7 @@ PROD = register(Primitive(
     method_fmt("prod", "axis", "keepdims"),
     [*REDUCE, Case(((2, 3, 4),), {"axis": (0, 2), "keepdims": True}),
      Case(((3, 4),), {"axis": (1, 0)})], batch=along("prod"), taylor=_prod_taylor,
-    schema=reducing(ACCUMULATING)))
+    schema=reducing(ACCUMULATING), saves=("inputs",)))
 
 # ---------------------------------------------------------------- argmax, argmin
 
@@ -235,13 +235,13 @@ ARGMAX = register(Primitive("argmax", _argmax, [None], _no_tangent,
                             differentiable=False, batch=along("argmax", flat=True),
                             schema=attrs(shape_rule=reduction(INDEX_OUT, identity=False),
                                          axis=AXIS_OR_NONE,
-                                         keepdims=BOOL)))
+                                         keepdims=BOOL), saves=()))
 ARGMIN = register(Primitive("argmin", _argmin, [None], _no_tangent,
                             method_fmt("argmin", "axis", "keepdims"), _ARG_CASES,
                             differentiable=False, batch=along("argmin", flat=True),
                             schema=attrs(shape_rule=reduction(INDEX_OUT, identity=False),
                                          axis=AXIS_OR_NONE,
-                                         keepdims=BOOL)))
+                                         keepdims=BOOL), saves=()))
 
 
 # ---------------------------------------------------------------- Ops methods

@@ -87,7 +87,7 @@ EXPAND = register(Primitive(
     batch=lambda o, xs, batched, shape: o.expand(
         align(o, xs, batched, len(shape))[0], (batch_size(xs, batched),) + tuple(shape)),
     taylor=linear("expand"), numpy="np.broadcast_to({0}, {shape})",
-    schema=attrs(shape_rule=expanded, shape=need(SHAPE))))
+    schema=attrs(shape_rule=expanded, shape=need(SHAPE)), saves=()))
 
 
 def _reshape(x, shape):
@@ -107,7 +107,7 @@ RESHAPE = register(Primitive(
      Case(((2, 3, 4),), {"shape": (6, -1)}), Case(((3, 1),), {"shape": (3,)})],
     batch=lambda o, xs, batched, shape: o.reshape(xs[0], shape_of(xs[0])[:1] + tuple(shape)),
     taylor=linear("reshape"), numpy="{0}.reshape({shape})",
-    schema=attrs(shape_rule=reshaped, shape=need(RESHAPE_SHAPE))))
+    schema=attrs(shape_rule=reshaped, shape=need(RESHAPE_SHAPE)), saves=()))
 
 
 def _transpose(x, axes=None):
@@ -136,7 +136,7 @@ TRANSPOSE = register(Primitive(
      Case(((2, 3, 4),), {"axes": (2, 0, 1)})],
     batch=lambda o, xs, batched, axes=None: o.transpose(xs[0], _batch_axes(xs[0], axes)),
     taylor=linear("transpose"), numpy="{0}.transpose({axes_arg})",
-    schema=attrs(shape_rule=transposed, axes=axis(none=True, many=True, one=False))))
+    schema=attrs(shape_rule=transposed, axes=axis(none=True, many=True, one=False)), saves=()))
 
 
 def _batch_axes(x, axes):
@@ -185,7 +185,7 @@ CONCATENATE = register(Primitive(
      Case(((2, 3), (2, 1)), {"axis": -1})],
     variadic=True, batch=lambda o, xs, batched, axis=0: o.concatenate(
         _all_batched(o, xs, batched), axis=_join_axis("concatenate", axis, xs, batched, 0)),
-    taylor=linear("concatenate"), schema=attrs(shape_rule=joined, axis=AXIS_OR_NONE)))
+    taylor=linear("concatenate"), schema=attrs(shape_rule=joined, axis=AXIS_OR_NONE), saves=()))
 
 
 def _join_axis(op: str, axis: int, xs, batched, extra: int) -> int:
@@ -219,7 +219,7 @@ STACK = register(Primitive(
      Case(((2, 3), (2, 3)), {"axis": -1})],
     variadic=True, batch=lambda o, xs, batched, axis=0: o.stack(
         _all_batched(o, xs, batched), axis=_join_axis("stack", axis, xs, batched, 1)),
-    taylor=linear("stack"), schema=attrs(shape_rule=stacked, axis=axis(extra=1))))
+    taylor=linear("stack"), schema=attrs(shape_rule=stacked, axis=axis(extra=1)), saves=()))
 
 # ---------------------------------------------------------------- dtype
 
@@ -235,7 +235,7 @@ CAST = register(Primitive(
     method_fmt("astype", "dtype"),
     [Case(((3,),), {"dtype": np.dtype(np.float64)})], batch=mapped("cast"),
     taylor=linear("cast"), numpy="{0}.astype({dtype})",
-    schema=attrs(shape_rule=cast, dtype=need(DTYPE))))
+    schema=attrs(shape_rule=cast, dtype=need(DTYPE)), saves=()))
 
 
 # ---------------------------------------------------------------- Ops methods

@@ -174,15 +174,16 @@ def _erfinv_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> S
 
 ERF = elementwise("erf", blockwise(_erf), "{0}.erf()",
                   (lambda o, g, out, x: o.mul(g, _gauss(o, x)),), taylor=_erf_series(1.0),
-                  schema=attrs(shape_rule=broadcasting(FLOATING)))
+                  schema=attrs(shape_rule=broadcasting(FLOATING)), saves=("inputs",))
 ERFC = elementwise("erfc", blockwise(_erfc), "{0}.erfc()",
                    (lambda o, g, out, x: o.neg(o.mul(g, _gauss(o, x))),),
-                   taylor=_erf_series(-1.0), schema=attrs(shape_rule=broadcasting(FLOATING)))
+                   taylor=_erf_series(-1.0), schema=attrs(shape_rule=broadcasting(FLOATING)),
+                   saves=("inputs",))
 ERFINV = elementwise("erfinv", blockwise(_erfinv), "{0}.erfinv()",
                      (lambda o, g, out, x: o.mul(g, o.mul(o.exp(o.mul(out, out)),
                                                          SQRT_PI_OVER_TWO)),),
                      domain=uniform(-0.95, 0.95), taylor=_erfinv_taylor,
-                     schema=attrs(shape_rule=broadcasting(FLOATING)))
+                     schema=attrs(shape_rule=broadcasting(FLOATING)), saves=("out",))
 
 # ---------------------------------------------------------------- betainc
 #
@@ -305,7 +306,8 @@ BETAINC = register(Primitive(
      Case(((3, 1),), {"a": np.array([1.5, 4.0]), "b": 2.5}),
      Case(((4,),), {"a": 1.0, "b": 1.0}), Case(((),), {"a": 5.0, "b": 0.8})],
     domain=(uniform(0.1, 0.9),), variadic=True, batch=_betainc_batch, taylor=_betainc_taylor,
-    schema=attrs(shape_rule=broadcast_with("a", "b"), a=REAL_OR_ARRAY, b=REAL_OR_ARRAY)))
+    schema=attrs(shape_rule=broadcast_with("a", "b"), a=REAL_OR_ARRAY, b=REAL_OR_ARRAY),
+    saves=("inputs",)))
 
 
 # ---------------------------------------------------------------- Ops methods

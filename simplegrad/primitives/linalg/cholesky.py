@@ -72,7 +72,7 @@ CHOLESKY = register(Primitive(
     "cholesky", _cholesky, [_cholesky_vjp], _cholesky_jvp, "cholesky({0})",
     [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((1, 1),)), Case(((4, 4),))],
     domain=(positive_definite,), batch=mapped("cholesky"), taylor=_cholesky_taylor,
-    schema=attrs(shape_rule=square)))
+    schema=attrs(shape_rule=square), saves=("out",)))
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -96,7 +96,7 @@ DET = register(Primitive(
     [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((2, 2),), domain=(negative_det,)),
      Case(((1, 1),)), Case(((2, 9, 9),), domain=(near_identity,), label="inverse-rule")],
     domain=MATRIX, tol=1e-5, batch=mapped("det"), taylor=_det_taylor,
-    schema=attrs(shape_rule=determinant)))
+    schema=attrs(shape_rule=determinant), saves=("inputs", "out")))
 
 # ---------------------------------------------------------------- slogdet
 
@@ -127,7 +127,7 @@ SLOGDET = register(Primitive(
     [Case(((3, 3),)), Case(((3, 3),), domain=(negative_det,)), Case(((2, 3, 3),)),
      Case(((2, 4, 4),), domain=(negative_det,))],
     domain=MATRIX, batch=mapped("slogdet"), taylor=_slogdet_taylor,
-    schema=attrs(shape_rule=determinant)))
+    schema=attrs(shape_rule=determinant), saves=("inputs",)))
 
 # ---------------------------------------------------------------- Ops methods
 

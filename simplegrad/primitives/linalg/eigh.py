@@ -103,7 +103,7 @@ EIGH = register(Primitive(
      Case(((3, 3),), {"part": "eigenvalues", **NUMPY_SIGNS, "UPLO": "U"})],
     domain=(symmetric_spread,), plain=False, batch=mapped("eigh"),
     schema=attrs(shape_rule=eigh, part=need(one_of("eigenvalues", "eigenvectors")),
-                 signs=one_of("numpy"), UPLO=one_of("L", "U"))))
+                 signs=one_of("numpy"), UPLO=one_of("L", "U")), saves=("inputs", "out")))
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -99,7 +99,7 @@ MATMUL = register(Primitive(
     [Case(((3,), (3,))), Case(((2, 3), (3, 4))), Case(((3,), (3, 4))), Case(((2, 3), (3,))),
      Case(((2, 2, 3), (3, 4))), Case(((1, 2, 3), (4, 3, 2))), Case(((3,), (2, 3, 4)))],
     batch=lambda o, xs, batched: _batch_matmul(o, xs, batched),
-    taylor=multilinear("matmul"), schema=attrs(shape_rule=matmul)))
+    taylor=multilinear("matmul"), schema=attrs(shape_rule=matmul), saves=("inputs",)))
 
 
 def _batch_matmul(o: PrimitiveMethods, xs, batched):

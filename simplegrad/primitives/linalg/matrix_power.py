@@ -110,7 +110,7 @@ MATRIX_POWER = register(Primitive(
      Case(((2, 2),), {"n": 1}), Case(((2, 2),), {"n": 0}), Case(((2, 2),), {"n": 5})],
     domain=(lambda rng, shape: diagonally_dominant(rng, shape) / shape[-1],),
     batch=mapped("matrix_power"), taylor=_matrix_power_taylor,
-    schema=attrs(shape_rule=powered, n=need(INT))))
+    schema=attrs(shape_rule=powered, n=need(INT)), saves=("inputs",)))
 
 # ---------------------------------------------------------------- Ops methods
 

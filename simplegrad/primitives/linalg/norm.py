@@ -70,7 +70,7 @@ NORM = register(Primitive(
      Case(((2, 3),), {"axis": None, "keepdims": True})],
     domain=(lambda rng, shape: rng.uniform(-2.0, 2.0, shape),), batch=along("norm", flat=True),
     taylor=_norm_taylor, schema=attrs(shape_rule=reduction(FLOATING, most=2),
-                                      axis=AXES_OR_NONE, keepdims=BOOL)))
+                                      axis=AXES_OR_NONE, keepdims=BOOL), saves=("inputs", "out")))
 
 # ---------------------------------------------------------------- Ops methods
 

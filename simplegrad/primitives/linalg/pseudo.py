@@ -49,7 +49,8 @@ def _pinv_jvp(o: PrimitiveMethods, ts, out, a):
 PINV = register(Primitive(
     "pinv", _pinv, [_pinv_vjp], _pinv_jvp, "pinv({0})",
     [Case(((3, 3),)), Case(((4, 2),)), Case(((2, 4),)), Case(((2, 3, 2),))],
-    domain=(spread_singular,), batch=mapped("pinv"), schema=attrs(shape_rule=pinv)))
+    domain=(spread_singular,), batch=mapped("pinv"), schema=attrs(shape_rule=pinv),
+    saves=("inputs", "out")))
 
 # ---------------------------------------------------------------- lstsq
 
@@ -109,7 +110,7 @@ LSTSQ = register(Primitive(
     domain=(spread_singular, lambda rng, shape: rng.uniform(-2.0, 2.0, shape)),
     plain=False,         # op.lstsq returns numpy's 4-tuple, the forward only x
     batch=lambda o, xs, batched: _batch_lstsq(o, xs, batched),
-    schema=attrs(shape_rule=lstsq)))
+    schema=attrs(shape_rule=lstsq), saves=("inputs", "out")))
 
 
 def _batch_lstsq(o: PrimitiveMethods, xs, batched):

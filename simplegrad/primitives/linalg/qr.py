@@ -149,7 +149,8 @@ QR = register(Primitive(
      Case(((2, 4),), {"part": "Q", **NUMPY_SIGNS}),
      Case(((2, 3, 2),), {"part": "R", **NUMPY_SIGNS})],
     domain=(spread_singular,), plain=False, batch=mapped("qr"),
-    schema=attrs(shape_rule=qr, part=need(one_of("Q", "R")), signs=one_of("numpy"))))
+    schema=attrs(shape_rule=qr, part=need(one_of("Q", "R")), signs=one_of("numpy")),
+    saves=("inputs", "out")))
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -93,7 +93,7 @@ SOLVE = register(Primitive(
      Case(((2, 3, 3), (3, 2)))],
     domain=(diagonally_dominant, lambda rng, shape: rng.uniform(-2.0, 2.0, shape)),
     batch=matrix("solve", vectors=(False, True)), taylor=_solve_taylor,
-    schema=attrs(shape_rule=solve)))
+    schema=attrs(shape_rule=solve), saves=(0, "out")))
 
 # ---------------------------------------------------------------- inv
 
@@ -126,7 +126,7 @@ def inv_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, a: Any) -> Serie
 INV = register(Primitive(
     "inv", _inv, [_inv_vjp], _inv_jvp,
     "inv({0})", [Case(((3, 3),)), Case(((2, 3, 3),)), Case(((1, 1),))], domain=MATRIX,
-    batch=mapped("inv"), taylor=inv_taylor, schema=attrs(shape_rule=square)))
+    batch=mapped("inv"), taylor=inv_taylor, schema=attrs(shape_rule=square), saves=("out",)))
 
 # ---------------------------------------------------------------- Ops methods
 

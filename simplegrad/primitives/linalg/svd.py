@@ -130,7 +130,7 @@ SVD = register(Primitive(
      Case(((2, 3),), {"part": "S", **NUMPY_SIGNS})],
     domain=(spread_singular,), plain=False, batch=mapped("svd"),
     schema=attrs(shape_rule=svd, part=need(one_of("U", "S", "Vh")),
-                 signs=one_of("numpy"))))
+                 signs=one_of("numpy")), saves=("inputs", "out")))
 
 # ---------------------------------------------------------------- Ops methods
 
