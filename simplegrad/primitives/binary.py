@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
-from .abstract import CLIPPED, broadcasting
 from .core import ANY, NONZERO, Case, dtype_of, is_constant, uniform
 from .elementwise import elementwise
 from .schema import attrs
@@ -39,6 +38,7 @@ from .series import (
     square_coef,
     times,
 )
+from .shape_rules import CLIPPED, broadcasting
 from .taylor import linear, order_of
 
 if TYPE_CHECKING:

@@ -10,9 +10,8 @@ The shape rule (``shape_rule=``) is the primitive's abstract evaluation, as JAX'
 rules: the output's shape and dtype from the inputs' shapes and dtypes and the attributes
 alone, raising ``ShapeRuleError`` for inputs the primitive cannot take. The loader checks every
 entry's declared shape and dtype against it before any array is made, and the output's element
-count (``Schema.size``) bounds what replaying it allocates. The family rules are in
-abstract.py, abstract_arrays.py and abstract_linalg.py; ``tests/test_shape_rules.py`` checks
-every record's rule against numpy's forward on its cases.
+count (``Schema.size``) bounds what replaying it allocates. The rules are in shape_rules.py;
+``tests/test_shape_rules.py`` checks every record's rule against numpy's forward on its cases.
 """
 
 from __future__ import annotations

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
-from .abstract import rounded
 from .core import ANY, NONZERO, POSITIVE, UNARY, Case, Sampler, TaylorRule, uniform
 from .elementwise import elementwise
 from .schema import attrs, integer
@@ -36,6 +35,7 @@ from .series import (
     square_coef,
     times,
 )
+from .shape_rules import rounded
 from .taylor import linear, order_of
 
 if TYPE_CHECKING:
