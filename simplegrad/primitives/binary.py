@@ -210,10 +210,6 @@ LOGADDEXP2 = elementwise("logaddexp2", np.logaddexp2, "logaddexp2({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share_of(o, x, y, LN2)),
     lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x, LN2))), taylor=_logaddexp2_taylor)
 
-# numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
-UFUNCS = {np.fmax: "fmax", np.fmin: "fmin", np.remainder: "mod", np.arctan2: "arctan2",
-          np.hypot: "hypot", np.logaddexp: "logaddexp", np.logaddexp2: "logaddexp2"}
-
 
 # ---------------------------------------------------------------- Ops methods
 

@@ -1,5 +1,5 @@
 """Elementwise primitives: the ``elementwise`` builder, arithmetic, transcendental functions
-(piecewise functions and ``where``: piecewise.py; more functions: special.py, binary.py).
+(piecewise functions and ``where``: piecewise.py; more functions: unary.py, binary.py).
 
 Each primitive states one derivative rule per input, ``d(o, g, out, x, y)``,
 linear in ``g``. The vjp is that rule with broadcasting undone; the jvp is the

@@ -195,17 +195,10 @@ ROUND = elementwise("round", _round, _round_fmt, (None,),
                     taylor=linear("round"),
                     schema=attrs(shape_rule=rounded, decimals=integer(-400, 400)))
 
-# numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
-UFUNCS = {np.tan: "tan", np.arcsin: "arcsin", np.arccos: "arccos", np.arctan: "arctan",
-          np.sinh: "sinh", np.cosh: "cosh", np.arcsinh: "arcsinh", np.arccosh: "arccosh",
-          np.arctanh: "arctanh", np.log1p: "log1p", np.expm1: "expm1", np.log2: "log2",
-          np.log10: "log10", np.exp2: "exp2", np.square: "square", np.reciprocal: "reciprocal",
-          np.floor: "floor", np.ceil: "ceil", np.trunc: "trunc", np.rint: "round"}
-
 
 # ---------------------------------------------------------------- Ops methods
 
-class SpecialOps:
+class UnaryOps:
     """The functions of this module as methods of an Ops, with numpy's names."""
 
     def tan(self, x: Any, name: str | None = None) -> Variable:
@@ -294,7 +287,7 @@ class SpecialOps:
 
 # ---------------------------------------------------------------- Variable methods
 
-class SpecialVariable:
+class UnaryVariable:
     """Variable methods for the one-input functions (``x.tan()``, ``x.round()``, ...)."""
 
     __slots__ = ()
