@@ -18,10 +18,10 @@ from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive
 from . import derivation, forward, nonfinite, render
 from . import reverse as sweeps
-from .batched import apply as apply_batched
+from .batching import Batched
+from .batching import apply as apply_batched
 from .events import Leaf
 from .html import Display
-from .levels import Batched
 from .operands import check_name, error, float_array, recordable, translate
 from .params import FREE, Adoptions, JoinsParameters
 from .sharing import rules_for_pass, simplifying

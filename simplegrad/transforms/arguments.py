@@ -16,7 +16,7 @@ Ops" for nn's layers (``nn.ops_of``) and the optimisers too. Under ``no_grad`` a
 transform still computes its derivatives (on an Ops of its own) and records nothing on
 the caller's: its results are Variables of that Ops holding values only (``paused``).
 Under vmap a transform is the same code: its primals are lifted to every running vmap's
-level (``active``, ``lifted``) and the sweeps run on the stacks (engine/levels.py); inside a
+level (``active``, ``lifted``) and the sweeps run on the stacks (engine/batching.py); inside a
 vmap on an Ops of its own, with no other transform around, a gradient is a value-only sweep
 (``values_only``), as at top level.
 
@@ -42,8 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.batched import FINAL
-from ..engine.levels import Batched, Level, lifted, unstack
+from ..engine.batching import Batched, Level, lifted, unstack
 from ..engine.ops import Ops, recorder_of
 from ..engine.params import FREE, FreeOps
 from ..engine.recorder import Recorder
@@ -97,7 +96,7 @@ def values_only(ops: Ops) -> bool:
     stack = getattr(_RUNNING, "stack", ())
     first = stack[0] if stack else None
     return first is not None and first.ops is ops and first.batch is not None and \
-        first.batch[0] in FINAL and all(f.batch is not None or f.ops is not ops for f in stack)
+        first.final and all(f.batch is not None or f.ops is not ops for f in stack)
 
 
 def context(fname: str, args: Sequence[Any], borrow: bool = True,
@@ -153,13 +152,17 @@ def flatten(tree: Any) -> tuple[list, TreeDef]:
 
 class running:  # noqa: N801 (used as ``with running(ops):``)
     """Within the block, transforms called without Variable arguments record on ``ops``;
-    ``batch`` = (level, size) marks a vmap's function, inside which they run per example."""
+    ``batch`` = (level, size) marks a vmap's function, inside which they run per example;
+    ``final``: that vmap runs on an Ops of its own (its results leave as arrays, so nothing
+    outside can differentiate what is recorded at its level)."""
 
-    __slots__ = ("ops", "batch")
+    __slots__ = ("ops", "batch", "final")
 
-    def __init__(self, ops: Ops, batch: tuple[int, int] | None = None) -> None:
+    def __init__(self, ops: Ops, batch: tuple[int, int] | None = None,
+                 final: bool = False) -> None:
         self.ops = recorder_of(ops)
         self.batch = batch
+        self.final = final
 
     def __enter__(self) -> None:
         stack = getattr(_RUNNING, "stack", None)
@@ -181,6 +184,7 @@ class own(running):  # noqa: N801 (used as ``with own(ops, nested):``)
     def __init__(self, ops: Ops, nested: bool) -> None:
         self.ops = recorder_of(ops)
         self.batch = None
+        self.final = False
         self.nested = nested
 
     def __exit__(self, *exc: object) -> None:

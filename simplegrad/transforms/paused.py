@@ -13,20 +13,20 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.levels import Level, stacked, unstack
+from ..engine.batching import stacked, unstack
 from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..primitives.core import value_of
 from ..pytree import tree_map
-from .arguments import _RUNNING, active, running
+from .arguments import _RUNNING, running
 
 
 def run_paused(ops: Ops, fn: Callable, args: Sequence[Any]) -> Any:
     """``fn`` (the transform) on the values of ``args``, its results handed back as Variables
     of ``ops`` that hold values only; a function among the results is wrapped the same way."""
-    levels = active(ops)
-    if levels:
-        return _paused_at(ops, levels, fn, args)
+    frames = [f for f in getattr(_RUNNING, "stack", ()) if f.batch is not None and f.ops is ops]
+    if frames:      # (the frames of vmaps of ops whose function runs: ``active``)
+        return _paused_at(ops, frames, fn, args)
     values = tree_map(lambda a: a.raw if isinstance(a, Variable) else a, list(args))
     _RUNNING.stack, saved = [], getattr(_RUNNING, "stack", [])
     try:
@@ -36,12 +36,13 @@ def run_paused(ops: Ops, fn: Callable, args: Sequence[Any]) -> Any:
     return _unrecorded(ops, out)
 
 
-def _paused_at(ops: Ops, levels: list[Level], fn: Callable, args: Sequence[Any]) -> Any:
+def _paused_at(ops: Ops, frames: list[running], fn: Callable, args: Sequence[Any]) -> Any:
     """``run_paused`` under vmap: ``fn`` at the same levels on an Ops of its own, on every
     example's values; a function among the results (a pullback) runs there again when called,
     so that Ops lives as long as such a function does (and is freed with it)."""
     mine = Ops()
     rec = mine.recorder
+    levels = [f.batch for f in frames]
 
     def example(a: Any) -> Variable:    # a's values at every level, batched there on mine
         return unstack(rec.var(value_of(stacked(ops, a, levels, "an argument")),
@@ -59,7 +60,7 @@ def _paused_at(ops: Ops, levels: list[Level], fn: Callable, args: Sequence[Any])
         return tree_map(back, out)
 
     def call(f: Callable, a: Sequence[Any]) -> Any:
-        _RUNNING.stack, saved = [running(rec, level) for level in levels], getattr(
+        _RUNNING.stack, saved = [running(rec, f.batch, f.final) for f in frames], getattr(
             _RUNNING, "stack", [])
         try:
             return results(f(*tree_map(example, list(a))))
