@@ -238,12 +238,6 @@ def dtype_of(x: Any) -> np.dtype | None:
     return getattr(x, "dtype", None)
 
 
-def as_weight(mask: Any, like: Any) -> np.ndarray:
-    """A constant (mask or weight) in the dtype of ``like``, for piecewise rules."""
-    dt = dtype_of(like) or np.float64
-    return np.asarray(mask, dtype=dt)
-
-
 def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     """Axis argument (None, int or tuple) as a sorted tuple of non-negative axes."""
     if axis is None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .schema import AXES_OR_NONE, BOOL, Schema, ShapeRule, ShapeRuleError, attrs, is_int
+from .schema import AXES_OR_NONE, BOOL, Schema, ShapeRule, ShapeRuleError, attrs, is_held_int
 
 DtypeFn = Callable[[Sequence[Any]], np.dtype]
 
@@ -330,7 +330,7 @@ def repeated(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tup
         shape, ax = (math.prod(shape),), 0
     ax = _axis(ax, len(shape))
     n = shape[ax]
-    if is_int(r):
+    if is_held_int(r):
         total = r * n
     elif len(r) == n:
         total = sum(r)
