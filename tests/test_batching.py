@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import simplegrad as sg
-from simplegrad.engine.levels import Batched, wrap
+from simplegrad.engine.batching import Batched, wrap
 from tests.test_primitives import case_id, samplers
 
 B = 3

@@ -18,8 +18,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simplegrad as sg
-from simplegrad.primitives.abstract import SAME, broadcasting
-from simplegrad.primitives.abstract_arrays import index_shape
 from simplegrad.primitives.schema import (
     AXES_OR_NONE,
     INDEX,
@@ -30,6 +28,7 @@ from simplegrad.primitives.schema import (
     need,
     one_of,
 )
+from simplegrad.primitives.shape_rules import SAME, broadcasting, index_shape
 from simplegrad.program.serialize import prog_specs
 from tests.test_primitives import sample
 from tests.test_program import record

@@ -142,3 +142,160 @@ def test_threads_training_free_parameters_record_on_their_own_implicit_ops():
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         assert list(pool.map(work, range(4))) == [0, 1, 2, 3]
+
+
+# ---------------------------------------------------------------- vmap in threads
+
+
+def _tanh_x(x):
+    """sum(tanh(x) * x) of one example; its gradient is (1 - tanh^2) x + tanh."""
+    return (x.tanh() * x).sum()
+
+
+def _closed_grad(x0: np.ndarray) -> np.ndarray:
+    t = np.tanh(x0)
+    return (1 - t * t) * x0 + t
+
+
+def _closed_hessian_diag(x0: np.ndarray) -> np.ndarray:
+    t = np.tanh(x0)
+    dt = 1 - t * t
+    return -2 * t * dt * x0 + 2 * dt        # d/dx of (1 - t^2) x + t, hand-derived
+
+
+def test_vmap_of_grad_in_two_threads_at_once():
+    # levels and finality live on each thread's own transform stack: two threads switching
+    # every microsecond in the middle of vmap(grad), vmap(vmap(grad)) and vmap(hessian) each
+    # get their closed forms
+    import threading
+
+    together = threading.Barrier(2)
+    worst = [None, None]
+
+    def work(k: int) -> None:
+        rng = np.random.default_rng(k)
+        together.wait()
+        err = 0.0
+        for _ in range(25):
+            xs = rng.normal(size=(4, 3))
+            err = max(err, np.abs(sg.vmap(sg.grad(_tanh_x))(xs) - _closed_grad(xs)).max())
+            xss = rng.normal(size=(2, 3, 2))
+            got = sg.vmap(sg.vmap(sg.grad(_tanh_x)))(xss)
+            err = max(err, np.abs(got - _closed_grad(xss)).max())
+            h = sg.vmap(sg.hessian(_tanh_x))(xs)
+            want = np.stack([np.diag(_closed_hessian_diag(x)) for x in xs])
+            err = max(err, np.abs(h - want).max())
+        worst[k] = err
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert worst[0] is not None and worst[1] is not None, "a thread failed"
+    assert max(worst) < 1e-12
+
+
+def test_the_levels_of_vmaps_in_two_threads_are_independent():
+    # each thread counts its own levels: the same calls in two fresh threads, started together
+    # after this thread has run vmaps of its own, see the same levels
+    import threading
+
+    from simplegrad.engine.batching import Batched
+
+    sg.vmap(sg.vmap(_tanh_x))(np.ones((2, 2, 3)))       # levels used up in this thread
+    together = threading.Barrier(2)
+    seen: list[list] = [[], []]
+
+    def work(k: int) -> None:
+        def record(x):
+            seen[k].append(x.level if type(x) is Batched else None)
+            return _tanh_x(x)
+        together.wait()
+        for _ in range(3):
+            sg.vmap(record)(np.ones((2, 3)))
+            sg.vmap(sg.vmap(record))(np.ones((2, 2, 3)))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen[0] == seen[1] == [1, 3, 4, 6, 7, 9], seen
+
+
+def _snapshot(modules: list) -> dict:
+    """Every module-level set, dict, list and counter of ``modules``: what it holds now."""
+    import collections.abc as abc
+    import itertools
+
+    out = {}
+    for mod in modules:
+        for name, v in vars(mod).items():
+            if name.startswith("__"):
+                continue
+            key = f"{mod.__name__}.{name}"
+            if isinstance(v, abc.MutableMapping):
+                out[key] = [(k, id(x)) for k, x in v.items()]
+            elif isinstance(v, (abc.MutableSet, abc.MutableSequence)):
+                out[key] = sorted(map(id, v)) if isinstance(v, abc.MutableSet) else \
+                    [id(x) for x in v]
+            elif isinstance(v, itertools.count):
+                out[key] = repr(v)
+    return out
+
+
+def test_no_module_level_state_of_engine_or_transforms_changes_at_run_time():
+    # looked at before, inside the innermost functions of running transforms, and after: every
+    # module-level container and counter of engine/ and transforms/ holds what it held (a
+    # first run fills the memos of first use, such as sharing.py's simplifying classes)
+    import importlib
+    import pkgutil
+
+    import simplegrad.engine
+    import simplegrad.transforms
+
+    modules = [importlib.import_module(m.name) for pkg in (simplegrad.engine, simplegrad.transforms)
+               for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
+
+    def workload() -> None:
+        xs = np.array([[0.3, -0.7, 1.1], [0.5, 0.2, -1.3]])
+        np.testing.assert_allclose(sg.vmap(sg.grad(probe))(xs), _closed_grad(xs), rtol=1e-13)
+        np.testing.assert_allclose(sg.vmap(sg.vmap(sg.grad(probe)))(xs[:, None]),
+                                   _closed_grad(xs[:, None]), rtol=1e-13)
+        np.testing.assert_allclose(sg.vmap(sg.hessian(probe))(xs)[:, [0, 1, 2], [0, 1, 2]],
+                                   _closed_hessian_diag(xs), rtol=1e-13)
+        np.testing.assert_allclose(sg.jacobian(sg.grad(probe), mode="fwd")(xs[0]),
+                                   np.diag(_closed_hessian_diag(xs[0])), rtol=1e-13,
+                                   atol=1e-15)
+        np.testing.assert_allclose(sg.jit(sg.grad(probe))(xs[0]), _closed_grad(xs[0]),
+                                   rtol=1e-13)
+        op = sg.Ops()
+        x = op.var(xs)
+        np.testing.assert_allclose(sg.vmap(sg.grad(probe))(x).value, _closed_grad(xs),
+                                   rtol=1e-13)
+        with op.no_grad():
+            np.testing.assert_allclose(sg.vmap(sg.grad(probe))(x).value, _closed_grad(xs),
+                                       rtol=1e-13)
+
+    inside: list[dict] = []
+
+    def probe(x):
+        inside.append(_snapshot(modules))
+        return _tanh_x(x)
+
+    workload()
+    inside.clear()
+    before = _snapshot(modules)
+    workload()
+    after = _snapshot(modules)
+    assert inside
+    for seen in [*inside, after]:
+        changed = sorted(k for k in before.keys() | seen.keys()
+                         if before.get(k) != seen.get(k))
+        assert not changed, f"module-level state changed at run time: {changed}"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import simplegrad as sg
-from simplegrad.engine.levels import Batched
+from simplegrad.engine.batching import Batched
 from simplegrad.transforms.jacobians import hessian_batched, jacobian_fwd_batched
 
 TOL = {"rtol": 1e-10, "atol": 1e-10}

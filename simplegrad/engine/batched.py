@@ -1,30 +1,17 @@
-"""Primitives on batched values and the batched jvp, for ``sg.vmap`` (transforms/vmap.py) and
-Jacobians in one sweep.
+"""The batched jvp: many tangents through one forward sweep of a recorded program (Jacobians
+in one sweep), recorded or on stacks of values.
 
-A ``Batched`` Variable (levels.py) stands for one example of a batch inside ``f``: it reports the
-per-example shape (``x.shape``, ``x.ndim``, ``x.size``) while it holds ``inner``, the whole
-batch with the examples along a leading axis. A primitive given a Batched input is handed
-here by ``Ops.apply`` (the one recording path): the primitive's batching rule (``batch`` in
-its record, see primitives/core.py) computes the batch at once with primitives called on the
-real Ops, so the batched program is recorded and differentiable like any other. A primitive
-without a rule loops over the examples and stacks.
-
-Each ``vmap`` call has its own level; nested vmaps wrap Batched in Batched, and a primitive
-works on the innermost (highest) level first, its rule seeing the outer levels' Batched
-values as ordinary per-example values, which batch again when the rule calls primitives.
-
-``batched_jvp`` pushes many tangents through one forward sweep of a recorded program (each
-jvp rule runs once, on Batched tangents); ``jacobian_fwd_batched`` and ``hessian_batched``
+``batched_jvp`` runs each entry's jvp rule once, on Batched tangents (batching.py: the
+primitives' batching rules do the work); ``jacobian_fwd_batched`` and ``hessian_batched``
 (transforms/jacobians.py) are built on it. Given values batched by a vmap it runs on their
-stacks, as the other sweeps do (levels.py). ``batched_jvp_values`` is the same sweep when only
-the values are wanted (a Jacobian handed back as an array): the tangents are ``Stack``s of
-numpy values and ``STACKS`` runs each batching rule on them, recording nothing.
+stacks, as the other sweeps do. ``batched_jvp_values`` is the same sweep when only the values
+are wanted (a Jacobian handed back as an array): the tangents are ``Stack``s of numpy values
+and ``STACKS`` runs each batching rule on them, recording nothing.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -33,62 +20,27 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..primitives import REGISTRY, VALUES, Primitive, PrimitiveMethods
-from ..primitives.core import batch_size
 from ..primitives.elementwise import MUL
 from ..primitives.linalg.matmul import MATMUL
 from ..primitives.shape import RESHAPE
+from .batching import (
+    Batched,
+    innermost,
+    levels_of,
+    loop,
+    new_level,
+    spread,
+    stacked,
+    union,
+    unstack,
+    wrap,
+)
 from .events import BlockBegin, BlockEnd
 from .forward import forward_sweep
-from .levels import Batched, innermost, levels_of, spread, stacked, union, unstack, wrap
 from .variable import UNARY, Variable
 
 if TYPE_CHECKING:
     from .ops import Ops
-
-_levels = itertools.count(1)
-# levels of the vmaps running on an Ops of their own: their results leave as arrays, so
-# nothing outside can differentiate what is recorded at that level
-FINAL: set[int] = set()
-# ---------------------------------------------------------------- primitives on batches
-
-
-def apply(o: PrimitiveMethods, prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
-          name: str | None) -> Batched:
-    """``prim`` on inputs of which some are Batched: its batching rule, at the highest level."""
-    level = 0
-    for x in inputs:
-        if type(x) is Batched and x.level > level:
-            level = x.level
-    xs, flags, size = [], [], None
-    for x in inputs:
-        mine = type(x) is Batched and x.level == level
-        if mine:
-            n = x.inner.shape[0]
-            if size is not None and n != size:
-                sizes = sorted({x.inner.shape[0] for x in inputs
-                                if type(x) is Batched and x.level == level})
-                raise ShapeError(f"{prim.name}: batched inputs of different batch sizes {sizes}")
-            size = n
-        xs.append(x.inner if mine else x)
-        flags.append(mine)
-    rule = prim.batch or functools.partial(loop, prim)
-    out = rule(o, xs, flags, **(attrs or {}))
-    if name is not None and isinstance(out, Variable):
-        out.name = name
-    return wrap(out, level)
-
-
-def loop(prim: Primitive, o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
-         **attrs: Any) -> Any:
-    """The batching rule of a primitive that has none: one application per example, stacked."""
-    outs = [o.apply(prim, [o.getitem(x, (k,)) if b else x for x, b in zip(xs, batched)],
-                    attrs or None, None) for k in range(batch_size(xs, batched))]
-    return o.stack(outs, axis=0)
-
-
-def is_int(a: Any) -> bool:
-    """An int that is not a bool."""
-    return isinstance(a, (int, np.integer)) and not isinstance(a, bool)
 
 # ---------------------------------------------------------------- Jacobians in one sweep
 
@@ -99,7 +51,7 @@ def batched_jvp(ops: Ops, y: Variable, x: Variable, tangents: Any) -> Variable:
     values batched by vmap (x at every level y is at), the sweep runs on their stacks."""
     if type(y) is Batched or type(x) is Batched:
         return _on_stacks(ops, y, x, tangents)
-    level = next(_levels)
+    level = new_level()
     tape = ops.tape
     tape.add(BlockBegin(tape.end, "jvp", y, (x,)))
     seed = tangents if isinstance(tangents, Variable) else ops.leaf(
@@ -193,7 +145,7 @@ class Stack:
 
 class StackValues(PrimitiveMethods):
     """The primitive methods on plain values, where a ``Stack`` input runs the primitive's
-    batching rule on the stacks (``apply`` of this module, with nothing recorded)."""
+    batching rule on the stacks (as batching.py's ``apply`` does, with nothing recorded)."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
               name: str | None = None) -> Any:

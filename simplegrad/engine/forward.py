@@ -18,9 +18,9 @@ import numpy as np
 from ..errors import ArgumentError
 from ..primitives import VALUES
 from ..primitives.core import dtype_of
+from .batching import Batched, innermost, levels_of, stacked, union, unstack
 from .events import BlockBegin, BlockEnd
 from .guards import check_history, check_target, check_wrt, note_entry, seed_value
-from .levels import Batched, innermost, levels_of, stacked, union, unstack
 from .reverse import _sweeping
 from .tape import ancestors
 from .variable import UNARY, Variable

@@ -18,11 +18,11 @@ from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive
 from . import derivation, forward, nonfinite, render
 from . import reverse as sweeps
-from .batched import apply as apply_batched
+from .batching import Batched
+from .batching import apply as apply_batched
 from .events import Leaf
 from .html import Display
-from .levels import Batched
-from .operands import check_name, error, float_array, recordable, translate
+from .operands import check_name, float_array, recordable, translate
 from .params import FREE, Adoptions, JoinsParameters
 from .sharing import rules_for_pass, simplifying
 from .tape import Tape
@@ -127,12 +127,13 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
         return nonfinite.find_nonfinite(self.tape, v)
 
     def release(self) -> None:
-        """Forget the recorded history so its memory returns now; Variables keep their values.
+        """Forget the recorded history so its memory returns now, while the Ops is still held;
+        Variables keep their values.
 
-        An Ops and its Variables refer to each other, so a dropped tape is otherwise freed only
-        by Python's cyclic garbage collector, which counts objects, not bytes. Afterwards every
-        Variable of this Ops is a leaf (no history) and the trace is empty; a gradient of one
-        that was computed raises GraphError (it can no longer reach what it was computed from).
+        Afterwards every Variable of this Ops is a leaf (no history) and the trace is empty; a
+        gradient of one that was computed raises GraphError (it can no longer reach what it was
+        computed from). A dropped Ops needs no release: reference counting frees its tape but
+        what live Variables reach, with no garbage collector (see ``Ops``).
         """
         self.tape.clear()
         if self.simplify:
@@ -377,9 +378,6 @@ class Recorder(JoinsParameters, PrimitiveMethods, Display):
                        name: str | None = None) -> Any:
         """Record ``prim`` as asked, even on an Ops that simplifies (no rule, no sharing)."""
         return self.apply(prim, inputs, attrs, name)
-
-    def _error(self, op: str, inputs: tuple, reason: str, kind: type) -> Exception:
-        return error(op, inputs, reason, kind)
 
     def program(self, inputs: Variable | Sequence[Variable],
                 outputs: Variable | Sequence[Variable]) -> Any:

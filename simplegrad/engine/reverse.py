@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ShapeError
 from ..primitives import HELD, ValueOps
+from .batching import Batched, innermost, levels_of, stacked, unstack
 from .cotangents import Sparse, accumulate, check_held, densify
 from .events import BlockBegin, BlockEnd
 from .guards import (
@@ -31,7 +32,6 @@ from .guards import (
     note_entry,
     seed_value,
 )
-from .levels import Batched, innermost, levels_of, stacked, unstack
 from .params import FREE
 from .tape import ancestors, descendants
 from .variable import UNARY, Variable

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..primitives import rewrites
 from ..primitives.core import Primitive
-from .levels import Batched
+from .batching import Batched
 from .operands import recordable
 from .variable import Variable
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import NotDifferentiableError
 from ..primitives.core import dtype_of, shape_of
 from ..primitives.series import Series
+from .batching import Batched, innermost, levels_of, stacked, union, unstack
 from .forward import forward_sweep
-from .levels import Batched, innermost, levels_of, stacked, union, unstack
 from .tape import ancestors
 from .variable import Variable
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.levels import Batched, wrap
+from ..engine.batching import Batched, wrap
 from ..engine.params import Parameter
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError

@@ -21,15 +21,15 @@ from .products import ProductMethods
 from .rearrange import RearrangeMethods
 from .running import RunningVariable
 from .scans import ScanVariable
-from .special import SpecialVariable
 from .special_functions import SpecialFunctionVariable
+from .unary import UnaryVariable
 
 __all__ = ["HELD", "REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "ValueOps",
            "VALUES", "VariableMethods"]
 
 
 class VariableMethods(ProductMethods, LayoutMethods, RearrangeMethods, GatherMethods,
-                      SpecialVariable, BinaryVariable, ScanVariable, MomentVariable,
+                      UnaryVariable, BinaryVariable, ScanVariable, MomentVariable,
                       SpecialFunctionVariable, RunningVariable, ArrayVariable, GammaVariable,
                       NumpyFunctions):
     """Methods that primitive families add to ``Variable`` (``x.cumsum()``, ...).

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
-from .abstract import CLIPPED, broadcasting
 from .core import ANY, NONZERO, Case, dtype_of, is_constant, uniform
 from .elementwise import elementwise
 from .schema import attrs
@@ -39,6 +38,7 @@ from .series import (
     square_coef,
     times,
 )
+from .shape_rules import CLIPPED, broadcasting
 from .taylor import linear, order_of
 
 if TYPE_CHECKING:
@@ -213,10 +213,6 @@ LOGADDEXP2 = elementwise("logaddexp2", np.logaddexp2, "logaddexp2({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share_of(o, x, y, LN2)),
     lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x, LN2))), taylor=_logaddexp2_taylor,
     saves=("inputs",))
-
-# numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
-UFUNCS = {np.fmax: "fmax", np.fmin: "fmin", np.remainder: "mod", np.arctan2: "arctan2",
-          np.hypot: "hypot", np.logaddexp: "logaddexp", np.logaddexp2: "logaddexp2"}
 
 
 # ---------------------------------------------------------------- Ops methods

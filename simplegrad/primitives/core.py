@@ -102,7 +102,7 @@ class MaskRule(Protocol):
 
 class BatchRule(Protocol):
     """The output for a batch of examples at once, ``batched[i]`` saying whether input i
-    carries them along a leading axis (see "batching rules" below; engine/batched.py)."""
+    carries them along a leading axis (see "batching rules" below; engine/batching.py)."""
 
     def __call__(self, o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool], /,
                  **attrs: Any) -> Any: ...
@@ -162,7 +162,7 @@ class Primitive:
         self.differentiable = differentiable
         # one MaskedVjpRule per input, used below a mask (elementwise primitives)
         self.vjp_masked: tuple[MaskedVjpRule | None, ...] | None = None
-        # None: engine/batched.py loops over the examples and stacks
+        # None: engine/batching.py loops over the examples and stacks
         self.batch = batch
         # None: Taylor mode refuses this primitive and sg.derivative nests jvps through it
         self.taylor = taylor
@@ -281,12 +281,6 @@ def value_of(x: Any) -> Any:
 def dtype_of(x: Any) -> np.dtype | None:
     """dtype of a Variable or array; None for Python numbers."""
     return getattr(x, "dtype", None)
-
-
-def as_weight(mask: Any, like: Any) -> np.ndarray:
-    """A constant (mask or weight) in the dtype of ``like``, for piecewise rules."""
-    dt = dtype_of(like) or np.float64
-    return np.asarray(mask, dtype=dt)
 
 
 def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import AxisError, ShapeError
-from .abstract_arrays import crossed
 from .broadcasting import unbroadcast
 from .core import Case, Primitive, align, error, register, run, shape_of, shift_axis
 from .lazy import dask_array, per_block
 from .schema import AXIS, attrs
+from .shape_rules import crossed
 from .taylor import multilinear
 
 if TYPE_CHECKING:

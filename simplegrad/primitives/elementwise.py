@@ -1,5 +1,5 @@
 """Elementwise primitives: the ``elementwise`` builder, arithmetic, transcendental functions
-(piecewise functions and ``where``: piecewise.py; more functions: special.py, binary.py).
+(piecewise functions and ``where``: piecewise.py; more functions: unary.py, binary.py).
 
 Each primitive states one derivative rule per input, ``d(o, g, out, x, y)``,
 linear in ``g``. The vjp is that rule with broadcasting undone; the jvp is the
@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .abstract import ufunc
 from .broadcasting import (
     broadcast_to,
     broadcast_vjp,
@@ -62,6 +61,7 @@ from .series import (
     square_coef,
     whole_power,
 )
+from .shape_rules import ufunc
 from .taylor import linear, multilinear, order_of
 
 if TYPE_CHECKING:

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
-from .abstract import FLOAT_OUT, broadcasting
 from .core import POSITIVE, UNARY, Case
 from .elementwise import elementwise
 from .lazy import blockwise, dask_array
 from .schema import attrs, integer
 from .series import Series, cauchy, new, plus, times
+from .shape_rules import FLOAT_OUT, broadcasting
 from .taylor import order_of
 
 if TYPE_CHECKING:

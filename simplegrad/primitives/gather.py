@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, AxisError, OutOfBoundsError, ShapeError
-from .abstract import INDEX_OUT, scan
-from .abstract_arrays import gathered, scattered_along
 from .core import (
     Case,
     Primitive,
@@ -39,6 +37,7 @@ from .core import (
 from .lazy import dask_array, per_block, whole
 from .rearrange import axes_of, flat
 from .schema import AXIS, AXIS_OR_NONE, SHAPE, attrs, int_array, need
+from .shape_rules import INDEX_OUT, gathered, scan, scattered_along
 from .taylor import linear
 
 if TYPE_CHECKING:

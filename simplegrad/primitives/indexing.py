@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
-from .abstract_arrays import indexed, scattered
 from .broadcasting import full_mask
 from .core import Case, Primitive, align, batch_size, error, is_constant, register, shape_of
 from .lazy import dask_array, per_block, refuse, whole
 from .schema import INDEX, INDICES, SHAPE, attrs, need
 from .shape import shape_tuple
+from .shape_rules import indexed, scattered
 from .taylor import linear
 from .traced_index import is_traced, traced_getitem
 

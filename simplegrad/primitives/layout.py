@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, ShapeError
-from .abstract import SAME, same_shape
-from .abstract_arrays import padded, repeated, rolled, tiled
 from .broadcasting import full_mask
 from .core import Case, Primitive, along, error, register, run, shape_of, shift_axis
 from .lazy import dask_array
@@ -29,6 +27,7 @@ from .schema import (
     ints,
     need,
 )
+from .shape_rules import SAME, padded, repeated, rolled, same_shape, tiled
 from .taylor import linear
 
 if TYPE_CHECKING:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .abstract import BOOL_OUT, reducing, ufunc
 from .core import BINARY, REDUCE, UNARY, Primitive, along, method_fmt, pointwise, register
 from .schema import attrs
+from .shape_rules import BOOL_OUT, reducing, ufunc
 
 if TYPE_CHECKING:
     from ..engine.variable import Variable

@@ -37,13 +37,13 @@ from .reduce import ReduceOps
 from .running import RunningOps
 from .scans import ScanOps
 from .shape import ShapeOps
-from .special import SpecialOps
 from .special_functions import SpecialFunctionOps
+from .unary import UnaryOps
 
 
 class PrimitiveMethods(ElementwiseOps, PiecewiseOps, LogicOps, ReduceOps, ShapeOps, IndexingOps,
                        MatmulOps, SolveOps, DeterminantOps, CholeskyOps, NormOps, ProductOps,
-                       LayoutOps, RearrangeOps, GatherOps, SpecialOps, BinaryOps, ScanOps,
+                       LayoutOps, RearrangeOps, GatherOps, UnaryOps, BinaryOps, ScanOps,
                        MomentOps, EighOps, SVDOps, QROps, PseudoInverseOps, MatrixPowerOps,
                        SpecialFunctionOps, RunningOps, CrossOps, GammaOps):
     """Every primitive as a method; subclasses say what ``apply`` (the generic form) does."""

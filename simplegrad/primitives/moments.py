@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
-from .abstract import FLOATING, reduction
 from .core import (
     REDUCE,
     Case,
@@ -32,6 +31,7 @@ from .reduce import per_count
 from .scans import checked_axes, numpy_defaults, spread
 from .schema import AXES_OR_NONE, BOOL, REAL, attrs
 from .series import Series, sqrt_series, square_coef, times
+from .shape_rules import FLOATING, reduction
 from .taylor import order_of
 
 if TYPE_CHECKING:

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
-from .abstract import CHOSEN, RECTIFIED, broadcasting
 from .broadcasting import broadcast_to, mask_down
 from .core import ANY, NONZERO, Case, is_constant, shape_of
 from .elementwise import elementwise
 from .schema import attrs
+from .shape_rules import CHOSEN, RECTIFIED, broadcasting
 from .taylor import linear
 
 if TYPE_CHECKING:

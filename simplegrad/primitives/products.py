@@ -27,8 +27,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import AxisError, ShapeError
-from .abstract_arrays import diagonal, triangle
-from .abstract_linalg import einsum
 from .core import (
     Case,
     Primitive,
@@ -41,6 +39,7 @@ from .core import (
     shift_axis,
 )
 from .schema import AXIS, INT, SUBSCRIPTS, attrs, need
+from .shape_rules import diagonal, einsum, triangle
 from .subscripts import LETTERS, from_sublists, letter_sizes, parse_subscripts
 from .taylor import linear, multilinear
 

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .abstract import ACCUMULATING, EXP_SHIFTED, FLOATING, SAME, reducing, same_shape
 from .broadcasting import broadcast_to, full_mask
 from .core import (
     REDUCE,
@@ -27,6 +26,7 @@ from .core import (
 from .lazy import is_lazy
 from .schema import AXIS, attrs
 from .series import Series, exp_series, minus, quotient_series
+from .shape_rules import ACCUMULATING, EXP_SHIFTED, FLOATING, SAME, reducing, same_shape
 from .taylor import linear
 
 if TYPE_CHECKING:

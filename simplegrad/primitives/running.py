@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .abstract import INDEX_OUT, SAME, scan
 from .core import Case, Primitive, along, method_fmt, register, shape_of
 from .lazy import scan_along
 from .rearrange import flat
 from .scans import _one_axis
 from .schema import AXIS, AXIS_OR_NONE, attrs
+from .shape_rules import INDEX_OUT, SAME, scan
 from .taylor import linear
 
 if TYPE_CHECKING:

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, AxisError
-from .abstract import ACCUMULATING, INDEX_OUT, reducing, reduction, scan
 from .broadcasting import broadcast_to
 from .core import (
     REDUCE,
@@ -35,6 +34,7 @@ from .core import (
 )
 from .schema import AXIS_OR_NONE, BOOL, attrs
 from .series import Series, exp_series, quotient_series
+from .shape_rules import ACCUMULATING, INDEX_OUT, reducing, reduction, scan
 from .taylor import linear
 
 if TYPE_CHECKING:

@@ -10,9 +10,8 @@ The shape rule (``shape_rule=``) is the primitive's abstract evaluation, as JAX'
 rules: the output's shape and dtype from the inputs' shapes and dtypes and the attributes
 alone, raising ``ShapeRuleError`` for inputs the primitive cannot take. The loader checks every
 entry's declared shape and dtype against it before any array is made, and the output's element
-count (``Schema.size``) bounds what replaying it allocates. The family rules are in
-abstract.py, abstract_arrays.py and abstract_linalg.py; ``tests/test_shape_rules.py`` checks
-every record's rule against numpy's forward on its cases.
+count (``Schema.size``) bounds what replaying it allocates. The rules are in shape_rules.py;
+``tests/test_shape_rules.py`` checks every record's rule against numpy's forward on its cases.
 """
 
 from __future__ import annotations
@@ -112,7 +111,7 @@ def _show(v: Any) -> str:
 # ---------------------------------------------------------------- value checks
 
 
-def is_int(v: Any) -> bool:
+def is_held_int(v: Any) -> bool:
     """An integer (Python or numpy, never bool) that a program can hold."""
     return (type(v) is int or isinstance(v, np.integer)) and INT_RANGE[0] <= int(v) < INT_RANGE[1]
 
@@ -124,7 +123,7 @@ def is_bool(v: Any) -> bool:
 
 def is_real(v: Any) -> bool:
     """A real number: an int, a float (nan and infinities included) or a numpy one."""
-    return is_int(v) or type(v) is float or isinstance(v, np.floating)
+    return is_held_int(v) or type(v) is float or isinstance(v, np.floating)
 
 
 def BOOL(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802 (a constant's name)
@@ -140,7 +139,7 @@ def REAL(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802
 def integer(lo: int | None = None, hi: int | None = None) -> Check:
     """An int in [lo, hi] (either bound optional)."""
     def check(v: Any, shapes: Sequence[tuple]) -> str | None:
-        if not is_int(v) or (lo is not None and v < lo) or (hi is not None and v > hi):
+        if not is_held_int(v) or (lo is not None and v < lo) or (hi is not None and v > hi):
             return f"must be an int in [{lo if lo is not None else ''}, " \
                    f"{hi if hi is not None else ''}]"
         return None
@@ -161,7 +160,7 @@ def one_of(*choices: str) -> Check:
 def ints(lo: int = -2**62, rank: bool = False) -> Check:
     """A tuple of ints >= lo (one per dimension of the first input when ``rank``)."""
     def check(v: Any, shapes: Sequence[tuple]) -> str | None:
-        if type(v) is not tuple or len(v) > MAX_RANK or not all(is_int(n) and n >= lo
+        if type(v) is not tuple or len(v) > MAX_RANK or not all(is_held_int(n) and n >= lo
                                                                 for n in v):
             return f"must be a tuple of at most {MAX_RANK} ints >= {lo}"
         if rank and len(v) != len(shapes[0]):
@@ -178,9 +177,9 @@ def axis(of: int = 0, extra: int = 0, none: bool = False, many: bool = False,
         if v is None and none:
             return None
         ndim = len(shapes[min(of, len(shapes) - 1)]) + extra
-        if one and is_int(v):
+        if one and is_held_int(v):
             return None if -ndim <= v < ndim else f"is out of range for {ndim} dimension(s)"
-        if many and type(v) is tuple and all(is_int(a) for a in v):
+        if many and type(v) is tuple and all(is_held_int(a) for a in v):
             if not all(-ndim <= a < ndim for a in v):
                 return f"is out of range for {ndim} dimension(s)"
             return None if len({int(a) % ndim for a in v}) == len(v) else "repeats an axis"
@@ -192,7 +191,7 @@ def axis(of: int = 0, extra: int = 0, none: bool = False, many: bool = False,
 
 def COUNTS(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802
     """An int >= 0 or a tuple of them (repeat's counts)."""
-    return None if is_int(v) and v >= 0 else ints(lo=0)(v, shapes)
+    return None if is_held_int(v) and v >= 0 else ints(lo=0)(v, shapes)
 
 
 AXIS = axis()
@@ -215,11 +214,11 @@ def int_array(v: Any, shapes: Sequence[tuple]) -> str | None:
 
 
 def _index_item(i: Any) -> bool:
-    if i is None or i is Ellipsis or is_int(i):
+    if i is None or i is Ellipsis or is_held_int(i):
         return True
     if isinstance(i, slice):
         parts = (i.start, i.stop, i.step)
-        return all(p is None or is_int(p) for p in parts) and i.step != 0
+        return all(p is None or is_held_int(p) for p in parts) and i.step != 0
     return isinstance(i, np.ndarray) and i.dtype.kind in "iub"
 
 
@@ -243,7 +242,7 @@ def INDICES(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802
 def PAD_WIDTH(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802
     """One (before, after) pair of ints >= 0 per dimension."""
     if type(v) is not tuple or len(v) != len(shapes[0]) or not all(
-            type(p) is tuple and len(p) == 2 and all(is_int(n) and n >= 0 for n in p)
+            type(p) is tuple and len(p) == 2 and all(is_held_int(n) and n >= 0 for n in p)
             for p in v):
         return f"must be {len(shapes[0])} (before, after) pair(s) of ints >= 0"
     return None

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import DTypeError
-from .abstract_arrays import cast, expanded, joined, reshaped, stacked, transposed
 from .broadcasting import full_mask, mask_down, unbroadcast
 from .core import (
     Case,
@@ -36,6 +35,7 @@ from .schema import (
     axis,
     need,
 )
+from .shape_rules import cast, expanded, joined, reshaped, stacked, transposed
 from .taylor import linear
 
 if TYPE_CHECKING:

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import NotDifferentiableError, ShapeError
-from .abstract import FLOAT_OUT, FLOATING, broadcast_shapes, broadcasting
 from .broadcasting import broadcast_to, unbroadcast
 from .core import HELD, Case, Primitive, align, error, is_constant, register, run, shape_of, uniform
 from .elementwise import elementwise
 from .lazy import blockwise, refuse
 from .schema import MAX_RANK, ShapeRule, ShapeRuleError, attrs, is_real
 from .series import Series, affine_square, exp_series, new, ode, plus, quotient_series, square_coef
+from .shape_rules import FLOAT_OUT, FLOATING, broadcast_shapes, broadcasting
 from .taylor import order_of
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ Ops" for nn's layers (``nn.ops_of``) and the optimisers too. Under ``no_grad`` a
 transform still computes its derivatives (on an Ops of its own) and records nothing on
 the caller's: its results are Variables of that Ops holding values only (``run_paused``).
 Under vmap a transform is the same code: its primals are lifted to every running vmap's
-level (``active``, ``lifted``) and the sweeps run on the stacks (engine/levels.py); inside a
+level (``active``, ``lifted``) and the sweeps run on the stacks (engine/batching.py); inside a
 vmap on an Ops of its own, with no other transform around, a gradient is a value-only sweep
 (``values_only``), as at top level.
 
@@ -56,8 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.batched import FINAL
-from ..engine.levels import Batched, Level, lifted, stacked, unstack
+from ..engine.batching import Batched, Level, lifted, stacked, unstack
 from ..engine.ops import Ops, recorder_of
 from ..engine.params import FREE, FreeOps
 from ..engine.recorder import Recorder
@@ -113,7 +112,7 @@ def values_only(ops: Ops) -> bool:
     stack = getattr(_RUNNING, "stack", ())
     first = stack[0] if stack else None
     return first is not None and first.ops is ops and first.batch is not None and \
-        first.batch[0] in FINAL and all(f.batch is not None or f.ops is not ops for f in stack)
+        first.final and all(f.batch is not None or f.ops is not ops for f in stack)
 
 
 def context(fname: str, args: Sequence[Any], borrow: bool = True,
@@ -169,13 +168,17 @@ def flatten(tree: Any) -> tuple[list, TreeDef]:
 
 class running:  # noqa: N801 (used as ``with running(ops):``)
     """Within the block, transforms called without Variable arguments record on ``ops``;
-    ``batch`` = (level, size) marks a vmap's function, inside which they run per example."""
+    ``batch`` = (level, size) marks a vmap's function, inside which they run per example;
+    ``final``: that vmap runs on an Ops of its own (its results leave as arrays, so nothing
+    outside can differentiate what is recorded at its level)."""
 
-    __slots__ = ("ops", "batch")
+    __slots__ = ("ops", "batch", "final")
 
-    def __init__(self, ops: Ops, batch: tuple[int, int] | None = None) -> None:
+    def __init__(self, ops: Ops, batch: tuple[int, int] | None = None,
+                 final: bool = False) -> None:
         self.ops = recorder_of(ops)
         self.batch = batch
+        self.final = final
 
     def __enter__(self) -> None:
         stack = getattr(_RUNNING, "stack", None)
@@ -197,6 +200,7 @@ class own(running):  # noqa: N801 (used as ``with own(ops, nested):``)
     def __init__(self, ops: Ops, nested: bool) -> None:
         self.ops = recorder_of(ops)
         self.batch = None
+        self.final = False
         self.nested = nested
 
     def __exit__(self, *exc: object) -> None:
@@ -211,9 +215,9 @@ class own(running):  # noqa: N801 (used as ``with own(ops, nested):``)
 def run_paused(ops: Ops, fn: Callable, args: Sequence[Any]) -> Any:
     """``fn`` (the transform) on the values of ``args``, its results handed back as Variables
     of ``ops`` that hold values only; a function among the results is wrapped the same way."""
-    levels = active(ops)
-    if levels:
-        return _paused_at(ops, levels, fn, args)
+    frames = [f for f in getattr(_RUNNING, "stack", ()) if f.batch is not None and f.ops is ops]
+    if frames:      # (the frames of vmaps of ops whose function runs: ``active``)
+        return _paused_at(ops, frames, fn, args)
     values = tree_map(lambda a: a.raw if isinstance(a, Variable) else a, list(args))
     _RUNNING.stack, saved = [], getattr(_RUNNING, "stack", [])
     try:
@@ -223,12 +227,13 @@ def run_paused(ops: Ops, fn: Callable, args: Sequence[Any]) -> Any:
     return _unrecorded(ops, out)
 
 
-def _paused_at(ops: Ops, levels: list[Level], fn: Callable, args: Sequence[Any]) -> Any:
+def _paused_at(ops: Ops, frames: list[running], fn: Callable, args: Sequence[Any]) -> Any:
     """``run_paused`` under vmap: ``fn`` at the same levels on an Ops of its own, on every
     example's values; a function among the results (a pullback) runs there again when called,
     so that Ops lives as long as such a function does (and is freed with it)."""
     mine = Ops()
     rec = mine.recorder
+    levels = [f.batch for f in frames]
 
     def example(a: Any) -> Variable:    # a's values at every level, batched there on mine
         return unstack(rec.var(value_of(stacked(ops, a, levels, "an argument")),
@@ -246,7 +251,7 @@ def _paused_at(ops: Ops, levels: list[Level], fn: Callable, args: Sequence[Any])
         return tree_map(back, out)
 
     def call(f: Callable, a: Sequence[Any]) -> Any:
-        _RUNNING.stack, saved = [running(rec, level) for level in levels], getattr(
+        _RUNNING.stack, saved = [running(rec, f.batch, f.final) for f in frames], getattr(
             _RUNNING, "stack", [])
         try:
             return results(f(*tree_map(example, list(a))))

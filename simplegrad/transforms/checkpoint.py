@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.levels import Batched
+from ..engine.batching import Batched
 from ..engine.ops import Ops
 from ..engine.params import FREE
 from ..engine.recorder import Recorder

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.levels import Batched
+from ..engine.batching import Batched
 from ..errors import ArgumentError, ShapeError
 from ..pytree import tree_flatten, tree_leaves, tree_unflatten
 from .arguments import (

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..engine.batched import batched_jvp, batched_jvp_values
-from ..engine.levels import innermost
+from ..engine.batching import innermost
 from ..engine.ops import Ops, recorder_of
 from ..engine.tape import ancestors
 from ..engine.variable import UNARY, Variable

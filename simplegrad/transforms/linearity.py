@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.levels import innermost
+from ..engine.batching import innermost
 from ..engine.render import format_entry
 from ..engine.tape import ancestors, descendants
 from ..engine.variable import Variable

@@ -8,7 +8,10 @@ batching rule (``batch`` in its record, see primitives/core.py) computes the bat
 with primitives called on the real Ops, so the batched program is recorded and
 differentiable like any other. A primitive without a rule loops over the examples and stacks.
 
-Each ``vmap`` call has its own level; nested vmaps wrap Batched in Batched, and a primitive
+Each ``vmap`` call has its own level, drawn from its thread's count (engine/batching.py's
+``new_level``), and its frame on this thread's stack of running transforms says whether it runs
+on an Ops of its own (``final``): nothing is shared between threads. Nested vmaps wrap Batched
+in Batched, and a primitive
 works on the innermost (highest) level first, its rule seeing the outer levels' Batched
 values as ordinary per-example values, which batch again when the rule calls primitives.
 
@@ -16,7 +19,7 @@ Transforms inside a running vmap (``vmap(grad(f))``, or grad of a closure over t
 are the ordinary transforms: while f runs, the vmap has a frame on the stack of running
 transforms (arguments.py, per thread), and a transform called there lifts its primals to
 every running vmap's level (``primals``), so each example has its own; the sweeps given
-Batched values run on their stacks (engine/levels.py): examples are independent, so one sweep
+Batched values run on their stacks (engine/batching.py): examples are independent, so one sweep
 of the stacked program gives every example's derivative at once.
 
 Axes follow JAX: ``in_axes`` is one prefix tree per positional argument (an int or None covers
@@ -37,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.batched import FINAL, Batched, _levels, is_int, wrap
+from ..engine.batching import Batched, new_level, wrap
 from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..errors import ArgumentError, AxisError, ShapeError
@@ -49,7 +52,7 @@ from ..pytree import (
     tree_structure,
     tree_unflatten,
 )
-from .arguments import context, everything, running
+from .arguments import context, everything, is_int, running
 
 # ---------------------------------------------------------------- vmap
 
@@ -81,9 +84,8 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0,
         leaves += [(k, leaf, 0) for k, (ls, _) in kw_flat.items() for leaf in ls]
         n = _size(leaves, axis_size)
         ops, nested = context("vmap", everything(args, kwargs), borrow=False, derivative=False)
-        level = next(_levels)
-        if not nested:
-            FINAL.add(level)
+        level = new_level()
+        frame = running(ops, (level, n), final=not nested)
         try:
             def batched(ls: list, axs: list, treedef: TreeDef) -> Any:
                 xs = [x if ax is None else wrap(_leading(ops, x, ax), level)
@@ -91,7 +93,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0,
                 return xs[0] if treedef is LEAF else tree_unflatten(treedef, xs)
             call = [batched(ls, axs, d) for (ls, d), axs in zip(flat, axes)]
             kw = {k: batched(ls, [0] * len(ls), d) for k, (ls, d) in kw_flat.items()}
-            with running(ops, (level, n)):
+            with frame:
                 out = f(*call, **kw)
             if isinstance(out, Variable) and (out_axes is None or is_int(out_axes)):
                 return _unbatch(ops, out, level, n, out_axes, nested)   # (one output)
@@ -100,7 +102,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0,
             return tree_unflatten(out_def, [_unbatch(ops, y, level, n, ax, nested)
                                             for y, ax in zip(out_leaves, oaxes)])
         finally:
-            FINAL.discard(level)
+            frame.final = False     # (a pullback called later runs as any other)
             if not nested:
                 ops.release()
     return vmapped

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..abstract_linalg import square
 from ..core import Case, Primitive, mapped, register, shape_of
 from ..lazy import per_block
 from ..schema import attrs
 from ..series import Series, minus, new, plus
+from ..shape_rules import square
 from ..taylor import order_of
 from .matrices import swap_last, sym
 from .samplers import positive_definite

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..abstract_linalg import determinant
 from ..core import Case, Primitive, mapped, register, shape_of
 from ..lazy import per_block
 from ..schema import attrs
 from ..series import Series, exp_series, new, plus, times
+from ..shape_rules import determinant
 from .matrices import swap_last
 from .samplers import MATRIX, near_identity, negative_det
 from .solve import inv_taylor

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from ...errors import ArgumentError
-from ..abstract_linalg import eigh
 from ..core import Case, Primitive, error, mapped, register
 from ..lazy import per_block
 from ..schema import attrs, need, one_of
+from ..shape_rules import eigh
 from .decomposition import (
     NUMPY_SIGNS,
     column_signs,

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..abstract_linalg import matmul
 from ..broadcasting import unbroadcast
 from ..core import Case, Primitive, matrix, register, shape_of
 from ..schema import attrs
+from ..shape_rules import matmul
 from ..taylor import multilinear
 from .matrices import swap_last
 

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import ArgumentError
-from ..abstract_linalg import powered
 from ..core import Case, Primitive, error, mapped, register
 from ..lazy import per_block
 from ..schema import INT, attrs, need
 from ..series import Series, cauchy, new
+from ..shape_rules import powered
 from ..taylor import order_of
 from .matrices import check_square, matmuls, swap_last
 from .samplers import diagonally_dominant

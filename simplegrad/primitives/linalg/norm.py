@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..abstract import FLOATING, reduction
 from ..core import Case, Primitive, along, keepdims_shape, register, shape_of
 from ..schema import AXES_OR_NONE, BOOL, attrs
 from ..series import Series, sqrt_series, square_coef
+from ..shape_rules import FLOATING, reduction
 from ..taylor import order_of
 
 if TYPE_CHECKING:

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import ArgumentError, ShapeError
-from ..abstract_linalg import lstsq, pinv
 from ..core import REGISTRY, Case, Primitive, error, mapped, register, shape_of, value_of
 from ..lazy import per_block
 from ..schema import attrs
+from ..shape_rules import lstsq, pinv
 from .matrices import as_column, check_matrices, matmuls, swap_last
 from .samplers import spread_singular
 

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from ...errors import ArgumentError
-from ..abstract_linalg import qr
 from ..core import Case, Primitive, error, mapped, register, shape_of
 from ..lazy import per_block
 from ..schema import attrs, need, one_of
+from ..shape_rules import qr
 from .decomposition import (
     NUMPY_SIGNS,
     decompose,

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..abstract_linalg import solve, square
 from ..broadcasting import unbroadcast
 from ..core import Case, Primitive, mapped, matrix, register, shape_of
 from ..lazy import per_block
 from ..schema import attrs
 from ..series import Series, minus, new, plus
+from ..shape_rules import solve, square
 from ..taylor import order_of
 from .matrices import as_column, swap_last
 from .samplers import MATRIX, diagonally_dominant

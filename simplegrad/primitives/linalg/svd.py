@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from ...errors import ArgumentError, LinAlgError
-from ..abstract_linalg import svd
 from ..core import Case, Primitive, error, mapped, register, shape_of, value_of
 from ..lazy import per_block
 from ..schema import attrs, need, one_of
+from ..shape_rules import svd
 from .decomposition import (
     NUMPY_SIGNS,
     column_signs,

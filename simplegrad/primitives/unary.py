@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
-from .abstract import rounded
 from .core import ANY, NONZERO, POSITIVE, UNARY, Case, Sampler, TaylorRule, uniform
 from .elementwise import elementwise
 from .schema import attrs, integer
@@ -36,6 +35,7 @@ from .series import (
     square_coef,
     times,
 )
+from .shape_rules import rounded
 from .taylor import linear, order_of
 
 if TYPE_CHECKING:
@@ -198,17 +198,10 @@ ROUND = elementwise("round", _round, _round_fmt, (None,),
                     taylor=linear("round"),
                     schema=attrs(shape_rule=rounded, decimals=integer(-400, 400)), saves=())
 
-# numpy ufuncs these primitives answer for (for Variable.__array_ufunc__)
-UFUNCS = {np.tan: "tan", np.arcsin: "arcsin", np.arccos: "arccos", np.arctan: "arctan",
-          np.sinh: "sinh", np.cosh: "cosh", np.arcsinh: "arcsinh", np.arccosh: "arccosh",
-          np.arctanh: "arctanh", np.log1p: "log1p", np.expm1: "expm1", np.log2: "log2",
-          np.log10: "log10", np.exp2: "exp2", np.square: "square", np.reciprocal: "reciprocal",
-          np.floor: "floor", np.ceil: "ceil", np.trunc: "trunc", np.rint: "round"}
-
 
 # ---------------------------------------------------------------- Ops methods
 
-class SpecialOps:
+class UnaryOps:
     """The functions of this module as methods of an Ops, with numpy's names."""
 
     def tan(self, x: Any, name: str | None = None) -> Variable:
@@ -297,7 +290,7 @@ class SpecialOps:
 
 # ---------------------------------------------------------------- Variable methods
 
-class SpecialVariable:
+class UnaryVariable:
     """Variable methods for the one-input functions (``x.tan()``, ``x.round()``, ...)."""
 
     __slots__ = ()

@@ -1,26 +1,55 @@
-"""Batched values and their levels: ``Batched`` (one example of a vmap's batch, holding the
-stack) and the helpers that carry values across the boundary of a sweep.
+"""Batching: ``Batched`` values (one example of a vmap's batch, holding the stack), their
+levels, and primitives on them (the batching interpreter under ``sg.vmap``, transforms/vmap.py).
 
-Each running vmap has a level; a value batched by several is a chain of Batched, the highest
-level outermost, around one stacked Variable whose leading axes are the levels' batches in
-order (the lowest first). A sweep (``Ops.grad``, ``Ops.jvp``, ``batched_jvp``, Taylor's
-``propagate``) given Batched values runs on those stacks: examples are independent, so the
-sweep of the stacked program with a stacked seed gives every example's derivative at once.
-``stacked`` gives a value's stack at some levels (a level it is not batched at expanded along
-that batch, a zero-stride view), ``unstack`` wraps a stack back.
+A ``Batched`` Variable stands for one example of a batch inside ``f``: it reports the
+per-example shape (``x.shape``, ``x.ndim``, ``x.size``) while it holds ``inner``, the whole
+batch with the examples along a leading axis. A primitive given a Batched input is handed
+here by ``Ops.apply`` (the one recording path): the primitive's batching rule (``batch`` in
+its record, see primitives/core.py) computes the batch at once with primitives called on the
+real Ops, so the batched program is recorded and differentiable like any other. A primitive
+without a rule loops over the examples and stacks.
+
+Each running vmap has a level, drawn from its thread's own count (``new_level``: nothing is
+shared between threads); nested vmaps wrap Batched in Batched, the highest level outermost,
+around one stacked Variable whose leading axes are the levels' batches in order (the lowest
+first). A primitive works on the innermost (highest) level first, its rule seeing the outer
+levels' Batched values as ordinary per-example values, which batch again when the rule calls
+primitives.
+
+A sweep (``Ops.grad``, ``Ops.jvp``, ``batched_jvp``, Taylor's ``propagate``) given Batched
+values runs on those stacks: examples are independent, so the sweep of the stacked program
+with a stacked seed gives every example's derivative at once. ``stacked`` gives a value's
+stack at some levels (a level it is not batched at expanded along that batch, a zero-stride
+view), ``unstack`` wraps a stack back.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
+import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ShapeError
+from ..primitives import Primitive, PrimitiveMethods
+from ..primitives.core import batch_size
 from .variable import Variable
 
 Level = tuple[int, int]     # (level, batch size)
+
+_THREAD = threading.local()     # .levels: this thread's count of levels
+
+
+def new_level() -> int:
+    """A level higher than any this thread has handed out: a vmap's, or a batched sweep's."""
+    count = getattr(_THREAD, "levels", None)
+    if count is None:
+        count = _THREAD.levels = itertools.count(1)
+    return next(count)
 
 # ---------------------------------------------------------------- the batched Variable
 
@@ -81,6 +110,42 @@ def wrap(inner: Any, level: int) -> Batched:
     b.grad, b.requires_grad = None, inner.requires_grad
     b.prim, b.inputs, b.attrs, b.position = None, (), None, inner.position
     return b
+
+# ---------------------------------------------------------------- primitives on batches
+
+
+def apply(o: PrimitiveMethods, prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
+          name: str | None) -> Batched:
+    """``prim`` on inputs of which some are Batched: its batching rule, at the highest level."""
+    level = 0
+    for x in inputs:
+        if type(x) is Batched and x.level > level:
+            level = x.level
+    xs, flags, size = [], [], None
+    for x in inputs:
+        mine = type(x) is Batched and x.level == level
+        if mine:
+            n = x.inner.shape[0]
+            if size is not None and n != size:
+                sizes = sorted({x.inner.shape[0] for x in inputs
+                                if type(x) is Batched and x.level == level})
+                raise ShapeError(f"{prim.name}: batched inputs of different batch sizes {sizes}")
+            size = n
+        xs.append(x.inner if mine else x)
+        flags.append(mine)
+    rule = prim.batch or functools.partial(loop, prim)
+    out = rule(o, xs, flags, **(attrs or {}))
+    if name is not None and isinstance(out, Variable):
+        out.name = name
+    return wrap(out, level)
+
+
+def loop(prim: Primitive, o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
+         **attrs: Any) -> Any:
+    """The batching rule of a primitive that has none: one application per example, stacked."""
+    outs = [o.apply(prim, [o.getitem(x, (k,)) if b else x for x, b in zip(xs, batched)],
+                    attrs or None, None) for k in range(batch_size(xs, batched))]
+    return o.stack(outs, axis=0)
 
 # ---------------------------------------------------------------- stacks at levels
 
