@@ -377,7 +377,7 @@ def test_tape_is_sized_and_holds_the_results() -> None:
     y = x * 2.0
     z = op.sum(y, name="z")
     assert len(op.tape) == 2
-    assert op.tape[0] is y and op.tape[-1] is z and list(op.tape) == [y, z]
+    assert op.tape[0] is y.node and op.tape[-1] is z.node and list(op.tape) == [y.node, z.node]
     assert (z.prim.name, z.inputs, z.attrs) == ("sum", (y,), {"axis": None, "keepdims": False})
     assert x.prim is None and x.is_leaf
 

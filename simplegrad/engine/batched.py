@@ -37,7 +37,8 @@ from .batching import (
 )
 from .events import BlockBegin, BlockEnd
 from .forward import forward_sweep
-from .variable import UNARY, Variable
+from .reverse import as_variable
+from .variable import UNARY, Entry, Variable, entry_of
 
 if TYPE_CHECKING:
     from .ops import Ops
@@ -53,28 +54,32 @@ def batched_jvp(ops: Ops, y: Variable, x: Variable, tangents: Any) -> Variable:
         return _on_stacks(ops, y, x, tangents)
     level = new_level()
     tape = ops.tape
-    tape.add(BlockBegin(tape.end, "jvp", y, (x,)))
+    if tape.keep or tape.listeners:
+        tape.add(BlockBegin(tape.end, "jvp", y.node, (x.node,)))
     seed = tangents if isinstance(tangents, Variable) else ops.leaf(
         np.asarray(tangents, dtype=x.dtype), None, True, "seed")
     k = seed.shape[0]
 
-    def step(out: Variable, ts: list) -> Any:
+    def step(out: Entry, ts: list) -> Any:
         if REGISTRY.get(out.prim.name) is out.prim:
             t = out.prim.jvp(ops, ts, out, *out.inputs, **(out.attrs or {}))
         else:       # a custom primitive's rule may sweep: one tangent at a time, stacked
             t = _jvp_each(ops, out, ts, k, level)
-        if t is not None and t.dtype != out.raw.dtype:
-            t = ops.cast(t, out.raw.dtype)
+        if t is not None and t.dtype != out.dtype:
+            t = ops.cast(t, out.dtype)
         return t
 
-    t = forward_sweep(tape, y, (x,), {x: wrap(seed, level)}, step, True).get(y)
+    t = forward_sweep(tape, y, (x,), {x.node: wrap(seed, level)}, step, True).get(y.node)
     if t is None:
         t = ops.var(np.zeros((k,) + y.shape, dtype=y.dtype), requires_grad=False)
     elif type(t) is Batched:
         t = t.inner
     else:
         t = ops.expand(t, (k,) + y.shape)
-    tape.add(BlockEnd(tape.end, "jvp", y, {y: t}))
+    if type(t) is Entry:
+        t = as_variable(ops, t)
+    if tape.keep or tape.listeners:
+        tape.add(BlockEnd(tape.end, "jvp", y.node, {y.node: entry_of(t)}))
     return t
 
 
@@ -96,7 +101,7 @@ def _on_stacks(ops: Ops, y: Variable, x: Variable, tangents: Any) -> Variable:
     return unstack(ops.moveaxis(cols, 0, len(full)), full)
 
 
-def _jvp_each(ops: Ops, out: Variable, ts: list, k: int, level: int) -> Any:
+def _jvp_each(ops: Ops, out: Entry, ts: list, k: int, level: int) -> Any:
     """The jvp rule of ``out`` run once per tangent of the batch, the results stacked."""
     cols = []
     for j in range(k):
@@ -282,16 +287,16 @@ def batched_jvp_values(ops: Ops, y: Variable, x: Variable, tangents: np.ndarray,
     the recorded sweep: None then."""
     k = tangents.shape[0]
 
-    def step(out: Variable, ts: list) -> Any:
+    def step(out: Entry, ts: list) -> Any:
         prim, raw = out.prim, out.raw
         if REGISTRY.get(prim.name) is not prim:
             raise _CustomEntryError
-        args = out.more         # the inputs' values (Variable.inputs, inlined: the hot path)
+        args = out.more         # the inputs' values (Entry.inputs, inlined: the hot path)
         if args is None:
             a, b = out.in0, out.in1
-            a = a.raw if type(a) is Variable else getattr(a, "raw", a)
+            a = a.raw if type(a) is Entry else getattr(a, "raw", a)
             args = (a,) if b is UNARY else \
-                (a, b.raw if type(b) is Variable else getattr(b, "raw", b))
+                (a, b.raw if type(b) is Entry else getattr(b, "raw", b))
         else:
             args = [getattr(v, "raw", v) for v in args]
         attrs = out.attrs
@@ -305,7 +310,7 @@ def batched_jvp_values(ops: Ops, y: Variable, x: Variable, tangents: np.ndarray,
 
     seed = Stack(np.asarray(tangents, dtype=x.dtype), eye)
     try:
-        t = forward_sweep(ops.tape, y, (x,), {x: seed}, step).get(y)
+        t = forward_sweep(ops.tape, y, (x,), {x.node: seed}, step).get(y.node)
     except _CustomEntryError:
         return None
     if type(t) is Stack:        # (a copy only of memory the sweep does not own: a view of W)

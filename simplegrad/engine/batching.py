@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import ArgumentError, ShapeError
 from ..primitives import Primitive, PrimitiveMethods
 from ..primitives.core import batch_size
-from .variable import Variable
+from .variable import Variable, leaf_entry
 
 Level = tuple[int, int]     # (level, batch size)
 
@@ -106,9 +106,9 @@ def wrap(inner: Any, level: int) -> Batched:
     """A Batched at ``level`` standing for the batch ``inner`` (examples along axis 0)."""
     b = object.__new__(Batched)
     b.inner, b.level = inner, level
-    b.raw, b.rec, b.label = inner.raw, inner.rec, inner.label
-    b.grad, b.requires_grad = None, inner.requires_grad
-    b.prim, b.inputs, b.attrs, b.position = None, (), None, inner.position
+    b.raw, b.rec, b.grad = inner.raw, inner.rec, None
+    # (a leaf entry of its own: a Batched is no entry of the tape; its stack's is)
+    b.node = leaf_entry(None, inner.label, inner.requires_grad, inner.position)
     return b
 
 # ---------------------------------------------------------------- primitives on batches

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NotDifferentiableError
 from .tape import ancestors
-from .variable import Variable
+from .variable import Entry, Variable
 
 if TYPE_CHECKING:
     from ..primitives import PrimitiveMethods
@@ -28,7 +28,7 @@ class Sparse:
         self.shape = shape
 
 
-def check_held(out: Variable, x: Variable, wanted: set | None, stop: int) -> None:
+def check_held(out: Entry, x: Entry, wanted: set | None, stop: int) -> None:
     """Raise when a requested gradient passes through input ``x`` of ``out``, an input its
     primitive has no derivative in (zeros would be a silently wrong answer)."""
     if wanted is None:
@@ -44,7 +44,7 @@ def check_held(out: Variable, x: Variable, wanted: set | None, stop: int) -> Non
         "variables")
 
 
-def accumulate(o: PrimitiveMethods, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
+def accumulate(o: PrimitiveMethods, tape: Tape, x: Entry, old: Any, new: Any) -> Any:
     """existing + new cotangent of x, keeping indexing reads sparse until they are needed."""
     if type(new) is Sparse:
         if type(old) is Sparse:
@@ -62,15 +62,15 @@ def accumulate(o: PrimitiveMethods, tape: Tape, x: Variable, old: Any, new: Any)
     return _add_existing(o, tape, x, old, new)
 
 
-def _add_existing(o: PrimitiveMethods, tape: Tape, x: Variable, old: Any, new: Any) -> Any:
+def _add_existing(o: PrimitiveMethods, tape: Tape, x: Entry, old: Any, new: Any) -> Any:
     total = o.add(old, new)
     if type(total) is Variable and tape.keep:
-        tape.accumulations[total.position] = x
+        tape.accumulations[total.node.position] = x
     return total
 
 
-def densify(o: PrimitiveMethods, tape: Tape, x: Variable, s: Sparse) -> Any:
+def densify(o: PrimitiveMethods, tape: Tape, x: Entry, s: Sparse) -> Any:
     dense = o.scatter_add(s.grads, s.indices, s.shape)
     if type(dense) is Variable and tape.keep:
-        tape.accumulations[dense.position] = x
+        tape.accumulations[dense.node.position] = x
     return dense if s.dense is None else _add_existing(o, tape, x, s.dense, dense)

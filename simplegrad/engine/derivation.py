@@ -22,7 +22,7 @@ import numpy as np
 
 from ..primitives.rewrites import Operand, cse_key, describe_variable, reduces_to, rewrite
 from .events import Asked, BlockBegin, BlockEnd, Leaf
-from .variable import Variable
+from .variable import Entry, Variable, entry_of
 
 if TYPE_CHECKING:
     from ..primitives.core import Primitive
@@ -53,14 +53,15 @@ def asked(ops: Ops, L: Variable, wrt: Variable | list, grads: Any, names: list[s
         type(g) is Variable and g.rec is ops for g in found)
     tape = ops.tape
     if recorded and tape.keep:
-        tape.add(Asked(tape.end, L, tuple(ops.leaf_for(w) for w in wanted), tuple(found)))
+        tape.add(Asked(tape.end, L.node, tuple(ops.leaf_for(w).node for w in wanted),
+                       tuple(g.node for g in found)))
     if names is None:
         return grads
     named = []
     for w, g, n in zip(wanted, found, names):
         if recorded:            # an alias entry: a reshape to the same shape, named
             g = ops.reshape(g, g.shape, name=n)
-            w.grad = ops.leaf_for(w).grad = g
+            w.grad = g
         else:                   # a fresh unrecorded value: naming it renames nothing
             g.name = n
         named.append(g)
@@ -74,7 +75,7 @@ class Line:
 
     __slots__ = ("name", "prim", "args", "attrs", "entry", "shape", "dtype")
 
-    def __init__(self, entry: Variable, prim: Primitive | None, args: tuple,
+    def __init__(self, entry: Entry, prim: Primitive | None, args: tuple,
                  attrs: dict | None):
         self.entry, self.name = entry, entry.name
         self.prim, self.args, self.attrs = prim, args, attrs
@@ -94,7 +95,7 @@ def _scalar(x: Any) -> bool:
 class Derivation:
     """A tape pruned to what was asked (see the module docstring)."""
 
-    def __init__(self, tape: Tape, outputs: Sequence[Variable] | None = None):
+    def __init__(self, tape: Tape, outputs: Sequence[Any] | None = None):
         self.tape = tape
         events = tape.events
         self.leaf_kind = {e.var: e.kind for e in events if type(e) is Leaf}
@@ -107,19 +108,20 @@ class Derivation:
                 if j < len(events) and type(events[j]) is Asked and events[j].target is e.target:
                     self.asked[id(e)] = events[j]
         roots = self._roots(outputs)
-        self.sub: dict[Variable, Any] = {}      # entry or seed -> what it prints as
+        self.sub: dict[Entry, Any] = {}      # entry or seed -> what it prints as
         self.lines: dict[int, Line] = {}        # position -> its line, for entries kept
         self._build(roots)
         self._keep([self.value(r) for r in roots])
 
     # ------------------------------------------------------------ what was asked
 
-    def _roots(self, outputs: Sequence[Variable] | None) -> list[Variable]:
+    def _roots(self, outputs: Sequence[Any] | None) -> list[Entry]:
         tape = self.tape
-        roots = [v for v in outputs or () if type(v) is Variable]
+        roots = [entry_of(v) for v in outputs or ()]
+        roots = [v for v in roots if type(v) is Entry]
         depth = 0
         read: set[int] = set()
-        top: list[Variable] = []
+        top: list[Entry] = []
         m, events = 0, tape.events
         for v in tape.entries:
             if v is None:
@@ -127,7 +129,7 @@ class Derivation:
             while m < len(events) and events[m].position <= v.position:
                 depth += self._depth(events[m])
                 m += 1
-            read.update(id(x) for x in v.inputs if type(x) is Variable)
+            read.update(id(x) for x in v.inputs if type(x) is Entry)
             if type(v.label) is str:
                 roots.append(v)         # named: L0, an alias, a user's name
             elif depth == 0 and outputs is None:
@@ -141,7 +143,7 @@ class Derivation:
             elif type(e) is BlockEnd and id(e) not in self.asked:
                 roots += [g for x, g in e.pairs
                           if e.kind == "jvp" or self.leaf_kind.get(x) == "leaf"]
-        return [v for v in roots if type(v) is Variable]
+        return [v for v in roots if type(v) is Entry]
 
     @staticmethod
     def _depth(event: Any) -> int:
@@ -151,16 +153,16 @@ class Derivation:
 
     def value(self, x: Any) -> Any:
         """What an operand prints as: a Line, a leaf, or a constant."""
-        if type(x) is not Variable:
+        if type(x) is not Entry:
             return x
         return self.sub.get(x, x)
 
-    def _build(self, roots: list[Variable]) -> None:
-        from .tape import ancestors
+    def _build(self, roots: list[Entry]) -> None:
+        from .tape import ancestors, value_of
         keep_as_is = set(roots)
         for v, kind in self.leaf_kind.items():
             if kind == "seed" and v not in keep_as_is and foldable(v.raw):
-                self.sub[v] = v.raw
+                self.sub[v] = v.raw     # (a leaf keeps its value)
         table: dict = {}
         for v in ancestors(roots):
             args = tuple(self.value(x) for x in v.inputs)
@@ -169,7 +171,7 @@ class Derivation:
             if named:           # a given name is printed as recorded
                 self.sub[v] = self.lines.setdefault(v.position, Line(v, prim, args, attrs))
                 continue
-            if all(type(a) not in (Variable, Line) for a in args) and foldable(v.raw):
+            if all(type(a) not in (Entry, Line) for a in args) and foldable(value_of(v)):
                 if v not in keep_as_is:
                     self.sub[v] = v.raw     # constants only: fold to the value
                     continue
@@ -196,11 +198,11 @@ class Derivation:
     def _keep(self, roots: list[Any]) -> None:
         """Drop the lines no root needs; note the leaves that are read."""
         live: set[int] = set()
-        self.leaves: set[Variable] = set()
+        self.leaves: set[Entry] = set()
         stack = list(roots)
         while stack:
             x = stack.pop()
-            if type(x) is Variable:
+            if type(x) is Entry:
                 self.leaves.add(x)
             elif type(x) is Line and id(x) not in live:
                 live.add(id(x))
@@ -215,7 +217,7 @@ class Derivation:
             return item.kind != "seed" and item.var in self.leaves
         return item.position in self.lines and self.lines[item.position].entry is item
 
-    def derivatives(self, event: BlockEnd) -> list[tuple[Variable, Any]]:
+    def derivatives(self, event: BlockEnd) -> list[tuple[Entry, Any]]:
         """The (variable, derivative) lines a block ends with: the wrt it was asked for."""
         asked = self.asked.get(id(event))
         if event.kind == "jvp":
@@ -237,6 +239,6 @@ def _fold_scale(args: tuple) -> tuple:
             continue
         for j in (0, 1):
             x, c1 = inner.args[j], inner.args[1 - j]
-            if _scalar(c1) and type(x) in (Variable, Line):
+            if _scalar(c1) and type(x) in (Entry, Line):
                 return (x, c1 * c2)
     return args

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .events import BlockBegin, BlockEnd, Leaf
-from .variable import Variable
+from .variable import Entry
 
 if TYPE_CHECKING:
     from .tape import Tape
@@ -26,7 +26,7 @@ class Block:
     """One derivative block: the entries a grad or jvp call recorded, and its order."""
 
     kind: str           # "grad" | "jvp"
-    target: Variable    # what was differentiated
+    target: Entry    # what was differentiated
     start: int          # positions start <= p < stop
     stop: int
     order: int          # 1 for a derivative of forward values, 2 for one of those, ...
@@ -41,12 +41,12 @@ class Block:
 def walk(tape: Tape) -> Iterator[tuple[Any, Block | None, int]]:
     """Entries and events in recording order, each with its innermost block and order."""
     events = tape.events
-    order_of: dict[Variable, int] = {}
+    order_of: dict[Entry, int] = {}
     stack: list[list] = []      # open blocks: [begin event, start position, order, size]
     m = 0
 
     def order(v: Any) -> int:
-        return order_of.get(v, 0) if type(v) is Variable else 0
+        return order_of.get(v, 0) if type(v) is Entry else 0
 
     def step(event):
         if type(event) is BlockBegin:
@@ -83,16 +83,16 @@ def blocks(tape: Tape) -> list[Block]:
     return [block for _, block, _ in walk(tape) if block is not None]
 
 
-def orders(tape: Tape) -> dict[Variable, int]:
+def orders(tape: Tape) -> dict[Entry, int]:
     """The derivative order of every entry and leaf: 0 forward, k inside an order-k block."""
     return {item.var if type(item) is Leaf else item: k for item, _, k in walk(tape)
-            if type(item) in (Variable, Leaf)}
+            if type(item) in (Entry, Leaf)}
 
 
-def origins(tape: Tape) -> dict[int, tuple[Variable, int]]:
+def origins(tape: Tape) -> dict[int, tuple[Entry, int]]:
     """position -> (forward entry, input) that the entry at position pulls back through
     (input -1: the entry pushes a tangent through the forward entry)."""
-    found: dict[int, tuple[Variable, int]] = {}
+    found: dict[int, tuple[Entry, int]] = {}
     for start, stop, entry, i in tape.pullbacks:     # nested sweeps first: innermost wins
         for p in range(start, stop):
             found.setdefault(p, (entry, i))

@@ -21,9 +21,9 @@ from ..primitives.core import dtype_of
 from .batching import Batched, innermost, levels_of, stacked, union, unstack
 from .events import BlockBegin, BlockEnd
 from .guards import check_history, check_target, check_wrt, note_entry, seed_value
-from .reverse import _sweeping
-from .tape import ancestors
-from .variable import UNARY, Variable
+from .reverse import _sweeping, as_variable
+from .tape import ancestors, materialize
+from .variable import UNARY, Entry, Variable, entry_of
 
 if TYPE_CHECKING:
     from .ops import Ops
@@ -58,33 +58,36 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
     with _sweeping(tape):
         if recording:
             o = ops
-            tape.add(BlockBegin(tape.end, "jvp", y, tuple(xs)))
+            if tape.keep or tape.listeners:
+                tape.add(BlockBegin(tape.end, "jvp", y.node, tuple(x.node for x in xs)))
             given = [t if isinstance(t, Variable) else ops.leaf(v, None, True, "seed")
                      for t, v in zip(tangents, values)]
         else:
             o = VALUES
             given = values
-        known: dict[Variable, Any] = {}
+        known: dict[Entry, Any] = {}
         for x, t in zip(xs, given):
+            x = x.node
             known[x] = t if x not in known else o.add(known[x], t)
 
-        def step(out: Variable, ts: list) -> Any:
+        def step(out: Entry, ts: list) -> Any:
             if recording:
                 t = out.prim.jvp(o, ts, out, *out.inputs, **(out.attrs or {}))
             else:
                 t = out.prim.jvp(o, ts, out.raw, *[getattr(x, "raw", x) for x in out.inputs],
                                  **(out.attrs or {}))
-            if t is not None and dtype_of(t) != out.raw.dtype:
-                t = o.cast(t, out.raw.dtype)
+            if t is not None and dtype_of(t) != out.dtype:
+                t = o.cast(t, out.dtype)
             return t
 
-        t = forward_sweep(tape, y, xs, known, step, recording).get(y)
-        tape.reached = t is not None or y in known      # (a transform warns when not)
+        t = forward_sweep(tape, y, xs, known, step, recording).get(y.node)
+        tape.reached = t is not None or y.node in known     # (a transform warns when not)
         if t is None:
             return ops.zeros_like(y, recording)
         if recording:
-            tape.add(BlockEnd(tape.end, "jvp", y, {y: t}))
-            return t
+            if tape.keep or tape.listeners:
+                tape.add(BlockEnd(tape.end, "jvp", y.node, {y.node: entry_of(t)}))
+            return as_variable(ops, t)
     return ops.unrecorded(np.asarray(t), f"t{y.name}")
 
 
@@ -104,10 +107,11 @@ def _on_stacks(ops: Ops, y: Variable, xs: list, tangents: list, create_graph: bo
 # ---------------------------------------------------------------- the sweep
 
 
-def forward_sweep(tape: Tape, y: Variable, xs: Sequence[Variable], known: dict,
-                  step: Callable[[Variable, list], Any], note: bool = False,
+def forward_sweep(tape: Tape, y: Any, xs: Sequence[Any], known: dict,
+                  step: Callable[[Entry, list], Any], note: bool = False,
                   what: str = "tangent") -> dict:
-    """Carry what ``known`` holds for ``xs`` forward to y, entry by entry, oldest first.
+    """Carry what ``known`` holds for ``xs`` forward to y (Variables or entries; ``known`` is
+    keyed by entry, and so is the result), entry by entry, oldest first.
 
     ``step(out, ts)`` gives an entry's item from those of its inputs (``ts``, None where an
     input carries nothing); an entry none of whose inputs carries anything is skipped, and a
@@ -115,35 +119,36 @@ def forward_sweep(tape: Tape, y: Variable, xs: Sequence[Variable], known: dict,
     entries each step records push a tangent through (explain.py reads them). ``what`` the
     step computes: an error not of simplegrad's is noted with the entry it failed at.
     """
+    y = entry_of(y)
     start = max(min(x.position if x.prim is None else x.position + 1 for x in xs), tape.base)
     cached = tape.jvp_cache     # a Jacobian asks the same y once per column
     if cached is not None and cached[0] is y and cached[1] == start:
         path = cached[2]
     else:
         path = ancestors(y, start)
-        if tape.keep:           # (a tape that keeps no trace holds no Variable)
-            tape.jvp_cache = (y, start, path)
+        materialize(path)       # (the rules read values a tape may have freed)
+        tape.jvp_cache = (y, start, path)
     get = known.get
     pullbacks = tape.pullbacks if note and tape.keep else None
     entries, base = tape.entries, tape.base
     out = None
     try:
         for out in path:
-            more = out.more         # Variable.inputs, inlined: the sweep's hot path
+            more = out.more         # Entry.inputs, inlined: the sweep's hot path
             if more is None:
                 a, b = out.in0, out.in1
-                ta = get(a) if type(a) is Variable else None
+                ta = get(a) if type(a) is Entry else None
                 if b is UNARY:
                     if ta is None:
                         continue
                     ts = [ta]
                 else:
-                    tb = get(b) if type(b) is Variable else None
+                    tb = get(b) if type(b) is Entry else None
                     if ta is None and tb is None:
                         continue
                     ts = [ta, tb]
             else:
-                ts = [get(x) if type(x) is Variable else None for x in more]
+                ts = [get(x) if type(x) is Entry else None for x in more]
                 for t in ts:
                     if t is not None:
                         break

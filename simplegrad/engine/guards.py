@@ -27,7 +27,7 @@ from ..errors import (
 from ..primitives.core import describe, value_of
 from .render import format_entry
 from .tape import ancestors
-from .variable import RELEASED, NoHistory, Variable
+from .variable import RELEASED, Entry, NoHistory, Variable
 
 if TYPE_CHECKING:
     from .ops import Ops
@@ -63,7 +63,7 @@ def check_history(op: str, L: Variable, wrt: Sequence[Variable]) -> None:
     zeros (JAX's semantics)."""
     if L.prim is not None and L.requires_grad or L.attrs is None and L.requires_grad:
         return          # (the common case, first)
-    if any(L is w for w in wrt):
+    if any(L.node is w.node for w in wrt):
         return          # dL/dL is the seed
     cause = L if L.prim is None and type(L.attrs) is NoHistory else None
     if cause is None and not L.requires_grad:   # nothing it depends on requires grad: why?
@@ -152,7 +152,7 @@ def count_pass(tape: Tape, L: Variable) -> None:
 def builds_on(L: Variable, mark: int) -> bool:
     """True when L, through the entries recorded at ``mark`` or later, reaches an older entry
     that requires grad (a walk over the new entries only)."""
-    stack, seen = [L], set()
+    stack, seen = [L.node if isinstance(L, Variable) else L], set()
     while stack:
         v = stack.pop()
         if v.prim is None or not v.requires_grad:
@@ -162,7 +162,7 @@ def builds_on(L: Variable, mark: int) -> bool:
         if v.position in seen:
             continue
         seen.add(v.position)
-        stack.extend(x for x in v.inputs if type(x) is Variable)
+        stack.extend(x for x in v.inputs if type(x) is Entry)
     return False
 
 
@@ -173,13 +173,13 @@ def note_entry(e: BaseException, out: Any, x: Any, what: str) -> None:
     """Add to ``e`` (an error not of simplegrad's) a note naming the entry ``out`` whose
     ``what`` rule failed (and its input ``x``), once: an outer sweep does not add another."""
     if isinstance(e, SimplegradError) or not isinstance(e, Exception) or \
-            not isinstance(out, Variable) or out.prim is None:
+            not isinstance(out, (Variable, Entry)) or out.prim is None:
         return
     notes = getattr(e, "__notes__", None)
     if notes and any(n.startswith("simplegrad: ") for n in notes):
         return
     to = ""
-    if isinstance(x, Variable):
+    if isinstance(x, (Variable, Entry)):
         to = f" to its input {format_entry(x) if x.prim is not None else x.name}"
     note = f"simplegrad: in the {what} of {format_entry(out)} ({describe(out.inputs)}){to}"
     if hasattr(e, "add_note"):

@@ -22,7 +22,7 @@ from .derivation import Derivation, Line
 from .events import BlockBegin, BlockEnd, Leaf
 from .explain import orders, origins
 from .render import LEAF_FILL, _items, comments, format_value, order_fill
-from .variable import Variable
+from .variable import Entry
 
 if TYPE_CHECKING:
     from .tape import Tape
@@ -96,7 +96,7 @@ def line_html(text: str, ident: str | None = None, href: str | None = None,
     return f'<div class="sg-line"{ident_attr}>{body}{meta_html}</div>'
 
 
-def derivation_html(tape: Tape, outputs: Sequence[Variable] | None = None) -> str:
+def derivation_html(tape: Tape, outputs: Sequence[Entry] | None = None) -> str:
     """The pruned derivation of a tape as HTML (see the module docstring)."""
     p = prefix()
     view = Derivation(tape, outputs)
@@ -116,18 +116,19 @@ def derivation_html(tape: Tape, outputs: Sequence[Variable] | None = None) -> st
             open_blocks.pop()
         ident = href = None
         meta = ""
-        if type(item) is Variable:
+        if type(item) is Entry:
             ident = anchor(p, item.name)
-            meta = preview(item.raw)
+            meta = preview(item.raw) if item.raw is not None else \
+                f"{tuple(item.shape)} <freed>"  # (no rule reads it; never a wrong value)
             origin = pulls.get(item.position)      # the entry it pulls back through,
             through = origin[0] if origin else tape.accumulations.get(item.position)
             target = view.value(through)            # or whose cotangent it adds up
-            if type(target) in (Line, Variable):
+            if type(target) in (Line, Entry):
                 href = anchor(p, target.name)
         elif type(item) is Leaf:
             ident = anchor(p, item.var.name)
             meta = preview(item.var.raw)
-        note = notes.get(item.position, "") if type(item) is Variable else ""
+        note = notes.get(item.position, "") if type(item) is Entry else ""
         fill = LEAF_FILL if type(item) is Leaf and item.kind == "leaf" else None
         groups.setdefault(k, []).append(line_html(text, ident, href, meta, note, fill))
     shown = sum(len(v) for v in groups.values())

@@ -13,8 +13,8 @@ import numpy as np
 
 from .explain import block_target, orders, origins
 from .render import format_entry, format_value
-from .tape import ancestors
-from .variable import Variable
+from .tape import ancestors, materialize
+from .variable import Entry
 
 if TYPE_CHECKING:
     from .tape import Tape
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 class NonFinite:
     """Where a nan or inf first appears among a variable's ancestors."""
 
-    entry: Variable         # the first entry (or leaf) whose value is not finite
+    entry: Entry         # the first entry (or leaf) whose value is not finite
     line: str               # its trace line
     kind: str               # "nan", "inf" or "nan and inf"
     order: int              # its derivative order (0: forward)
@@ -40,9 +40,11 @@ class NonFinite:
         return text
 
 
-def find_nonfinite(tape: Tape, v: Variable) -> NonFinite | None:
+def find_nonfinite(tape: Tape, v: Entry) -> NonFinite | None:
     """The first entry among v's ancestors whose value is not finite while its inputs are."""
-    first = next((x for x in ancestors(v, leaves=True) if not _finite(x.raw) and
+    path = ancestors(v, leaves=True)
+    materialize(path)       # (a freed value is recomputed by replay)
+    first = next((x for x in path if not _finite(x.raw) and
                   all(_finite(getattr(i, "raw", i)) for i in x.inputs)), None)
     if first is None:
         return None

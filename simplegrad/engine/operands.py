@@ -28,7 +28,7 @@ from ..errors import (
     SimplegradError,
 )
 from ..primitives.core import error
-from .variable import Variable
+from .variable import Entry, Variable
 
 if TYPE_CHECKING:
     from ..primitives.core import Primitive
@@ -74,30 +74,40 @@ def constant(prim: Primitive, inputs: tuple, x: Any, dtype: np.dtype | None,
 
 
 def recordable(ops: Ops, prim: Primitive, inputs: tuple) -> tuple:
-    """Inputs other than ``ops``' Variables and Python numbers, made recordable: another Ops'
-    Variable is joined (``ops.join``: a free one becomes a leaf, any other is refused),
-    constants are converted. Returns the inputs, their values and whether any input requires
-    grad (None when none is a Variable)."""
-    inputs = list(inputs)
+    """Inputs other than ``ops``' Variables, entries and Python numbers, made recordable:
+    another Ops' Variable is joined (``ops.join``: a free one becomes a leaf, any other is
+    refused), constants are converted. Returns the inputs as recorded (entries and constants),
+    their values and whether any input requires grad (None when none is a Variable)."""
+    nodes = list(inputs)
+    values = list(inputs)
     requires = None
     real = None     # the first float Variable's dtype: the constants' (a bool condition or an
     constants = False   # integer index never decides it; without one they keep their own)
     for i, x in enumerate(inputs):
         if isinstance(x, Variable):
             if x.rec is not ops:
-                x = inputs[i] = ops.join(prim, tuple(inputs), x)
-            requires = requires or x.requires_grad
-            if real is None and x.raw.dtype.kind == "f":
-                real = x.raw.dtype
-        elif type(x) is not float and type(x) is not int:
-            constants = True
+                node = ops.join(prim, tuple(inputs), x)     # (a leaf entry, holding the value)
+                values[i] = node.raw
+            else:
+                node = x.node
+                values[i] = x.raw
+        elif type(x) is Entry:
+            node = x
+            values[i] = x.raw
+        else:
+            if type(x) is not float and type(x) is not int:
+                constants = True
+            continue
+        nodes[i] = node
+        requires = requires or node.requires_grad
+        if real is None and node.dtype.kind == "f":
+            real = node.dtype
     if constants:
         frozen_inputs = tuple(inputs)
-        for i, x in enumerate(inputs):
-            if type(x) is not Variable and type(x) is not float and type(x) is not int:
-                inputs[i] = constant(prim, frozen_inputs, x, real, ops.borrow)
-    values = [x.raw if type(x) is Variable else x for x in inputs]
-    return tuple(inputs), values, requires
+        for i, x in enumerate(nodes):
+            if type(x) is not Entry and type(x) is not float and type(x) is not int:
+                nodes[i] = values[i] = constant(prim, frozen_inputs, x, real, ops.borrow)
+    return tuple(nodes), values, requires
 
 
 def float_array(value: Any, name: str | None, borrow: bool = False) -> np.ndarray:

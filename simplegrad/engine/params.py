@@ -29,7 +29,7 @@ from ..errors import GraphError, ShapeError
 from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive
 from .operands import error, float_array
-from .variable import Variable, leaf_variable
+from .variable import Entry, Variable, handle, leaf_variable
 
 if TYPE_CHECKING:
     from .ops import Ops
@@ -40,7 +40,6 @@ class FreeOps(PrimitiveMethods):
 
     absorbs = False     # (as Ops.absorbs)
     made_in = None
-    face = None         # (as Recorder.face: no sg.Ops holds it)
 
     recording = True
     simplify = False
@@ -96,58 +95,52 @@ FREE = FreeOps()
 
 
 class Adoptions:
-    """Which leaf stands for each free Variable (a Parameter) on one Ops, and back.
+    """Which leaf entry stands for each free Variable (a Parameter) on one Ops, and back.
 
-    Plain dicts keyed by id holding weak references both ways: no cycle through the Ops, and a
-    plain dict's speed (each step of a training loop adopts every parameter anew). A leaf
-    replaced while it is alive (after ``p.assign``) still routes its gradient to p; entries
-    whose value or leaf is gone are pruned when the Ops is released.
+    The Ops holds its leaf entries (entries point at no Variable, so nothing here makes a
+    cycle) and the Parameters weakly, in plain dicts: each step of a training loop adopts
+    every parameter anew. A leaf replaced while its tape still reads it (after ``p.assign``)
+    still routes its gradient to p; entries whose Parameter is gone are pruned when the Ops is
+    released.
     """
 
     __slots__ = ("leaves", "sources", "replaced")
 
     def __init__(self) -> None:
-        self.leaves: dict[int, tuple] = {}     # id(p) -> (p, its leaf), weakly
-        self.sources: dict[int, tuple] = {}    # id(leaf) -> (the leaf, its p), weakly
-        self.replaced: dict[int, list] = {}    # id(p) -> p's earlier leaves still alive, weakly
+        self.leaves: dict[int, tuple] = {}     # id(p) -> (p weakly, its leaf entry)
+        self.sources: dict[Entry, weakref.ref] = {}    # leaf entry -> its p, weakly
+        self.replaced: dict[int, list] = {}    # id(p) -> p's earlier leaf entries
 
-    def leaf(self, ops: Ops, p: Variable) -> Variable:
-        """The leaf standing for p on ``ops``: made on first use, and again after p's value
-        was replaced or its leaf died."""
+    def leaf(self, ops: Ops, p: Variable) -> Entry:
+        """The leaf entry standing for p on ``ops``: made on first use, and again after p's
+        value was replaced."""
         got = self.leaves.get(id(p))
-        if got is not None:
-            leaf = got[1]()
-            if got[0]() is p and leaf is not None:
-                if leaf.raw is p.raw:
-                    return leaf
-                self.replaced.setdefault(id(p), []).append(got[1])  # p.assign: kept for grad
+        if got is not None and got[0]() is p:
+            leaf = got[1]
+            if leaf.raw is p.raw:
+                return leaf
+            self.replaced.setdefault(id(p), []).append(leaf)    # p.assign: kept for grad
         leaf = ops.leaf(p.raw, p.label if type(p.label) is str else None, p.requires_grad,
-                        "leaf", source=p)
-        self.leaves[id(p)] = (weakref.ref(p), weakref.ref(leaf))
-        self.sources[id(leaf)] = (weakref.ref(leaf), weakref.ref(p))
+                        "leaf", source=p).node
+        self.leaves[id(p)] = (weakref.ref(p), leaf)
+        self.sources[leaf] = weakref.ref(p)
         return leaf
 
-    def earlier(self, p: Variable) -> list[Variable]:
-        """p's leaves on this Ops from before its value was replaced (``p.assign``), alive."""
-        refs = self.replaced.get(id(p))
-        if not refs:
-            return []
-        return [leaf for leaf in (r() for r in refs)
-                if leaf is not None and self.source(leaf) is p]
+    def earlier(self, p: Variable) -> list[Entry]:
+        """p's leaf entries on this Ops from before its value was replaced (``p.assign``)."""
+        return [leaf for leaf in self.replaced.get(id(p), ()) if self.source(leaf) is p]
 
-    def source(self, leaf: Variable) -> Variable | None:
+    def source(self, leaf: Entry) -> Variable | None:
         """The free Variable ``leaf`` stands for, if any."""
-        entry = self.sources.get(id(leaf))
-        return entry[1]() if entry is not None and entry[0]() is leaf else None
+        ref = self.sources.get(leaf)
+        return None if ref is None else ref()
 
     def prune(self) -> None:
-        """Forget the entries whose free Variable or leaf is gone."""
-        self.leaves = {k: e for k, e in self.leaves.items()
-                       if e[0]() is not None and e[1]() is not None}
-        self.sources = {k: e for k, e in self.sources.items()
-                        if e[0]() is not None and e[1]() is not None}
-        self.replaced = {k: alive for k, refs in self.replaced.items()
-                         if (alive := [r for r in refs if r() is not None])}
+        """Forget the entries whose free Variable is gone."""
+        self.leaves = {k: e for k, e in self.leaves.items() if e[0]() is not None}
+        self.sources = {k: r for k, r in self.sources.items() if r() is not None}
+        self.replaced = {k: alive for k, leaves in self.replaced.items()
+                         if (alive := [x for x in leaves if self.source(x) is not None])}
 
 
 class JoinsParameters:
@@ -156,33 +149,37 @@ class JoinsParameters:
 
     _adoptions: Adoptions | None
 
-    def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Variable:
-        """The Variable of another Ops standing for x here: a free Variable's leaf, or an error
-        naming the operation for any other."""
+    def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Entry:
+        """The entry standing for x, a Variable of another Ops, here: a free Variable's leaf,
+        or an error naming the operation for any other."""
         if x.rec is not FREE:
             raise error(prim.name, inputs, _foreign(x), GraphError)
         return self._adopt(x)
 
-    def _adopt(self, p: Variable) -> Variable:
-        """The leaf standing for the free Variable p on this Ops (see ``params.Adoptions``)."""
+    def _adopt(self, p: Variable) -> Entry:
+        """The leaf entry standing for the free Variable p on this Ops (``params.Adoptions``)."""
         adoptions = self._adoptions
         if adoptions is None:
             adoptions = self._adoptions = Adoptions()
         return adoptions.leaf(self, p)
 
     def leaf_for(self, w: Variable) -> Variable:
-        """w itself, or for a free Variable (a Parameter) the leaf standing for it here."""
-        return self._adopt(w) if isinstance(w, Variable) and w.rec is FREE else w
+        """w itself, or for a free Variable (a Parameter) a Variable of the leaf standing for
+        it here."""
+        if isinstance(w, Variable) and w.rec is FREE:
+            leaf = self._adopt(w)
+            return handle(leaf.raw, leaf, self)
+        return w
 
-    def earlier_leaves(self, w: Variable) -> list[Variable]:
-        """For a free Variable (a Parameter), its leaves here from before ``w.assign``."""
+    def earlier_leaves(self, w: Variable) -> list[Entry]:
+        """For a free Variable (a Parameter), its leaf entries here from before ``w.assign``."""
         adoptions = self._adoptions
         if adoptions is None or not isinstance(w, Variable) or w.rec is not FREE:
             return []
         return adoptions.earlier(w)
 
-    def source_of(self, leaf: Variable) -> Variable | None:
-        """The free Variable (a Parameter) a leaf of this Ops stands for, if any."""
+    def source_of(self, leaf: Entry) -> Variable | None:
+        """The free Variable (a Parameter) a leaf entry of this Ops stands for, if any."""
         adoptions = self._adoptions
         return adoptions.source(leaf) if adoptions is not None else None
 
@@ -235,5 +232,5 @@ class Parameter(Variable):
             raise ShapeError(f"assign: {self.name} has shape {self.raw.shape}, the new value "
                              f"{arr.shape}")
         arr.flags.writeable = False
-        self.raw = arr
+        self.raw = self.node.raw = arr
         FREE.finish()

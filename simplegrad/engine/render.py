@@ -16,7 +16,7 @@ from ..primitives.indexing import render_index
 from .derivation import Derivation, Line
 from .events import Asked, BlockBegin, BlockEnd, Event, Leaf
 from .explain import block_target, blocks, orders, origins
-from .variable import Variable
+from .variable import Entry, Variable
 
 if TYPE_CHECKING:
     from ..primitives.core import Primitive
@@ -46,7 +46,7 @@ def format_value(x: Any) -> str:
 
 def format_operand(x: Any) -> str:
     """How an input prints inside an entry: a name, a number, or a small constant."""
-    if isinstance(x, Variable):
+    if isinstance(x, (Variable, Entry)):
         return x.name if x.label is not None else format_value(x.raw)
     if isinstance(x, (int, float)):
         return repr(x)
@@ -86,7 +86,7 @@ def is_alias(prim: Primitive, named: bool, in_shape: tuple, out_shape: tuple) ->
     return named and prim.name == "reshape" and tuple(in_shape) == tuple(out_shape)
 
 
-def format_entry(v: Variable) -> str:
+def format_entry(v: Entry | Variable) -> str:
     """One recorded entry as ``name = expression`` (an alias as ``name = other``)."""
     args = [format_operand(x) for x in v.inputs]
     if type(v.label) is str and is_alias(v.prim, True, np.shape(v.inputs[0]), v.shape):
@@ -243,9 +243,9 @@ def lines(tape: Tape, explain: bool = False, block: int | None = None, raw: bool
     return (text for _, text in roles(tape, explain, block, raw, outputs))
 
 
-def echo(item: Variable | Event) -> None:
+def echo(item: Entry | Event) -> None:
     """Print the lines of one newly recorded entry or event (a tape listener)."""
-    if isinstance(item, Variable):
+    if isinstance(item, Entry):
         print(format_entry(item))
     else:
         for _, text in format_event(item):

@@ -33,8 +33,8 @@ from .guards import (
     seed_value,
 )
 from .params import FREE
-from .tape import ancestors, descendants
-from .variable import UNARY, Variable
+from .tape import descendants, value_of
+from .variable import UNARY, Entry, Variable, entry_of, handle
 
 if TYPE_CHECKING:
     from ..primitives import PrimitiveMethods
@@ -57,16 +57,14 @@ def grad(ops: Ops, L: Variable, wrt: Variable | Sequence[Variable], seed: Any = 
     targets, grads = _gradients(ops, L, asked, seed, recording)
     out = []
     for a, w in zip(asked, targets):
-        g = grads.get(w)
+        g = grads.get(w.node)
         if g is None:
             g = ops.zeros_like(w, recording)
         elif not recording:
             g = ops.unrecorded(g, f"d{L.name}_d{w.name}")
+        elif type(g) is not Variable:
+            g = as_variable(ops, g)
         w.grad = a.grad = g
-        if recording and g.prim is not None and ops.tape.keep:
-            ops.tape.graded.append(w)   # (a cycle while the Ops is held: see Recorder.orphan)
-            if a is not w:
-                ops.tape.graded.append(a)
         out.append(g)
     return out[0] if single else out
 
@@ -101,14 +99,14 @@ def gradient_values(ops: Ops, L: Variable, wrt: Sequence[Variable], seed: Any = 
     targets, grads = _gradients(ops, L, list(wrt), seed, False)
     out = []
     for w in targets:
-        g = grads.get(w)
+        g = grads.get(w.node)
         out.append(np.zeros(w.shape, w.dtype) if g is None else g)
     return out
 
 
 def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool) -> tuple:
-    """The leaves standing for ``asked`` (a Parameter's leaf on this Ops) and the sweep's
-    cotangents.
+    """The Variables standing for ``asked`` (a Parameter's leaf on this Ops) and the sweep's
+    cotangents, keyed by entry.
 
     A Parameter assigned a new value after L used it has a leaf per value: its gradient is
     the sum over them (each use at the value it had), as ``backward`` gives it.
@@ -118,12 +116,13 @@ def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool) -
     for w in targets:
         check_wrt(ops, "grad", w)
     check_history("grad", L, targets)
-    earlier = [(t, old) for w, t in zip(asked, targets) for old in ops.earlier_leaves(w)]
-    swept = targets + [old for _, old in earlier] if earlier else targets
+    nodes = [w.node for w in targets]
+    earlier = [(t, old) for w, t in zip(asked, nodes) for old in ops.earlier_leaves(w)]
+    swept = nodes + [old for _, old in earlier] if earlier else nodes
     # entries older than every wrt cannot lie on a path from them: stop there
     stop = min((w.position if w.prim is None else w.position + 1 for w in swept),
                default=ops.tape.end)
-    only = descendants(ops.tape, swept, stop, L.position + 1, L) if ops.simplify else None
+    only = descendants(ops.tape, swept, stop, L.position + 1) if ops.simplify else None
     grads = _reverse(ops, L, seed, recording, stop, set(swept), only)
     ops.tape.reached = any(w in grads for w in swept)   # (a transform warns when not)
     if not ops.tape.reached:
@@ -148,21 +147,24 @@ def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False
     for v, g in grads.items():
         if v.prim is not None or not v.requires_grad:
             continue
+        if recording and type(g) is not Variable:
+            g = as_variable(ops, g)
         p = ops.source_of(v)
         if p is not None:           # a Parameter's leaf: its gradient lives on the Parameter
             value = g.raw if type(g) is Variable else g
             p.grad = FREE.unrecorded(value if p.grad is None else p.grad.raw + value) \
                 if not recording else (g if p.grad is None else ops.add(p.grad, g))
             continue
-        if v.grad is None:
-            v.grad = g if recording else ops.unrecorded(g, f"d{L.name}_d{v.name}")
+        ref = ops._leaves.get(v)       # the user's leaf, while it lives
+        x = None if ref is None else ref()
+        if x is None:
+            continue
+        if x.grad is None:
+            x.grad = g if recording else ops.unrecorded(g, f"d{L.name}_d{x.name}")
         elif recording:
-            v.grad = ops.add(v.grad, g)
+            x.grad = ops.add(x.grad, g)
         else:
-            v.grad = ops.unrecorded(v.grad.raw + g, f"d{L.name}_d{v.name}")
-        if recording and type(v.grad) is Variable and v.grad.prim is not None and \
-                ops.tape.keep:
-            ops.tape.graded.append(v)   # (a cycle while the Ops is held: see Recorder.orphan)
+            x.grad = ops.unrecorded(x.grad.raw + g, f"d{L.name}_d{x.name}")
     if not recording and not ops.tape.keep and not (
             create_graph if retain_graph is None else retain_graph):
         # a step on free parameters ends with its value-only backward (as PyTorch's frees
@@ -170,23 +172,31 @@ def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False
         ops.release()
 
 
+def as_variable(ops: Ops, x: Any) -> Variable:
+    """A Variable of ``ops`` for an entry of its tape (its value replayed if it was freed)."""
+    if type(x) is Variable:
+        return x
+    return handle(value_of(x), x, ops)
+
+
 def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep: set,
              only: set | None) -> dict:
     seed_array = seed_value(ops, "grad", L, seed)
     tape = ops.tape
+    target = L.node
     if not tape.keep:               # a step on free parameters ends with its backward pass
         FREE.finish()
     count_pass(tape, L)
     if not recording:               # values only: nothing is recorded, nothing to undo
         tape.last_pass_end = tape.end   # (a ValueOps of its own: custom rules key memos by it)
         try:
-            return sweep(ValueOps(), tape, L, seed_array, stop, only, keep or None, False)
+            return sweep(ValueOps(), tape, target, seed_array, stop, only, keep or None, False)
         except Exception as e:
             _failed(e)
             raise
     snap = tape.snapshot()          # (``_sweeping``, inlined: a sweep that fails is undone)
     try:
-        tape.add(BlockBegin(tape.end, "grad", L))
+        tape.add(BlockBegin(tape.end, "grad", target))
         if isinstance(seed, Variable):
             seed_var = seed
         elif ops.simplify and seed is None:     # ones, as a constant the rules can see
@@ -195,14 +205,16 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
         else:
             seed_var = ops.leaf(seed_array, None, True, "seed")
         try:
-            grads = sweep(ops, tape, L, seed_var, stop, only, keep or None, True)
+            grads = sweep(ops, tape, target, seed_var, stop, only, keep or None, True)
         except Exception as e:
             _failed(e)
             raise
         for v, g in grads.items():      # a constant seed stands for itself as a leaf
-            if type(g) is not Variable:
+            if type(g) is not Variable and type(g) is not Entry:
                 grads[v] = ops.leaf(g, None, False, "leaf")
-        tape.add(BlockEnd(tape.end, "grad", L, grads))
+        if tape.keep or tape.listeners:
+            tape.add(BlockEnd(tape.end, "grad", target,
+                              {v: entry_of(g) for v, g in grads.items()}))
     except BaseException:
         tape.restore(snap)
         raise
@@ -232,7 +244,7 @@ def _sweeping(tape: Tape) -> Iterator[None]:
         raise
 
 
-def sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
+def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
           only: set | None, wanted: set | None, recording: bool) -> dict:
     """The reverse sweep: entries leading to L, newest first, each input's cotangent.
 
@@ -244,20 +256,17 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
     every leaf); an input older than ``stop`` (the oldest of them) gets a cotangent only
     when it is one of them.
     """
-    grads: dict[Variable, Any] = {L: seed}
+    grads: dict[Entry, Any] = {L: seed}
     if L.prim is None:
         return grads
-    masks: dict[Variable, Any] = {}     # cotangents zero by construction there (core.py)
+    masks: dict[Entry, Any] = {}     # cotangents zero by construction there (core.py)
     entries = tape.entries
     base = tape.base
     pullbacks = tape.pullbacks if recording and tape.keep else None
     keep = wanted or ()
     older = wanted is not None and stop > base  # (whether an input can be older than every wrt)
-    # the entries from L back to ``stop``, newest first (one slice: a weakly held tape
-    # resolves its references once, not at every step); those the tape no longer lists are
-    # found through the graph
-    path = ancestors(L, stop) if stop < tape.dropped else \
-        entries[max(stop, base) - base:L.position - base + 1]
+    # the entries from L back to ``stop``, newest first
+    path = entries[max(stop, base) - base:L.position - base + 1]
     get = grads.get
     take = get if recording else grads.pop
     for out in reversed(path):
@@ -274,21 +283,18 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
             continue
         prim = out.prim
         attrs = out.attrs
-        inputs = out.more           # Variable.inputs, inlined: the sweep's hot path
+        inputs = out.more           # Entry.inputs, inlined: the sweep's hot path
         if inputs is None:
             x = out.in0
             b = out.in1
-            if b is UNARY:          # (the input of a recorded unary op is a Variable)
-                inputs = (x,)
-                args = inputs if recording else (x.raw,)
-            else:
-                inputs = (x, b)
-                args = inputs if recording else \
-                    (x.raw if type(x) is Variable else x, b.raw if type(b) is Variable else b)
-        else:
-            args = inputs if recording else \
-                [x.raw if type(x) is Variable else x for x in inputs]
-        outv = out if recording else out.raw
+            inputs = (x,) if b is UNARY else (x, b)
+        if recording:
+            args = inputs
+            outv = out
+        else:   # values; an entry whose value is gone stands for itself (its shape and
+            #     dtype: no rule reads more of it, Primitive.saves)
+            args = [x if type(x) is not Entry or x.raw is None else x.raw for x in inputs]
+            outv = out if out.raw is None else out.raw
         cts = []
         if len(args) < 3 and not (masks or prim.sparse_vjp or prim.variadic or
                                   prim.mask_source):
@@ -300,7 +306,7 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
             for x in inputs:
                 i += 1
                 rule = rules[i]
-                if rule is None or type(x) is not Variable or not x.requires_grad or \
+                if rule is None or type(x) is not Entry or not x.requires_grad or \
                         only is not None and x not in only or \
                         older and x.position < stop and x not in keep:
                     continue
@@ -312,7 +318,7 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
                         rule(o, g, outv, args[0], args[1])
                 if ct is None:
                     continue
-                dtype = x.raw.dtype
+                dtype = x.dtype
                 if ct.dtype is not dtype and ct.dtype != dtype:
                     ct = o.cast(ct, dtype)
                 if pullbacks is not None and len(entries) > start:
@@ -326,13 +332,13 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
             i = -1
             for x in inputs:
                 i += 1
-                if type(x) is not Variable or not x.requires_grad or \
+                if type(x) is not Entry or not x.requires_grad or \
                         only is not None and x not in only or \
                         older and x.position < stop and x not in keep:
                     continue    # (older than every wrt and not asked for: nothing to reach)
                 start = len(entries)
                 if prim.sparse_vjp:    # indexing: same dtype, added up later
-                    ct = Sparse(g, attrs["index"], x.raw.shape)
+                    ct = Sparse(g, attrs["index"], x.shape)
                 elif prim.variadic:
                     ct = prim.vjp[0](o, g, outv, i, *args, **(attrs or {}))
                     if ct is HELD:
@@ -351,9 +357,8 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Variable, seed: Any, stop: int,
                         ct = rule(o, g, outv, *args)
                 if ct is None:
                     continue
-                if type(ct) is not Sparse and ct.dtype is not x.raw.dtype and \
-                        ct.dtype != x.raw.dtype:
-                    ct = o.cast(ct, x.raw.dtype)
+                if type(ct) is not Sparse and ct.dtype is not x.dtype and ct.dtype != x.dtype:
+                    ct = o.cast(ct, x.dtype)
                 mask = prim.mask(o, m, i, outv, *args, **(attrs or {})) if special else None
                 if pullbacks is not None and len(entries) > start:
                     pullbacks.add(base + start, base + len(entries), out, i)

@@ -3,7 +3,7 @@
 ``simplifying(cls)`` is the recorder class ``cls`` whose ``apply`` is ``apply_simplified``: an
 identity gives back its input, a rewrite records the simpler form, and an entry already on the
 tape with the same primitive, inputs and attributes is that entry (hash-consing, through the
-recorder's table ``_cse``, which ``release`` and ``orphan`` clear). ``record_exactly`` is the
+Ops's table ``_cse``, which ``release`` clears). ``record_exactly`` is the
 plain ``apply`` of ``cls``: what a named result and a transform's identity entry record with.
 The rules are in ``primitives/rewrites.py``; ``rules_for_pass`` says when a transform's Ops
 starts using them.
@@ -20,7 +20,7 @@ from ..primitives import rewrites
 from ..primitives.core import Primitive
 from .batching import Batched
 from .operands import recordable
-from .variable import Variable
+from .variable import Entry, Variable, handle
 
 _HASHED = 256   # constant arrays up to this many entries are compared by value when sharing
 
@@ -38,30 +38,37 @@ def apply_simplified(self: Any, prim: Primitive, inputs: Sequence[Any],
     """
     if not self.recording or name is not None:     # a named result is recorded as asked
         return self.record_exactly(prim, inputs, attrs, name)
-    if type(inputs) is not tuple:
-        inputs = tuple(inputs)
-    for x in inputs:
-        if type(x) is not Variable or x.rec is not self:
-            return _mixed(self, prim, inputs, attrs)
-    # Variables of this tape only (the sweeps' common case): the key is cse_key's, inline
-    if rewrites.may_simplify(prim, inputs, attrs):
-        return _mixed(self, prim, inputs, attrs)
-    if not self.tape.keep:      # (a tape holding entries weakly keeps no table)
-        return self.record_exactly(prim, inputs, attrs)
-    key = (prim, frozenset(inputs) if prim in rewrites.COMMUTATIVE and len(inputs) == 2
-           else inputs, rewrites.attrs_key(attrs) if attrs else ())
-    return _shared(self, key, prim, inputs, attrs)
-
-
-def _mixed(self: Any, prim: Primitive, inputs: tuple, attrs: dict | None) -> Any:
-    """``apply_simplified`` for inputs that are not all Variables of this tape, or that a
-    rule may apply to."""
-    shareable = self.tape.keep      # (a tape holding entries weakly keeps no table)
-    convert = False
-    mine = False
+    nodes = []
     for x in inputs:
         tx = type(x)
         if tx is Variable and x.rec is self:
+            nodes.append(x.node)
+        elif tx is Entry:
+            nodes.append(x)
+        else:
+            return _mixed(self, prim, tuple(inputs), attrs)
+    # entries of this tape only (the sweeps' common case): the key is cse_key's, inline
+    nodes = tuple(nodes)
+    if rewrites.may_simplify(prim, nodes, attrs):
+        return _mixed(self, prim, nodes, attrs)
+    key = (prim, frozenset(nodes) if prim in rewrites.COMMUTATIVE and len(nodes) == 2
+           else nodes, rewrites.attrs_key(attrs) if attrs else ())
+    return _shared(self, key, prim, nodes, attrs)
+
+
+def _mixed(self: Any, prim: Primitive, inputs: tuple, attrs: dict | None) -> Any:
+    """``apply_simplified`` for inputs that are not all entries of this tape, or that a rule
+    may apply to: the rules see entries (a Variable of this tape as its entry)."""
+    shareable = True
+    convert = False
+    mine = False
+    nodes = list(inputs)
+    for i, x in enumerate(inputs):
+        tx = type(x)
+        if tx is Variable and x.rec is self:
+            nodes[i] = x.node
+            mine = True
+        elif tx is Entry:
             mine = True
         elif tx is float or tx is int:
             continue
@@ -74,6 +81,7 @@ def _mixed(self: Any, prim: Primitive, inputs: tuple, attrs: dict | None) -> Any
             return self.record_exactly(prim, inputs, attrs)
         else:               # lists, free Variables: as they will be recorded
             convert = True
+    inputs = tuple(nodes)
     if convert:
         inputs, _, requires = recordable(self, prim, inputs)
         mine = requires is not None
@@ -86,6 +94,8 @@ def _mixed(self: Any, prim: Primitive, inputs: tuple, attrs: dict | None) -> Any
         if rewritten is not None:
             prim, inputs, attrs = rewritten
         same = rewrites.reduces_to(prim, inputs, attrs)
+        if type(same) is Entry:
+            return handle(same.raw, same, self)     # (this Ops keeps every value)
         if type(same) is Variable and same.rec is self:
             return same
     if not shareable:
@@ -102,10 +112,10 @@ def _shared(self: Any, key: tuple, prim: Primitive, inputs: tuple,
         entries = self.tape.entries
         i = hit.position - self.tape.base
         if 0 <= i < len(entries) and entries[i] is hit:
-            return hit
+            return handle(hit.raw, hit, self)       # (this Ops keeps every value)
     out = self.record_exactly(prim, inputs, attrs)
     if type(out) is Variable:
-        self._cse[key] = out
+        self._cse[key] = out.node
     return out
 
 

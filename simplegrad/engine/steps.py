@@ -17,8 +17,8 @@ from typing import Any
 from ..errors import ArgumentError
 from .events import BlockBegin, BlockEnd
 from .render import comments, format_entry
-from .tape import ancestors
-from .variable import Variable
+from .tape import ancestors, value_of
+from .variable import Entry, Variable
 
 
 @dataclass(frozen=True)
@@ -44,26 +44,26 @@ def step(L: Variable, wrt: Variable | Sequence[Variable]) -> Iterator[Step]:
         if not isinstance(w, Variable) or w.rec is not L.rec:
             raise ArgumentError(f"step: wrt must be Variables of {L.name}'s Ops, got "
                                 f"{getattr(w, 'name', type(w).__name__)}")
-    copy = Ops()
-    copies: dict[int, Variable] = {}
+    copy = Ops(keep_values=True)
+    copies: dict[int, Variable] = {}        # id of an entry -> its Variable on the copy
 
     def copied(x):
-        return copies.get(id(x), x) if type(x) is Variable else x
+        return copies.get(id(x), x) if type(x) is Entry else x
 
     for v in ancestors([L, *wanted], leaves=True):
         if v.prim is None:
-            new = copy.leaf(v.raw, None, v.requires_grad)
+            new = copy.leaf(value_of(v), None, v.requires_grad)
         else:
             new = copy.apply(v.prim, [copied(x) for x in v.inputs], v.attrs)
         new.label = v.label
         copies[id(v)] = new
     for w in wanted:            # a wrt L does not read: a leaf of its own on the copy
-        if id(w) not in copies:
-            copies[id(w)] = new = copy.leaf(w.raw, None, w.requires_grad)
+        if id(w.node) not in copies:
+            copies[id(w.node)] = new = copy.leaf(w.raw, None, w.requires_grad)
             new.label = w.label
     copy.tape.counter = L.rec.tape.counter
-    L2 = copies[id(L)]
-    copy.grad(L2, [copies[id(w)] for w in wanted])
+    L2 = copies[id(L.node)]
+    copy.grad(L2, [copies[id(w.node)] for w in wanted])
     return _steps(copy)
 
 

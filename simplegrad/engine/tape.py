@@ -1,19 +1,21 @@
 """The Tape (entries, events, v-counter) and the walks over recorded entries.
 
-``ancestors`` is the one walk back from Variables to the entries they are computed from (the
-forward sweeps, programs, graphs, custom rules and nan provenance use it); ``descendants`` is
-its forward-direction sibling. The sweeps that differentiate a tape are in reverse.py and
+``ancestors`` is the one walk back from Variables or entries to the entries they are computed
+from (the forward sweeps, programs, graphs, custom rules and nan provenance use it);
+``descendants`` is its forward-direction sibling. The sweeps that differentiate a tape are in reverse.py and
 forward.py, the text made from it in render.py.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
 from .events import Event, Pullbacks
-from .variable import RELEASED, Variable
+from ..errors import GraphError
+from .variable import RELEASED, Entry, Variable
 
 # ---------------------------------------------------------------- the tape
 
@@ -27,31 +29,24 @@ class Tape(Sequence):
     """
 
     __slots__ = ("entries", "events", "base", "counter", "accumulations", "pullbacks",
-                 "listeners", "jvp_cache", "keep", "passes", "last_pass_end",
-                 "reached", "dropped", "graded")
+                 "listeners", "jvp_cache", "keep", "passes", "last_pass_end", "reached")
 
     def __init__(self, keep: bool = True) -> None:
-        # keep=False: the entries are held weakly (a dead one reads as None) and no events are
-        # kept, so the graph is freed by reference counting when its last Variable goes
-        self.keep = keep
+        self.keep = keep                # False: no events are kept (the entries are)
         self.passes = 0                 # backward passes of new steps since the last clear
         self.last_pass_end = -1         # the tape's end after the last backward pass
         self.reached = True             # whether the last grad or jvp reached any of its wrt
-        self.entries: list[Variable] = [] if keep else _WeakEntries()
+        self.entries: list[Entry] = []
         self.events: list[Event] = []
         self.base = 0                   # the position of entries[0]
         self.counter = 0                # the next v-number
-        # position of each gradient accumulation -> the variable whose cotangent it sums
-        self.accumulations: dict[int, Variable] = {}
+        # position of each gradient accumulation -> the entry whose cotangent it sums
+        self.accumulations: dict[int, Entry] = {}
         # (start, stop, entry, input): the entries start <= p < stop were recorded pulling the
         # cotangent of ``entry`` back to its input ``input`` (-1: pushing a tangent through it)
         self.pullbacks = Pullbacks()
         self.listeners: list[Callable[[Any], None]] = []    # told of each entry and event
         self.jvp_cache: tuple | None = None     # the last forward sweep's (y, start, entries)
-        # positions below ``dropped`` are no longer listed (``forget_trace``): those entries
-        # still alive are reached through the graph (``ancestors``), not by position
-        self.dropped = 0
-        self.graded: list[Variable] = []   # Variables whose .grad holds a recorded gradient
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -67,7 +62,7 @@ class Tape(Sequence):
         """The position the next entry will take."""
         return self.base + len(self.entries)
 
-    def at(self, position: int) -> Variable:
+    def at(self, position: int) -> Entry:
         """The entry at ``position``."""
         return self.entries[position - self.base]
 
@@ -100,13 +95,12 @@ class Tape(Sequence):
         self.jvp_cache = None
 
     def clear(self) -> None:
-        """Forget the whole history; the entries become leaves (their values are kept) that
-        know why they have none (``RELEASED``)."""
-        for v in self.entries:
-            if v is not None:       # (set_inputs(v, ()), inlined: one call fewer per entry)
-                v.prim, v.attrs = None, RELEASED
-                v.in0 = v.in1 = None
-                v.more = ()
+        """Forget the whole history; the entries become leaves that know why they have none
+        (``RELEASED``)."""
+        for v in self.entries:      # (set_inputs(v, ()), inlined: one call fewer per entry)
+            v.prim, v.attrs = None, RELEASED
+            v.in0 = v.in1 = None
+            v.more = ()
         self.base = self.end + 1     # (+1: a leaf made before the release is older than all after)
         self.passes = 0
         self.last_pass_end = -1
@@ -114,60 +108,25 @@ class Tape(Sequence):
         self.events.clear()
         self.pullbacks.clear()
         self.accumulations.clear()
-        self.graded.clear()
         self.jvp_cache = None
-
-    def forget_trace(self) -> None:
-        """Stop listing the entries recorded so far and hold later ones weakly, keeping no
-        events (as ``keep=False``): what is left is what live Variables reach, freed by
-        reference counting with them. Positions go on; the sweeps reach the unlisted entries
-        through the graph (``dropped``)."""
-        if not self.keep:
-            return
-        unlisted = _WeakEntries()
-        list.extend(unlisted, [None] * len(self.entries))
-        self.keep = False
-        self.entries = unlisted
-        self.dropped = self.end
-        self.events.clear()
-        self.pullbacks.clear()
-        self.accumulations.clear()
-        self.graded.clear()
-        self.jvp_cache = None
-
-
-class _WeakEntries(list):
-    """The entries of a tape that keeps no trace: weak references; a dead one reads as None."""
-
-    __slots__ = ()
-
-    def append(self, v: Variable) -> None:
-        list.append(self, weakref.ref(v))
-
-    def __getitem__(self, i):
-        item = list.__getitem__(self, i)
-        if type(i) is slice:
-            return [None if r is None else r() for r in item]
-        return None if item is None else item()
-
-    def __iter__(self):
-        return (None if r is None else r() for r in list.__iter__(self))
 
 # ---------------------------------------------------------------- walks
 
 
-def ancestors(roots: Variable | Iterable[Variable], start: int = 0,
-              stop: Collection[Variable] = (), leaves: bool = False) -> list[Variable]:
-    """The entries at positions >= ``start`` that ``roots`` are computed from, roots included,
-    oldest first.
+def ancestors(roots: Any, start: int = 0, stop: Collection[Entry] = (),
+              leaves: bool = False) -> list[Entry]:
+    """The entries at positions >= ``start`` that ``roots`` (Variables or entries) are computed
+    from, roots included, oldest first.
 
-    The walk does not pass the Variables in ``stop`` (nor list them). ``leaves=True`` lists the
+    The walk does not pass the entries in ``stop`` (nor list them). ``leaves=True`` lists the
     leaves reached too, each before the entry that shares its position (leaves at one position
     in the order the walk reached them).
     """
-    found: dict[int, Variable] = {}        # position -> entry
-    reached: dict[Variable, None] = {}     # the leaves, in the order reached
-    stack = [roots] if isinstance(roots, Variable) else list(roots)
+    found: dict[int, Entry] = {}        # position -> entry
+    reached: dict[Entry, None] = {}     # the leaves, in the order reached
+    if isinstance(roots, (Variable, Entry)):
+        roots = [roots]
+    stack = [r.node if isinstance(r, Variable) else r for r in roots]
     pop, push = stack.pop, stack.append
     while stack:        # iterative: a tape may hold millions of entries
         v = pop()
@@ -179,40 +138,77 @@ def ancestors(roots: Variable | Iterable[Variable], start: int = 0,
         if p < start or p in found or stop and v in stop:
             continue
         found[p] = v
-        more = v.more               # Variable.inputs, inlined (UNARY is no Variable)
+        more = v.more               # Entry.inputs, inlined (UNARY is no Entry)
         if more is None:
-            if type(v.in0) is Variable:
+            if type(v.in0) is Entry:
                 push(v.in0)
-            if type(v.in1) is Variable:
+            if type(v.in1) is Entry:
                 push(v.in1)
         else:
             for x in more:
-                if type(x) is Variable:
+                if type(x) is Entry:
                     push(x)
     if leaves:
         return sorted([*found.values(), *reached], key=_when)
     return [found[p] for p in sorted(found)]
 
 
-def descendants(tape: Tape, sources: Iterable[Variable], start: int, end: int,
-                root: Variable | None = None) -> set:
-    """``sources`` and the entries at positions ``start <= p < end`` computed from any of them
-    (of those ``root`` is computed from, when given: found through the graph where the tape no
-    longer lists its entries)."""
-    reached = set(sources)
+def descendants(tape: Tape, sources: Iterable[Any], start: int, end: int) -> set:
+    """``sources`` (Variables or entries, as entries) and the entries at positions
+    ``start <= p < end`` computed from any of them."""
+    reached = {s.node if isinstance(s, Variable) else s for s in sources}
     entries, base = tape.entries, tape.base
-    if root is not None and start < tape.dropped:
-        candidates: Iterable = ancestors(root, start)
-    else:
-        candidates = (entries[p - base] for p in range(max(start, base), min(end, tape.end)))
-    for v in candidates:
-        for x in () if v is None else v.inputs:
-            if type(x) is Variable and x in reached:
+    for p in range(max(start, base), min(end, tape.end)):
+        v = entries[p - base]
+        for x in v.inputs:
+            if type(x) is Entry and x in reached:
                 reached.add(v)
                 break
     return reached
 
 
-def _when(v: Variable) -> tuple[int, bool]:
+def _when(v: Entry) -> tuple[int, bool]:
     """Recording order: a leaf comes before the entry that shares its position."""
     return (v.position, v.prim is not None)
+
+
+def value_of(e: Any) -> Any:
+    """The value of an entry: the one it keeps, or recomputed from its inputs' values by
+    replaying the entries whose values were freed (then kept on them); a Variable's own value
+    and a constant as they are."""
+    if type(e) is not Entry:
+        return e.raw if isinstance(e, Variable) else e
+    if e.raw is not None:
+        return e.raw
+    need: dict[int, Entry] = {}     # position -> entry whose value is gone
+    stack = [e]
+    while stack:
+        v = stack.pop()
+        if v.raw is not None or v.position in need:
+            continue
+        if v.prim is None:
+            raise GraphError(f"{e.name}: the value of {v.name}, which it is computed from, is "
+                             "gone (its Ops was released and nothing kept it), so it cannot be "
+                             "recomputed")
+        need[v.position] = v
+        stack.extend(x for x in v.inputs if type(x) is Entry and x.raw is None)
+    for p in sorted(need):
+        v = need[p]
+        values = [x.raw if type(x) is Entry else x for x in v.inputs]
+        out = v.prim.forward(*values, **v.attrs) if v.attrs else v.prim.forward(*values)
+        if type(out) is not np.ndarray and isinstance(out, np.generic):
+            out = np.asarray(out)
+        v.raw = out
+    return e.raw
+
+
+def materialize(entries: Iterable[Entry]) -> None:
+    """Give every one of ``entries`` and their input entries a value (``value_of``): what a
+    forward sweep's rules read."""
+    for v in entries:
+        if v.raw is None:
+            value_of(v)
+        more = v.more
+        for x in (v.in0, v.in1) if more is None else more:
+            if type(x) is Entry and x.raw is None:
+                value_of(x)

@@ -27,7 +27,7 @@ from ..primitives.series import Series
 from .batching import Batched, innermost, levels_of, stacked, union, unstack
 from .forward import forward_sweep
 from .tape import ancestors
-from .variable import Variable
+from .variable import Entry, Variable, entry_of
 
 if TYPE_CHECKING:
     from ..primitives import PrimitiveMethods
@@ -37,11 +37,11 @@ def missing_rule(y: Variable, x: Variable) -> Variable | None:
     """The first entry between x and y that carries a tangent but whose primitive has no
     Taylor rule; None when every one has a rule."""
     y, x = innermost(y), innermost(x)
-    moving = {x}
+    moving = {x.node}
     for out in ancestors(y, x.position if x.prim is None else x.position + 1):
         if not out.prim.differentiable:
             continue
-        if any(type(i) is Variable and i in moving for i in out.inputs):
+        if any(type(i) is Entry and i in moving for i in out.inputs):
             if out.prim.taylor is None:
                 return out
             moving.add(out)
@@ -69,7 +69,7 @@ def carry(o: PrimitiveMethods, y: Variable, known: dict, order: int, recording: 
     """The Taylor series of y from the series ``known`` holds for some of its ancestors (any
     coefficients, not only a line x + t v): each entry's Taylor rule, one forward sweep."""
 
-    def step(out: Variable, ss: list) -> Series | None:
+    def step(out: Entry, ss: list) -> Series | None:
         if not out.prim.differentiable:
             return None
         rule = out.prim.taylor
@@ -77,10 +77,10 @@ def carry(o: PrimitiveMethods, y: Variable, known: dict, order: int, recording: 
             raise NotDifferentiableError(
                 f"taylor: primitive {out.prim.name!r} (entry {out.name}) has no Taylor rule; "
                 "use sg.derivative (nested jvps) for this function")
-        xs = [i if recording or type(i) is not Variable else i.raw for i in out.inputs]
+        xs = [i if recording or type(i) is not Entry else i.raw for i in out.inputs]
         ss = [s if s is not None else [xi] + [None] * order for s, xi in zip(ss, xs)]
         res = rule(o, ss, out if recording else out.raw, *xs, **(out.attrs or {}))
-        shape, dtype = out.shape, out.raw.dtype
+        shape, dtype = out.shape, out.dtype
         for k in range(1, order + 1):
             c = res[k]
             if c is None:
@@ -93,6 +93,10 @@ def carry(o: PrimitiveMethods, y: Variable, known: dict, order: int, recording: 
         res[0] = out if recording else out.raw
         return res
 
-    s = forward_sweep(y.rec.tape, y, list(known), dict(known), step,
-                      what="Taylor series").get(y)
-    return [y if recording else y.raw] + [None] * order if s is None else s
+    known = {entry_of(k): v for k, v in known.items()}
+    s = forward_sweep(y.rec.tape, y, list(known), known, step,
+                      what="Taylor series").get(y.node)
+    if s is None:
+        return [y if recording else y.raw] + [None] * order
+    s[0] = y if recording else y.raw
+    return s

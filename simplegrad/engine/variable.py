@@ -1,6 +1,11 @@
-"""Variable: a value on an Ops' tape, and the tape entry that computed it.
+"""The tape entry (``Entry``, a plain record) and the ``Variable`` a user holds (its handle).
 
-Its Python operators and array methods (``x + y``, ``x.sum()``) are in operators.py.
+An entry is what a primitive records: the primitive, its input entries (or constants), its
+attributes, its output's shape, dtype and name, and only the values its rules read (``raw``,
+None once no rule needs it: ``Primitive.saves``). It points at no Variable and at no Ops, so a
+tape and the Variables recorded on it form no reference cycle. A Variable is the handle: its
+value, its entry and its Ops; its Python operators and array methods (``x + y``, ``x.sum()``)
+are in operators.py.
 """
 
 from __future__ import annotations
@@ -18,44 +23,113 @@ if TYPE_CHECKING:
     from .ops import Ops
     from .params import FreeOps
 
+# ---------------------------------------------------------------- entries
 
-class Variable(Operators, VariableMethods):
-    """A value recorded on an ``Ops``: a leaf, or the output of one primitive.
 
-    A Variable is also its own tape entry: ``prim``, ``inputs`` and ``attrs``
-    say how it was computed (``prim`` is None for a leaf). ``raw`` is the stored
-    array for engine code (never mutate it); ``value`` is a view of it that no flag set on it
-    can make writable (recorded values are immutable).
+class Entry:
+    """One recorded entry of a tape, or a leaf: a plain record (see the module docstring).
 
     The inputs of a unary or binary entry sit in the slots ``in0`` and ``in1`` (``in1`` is
     ``UNARY`` for one input) and ``more`` is None; any other count is the tuple ``more``.
-    So the common entry is one object for the cycle collector to walk, not two (see
-    ``inputs``).
+    ``raw`` is the value when a rule reads it (a leaf always keeps its own), else None.
     """
 
-    __slots__ = ("raw", "label", "rec", "grad", "requires_grad", "prim", "in0", "in1", "more",
-                 "attrs", "position", "__weakref__")
+    __slots__ = ("prim", "in0", "in1", "more", "attrs", "position", "label", "shape", "dtype",
+                 "requires_grad", "raw", "__weakref__")
+
+    prim: Any           # the primitive; None for a leaf
+    label: int | str | None    # the v-number or the given name
+    position: int       # its place on the tape; a leaf's: where its dependents can start
+    raw: Any            # its value when a rule reads it (always for a leaf), else None
+
+    @property
+    def name(self) -> str:
+        """The given name, or ``v<N>`` from the Ops' counter."""
+        n = self.label
+        if type(n) is str:
+            return n
+        return "(unrecorded)" if n is None else f"v{n}"
+
+    @name.setter
+    def name(self, name: str) -> None:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ArgumentError(f"a name must be a Python identifier, got {name!r}")
+        self.label = name
+
+    @property
+    def inputs(self) -> tuple:
+        """The input entries (and constants) this entry was computed from (empty for a leaf)."""
+        more = self.more
+        if more is not None:
+            return more
+        b = self.in1
+        return (self.in0,) if b is UNARY else (self.in0, b)
+
+    @inputs.setter
+    def inputs(self, inputs: tuple) -> None:
+        set_inputs(self, inputs)
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for an entry computed by no primitive."""
+        return self.prim is None
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions of the output."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of entries of the output."""
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def value(self) -> Any:
+        """The value, when the entry keeps it (see ``raw``); GraphError when it was freed."""
+        if self.raw is None:
+            raise GraphError(f"{self.name}'s value was freed: no rule reads it; the Variable "
+                             "that holds it, or a replay of the program, has it")
+        return self.raw
+
+    def __repr__(self) -> str:
+        what = "leaf" if self.prim is None else self.prim.name
+        return f"<entry {self.name}: {what} {self.shape} {self.dtype}>"
+
+
+def entry_of(x: Any) -> Any:
+    """The entry behind a Variable; an entry, a constant or anything else as it is."""
+    return x.node if isinstance(x, Variable) and x.node is not None else x
+
+# ---------------------------------------------------------------- Variables
+
+
+class Variable(Operators, VariableMethods):
+    """A value recorded on an ``Ops``: the handle of a leaf, or of the output of a primitive.
+
+    ``node`` is its tape entry (``prim``, ``inputs`` and ``attrs`` say how it was computed;
+    ``prim`` is None for a leaf), ``rec`` its Ops. ``raw`` is the stored array for engine
+    code (never mutate it); ``value`` is a view of it that no flag set on it can make writable
+    (recorded values are immutable).
+    """
+
+    __slots__ = ("raw", "node", "rec", "grad", "__weakref__")
     __array_priority__ = 1000
 
     raw: Any           # the stored value; engine code reads it, users read .value
-    label: int | str | None    # the v-number, the given name, or None (unrecorded)
-    position: int      # an entry's place on the tape; a leaf's: where its dependents can start
-    rec: Ops           # the recorder: the Ops object that records and differentiates it
+    node: Entry        # the tape entry (or a leaf's)
+    rec: Ops           # the Ops that records and differentiates it
     grad: Variable | None
 
     # ------------------------------------------------------------ data
 
     @property
     def ops(self) -> Ops:
-        """The Ops this Variable belongs to: the ``sg.Ops()`` you hold, or, once nothing holds
-        that any more, the recorder behind it (same tape, same methods)."""
-        r = self.rec
-        face = r.face
-        if face is not None:
-            f = face()
-            if f is not None:
-                return f
-        return r
+        """The Ops this Variable belongs to."""
+        return self.rec
 
     @property
     def value(self) -> np.ndarray:
@@ -72,9 +146,18 @@ class Variable(Operators, VariableMethods):
         return v.view()
 
     @property
+    def label(self) -> int | str | None:
+        """The v-number, the given name, or None (unrecorded): the entry's."""
+        return self.node.label
+
+    @label.setter
+    def label(self, label: int | str | None) -> None:
+        self.node.label = label
+
+    @property
     def name(self) -> str:
         """The given name, or ``v<N>`` from the Ops' counter; settable (the trace follows)."""
-        n = self.label
+        n = self.node.label
         if type(n) is str:
             return n
         return "(unrecorded)" if n is None else f"v{n}"
@@ -83,7 +166,36 @@ class Variable(Operators, VariableMethods):
     def name(self, name: str) -> None:
         if not isinstance(name, str) or not name.isidentifier():
             raise ArgumentError(f"a name must be a Python identifier, got {name!r}")
-        self.label = name
+        self.node.label = name
+
+    @property
+    def prim(self) -> Any:
+        """The primitive that computed it (None for a leaf)."""
+        return self.node.prim
+
+    @property
+    def inputs(self) -> tuple:
+        """The entries (and constants) it was computed from (empty for a leaf)."""
+        return self.node.inputs
+
+    @property
+    def attrs(self) -> Any:
+        """The attributes of its entry."""
+        return self.node.attrs
+
+    @property
+    def position(self) -> int:
+        """Its entry's place on the tape."""
+        return self.node.position
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether a gradient flows to it."""
+        return self.node.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, on: bool) -> None:
+        self.node.requires_grad = on
 
     @property
     def shape(self) -> tuple:
@@ -106,22 +218,9 @@ class Variable(Operators, VariableMethods):
         return self.raw.size
 
     @property
-    def inputs(self) -> tuple:
-        """The inputs this entry was computed from (empty for a leaf)."""
-        more = self.more
-        if more is not None:
-            return more
-        b = self.in1
-        return (self.in0,) if b is UNARY else (self.in0, b)
-
-    @inputs.setter
-    def inputs(self, inputs: tuple) -> None:
-        set_inputs(self, inputs)
-
-    @property
     def is_leaf(self) -> bool:
         """True for a variable created directly, not computed by a primitive."""
-        return self.prim is None
+        return self.node.prim is None
 
     def item(self) -> float:
         """The single entry of a one-element variable as a Python number."""
@@ -241,17 +340,34 @@ def set_inputs(v: Variable, inputs: tuple) -> None:
         v.more = tuple(inputs)
 
 
+def leaf_entry(value: Any, label: int | str | None, requires_grad: bool, position: int,
+               attrs: Any = None) -> Entry:
+    """An entry computed by no primitive (a leaf, a seed, an unrecorded or free value)."""
+    e = object.__new__(Entry)
+    e.prim = None
+    e.in0 = e.in1 = None
+    e.more = ()
+    e.attrs = attrs
+    e.position = position
+    e.label = label
+    e.shape = getattr(value, "shape", ())
+    e.dtype = getattr(value, "dtype", None)
+    e.requires_grad = requires_grad
+    e.raw = value
+    return e
+
+
+def handle(value: Any, node: Entry, ops: Any, cls: type | None = None) -> Variable:
+    """The Variable holding ``value`` for ``node`` on ``ops``."""
+    v = object.__new__(cls or Variable)
+    v.raw = value
+    v.node = node
+    v.rec = ops
+    v.grad = None
+    return v
+
+
 def leaf_variable(value: Any, ops: Ops | FreeOps, label: int | str | None, requires_grad: bool,
                   position: int, cls: type | None = None) -> Variable:
     """A Variable computed by no primitive (a leaf, a seed, an unrecorded or free value)."""
-    v = object.__new__(cls or Variable)
-    v.raw = value
-    v.rec = ops
-    v.label = label
-    v.grad = None
-    v.requires_grad = requires_grad
-    v.prim = None
-    set_inputs(v, ())
-    v.attrs = None
-    v.position = position
-    return v
+    return handle(value, leaf_entry(value, label, requires_grad, position), ops, cls)

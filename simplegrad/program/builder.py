@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.variable import Variable
+from ..engine.tape import value_of
+from ..engine.variable import Entry
 from ..primitives.rewrites import constant_key
 from .nodes import CONST, NODE, Constant, Input, Node, Ref
 
@@ -35,9 +36,10 @@ class Builder:
             self.constants.append(Constant(value, name))
         return r
 
-    def capture(self, v: Variable) -> Ref:
-        """A Variable's recorded value as a named constant (an unrecorded one prints inline)."""
-        return self.constant(v.value, None if v.label is None else v.name, ("var", id(v)))
+    def capture(self, v: Entry) -> Ref:
+        """An entry's recorded value (replayed if it was freed) as a named constant (an
+        unrecorded one prints inline)."""
+        return self.constant(value_of(v), None if v.label is None else v.name, ("var", id(v)))
 
     def node(self, node: Node) -> Ref:
         """Add a node; its ref."""

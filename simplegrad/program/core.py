@@ -375,9 +375,10 @@ class _Registered(NamedTuple):
 # ---------------------------------------------------------------- extract
 
 
-def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[Variable]
-            ) -> Program:
-    """The entries between ``inputs`` and ``outputs`` of one tape, as a Program."""
-    b, outs, single, counts, alike = collect(inputs, outputs)
+def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[Variable],
+            ops: Ops | None = None) -> Program:
+    """The entries between ``inputs`` and ``outputs`` (Variables or entries) of one tape (that
+    of ``ops``, or of the Variables given), as a Program."""
+    b, outs, single, counts, alike = collect(inputs, outputs, ops)
     return Program(b.inputs, b.constants, b.nodes, outs, single, check=False, counts=counts,
                    alike=alike)

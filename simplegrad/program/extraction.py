@@ -20,7 +20,7 @@ import numpy as np
 from ..engine import explain
 from ..engine.events import Asked, BlockEnd, Leaf
 from ..engine.tape import ancestors
-from ..engine.variable import Variable
+from ..engine.variable import Entry, Variable, entry_of
 from ..errors import ArgumentError, GraphError
 from ..primitives.core import normalize_axes
 from ..primitives.shape import EXPAND
@@ -29,20 +29,25 @@ from .nodes import CONST, INPUT, Input, Node, Ref
 from .sizes import Count
 
 
-def collect(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[Variable]
-            ) -> tuple:
-    """The parts of the program between ``inputs`` and ``outputs`` of one tape: a Builder
-    holding its inputs, constants and nodes, the output refs, whether one output was given,
-    the counts and the pairs of one shape."""
+def collect(inputs: Any, outputs: Any, ops: Any = None) -> tuple:
+    """The parts of the program between ``inputs`` and ``outputs`` (Variables or entries) of
+    one tape (that of ``ops``, or of the Variables given): a Builder holding its inputs,
+    constants and nodes, the output refs, whether one output was given, the counts and the
+    pairs of one shape."""
     ins = _variables("inputs", inputs)
-    single = isinstance(outputs, Variable)
+    single = isinstance(outputs, (Variable, Entry))
     outs = _variables("outputs", outputs)
     if not outs:
         raise ArgumentError("program: needs at least one output")
-    ops = outs[0].rec
+    if ops is None:
+        ops = next((v.rec for v in outs + ins if isinstance(v, Variable)), None)
+        if ops is None:
+            raise ArgumentError("program: name the Ops (op.program) when given entries only")
     for v in ins + outs:
-        if v.rec is not ops:
+        if isinstance(v, Variable) and v.rec is not ops:
             raise GraphError(f"program: {v.name} belongs to another Ops than {outs[0].name}")
+    ins = [entry_of(v) for v in ins]
+    outs = [entry_of(v) for v in outs]
     slots = {}
     for i, v in enumerate(ins):
         if id(v) in slots:
@@ -64,13 +69,13 @@ def collect(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
         args = []
         computed = False
         for x in v.inputs:
-            if type(x) is Variable and id(x) in zeros and id(x) not in refs:
+            if type(x) is Entry and id(x) in zeros and id(x) not in refs:
                 refs[id(x)] = _zeros(builder, x)
                 positions.append(x.position)
-            r = refs.get(id(x)) if type(x) is Variable else None
+            r = refs.get(id(x)) if type(x) is Entry else None
             if r is not None and r[0] is not CONST:
                 computed = True
-            if type(x) is Variable and id(x) in seeded:
+            if type(x) is Entry and id(x) in seeded:
                 seeded.add(id(v))
             args.append(r)
         if not computed and id(v) not in seeded:
@@ -84,7 +89,7 @@ def collect(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
                     args[i] = builder.constant(x, key=("count", id(v)))
                     counts.append((args[i].index, *count))
                 else:
-                    args[i] = builder.capture(x) if type(x) is Variable else \
+                    args[i] = builder.capture(x) if type(x) is Entry else \
                         builder.constant(x)
         refs[id(v)] = builder.node(Node(v.prim, tuple(args), v.attrs, v.name, v.shape, v.dtype,
                                           order.get(v, 0)))
@@ -100,7 +105,7 @@ def collect(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
     pairs = [p for e in tape.events if type(e) in (BlockEnd, Asked)
              for p in (e.pairs if type(e) is BlockEnd else zip(e.wrt, e.grads))]
     alike = [(refs[id(d)], refs[id(x)]) for x, d in pairs
-             if type(d) is Variable and type(x) is Variable and id(d) in refs and
+             if type(d) is Entry and type(x) is Entry and id(d) in refs and
              id(x) in refs and d.shape == x.shape and refs[id(d)] != refs[id(x)]]
     return builder, out_refs, single, _counted(counts, builder.nodes, positions, origins), alike
 
@@ -174,12 +179,13 @@ def _counted(counts: list | None, nodes: list, positions: list, origins: dict | 
     return out
 
 
-def _variables(what: str, xs: Any) -> list[Variable]:
-    items = [xs] if isinstance(xs, Variable) else list(xs) if isinstance(xs, Sequence) else None
+def _variables(what: str, xs: Any) -> list[Any]:
+    items = [xs] if isinstance(xs, (Variable, Entry)) else list(xs) \
+        if isinstance(xs, Sequence) else None
     if items is None:
         raise ArgumentError(f"program: {what} must be a Variable or a sequence of Variables, "
                             f"got {type(xs).__name__}")
     for x in items:
-        if not isinstance(x, Variable):
+        if not isinstance(x, (Variable, Entry)):
             raise ArgumentError(f"program: {what} must be Variables, got {type(x).__name__}")
     return items

@@ -57,9 +57,8 @@ from typing import Any
 import numpy as np
 
 from ..engine.batching import Batched, Level, lifted, stacked, unstack
-from ..engine.ops import Ops, recorder_of
+from ..engine.ops import Ops
 from ..engine.params import FREE, FreeOps
-from ..engine.recorder import Recorder
 from ..engine.variable import Variable
 from ..errors import ArgumentError, DisconnectedWarning, GraphError, ShapeError, warn
 from ..primitives.core import value_of
@@ -139,7 +138,7 @@ def context(fname: str, args: Sequence[Any], borrow: bool = True,
     if ops is None or ops is FREE:      # free Variables join the Ops the transform records on
         ops = around()
         if ops is None:
-            return Recorder(borrow=borrow, simplify=simplify, from_derivatives=True), False
+            return Ops(borrow=borrow, simplify=simplify, from_derivatives=True), False
     if derivative and not ops.recording:
         return ops, None        # under no_grad: see ``run_paused``
     return ops, True
@@ -176,7 +175,7 @@ class running:  # noqa: N801 (used as ``with running(ops):``)
 
     def __init__(self, ops: Ops, batch: tuple[int, int] | None = None,
                  final: bool = False) -> None:
-        self.ops = recorder_of(ops)
+        self.ops = ops
         self.batch = batch
         self.final = final
 
@@ -198,7 +197,7 @@ class own(running):  # noqa: N801 (used as ``with own(ops, nested):``)
     __slots__ = ("nested",)
 
     def __init__(self, ops: Ops, nested: bool) -> None:
-        self.ops = recorder_of(ops)
+        self.ops = ops
         self.batch = None
         self.final = False
         self.nested = nested

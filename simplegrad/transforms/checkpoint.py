@@ -34,7 +34,6 @@ import numpy as np
 from ..engine.batching import Batched
 from ..engine.ops import Ops
 from ..engine.params import FREE
-from ..engine.recorder import Recorder
 from ..engine.taylor import carry
 from ..engine.variable import Variable
 from ..errors import GraphError
@@ -65,7 +64,7 @@ _ENTER = Primitive(
     lambda o, ts, out, x, gate: ts[0], "{0}", [])
 
 
-class _BlockOps(Recorder):
+class _BlockOps(Ops):
     """The scratch Ops a block records on: a Variable of another Ops (a Parameter included)
     becomes a leaf here, kept in ``reads`` so that the entry takes it as an input."""
 
@@ -98,7 +97,7 @@ class _BlockOps(Recorder):
                     x = x.inner
                 if not isinstance(x, Variable) or x.rec is not self:
                     raise _ReadsBatchedError
-        return Recorder.apply(self, prim, inputs, attrs, name)
+        return Ops.apply(self, prim, inputs, attrs, name)
 
 
 class _ReadsBatchedError(Exception):
@@ -277,7 +276,7 @@ class Checkpoint(CustomFunction):
             for i in positions:
                 args[i] = o.apply(_ENTER, (inputs[i],), {"gate": gate}, None)
             return o, args
-        r = Recorder()
+        r = Ops()
         args = list(inputs)
         for i in attrs["_vars"]:
             args[i] = (r.leaf(inputs[i], None, True, "seed") if i in positions else

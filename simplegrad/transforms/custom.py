@@ -88,7 +88,6 @@ import numpy as np
 
 from ..engine.ops import Ops
 from ..engine.params import FREE
-from ..engine.recorder import Recorder
 from ..engine.tape import ancestors
 from ..engine.variable import Variable
 from ..errors import ArgumentError, GraphError, NotDifferentiableError, ShapeError
@@ -134,7 +133,7 @@ class CustomFunction:
         leaves, packing = pack(self._label, args, self._nondiff)
         ops = self._ops(leaves)
         if ops is None:     # no Variable: compute the value on a throwaway Ops
-            scratch = Recorder()
+            scratch = Ops()
             # numbers beside an array stay constants; numbers alone are the 0-d arrays
             alone = all(_is_number(x) for x in leaves)
             with scratch.no_grad():
@@ -280,7 +279,7 @@ def _float_dtype(x: Any) -> np.dtype:
 # ---------------------------------------------------------------- the forward's scratch Ops
 
 
-class ForwardOps(Recorder):
+class ForwardOps(Ops):
     """The scratch Ops a custom function's forward records on: a Variable that requires grad
     read through a closure is refused (the rule gives gradients for the arguments only); one
     that does not is a constant."""
@@ -500,7 +499,7 @@ class JVPRule:
                 positions: tuple, kw: dict) -> Any:
         """The tangent of the entry's output for the input tangents ``ts``."""
         recording = isinstance(o, Ops)
-        r = o if recording else Recorder(borrow=True)
+        r = o if recording else Ops(borrow=True)
         try:
             primals = list(inputs)
             if not recording:       # values: Variables of the scratch Ops where they were
@@ -603,7 +602,7 @@ class CustomVJP(CustomFunction):
 
     def _bwd_values(self, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
         """The rule's cotangents as arrays (None for none), run on a scratch Ops."""
-        scratch = Recorder(borrow=True)
+        scratch = Ops(borrow=True)
         try:
             cts = self._checked(self._run_bwd(scratch.unrecorded(g), scratch.unrecorded(out),
                                               wrap_values(scratch, inputs, attrs["_vars"]),
@@ -671,7 +670,7 @@ class CustomVJP(CustomFunction):
         self._check_linear(out, inputs, attrs)
         if isinstance(o, Ops):
             return self._tangent(o, ts, out, inputs, attrs, True)
-        r = Recorder()
+        r = Ops()
         try:
             jt = self._tangent(r, ts, r.unrecorded(out), wrap_values(r, inputs, attrs["_vars"]),
                                attrs, False)
@@ -824,7 +823,7 @@ class CustomJVP(CustomFunction):
                     attrs: dict) -> list:
         rule = self._checked_rule()
         recording = isinstance(o, Ops)
-        r = o if recording else Recorder(borrow=True)
+        r = o if recording else Ops(borrow=True)
         try:
             if recording:
                 xs, gv, ov = list(inputs), g, out
