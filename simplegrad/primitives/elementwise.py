@@ -30,16 +30,21 @@ from .broadcasting import (
 from .core import (
     ANY,
     BINARY,
+    EACH_ALONE,
+    JOINT,
+    JOINTLY,
     NONZERO,
     POSITIVE,
     UNARY,
     Case,
     JvpRule,
+    Linear,
     MaskRule,
     Primitive,
     PrintRule,
     Sampler,
     TaylorRule,
+    Unit,
     VjpRule,
     is_constant,
     pointwise,
@@ -76,8 +81,9 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
                 jvp: JvpRule | None = None, mask: MaskRule = elementwise_mask,
                 mask_source: bool = False, masked: bool = True,
                 taylor: TaylorRule | None = None, numpy: str | None = None,
-                schema: Schema | None = None) -> Primitive:
-    """Register an elementwise primitive from its forward and per-input derivative rules.
+                schema: Schema | None = None, **facts: Any) -> Primitive:
+    """Register an elementwise primitive from its forward and per-input derivative rules
+    (``facts``: the record's other fields, as ``Primitive`` takes them).
 
     A derivative rule ``d(o, g, out, *xs)`` is linear in ``g`` (so it has a vjp rule's
     signature); None means no gradient flows to that input (a derivative that is zero
@@ -95,8 +101,9 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
         domain = (domain,) * nin
     prim = Primitive(
         name, forward, [broadcast_vjp(r, i, nin) for i, r in enumerate(d)],
-        jvp or summed_jvp(d), fmt, cases, domain=domain, mask=mask, mask_source=mask_source,
-        elementwise=True, batch=pointwise(name), taylor=taylor, numpy=numpy, schema=schema)
+        jvp or summed_jvp(d), fmt, cases, **facts, domain=domain, mask=mask,
+        mask_source=mask_source, elementwise=True, batch=pointwise(name), taylor=taylor,
+        numpy=numpy, schema=schema)
     if masked:
         prim.vjp_masked = tuple(masked_vjp(r, i, nin) for i, r in enumerate(d))
     return register(prim)
@@ -106,11 +113,15 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
 
 ADD = elementwise("add", np.add, "{0} + {1}", (
     lambda o, g, out, x, y: g,
-    lambda o, g, out, x, y: g), taylor=linear("add"), numpy="{0} + {1}")
+    lambda o, g, out, x, y: g),
+    linear=JOINTLY, commutative=True, unit=Unit(0, (0, 1), exact=False), numba="({0} + {1})",
+    taylor=linear("add"), numpy="{0} + {1}")
 
 SUB = elementwise("sub", np.subtract, "{0} - {1}", (
     lambda o, g, out, x, y: g,
-    lambda o, g, out, x, y: o.neg(g)), taylor=linear("sub"), numpy="{0} - {1}")
+    lambda o, g, out, x, y: o.neg(g)),
+    linear=JOINTLY, unit=Unit(0, (0,), exact=True), numba="({0} - {1})", taylor=linear("sub"),
+    numpy="{0} - {1}")
 
 def _mul_jvp(o: PrimitiveMethods, ts, out, x, y):
     """t_x y + x t_y. Recorded, the sum of both products (the rules as written, so that the
@@ -125,7 +136,9 @@ def _mul_jvp(o: PrimitiveMethods, ts, out, x, y):
 
 _MUL_RULES = (lambda o, g, out, x, y: o.mul(g, y), lambda o, g, out, x, y: o.mul(g, x))
 _MUL_SUMMED = summed_jvp(_MUL_RULES)
-MUL = elementwise("mul", np.multiply, "{0} * {1}", _MUL_RULES, jvp=_mul_jvp,
+MUL = elementwise("mul", np.multiply, "{0} * {1}", _MUL_RULES,
+    linear=EACH_ALONE, commutative=True, associative=True, unit=Unit(1, (0, 1), exact=True),
+    numba="({0} * {1})", scales="times", jvp=_mul_jvp,
                   taylor=multilinear("mul"), numpy="{0} * {1}")
 
 
@@ -138,10 +151,12 @@ def _div_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, y: Any)
 DIV = elementwise("div", np.divide, "{0} / {1}", (
     lambda o, g, out, x, y: o.div(g, y),
     lambda o, g, out, x, y: o.neg(o.mul(g, o.div(out, y)))),
+    linear=Linear(JOINT, (0,)), unit=Unit(1, (0,), exact=True), numba="({0} / {1})", scales="over",
     domain=(ANY, NONZERO), taylor=_div_taylor, numpy="{0} / {1}")
 
 NEG = elementwise("neg", np.negative, "-{0}", (
-    lambda o, g, out, x: o.neg(g),), taylor=linear("neg"), numpy="-{0}")
+    lambda o, g, out, x: o.neg(g),),
+    linear=JOINTLY, numba="(-{0})", taylor=linear("neg"), numpy="-{0}")
 
 
 def _pow_dx(o: PrimitiveMethods, g, out, x, y):
@@ -255,7 +270,7 @@ def _exp_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 
 EXP = elementwise("exp", np.exp, "{0}.exp()", (
-    lambda o, g, out, x: o.mul(g, out),), taylor=_exp_taylor)
+    lambda o, g, out, x: o.mul(g, out),), numba="_w_exp({0})", taylor=_exp_taylor)
 
 
 def _log_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -304,7 +319,7 @@ def _tanh_d(o: PrimitiveMethods, g, out, x):
     return o.mul(g, o.sub(1, o.mul(out, out)))
 
 
-TANH = elementwise("tanh", np.tanh, "{0}.tanh()", (_tanh_d,),
+TANH = elementwise("tanh", np.tanh, "{0}.tanh()", (_tanh_d,), numba="_w_tanh({0})",
                    jvp=lambda o, ts, out, x: _tanh_d(o, ts[0], out, x), taylor=_tanh_taylor)
 
 

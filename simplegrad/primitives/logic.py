@@ -28,11 +28,11 @@ def _none_jvp(o: PrimitiveMethods, ts, out, *xs, **attrs):
 
 
 def _logic(name: str, forward: Callable, fmt: str | Callable, nin: int, cases=None,
-           plain: bool = True) -> Primitive:
-    """Register a bool-valued primitive of ``nin`` inputs."""
+           plain: bool = True, **facts: Any) -> Primitive:
+    """Register a bool-valued primitive of ``nin`` inputs (``facts``: other record fields)."""
     if cases is None:
         cases = UNARY if nin == 1 else BINARY
-    return register(Primitive(name, forward, [None] * nin, _none_jvp, fmt, cases,
+    return register(Primitive(name, forward, [None] * nin, _none_jvp, fmt, cases, **facts,
                               plain=plain, differentiable=False,
                               batch=pointwise(name) if cases is not REDUCE else along(name),
                               schema=attrs(shape_rule=ufunc(forward)) if cases is not REDUCE else
@@ -43,10 +43,10 @@ LESS = _logic("less", np.less, "{0} < {1}", 2)
 LESS_EQUAL = _logic("less_equal", np.less_equal, "{0} <= {1}", 2)
 GREATER = _logic("greater", np.greater, "{0} > {1}", 2)
 GREATER_EQUAL = _logic("greater_equal", np.greater_equal, "{0} >= {1}", 2)
-EQUAL = _logic("equal", np.equal, "equal({0}, {1})", 2)
-NOT_EQUAL = _logic("not_equal", np.not_equal, "not_equal({0}, {1})", 2)
-LOGICAL_AND = _logic("logical_and", np.logical_and, "{0} & {1}", 2)
-LOGICAL_OR = _logic("logical_or", np.logical_or, "{0} | {1}", 2)
+EQUAL = _logic("equal", np.equal, "equal({0}, {1})", 2, commutative=True)
+NOT_EQUAL = _logic("not_equal", np.not_equal, "not_equal({0}, {1})", 2, commutative=True)
+LOGICAL_AND = _logic("logical_and", np.logical_and, "{0} & {1}", 2, commutative=True)
+LOGICAL_OR = _logic("logical_or", np.logical_or, "{0} | {1}", 2, commutative=True)
 LOGICAL_NOT = _logic("logical_not", np.logical_not, "~{0}", 1)
 ISFINITE = _logic("isfinite", np.isfinite, "isfinite({0})", 1)
 ISNAN = _logic("isnan", np.isnan, "isnan({0})", 1)

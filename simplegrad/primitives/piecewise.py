@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import ArgumentError
 from .abstract import CHOSEN, RECTIFIED, broadcasting
 from .broadcasting import broadcast_to, mask_down
-from .core import ANY, NONZERO, Case, is_constant, shape_of
+from .core import ANY, JOINT, NONZERO, Case, Linear, is_constant, shape_of
 from .elementwise import elementwise
 from .schema import attrs
 from .taylor import linear
@@ -57,11 +57,13 @@ def _share(o: PrimitiveMethods, x: Any, y: Any, sense: float) -> Any:
 
 MAXIMUM = elementwise("maximum", np.maximum, "maximum({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share(o, x, y, 1.0)),
-    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, 1.0))), taylor=linear("maximum"))
+    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, 1.0))),
+    commutative=True, taylor=linear("maximum"))
 
 MINIMUM = elementwise("minimum", np.minimum, "minimum({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share(o, x, y, -1.0)),
-    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, -1.0))), taylor=linear("minimum"))
+    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, -1.0))),
+    commutative=True, taylor=linear("minimum"))
 
 
 # ---------------------------------------------------------------- where
@@ -87,6 +89,7 @@ WHERE = elementwise("where", np.where, "where({0}, {1}, {2})", (
     None,
     lambda o, g, out, cond, x, y: o.where(cond, g, 0),
     lambda o, g, out, cond, x, y: o.where(cond, 0, g)),
+    linear=Linear(JOINT, (1, 2)), numba="({1} if {0} else {2})",
     cases=[Case(((3,), (3,), (3,)), conditions=(0,)),
            Case(((3, 4), (3, 1), (1, 4)), conditions=(0,)),
            Case(((2, 3, 4), (2, 3, 4), (3, 4)), conditions=(0,)),

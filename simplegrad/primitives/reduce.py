@@ -14,6 +14,7 @@ import numpy as np
 from .abstract import ACCUMULATING, EXP_SHIFTED, FLOATING, SAME, reducing, same_shape
 from .broadcasting import broadcast_to, full_mask
 from .core import (
+    JOINTLY,
     REDUCE,
     Case,
     Primitive,
@@ -72,7 +73,8 @@ SUM = register(Primitive(
     "sum", _sum,
     [lambda o, g, out, x, axis=None, keepdims=False: _spread(o, g, x, axis, keepdims)],
     lambda o, ts, out, x, axis=None, keepdims=False: o.sum(ts[0], axis=axis, keepdims=keepdims),
-    method_fmt("sum", "axis", "keepdims"), REDUCE, batch=along("sum"), mask=_spread_mask,
+    method_fmt("sum", "axis", "keepdims"), REDUCE,
+    linear=JOINTLY, numba="+=", batch=along("sum"), mask=_spread_mask,
     taylor=linear("sum"), numpy="np.add.reduce({0}{reduce_axis}{keepdims})",
     schema=reducing(ACCUMULATING)))
 
@@ -107,7 +109,8 @@ def per_count(o: PrimitiveMethods, g: Any, count: float, times: float = 1.0) -> 
 MEAN = register(Primitive(
     "mean", _mean, [_mean_vjp],
     lambda o, ts, out, x, axis=None, keepdims=False: o.mean(ts[0], axis=axis, keepdims=keepdims),
-    method_fmt("mean", "axis", "keepdims"), REDUCE, batch=along("mean"), mask=_spread_mask,
+    method_fmt("mean", "axis", "keepdims"), REDUCE,
+    linear=JOINTLY, counted=True, batch=along("mean"), mask=_spread_mask,
     taylor=linear("mean"), numpy="np.mean({0}{axis}{keepdims})",
     schema=reducing(FLOATING)))
 
