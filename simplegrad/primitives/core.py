@@ -194,7 +194,8 @@ class Primitive:
                  differentiable: bool = True, batch: BatchRule | None = None,
                  taylor: TaylorRule | None = None, numpy: str | None = None,
                  schema: Schema | None = None, linear: Linear | None = None,
-                 commutative: bool = False, associative: bool = False, unit: Unit | None = None,
+                 commutative: bool = False, associative: Callable | None = None,
+                 unit: Unit | None = None,
                  on_stacks: StackRule | None = None,
                  numpy_at: Callable[[list, dict], str | None] | None = None,
                  numba: str | None = None, sympy: Callable | None = None,
@@ -239,7 +240,8 @@ class Primitive:
         # ---- algebra: None / False when it does not hold
         self.linear = linear                # in which inputs it is linear (Linear above)
         self.commutative = commutative      # f(x, y) == f(y, x): keys take either order
-        # (x f c1) f c2 == x f (c1 f c2) for numbers c1, c2: the simplifiers fold the numbers
+        # associative(c1, c2): c1 f c2 for Python numbers, where (x f c1) f c2 == x f (c1 f c2)
+        # (the simplifiers fold the numbers: (x * 2.0) * 0.5 is x * 1.0)
         self.associative = associative
         self.unit = unit                    # the constant that leaves an operand as it is
         # ---- special forms

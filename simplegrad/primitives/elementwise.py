@@ -14,6 +14,7 @@ stand: the gradient of ``sqrt`` at 0 is ``inf``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -137,7 +138,7 @@ def _mul_jvp(o: PrimitiveMethods, ts, out, x, y):
 _MUL_RULES = (lambda o, g, out, x, y: o.mul(g, y), lambda o, g, out, x, y: o.mul(g, x))
 _MUL_SUMMED = summed_jvp(_MUL_RULES)
 MUL = elementwise("mul", np.multiply, "{0} * {1}", _MUL_RULES,
-    linear=EACH_ALONE, commutative=True, associative=True, unit=Unit(1, (0, 1), exact=True),
+    linear=EACH_ALONE, commutative=True, associative=operator.mul, unit=Unit(1, (0, 1), exact=True),
     numba="({0} * {1})", scales="times", jvp=_mul_jvp,
                   taylor=multilinear("mul"), numpy="{0} * {1}")
 

@@ -7,15 +7,16 @@ caller uses to refer to values: ``Ref``s in a ``Program``, Variables (and Python
 arrays for constants) on a tape. ``describe_variable`` describes tape inputs.
 
 - ``cse_key(prim, inputs, attrs)``: two entries with equal keys compute the same value. Inputs
-  of commutative primitives (add, mul, maximum, minimum, equal, not_equal, logical_and,
-  logical_or) count in either order.
+  of commutative primitives (``Primitive.commutative``: add, mul, maximum, minimum, equal,
+  not_equal, logical_and, logical_or) count in either order.
 - ``reduces_to(prim, inputs, attrs, describe)``: the input (of the entry or of the entry that
   computed one of them) the entry equals exactly, or None. ``x * 1``, ``1 * x``, ``x + 0``,
-  ``x - 0``, ``x / 1``, ``--x``, ``~~m``, ``m & m``, ``m | m``, ``where(c, x, x)``, a where
-  that repeats an inner where on the same condition (``where(c, 0, where(c, 0, g))``), an
-  expand or reshape to the same shape, a transpose undone by its inverse (or by nothing), a
-  cast to the same dtype. A rule applies only when the result has the input's shape and dtype
-  (a broadcasting constant of ones does not reduce).
+  ``x - 0``, ``x / 1`` (a record's ``unit``), ``--x``, ``~~m``, ``m & m``, ``m | m``,
+  ``where(c, x, x)``, a where that repeats an inner where on the same condition
+  (``where(c, 0, where(c, 0, g))``), an expand or reshape to the same shape, a transpose
+  undone by its inverse (or by nothing), a cast to the same dtype. A rule applies only when
+  the result has the input's shape and dtype (a broadcasting constant of ones does not
+  reduce).
 - ``rewrite(prim, inputs, attrs, describe)``: an equal entry in a simpler form: ``x + x`` is
   ``x * 2.0``, ``x * -1`` is ``-x``, ``x + -y`` and ``-y + x`` are ``x - y``, ``x - -y`` is
   ``x + y``.
@@ -33,8 +34,7 @@ import numpy as np
 
 from .core import REGISTRY, Primitive
 
-COMMUTATIVE = frozenset(REGISTRY[n] for n in ("add", "mul", "maximum", "minimum", "equal",
-                                               "not_equal", "logical_and", "logical_or"))
+COMMUTATIVE = frozenset(p for p in REGISTRY.values() if p.commutative)    # (registered ones)
 _ADD, _SUB, _MUL, _DIV, _NEG = (REGISTRY[n] for n in ("add", "sub", "mul", "div", "neg"))
 _EXPAND, _RESHAPE, _TRANSPOSE, _CAST = (REGISTRY[n] for n in
                                         ("expand", "reshape", "transpose", "cast"))
@@ -106,7 +106,7 @@ def cse_key(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> tuple
     n = len(inputs)
     if n == 2:
         ops: Any = (operand_key(inputs[0]), operand_key(inputs[1]))
-        if prim in COMMUTATIVE:
+        if prim.commutative:
             ops = frozenset(ops)    # (x, y) and (y, x) alike; {x} only comes from (x, x)
     else:
         ops = (operand_key(inputs[0]),) if n == 1 else tuple(operand_key(x) for x in inputs)
@@ -171,7 +171,7 @@ def may_simplify(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> 
     a reshape, expand, transpose or cast of a Variable only when it keeps it as it is or undoes
     the transpose that made it."""
     if prim not in RULED:
-        return False
+        return prim.unit is not None    # (a primitive of another module with a unit)
     if prim is _MUL or prim is _DIV or prim is _ADD or prim is _SUB:
         a, b = inputs
         ca, cb = not hasattr(a, "prim"), not hasattr(b, "prim")
@@ -204,14 +204,9 @@ def may_simplify(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> 
 def reduces_to(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
                describe: Callable[[Any], Operand] = describe_variable) -> Any | None:
     """The input the entry equals exactly (``x * 1`` -> x, ``--x`` -> x, ...), or None."""
-    if prim is _MUL:
-        return _unit_side(inputs, describe, 1, (0, 1))
-    if prim is _ADD:
-        return _unit_side(inputs, describe, 0, (0, 1))
-    if prim is _SUB:
-        return _unit_side(inputs, describe, 0, (0,))
-    if prim is _DIV:
-        return _unit_side(inputs, describe, 1, (0,))
+    unit = prim.unit
+    if unit is not None:
+        return _unit_side(inputs, describe, unit.value, unit.kept)
     if prim is _NEG or prim is _NOT:
         x = describe(inputs[0])
         return x.inputs[0] if x.prim is prim else None
