@@ -156,7 +156,8 @@ JOINTLY, EACH_ALONE = Linear(JOINT), Linear(EACH)
 class Unit(NamedTuple):
     """A constant ``value`` that leaves the input at each of positions ``kept`` as it is when
     it is the other operand (``x * 1``, ``1 * x``, ``x - 0``); ``exact``: bit for bit, nan and
-    -0.0 included (``x + 0`` is not: -0.0 + 0 is +0.0)."""
+    -0.0 included, for any operand equal to ``value`` (``x + 0`` is not: -0.0 + 0 is +0.0, nor
+    ``x - 0``, whose 0 may be -0.0)."""
 
     value: int
     kept: tuple[int, ...]
