@@ -164,6 +164,27 @@ class Unit(NamedTuple):
     exact: bool
 
 
+class SymPyForm(NamedTuple):
+    """A primitive's closed form in SymPy (program/symbolic.py): ``entry(sp, *args, **attrs)``
+    on scalar expressions (None: it has none); ``matrix(sp, *args, **attrs)`` on matrix
+    expressions, or None where it has no matrix form; ``single``: the entry form holds only
+    when each argument has one entry (a sum of one); ``matrices``: its 2-D inputs are
+    matrices (a matrix product), not entrywise values."""
+
+    entry: Callable | None = None
+    matrix: Callable | None = None
+    single: bool = False
+    matrices: bool = False
+
+
+def sympy_call(fn: str) -> SymPyForm:
+    """The SymPy form ``sp.<fn>(x)`` of a one-input elementwise primitive."""
+    return SymPyForm(lambda sp, x, **attrs: getattr(sp, fn)(x))
+
+
+PASSES_ON = SymPyForm(lambda sp, x, **attrs: x)      # each entry's value passes on unchanged
+
+
 class StackRule(Protocol):
     """A primitive's output on stacked values (engine/batched.py's value-only sweep) computed
     more directly than by its batching rule: ``inputs`` as given (a ``stack`` instance holds K
@@ -183,7 +204,7 @@ class Primitive:
                  "sparse_vjp", "tol", "plain", "mask", "mask_source", "elementwise",
                  "differentiable", "vjp_masked", "batch", "taylor", "numpy", "schema",
                  "saves", "linear", "commutative", "associative", "unit", "on_stacks",
-                 "numpy_at", "numba", "sympy", "sympy_matrix", "alias", "accumulation", "sized",
+                 "numpy_at", "numba", "sympy", "alias", "accumulation", "sized",
                  "counted", "scales", "__weakref__")
 
     def __init__(self, name: str, forward: Forward,
@@ -199,8 +220,8 @@ class Primitive:
                  unit: Unit | None = None,
                  on_stacks: StackRule | None = None,
                  numpy_at: Callable[[list, dict], str | None] | None = None,
-                 numba: str | None = None, sympy: Callable | None = None,
-                 sympy_matrix: Callable | None = None, alias: bool = False,
+                 numba: str | None = None, sympy: SymPyForm | None = None,
+                 alias: bool = False,
                  accumulation: str | None = None, sized: str | None = None,
                  counted: bool = False, scales: str | None = None,
                  saves: Sequence[str | int] = ("inputs", "out")):
@@ -254,10 +275,7 @@ class Primitive:
         # {0}, {1}, ... (``_w_exp`` and ``_w_tanh`` are the loop's own functions); for a full
         # reduction the loop can accumulate, the accumulating operator ("+=")
         self.numba = numba
-        # sympy(sp, *args, **attrs): the entry as a SymPy expression of its inputs' (elementwise
-        # entries); sympy_matrix(sp, *args): the same on matrix expressions, or None
-        self.sympy = sympy
-        self.sympy_matrix = sympy_matrix
+        self.sympy = sympy      # its SymPy forms (SymPyForm), None: no closed form
         # alias: an entry of it whose output has its input's shape under a given name is that
         # value renamed (``dW = v12``); accumulation: how the trace names an accumulation
         # recorded with it ("indexing reads added into")

@@ -44,6 +44,7 @@ from .core import (
     Primitive,
     PrintRule,
     Sampler,
+    SymPyForm,
     TaylorRule,
     Unit,
     VjpRule,
@@ -51,6 +52,7 @@ from .core import (
     pointwise,
     register,
     shape_of,
+    sympy_call,
 )
 from .schema import Schema, attrs
 from .series import (
@@ -112,15 +114,29 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
 
 # ---------------------------------------------------------------- arithmetic
 
+def _both_matrices(f: Callable) -> Callable:
+    """A SymPy matrix form ``f(x, y)`` that holds when both operands are matrices."""
+    def form(sp: Any, x: Any, y: Any) -> Any:
+        return f(x, y) if isinstance(x, sp.MatrixExpr) and isinstance(y, sp.MatrixExpr) else None
+    return form
+
+
+def _scaling(sp: Any, x: Any, y: Any) -> Any:
+    """A matrix scaled by a number, in SymPy (None for two matrices)."""
+    return x * y if isinstance(x, sp.MatrixExpr) != isinstance(y, sp.MatrixExpr) else None
+
+
 ADD = elementwise("add", np.add, "{0} + {1}", (
     lambda o, g, out, x, y: g,
     lambda o, g, out, x, y: g),
+    sympy=SymPyForm(lambda sp, x, y: x + y, _both_matrices(lambda x, y: x + y)),
     linear=JOINTLY, commutative=True, unit=Unit(0, (0, 1), exact=False), numba="({0} + {1})",
     taylor=linear("add"), numpy="{0} + {1}")
 
 SUB = elementwise("sub", np.subtract, "{0} - {1}", (
     lambda o, g, out, x, y: g,
     lambda o, g, out, x, y: o.neg(g)),
+    sympy=SymPyForm(lambda sp, x, y: x - y, _both_matrices(lambda x, y: x - y)),
     linear=JOINTLY, unit=Unit(0, (0,), exact=False), numba="({0} - {1})", taylor=linear("sub"),
     numpy="{0} - {1}")
 
@@ -138,6 +154,7 @@ def _mul_jvp(o: PrimitiveMethods, ts, out, x, y):
 _MUL_RULES = (lambda o, g, out, x, y: o.mul(g, y), lambda o, g, out, x, y: o.mul(g, x))
 _MUL_SUMMED = summed_jvp(_MUL_RULES)
 MUL = elementwise("mul", np.multiply, "{0} * {1}", _MUL_RULES,
+    sympy=SymPyForm(lambda sp, x, y: x * y, _scaling),
     linear=EACH_ALONE, commutative=True, associative=operator.mul, unit=Unit(1, (0, 1), exact=True),
     numba="({0} * {1})", scales="times", jvp=_mul_jvp,
                   taylor=multilinear("mul"), numpy="{0} * {1}")
@@ -152,11 +169,12 @@ def _div_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, y: Any)
 DIV = elementwise("div", np.divide, "{0} / {1}", (
     lambda o, g, out, x, y: o.div(g, y),
     lambda o, g, out, x, y: o.neg(o.mul(g, o.div(out, y)))),
+    sympy=SymPyForm(lambda sp, x, y: x / y),
     linear=Linear(JOINT, (0,)), unit=Unit(1, (0,), exact=True), numba="({0} / {1})", scales="over",
     domain=(ANY, NONZERO), taylor=_div_taylor, numpy="{0} / {1}")
 
 NEG = elementwise("neg", np.negative, "-{0}", (
-    lambda o, g, out, x: o.neg(g),),
+    lambda o, g, out, x: o.neg(g),), sympy=SymPyForm(lambda sp, x: -x, lambda sp, x: -x),
     linear=JOINTLY, numba="(-{0})", taylor=linear("neg"), numpy="-{0}")
 
 
@@ -260,7 +278,8 @@ def _pow_at_zero(o: PrimitiveMethods, xs: Series, a: Any, zero: Any, order: int)
     return out
 
 
-POW = elementwise("pow", np.power, "{0} ** {1}", (_pow_dx, _pow_dy), domain=(POSITIVE, ANY),
+POW = elementwise("pow", np.power, "{0} ** {1}", (_pow_dx, _pow_dy),
+    sympy=SymPyForm(lambda sp, x, y: x ** y), domain=(POSITIVE, ANY),
                   taylor=_pow_taylor)
 
 # ---------------------------------------------------------------- transcendental
@@ -271,7 +290,8 @@ def _exp_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 
 EXP = elementwise("exp", np.exp, "{0}.exp()", (
-    lambda o, g, out, x: o.mul(g, out),), numba="_w_exp({0})", taylor=_exp_taylor)
+    lambda o, g, out, x: o.mul(g, out),), sympy=sympy_call("exp"),
+    numba="_w_exp({0})", taylor=_exp_taylor)
 
 
 def _log_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -280,7 +300,8 @@ def _log_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 
 LOG = elementwise("log", np.log, "{0}.log()", (
-    lambda o, g, out, x: o.div(g, x),), domain=POSITIVE, taylor=_log_taylor)
+    lambda o, g, out, x: o.div(g, x),),
+    sympy=sympy_call("log"), domain=POSITIVE, taylor=_log_taylor)
 
 
 def _sqrt_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -289,7 +310,8 @@ def _sqrt_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Ser
 
 
 SQRT = elementwise("sqrt", np.sqrt, "{0}.sqrt()", (
-    lambda o, g, out, x: o.div(g, o.mul(out, 2)),), domain=POSITIVE, taylor=_sqrt_taylor)
+    lambda o, g, out, x: o.div(g, o.mul(out, 2)),),
+    sympy=sympy_call("sqrt"), domain=POSITIVE, taylor=_sqrt_taylor)
 
 
 def _sin_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -298,7 +320,7 @@ def _sin_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 
 SIN = elementwise("sin", np.sin, "{0}.sin()", (
-    lambda o, g, out, x: o.mul(g, o.cos(x)),), taylor=_sin_taylor)
+    lambda o, g, out, x: o.mul(g, o.cos(x)),), sympy=sympy_call("sin"), taylor=_sin_taylor)
 
 
 def _cos_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -307,7 +329,7 @@ def _cos_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 
 COS = elementwise("cos", np.cos, "{0}.cos()", (
-    lambda o, g, out, x: o.neg(o.mul(g, o.sin(x))),), taylor=_cos_taylor)
+    lambda o, g, out, x: o.neg(o.mul(g, o.sin(x))),), sympy=sympy_call("cos"), taylor=_cos_taylor)
 
 
 def _tanh_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -320,7 +342,8 @@ def _tanh_d(o: PrimitiveMethods, g, out, x):
     return o.mul(g, o.sub(1, o.mul(out, out)))
 
 
-TANH = elementwise("tanh", np.tanh, "{0}.tanh()", (_tanh_d,), numba="_w_tanh({0})",
+TANH = elementwise("tanh", np.tanh, "{0}.tanh()", (_tanh_d,), sympy=sympy_call("tanh"),
+    numba="_w_tanh({0})",
                    jvp=lambda o, ts, out, x: _tanh_d(o, ts[0], out, x), taylor=_tanh_taylor)
 
 
@@ -341,7 +364,8 @@ def _sigmoid_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> 
 
 
 SIGMOID = elementwise("sigmoid", _sigmoid, "{0}.sigmoid()", (
-    lambda o, g, out, x: o.mul(g, o.mul(out, o.sub(1, out))),), taylor=_sigmoid_taylor,
+    lambda o, g, out, x: o.mul(g, o.mul(out, o.sub(1, out))),),
+    sympy=SymPyForm(lambda sp, x: 1 / (1 + sp.exp(-x))), taylor=_sigmoid_taylor,
     schema=attrs(shape_rule=ufunc(np.absolute, np.negative, np.exp)))
 
 # ---------------------------------------------------------------- Ops methods

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import ArgumentError
 from .abstract import CHOSEN, RECTIFIED, broadcasting
 from .broadcasting import broadcast_to, mask_down
-from .core import ANY, JOINT, NONZERO, Case, Linear, is_constant, shape_of
+from .core import ANY, JOINT, NONZERO, Case, Linear, SymPyForm, is_constant, shape_of, sympy_call
 from .elementwise import elementwise
 from .schema import attrs
 from .taylor import linear
@@ -40,13 +40,16 @@ def _step(o: PrimitiveMethods, x: Any) -> Any:
 
 
 RELU = elementwise("relu", _relu, "{0}.relu()", (
-    lambda o, g, out, x: o.mul(g, _step(o, x)),), domain=NONZERO, taylor=linear("relu"),
+    lambda o, g, out, x: o.mul(g, _step(o, x)),),
+    sympy=SymPyForm(lambda sp, x: sp.Max(x, 0)), domain=NONZERO, taylor=linear("relu"),
     numpy="np.maximum({0}, 0)", schema=attrs(shape_rule=broadcasting(RECTIFIED)))
 
-SIGN = elementwise("sign", np.sign, "{0}.sign()", (None,), taylor=linear("sign"))
+SIGN = elementwise("sign", np.sign, "{0}.sign()", (None,),
+    sympy=sympy_call("sign"), taylor=linear("sign"))
 
 ABS = elementwise("abs", np.abs, "{0}.abs()", (
-    lambda o, g, out, x: o.mul(g, o.sign(x)),), domain=NONZERO, taylor=linear("abs"))
+    lambda o, g, out, x: o.mul(g, o.sign(x)),),
+    sympy=sympy_call("Abs"), domain=NONZERO, taylor=linear("abs"))
 
 
 def _share(o: PrimitiveMethods, x: Any, y: Any, sense: float) -> Any:
@@ -58,11 +61,13 @@ def _share(o: PrimitiveMethods, x: Any, y: Any, sense: float) -> Any:
 MAXIMUM = elementwise("maximum", np.maximum, "maximum({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share(o, x, y, 1.0)),
     lambda o, g, out, x, y: o.mul(g, _share(o, y, x, 1.0))),
+    sympy=SymPyForm(lambda sp, x, y: sp.Max(x, y)),
     commutative=True, taylor=linear("maximum"))
 
 MINIMUM = elementwise("minimum", np.minimum, "minimum({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share(o, x, y, -1.0)),
     lambda o, g, out, x, y: o.mul(g, _share(o, y, x, -1.0))),
+    sympy=SymPyForm(lambda sp, x, y: sp.Min(x, y)),
     commutative=True, taylor=linear("minimum"))
 
 
@@ -89,6 +94,7 @@ WHERE = elementwise("where", np.where, "where({0}, {1}, {2})", (
     None,
     lambda o, g, out, cond, x, y: o.where(cond, g, 0),
     lambda o, g, out, cond, x, y: o.where(cond, 0, g)),
+    sympy=SymPyForm(lambda sp, c, x, y: sp.Piecewise((x, c), (y, True))),
     linear=Linear(JOINT, (1, 2)), numba="({1} if {0} else {2})",
     cases=[Case(((3,), (3,), (3,)), conditions=(0,)),
            Case(((3, 4), (3, 1), (1, 4)), conditions=(0,)),

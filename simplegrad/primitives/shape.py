@@ -17,9 +17,11 @@ from .broadcasting import full_mask, mask_down, unbroadcast
 from .core import (
     JOINT,
     JOINTLY,
+    PASSES_ON,
     Case,
     Linear,
     Primitive,
+    SymPyForm,
     align,
     batch_size,
     dtype_of,
@@ -83,7 +85,9 @@ EXPAND = register(Primitive(
     "expand", _expand,
     [lambda o, g, out, x, shape: unbroadcast(o, g, shape_of(x))],
     lambda o, ts, out, x, shape: o.expand(ts[0], shape),
-    "{0}.expand({shape})", linear=JOINTLY, sized="broadcast",
+    "{0}.expand({shape})",
+    sympy=SymPyForm(PASSES_ON.entry, lambda sp, x, shape: x), linear=JOINTLY,
+    sized="broadcast",
     mask=lambda o, m, i, out, x, shape: None if m is None else mask_down(o, m, shape, shape_of(x)),
     cases=[Case(((),), {"shape": (4,)}), Case(((3, 1),), {"shape": (3, 4)}),
      Case(((3,),), {"shape": (2, 3)}), Case(((1, 4),), {"shape": (2, 3, 4)})],
@@ -115,7 +119,9 @@ RESHAPE = register(Primitive(
     "reshape", _reshape,
     [lambda o, g, out, x, shape: o.reshape(g, shape_of(x))],
     lambda o, ts, out, x, shape: o.reshape(ts[0], shape),
-    "{0}.reshape({shape})", linear=JOINTLY, on_stacks=_reshape_stacks, alias=True,
+    "{0}.reshape({shape})",
+    sympy=SymPyForm(PASSES_ON.entry, lambda sp, x, shape: x), linear=JOINTLY,
+    on_stacks=_reshape_stacks, alias=True,
     sized="reshape",
     mask=lambda o, m, i, out, x, shape:
         None if m is None else o.reshape(full_mask(o, m, shape_of(out)), shape_of(x)),
@@ -145,7 +151,7 @@ TRANSPOSE = register(Primitive(
     "transpose", _transpose,
     [lambda o, g, out, x, axes=None: o.transpose(g, _inverse(axes))],
     lambda o, ts, out, x, axes=None: o.transpose(ts[0], axes),
-    _transpose_fmt, linear=JOINTLY,
+    _transpose_fmt, sympy=SymPyForm(None, lambda sp, x, axes=None: x.T), linear=JOINTLY,
     mask=lambda o, m, i, out, x, axes=None:
         None if m is None else o.transpose(full_mask(o, m, shape_of(out)), _inverse(axes)),
     cases=[Case(((3,),)), Case(((3, 4),)), Case(((2, 3, 4),), {"axes": (1, 0, 2)}),
@@ -244,6 +250,12 @@ def _cast(x, dtype):
     return x.astype(dtype)
 
 
+def _cast_sympy(sp: Any, x: Any, dtype: Any) -> Any:
+    """A cast in SymPy: a condition cast to a number is 1 where it holds, 0 elsewhere; any
+    other value passes on."""
+    return sp.Piecewise((1, x), (0, True)) if isinstance(x, sp.logic.boolalg.Boolean) else x
+
+
 def _to_inexact(attrs: dict) -> bool:
     """cast is linear only to a floating (or complex) dtype."""
     return np.issubdtype(np.dtype(attrs["dtype"]), np.inexact)
@@ -254,7 +266,7 @@ CAST = register(Primitive(
     [lambda o, g, out, x, dtype: o.cast(g, dtype_of(x))],
     lambda o, ts, out, x, dtype: o.cast(ts[0], dtype),
     method_fmt("astype", "dtype"),
-    [Case(((3,),), {"dtype": np.dtype(np.float64)})],
+    [Case(((3,),), {"dtype": np.dtype(np.float64)})], sympy=SymPyForm(_cast_sympy),
     linear=Linear(JOINT, when=_to_inexact), batch=mapped("cast"),
     taylor=linear("cast"), numpy="{0}.astype({dtype})",
     schema=attrs(shape_rule=cast, dtype=need(DTYPE))))
