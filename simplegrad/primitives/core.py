@@ -203,7 +203,8 @@ class Primitive:
     __slots__ = ("name", "forward", "vjp", "jvp", "fmt", "cases", "domain", "variadic",
                  "sparse_vjp", "tol", "plain", "mask", "mask_source", "elementwise",
                  "differentiable", "vjp_masked", "batch", "taylor", "numpy", "schema",
-                 "saves", "linear", "commutative", "associative", "unit", "on_stacks",
+                 "saves", "linear", "commutative", "associative", "unit", "reduces", "rewrites",
+                 "simplifies", "on_stacks",
                  "numpy_at", "numba", "sympy", "alias", "accumulation", "sized",
                  "counted", "scales", "__weakref__")
 
@@ -217,7 +218,8 @@ class Primitive:
                  taylor: TaylorRule | None = None, numpy: str | None = None,
                  schema: Schema | None = None, linear: Linear | None = None,
                  commutative: bool = False, associative: Callable | None = None,
-                 unit: Unit | None = None,
+                 unit: Unit | None = None, reduces: Callable | None = None,
+                 rewrites: Callable | None = None, simplifies: Callable | None = None,
                  on_stacks: StackRule | None = None,
                  numpy_at: Callable[[list, dict], str | None] | None = None,
                  numba: str | None = None, sympy: SymPyForm | None = None,
@@ -266,6 +268,14 @@ class Primitive:
         # (the simplifiers fold the numbers: (x * 2.0) * 0.5 is x * 1.0)
         self.associative = associative
         self.unit = unit                    # the constant that leaves an operand as it is
+        # the simplifier's identities (rewrites.py): reduces(prim, inputs, attrs, describe),
+        # the input an entry equals (``--x`` is x), or None; rewrites(...), an equal entry
+        # ``(prim, inputs, attrs)`` in a simpler form (``x + x`` is ``x * 2.0``), or None;
+        # simplifies(prim, inputs, attrs), on tape inputs: False when no rule can apply (None:
+        # always look)
+        self.reduces = reduces
+        self.rewrites = rewrites
+        self.simplifies = simplifies
         # ---- special forms
         self.on_stacks = on_stacks          # a direct form on stacked values (StackRule)
         # numpy_at(shapes, attrs): a numpy template (as ``numpy``) valid for inputs of these

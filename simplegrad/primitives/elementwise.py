@@ -54,6 +54,7 @@ from .core import (
     shape_of,
     sympy_call,
 )
+from .rewrites import involution, is_number, number_beside, operand_key, unit_side
 from .schema import Schema, attrs
 from .series import (
     Series,
@@ -113,6 +114,51 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
 
 
 # ---------------------------------------------------------------- arithmetic
+#
+# Identities (rewrites.py): ``x + x`` is ``x * 2.0``, ``x * -1`` is ``-x``, ``x + -y`` and
+# ``-y + x`` are ``x - y``, ``x - -y`` is ``x + y``, ``--x`` is x (and each record's unit).
+
+def _add_sub_rewrite(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
+                     describe: Callable) -> tuple | None:
+    x, y = describe(inputs[0]), describe(inputs[1])
+    if prim is ADD and operand_key(inputs[0]) == operand_key(inputs[1]):
+        return None if x.constant else (MUL, (inputs[0], 2.0), None)
+    for i in ((1, 0) if prim is ADD else (1,)):
+        if (x, y)[i].prim is NEG:     # neg keeps shape and dtype: broadcasting is alike
+            d = (x, y)[i]
+            flipped = SUB if prim is ADD else ADD
+            return flipped, (inputs[1 - i], d.inputs[0]), None
+    return None
+
+
+def _add_sub_simplifies(prim: Primitive, inputs: Sequence[Any], attrs: dict) -> bool:
+    """Beside a number only as ``x + 0`` or next to a negation; of two Variables only as
+    ``x + x``, ``x - x`` or through a negation."""
+    found = number_beside(inputs)
+    if found is not None:
+        c, v, _ = found
+        return not is_number(c) or c == 0 or getattr(v, "prim", None) is NEG
+    a, b = inputs
+    return a is b or b.prim is NEG or (prim is ADD and a.prim is NEG)
+
+
+def _mul_rewrite(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
+                 describe: Callable) -> tuple | None:
+    x = unit_side(inputs, describe, -1, (0, 1))
+    return None if x is None else (NEG, (x,), None)
+
+
+def _mul_simplifies(prim: Primitive, inputs: Sequence[Any], attrs: dict) -> bool:
+    """Only beside a number 1 or -1 (or an array: the rules look)."""
+    found = number_beside(inputs)
+    return found is not None and (not is_number(found[0]) or found[0] == 1 or found[0] == -1)
+
+
+def _div_simplifies(prim: Primitive, inputs: Sequence[Any], attrs: dict) -> bool:
+    """Only over a number 1 (or beside an array: the rules look)."""
+    found = number_beside(inputs)
+    return found is not None and (not is_number(found[0]) or found[2] and found[0] == 1)
+
 
 def _both_matrices(f: Callable) -> Callable:
     """A SymPy matrix form ``f(x, y)`` that holds when both operands are matrices."""
@@ -128,14 +174,14 @@ def _scaling(sp: Any, x: Any, y: Any) -> Any:
 
 ADD = elementwise("add", np.add, "{0} + {1}", (
     lambda o, g, out, x, y: g,
-    lambda o, g, out, x, y: g),
+    lambda o, g, out, x, y: g), rewrites=_add_sub_rewrite, simplifies=_add_sub_simplifies,
     sympy=SymPyForm(lambda sp, x, y: x + y, _both_matrices(lambda x, y: x + y)),
     linear=JOINTLY, commutative=True, unit=Unit(0, (0, 1), exact=False), numba="({0} + {1})",
     taylor=linear("add"), numpy="{0} + {1}")
 
 SUB = elementwise("sub", np.subtract, "{0} - {1}", (
     lambda o, g, out, x, y: g,
-    lambda o, g, out, x, y: o.neg(g)),
+    lambda o, g, out, x, y: o.neg(g)), rewrites=_add_sub_rewrite, simplifies=_add_sub_simplifies,
     sympy=SymPyForm(lambda sp, x, y: x - y, _both_matrices(lambda x, y: x - y)),
     linear=JOINTLY, unit=Unit(0, (0,), exact=False), numba="({0} - {1})", taylor=linear("sub"),
     numpy="{0} - {1}")
@@ -154,6 +200,7 @@ def _mul_jvp(o: PrimitiveMethods, ts, out, x, y):
 _MUL_RULES = (lambda o, g, out, x, y: o.mul(g, y), lambda o, g, out, x, y: o.mul(g, x))
 _MUL_SUMMED = summed_jvp(_MUL_RULES)
 MUL = elementwise("mul", np.multiply, "{0} * {1}", _MUL_RULES,
+    rewrites=_mul_rewrite, simplifies=_mul_simplifies,
     sympy=SymPyForm(lambda sp, x, y: x * y, _scaling),
     linear=EACH_ALONE, commutative=True, associative=operator.mul, unit=Unit(1, (0, 1), exact=True),
     numba="({0} * {1})", scales="times", jvp=_mul_jvp,
@@ -168,13 +215,14 @@ def _div_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, y: Any)
 
 DIV = elementwise("div", np.divide, "{0} / {1}", (
     lambda o, g, out, x, y: o.div(g, y),
-    lambda o, g, out, x, y: o.neg(o.mul(g, o.div(out, y)))),
+    lambda o, g, out, x, y: o.neg(o.mul(g, o.div(out, y)))), simplifies=_div_simplifies,
     sympy=SymPyForm(lambda sp, x, y: x / y),
     linear=Linear(JOINT, (0,)), unit=Unit(1, (0,), exact=True), numba="({0} / {1})", scales="over",
     domain=(ANY, NONZERO), taylor=_div_taylor, numpy="{0} / {1}")
 
 NEG = elementwise("neg", np.negative, "-{0}", (
-    lambda o, g, out, x: o.neg(g),), sympy=SymPyForm(lambda sp, x: -x, lambda sp, x: -x),
+    lambda o, g, out, x: o.neg(g),),
+    reduces=involution, sympy=SymPyForm(lambda sp, x: -x, lambda sp, x: -x),
     linear=JOINTLY, numba="(-{0})", taylor=linear("neg"), numpy="-{0}")
 
 

@@ -26,6 +26,7 @@ from .core import (
     pointwise,
     register,
 )
+from .rewrites import idempotent, involution
 from .schema import attrs
 
 if TYPE_CHECKING:
@@ -61,11 +62,11 @@ EQUAL = _logic("equal", np.equal, "equal({0}, {1})", 2,
     sympy=SymPyForm(lambda sp, x, y: sp.Eq(x, y)), commutative=True)
 NOT_EQUAL = _logic("not_equal", np.not_equal, "not_equal({0}, {1})", 2,
     sympy=SymPyForm(lambda sp, x, y: sp.Ne(x, y)), commutative=True)
-LOGICAL_AND = _logic("logical_and", np.logical_and, "{0} & {1}", 2,
+LOGICAL_AND = _logic("logical_and", np.logical_and, "{0} & {1}", 2, reduces=idempotent,
     sympy=SymPyForm(lambda sp, x, y: sp.And(x, y)), commutative=True)
-LOGICAL_OR = _logic("logical_or", np.logical_or, "{0} | {1}", 2,
+LOGICAL_OR = _logic("logical_or", np.logical_or, "{0} | {1}", 2, reduces=idempotent,
     sympy=SymPyForm(lambda sp, x, y: sp.Or(x, y)), commutative=True)
-LOGICAL_NOT = _logic("logical_not", np.logical_not, "~{0}", 1,
+LOGICAL_NOT = _logic("logical_not", np.logical_not, "~{0}", 1, reduces=involution,
     sympy=SymPyForm(lambda sp, x: sp.Not(x)))
 ISFINITE = _logic("isfinite", np.isfinite, "isfinite({0})", 1)
 ISNAN = _logic("isnan", np.isnan, "isnan({0})", 1)

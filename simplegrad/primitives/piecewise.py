@@ -20,6 +20,7 @@ from .abstract import CHOSEN, RECTIFIED, broadcasting
 from .broadcasting import broadcast_to, mask_down
 from .core import ANY, JOINT, NONZERO, Case, Linear, SymPyForm, is_constant, shape_of, sympy_call
 from .elementwise import elementwise
+from .rewrites import repeated_choice
 from .schema import attrs
 from .taylor import linear
 
@@ -93,7 +94,7 @@ def _where_jvp(o: PrimitiveMethods, ts, out, cond, x, y):
 WHERE = elementwise("where", np.where, "where({0}, {1}, {2})", (
     None,
     lambda o, g, out, cond, x, y: o.where(cond, g, 0),
-    lambda o, g, out, cond, x, y: o.where(cond, 0, g)),
+    lambda o, g, out, cond, x, y: o.where(cond, 0, g)), reduces=repeated_choice,
     sympy=SymPyForm(lambda sp, c, x, y: sp.Piecewise((x, c), (y, True))),
     linear=Linear(JOINT, (1, 2)), numba="({1} if {0} else {2})",
     cases=[Case(((3,), (3,), (3,)), conditions=(0,)),

@@ -32,6 +32,7 @@ from .core import (
     shape_of,
     shift_axis,
 )
+from .rewrites import reshapes_if_needed, same_shape, transposes_if_needed, undone_transpose
 from .schema import (
     AXIS_OR_NONE,
     DTYPE,
@@ -85,7 +86,7 @@ EXPAND = register(Primitive(
     "expand", _expand,
     [lambda o, g, out, x, shape: unbroadcast(o, g, shape_of(x))],
     lambda o, ts, out, x, shape: o.expand(ts[0], shape),
-    "{0}.expand({shape})",
+    "{0}.expand({shape})", reduces=same_shape, simplifies=reshapes_if_needed,
     sympy=SymPyForm(PASSES_ON.entry, lambda sp, x, shape: x), linear=JOINTLY,
     sized="broadcast",
     mask=lambda o, m, i, out, x, shape: None if m is None else mask_down(o, m, shape, shape_of(x)),
@@ -119,7 +120,7 @@ RESHAPE = register(Primitive(
     "reshape", _reshape,
     [lambda o, g, out, x, shape: o.reshape(g, shape_of(x))],
     lambda o, ts, out, x, shape: o.reshape(ts[0], shape),
-    "{0}.reshape({shape})",
+    "{0}.reshape({shape})", reduces=same_shape, simplifies=reshapes_if_needed,
     sympy=SymPyForm(PASSES_ON.entry, lambda sp, x, shape: x), linear=JOINTLY,
     on_stacks=_reshape_stacks, alias=True,
     sized="reshape",
@@ -151,7 +152,10 @@ TRANSPOSE = register(Primitive(
     "transpose", _transpose,
     [lambda o, g, out, x, axes=None: o.transpose(g, _inverse(axes))],
     lambda o, ts, out, x, axes=None: o.transpose(ts[0], axes),
-    _transpose_fmt, sympy=SymPyForm(None, lambda sp, x, axes=None: x.T), linear=JOINTLY,
+    _transpose_fmt,
+    reduces=undone_transpose,
+    simplifies=transposes_if_needed,
+    sympy=SymPyForm(None, lambda sp, x, axes=None: x.T), linear=JOINTLY,
     mask=lambda o, m, i, out, x, axes=None:
         None if m is None else o.transpose(full_mask(o, m, shape_of(out)), _inverse(axes)),
     cases=[Case(((3,),)), Case(((3, 4),)), Case(((2, 3, 4),), {"axes": (1, 0, 2)}),
@@ -250,6 +254,17 @@ def _cast(x, dtype):
     return x.astype(dtype)
 
 
+def _cast_reduces(prim: Primitive, inputs: Sequence[Any], attrs: dict, describe: Any) -> Any:
+    """x for a cast of a computed x to its own dtype."""
+    x = describe(inputs[0])
+    return inputs[0] if not x.constant and x.dtype == np.dtype(attrs["dtype"]) else None
+
+
+def _cast_simplifies(prim: Primitive, inputs: Sequence[Any], attrs: dict) -> bool:
+    x = inputs[0]
+    return not hasattr(x, "prim") or x.dtype == np.dtype(attrs["dtype"])
+
+
 def _cast_sympy(sp: Any, x: Any, dtype: Any) -> Any:
     """A cast in SymPy: a condition cast to a number is 1 where it holds, 0 elsewhere; any
     other value passes on."""
@@ -266,7 +281,8 @@ CAST = register(Primitive(
     [lambda o, g, out, x, dtype: o.cast(g, dtype_of(x))],
     lambda o, ts, out, x, dtype: o.cast(ts[0], dtype),
     method_fmt("astype", "dtype"),
-    [Case(((3,),), {"dtype": np.dtype(np.float64)})], sympy=SymPyForm(_cast_sympy),
+    [Case(((3,),), {"dtype": np.dtype(np.float64)})],
+    reduces=_cast_reduces, simplifies=_cast_simplifies, sympy=SymPyForm(_cast_sympy),
     linear=Linear(JOINT, when=_to_inexact), batch=mapped("cast"),
     taylor=linear("cast"), numpy="{0}.astype({dtype})",
     schema=attrs(shape_rule=cast, dtype=need(DTYPE))))
