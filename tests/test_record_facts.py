@@ -23,6 +23,9 @@ import ast
 import pathlib
 from collections.abc import Iterable
 
+import numpy as np
+import pytest
+
 import simplegrad
 from simplegrad.primitives import REGISTRY, Primitive
 
@@ -296,3 +299,47 @@ def test_checker_runs_over_a_package_tree(tmp_path):
         "def f(p):\n    return p.name == 'mul'\n")
     found = check_package(tmp_path, RECORDS, PRIM_NAMES)
     assert [(rel, line) for rel, line, _ in found] == [("engine/special.py", 2)]
+
+
+# ---------------------------------------------------------------- the facts hold
+
+
+def _samples(rng):
+    x = rng.normal(size=(3, 4))
+    x.flat[:4] = [0.0, -0.0, np.inf, np.nan]
+    return x
+
+
+@pytest.mark.parametrize("prim", [p for p in REGISTRY.values() if p.unit is not None],
+                         ids=lambda p: p.name)
+def test_unit_leaves_the_other_operand(prim, rng):
+    """x f unit (and unit f x where kept) is x, bit for bit where the record says exact
+    (-0.0 and nan included), as a value otherwise."""
+    x = _samples(rng)
+    for i in prim.unit.kept:
+        args = [x, float(prim.unit.value)] if i == 0 else [float(prim.unit.value), x]
+        with np.errstate(all="ignore"):
+            out = prim.forward(*args)
+        if prim.unit.exact:
+            assert out.tobytes() == x.tobytes(), prim.name
+        else:
+            np.testing.assert_array_equal(out, x)
+
+
+@pytest.mark.parametrize("prim", [p for p in REGISTRY.values() if p.commutative],
+                         ids=lambda p: p.name)
+def test_commutative_records_commute(prim, rng):
+    x, y = _samples(rng), rng.normal(size=(4,))
+    if not prim.differentiable:
+        x, y = x > 0, y > 0
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(prim.forward(x, y), prim.forward(y, x))
+
+
+def test_associative_records_fold_numbers():
+    """(x f c1) f c2 == x f associative(c1, c2) for the numbers the simplifier folds."""
+    x = np.array([0.3, -1.7, 4.0])
+    for prim in (p for p in REGISTRY.values() if p.associative is not None):
+        for c1, c2 in ((2.0, 0.5), (3, 4), (-1.5, 2)):
+            np.testing.assert_allclose(prim.forward(prim.forward(x, c1), c2),
+                                       prim.forward(x, prim.associative(c1, c2)), rtol=1e-15)
