@@ -271,11 +271,14 @@ class Primitive:
         # the simplifier's identities (rewrites.py): reduces(prim, inputs, attrs, describe),
         # the input an entry equals (``--x`` is x), or None; rewrites(...), an equal entry
         # ``(prim, inputs, attrs)`` in a simpler form (``x + x`` is ``x * 2.0``), or None;
-        # simplifies(prim, inputs, attrs), on tape inputs: False when no rule can apply (None:
-        # always look)
+        # simplifies(prim, inputs, attrs), on tape inputs: False when no rule can apply
+        # (``always`` when a record with identities states no quick test)
         self.reduces = reduces
         self.rewrites = rewrites
-        self.simplifies = simplifies
+        if simplifies is None and (reduces is not None or rewrites is not None or
+                                   unit is not None):
+            simplifies = always
+        self.simplifies = simplifies    # (None: no rule applies)
         # ---- special forms
         self.on_stacks = on_stacks          # a direct form on stacked values (StackRule)
         # numpy_at(shapes, attrs): a numpy template (as ``numpy``) valid for inputs of these
@@ -302,6 +305,11 @@ class Primitive:
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
+
+
+def always(*args: Any) -> bool:
+    """The quick test of a record whose identities are always worth a look."""
+    return True
 
 
 REGISTRY: dict[str, Primitive] = {}

@@ -133,12 +133,13 @@ def _add_sub_rewrite(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
 
 def _add_sub_simplifies(prim: Primitive, inputs: Sequence[Any], attrs: dict) -> bool:
     """Beside a number only as ``x + 0`` or next to a negation; of two Variables only as
-    ``x + x``, ``x - x`` or through a negation."""
-    found = number_beside(inputs)
-    if found is not None:
-        c, v, _ = found
-        return not is_number(c) or c == 0 or getattr(v, "prim", None) is NEG
+    ``x + x``, ``x - x`` or through a negation (the recording hot path: inline)."""
     a, b = inputs
+    ca, cb = not hasattr(a, "prim"), not hasattr(b, "prim")
+    if ca or cb:
+        c, v = (a, b) if ca else (b, a)
+        return type(c) is not float and type(c) is not int or c == 0 or \
+            getattr(v, "prim", None) is NEG
     return a is b or b.prim is NEG or (prim is ADD and a.prim is NEG)
 
 
@@ -150,8 +151,12 @@ def _mul_rewrite(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
 
 def _mul_simplifies(prim: Primitive, inputs: Sequence[Any], attrs: dict) -> bool:
     """Only beside a number 1 or -1 (or an array: the rules look)."""
-    found = number_beside(inputs)
-    return found is not None and (not is_number(found[0]) or found[0] == 1 or found[0] == -1)
+    a, b = inputs
+    if hasattr(a, "prim"):
+        if hasattr(b, "prim"):
+            return False
+        a = b
+    return type(a) is not float and type(a) is not int or a == 1 or a == -1
 
 
 def _div_simplifies(prim: Primitive, inputs: Sequence[Any], attrs: dict) -> bool:

@@ -168,10 +168,8 @@ def describe_variable(x: Any) -> Operand:
 def may_simplify(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> bool:
     """False when no rule of ``reduces_to`` or ``rewrite`` can apply to an entry of tape inputs
     (Variables, numbers, arrays): a quick test that spares describing them."""
-    if prim.reduces is None and prim.rewrites is None and prim.unit is None:
-        return False
     quick = prim.simplifies
-    return True if quick is None else quick(prim, inputs, attrs or {})
+    return quick is not None and quick(prim, inputs, attrs)
 
 
 def reduces_to(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
@@ -234,7 +232,7 @@ def undone_transpose(prim: Primitive, inputs: Sequence[Any], attrs: dict,
 
 def transposes_if_needed(prim: Primitive, inputs: Sequence[Any], attrs: dict) -> bool:
     """The quick test of ``undone_transpose``."""
-    x, axes = inputs[0], attrs.get("axes")
+    x, axes = inputs[0], attrs.get("axes") if attrs else None
     if not hasattr(x, "prim"):
         return True
     return x.prim is prim or len(x.shape) < 2 or axes is not None and \
