@@ -48,7 +48,7 @@ def apply_simplified(self: Any, prim: Primitive, inputs: Sequence[Any],
         return _mixed(self, prim, inputs, attrs)
     if not self.tape.keep:      # (a tape holding entries weakly keeps no table)
         return self.record_exactly(prim, inputs, attrs)
-    key = (prim, frozenset(inputs) if prim in rewrites.COMMUTATIVE and len(inputs) == 2
+    key = (prim, frozenset(inputs) if prim.commutative and len(inputs) == 2
            else inputs, rewrites.attrs_key(attrs) if attrs else ())
     return _shared(self, key, prim, inputs, attrs)
 

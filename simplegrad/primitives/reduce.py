@@ -13,9 +13,12 @@ import numpy as np
 
 from .broadcasting import broadcast_to, full_mask
 from .core import (
+    JOINTLY,
+    PASSES_ON,
     REDUCE,
     Case,
     Primitive,
+    SymPyForm,
     along,
     dtype_of,
     keepdims_shape,
@@ -72,7 +75,9 @@ SUM = register(Primitive(
     "sum", _sum,
     [lambda o, g, out, x, axis=None, keepdims=False: _spread(o, g, x, axis, keepdims)],
     lambda o, ts, out, x, axis=None, keepdims=False: o.sum(ts[0], axis=axis, keepdims=keepdims),
-    method_fmt("sum", "axis", "keepdims"), REDUCE, batch=along("sum"), mask=_spread_mask,
+    method_fmt("sum", "axis", "keepdims"), REDUCE,
+    sympy=SymPyForm(PASSES_ON.entry, single=True),
+    linear=JOINTLY, numba="+=", batch=along("sum"), mask=_spread_mask,
     taylor=linear("sum"), numpy="np.add.reduce({0}{reduce_axis}{keepdims})",
     schema=reducing(ACCUMULATING), saves=()))
 
@@ -107,7 +112,9 @@ def per_count(o: PrimitiveMethods, g: Any, count: float, times: float = 1.0) -> 
 MEAN = register(Primitive(
     "mean", _mean, [_mean_vjp],
     lambda o, ts, out, x, axis=None, keepdims=False: o.mean(ts[0], axis=axis, keepdims=keepdims),
-    method_fmt("mean", "axis", "keepdims"), REDUCE, batch=along("mean"), mask=_spread_mask,
+    method_fmt("mean", "axis", "keepdims"), REDUCE,
+    sympy=SymPyForm(PASSES_ON.entry, single=True),
+    linear=JOINTLY, counted=True, batch=along("mean"), mask=_spread_mask,
     taylor=linear("mean"), numpy="np.mean({0}{axis}{keepdims})",
     schema=reducing(FLOATING), saves=()))
 
