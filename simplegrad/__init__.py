@@ -11,6 +11,7 @@ from .engine.variable import Variable
 from .errors import (
     ArgumentError,
     AxisError,
+    ConversionWarning,
     DisconnectedWarning,
     DTypeError,
     FormatError,
@@ -66,7 +67,7 @@ __all__ = [
     "SimplegradError", "ShapeError", "AxisError", "GraphError", "DTypeError", "ArgumentError",
     "LinAlgError",
     "OutOfBoundsError", "NotDifferentiableError", "GradientCheckError", "TapeGrowthWarning",
-    "DisconnectedWarning",
+    "DisconnectedWarning", "ConversionWarning",
     "check_grads", "check_jvp_vjp_consistency",
     "hutchinson_trace", "hutchpp_trace", "divergence",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp",

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import DTypeError
 from .abstract_arrays import cast, expanded, joined, reshaped, stacked, transposed
+from .alternatives import instead
 from .broadcasting import full_mask, mask_down, unbroadcast
 from .core import (
     Case,
@@ -269,8 +270,10 @@ class ShapeOps:
         """x converted to a floating ``dtype`` (float16, float32 or float64)."""
         dtype = np.dtype(dtype)
         if dtype.kind != "f" or dtype.itemsize > 8:
-            raise error("cast", (x,), f"cannot differentiate values of dtype {dtype}; "
-                              "use float16, float32 or float64", DTypeError)
+            hint = instead("index") if dtype.kind in "biu" else \
+                "; use float16, float32 or float64"
+            raise error("cast", (x,), f"cannot differentiate values of dtype {dtype}{hint}",
+                        DTypeError)
         return self.apply(CAST, (x,), {"dtype": dtype}, name)
 
 
