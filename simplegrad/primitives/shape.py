@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import DTypeError
+from .alternatives import instead
 from .broadcasting import full_mask, mask_down, unbroadcast
 from .core import (
     JOINT,
@@ -319,8 +320,10 @@ class ShapeOps:
         """x converted to a floating ``dtype`` (float16, float32 or float64)."""
         dtype = np.dtype(dtype)
         if dtype.kind != "f" or dtype.itemsize > 8:
-            raise error("cast", (x,), f"cannot differentiate values of dtype {dtype}; "
-                              "use float16, float32 or float64", DTypeError)
+            hint = instead("index") if dtype.kind in "biu" else \
+                "; use float16, float32 or float64"
+            raise error("cast", (x,), f"cannot differentiate values of dtype {dtype}{hint}",
+                        DTypeError)
         return self.apply(CAST, (x,), {"dtype": dtype}, name)
 
 
