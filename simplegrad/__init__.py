@@ -11,6 +11,7 @@ from .engine.variable import Variable
 from .errors import (
     ArgumentError,
     AxisError,
+    ConversionWarning,
     DisconnectedWarning,
     DTypeError,
     FormatError,
@@ -27,6 +28,7 @@ from .errors import (
 )
 from .estimators import divergence, hutchinson_trace, hutchpp_trace
 from .primitives import REGISTRY, Case, Primitive
+from .primitives.reduce import logsumexp
 from .program.accumulation import jacobian_cost
 from .program.compare import Diff, diff
 from .program.compile import (
@@ -52,7 +54,7 @@ from .transforms.jacobians import hessian, hvp, jacfwd, jacobian, jacrev
 from .transforms.jit import jit
 from .transforms.linearize import linearize
 from .transforms.ravel import ravel_pytree
-from .transforms.reverse import grad, value_and_grad, vjp
+from .transforms.reverse import elementwise_grad, grad, value_and_grad, vjp
 from .transforms.taylor import taylor, taylor_derivative
 from .transforms.tracing import trace
 from .transforms.transpose import linear_transpose
@@ -65,11 +67,11 @@ __all__ = [
     "SimplegradError", "ShapeError", "AxisError", "GraphError", "DTypeError", "ArgumentError",
     "LinAlgError",
     "OutOfBoundsError", "NotDifferentiableError", "GradientCheckError", "TapeGrowthWarning",
-    "DisconnectedWarning",
+    "DisconnectedWarning", "ConversionWarning",
     "check_grads", "check_jvp_vjp_consistency",
     "hutchinson_trace", "hutchpp_trace", "divergence",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp",
-    "derivative", "trace",
+    "derivative", "trace", "elementwise_grad", "logsumexp",
     "custom_vjp", "custom_jvp", "checkpoint", "Program", "simplify", "taylor", "taylor_derivative",
     "TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
     "register_pytree_node", "ravel_pytree", "linearize", "linear_transpose",

@@ -72,6 +72,11 @@ class DisconnectedWarning(UserWarning):
     """A derivative is zero because the output does not depend on what is differentiated."""
 
 
+class ConversionWarning(UserWarning):
+    """``float(v)`` or ``int(v)`` of a Variable with a gradient history: the number is a
+    constant, so nothing computed from it is differentiated through ``v``."""
+
+
 class FormatError(SimplegradError, ValueError):
     """A saved program that cannot be read: malformed, truncated, too large or inconsistent."""
 

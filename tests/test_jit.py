@@ -55,6 +55,7 @@ def test_branch_on_a_comparison_is_a_guard_that_records_again():
     assert len(jf.programs(xs[0])) == 2
 
 
+@pytest.mark.filterwarnings("ignore::simplegrad.ConversionWarning")  # (the guard is the point)
 def test_float_of_a_value_is_a_guard_on_that_value():
     def f(x):
         s = float(x.sum())         # leaves the tape: a constant of the program
@@ -70,6 +71,7 @@ def test_float_of_a_value_is_a_guard_on_that_value():
     assert jf.recordings == 2
 
 
+@pytest.mark.filterwarnings("ignore::simplegrad.ConversionWarning")  # (the guard is the point)
 def test_int_and_item_decisions_are_guards():
     def f(x):
         k = int(x.max())                    # a Python int from a value
@@ -169,6 +171,7 @@ def test_inside_a_transform_the_function_records_there():
     assert jf.recordings == 0
 
 
+@pytest.mark.filterwarnings("ignore::simplegrad.ConversionWarning")  # (the guard is the point)
 def test_max_programs_keeps_the_most_recent():
     jf = sg.jit(lambda x: x * 2.0 if float(x.sum()) > 0 else x * 3.0, max_programs=1)
     pos, neg = np.array([1.0]), np.array([-1.0])

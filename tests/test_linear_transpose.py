@@ -4,7 +4,7 @@ Oracles: the adjoint identity <A x, y> == <x, A^T y> at random x, y and closed-f
 (A^T y for ``A @ t``, JAX's documented example); ``sg.vjp``'s pullback, which
 ``linear_transpose(linearize(f))`` must equal value for value (1e-12) and, after
 ``sg.simplify``, line for line (``sg.diff``); numerical linearity of each registered
-primitive's numpy forward, F(a x1 + b x2) == a F(x1) + b F(x2), which the linearity table
+primitive's numpy forward, F(a x1 + b x2) == a F(x1) + b F(x2), which each record's ``linear``
 must agree with both ways.
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import simplegrad as sg
-from simplegrad.transforms.linearity import EACH, JOINT, linear_in
+from simplegrad.primitives.core import EACH, JOINT
 from tests.test_primitives import apply_with, case_id, sample
 
 RTOL = 1e-12
@@ -190,7 +190,7 @@ def test_values_equal_the_pullback_for_every_primitive(prim, case, rng):
         assert close(f_t(u)[0], vjp_fn(u)[0], 1e-10), f"{prim.name} input {i}"
 
 
-# ---------------------------------------------------------------- the linearity table
+# ---------------------------------------------------------------- the records' linearity
 
 A_, B_ = 0.7, 1.9        # a + b != 1, so that an affine map is caught too
 
@@ -221,8 +221,8 @@ def inputs(prim, case) -> list[int]:
 
 
 def linear_positions(prim, case) -> tuple[str | None, list[int]]:
-    """The table's kind and the (non-condition) inputs it calls linear, for this case."""
-    rule = linear_in(prim.name, len(case.shapes), case.attrs)
+    """The record's kind and the (non-condition) inputs it calls linear, for this case."""
+    rule = None if prim.linear is None else prim.linear.at(len(case.shapes), case.attrs)
     return (None, []) if rule is None else (rule[0], [i for i in inputs(prim, case)
                                                       if i in rule[1]])
 
@@ -230,7 +230,7 @@ def linear_positions(prim, case) -> tuple[str | None, list[int]]:
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")     # (a x1 + b x2 leaves arcsin's domain)
 @pytest.mark.parametrize("prim", list(sg.REGISTRY.values()), ids=list(sg.REGISTRY))
 def test_table_agrees_with_numpy(prim, rng):
-    """Each input the table calls linear is linear in every case (the other inputs of a
+    """Each input the record calls linear is linear in every case (the other inputs of a
     jointly linear primitive at zero); each it does not call linear is not linear in at least
     one case; jointly linear primitives are linear in all those inputs together,
     linear-in-each ones are not."""
@@ -246,7 +246,7 @@ def test_table_agrees_with_numpy(prim, rng):
             if claimed[-1]:
                 assert found[-1], f"{prim.name} case {case_id(case)}: not linear in input {i}"
         if claimed and not any(claimed) and prim.differentiable:
-            assert not all(found), f"{prim.name} is linear in input {i}: add it to LINEAR"
+            assert not all(found), f"{prim.name} is linear in input {i}: give its record linear="
     for case in prim.cases:
         kind, linear = linear_positions(prim, case)
         if len(linear) < 2:
@@ -257,7 +257,7 @@ def test_table_agrees_with_numpy(prim, rng):
 
 @pytest.mark.parametrize(("prim", "case"), registry_params())
 def test_table_decides_what_transposes(prim, case, rng):
-    """Transposed, with the adjoint identity holding, in the inputs the table calls linear
+    """Transposed, with the adjoint identity holding, in the inputs the record calls linear
     (jointly or one at a time); refused, naming the primitive, in each other input and, where
     a jointly linear primitive keeps a nonzero constant, as affine."""
     xs = sample(prim, case, rng)

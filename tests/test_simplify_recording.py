@@ -15,7 +15,6 @@ import pytest
 from test_training_memory import collector_paused
 
 import simplegrad as sg
-from simplegrad.engine.recorder import Recorder
 from simplegrad.transforms.arguments import context
 from tests.test_primitives import apply_with, case_id, sample
 
@@ -84,7 +83,7 @@ def test_a_transforms_own_ops_simplifies_from_its_derivatives_and_a_users_does_n
 
 
 def test_a_transforms_own_ops_applies_the_rules_in_its_recorded_passes_from_the_second():
-    rec = Recorder(simplify=True, from_derivatives=True)     # what a transform makes
+    rec = sg.Ops(simplify=True, from_derivatives=True)     # what a transform makes
     x = rec.var(np.array([0.5, 1.5]), name="x")
     g1 = rec.grad((x * x).sin().sum(), x)        # the first recorded pass: plain
     assert not rec.simplify
@@ -104,7 +103,7 @@ def test_a_transforms_own_ops_applies_the_rules_in_its_recorded_passes_from_the_
 
 
 def test_an_unrolled_loop_of_gradient_steps_records_each_fresh_pass_plainly():
-    rec = Recorder(simplify=True, from_derivatives=True)     # what a transform makes
+    rec = sg.Ops(simplify=True, from_derivatives=True)     # what a transform makes
     x = rec.var(np.array([0.5, 1.5]), name="x")
     fast, passes = x, []
     for _ in range(3):          # MAML's inner loop: each step's gradient in a fresh copy

@@ -86,7 +86,7 @@ def test_sweeps_leave_the_garbage_collector_alone(create_graph, monkeypatch):
     g = op.grad((x * x).sin().sum(), x, create_graph=create_graph)
     t = op.jvp((x * x).sum(), x, np.ones(3), create_graph=create_graph)
     np.testing.assert_allclose(g.value, 2 * np.cos(1.0) * np.ones(3), rtol=1e-15)
-    assert float(t) == 6.0
+    assert t.item() == 6.0
 
 
 def test_an_entry_is_one_object_for_the_cycle_collector():

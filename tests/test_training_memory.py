@@ -108,7 +108,7 @@ def pytorch_habit(rng: np.random.Generator):
         seen[:] = [(weakref.ref(loss.ops), len(loss.ops.tape))]
         lengths.add(len(loss.ops.tape))
 
-    return step, lambda: float(nn.cross_entropy(model(x), y)), seen, lengths
+    return step, lambda: nn.cross_entropy(model(x), y).item(), seen, lengths
 
 
 def test_pytorch_habit_frees_every_step_by_reference_counting(rng):

@@ -20,9 +20,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..primitives import REGISTRY, VALUES, Primitive, PrimitiveMethods
-from ..primitives.elementwise import MUL
-from ..primitives.linalg.matmul import MATMUL
-from ..primitives.shape import RESHAPE
+from ..primitives.core import Unit
 from .batching import (
     Batched,
     innermost,
@@ -159,15 +157,10 @@ class StackValues(PrimitiveMethods):
             out = _elementwise(prim, inputs, attrs)
             if out is not None:
                 return out
-        elif prim is RESHAPE and type(inputs[0]) is Stack:     # per example: the tail reshaped
-            x, shape = inputs[0], tuple(attrs["shape"])
-            if x.eye and shape == x.shape:      # the identity basis still
-                return x
-            return Stack(x.inner.reshape((x.inner.shape[0],) + shape), fresh=x.fresh)
         flags = [type(x) is Stack for x in inputs]
         if True not in flags:
             return prim.forward(*inputs, **attrs) if attrs else prim.forward(*inputs)
-        xs, size, rank, eye = [], None, 0, False
+        xs, size, rank = [], None, 0
         for x, f in zip(inputs, flags):
             if not f:
                 xs.append(x)
@@ -180,22 +173,16 @@ class StackValues(PrimitiveMethods):
                 raise ShapeError(f"{prim.name}: stacked inputs of different sizes {sizes}")
             elif inner.ndim != rank:
                 rank = -1       # stacks of different ranks: the rule aligns them
-            eye = eye or x.eye
             xs.append(inner)
-        if eye:
-            out = _on_identity(prim, inputs, xs, attrs or {})
+        if prim.on_stacks is not None:      # a direct form the record states (reshape, matmul)
+            out = prim.on_stacks(inputs, xs, flags, rank, attrs or {}, Stack)
             if out is not None:
                 return out
-        if prim is MUL and rank > 0:
-            out = _times_ones(inputs, xs, flags)
+        unit = prim.unit
+        if unit is not None and unit.exact and rank > 0:
+            out = _by_unit(unit, inputs, xs, flags)
             if out is not None:
                 return out
-        if prim is MATMUL and (rank >= 3 and all(f or np.ndim(x) <= 2 for x, f in zip(xs, flags))
-                               or rank == 2 and not flags[1] and np.ndim(xs[1]) == 2):
-            # matmul maps over the leading axes of operands of two or more: on stacks of those
-            # (of one rank) and plain matrices or vectors, the batch axis is one more of them;
-            # vectors times a plain matrix, each v @ b, are the rows of one product
-            return Stack(prim.forward(*xs), fresh=True)
         if prim.elementwise and rank > 0 and all(
                 f or (x.ndim if type(x) is np.ndarray else np.ndim(x)) < rank
                 for x, f in zip(xs, flags)):
@@ -225,8 +212,9 @@ def _elementwise(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> 
     if sa is sb:
         return None if sa else prim.forward(a, b, **attrs) if attrs else prim.forward(a, b)
     s, p = (a, b) if sa else (b, a)
-    if prim is MUL:
-        out = _times_ones(inputs, [a.inner if sa else a, b.inner if sb else b], [sa, sb])
+    unit = prim.unit
+    if unit is not None and unit.exact:
+        out = _by_unit(unit, inputs, [a.inner if sa else a, b.inner if sb else b], [sa, sb])
         if out is not None:
             return out
     if (p.ndim if type(p) is np.ndarray else np.ndim(p)) >= s.inner.ndim:
@@ -236,36 +224,17 @@ def _elementwise(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> 
                  fresh=type(prim.forward) is np.ufunc)
 
 
-def _on_identity(prim: Primitive, inputs: Sequence[Any], xs: list, attrs: dict) -> Any:
-    """What a primitive gives on the identity basis without computing it: a matrix times the
-    basis (the first entry of most Jacobians) is the matrix itself (each column ``a @ e_k`` is
-    ``a[:, k]``; exact, where the product would turn an inf of ``a`` into nans in the other
-    rows; a reshape to its own shape, the basis still, is ``apply``'s). None: compute it."""
-    if prim.name != "matmul" or len(xs) != 2:
-        return None
-    (a, b), (sa, sb) = xs, (type(x) is Stack for x in inputs)
-    if sb and not sa and inputs[1].eye and np.ndim(a) == 2 and \
-            np.shape(a)[1] == inputs[1].inner.shape[0]:
-        m = np.swapaxes(a, 0, 1)            # column k of a, for each k
-    elif sa and not sb and inputs[0].eye and np.ndim(b) == 2 and \
-            np.shape(b)[0] == inputs[0].inner.shape[0]:
-        m = b                               # row k of b, for each k
-    else:
-        return None
-    dtype = np.result_type(a, b)
-    return Stack(m) if m.dtype == dtype else Stack(m.astype(dtype), fresh=True)
-
-
-def _times_ones(inputs: Sequence[Any], xs: list, flags: list) -> Stack | None:
+def _by_unit(unit: Unit, inputs: Sequence[Any], xs: list, flags: list) -> Stack | None:
     """A stack times ones broadcast from one value (the expanded seed of a gradient through a
-    sum) is the stack itself: exact (x * 1 is x for every x, nan and -0 included), where the
-    product would be a pass over the stacks. None: compute it."""
+    sum), or with any exact ``unit`` of the record on the other side, is the stack itself:
+    exact (x * 1 is x for every x, nan and -0 included), where the product would be a pass
+    over the stacks. None: compute it."""
     (a, b), (fa, fb) = xs, flags
-    if fa == fb:
+    if fa == fb or (0 if fa else 1) not in unit.kept:
         return None
     s, p = (inputs[0], b) if fa else (inputs[1], a)
     if type(p) is not np.ndarray or p.dtype != s.inner.dtype or any(p.strides) or \
-            not p.size or p.flat[0] != 1:
+            not p.size or p.flat[0] != unit.value:
         return None
     shape = s.inner.shape[1:]       # p broadcasts to one example's shape, not beyond
     if p.ndim > len(shape) or any(n != 1 and n != m for n, m in zip(p.shape[::-1],

@@ -179,8 +179,8 @@ class Derivation:
                 continue                # asked for: a line of its value
             same = None
             for _ in range(3):      # a rewrite may open a fold, a fold an identity
-                if prim.name == "mul":      # (x * 2.0) * 0.5 is x * 1.0: the rules see it
-                    args = _fold_scale(args)
+                if prim.associative:    # (x * 2.0) * 0.5 is x * 1.0: the rules see it
+                    args = _fold_scale(prim, args)
                 same = reduces_to(prim, args, attrs, _describe)
                 simpler = None if same is not None else rewrite(prim, args, attrs, _describe)
                 if simpler is None:
@@ -230,15 +230,16 @@ class Derivation:
                 if found.get(w) is g]
 
 
-def _fold_scale(args: tuple) -> tuple:
-    """``(x * c1) * c2`` as ``x * (c1 * c2)`` for numbers c1, c2 (x unnamed)."""
+def _fold_scale(prim: Primitive, args: tuple) -> tuple:
+    """``(x * c1) * c2`` as ``x * (c1 * c2)`` for numbers c1, c2 (x unnamed; any
+    ``associative`` primitive)."""
     for i in (0, 1):
         inner, c2 = args[i], args[1 - i]
-        if type(inner) is not Line or inner.prim is None or inner.prim.name != "mul" or \
+        if type(inner) is not Line or inner.prim is not prim or \
                 not _scalar(c2) or type(inner.entry.label) is str:
             continue
         for j in (0, 1):
             x, c1 = inner.args[j], inner.args[1 - j]
             if _scalar(c1) and type(x) in (Entry, Line):
-                return (x, c1 * c2)
+                return (x, prim.associative(c1, c2))
     return args

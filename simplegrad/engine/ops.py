@@ -8,11 +8,10 @@ reverse.py and forward.py, the text made from it in render.py.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
-
-import weakref
 
 import numpy as np
 
@@ -29,7 +28,7 @@ from .operands import check_name, float_array, recordable, translate
 from .params import FREE, Adoptions, JoinsParameters
 from .sharing import rules_for_pass, simplifying
 from .tape import Tape
-from .variable import UNARY, UNRECORDED, Entry, Variable, entry_of, leaf_variable
+from .variable import UNARY, UNRECORDED, Entry, Variable, leaf_variable
 
 _new = object.__new__
 _OTHER = object()     # (apply: an input that is neither a Variable of the Ops nor a number)
@@ -398,11 +397,9 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
             e.raw = value if prim.saves_out else None
             kept = prim.saved_inputs
             if kept is None:
-                i = 0
-                for x in nodes:
+                for i, x in enumerate(nodes):
                     if type(x) is Entry and x.raw is None:
                         x.raw = values[i]
-                    i += 1
             else:
                 for i in kept:
                     x = nodes[i]

@@ -82,8 +82,9 @@ def format_line(name: str, prim: Primitive, args: list[str], attrs: dict | None)
 
 def is_alias(prim: Primitive, named: bool, in_shape: tuple, out_shape: tuple) -> bool:
     """Whether an entry is an alias: a given name for a value, recorded as a reshape to the
-    same shape (``op.grad(..., name=)`` makes them); it prints as ``dW = v12``."""
-    return named and prim.name == "reshape" and tuple(in_shape) == tuple(out_shape)
+    same shape (``op.grad(..., name=)`` makes them; the record's ``alias``); it prints as
+    ``dW = v12``."""
+    return named and prim.alias and tuple(in_shape) == tuple(out_shape)
 
 
 def format_entry(v: Entry | Variable) -> str:
@@ -131,8 +132,7 @@ def comments(tape: Tape) -> dict[int, str]:
         if entry is None:
             continue
         target = f"d{block_target(tape, p)}/d{x.name}"
-        what = "indexing reads added into" if entry.prim.name == "scatter_add" else \
-            "accumulation of"
+        what = entry.prim.accumulation or "accumulation of"
         out[p] = f"{what} {target}"
     return out
 

@@ -51,7 +51,7 @@ def apply_simplified(self: Any, prim: Primitive, inputs: Sequence[Any],
     nodes = tuple(nodes)
     if rewrites.may_simplify(prim, nodes, attrs):
         return _mixed(self, prim, nodes, attrs)
-    key = (prim, frozenset(nodes) if prim in rewrites.COMMUTATIVE and len(nodes) == 2
+    key = (prim, frozenset(nodes) if prim.commutative and len(nodes) == 2
            else nodes, rewrites.attrs_key(attrs) if attrs else ())
     return _shared(self, key, prim, nodes, attrs)
 

@@ -2,8 +2,9 @@
 
 ``ancestors`` is the one walk back from Variables or entries to the entries they are computed
 from (the forward sweeps, programs, graphs, custom rules and nan provenance use it);
-``descendants`` is its forward-direction sibling. The sweeps that differentiate a tape are in reverse.py and
-forward.py, the text made from it in render.py.
+``descendants`` is its forward-direction sibling; ``value_of`` replays a value an entry no
+longer keeps. The sweeps that differentiate a tape are in reverse.py and forward.py, the text
+made from it in render.py.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .events import Event, Pullbacks
 from ..errors import GraphError
+from .events import Event, Pullbacks
 from .variable import RELEASED, Entry, Variable
 
 # ---------------------------------------------------------------- the tape

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ArgumentError, GraphError
+from ..errors import ArgumentError, ConversionWarning, GraphError, warn
 from ..primitives import VariableMethods
-from ..primitives.numpy_api import ufuncs
+from ..primitives.numpy_api import array_refusal, ufunc_refusal, ufuncs
 from .operators import Operators
 
 if TYPE_CHECKING:
@@ -246,10 +246,16 @@ class Variable(Operators, VariableMethods):
         return bool(self.raw)
 
     def __float__(self) -> float:
-        return float(self._one("float"))
+        number = float(self._one("float"))
+        if self.requires_grad and not isinstance(self.attrs, NoHistory):
+            _warn_dropped(self, "float")
+        return number
 
     def __int__(self) -> int:
-        return int(self._one("int"))
+        number = int(self._one("int"))
+        if self.requires_grad and not isinstance(self.attrs, NoHistory):
+            _warn_dropped(self, "int")
+        return number
 
     def __format__(self, spec: str) -> str:
         if not spec:
@@ -278,21 +284,26 @@ class Variable(Operators, VariableMethods):
                 return inputs[0] is inputs[1]
             if ufunc is np.not_equal:
                 return inputs[0] is not inputs[1]
-        called = ufunc.__name__ + ("" if method == "__call__" else f".{method}")
-        raise ArgumentError(f"numpy's {called}{' with ' + ', '.join(kwargs) if kwargs else ''} has "
-                        f"no simplegrad rule for {self.name}; use an op.<primitive> method, or "
-                        f"{self.name}.value for the plain value")
+        raise ArgumentError(ufunc_refusal(ufunc, method, kwargs, self.name))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        raise ArgumentError(f"{self.name} is a Variable: numpy would drop it from the tape. Use "
-                        f"{self.name}.value for its (read-only) value, or a simplegrad operation "
-                        "(op.concatenate, op.stack, op.where, ...) to keep it recorded")
+        raise ArgumentError(array_refusal(self.name, dtype))
 
     def __setitem__(self, index: Any, value: Any) -> None:
         raise GraphError(f"{self.name} is recorded and cannot be written into; build a new "
                          "variable instead (op.where, op.scatter_add, op.concatenate)")
 
     __hash__ = object.__hash__
+
+
+def _warn_dropped(v: Variable, what: str) -> None:
+    """Warn that ``what``(v) gives a constant: no gradient flows through the number. The
+    message names no Variable, so Python's default filter shows it once per line."""
+    warn(f"{what}() of a Variable that carries a gradient history gives a plain number: no "
+         "gradient flows through it (numpy's y[i] = v into a numpy array y converts the same "
+         "way). To keep the dependence, build the array from Variables: x.at[i].set(v), "
+         "np.stack([...]) or np.where; to print or log, use v.item() or v.value (no warning)",
+         ConversionWarning)
 
 
 class NoHistory:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
-from .core import ANY, NONZERO, Case, dtype_of, is_constant, uniform
+from .core import ANY, NONZERO, Case, SymPyForm, dtype_of, is_constant, uniform
 from .elementwise import elementwise
 from .schema import attrs
 from .series import (
@@ -85,6 +85,7 @@ CLIP = elementwise("clip", np.clip, _clip_fmt, (
     lambda o, g, out, x, lo, hi: o.where(_inside(o, x, lo, hi), g, 0),
     lambda o, g, out, x, lo, hi: o.where(_below(o, x, lo, hi), g, 0),
     lambda o, g, out, x, lo, hi: o.where(_above(o, x, lo, hi), g, 0)),
+    sympy=SymPyForm(lambda sp, x, lo, hi: sp.Min(sp.Max(x, lo), hi)),
     domain=(ANY, uniform(-1.2, -0.2), uniform(0.2, 1.2)),
     cases=[Case(((3,), (3,), (3,))), Case(((2, 3), (), ())), Case(((3, 4), (3, 1), (1, 4))),
            Case(((3,), (), (3,))),
@@ -121,13 +122,13 @@ def _nan_other(o: PrimitiveMethods, x, y, sense):
 
 FMAX = elementwise("fmax", np.fmax, "fmax({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _nan_share(o, x, y, 1.0)),
-    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, 1.0))), taylor=linear("fmax"),
-    saves=("inputs",))
+    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, 1.0))),
+    sympy=SymPyForm(lambda sp, x, y: sp.Max(x, y)), taylor=linear("fmax"), saves=("inputs",))
 
 FMIN = elementwise("fmin", np.fmin, "fmin({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _nan_share(o, x, y, -1.0)),
-    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, -1.0))), taylor=linear("fmin"),
-    saves=("inputs",))
+    lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, -1.0))),
+    sympy=SymPyForm(lambda sp, x, y: sp.Min(x, y)), taylor=linear("fmin"), saves=("inputs",))
 
 # ---------------------------------------------------------------- mod, arctan2, hypot
 
@@ -159,6 +160,7 @@ def _arctan2_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, y: Any, x: 
 ARCTAN2 = elementwise("arctan2", np.arctan2, "arctan2({0}, {1})", (
     lambda o, g, out, y, x: o.div(o.mul(g, x), _radius2(o, x, y)),
     lambda o, g, out, y, x: o.neg(o.div(o.mul(g, y), _radius2(o, x, y)))),
+    sympy=SymPyForm(lambda sp, y, x: sp.atan2(y, x)),
     domain=(NONZERO, NONZERO), taylor=_arctan2_taylor, saves=("inputs",))
 
 
@@ -173,6 +175,7 @@ def _hypot_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, y: An
 HYPOT = elementwise("hypot", np.hypot, "hypot({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, o.div(x, out)),
     lambda o, g, out, x, y: o.mul(g, o.div(y, out))),
+    sympy=SymPyForm(lambda sp, x, y: sp.sqrt(x**2 + y**2)),
     domain=(NONZERO, NONZERO), taylor=_hypot_taylor, saves=("inputs", "out"))
 
 # ---------------------------------------------------------------- logaddexp, logaddexp2
@@ -206,7 +209,8 @@ def _logaddexp2_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any,
 
 LOGADDEXP = elementwise("logaddexp", np.logaddexp, "logaddexp({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share_of(o, x, y)),
-    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x))), taylor=_logaddexp_taylor,
+    lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x))),
+    sympy=SymPyForm(lambda sp, x, y: sp.log(sp.exp(x) + sp.exp(y))), taylor=_logaddexp_taylor,
     saves=("inputs",))
 
 LOGADDEXP2 = elementwise("logaddexp2", np.logaddexp2, "logaddexp2({0}, {1})", (

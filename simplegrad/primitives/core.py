@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -122,6 +122,80 @@ class PrintRule(Protocol):
     def __call__(self, args: list[str], attrs: dict, render: Callable, /) -> str: ...
 
 
+# ---------------------------------------------------------------- algebra and other facts
+#
+# Facts the engine, the compiler and the transforms read from the record (never by name):
+# linearity (transforms/linearity.py), commutativity and units (the simplifier, the common
+# subexpression key, the batched sweep), and the forms of other backends.
+
+JOINT, EACH = "jointly", "each"
+
+
+class Linear(NamedTuple):
+    """In which inputs a primitive is linear: ``JOINT``, in those inputs together (a constant
+    among them makes an entry affine unless it is zero), or ``EACH``, in any one of them with
+    the others constant (two moving inputs make it bilinear); ``positions`` None means every
+    input. ``when(attrs)`` says whether an entry's attributes keep it linear (None: always)."""
+
+    kind: str
+    positions: tuple[int, ...] | None = None
+    when: Callable[[dict], bool] | None = None
+
+    def at(self, n: int, attrs: dict | None) -> tuple[str, set[int]] | None:
+        """(kind, positions) for an entry of ``n`` inputs and these attributes, or None."""
+        if self.when is not None and not self.when(attrs or {}):
+            return None
+        if self.positions is None:
+            return self.kind, set(range(n))
+        return self.kind, {i for i in self.positions if i < n}
+
+
+JOINTLY, EACH_ALONE = Linear(JOINT), Linear(EACH)
+
+
+class Unit(NamedTuple):
+    """A constant ``value`` that leaves the input at each of positions ``kept`` as it is when
+    it is the other operand (``x * 1``, ``1 * x``, ``x - 0``); ``exact``: bit for bit, nan and
+    -0.0 included, for any operand equal to ``value`` (``x + 0`` is not: -0.0 + 0 is +0.0, nor
+    ``x - 0``, whose 0 may be -0.0)."""
+
+    value: int
+    kept: tuple[int, ...]
+    exact: bool
+
+
+class SymPyForm(NamedTuple):
+    """A primitive's closed form in SymPy (program/symbolic.py): ``entry(sp, *args, **attrs)``
+    on scalar expressions (None: it has none); ``matrix(sp, *args, **attrs)`` on matrix
+    expressions, or None where it has no matrix form; ``single``: the entry form holds only
+    when each argument has one entry (a sum of one); ``matrices``: its 2-D inputs are
+    matrices (a matrix product), not entrywise values."""
+
+    entry: Callable | None = None
+    matrix: Callable | None = None
+    single: bool = False
+    matrices: bool = False
+
+
+def sympy_call(fn: str) -> SymPyForm:
+    """The SymPy form ``sp.<fn>(x)`` of a one-input elementwise primitive."""
+    return SymPyForm(lambda sp, x, **attrs: getattr(sp, fn)(x))
+
+
+PASSES_ON = SymPyForm(lambda sp, x, **attrs: x)      # each entry's value passes on unchanged
+
+
+class StackRule(Protocol):
+    """A primitive's output on stacked values (engine/batched.py's value-only sweep) computed
+    more directly than by its batching rule: ``inputs`` as given (a ``stack`` instance holds K
+    examples along a leading axis in ``.inner``, ``.eye`` when it is the identity basis),
+    ``xs`` the plain arrays, ``flags[i]`` whether input i is a stack, ``rank`` the stacks' rank
+    (-1 when they differ). A ``stack`` (or an input as it is) out, or None: the general path."""
+
+    def __call__(self, inputs: Sequence[Any], xs: Sequence[Any], flags: Sequence[bool],
+                 rank: int, attrs: dict, stack: type, /) -> Any: ...
+
+
 class Primitive:
     """One differentiable operation: forward, vjp, jvp, print rule, check metadata, and the
     optional mask, batching and Taylor rules (their signatures are the Protocols above)."""
@@ -129,7 +203,9 @@ class Primitive:
     __slots__ = ("name", "forward", "vjp", "jvp", "fmt", "cases", "domain", "variadic",
                  "sparse_vjp", "tol", "plain", "mask", "mask_source", "elementwise",
                  "differentiable", "vjp_masked", "batch", "taylor", "numpy", "schema",
-                 "saves", "saved_inputs", "saves_out", "__weakref__")
+                 "saves", "saved_inputs", "saves_out", "linear", "commutative", "associative",
+                 "unit", "reduces", "rewrites", "simplifies", "on_stacks", "numpy_at", "numba",
+                 "sympy", "alias", "accumulation", "sized", "counted", "scales", "__weakref__")
 
     def __init__(self, name: str, forward: Forward,
                  vjp: Sequence[VjpRule | None] | Sequence[VariadicVjpRule],
@@ -139,7 +215,17 @@ class Primitive:
                  mask_source: bool = False, elementwise: bool = False,
                  differentiable: bool = True, batch: BatchRule | None = None,
                  taylor: TaylorRule | None = None, numpy: str | None = None,
-                 schema: Schema | None = None, saves: Sequence[str | int] = ("inputs", "out")):
+                 schema: Schema | None = None, linear: Linear | None = None,
+                 commutative: bool = False, associative: Callable | None = None,
+                 unit: Unit | None = None, reduces: Callable | None = None,
+                 rewrites: Callable | None = None, simplifies: Callable | None = None,
+                 on_stacks: StackRule | None = None,
+                 numpy_at: Callable[[list, dict], str | None] | None = None,
+                 numba: str | None = None, sympy: SymPyForm | None = None,
+                 alias: bool = False,
+                 accumulation: str | None = None, sized: str | None = None,
+                 counted: bool = False, scales: str | None = None,
+                 saves: Sequence[str | int] = ("inputs", "out")):
         self.name = name
         self.forward = forward
         # one VjpRule per input (None: no gradient flows to it); variadic: one VariadicVjpRule
@@ -177,6 +263,47 @@ class Primitive:
         # ``saved_inputs`` (the positions kept, None: every input) and ``saves_out``.
         self.saves, self.saved_inputs, self.saves_out = normalize_saves(
             name, saves, None if variadic else len(self.vjp))
+        # ---- algebra: None / False when it does not hold
+        self.linear = linear                # in which inputs it is linear (Linear above)
+        self.commutative = commutative      # f(x, y) == f(y, x): keys take either order
+        # associative(c1, c2): c1 f c2 for Python numbers, where (x f c1) f c2 == x f (c1 f c2)
+        # (the simplifiers fold the numbers: (x * 2.0) * 0.5 is x * 1.0)
+        self.associative = associative
+        self.unit = unit                    # the constant that leaves an operand as it is
+        # the simplifier's identities (rewrites.py): reduces(prim, inputs, attrs, describe),
+        # the input an entry equals (``--x`` is x), or None; rewrites(...), an equal entry
+        # ``(prim, inputs, attrs)`` in a simpler form (``x + x`` is ``x * 2.0``), or None;
+        # simplifies(prim, inputs, attrs), on tape inputs: False when no rule can apply
+        # (``always`` when a record with identities states no quick test)
+        self.reduces = reduces
+        self.rewrites = rewrites
+        if simplifies is None and (reduces is not None or rewrites is not None or
+                                   unit is not None):
+            simplifies = always
+        self.simplifies = simplifies    # (None: no rule applies)
+        # ---- special forms
+        self.on_stacks = on_stacks          # a direct form on stacked values (StackRule)
+        # numpy_at(shapes, attrs): a numpy template (as ``numpy``) valid for inputs of these
+        # static shapes (None where unknown), or None: used where ``numpy`` is None
+        self.numpy_at = numpy_at
+        # numba: the entry on one element of each argument in a fused loop, a template with
+        # {0}, {1}, ... (``_w_exp`` and ``_w_tanh`` are the loop's own functions); for a full
+        # reduction the loop can accumulate, the accumulating operator ("+=")
+        self.numba = numba
+        self.sympy = sympy      # its SymPy forms (SymPyForm), None: no closed form
+        # alias: an entry of it whose output has its input's shape under a given name is that
+        # value renamed (``dW = v12``); accumulation: how the trace names an accumulation
+        # recorded with it ("indexing reads added into")
+        self.alias = alias
+        self.accumulation = accumulation
+        # ---- sizes (program/sizes.py, resize.py, extraction.py): how the attribute ``shape``
+        # follows a program's sizes: "broadcast" (the output's shape, input axes of one size
+        # with it), "scatter" (the output's, its ``indices`` pin the axes they address),
+        # "scatter_along" (the output's, every axis pinned), "reshape" (a target with -1)
+        self.sized = sized
+        self.counted = counted      # its vjp divides by the count of the entries it reduces
+        # scales: "times" (x * c) or "over" (x / c) when input 1 is a number scaling input 0
+        self.scales = scales
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -222,6 +349,11 @@ def normalize_saves(name: str, saves: Sequence[str | int],
         else tuple(sorted(positions))
     form = (("inputs",) if kept is None else kept) + (("out",) if out else ())
     return form, kept, out
+
+
+def always(*args: Any) -> bool:
+    """The quick test of a record whose identities are always worth a look."""
+    return True
 
 
 REGISTRY: dict[str, Primitive] = {}

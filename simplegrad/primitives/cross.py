@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import AxisError, ShapeError
 from .broadcasting import unbroadcast
-from .core import Case, Primitive, align, error, register, run, shape_of, shift_axis
+from .core import EACH_ALONE, Case, Primitive, align, error, register, run, shape_of, shift_axis
 from .lazy import dask_array, per_block
 from .schema import AXIS, attrs
 from .shape_rules import crossed
@@ -42,7 +42,7 @@ CROSS = register(Primitive(
     lambda args, attrs, render: f"cross({args[0]}, {args[1]}" + (
         "" if attrs.get("axis", -1) == -1 else f", axis={attrs['axis']}") + ")",
     [Case(((3,), (3,))), Case(((2, 3), (3,))), Case(((3, 4), (3, 1)), {"axis": -2}),
-     Case(((2, 3, 2), (2, 3, 2)), {"axis": -2})],
+     Case(((2, 3, 2), (2, 3, 2)), {"axis": -2})], linear=EACH_ALONE,
     batch=lambda o, xs, batched, axis=-1: _batch_cross(o, xs, batched, axis),
     taylor=multilinear("cross"), schema=attrs(shape_rule=crossed, axis=AXIS), saves=("inputs",)))
 

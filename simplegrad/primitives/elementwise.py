@@ -14,6 +14,7 @@ stand: the gradient of ``sqrt`` at 0 is ``inf``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,22 +30,30 @@ from .broadcasting import (
 from .core import (
     ANY,
     BINARY,
+    EACH_ALONE,
+    JOINT,
+    JOINTLY,
     NONZERO,
     POSITIVE,
     UNARY,
     Case,
     JvpRule,
+    Linear,
     MaskRule,
     Primitive,
     PrintRule,
     Sampler,
+    SymPyForm,
     TaylorRule,
+    Unit,
     VjpRule,
     is_constant,
     pointwise,
     register,
     shape_of,
+    sympy_call,
 )
+from .rewrites import involution, is_number, number_beside, operand_key, unit_side
 from .schema import Schema, attrs
 from .series import (
     Series,
@@ -77,8 +86,9 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
                 mask_source: bool = False, masked: bool = True,
                 taylor: TaylorRule | None = None, numpy: str | None = None,
                 schema: Schema | None = None,
-                saves: Sequence[str | int] = ("inputs", "out")) -> Primitive:
-    """Register an elementwise primitive from its forward and per-input derivative rules.
+                saves: Sequence[str | int] = ("inputs", "out"), **facts: Any) -> Primitive:
+    """Register an elementwise primitive from its forward and per-input derivative rules
+    (``facts``: the record's other fields, as ``Primitive`` takes them).
 
     A derivative rule ``d(o, g, out, *xs)`` is linear in ``g`` (so it has a vjp rule's
     signature); None means no gradient flows to that input (a derivative that is zero
@@ -97,23 +107,91 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
         domain = (domain,) * nin
     prim = Primitive(
         name, forward, [broadcast_vjp(r, i, nin) for i, r in enumerate(d)],
-        jvp or summed_jvp(d), fmt, cases, domain=domain, mask=mask, mask_source=mask_source,
-        elementwise=True, batch=pointwise(name), taylor=taylor, numpy=numpy, schema=schema,
-        saves=saves)
+        jvp or summed_jvp(d), fmt, cases, **facts, domain=domain, mask=mask,
+        mask_source=mask_source, elementwise=True, batch=pointwise(name), taylor=taylor,
+        numpy=numpy, schema=schema, saves=saves)
     if masked:
         prim.vjp_masked = tuple(masked_vjp(r, i, nin) for i, r in enumerate(d))
     return register(prim)
 
 
 # ---------------------------------------------------------------- arithmetic
+#
+# Identities (rewrites.py): ``x + x`` is ``x * 2.0``, ``x * -1`` is ``-x``, ``x + -y`` and
+# ``-y + x`` are ``x - y``, ``x - -y`` is ``x + y``, ``--x`` is x (and each record's unit).
+
+def _add_sub_rewrite(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
+                     describe: Callable) -> tuple | None:
+    x, y = describe(inputs[0]), describe(inputs[1])
+    if prim is ADD and operand_key(inputs[0]) == operand_key(inputs[1]):
+        return None if x.constant else (MUL, (inputs[0], 2.0), None)
+    for i in ((1, 0) if prim is ADD else (1,)):
+        if (x, y)[i].prim is NEG:     # neg keeps shape and dtype: broadcasting is alike
+            d = (x, y)[i]
+            flipped = SUB if prim is ADD else ADD
+            return flipped, (inputs[1 - i], d.inputs[0]), None
+    return None
+
+
+def _add_sub_simplifies(prim: Primitive, inputs: Sequence[Any], attrs: dict) -> bool:
+    """Beside a number only as ``x + 0`` or next to a negation; of two Variables only as
+    ``x + x``, ``x - x`` or through a negation (the recording hot path: inline)."""
+    a, b = inputs
+    ca, cb = not hasattr(a, "prim"), not hasattr(b, "prim")
+    if ca or cb:
+        c, v = (a, b) if ca else (b, a)
+        return type(c) is not float and type(c) is not int or c == 0 or \
+            getattr(v, "prim", None) is NEG
+    return a is b or b.prim is NEG or (prim is ADD and a.prim is NEG)
+
+
+def _mul_rewrite(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
+                 describe: Callable) -> tuple | None:
+    x = unit_side(inputs, describe, -1, (0, 1))
+    return None if x is None else (NEG, (x,), None)
+
+
+def _mul_simplifies(prim: Primitive, inputs: Sequence[Any], attrs: dict) -> bool:
+    """Only beside a number 1 or -1 (or an array: the rules look)."""
+    a, b = inputs
+    if hasattr(a, "prim"):
+        if hasattr(b, "prim"):
+            return False
+        a = b
+    return type(a) is not float and type(a) is not int or a == 1 or a == -1
+
+
+def _div_simplifies(prim: Primitive, inputs: Sequence[Any], attrs: dict) -> bool:
+    """Only over a number 1 (or beside an array: the rules look)."""
+    found = number_beside(inputs)
+    return found is not None and (not is_number(found[0]) or found[2] and found[0] == 1)
+
+
+def _both_matrices(f: Callable) -> Callable:
+    """A SymPy matrix form ``f(x, y)`` that holds when both operands are matrices."""
+    def form(sp: Any, x: Any, y: Any) -> Any:
+        return f(x, y) if isinstance(x, sp.MatrixExpr) and isinstance(y, sp.MatrixExpr) else None
+    return form
+
+
+def _scaling(sp: Any, x: Any, y: Any) -> Any:
+    """A matrix scaled by a number, in SymPy (None for two matrices)."""
+    return x * y if isinstance(x, sp.MatrixExpr) != isinstance(y, sp.MatrixExpr) else None
+
 
 ADD = elementwise("add", np.add, "{0} + {1}", (
     lambda o, g, out, x, y: g,
-    lambda o, g, out, x, y: g), taylor=linear("add"), numpy="{0} + {1}", saves=())
+    lambda o, g, out, x, y: g), rewrites=_add_sub_rewrite, simplifies=_add_sub_simplifies,
+    sympy=SymPyForm(lambda sp, x, y: x + y, _both_matrices(lambda x, y: x + y)),
+    linear=JOINTLY, commutative=True, unit=Unit(0, (0, 1), exact=False), numba="({0} + {1})",
+    taylor=linear("add"), numpy="{0} + {1}", saves=())
 
 SUB = elementwise("sub", np.subtract, "{0} - {1}", (
     lambda o, g, out, x, y: g,
-    lambda o, g, out, x, y: o.neg(g)), taylor=linear("sub"), numpy="{0} - {1}", saves=())
+    lambda o, g, out, x, y: o.neg(g)), rewrites=_add_sub_rewrite, simplifies=_add_sub_simplifies,
+    sympy=SymPyForm(lambda sp, x, y: x - y, _both_matrices(lambda x, y: x - y)),
+    linear=JOINTLY, unit=Unit(0, (0,), exact=False), numba="({0} - {1})", taylor=linear("sub"),
+    numpy="{0} - {1}", saves=())
 
 def _mul_jvp(o: PrimitiveMethods, ts, out, x, y):
     """t_x y + x t_y. Recorded, the sum of both products (the rules as written, so that the
@@ -128,7 +206,11 @@ def _mul_jvp(o: PrimitiveMethods, ts, out, x, y):
 
 _MUL_RULES = (lambda o, g, out, x, y: o.mul(g, y), lambda o, g, out, x, y: o.mul(g, x))
 _MUL_SUMMED = summed_jvp(_MUL_RULES)
-MUL = elementwise("mul", np.multiply, "{0} * {1}", _MUL_RULES, jvp=_mul_jvp,
+MUL = elementwise("mul", np.multiply, "{0} * {1}", _MUL_RULES,
+    rewrites=_mul_rewrite, simplifies=_mul_simplifies,
+    sympy=SymPyForm(lambda sp, x, y: x * y, _scaling),
+    linear=EACH_ALONE, commutative=True, associative=operator.mul, unit=Unit(1, (0, 1), exact=True),
+    numba="({0} * {1})", scales="times", jvp=_mul_jvp,
                   taylor=multilinear("mul"), numpy="{0} * {1}", saves=("inputs",))
 
 
@@ -140,11 +222,15 @@ def _div_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, y: Any)
 
 DIV = elementwise("div", np.divide, "{0} / {1}", (
     lambda o, g, out, x, y: o.div(g, y),
-    lambda o, g, out, x, y: o.neg(o.mul(g, o.div(out, y)))),
+    lambda o, g, out, x, y: o.neg(o.mul(g, o.div(out, y)))), simplifies=_div_simplifies,
+    sympy=SymPyForm(lambda sp, x, y: x / y),
+    linear=Linear(JOINT, (0,)), unit=Unit(1, (0,), exact=True), numba="({0} / {1})", scales="over",
     domain=(ANY, NONZERO), taylor=_div_taylor, numpy="{0} / {1}", saves=(1, "out"))
 
 NEG = elementwise("neg", np.negative, "-{0}", (
-    lambda o, g, out, x: o.neg(g),), taylor=linear("neg"), numpy="-{0}", saves=())
+    lambda o, g, out, x: o.neg(g),),
+    reduces=involution, sympy=SymPyForm(lambda sp, x: -x, lambda sp, x: -x),
+    linear=JOINTLY, numba="(-{0})", taylor=linear("neg"), numpy="-{0}", saves=())
 
 
 def _pow_dx(o: PrimitiveMethods, g, out, x, y):
@@ -247,7 +333,8 @@ def _pow_at_zero(o: PrimitiveMethods, xs: Series, a: Any, zero: Any, order: int)
     return out
 
 
-POW = elementwise("pow", np.power, "{0} ** {1}", (_pow_dx, _pow_dy), domain=(POSITIVE, ANY),
+POW = elementwise("pow", np.power, "{0} ** {1}", (_pow_dx, _pow_dy),
+    sympy=SymPyForm(lambda sp, x, y: x ** y), domain=(POSITIVE, ANY),
                   taylor=_pow_taylor, saves=("inputs", "out"))
 
 # ---------------------------------------------------------------- transcendental
@@ -258,7 +345,8 @@ def _exp_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 
 EXP = elementwise("exp", np.exp, "{0}.exp()", (
-    lambda o, g, out, x: o.mul(g, out),), taylor=_exp_taylor, saves=("out",))
+    lambda o, g, out, x: o.mul(g, out),), sympy=sympy_call("exp"),
+    numba="_w_exp({0})", taylor=_exp_taylor, saves=("out",))
 
 
 def _log_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -267,7 +355,8 @@ def _log_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 
 LOG = elementwise("log", np.log, "{0}.log()", (
-    lambda o, g, out, x: o.div(g, x),), domain=POSITIVE, taylor=_log_taylor, saves=("inputs",))
+    lambda o, g, out, x: o.div(g, x),),
+    sympy=sympy_call("log"), domain=POSITIVE, taylor=_log_taylor, saves=("inputs",))
 
 
 def _sqrt_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -276,8 +365,8 @@ def _sqrt_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Ser
 
 
 SQRT = elementwise("sqrt", np.sqrt, "{0}.sqrt()", (
-    lambda o, g, out, x: o.div(g, o.mul(out, 2)),), domain=POSITIVE, taylor=_sqrt_taylor,
-    saves=("out",))
+    lambda o, g, out, x: o.div(g, o.mul(out, 2)),),
+    sympy=sympy_call("sqrt"), domain=POSITIVE, taylor=_sqrt_taylor, saves=("out",))
 
 
 def _sin_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -286,7 +375,8 @@ def _sin_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 
 SIN = elementwise("sin", np.sin, "{0}.sin()", (
-    lambda o, g, out, x: o.mul(g, o.cos(x)),), taylor=_sin_taylor, saves=("inputs",))
+    lambda o, g, out, x: o.mul(g, o.cos(x)),), sympy=sympy_call("sin"), taylor=_sin_taylor,
+    saves=("inputs",))
 
 
 def _cos_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -295,7 +385,8 @@ def _cos_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 
 COS = elementwise("cos", np.cos, "{0}.cos()", (
-    lambda o, g, out, x: o.neg(o.mul(g, o.sin(x))),), taylor=_cos_taylor, saves=("inputs",))
+    lambda o, g, out, x: o.neg(o.mul(g, o.sin(x))),), sympy=sympy_call("cos"), taylor=_cos_taylor,
+    saves=("inputs",))
 
 
 def _tanh_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -308,7 +399,8 @@ def _tanh_d(o: PrimitiveMethods, g, out, x):
     return o.mul(g, o.sub(1, o.mul(out, out)))
 
 
-TANH = elementwise("tanh", np.tanh, "{0}.tanh()", (_tanh_d,),
+TANH = elementwise("tanh", np.tanh, "{0}.tanh()", (_tanh_d,), sympy=sympy_call("tanh"),
+    numba="_w_tanh({0})",
                    jvp=lambda o, ts, out, x: _tanh_d(o, ts[0], out, x), taylor=_tanh_taylor,
                    saves=("out",))
 
@@ -330,7 +422,8 @@ def _sigmoid_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> 
 
 
 SIGMOID = elementwise("sigmoid", _sigmoid, "{0}.sigmoid()", (
-    lambda o, g, out, x: o.mul(g, o.mul(out, o.sub(1, out))),), taylor=_sigmoid_taylor,
+    lambda o, g, out, x: o.mul(g, o.mul(out, o.sub(1, out))),),
+    sympy=SymPyForm(lambda sp, x: 1 / (1 + sp.exp(-x))), taylor=_sigmoid_taylor,
     schema=attrs(shape_rule=ufunc(np.absolute, np.negative, np.exp)), saves=("out",))
 
 # ---------------------------------------------------------------- Ops methods

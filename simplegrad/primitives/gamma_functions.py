@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
-from .core import POSITIVE, UNARY, Case
+from .core import POSITIVE, UNARY, Case, SymPyForm, sympy_call
 from .elementwise import elementwise
 from .lazy import blockwise, dask_array
 from .schema import attrs, integer
@@ -98,12 +98,14 @@ def _polygamma_fmt(args, attrs, render):
 
 
 GAMMALN = elementwise("gammaln", blockwise(_gammaln), "gammaln({0})",
-                      (lambda o, g, out, x: o.mul(g, o.polygamma(0, x)),), domain=POSITIVE,
+                      (lambda o, g, out, x: o.mul(g, o.polygamma(0, x)),),
+                      sympy=sympy_call("loggamma"), domain=POSITIVE,
                       taylor=known_derivatives(lambda o, x, j: o.polygamma(j - 1, x)),
                       schema=attrs(shape_rule=broadcasting(FLOAT_OUT)), saves=("inputs",))
 POLYGAMMA = elementwise(
     "polygamma", _polygamma, _polygamma_fmt,
-    (lambda o, g, out, x, n=0: o.mul(g, o.polygamma(n + 1, x)),), domain=POSITIVE,
+    (lambda o, g, out, x, n=0: o.mul(g, o.polygamma(n + 1, x)),),
+    sympy=SymPyForm(lambda sp, x, n=0: sp.polygamma(n, x)), domain=POSITIVE,
     cases=[*UNARY, Case(((3,),), {"n": 1}), Case(((2, 3),), {"n": 3})],
     schema=attrs(shape_rule=broadcasting(FLOAT_OUT), n=integer(0, 64)),
     taylor=known_derivatives(lambda o, x, j, n=0: o.polygamma(n + j, x)), saves=("inputs",))

@@ -22,7 +22,9 @@ import numpy as np
 
 from ..errors import ArgumentError, AxisError, OutOfBoundsError, ShapeError
 from .core import (
+    JOINT,
     Case,
+    Linear,
     Primitive,
     along,
     batch_size,
@@ -126,6 +128,7 @@ TAKE_ALONG_AXIS = register(Primitive(
      Case(((3, 2),), {"indices": np.array([[2, 0], [2, 2]]), "axis": 0}),
      Case(((3, 1),), {"indices": np.array([[0, 0, -1]]).T, "axis": 1}),
      Case(((1, 3),), {"indices": np.array([[0, 2], [1, 1]]), "axis": 1})],
+     linear=Linear(JOINT, (0,)),
     variadic=True, batch=lambda o, xs, batched, axis, indices=None: o.take_along_axis(
         xs[0] if batched[0] else o.reshape(xs[0], (1,) + shape_of(xs[0])),
         _batch_indices(o, xs, batched, indices),
@@ -142,6 +145,7 @@ SCATTER_ADD_ALONG_AXIS = register(Primitive(
     [Case(((4,),), {"indices": np.array([3, 0, 0, 1]), "axis": 0, "shape": (4,)}),
      Case(((2, 2),), {"indices": np.array([[2, 0], [2, 2]]), "axis": 0, "shape": (3, 2)}),
      Case(((2, 2),), {"indices": np.array([[0, 2], [1, 1]]), "axis": 1, "shape": (1, 3)})],
+     linear=Linear(JOINT, (0,)), sized="scatter_along",
     variadic=True, batch=lambda o, xs, batched, axis, shape, indices=None:
         o.scatter_add_along_axis(
             xs[0] if batched[0] else o.expand(xs[0], (batch_size(xs, batched),) +

@@ -14,7 +14,17 @@ import numpy as np
 
 from ..errors import ArgumentError
 from .broadcasting import full_mask
-from .core import Case, Primitive, align, batch_size, error, is_constant, register, shape_of
+from .core import (
+    JOINTLY,
+    Case,
+    Primitive,
+    align,
+    batch_size,
+    error,
+    is_constant,
+    register,
+    shape_of,
+)
 from .lazy import dask_array, per_block, refuse, whole
 from .schema import INDEX, INDICES, SHAPE, attrs, need
 from .shape import shape_tuple
@@ -131,7 +141,7 @@ GETITEM = register(Primitive(
     "getitem", _getitem,
     [lambda o, g, out, x, index: o.scatter_add([g], [index], shape_of(x))],
     lambda o, ts, out, x, index: o.getitem(ts[0], index),
-    lambda args, attrs, render: f"{args[0]}[{render_index(attrs['index'])}]",
+    lambda args, attrs, render: f"{args[0]}[{render_index(attrs['index'])}]", linear=JOINTLY,
     mask=lambda o, m, i, out, x, index: None if m is None else _read_mask(o, m, out, x, index),
     cases=[Case(((4,),), {"index": (1,)}), Case(((4,),), {"index": (slice(1, 3),)}),
      Case(((3, 4),), {"index": (np.array([0, 2, 2]),)}),
@@ -197,6 +207,7 @@ SCATTER_ADD = register(Primitive(
      Case(((3, 4), ()), {"indices": ((np.array([0, 2, 2]),), (1, 1)), "shape": (3, 4)}),
      Case(((3,), (3,)), {"indices": ((np.array([1, 1, 0]),), (np.array([0, 1, 1]),)),
                          "shape": (2,)})],
+                         linear=JOINTLY, accumulation="indexing reads added into", sized="scatter",
     variadic=True, batch=lambda o, gs, batched, indices, shape: _batch_scatter(
         o, gs, batched, indices, shape),
     taylor=linear("scatter_add"),

@@ -14,7 +14,19 @@ import numpy as np
 
 from ..errors import ArgumentError, ShapeError
 from .broadcasting import full_mask
-from .core import Case, Primitive, along, error, register, run, shape_of, shift_axis
+from .core import (
+    JOINT,
+    JOINTLY,
+    Case,
+    Linear,
+    Primitive,
+    along,
+    error,
+    register,
+    run,
+    shape_of,
+    shift_axis,
+)
 from .lazy import dask_array
 from .rearrange import axes_of, flat
 from .schema import (
@@ -51,7 +63,7 @@ FLIP = register(Primitive(
     lambda o, ts, out, x, axis: o.flip(ts[0], axis),
     lambda args, attrs, render: f"flip({args[0]}, axis={_axis_text(attrs['axis'])})",
     [Case(((3,),), {"axis": (0,)}), Case(((3, 4),), {"axis": (1,)}),
-     Case(((2, 3, 4),), {"axis": (0, 2)})],
+     Case(((2, 3, 4),), {"axis": (0, 2)})], linear=JOINTLY,
     mask=lambda o, m, i, out, x, axis:
         None if m is None else o.flip(full_mask(o, m, shape_of(out)), axis),
     batch=along("flip"), taylor=linear("flip"),
@@ -73,7 +85,7 @@ ROLL = register(Primitive(
     lambda args, attrs, render: f"roll({args[0]}, {_axis_text(attrs['shift'])}, "
                                 f"axis={_axis_text(attrs['axis'])})",
     [Case(((4,),), {"shift": (1,), "axis": (0,)}), Case(((3, 4),), {"shift": (-1,), "axis": (1,)}),
-     Case(((2, 3, 4),), {"shift": (1, 5), "axis": (0, 2)})],
+     Case(((2, 3, 4),), {"shift": (1, 5), "axis": (0, 2)})], linear=JOINTLY,
     mask=lambda o, m, i, out, x, shift, axis:
         None if m is None else o.roll(full_mask(o, m, shape_of(out)), _roll_back(shift), axis),
     batch=lambda o, xs, batched, shift, axis=None: _batch_roll(o, xs[0], shift, axis),
@@ -107,6 +119,11 @@ def _pad_fmt(args, attrs, render):
     return f"pad({args[0]}, {[list(p) for p in attrs['pad_width']]}{extra})"
 
 
+def _zero_padded(attrs: dict) -> bool:
+    """pad is linear only when it pads with zeros."""
+    return attrs.get("constant_values", 0.0) == 0
+
+
 PAD = register(Primitive(
     "pad", _pad,
     [lambda o, g, out, x, pad_width, constant_values=0.0:
@@ -115,6 +132,7 @@ PAD = register(Primitive(
     _pad_fmt,
     [Case(((3,),), {"pad_width": ((1, 2),)}),
      Case(((2, 3),), {"pad_width": ((0, 1), (2, 0)), "constant_values": 1.5})],
+    linear=Linear(JOINT, when=_zero_padded),
     mask=lambda o, m, i, out, x, pad_width, constant_values=0.0: None if m is None else
         o.getitem(full_mask(o, m, shape_of(out)), _unpad(pad_width, shape_of(x))),
     batch=lambda o, xs, batched, pad_width, **attrs: run(
@@ -146,7 +164,8 @@ REPEAT = register(Primitive(
     lambda o, ts, out, x, repeats, axis: o.repeat(ts[0], repeats, axis=axis),
     lambda args, attrs, render: f"{args[0]}.repeat({attrs['repeats']!r}, axis={attrs['axis']})",
     [Case(((3,),), {"repeats": 2, "axis": 0}), Case(((2, 3),), {"repeats": 3, "axis": 1}),
-     Case(((3, 2),), {"repeats": (1, 0, 2), "axis": 0})], batch=along("repeat", flat=True),
+     Case(((3, 2),), {"repeats": (1, 0, 2), "axis": 0})],
+     linear=JOINTLY, batch=along("repeat", flat=True),
     taylor=linear("repeat"),
     schema=attrs(shape_rule=repeated, repeats=need(COUNTS), axis=need(AXIS_OR_NONE)), saves=()))
 
@@ -169,7 +188,7 @@ TILE = register(Primitive(
     lambda o, ts, out, x, reps: o.tile(ts[0], reps),
     lambda args, attrs, render: f"tile({args[0]}, {list(attrs['reps'])})",
     [Case(((3,),), {"reps": (2,)}), Case(((2, 3),), {"reps": (2, 1)}),
-     Case(((3,),), {"reps": (2, 2)}), Case(((1, 2),), {"reps": (3, 1)})],
+     Case(((3,),), {"reps": (2, 2)}), Case(((1, 2),), {"reps": (3, 1)})], linear=JOINTLY,
     batch=lambda o, xs, batched, reps: _batch_tile(o, xs[0], reps),
     taylor=linear("tile"), schema=attrs(shape_rule=tiled, reps=need(ints(lo=0))), saves=()))
 

@@ -14,7 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .core import BINARY, REDUCE, UNARY, Primitive, along, method_fmt, pointwise, register
+from .core import (
+    BINARY,
+    REDUCE,
+    UNARY,
+    Primitive,
+    SymPyForm,
+    along,
+    method_fmt,
+    pointwise,
+    register,
+)
+from .rewrites import idempotent, involution
 from .schema import attrs
 from .shape_rules import BOOL_OUT, reducing, ufunc
 
@@ -28,26 +39,35 @@ def _none_jvp(o: PrimitiveMethods, ts, out, *xs, **attrs):
 
 
 def _logic(name: str, forward: Callable, fmt: str | Callable, nin: int, cases=None,
-           plain: bool = True) -> Primitive:
-    """Register a bool-valued primitive of ``nin`` inputs."""
+           plain: bool = True, **facts: Any) -> Primitive:
+    """Register a bool-valued primitive of ``nin`` inputs (``facts``: other record fields)."""
     if cases is None:
         cases = UNARY if nin == 1 else BINARY
-    return register(Primitive(name, forward, [None] * nin, _none_jvp, fmt, cases,
+    return register(Primitive(name, forward, [None] * nin, _none_jvp, fmt, cases, **facts,
                               plain=plain, differentiable=False,
                               batch=pointwise(name) if cases is not REDUCE else along(name),
                               schema=attrs(shape_rule=ufunc(forward)) if cases is not REDUCE else
                               reducing(BOOL_OUT), saves=()))   # (no rules: nothing read)
 
 
-LESS = _logic("less", np.less, "{0} < {1}", 2)
-LESS_EQUAL = _logic("less_equal", np.less_equal, "{0} <= {1}", 2)
-GREATER = _logic("greater", np.greater, "{0} > {1}", 2)
-GREATER_EQUAL = _logic("greater_equal", np.greater_equal, "{0} >= {1}", 2)
-EQUAL = _logic("equal", np.equal, "equal({0}, {1})", 2)
-NOT_EQUAL = _logic("not_equal", np.not_equal, "not_equal({0}, {1})", 2)
-LOGICAL_AND = _logic("logical_and", np.logical_and, "{0} & {1}", 2)
-LOGICAL_OR = _logic("logical_or", np.logical_or, "{0} | {1}", 2)
-LOGICAL_NOT = _logic("logical_not", np.logical_not, "~{0}", 1)
+LESS = _logic("less", np.less, "{0} < {1}", 2,
+    sympy=SymPyForm(lambda sp, x, y: sp.StrictLessThan(x, y)))
+LESS_EQUAL = _logic("less_equal", np.less_equal, "{0} <= {1}", 2,
+    sympy=SymPyForm(lambda sp, x, y: sp.LessThan(x, y)))
+GREATER = _logic("greater", np.greater, "{0} > {1}", 2,
+    sympy=SymPyForm(lambda sp, x, y: sp.StrictGreaterThan(x, y)))
+GREATER_EQUAL = _logic("greater_equal", np.greater_equal, "{0} >= {1}", 2,
+    sympy=SymPyForm(lambda sp, x, y: sp.GreaterThan(x, y)))
+EQUAL = _logic("equal", np.equal, "equal({0}, {1})", 2,
+    sympy=SymPyForm(lambda sp, x, y: sp.Eq(x, y)), commutative=True)
+NOT_EQUAL = _logic("not_equal", np.not_equal, "not_equal({0}, {1})", 2,
+    sympy=SymPyForm(lambda sp, x, y: sp.Ne(x, y)), commutative=True)
+LOGICAL_AND = _logic("logical_and", np.logical_and, "{0} & {1}", 2, reduces=idempotent,
+    sympy=SymPyForm(lambda sp, x, y: sp.And(x, y)), commutative=True)
+LOGICAL_OR = _logic("logical_or", np.logical_or, "{0} | {1}", 2, reduces=idempotent,
+    sympy=SymPyForm(lambda sp, x, y: sp.Or(x, y)), commutative=True)
+LOGICAL_NOT = _logic("logical_not", np.logical_not, "~{0}", 1, reduces=involution,
+    sympy=SymPyForm(lambda sp, x: sp.Not(x)))
 ISFINITE = _logic("isfinite", np.isfinite, "isfinite({0})", 1)
 ISNAN = _logic("isnan", np.isnan, "isnan({0})", 1)
 ISINF = _logic("isinf", np.isinf, "isinf({0})", 1)

@@ -95,7 +95,7 @@ def _std_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any, axis: A
 
 
 def _moment(name: str, method: str, forward: Callable, direction: Callable,
-            taylor: TaylorRule, saves: tuple) -> Primitive:
+            taylor: TaylorRule, saves: tuple, **facts: Any) -> Primitive:
     def vjp(o: PrimitiveMethods, g, out, x, axis=None, ddof=0, keepdims=False):
         return o.mul(spread(o, g, x, axis, keepdims), direction(o, out, x, axis, ddof, keepdims))
 
@@ -107,15 +107,15 @@ def _moment(name: str, method: str, forward: Callable, direction: Callable,
         Case(((3, 4),), {"axis": 1, "ddof": 1}), Case(((4,),), {"ddof": 1.5}),
         Case(((2, 3, 4),), {"axis": (0, 2), "ddof": 1, "keepdims": True})]
     return register(Primitive(name, forward, [vjp], jvp,
-                              method_fmt(method, "axis", "ddof", "keepdims"), cases,
+                              method_fmt(method, "axis", "ddof", "keepdims"), cases, **facts,
                               batch=along(name), taylor=taylor,
                               schema=attrs(shape_rule=reduction(FLOATING), axis=AXES_OR_NONE,
                                            ddof=REAL, keepdims=BOOL), saves=saves))
 
 
 # op.var makes a leaf, so the variance is op.variance (and x.var(), np.var(x) as in numpy)
-VAR = _moment("variance", "var", _var, _var_dir, _variance_taylor, saves=("inputs",))
-STD = _moment("std", "std", _std, _std_dir, _std_taylor, saves=("inputs", "out"))
+VAR = _moment("variance", "var", _var, _var_dir, _variance_taylor, counted=True, saves=("inputs",))
+STD = _moment("std", "std", _std, _std_dir, _std_taylor, counted=True, saves=("inputs", "out"))
 
 
 # ---------------------------------------------------------------- Ops methods

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from . import numpy_arrays, numpy_signal, numpy_statistics
+from .alternatives import NEAREST, instead
 from .core import REGISTRY
 from .methods import PrimitiveMethods
 from .numpy_entries import EXPLICIT, RENAMED, UFUNC_ALIASES, Handler, describe
@@ -44,28 +45,6 @@ ARRAY_API = frozenset({"cross", "diagonal", "matmul", "matrix_transpose", "outer
 # scipy.special's ufuncs that record the primitive of the same name, when SciPy is loaded
 SCIPY_SPECIAL = {"erf": "erf", "erfc": "erfc", "erfinv": "erfinv", "betainc": "betainc",
                  "gammaln": "gammaln", "digamma": "digamma", "psi": "digamma"}
-# the nearest form that records, for numpy functions users reach for that have no rule
-NEAREST = {
-    "nansum": "np.sum(x, where=~np.isnan(x))",
-    "nanmean": "np.sum(x, where=m) / np.sum(m) with m = ~np.isnan(x)",
-    "nanmax": "np.max(x, where=~np.isnan(x), initial=-np.inf)",
-    "nanmin": "np.min(x, where=~np.isnan(x), initial=np.inf)",
-    "nanmedian": "np.median(x[mask]) with a constant mask of the entries kept",
-    "nanquantile": "np.quantile(x[mask], q) with a constant mask of the entries kept",
-    "nanpercentile": "np.percentile(x[mask], q) with a constant mask of the entries kept",
-    "average": "np.sum(x * w, axis) / np.sum(w, axis)",
-    "ptp": "np.max(x, axis) - np.min(x, axis)",
-    "cumulative_sum": "np.cumsum(x, axis)",
-    "cumulative_prod": "np.cumprod(x, axis)",
-    "interp": "op.where over the linear pieces, or np.take with recorded indices",
-    "unique": "np.unique(x.value) (values only: it has no derivative)",
-    "histogram": "np.histogram(x.value) (values only: it has no derivative)",
-    "searchsorted": "np.searchsorted(a, x.value) (integer positions: no derivative)",
-    "rot90": "np.flip and np.swapaxes (op.flip, op.swapaxes)",
-    "fliplr": "np.flip(x, axis=1)",
-    "flipud": "np.flip(x, axis=0)",
-    "eig": "np.linalg.eigh for symmetric matrices",
-}
 # arguments that change nothing about the result at these values
 _NEUTRAL = {"out": None, "dtype": None, "where": True, "casting": "same_kind", "subok": False,
             "order": "C", "copy": None, "device": None}
@@ -92,13 +71,59 @@ class NumpyFunctions:
             return NotImplemented       # another library's array: let it answer
         handler = table().get(func)
         if handler is None:
-            hint = NEAREST.get(getattr(func, "__name__", ""))
-            nearest = f"; what records instead: {hint}" if hint else \
-                "; see \"numpy functions that record\" in the docs (docs/numpy.md)"
             raise ArgumentError(f"{qualname(func)} has no simplegrad rule for Variables "
-                                f"({describe(args, kwargs)}){nearest}, or use .value for the "
-                                "plain (unrecorded) value")
+                                f"({describe(args, kwargs)}){instead(func.__name__)}")
         return handler(self.rec, *args, **kwargs)      # self: one of the Variable arguments
+
+
+# ---------------------------------------------------------------- what records instead
+
+
+def ufunc_refusal(ufunc: np.ufunc, method: str, kwargs: dict, name: str) -> str:
+    """Why numpy's ``ufunc`` (``.method``, ``kwargs``) does not record on ``name``; what does."""
+    called = ufunc.__name__ + ("" if method == "__call__" else f".{method}")
+    given = f" with {', '.join(kwargs)}" if kwargs else ""
+    if method == "__call__" and "out" in kwargs:
+        tail = (f"; what records instead: y = np.{ufunc.__name__}(...) without out= (a recorded "
+                "value is never written into)")
+    else:
+        tail = instead(called if called in NEAREST else f"scipy.special.{ufunc.__name__}"
+                       if _from_scipy(ufunc) else called)
+    return f"numpy's {called}{given} has no simplegrad rule for {name}{tail}"
+
+
+def array_refusal(name: str, dtype: Any) -> str:
+    """Why ``name`` does not convert to a numpy array (np.asarray, np.array([...]), a library
+    converting its argument), and what records instead."""
+    if dtype is not None and np.dtype(dtype).kind in "biu":
+        return f"{name} is a Variable: an array of dtype {np.dtype(dtype)} of it{instead('index')}"
+    caller = _foreign_caller()
+    if caller is not None:
+        return (f"{caller} converts {name} to a numpy array, which drops it from the tape"
+                f"{instead(caller)}")
+    return (f"{name} is a Variable: a numpy array made from it would drop it from the tape"
+            f"{instead('array')} (print or log {name}.item() or {name}.value)")
+
+
+def _foreign_caller(depth: int = 16) -> str | None:
+    """The public name of the nearest calling function that NEAREST knows (a library function
+    such as scipy.special.logsumexp, which converts its argument with np.asarray)."""
+    frame = sys._getframe(2)
+    for _ in range(depth):
+        if frame is None:
+            return None
+        module = frame.f_globals.get("__name__", "")
+        public = ".".join(p for p in module.split(".") if not p.startswith("_"))
+        name = f"{public}.{frame.f_code.co_name}"
+        if name in NEAREST:
+            return name
+        frame = frame.f_back
+    return None
+
+
+def _from_scipy(ufunc: Any) -> bool:
+    special = sys.modules.get("scipy.special")
+    return special is not None and getattr(special, ufunc.__name__, None) is ufunc
 
 
 # ---------------------------------------------------------------- the table

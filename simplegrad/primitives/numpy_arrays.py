@@ -1,8 +1,9 @@
 """numpy's array builders and a few elementwise functions on Variables, recorded as
-compositions of primitives: ``np.copy``, ``np.atleast_1d/2d/3d``, ``np.block``, ``np.append``,
-``np.meshgrid`` (reshapes, expands and concatenations), ``np.nan_to_num`` (``where`` on
-recorded ``isnan``/``isfinite`` tests: the gradient flows where x is finite), ``np.sinc``, and
-``np.sum`` / ``np.max`` / ``np.min`` with numpy's ``dtype``, ``initial`` and ``where``.
+compositions of primitives: ``np.copy``, ``np.real`` and ``np.imag`` (of real values),
+``np.atleast_1d/2d/3d``, ``np.block``, ``np.append``, ``np.meshgrid`` (reshapes, expands
+and concatenations), ``np.nan_to_num`` (``where`` on recorded ``isnan``/``isfinite`` tests:
+the gradient flows where x is finite), ``np.sinc``, and ``np.sum`` / ``np.max`` / ``np.min``
+with numpy's ``dtype``, ``initial`` and ``where``.
 
 ``np.sinc`` is ``sin(pi x) / (pi x)`` away from 0 and its Taylor polynomial (degree 16) for
 |x| < 0.1, chosen by a recorded ``where``: so values keep full precision near 0 and every
@@ -38,6 +39,20 @@ def _ndmin(ops: Any, x: Any, shape: tuple) -> Any:
 def copy(ops: Any, a, order="K", subok=False):
     """np.copy of a Variable: the Variable itself (Variables are never written into)."""
     return a
+
+
+def real(ops: Any, val):
+    """np.real of a Variable: the Variable itself (Variables are real)."""
+    return val
+
+
+def imag(ops: Any, val):
+    """np.imag of a Variable: zeros of its shape and dtype, recorded from it (so the shape
+    follows under vmap and at a replay) and through which no gradient flows."""
+    kind = dtype_of(val).kind
+    if kind == "f":         # x < -inf holds nowhere, nan and inf included
+        return ops.cast(ops.less(val, -np.inf), dtype_of(val))
+    return ops.less(val, val) if kind == "b" else ops.mul(val, 0)
 
 
 def _atleast(fn: Callable[[tuple], tuple]) -> Callable:
@@ -196,7 +211,7 @@ def _extreme(fname: str, method: str, fill: float) -> Callable:
 ENTRIES: dict[Callable, Callable] = {
     np.copy: copy, np.atleast_1d: atleast_1d, np.atleast_2d: atleast_2d,
     np.atleast_3d: atleast_3d, np.block: block, np.append: append, np.meshgrid: meshgrid,
-    np.nan_to_num: nan_to_num, np.sinc: sinc, np.sum: sum_,
+    np.nan_to_num: nan_to_num, np.sinc: sinc, np.sum: sum_, np.real: real, np.imag: imag,
     np.max: _extreme("max", "max", -np.inf), np.amax: _extreme("amax", "max", -np.inf),
     np.min: _extreme("min", "min", np.inf), np.amin: _extreme("amin", "min", np.inf),
 }

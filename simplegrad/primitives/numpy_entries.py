@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ..errors import ArgumentError
-from .core import is_constant, shape_of, value_of
+from ..errors import ArgumentError, DTypeError
+from .core import error, is_constant, shape_of, value_of
 from .linalg.eigh import numpy_eigh, numpy_eigvalsh
 from .linalg.qr import numpy_qr
 from .linalg.svd import numpy_svd
@@ -89,6 +89,16 @@ def _vecdot(ops: PrimitiveMethods, x1, x2, /, *, axis=-1):
     return ops.sum(ops.mul(x1, x2), axis=axis)
 
 
+def _vdot(ops: PrimitiveMethods, a, b, /):
+    """np.vdot on Variables: both flattened, the first conjugated (for real values, the sum
+    of the products of the entries)."""
+    for v in (a, b):
+        if is_constant(v) and np.iscomplexobj(v):
+            raise error("np.vdot", (a, b), "a complex constant with Variables (Variables are "
+                        "real)", DTypeError)
+    return ops.dot(ops.reshape(a, (-1,)), ops.reshape(b, (-1,)))
+
+
 def _polyval(ops: PrimitiveMethods, p, x):
     """Horner's rule: p[0] x^(n-1) + ... + p[n-1], recorded (p may be a Variable too)."""
     if is_constant(p):
@@ -156,7 +166,8 @@ RENAMED: dict[Callable, str] = {
 EXPLICIT: dict[Callable, Handler] = {
     np.linalg.slogdet: _slogdet, np.linalg.norm: _norm, np.linalg.vector_norm: _vector_norm,
     np.linalg.matrix_norm: _matrix_norm, np.linalg.matrix_transpose: _matrix_transpose,
-    np.linalg.multi_dot: _multi_dot, np.linalg.vecdot: _vecdot, np.polyval: _polyval,
+    np.linalg.multi_dot: _multi_dot, np.linalg.vecdot: _vecdot, np.vdot: _vdot,
+    np.polyval: _polyval,
     np.zeros_like: _like(0.0), np.ones_like: _like(1.0), np.shape: _shape, np.ndim: _ndim,
     np.size: _size,
     # the array API's np.linalg versions work on the last axes

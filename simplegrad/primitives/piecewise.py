@@ -17,8 +17,9 @@ import numpy as np
 
 from ..errors import ArgumentError
 from .broadcasting import broadcast_to, mask_down
-from .core import ANY, NONZERO, Case, is_constant, shape_of
+from .core import ANY, JOINT, NONZERO, Case, Linear, SymPyForm, is_constant, shape_of, sympy_call
 from .elementwise import elementwise
+from .rewrites import repeated_choice
 from .schema import attrs
 from .shape_rules import CHOSEN, RECTIFIED, broadcasting
 from .taylor import linear
@@ -40,14 +41,16 @@ def _step(o: PrimitiveMethods, x: Any) -> Any:
 
 
 RELU = elementwise("relu", _relu, "{0}.relu()", (
-    lambda o, g, out, x: o.mul(g, _step(o, x)),), domain=NONZERO, taylor=linear("relu"),
+    lambda o, g, out, x: o.mul(g, _step(o, x)),),
+    sympy=SymPyForm(lambda sp, x: sp.Max(x, 0)), domain=NONZERO, taylor=linear("relu"),
     numpy="np.maximum({0}, 0)", schema=attrs(shape_rule=broadcasting(RECTIFIED)), saves=("inputs",))
 
-SIGN = elementwise("sign", np.sign, "{0}.sign()", (None,), taylor=linear("sign"), saves=())
+SIGN = elementwise("sign", np.sign, "{0}.sign()", (None,),
+    sympy=sympy_call("sign"), taylor=linear("sign"), saves=())
 
 ABS = elementwise("abs", np.abs, "{0}.abs()", (
-    lambda o, g, out, x: o.mul(g, o.sign(x)),), domain=NONZERO, taylor=linear("abs"),
-    saves=("inputs",))
+    lambda o, g, out, x: o.mul(g, o.sign(x)),),
+    sympy=sympy_call("Abs"), domain=NONZERO, taylor=linear("abs"), saves=("inputs",))
 
 
 def _share(o: PrimitiveMethods, x: Any, y: Any, sense: float) -> Any:
@@ -58,13 +61,15 @@ def _share(o: PrimitiveMethods, x: Any, y: Any, sense: float) -> Any:
 
 MAXIMUM = elementwise("maximum", np.maximum, "maximum({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share(o, x, y, 1.0)),
-    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, 1.0))), taylor=linear("maximum"),
-    saves=("inputs",))
+    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, 1.0))),
+    sympy=SymPyForm(lambda sp, x, y: sp.Max(x, y)),
+    commutative=True, taylor=linear("maximum"), saves=("inputs",))
 
 MINIMUM = elementwise("minimum", np.minimum, "minimum({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share(o, x, y, -1.0)),
-    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, -1.0))), taylor=linear("minimum"),
-    saves=("inputs",))
+    lambda o, g, out, x, y: o.mul(g, _share(o, y, x, -1.0))),
+    sympy=SymPyForm(lambda sp, x, y: sp.Min(x, y)),
+    commutative=True, taylor=linear("minimum"), saves=("inputs",))
 
 
 # ---------------------------------------------------------------- where
@@ -89,7 +94,9 @@ def _where_jvp(o: PrimitiveMethods, ts, out, cond, x, y):
 WHERE = elementwise("where", np.where, "where({0}, {1}, {2})", (
     None,
     lambda o, g, out, cond, x, y: o.where(cond, g, 0),
-    lambda o, g, out, cond, x, y: o.where(cond, 0, g)),
+    lambda o, g, out, cond, x, y: o.where(cond, 0, g)), reduces=repeated_choice,
+    sympy=SymPyForm(lambda sp, c, x, y: sp.Piecewise((x, c), (y, True))),
+    linear=Linear(JOINT, (1, 2)), numba="({1} if {0} else {2})",
     cases=[Case(((3,), (3,), (3,)), conditions=(0,)),
            Case(((3, 4), (3, 1), (1, 4)), conditions=(0,)),
            Case(((2, 3, 4), (2, 3, 4), (3, 4)), conditions=(0,)),

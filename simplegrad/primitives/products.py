@@ -28,6 +28,8 @@ import numpy as np
 
 from ..errors import AxisError, ShapeError
 from .core import (
+    EACH_ALONE,
+    JOINTLY,
     Case,
     Primitive,
     dtype_of,
@@ -110,7 +112,7 @@ EINSUM = register(Primitive(
      Case(((2, 2, 3), (3,), (2,)), {"subscripts": "iij,j,k->ik"}),
      Case(((2, 1, 3), (4, 3)), {"subscripts": "ABi,Bi->AB"}),
      Case(((2, 1), (3,)), {"subscripts": "ij,j->"}),
-     Case(((2, 2, 2),), {"subscripts": "iii->i"})],
+     Case(((2, 2, 2),), {"subscripts": "iii->i"})], linear=EACH_ALONE,
     variadic=True, batch=lambda o, xs, batched, subscripts: _batch_einsum(o, xs, batched,
                                                                           subscripts),
     taylor=multilinear("einsum"),
@@ -161,6 +163,7 @@ DIAGONAL = register(Primitive(
     _diagonal_fmt,
     [Case(((3, 3),)), Case(((3, 4),), {"offset": 1}), Case(((4, 3),), {"offset": -2}),
      Case(((2, 3, 3),), {"axis1": 1, "axis2": 2}), Case(((3, 2, 4),), {"axis1": 2, "axis2": 0})],
+     linear=JOINTLY,
     batch=lambda o, xs, batched, offset=0, axis1=0, axis2=1: run(o, "diagonal", xs, {
         "offset": offset, "axis1": shift_axis(axis1, "diagonal", xs[0]),
         "axis2": shift_axis(axis2, "diagonal", xs[0])}),
@@ -168,14 +171,14 @@ DIAGONAL = register(Primitive(
     schema=attrs(shape_rule=diagonal, offset=INT, axis1=AXIS, axis2=AXIS), saves=()))
 
 
-def _triangle(name: str, forward) -> Primitive:
+def _triangle(name: str, forward, **facts: Any) -> Primitive:
     def fmt(args, attrs, render):
         return f"{name}({args[0]}" + (f", k={attrs['k']})" if attrs.get("k", 0) else ")")
     return register(Primitive(
         name, forward,
         [lambda o, g, out, x, k=0: getattr(o, name)(g, k=k)],
         lambda o, ts, out, x, k=0: getattr(o, name)(ts[0], k=k), fmt,
-        [Case(((3, 3),)), Case(((3, 4),), {"k": 1}), Case(((2, 3, 3),), {"k": -1})],
+        [Case(((3, 3),)), Case(((3, 4),), {"k": 1}), Case(((2, 3, 3),), {"k": -1})], **facts,
         mask=lambda o, m, i, out, x, k=0: m, batch=mapped(name), taylor=linear(name),
         schema=attrs(shape_rule=triangle, k=INT), saves=()))
 
@@ -188,8 +191,8 @@ def _triu(x, k=0):
     return np.triu(x, k=k)
 
 
-TRIL = _triangle("tril", _tril)
-TRIU = _triangle("triu", _triu)
+TRIL = _triangle("tril", _tril, linear=JOINTLY)
+TRIU = _triangle("triu", _triu, linear=JOINTLY)
 
 # ---------------------------------------------------------------- Ops methods
 

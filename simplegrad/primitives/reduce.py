@@ -1,4 +1,5 @@
-"""Reductions: sum, mean, max, min, logsumexp, and the softmax pair.
+"""Reductions: sum, mean, max, min, logsumexp, and the softmax pair; and scipy's logsumexp
+(weights, signs) on arrays and Variables alike.
 
 A reduction's vjp spreads the cotangent back over the reduced axes with a
 recorded reshape and expand; its jvp is the same reduction of the tangent.
@@ -11,13 +12,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import DTypeError
 from .broadcasting import broadcast_to, full_mask
 from .core import (
+    JOINTLY,
+    PASSES_ON,
     REDUCE,
     Case,
     Primitive,
+    SymPyForm,
     along,
     dtype_of,
+    is_constant,
     keepdims_shape,
     method_fmt,
     register,
@@ -72,7 +78,9 @@ SUM = register(Primitive(
     "sum", _sum,
     [lambda o, g, out, x, axis=None, keepdims=False: _spread(o, g, x, axis, keepdims)],
     lambda o, ts, out, x, axis=None, keepdims=False: o.sum(ts[0], axis=axis, keepdims=keepdims),
-    method_fmt("sum", "axis", "keepdims"), REDUCE, batch=along("sum"), mask=_spread_mask,
+    method_fmt("sum", "axis", "keepdims"), REDUCE,
+    sympy=SymPyForm(PASSES_ON.entry, single=True),
+    linear=JOINTLY, numba="+=", batch=along("sum"), mask=_spread_mask,
     taylor=linear("sum"), numpy="np.add.reduce({0}{reduce_axis}{keepdims})",
     schema=reducing(ACCUMULATING), saves=()))
 
@@ -107,7 +115,9 @@ def per_count(o: PrimitiveMethods, g: Any, count: float, times: float = 1.0) -> 
 MEAN = register(Primitive(
     "mean", _mean, [_mean_vjp],
     lambda o, ts, out, x, axis=None, keepdims=False: o.mean(ts[0], axis=axis, keepdims=keepdims),
-    method_fmt("mean", "axis", "keepdims"), REDUCE, batch=along("mean"), mask=_spread_mask,
+    method_fmt("mean", "axis", "keepdims"), REDUCE,
+    sympy=SymPyForm(PASSES_ON.entry, single=True),
+    linear=JOINTLY, counted=True, batch=along("mean"), mask=_spread_mask,
     taylor=linear("mean"), numpy="np.mean({0}{axis}{keepdims})",
     schema=reducing(FLOATING), saves=()))
 
@@ -303,3 +313,51 @@ class ReduceOps:
     def log_softmax(self, x: Any, axis: int = -1, name: str | None = None) -> Variable:
         """x - logsumexp(x) along ``axis``, computed without overflow."""
         return self.apply(LOG_SOFTMAX, (x,), {"axis": axis}, name)
+
+
+# ---------------------------------------------------------------- scipy's logsumexp
+
+def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
+              return_sign: bool = False) -> Any:
+    """scipy.special.logsumexp on arrays and Variables alike: log(sum(b * exp(a))) over
+    ``axis``, recorded when ``a`` or ``b`` is a Variable (``return_sign``: (log|sum|, sign))."""
+    recorded = not is_constant(a) or (b is not None and not is_constant(b))
+    a = a if not is_constant(a) else np.asarray(a)
+    b = b if b is None or not is_constant(b) else np.asarray(b)
+    for v in (a, b):
+        if v is not None and dtype_of(v).kind not in "biuf":
+            raise DTypeError(f"logsumexp: values of dtype {dtype_of(v)} (real values only: "
+                             "complex ones have no gradient here)")
+    if not recorded and a.dtype.kind != "f":
+        a = a.astype(np.float64)            # (as scipy: integers sum as floats)
+    if b is None and not return_sign:       # the primitive: one entry, every rule
+        if recorded:
+            return a.logsumexp(axis=axis, keepdims=keepdims)
+        return _scalar(_logsumexp(a, axis=axis, keepdims=keepdims))
+    if b is None:
+        m = np.max(a, axis=axis, keepdims=True)
+    else:           # (as scipy) an entry of weight 0 adds nothing, even where a is inf or nan
+        keep = np.abs(b) > 0
+        masked = np.where(keep, a, -np.inf)
+        m = np.max(masked, axis=axis, keepdims=True)
+        # a recorded weight keeps the finite a there: its gradient is exp(a) / sum, also at 0
+        a = masked if is_constant(b) else \
+            np.where(np.logical_or(keep, np.isfinite(a)), a, -np.inf)
+    shift = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(a - shift)
+    s = np.sum(e if b is None else b * e, axis=axis, keepdims=keepdims)
+    mag = np.abs(s)
+    nonzero = mag > 0
+    fill = np.where(np.isnan(mag), np.nan, -np.inf)     # log 0 is -inf; nan stays nan
+    out = np.where(nonzero, np.log(np.where(nonzero, mag, 1.0)) + np.reshape(shift, np.shape(s)),
+                   fill)
+    sign = np.sign(s)
+    if return_sign:
+        return (out, sign) if recorded else (_scalar(out), _scalar(sign))
+    out = np.where(s < 0, np.nan, out)      # (as scipy: the log of a negative sum is nan)
+    return out if recorded else _scalar(out)
+
+
+def _scalar(x: Any) -> Any:
+    """A 0-d array as numpy's scalar (what scipy returns)."""
+    return x[()] if isinstance(x, np.ndarray) and x.ndim == 0 else x

@@ -7,15 +7,16 @@ caller uses to refer to values: ``Ref``s in a ``Program``, Variables (and Python
 arrays for constants) on a tape. ``describe_variable`` describes tape inputs.
 
 - ``cse_key(prim, inputs, attrs)``: two entries with equal keys compute the same value. Inputs
-  of commutative primitives (add, mul, maximum, minimum, equal, not_equal, logical_and,
-  logical_or) count in either order.
+  of commutative primitives (``Primitive.commutative``: add, mul, maximum, minimum, equal,
+  not_equal, logical_and, logical_or) count in either order.
 - ``reduces_to(prim, inputs, attrs, describe)``: the input (of the entry or of the entry that
   computed one of them) the entry equals exactly, or None. ``x * 1``, ``1 * x``, ``x + 0``,
-  ``x - 0``, ``x / 1``, ``--x``, ``~~m``, ``m & m``, ``m | m``, ``where(c, x, x)``, a where
-  that repeats an inner where on the same condition (``where(c, 0, where(c, 0, g))``), an
-  expand or reshape to the same shape, a transpose undone by its inverse (or by nothing), a
-  cast to the same dtype. A rule applies only when the result has the input's shape and dtype
-  (a broadcasting constant of ones does not reduce).
+  ``x - 0``, ``x / 1`` (a record's ``unit``), ``--x``, ``~~m``, ``m & m``, ``m | m``,
+  ``where(c, x, x)``, a where that repeats an inner where on the same condition
+  (``where(c, 0, where(c, 0, g))``), an expand or reshape to the same shape, a transpose
+  undone by its inverse (or by nothing), a cast to the same dtype. A rule applies only when
+  the result has the input's shape and dtype (a broadcasting constant of ones does not
+  reduce).
 - ``rewrite(prim, inputs, attrs, describe)``: an equal entry in a simpler form: ``x + x`` is
   ``x * 2.0``, ``x * -1`` is ``-x``, ``x + -y`` and ``-y + x`` are ``x - y``, ``x - -y`` is
   ``x + y``.
@@ -33,13 +34,11 @@ import numpy as np
 
 from .core import REGISTRY, Primitive
 
-COMMUTATIVE = frozenset(REGISTRY[n] for n in ("add", "mul", "maximum", "minimum", "equal",
-                                               "not_equal", "logical_and", "logical_or"))
-_ADD, _SUB, _MUL, _DIV, _NEG = (REGISTRY[n] for n in ("add", "sub", "mul", "div", "neg"))
-_EXPAND, _RESHAPE, _TRANSPOSE, _CAST = (REGISTRY[n] for n in
-                                        ("expand", "reshape", "transpose", "cast"))
-_AND, _OR, _NOT, _WHERE = (REGISTRY[n] for n in
-                           ("logical_and", "logical_or", "logical_not", "where"))
+
+def __getattr__(name: str) -> Any:
+    if name == "COMMUTATIVE":   # the registered commutative primitives, once all are
+        return frozenset(p for p in REGISTRY.values() if p.commutative)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Operand(NamedTuple):
@@ -106,7 +105,7 @@ def cse_key(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> tuple
     n = len(inputs)
     if n == 2:
         ops: Any = (operand_key(inputs[0]), operand_key(inputs[1]))
-        if prim in COMMUTATIVE:
+        if prim.commutative:
             ops = frozenset(ops)    # (x, y) and (y, x) alike; {x} only comes from (x, x)
     else:
         ops = (operand_key(inputs[0]),) if n == 1 else tuple(operand_key(x) for x in inputs)
@@ -158,97 +157,107 @@ def describe_variable(x: Any) -> Operand:
 
 
 # ---------------------------------------------------------------- identities
-
-RULED = frozenset((_ADD, _SUB, _MUL, _DIV, _NEG, _NOT, _AND, _OR, _WHERE, _CAST, _EXPAND,
-                   _RESHAPE, _TRANSPOSE))
-"""The primitives some rule of ``reduces_to`` or ``rewrite`` looks at; no other ever changes."""
+#
+# A record states its identities (core.py): ``unit`` (``x * 1``), ``reduces(prim, inputs,
+# attrs, describe)`` (the input it equals, or None), ``rewrites(prim, inputs, attrs,
+# describe)`` (an equal ``(prim, inputs, attrs)``, or None) and ``simplifies(prim, inputs,
+# attrs)``, the quick test on tape inputs (False: no rule can apply). The rules below are the
+# ones several records share.
 
 
 def may_simplify(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> bool:
     """False when no rule of ``reduces_to`` or ``rewrite`` can apply to an entry of tape inputs
-    (Variables, numbers, arrays): a quick test that spares describing them. Arithmetic of two
-    Variables simplifies only as ``x + x``, ``x - x``... of one Variable or through a negation;
-    a reshape, expand, transpose or cast of a Variable only when it keeps it as it is or undoes
-    the transpose that made it."""
-    if prim not in RULED:
-        return False
-    if prim is _MUL or prim is _DIV or prim is _ADD or prim is _SUB:
-        a, b = inputs
-        ca, cb = not hasattr(a, "prim"), not hasattr(b, "prim")
-        if ca or cb:            # a constant operand: a unit, or a number beside a negation
-            c, v = (a, b) if ca else (b, a)
-            if type(c) is not float and type(c) is not int:
-                return True     # (arrays: the rules look at every entry)
-            if prim is _MUL:
-                return c == 1 or c == -1
-            if prim is _DIV:
-                return cb and c == 1
-            return c == 0 or getattr(v, "prim", None) is _NEG
-        if prim is _MUL or prim is _DIV:
-            return False
-        return a is b or b.prim is _NEG or (prim is _ADD and a.prim is _NEG)
-    x = inputs[0]
-    if not hasattr(x, "prim"):
-        return True
-    if prim is _RESHAPE or prim is _EXPAND:
-        shape = attrs["shape"]
-        return -1 in shape or tuple(shape) == x.shape
-    if prim is _TRANSPOSE:
-        axes = attrs.get("axes") if attrs else None
-        return x.prim is _TRANSPOSE or len(x.shape) < 2 or axes is not None and \
-            _permutation(axes, len(x.shape)) == tuple(range(len(x.shape)))
-    if prim is _CAST:
-        return x.dtype == np.dtype(attrs["dtype"])
-    return True
+    (Variables, numbers, arrays): a quick test that spares describing them."""
+    quick = prim.simplifies
+    return quick is not None and quick(prim, inputs, attrs)
+
 
 def reduces_to(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
                describe: Callable[[Any], Operand] = describe_variable) -> Any | None:
     """The input the entry equals exactly (``x * 1`` -> x, ``--x`` -> x, ...), or None."""
-    if prim is _MUL:
-        return _unit_side(inputs, describe, 1, (0, 1))
-    if prim is _ADD:
-        return _unit_side(inputs, describe, 0, (0, 1))
-    if prim is _SUB:
-        return _unit_side(inputs, describe, 0, (0,))
-    if prim is _DIV:
-        return _unit_side(inputs, describe, 1, (0,))
-    if prim is _NEG or prim is _NOT:
-        x = describe(inputs[0])
-        return x.inputs[0] if x.prim is prim else None
-    if prim is _AND or prim is _OR:
-        return _same_pair(inputs, describe)
-    if prim is _WHERE:
-        return _where_reduces(inputs, describe)
-    if prim is _CAST:
-        x = describe(inputs[0])
-        return inputs[0] if not x.constant and x.dtype == np.dtype(attrs["dtype"]) else None
-    if prim is _EXPAND or prim is _RESHAPE:
-        x = describe(inputs[0])
-        same = not x.constant and _target_shape(x.shape, attrs["shape"]) == tuple(x.shape)
-        return inputs[0] if same else None
-    if prim is _TRANSPOSE:
-        return _undone_transpose(inputs[0], attrs.get("axes") if attrs else None, describe)
-    return None
+    unit = prim.unit
+    if unit is not None:
+        return _unit_side(inputs, describe, unit.value, unit.kept)
+    rule = prim.reduces
+    return None if rule is None else rule(prim, inputs, attrs or {}, describe)
 
 
 def rewrite(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
             describe: Callable[[Any], Operand] = describe_variable) -> tuple | None:
     """An equal entry ``(prim, inputs, attrs)`` in a simpler form: ``x + x`` -> ``x * 2.0``,
     ``x * -1`` -> ``-x``, ``x + -y`` -> ``x - y``, ``x - -y`` -> ``x + y``."""
-    if prim is _ADD or prim is _SUB:
-        x, y = describe(inputs[0]), describe(inputs[1])
-        if prim is _ADD and operand_key(inputs[0]) == operand_key(inputs[1]):
-            return None if x.constant else (_MUL, (inputs[0], 2.0), None)
-        for i in ((1, 0) if prim is _ADD else (1,)):
-            if (x, y)[i].prim is _NEG:     # neg keeps shape and dtype: broadcasting is alike
-                d = (x, y)[i]
-                flipped = _SUB if prim is _ADD else _ADD
-                return flipped, (inputs[1 - i], d.inputs[0]), None
+    rule = prim.rewrites
+    return None if rule is None else rule(prim, inputs, attrs, describe)
+
+
+def involution(prim: Primitive, inputs: Sequence[Any], attrs: dict, describe: Callable) -> Any:
+    """x for ``f(f(x))`` (``--x``, ``~~m``)."""
+    x = describe(inputs[0])
+    return x.inputs[0] if x.prim is prim else None
+
+
+def idempotent(prim: Primitive, inputs: Sequence[Any], attrs: dict, describe: Callable) -> Any:
+    """x for ``f(x, x)`` of a computed bool x (``m & m``, ``m | m``)."""
+    return _same_pair(inputs, describe)
+
+
+def repeated_choice(prim: Primitive, inputs: Sequence[Any], attrs: dict,
+                    describe: Callable) -> Any:
+    """x for ``where(c, x, x)``; w for ``where(c, a, w)`` when w = where(c, a, ...) already
+    (and the mirror image)."""
+    return _where_reduces(prim, inputs, describe)
+
+
+def same_shape(prim: Primitive, inputs: Sequence[Any], attrs: dict, describe: Callable) -> Any:
+    """x for an expand or reshape of a computed x to its own shape."""
+    x = describe(inputs[0])
+    same = not x.constant and _target_shape(x.shape, attrs["shape"]) == tuple(x.shape)
+    return inputs[0] if same else None
+
+
+def reshapes_if_needed(prim: Primitive, inputs: Sequence[Any], attrs: dict) -> bool:
+    """The quick test of ``same_shape``: a shape with -1, or the Variable's own."""
+    x = inputs[0]
+    if not hasattr(x, "prim"):
+        return True
+    shape = attrs["shape"]
+    return -1 in shape or tuple(shape) == x.shape
+
+
+def undone_transpose(prim: Primitive, inputs: Sequence[Any], attrs: dict,
+                     describe: Callable) -> Any:
+    """x when transposing it changes nothing, x's input when x is the inverse transpose."""
+    return _undone_transpose(prim, inputs[0], attrs.get("axes"), describe)
+
+
+def transposes_if_needed(prim: Primitive, inputs: Sequence[Any], attrs: dict) -> bool:
+    """The quick test of ``undone_transpose``."""
+    x, axes = inputs[0], attrs.get("axes") if attrs else None
+    if not hasattr(x, "prim"):
+        return True
+    return x.prim is prim or len(x.shape) < 2 or axes is not None and \
+        _permutation(axes, len(x.shape)) == tuple(range(len(x.shape)))
+
+
+def unit_side(inputs: Sequence[Any], describe: Callable, unit: int, kept: tuple) -> Any:
+    """inputs[i] for the first i in ``kept`` whose partner is the constant ``unit`` and does
+    not change its shape or dtype."""
+    return _unit_side(inputs, describe, unit, kept)
+
+
+def number_beside(inputs: Sequence[Any]) -> tuple[Any, Any, bool] | None:
+    """For two tape inputs of which one is a constant: (the constant, the other, whether the
+    second input is a constant), the first input when both are; None for two Variables."""
+    a, b = inputs
+    ca, cb = not hasattr(a, "prim"), not hasattr(b, "prim")
+    if not (ca or cb):
         return None
-    if prim is _MUL:
-        x = _unit_side(inputs, describe, -1, (0, 1))
-        return None if x is None else (_NEG, (x,), None)
-    return None
+    return (a, b, cb) if ca else (b, a, True)
+
+
+def is_number(c: Any) -> bool:
+    """A Python float or int (arrays make the quick tests answer True: the rules look)."""
+    return type(c) is float or type(c) is int
 
 
 def _same_pair(inputs: Sequence[Any], describe: Callable) -> Any:
@@ -259,7 +268,7 @@ def _same_pair(inputs: Sequence[Any], describe: Callable) -> Any:
     return None if x.constant or x.dtype != np.dtype(bool) else inputs[0]
 
 
-def _where_reduces(inputs: Sequence[Any], describe: Callable) -> Any:
+def _where_reduces(prim: Primitive, inputs: Sequence[Any], describe: Callable) -> Any:
     """x for ``where(c, x, x)``; w for ``where(c, a, w)`` when w = where(c, a, ...) already
     (and the mirror image), provided the result keeps that input's shape."""
     cond, x, y = inputs
@@ -268,7 +277,7 @@ def _where_reduces(inputs: Sequence[Any], describe: Callable) -> Any:
         return _keeps_shape(x, describe, c)
     for inner, taken in ((y, 1), (x, 2)):
         w = describe(inner)
-        if w.prim is _WHERE and operand_key(w.inputs[0]) == operand_key(cond) and \
+        if w.prim is prim and operand_key(w.inputs[0]) == operand_key(cond) and \
                 operand_key(w.inputs[taken]) == operand_key(inputs[taken]):
             return _keeps_shape(inner, describe, c, describe(inputs[taken]))
     return None
@@ -326,14 +335,14 @@ def _permutation(axes: Any, ndim: int) -> tuple:
     return tuple(range(ndim))[::-1] if axes is None else tuple(int(a) % ndim for a in axes)
 
 
-def _undone_transpose(x: Any, axes: Any, describe: Callable) -> Any:
+def _undone_transpose(prim: Primitive, x: Any, axes: Any, describe: Callable) -> Any:
     """x when transposing it changes nothing, x's input when x is the inverse transpose."""
     d = describe(x)
     ndim = len(d.shape)
     outer = _permutation(axes, ndim)
     if outer == tuple(range(ndim)):
         return None if d.constant else x
-    if d.prim is not _TRANSPOSE:
+    if d.prim is not prim:
         return None
     inner = _permutation(d.attrs.get("axes") if d.attrs else None, ndim)
     # transpose(transpose(y, inner), outer) has axis k of y's axis inner[outer[k]]

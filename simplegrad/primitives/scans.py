@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import ArgumentError, AxisError
 from .broadcasting import broadcast_to
 from .core import (
+    JOINTLY,
     REDUCE,
     Case,
     Primitive,
@@ -113,7 +114,7 @@ def _cumsum_vjp(o: PrimitiveMethods, g, out, x, axis=None):
 CUMSUM = register(Primitive(
     "cumsum", _cumsum, [_cumsum_vjp],
     lambda o, ts, out, x, axis=None: o.cumsum(ts[0], axis=axis),
-    method_fmt("cumsum", "axis"), ALONG, batch=along("cumsum", flat=True),
+    method_fmt("cumsum", "axis"), ALONG, linear=JOINTLY, batch=along("cumsum", flat=True),
     taylor=linear("cumsum"),
     schema=attrs(shape_rule=scan(ACCUMULATING), axis=AXIS_OR_NONE), saves=()))
 

@@ -12,10 +12,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import DTypeError
+from .alternatives import instead
 from .broadcasting import full_mask, mask_down, unbroadcast
 from .core import (
+    JOINT,
+    JOINTLY,
+    PASSES_ON,
     Case,
+    Linear,
     Primitive,
+    SymPyForm,
     align,
     batch_size,
     dtype_of,
@@ -26,6 +32,7 @@ from .core import (
     shape_of,
     shift_axis,
 )
+from .rewrites import reshapes_if_needed, same_shape, transposes_if_needed, undone_transpose
 from .schema import (
     AXIS_OR_NONE,
     DTYPE,
@@ -80,7 +87,9 @@ EXPAND = register(Primitive(
     "expand", _expand,
     [lambda o, g, out, x, shape: unbroadcast(o, g, shape_of(x))],
     lambda o, ts, out, x, shape: o.expand(ts[0], shape),
-    "{0}.expand({shape})",
+    "{0}.expand({shape})", reduces=same_shape, simplifies=reshapes_if_needed,
+    sympy=SymPyForm(PASSES_ON.entry, lambda sp, x, shape: x), linear=JOINTLY,
+    sized="broadcast",
     mask=lambda o, m, i, out, x, shape: None if m is None else mask_down(o, m, shape, shape_of(x)),
     cases=[Case(((),), {"shape": (4,)}), Case(((3, 1),), {"shape": (3, 4)}),
      Case(((3,),), {"shape": (2, 3)}), Case(((1, 4),), {"shape": (2, 3, 4)})],
@@ -96,11 +105,26 @@ def _reshape(x, shape):
     return np.reshape(x, shape)
 
 
+def _reshape_stacks(inputs, xs, flags, rank, attrs, stack):
+    """A stack reshaped per example: its tail reshaped (the identity basis reshaped to its own
+    shape is the basis still)."""
+    x = inputs[0]
+    if type(x) is not stack:
+        return None
+    shape = tuple(attrs["shape"])
+    if x.eye and shape == x.shape:
+        return x
+    return stack(x.inner.reshape((x.inner.shape[0],) + shape), fresh=x.fresh)
+
+
 RESHAPE = register(Primitive(
     "reshape", _reshape,
     [lambda o, g, out, x, shape: o.reshape(g, shape_of(x))],
     lambda o, ts, out, x, shape: o.reshape(ts[0], shape),
-    "{0}.reshape({shape})",
+    "{0}.reshape({shape})", reduces=same_shape, simplifies=reshapes_if_needed,
+    sympy=SymPyForm(PASSES_ON.entry, lambda sp, x, shape: x), linear=JOINTLY,
+    on_stacks=_reshape_stacks, alias=True,
+    sized="reshape",
     mask=lambda o, m, i, out, x, shape:
         None if m is None else o.reshape(full_mask(o, m, shape_of(out)), shape_of(x)),
     cases=[Case(((),), {"shape": (1, 1)}), Case(((3, 4),), {"shape": (12,)}),
@@ -130,6 +154,9 @@ TRANSPOSE = register(Primitive(
     [lambda o, g, out, x, axes=None: o.transpose(g, _inverse(axes))],
     lambda o, ts, out, x, axes=None: o.transpose(ts[0], axes),
     _transpose_fmt,
+    reduces=undone_transpose,
+    simplifies=transposes_if_needed,
+    sympy=SymPyForm(None, lambda sp, x, axes=None: x.T), linear=JOINTLY,
     mask=lambda o, m, i, out, x, axes=None:
         None if m is None else o.transpose(full_mask(o, m, shape_of(out)), _inverse(axes)),
     cases=[Case(((3,),)), Case(((3, 4),)), Case(((2, 3, 4),), {"axes": (1, 0, 2)}),
@@ -182,7 +209,7 @@ CONCATENATE = register(Primitive(
     [lambda o, g, out, i, *xs, axis=0: o.getitem(g, _part(i, xs, axis))],
     _concatenate_jvp, _join_fmt("concatenate"),
     [Case(((3,), (2,))), Case(((3, 4), (1, 4), (2, 4)), {"axis": 0}),
-     Case(((2, 3), (2, 1)), {"axis": -1})],
+     Case(((2, 3), (2, 1)), {"axis": -1})], linear=JOINTLY,
     variadic=True, batch=lambda o, xs, batched, axis=0: o.concatenate(
         _all_batched(o, xs, batched), axis=_join_axis("concatenate", axis, xs, batched, 0)),
     taylor=linear("concatenate"), schema=attrs(shape_rule=joined, axis=AXIS_OR_NONE), saves=()))
@@ -216,7 +243,7 @@ def _stack_jvp(o: PrimitiveMethods, ts, out, *xs, axis=0):
 STACK = register(Primitive(
     "stack", _stack, [_stack_vjp], _stack_jvp, _join_fmt("stack"),
     [Case(((), ())), Case(((3,), (3,), (3,))), Case(((3, 4), (3, 4)), {"axis": 1}),
-     Case(((2, 3), (2, 3)), {"axis": -1})],
+     Case(((2, 3), (2, 3)), {"axis": -1})], linear=JOINTLY,
     variadic=True, batch=lambda o, xs, batched, axis=0: o.stack(
         _all_batched(o, xs, batched), axis=_join_axis("stack", axis, xs, batched, 1)),
     taylor=linear("stack"), schema=attrs(shape_rule=stacked, axis=axis(extra=1)), saves=()))
@@ -228,12 +255,36 @@ def _cast(x, dtype):
     return x.astype(dtype)
 
 
+def _cast_reduces(prim: Primitive, inputs: Sequence[Any], attrs: dict, describe: Any) -> Any:
+    """x for a cast of a computed x to its own dtype."""
+    x = describe(inputs[0])
+    return inputs[0] if not x.constant and x.dtype == np.dtype(attrs["dtype"]) else None
+
+
+def _cast_simplifies(prim: Primitive, inputs: Sequence[Any], attrs: dict) -> bool:
+    x = inputs[0]
+    return not hasattr(x, "prim") or x.dtype == np.dtype(attrs["dtype"])
+
+
+def _cast_sympy(sp: Any, x: Any, dtype: Any) -> Any:
+    """A cast in SymPy: a condition cast to a number is 1 where it holds, 0 elsewhere; any
+    other value passes on."""
+    return sp.Piecewise((1, x), (0, True)) if isinstance(x, sp.logic.boolalg.Boolean) else x
+
+
+def _to_inexact(attrs: dict) -> bool:
+    """cast is linear only to a floating (or complex) dtype."""
+    return np.issubdtype(np.dtype(attrs["dtype"]), np.inexact)
+
+
 CAST = register(Primitive(
     "cast", _cast,
     [lambda o, g, out, x, dtype: o.cast(g, dtype_of(x))],
     lambda o, ts, out, x, dtype: o.cast(ts[0], dtype),
     method_fmt("astype", "dtype"),
-    [Case(((3,),), {"dtype": np.dtype(np.float64)})], batch=mapped("cast"),
+    [Case(((3,),), {"dtype": np.dtype(np.float64)})],
+    reduces=_cast_reduces, simplifies=_cast_simplifies, sympy=SymPyForm(_cast_sympy),
+    linear=Linear(JOINT, when=_to_inexact), batch=mapped("cast"),
     taylor=linear("cast"), numpy="{0}.astype({dtype})",
     schema=attrs(shape_rule=cast, dtype=need(DTYPE)), saves=()))
 
@@ -269,8 +320,10 @@ class ShapeOps:
         """x converted to a floating ``dtype`` (float16, float32 or float64)."""
         dtype = np.dtype(dtype)
         if dtype.kind != "f" or dtype.itemsize > 8:
-            raise error("cast", (x,), f"cannot differentiate values of dtype {dtype}; "
-                              "use float16, float32 or float64", DTypeError)
+            hint = instead("index") if dtype.kind in "biu" else \
+                "; use float16, float32 or float64"
+            raise error("cast", (x,), f"cannot differentiate values of dtype {dtype}{hint}",
+                        DTypeError)
         return self.apply(CAST, (x,), {"dtype": dtype}, name)
 
 

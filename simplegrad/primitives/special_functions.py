@@ -24,7 +24,19 @@ import numpy as np
 
 from ..errors import NotDifferentiableError, ShapeError
 from .broadcasting import broadcast_to, unbroadcast
-from .core import HELD, Case, Primitive, align, error, is_constant, register, run, shape_of, uniform
+from .core import (
+    HELD,
+    Case,
+    Primitive,
+    align,
+    error,
+    is_constant,
+    register,
+    run,
+    shape_of,
+    sympy_call,
+    uniform,
+)
 from .elementwise import elementwise
 from .lazy import blockwise, refuse
 from .schema import MAX_RANK, ShapeRule, ShapeRuleError, attrs, is_real
@@ -173,15 +185,17 @@ def _erfinv_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> S
 
 
 ERF = elementwise("erf", blockwise(_erf), "{0}.erf()",
-                  (lambda o, g, out, x: o.mul(g, _gauss(o, x)),), taylor=_erf_series(1.0),
+                  (lambda o, g, out, x: o.mul(g, _gauss(o, x)),),
+                  sympy=sympy_call("erf"), taylor=_erf_series(1.0),
                   schema=attrs(shape_rule=broadcasting(FLOATING)), saves=("inputs",))
 ERFC = elementwise("erfc", blockwise(_erfc), "{0}.erfc()",
-                   (lambda o, g, out, x: o.neg(o.mul(g, _gauss(o, x))),),
+                   (lambda o, g, out, x: o.neg(o.mul(g, _gauss(o, x))),), sympy=sympy_call("erfc"),
                    taylor=_erf_series(-1.0), schema=attrs(shape_rule=broadcasting(FLOATING)),
                    saves=("inputs",))
 ERFINV = elementwise("erfinv", blockwise(_erfinv), "{0}.erfinv()",
                      (lambda o, g, out, x: o.mul(g, o.mul(o.exp(o.mul(out, out)),
                                                          SQRT_PI_OVER_TWO)),),
+    sympy=sympy_call("erfinv"),
                      domain=uniform(-0.95, 0.95), taylor=_erfinv_taylor,
                      schema=attrs(shape_rule=broadcasting(FLOATING)), saves=("out",))
 

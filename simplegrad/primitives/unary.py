@@ -18,7 +18,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
-from .core import ANY, NONZERO, POSITIVE, UNARY, Case, Sampler, TaylorRule, uniform
+from .core import (
+    ANY,
+    NONZERO,
+    POSITIVE,
+    UNARY,
+    Case,
+    Sampler,
+    SymPyForm,
+    TaylorRule,
+    sympy_call,
+    uniform,
+)
 from .elementwise import elementwise
 from .schema import attrs, integer
 from .series import (
@@ -47,10 +58,12 @@ LN10 = float(np.log(10.0))
 
 
 def _unary(name: str, forward: Any, rule: Any, domain: Sampler = ANY, cases=None,
-           taylor: TaylorRule | None = None, saves: tuple = ("inputs", "out")) -> Any:
-    """Register a one-input function printed as a method, ``v3.tan()``."""
-    return elementwise(name, forward, "{0}." + name + "()", (rule,), domain=domain, cases=cases,
-                       taylor=taylor, saves=saves)
+           taylor: TaylorRule | None = None, saves: tuple = ("inputs", "out"),
+           **facts: Any) -> Any:
+    """Register a one-input function printed as a method, ``v3.tan()`` (``facts``: other
+    record fields)."""
+    return elementwise(name, forward, "{0}." + name + "()", (rule,), **facts, domain=domain,
+                       cases=cases, taylor=taylor, saves=saves)
 
 
 def _sqrt_one_minus_square(o: PrimitiveMethods, x):
@@ -98,27 +111,34 @@ def _cosh_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Ser
 
 
 TAN = _unary("tan", np.tan, lambda o, g, out, x: o.mul(g, o.add(o.mul(out, out), 1)),
-             uniform(-1.2, 1.2), taylor=_tan_taylor, saves=("out",))
+             uniform(-1.2, 1.2), sympy=sympy_call("tan"), taylor=_tan_taylor, saves=("out",))
 ARCSIN = _unary("arcsin", np.arcsin, lambda o, g, out, x: o.div(g, _sqrt_one_minus_square(o, x)),
-                uniform(-0.9, 0.9), taylor=_inverse(_root(1.0, -1.0)), saves=("inputs",))
+                uniform(-0.9, 0.9), sympy=sympy_call("asin"), taylor=_inverse(_root(1.0, -1.0)),
+                saves=("inputs",))
 ARCCOS = _unary("arccos", np.arccos,
                 lambda o, g, out, x: o.neg(o.div(g, _sqrt_one_minus_square(o, x))),
-                uniform(-0.9, 0.9), taylor=_inverse(_root(1.0, -1.0), -1.0), saves=("inputs",))
+                uniform(-0.9, 0.9),
+                sympy=sympy_call("acos"), taylor=_inverse(_root(1.0, -1.0), -1.0),
+                saves=("inputs",))
 ARCTAN = _unary("arctan", np.arctan, lambda o, g, out, x: o.div(g, o.add(o.mul(x, x), 1)),
+    sympy=sympy_call("atan"),
                 taylor=_inverse(_poly(1.0, 1.0)), saves=("inputs",))
-SINH = _unary("sinh", np.sinh, lambda o, g, out, x: o.mul(g, o.cosh(x)), taylor=_sinh_taylor,
-              saves=("inputs",))
-COSH = _unary("cosh", np.cosh, lambda o, g, out, x: o.mul(g, o.sinh(x)), taylor=_cosh_taylor,
-              saves=("inputs",))
+SINH = _unary("sinh", np.sinh, lambda o, g, out, x: o.mul(g, o.cosh(x)),
+    sympy=sympy_call("sinh"), taylor=_sinh_taylor, saves=("inputs",))
+COSH = _unary("cosh", np.cosh, lambda o, g, out, x: o.mul(g, o.sinh(x)),
+    sympy=sympy_call("cosh"), taylor=_cosh_taylor, saves=("inputs",))
 ARCSINH = _unary("arcsinh", np.arcsinh,
                  lambda o, g, out, x: o.div(g, o.sqrt(o.add(o.mul(x, x), 1))),
+                 sympy=sympy_call("asinh"),
                  taylor=_inverse(_root(1.0, 1.0)), saves=("inputs",))
 ARCCOSH = _unary("arccosh", np.arccosh,       # sqrt((x - 1)(x + 1)): exact near x = 1
                  lambda o, g, out, x: o.div(g, o.sqrt(o.mul(o.sub(x, 1), o.add(x, 1)))),
-                 uniform(1.1, 3.0), taylor=_inverse(_root(-1.0, 1.0)), saves=("inputs",))
+                 uniform(1.1, 3.0), sympy=sympy_call("acosh"), taylor=_inverse(_root(-1.0, 1.0)),
+                 saves=("inputs",))
 ARCTANH = _unary("arctanh", np.arctanh,
                  lambda o, g, out, x: o.div(g, o.mul(o.sub(1, x), o.add(x, 1))),
-                 uniform(-0.9, 0.9), taylor=_inverse(_poly(1.0, -1.0)), saves=("inputs",))
+                 uniform(-0.9, 0.9), sympy=sympy_call("atanh"), taylor=_inverse(_poly(1.0, -1.0)),
+                 saves=("inputs",))
 
 # ---------------------------------------------------------------- logs, exponentials, powers
 
@@ -161,26 +181,34 @@ def _reciprocal_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) 
 
 
 LOG1P = _unary("log1p", np.log1p, lambda o, g, out, x: o.div(g, o.add(x, 1)), uniform(-0.5, 2.0),
+    sympy=SymPyForm(lambda sp, x: sp.log(1 + x)),
                taylor=_log1p_taylor, saves=("inputs",))
 EXPM1 = _unary("expm1", np.expm1, lambda o, g, out, x: o.mul(g, o.add(out, 1)),
+    sympy=SymPyForm(lambda sp, x: sp.exp(x) - 1),
                taylor=_expm1_taylor, saves=("out",))
 LOG2 = _unary("log2", np.log2, lambda o, g, out, x: o.div(g, o.mul(x, LN2)), POSITIVE,
+    sympy=SymPyForm(lambda sp, x: sp.log(x, 2)),
               taylor=_log_base(1 / LN2), saves=("inputs",))
 LOG10 = _unary("log10", np.log10, lambda o, g, out, x: o.div(g, o.mul(x, LN10)), POSITIVE,
+    sympy=SymPyForm(lambda sp, x: sp.log(x, 10)),
                taylor=_log_base(1 / LN10), saves=("inputs",))
-EXP2 = _unary("exp2", np.exp2, lambda o, g, out, x: o.mul(g, o.mul(out, LN2)), taylor=_exp2_taylor,
-              saves=("out",))
+EXP2 = _unary("exp2", np.exp2, lambda o, g, out, x: o.mul(g, o.mul(out, LN2)),
+    sympy=SymPyForm(lambda sp, x: 2 ** x), taylor=_exp2_taylor, saves=("out",))
 SQUARE = _unary("square", np.square, lambda o, g, out, x: o.mul(g, o.mul(x, 2)),
+    sympy=SymPyForm(lambda sp, x: x ** 2),
                 taylor=_square_taylor, saves=("inputs",))
 RECIPROCAL = _unary("reciprocal", np.reciprocal,
                     lambda o, g, out, x: o.neg(o.mul(g, o.mul(out, out))), NONZERO,
+                    sympy=SymPyForm(lambda sp, x: 1 / x),
                     taylor=_reciprocal_taylor, saves=("out",))
 
 # ---------------------------------------------------------------- rounding (no gradient)
 
-FLOOR = _unary("floor", np.floor, None, taylor=linear("floor"), saves=())
-CEIL = _unary("ceil", np.ceil, None, taylor=linear("ceil"), saves=())
-TRUNC = _unary("trunc", np.trunc, None, taylor=linear("trunc"), saves=())
+FLOOR = _unary("floor", np.floor, None, sympy=sympy_call("floor"), taylor=linear("floor"), saves=())
+CEIL = _unary("ceil", np.ceil, None, sympy=sympy_call("ceiling"), taylor=linear("ceil"), saves=())
+TRUNC = _unary("trunc", np.trunc, None,
+    sympy=SymPyForm(lambda sp, x: sp.sign(x) * sp.floor(sp.Abs(x))), taylor=linear("trunc"),
+    saves=())
 
 
 def _round(x, decimals=0):

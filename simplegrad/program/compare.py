@@ -24,7 +24,7 @@ from ..engine.derivation import Derivation, Line
 from ..engine.render import derivation_line
 from ..engine.variable import Variable
 from ..errors import ArgumentError
-from ..primitives.rewrites import COMMUTATIVE, LARGE, attrs_key, constant_key
+from ..primitives.rewrites import LARGE, attrs_key, constant_key
 from .core import Program
 from .nodes import CONST, INPUT
 
@@ -110,7 +110,7 @@ def _lines(x: Any, ids: dict) -> tuple[list[tuple[Any, str]], list[Any]]:
 
 def _key(prim: Any, operands: list, attrs: dict | None) -> tuple:
     ops: Any = tuple(operands)
-    if prim in COMMUTATIVE and len(ops) == 2:
+    if prim.commutative and len(ops) == 2:
         ops = frozenset(ops)
     return (prim.name, ops, attrs_key(attrs))
 

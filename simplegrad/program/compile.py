@@ -280,8 +280,10 @@ def _expression(node: Node, args: list[str], namespace: dict, names: Names,
         if template.startswith("{0}.") and not args[0].isidentifier():
             args = [f"np.asarray({args[0]})", *args[1:]]    # a number literal has no methods
         return _fill(template, args, attrs, literal)
-    if registered and prim.name == "matmul" and not attrs and _plain_matmul(*shapes):
-        return f"{args[0]} @ {args[1]}"     # where the forward is plain np.matmul
+    if registered and prim.numpy_at is not None:    # a form for these shapes (matmul's @)
+        template = prim.numpy_at(shapes, attrs)
+        if template is not None:
+            return _fill(template, args, attrs, literal)
     keywords = "".join(f", {k}={v}" for k, v in literal.items())
     fn = prim.forward
     if isinstance(fn, np.ufunc) or getattr(np, getattr(fn, "__name__", ""), None) is fn:
@@ -309,16 +311,6 @@ class _Shapes:
             return tuple(self.prog.nodes[ref.index].shape)
         value = self.prog.constants[ref.index].value
         return value.shape if isinstance(value, np.ndarray) else None
-
-
-def _plain_matmul(x: tuple | None, y: tuple | None) -> bool:
-    """Whether the matmul forward is plain ``np.matmul`` for these shapes: operands of one or
-    two dimensions whose contraction is not the length-1 outer product it multiplies instead
-    (stacks can take its broadcast-weight path, which depends on strides, so they keep the
-    call)."""
-    if x is None or y is None or len(x) not in (1, 2) or len(y) not in (1, 2):
-        return False
-    return not (len(x) == 2 and len(y) == 2 and x[-1] == 1)
 
 
 def _fill(template: str, args: list[str], attrs: dict, literal: dict) -> str:

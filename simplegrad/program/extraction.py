@@ -118,15 +118,12 @@ def _zeros(builder: Builder, z: Variable) -> Ref:
                              z.dtype))
 
 
-COUNTED = ("mean", "variance", "std")     # reductions whose vjp divides by their count
-
-
 def _count(v: Variable, origin: tuple | None, counted: dict) -> tuple | None:
     """For an entry of a mean's (variance's, std's) pullback that divides by its count (or
     multiplies by a multiple of 1 / count), how: (x's shape, axes, ddof, times, the mean);
     also for the entry that pulls back through such an entry by the same number (a second
     order). Noted in ``counted``."""
-    x = v.inputs[1] if v.prim.name in ("div", "mul") and len(v.inputs) == 2 else None
+    x = v.inputs[1] if v.prim.scales is not None and len(v.inputs) == 2 else None
     if origin is None or type(x) not in (int, float):
         return None
     m, _ = origin
@@ -136,7 +133,7 @@ def _count(v: Variable, origin: tuple | None, counted: dict) -> tuple | None:
             counted[id(v)] = counted[id(m)]
             return counted[id(v)]
         return None
-    if m.prim.name not in COUNTED:
+    if not m.prim.counted:      # a reduction whose vjp divides by its count (the record says)
         return None
     how = _counting(v, m, x)
     if how is not None:
@@ -154,10 +151,10 @@ def _counting(v: Variable, m: Variable, x: int | float) -> tuple | None:
     ddof = attrs.get("ddof", 0)
     n = math.prod(src.shape[a] for a in (range(len(src.shape)) if axes is None else axes))
     dof = n - ddof
-    if v.prim.name == "div" and x == dof != 1:
+    if v.prim.scales == "over" and x == dof != 1:
         return (src.shape, axes, ddof, None, m)
     for times in (1.0, 2.0):
-        if v.prim.name == "mul" and dof > 0 and x == times / dof:
+        if v.prim.scales == "times" and dof > 0 and x == times / dof:
             return (src.shape, axes, ddof, times, m)
     return None
 

@@ -124,7 +124,8 @@ def _fusable(prog: Program, node: Node) -> bool:
 
 def _full_sum(prog: Program, node: Node) -> bool:
     attrs = node.attrs or {}
-    return (node.prim is REGISTRY.get("sum") and len(node.args) == 1 and
+    return (node.prim.numba == "+=" and REGISTRY.get(node.prim.name) is node.prim and
+            len(node.args) == 1 and
             node.args[0].kind == NODE and attrs.get("axis") is None and
             tuple(node.shape) == () and np.dtype(node.dtype) == np.float64)
 

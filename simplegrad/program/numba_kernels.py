@@ -5,10 +5,10 @@ each member entry is one scalar statement, the values read outside the group are
 arrays and full sums are accumulated per block. Each iteration computes ``CHAINS`` values,
 statement by statement interleaved: one value's chain of entries is a sequence of dependent
 operations, bound by their latency, and independent chains fill the gaps (LLVM vectorises the
-loop, so each chain is a vector of values). Operators, comparisons and ``where`` are written as
-Python expressions, ``exp`` and ``tanh`` as calls of numba functions of arithmetic alone
-(``written``), numpy ufuncs as themselves, and other forwards as calls of numba-compiled
-helpers."""
+loop, so each chain is a vector of values). An entry whose record states its fused form
+(``Primitive.numba``: operators and ``where`` as Python expressions, ``exp`` and ``tanh`` as
+calls ``_w_exp``, ``_w_tanh`` of numba functions of arithmetic alone, ``written``) is written
+so, numpy ufuncs as themselves, and other forwards as calls of numba-compiled helpers."""
 
 from __future__ import annotations
 
@@ -26,8 +26,6 @@ from .nodes import CONST, INPUT, NODE, Ref
 BLOCK = 1024        # values per partial sum
 CHAINS = 2          # independent elements per iteration (each a vector): latency overlapped
 FASTMATH = frozenset({"contract", "reassoc", "arcp", "nsz"})     # nan and inf kept
-_OPERATOR = {"add", "sub", "mul", "div", "neg"}
-_SCALAR = {"where": "({1} if {0} else {2})"}
 
 
 def arg_meta(prog: Program, r: Ref) -> tuple[tuple, np.dtype | None]:
@@ -60,7 +58,7 @@ def arg_meta(prog: Program, r: Ref) -> tuple[tuple, np.dtype | None]:
 # numpy over dense sweeps (tests/test_numba_backend.py): exp within 1 ulp, tanh within 3; nan,
 # +-inf, +-0.0, overflow and underflow as numpy gives them. Compiled with contraction only:
 # reassociation would undo the exact first step of the reduction.
-_WRITTEN = ("exp", "tanh")
+_WRITTEN = ("exp", "tanh")      # the loop's own functions, _w_exp and _w_tanh
 _INV = tuple(1.0 / math.factorial(k) for k in range(14))
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01       # 32 significant bits: k * _LN2_HI is exact
@@ -135,19 +133,15 @@ def is_call(prim: Primitive) -> bool:
     """Whether the entry is a numpy function that numba would call per value (sin, log, ...):
     numpy's SIMD loops run those faster. A forward of simplegrad's own (sigmoid, clip, ...)
     is tried as a numba function; one numba cannot compile falls back."""
-    if prim.name in _OPERATOR or prim.name in _SCALAR or prim.name in _WRITTEN:
+    if prim.numba is not None:      # a form of its own in the loop
         return False
     return isinstance(prim.forward, np.ufunc) and prim.forward.__name__ not in _INLINE
 
 
 def _scalar_expr(prim: Primitive, args: list[str], helpers: dict) -> str:
     """The entry on one element of each argument, as numba source."""
-    if prim.name in _OPERATOR:
-        return "(" + prim.numpy.format(*args) + ")"
-    if prim.name in _SCALAR:
-        return _SCALAR[prim.name].format(*args)
-    if prim.name in _WRITTEN:
-        return f"_w_{prim.name}({', '.join(args)})"
+    if prim.numba is not None:
+        return prim.numba.format(*args)
     if isinstance(prim.forward, np.ufunc):
         return f"np.{prim.forward.__name__}({', '.join(args)})"
     key = f"_f_{prim.name}"
@@ -216,10 +210,10 @@ class Kernel:
             lines += [f"            {line.format(c=f'_{c}' if c else '', i=f'u{c}')}"
                       for c in range(CHAINS)]
         for j in group.sums:
-            term = f"t{prog.nodes[j].args[0].index}"
-            lines.append(f"            s{j} += {term}")
+            term, acc = f"t{prog.nodes[j].args[0].index}", prog.nodes[j].prim.numba   # "+="
+            lines.append(f"            s{j} {acc} {term}")
             # an element two chains cover (at the end of a block) is summed once
-            lines += [f"            s{j} += {term}_{c} if i + f{c} >= {starts[c]} else 0.0"
+            lines += [f"            s{j} {acc} {term}_{c} if i + f{c} >= {starts[c]} else 0.0"
                       for c in range(1, CHAINS)]
         lines += [f"        acc{j} += s{j}" for j in group.sums]
         rets = [f"o{j}" if j not in group.sums else f"acc{j}" for j in self.outputs]

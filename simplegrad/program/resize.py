@@ -90,9 +90,9 @@ def resize(prog: Program, shapes: Sequence[tuple], who: str = "program") -> Prog
     for node, dims in zip(prog.nodes, sz.nodes):
         shape = shape_of(dims)
         attrs = node.attrs
-        if node.prim.name in OUTPUT_SHAPE:
+        if node.prim.sized in OUTPUT_SHAPE:
             attrs = dict(attrs, shape=shape)
-        elif node.prim.name == "reshape":
+        elif node.prim.sized == "reshape":
             attrs = dict(attrs, shape=tuple(-1 if m == -1 else n
                                             for m, n in zip(attrs["shape"], shape)))
         nodes.append(node._replace(shape=shape, attrs=attrs))

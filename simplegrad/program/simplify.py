@@ -71,8 +71,8 @@ def simplify(prog: Program) -> Program:
             continue
         same = None
         for _ in range(3):      # a rewrite may open a fold, a fold an identity
-            if prim.name == "mul":      # (x * 2.0) * 0.5 is x * 1.0, which the rules see next
-                args = _fold_scale(b, args)
+            if prim.associative:    # (x * 2.0) * 0.5 is x * 1.0, which the rules see next
+                args = _fold_scale(b, prim, args)
             same = reduces_to(prim, args, attrs, describe)
             simpler = None if same is not None else rewrite(prim, args, attrs, describe)
             if simpler is None:
@@ -93,21 +93,22 @@ def simplify(prog: Program) -> Program:
     return out
 
 
-def _fold_scale(b: Builder, args: tuple) -> tuple:
-    """``(x * c1) * c2`` as ``x * (c1 * c2)`` when c1 and c2 are Python numbers."""
+def _fold_scale(b: Builder, prim: Primitive, args: tuple) -> tuple:
+    """``(x * c1) * c2`` as ``x * (c1 * c2)`` when c1 and c2 are Python numbers (for any
+    ``associative`` primitive)."""
     def number(r: Ref) -> Any:
         value = b.constants[r.index].value if r.kind == CONST else None
         return value if type(value) in (int, float) else None
 
     for i in (0, 1):
         inner, c2 = args[i], number(args[1 - i])
-        if inner.kind != NODE or c2 is None or b.nodes[inner.index].prim.name != "mul":
+        if inner.kind != NODE or c2 is None or b.nodes[inner.index].prim is not prim:
             continue
         inner_args = b.nodes[inner.index].args
         for j in (0, 1):
             c1 = number(inner_args[1 - j])
             if c1 is not None and inner_args[j].kind != CONST:
-                return (inner_args[j], b.constant(c1 * c2))
+                return (inner_args[j], b.constant(prim.associative(c1, c2)))
     return args
 
 

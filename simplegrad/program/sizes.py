@@ -75,7 +75,7 @@ class Sizes:
                 self.union(d, e)
         reshapes = []       # after every other join: a flattened batch can be unflattened
         for node, out in zip(prog.nodes, self.nodes):
-            if node.prim.name == "reshape":
+            if node.prim.sized == "reshape":
                 reshapes.append((node, self.dims(node.args[0]), out))
             else:
                 self._node(node, out)
@@ -111,8 +111,8 @@ class Sizes:
 
     def _node(self, node: Node, out: tuple) -> None:
         args = [self.dims(r) for r in node.args]
-        name = node.prim.name
-        if name == "expand":
+        sized = node.prim.sized
+        if sized == "broadcast":
             x = args[0]
             for i, d in enumerate(x):
                 o = out[len(out) - len(x) + i]
@@ -120,14 +120,14 @@ class Sizes:
                     self.union(d, o)
         else:
             self._probe_all(node, args, out)
-            if name in ("scatter_add", "scatter_add_along_axis"):
+            if sized in ("scatter", "scatter_along"):
                 self._pin_scattered(node, out)
 
     def _pin_scattered(self, node: Node, out: tuple) -> None:
         """A scatter adds at recorded positions: every axis of its output that an index does
         not take whole (``:``) keeps its size (a gradient's shape follows its variable's, the
         positions do not)."""
-        if node.prim.name == "scatter_add":
+        if node.prim.sized == "scatter":
             fixed = {a for index in node.attrs["indices"] for a in _addressed(index, len(out))}
         else:
             fixed = set(range(len(out)))        # take_along_axis's positions: a whole array
@@ -231,8 +231,9 @@ class Sizes:
         return np.result_type(self.prog.constants[r.index].value)
 
 
-# primitives whose ``shape`` attribute is their output's shape (a scatter's, the array's it fills)
-OUTPUT_SHAPE = frozenset({"expand", "scatter_add", "scatter_add_along_axis"})
+# the ``Primitive.sized`` of records whose ``shape`` attribute is their output's shape (a
+# scatter's, the array's it fills)
+OUTPUT_SHAPE = frozenset({"broadcast", "scatter", "scatter_along"})
 
 
 def _addressed(index: tuple, ndim: int) -> set[int]:
@@ -254,7 +255,7 @@ def _attr_variants(node: Node, n: int) -> Iterator[dict]:
     """The attributes to probe ``node`` with when a size n becomes n + 1: its own, or for an
     ``OUTPUT_SHAPE`` entry its shape with some of its n's made n + 1 (fewest first)."""
     attrs = node.attrs or {}
-    if node.prim.name not in OUTPUT_SHAPE:
+    if node.prim.sized not in OUTPUT_SHAPE:
         yield attrs
         return
     at = [k for k, m in enumerate(attrs["shape"]) if m == n][:4]

@@ -23,14 +23,6 @@ from .nodes import CONST, INPUT
 if TYPE_CHECKING:
     from .core import Program
 
-# simplegrad primitive -> SymPy function name (elementwise, one argument)
-UNARY = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tan": "tan", "tanh": "tanh",
-         "sinh": "sinh", "cosh": "cosh", "arcsin": "asin", "arccos": "acos", "arctan": "atan",
-         "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "sqrt": "sqrt",
-         "abs": "Abs", "sign": "sign", "floor": "floor", "ceil": "ceiling", "erf": "erf",
-         "erfc": "erfc", "erfinv": "erfinv"}
-
-
 def _sympy() -> Any:
     try:
         import sympy
@@ -57,8 +49,9 @@ def _number(sp: Any, value: Any, where: str) -> Any:
 def to_sympy(prog: Program) -> list:
     """The program's outputs as SymPy expressions (one per output) in one symbol per input."""
     sp = _sympy()
-    matrix_inputs = {r.index for n in prog.nodes if n.prim.name == "matmul"
-                     for r in n.args if r.kind == INPUT and len(prog.inputs[r.index].shape) == 2}
+    matrix_inputs = {r.index for n in prog.nodes if n.prim.sympy is not None and
+                     n.prim.sympy.matrices for r in n.args
+                     if r.kind == INPUT and len(prog.inputs[r.index].shape) == 2}
     symbols = [sp.MatrixSymbol(spec.name, *spec.shape) if i in matrix_inputs
                else sp.Symbol(spec.name, real=True) for i, spec in enumerate(prog.inputs)]
     values: list[Any] = []
@@ -79,61 +72,19 @@ def to_sympy(prog: Program) -> list:
 
 
 def _entry(sp: Any, node: Any, args: list, where: str, one: bool) -> Any:
-    """The SymPy value of one entry; ``one``: its arguments have one entry each."""
-    name = node.prim.name
+    """The SymPy value of one entry, from its record's ``sympy`` form; ``one``: its arguments
+    have one entry each."""
+    form, name, attrs = node.prim.sympy, node.prim.name, node.attrs or {}
     if any(isinstance(a, sp.MatrixExpr) for a in args):
-        return _matrix_entry(sp, name, args, where)
-    if name in UNARY:
-        return getattr(sp, UNARY[name])(args[0])
-    if name == "trunc":         # SymPy has no trunc: toward zero is sign(x) floor(|x|)
-        return sp.sign(args[0]) * sp.floor(sp.Abs(args[0]))
-    if name == "gammaln":       # log |Gamma|: SymPy's loggamma on the positive reals
-        return sp.loggamma(args[0])
-    if name == "polygamma":
-        return sp.polygamma((node.attrs or {}).get("n", 0), args[0])
-    simple = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
-              "div": lambda x, y: x / y, "pow": lambda x, y: x ** y, "neg": lambda x: -x,
-              "square": lambda x: x ** 2, "reciprocal": lambda x: 1 / x,
-              "sigmoid": lambda x: 1 / (1 + sp.exp(-x)), "log1p": lambda x: sp.log(1 + x),
-              "expm1": lambda x: sp.exp(x) - 1, "exp2": lambda x: 2 ** x,
-              "log2": lambda x: sp.log(x, 2), "log10": lambda x: sp.log(x, 10),
-              "maximum": sp.Max, "minimum": sp.Min, "hypot": lambda x, y: sp.sqrt(x**2 + y**2),
-              "arctan2": sp.atan2, "logaddexp": lambda x, y: sp.log(sp.exp(x) + sp.exp(y)),
-              "relu": lambda x: sp.Max(x, 0)}
-    if name in simple:
-        return simple[name](*args)
-    logic = {"greater": sp.StrictGreaterThan, "greater_equal": sp.GreaterThan,
-             "less": sp.StrictLessThan, "less_equal": sp.LessThan, "equal": sp.Eq,
-             "not_equal": sp.Ne, "logical_and": sp.And, "logical_or": sp.Or,
-             "logical_not": sp.Not, "fmax": sp.Max, "fmin": sp.Min,
-             "clip": lambda x, lo, hi: sp.Min(sp.Max(x, lo), hi),
-             "where": lambda c, x, y: sp.Piecewise((x, c), (y, True))}
-    if name in logic:
-        return logic[name](*args)
-    if name == "cast" and isinstance(args[0], sp.logic.boolalg.Boolean):
-        return sp.Piecewise((1, args[0]), (0, True))
-    if name in ("expand", "reshape", "cast") or (name in ("sum", "mean") and one):
-        return args[0]          # each entry's value passes on unchanged
-    raise ArgumentError(f"to_sympy: {where} ({name}) is not elementwise: only elementwise and "
-                        "scalar programs, and matrix products, have a closed form here")
-
-
-def _matrix_entry(sp: Any, name: str, args: list, where: str) -> Any:
-    x = args[0]
-    if name == "matmul":
-        return args[0] * args[1]
-    if name == "transpose":
-        return x.T
-    if name in ("add", "sub") and all(isinstance(a, sp.MatrixExpr) for a in args):
-        return args[0] + args[1] if name == "add" else args[0] - args[1]
-    if name == "mul" and sum(isinstance(a, sp.MatrixExpr) for a in args) == 1:
-        return args[0] * args[1]
-    if name == "neg":
-        return -x
-    if name in ("reshape", "expand") and len(args) == 1:
-        return x
-    raise ArgumentError(f"to_sympy: {where} ({name}) on a matrix has no matrix closed form "
-                        "here (matrix products, transposes, sums and scaling do)")
+        out = None if form is None or form.matrix is None else form.matrix(sp, *args, **attrs)
+        if out is None:
+            raise ArgumentError(f"to_sympy: {where} ({name}) on a matrix has no matrix closed "
+                                "form here (matrix products, transposes, sums and scaling do)")
+        return out
+    if form is None or form.entry is None or form.single and not one:
+        raise ArgumentError(f"to_sympy: {where} ({name}) is not elementwise: only elementwise "
+                            "and scalar programs, and matrix products, have a closed form here")
+    return form.entry(sp, *args, **attrs)
 
 
 def to_latex(prog: Program) -> str:

@@ -2,7 +2,8 @@
 
 A function is transposable when every entry on the way from its inputs to its outputs is
 linear in the operands computed from those inputs (the *moving* operands); the other operands
-are constants, whatever they hold. ``LINEAR`` says, per primitive, in which inputs that holds:
+are constants, whatever they hold. Each primitive's record says in which inputs that holds
+(``Primitive.linear``, a ``Linear``):
 
 - jointly linear (``add``, ``sum``, ``reshape``, ``getitem``, ``concatenate``, ...): linear in
   all its inputs together. A constant among them makes the entry affine (``t + 1``), so it must
@@ -13,9 +14,10 @@ are constants, whatever they hold. ``LINEAR`` says, per primitive, in which inpu
   side, ``take_along_axis`` in its values): the rest must be constant.
 
 Every other primitive (``sin``, ``relu``, ``abs``, ``max``, comparisons, ``floor``: piecewise
-linear is not linear) is linear in none. ``pad`` is linear only with ``constant_values`` 0 and
-``cast`` only to a floating dtype. tests/test_linear_transpose.py checks the table against
-every registered primitive's cases numerically, both ways.
+linear is not linear) is linear in none. A record's ``Linear.when`` reads the attributes:
+``pad`` is linear only with ``constant_values`` 0 and ``cast`` only to a floating dtype.
+tests/test_linear_transpose.py checks every registered record against its cases numerically,
+both ways.
 """
 
 from __future__ import annotations
@@ -30,36 +32,7 @@ from ..engine.render import format_entry
 from ..engine.tape import ancestors, descendants
 from ..engine.variable import Variable
 from ..errors import NotDifferentiableError
-
-JOINT, EACH = "jointly", "each"
-ALL = None      # every input position
-
-# primitive name -> (kind, the input positions it is linear in; ALL for every one)
-LINEAR: dict[str, tuple[str, tuple[int, ...] | None]] = {
-    **{name: (JOINT, ALL) for name in (
-        "add", "sub", "neg", "sum", "mean", "cumsum", "expand", "reshape", "transpose",
-        "concatenate", "stack", "getitem", "scatter_add", "flip", "roll", "repeat", "tile",
-        "diagonal", "tril", "triu", "pad", "cast")},
-    "where": (JOINT, (1, 2)),
-    "take_along_axis": (JOINT, (0,)),
-    "scatter_add_along_axis": (JOINT, (0,)),
-    "div": (JOINT, (0,)),
-    "solve": (JOINT, (1,)),
-    "lstsq": (JOINT, (1,)),
-    **{name: (EACH, ALL) for name in ("mul", "matmul", "einsum", "cross")},
-}
-
-
-def linear_in(name: str, n: int, attrs: dict | None) -> tuple[str, set[int]] | None:
-    """(kind, positions) of the inputs an entry of primitive ``name`` with ``n`` inputs is
-    linear in, or None when it is linear in none (its attributes may rule it out)."""
-    rule = LINEAR.get(name)
-    attrs = attrs or {}
-    if rule is None or name == "pad" and attrs.get("constant_values", 0.0) != 0 or \
-            name == "cast" and not np.issubdtype(np.dtype(attrs["dtype"]), np.inexact):
-        return None
-    kind, positions = rule
-    return kind, set(range(n)) if positions is ALL else {i for i in positions if i < n}
+from ..primitives.core import EACH, JOINT
 
 
 def check_linear(fname: str, sources: Sequence[Variable], outs: Sequence[Variable]) -> None:
@@ -89,7 +62,8 @@ def _not_linear(v: Variable, moving: set) -> str | None:
     """Why entry ``v`` is not linear in its moving operands, or None when it is."""
     inputs = v.inputs
     mine = [i for i, x in enumerate(inputs) if type(x) is Variable and x in moving]
-    rule = linear_in(v.prim.name, len(inputs), v.attrs)
+    linear = v.prim.linear
+    rule = None if linear is None else linear.at(len(inputs), v.attrs)
     if rule is None:
         return f"is not linear, and {_them(inputs, mine)} on f_lin's inputs"
     kind, positions = rule

@@ -1,4 +1,5 @@
-"""Reverse mode: grad, value_and_grad and vjp, over ``Ops.grad`` (the reverse sweep).
+"""Reverse mode: grad, value_and_grad, elementwise_grad and vjp, over ``Ops.grad`` (the
+reverse sweep).
 
 How a transform picks its Ops, stands for its arguments and returns its results (the nesting
 rule) is told in arguments.py.
@@ -97,6 +98,18 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> 
                 y = (y, aux_result(nested, aux))
             return y, gs[0] if single else gs
     return value_and_grad_f
+
+
+def elementwise_grad(fun: Callable, argnum: ArgNums = 0) -> Callable:
+    """autograd's elementwise_grad: the gradient of ``sum(fun(*args))`` in the ``argnum``
+    arguments (the vjp of a ones seed; for an elementwise ``fun``, its derivative entry by
+    entry)."""
+    check_callable("elementwise_grad", fun)
+
+    @functools.wraps(fun)
+    def summed(*args: Any, **kwargs: Any) -> Any:
+        return np.sum(fun(*args, **kwargs))
+    return grad(summed, argnum)
 
 
 def vjp(f: Callable, *xs: Any, has_aux: bool = False) -> tuple:

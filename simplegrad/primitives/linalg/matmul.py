@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..broadcasting import unbroadcast
-from ..core import Case, Primitive, matrix, register, shape_of
+from ..core import EACH_ALONE, Case, Primitive, SymPyForm, matrix, register, shape_of
 from ..schema import attrs
 from ..shape_rules import matmul
 from ..taylor import multilinear
@@ -94,10 +94,49 @@ def _matmul(x, y):
     return np.matmul(x, y)
 
 
+def _matmul_numpy(shapes: list, attrs: dict) -> str | None:
+    """``{0} @ {1}`` where the forward is plain ``np.matmul`` for these static shapes: operands
+    of one or two dimensions whose contraction is not the length-1 outer product it multiplies
+    instead (stacks can take its broadcast-weight path, which depends on strides, so they keep
+    the call)."""
+    x, y = shapes
+    if attrs or x is None or y is None or len(x) not in (1, 2) or len(y) not in (1, 2) or \
+            len(x) == 2 and len(y) == 2 and x[-1] == 1:
+        return None
+    return "{0} @ {1}"
+
+
+def _matmul_stacks(inputs, xs, flags, rank, attrs, stack):
+    """matmul on stacks without its batching rule. On the identity basis: a matrix times the
+    basis (the first entry of most Jacobians) is the matrix itself (each column ``a @ e_k`` is
+    ``a[:, k]``; exact, where the product would turn an inf of ``a`` into nans in the other
+    rows). Otherwise matmul maps over the leading axes of operands of two or more: on stacks
+    of those (of one rank) and plain matrices or vectors, the batch axis is one more of them;
+    vectors times a plain matrix, each v @ b, are the rows of one product."""
+    (a, b), (sa, sb) = xs, flags
+    if sb and not sa and inputs[1].eye and np.ndim(a) == 2 and \
+            np.shape(a)[1] == inputs[1].inner.shape[0]:
+        m = np.swapaxes(a, 0, 1)            # column k of a, for each k
+    elif sa and not sb and inputs[0].eye and np.ndim(b) == 2 and \
+            np.shape(b)[0] == inputs[0].inner.shape[0]:
+        m = b                               # row k of b, for each k
+    else:
+        m = None
+    if m is not None:
+        dtype = np.result_type(a, b)
+        return stack(m) if m.dtype == dtype else stack(m.astype(dtype), fresh=True)
+    if rank >= 3 and all(f or np.ndim(x) <= 2 for x, f in zip(xs, flags)) or \
+            rank == 2 and not sb and np.ndim(b) == 2:
+        return stack(_matmul(*xs), fresh=True)
+    return None
+
+
 MATMUL = register(Primitive(
     "matmul", _matmul, [_matmul_vjp(0), _matmul_vjp(1)], _matmul_jvp, "{0} @ {1}",
     [Case(((3,), (3,))), Case(((2, 3), (3, 4))), Case(((3,), (3, 4))), Case(((2, 3), (3,))),
      Case(((2, 2, 3), (3, 4))), Case(((1, 2, 3), (4, 3, 2))), Case(((3,), (2, 3, 4)))],
+     sympy=SymPyForm(None, lambda sp, x, y: x * y, matrices=True),
+    linear=EACH_ALONE, on_stacks=_matmul_stacks, numpy_at=_matmul_numpy,
     batch=lambda o, xs, batched: _batch_matmul(o, xs, batched),
     taylor=multilinear("matmul"), schema=attrs(shape_rule=matmul), saves=("inputs",)))
 

@@ -11,7 +11,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import ArgumentError, ShapeError
-from ..core import REGISTRY, Case, Primitive, error, mapped, register, shape_of, value_of
+from ..core import (
+    JOINT,
+    REGISTRY,
+    Case,
+    Linear,
+    Primitive,
+    error,
+    mapped,
+    register,
+    shape_of,
+    value_of,
+)
 from ..lazy import per_block
 from ..schema import attrs
 from ..shape_rules import lstsq, pinv
@@ -107,6 +118,7 @@ def _lstsq_jvp(o: PrimitiveMethods, ts, out, a, b):
 LSTSQ = register(Primitive(
     "lstsq", _lstsq, [_lstsq_vjp_a, _lstsq_vjp_b], _lstsq_jvp, "lstsq({0}, {1})[0]",
     [Case(((4, 2), (4,))), Case(((4, 2), (4, 3))), Case(((2, 3), (2,))), Case(((3, 3), (3, 2)))],
+    linear=Linear(JOINT, (1,)),
     domain=(spread_singular, lambda rng, shape: rng.uniform(-2.0, 2.0, shape)),
     plain=False,         # op.lstsq returns numpy's 4-tuple, the forward only x
     batch=lambda o, xs, batched: _batch_lstsq(o, xs, batched),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..broadcasting import unbroadcast
-from ..core import Case, Primitive, mapped, matrix, register, shape_of
+from ..core import JOINT, Case, Linear, Primitive, mapped, matrix, register, shape_of
 from ..lazy import per_block
 from ..schema import attrs
 from ..series import Series, minus, new, plus
@@ -90,7 +90,7 @@ SOLVE = register(Primitive(
     "solve", _solve, [_solve_vjp_a, _solve_vjp_b], _solve_jvp, "solve({0}, {1})",
     [Case(((3, 3), (3,))), Case(((3, 3), (3, 2))), Case(((2, 3, 3), (3,))),
      Case(((2, 3, 3), (2, 3, 2))), Case(((3, 3), (2, 3, 1))), Case(((1, 3, 3), (2, 3, 2))),
-     Case(((2, 3, 3), (3, 2)))],
+     Case(((2, 3, 3), (3, 2)))], linear=Linear(JOINT, (1,)),
     domain=(diagonally_dominant, lambda rng, shape: rng.uniform(-2.0, 2.0, shape)),
     batch=matrix("solve", vectors=(False, True)), taylor=_solve_taylor,
     schema=attrs(shape_rule=solve), saves=(0, "out")))
