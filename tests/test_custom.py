@@ -705,5 +705,7 @@ def test_checkpoint_lowers_peak_memory_of_a_long_chain():
     n_plain, peak_plain, g_plain = _long_chain(8, 8, checkpointed=False)
     n_ckpt, peak_ckpt, g_ckpt = _long_chain(8, 8, checkpointed=True)
     assert (n_plain, n_ckpt) == (8 * 8 * 3, 8)       # 3 entries per step vs 1 per block
-    assert peak_ckpt < 0.35 * peak_plain, (peak_ckpt, peak_plain)
+    # (the plain chain's entries keep only what their rules read, about one array a step: 2.2
+    # MB here, where every intermediate was kept before, 6.3 MB; the blocks keep their inputs)
+    assert peak_ckpt < 0.6 * peak_plain, (peak_ckpt, peak_plain)
     np.testing.assert_allclose(g_ckpt, g_plain, **SAME)

@@ -2,10 +2,10 @@
 
 For each primitive and check case, the entry is recorded on an ``Ops`` and every rule the
 reverse sweeps run from it (each vjp rule, the masked vjp rules and the mask rule) is called
-twice with the real operands and twice with the undeclared ones (the Variable inputs not
+twice with the real operands and twice with the undeclared ones (the input entries not
 saved, and the output unless saved) replaced by stand-ins that carry shape, dtype, ndim, size
-and name and raise on any use of their value: once recording (``o`` the Ops, the stand-ins
-Variables of it), once values-only (``o`` a ``ValueOps``, the stand-ins arrays). The results
+and name and raise on any use of their value: once recording (``o`` the Ops, the entries'
+values stand-ins), once values-only (``o`` a ``ValueOps``, the stand-ins arrays). The results
 must be equal. Nothing here names an operation but the declared forms checked at the end.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import simplegrad as sg
-from simplegrad.engine.variable import Variable
+from simplegrad.engine.variable import Entry, Variable
 from simplegrad.primitives import HELD, REGISTRY, ValueOps
 from simplegrad.primitives.core import normalize_saves
 from tests.test_primitives import applying, case_id, sample
@@ -105,7 +105,7 @@ def _rule_calls(prim: sg.Primitive, inputs: tuple, attrs: dict) -> list:
     ``inputs``; a call takes (o, g, out, m, *operands)."""
     calls = []
     for i, x in enumerate(inputs):
-        if type(x) is not Variable or not x.requires_grad:
+        if type(x) is not Entry or not x.requires_grad:
             continue                # (the sweeps call no rule for it)
         if prim.variadic:
             calls.append((f"vjp of input {i}", lambda o, g, out, m, *xs, i=i:
@@ -129,7 +129,7 @@ def _value(r: Any) -> Any:
     """A rule's result as a plain value to compare (None and HELD as themselves)."""
     if r is None or r is HELD:
         return r
-    v = r.raw if type(r) is Variable else r
+    v = r.raw if type(r) is Variable or type(r) is Entry else r
     if isinstance(v, StandIn):
         raise UndeclaredReadError(f"the rule returned {v.what} itself")
     return np.array(v)
@@ -150,20 +150,20 @@ def hidden_of(prim: sg.Primitive, n: int) -> set:
 def check_case(prim: sg.Primitive, case: sg.Case, rng: np.random.Generator,
                hidden: set | None = None) -> int:
     """``check_entry`` on an entry of ``prim`` recorded from the case's sampled inputs."""
-    op = sg.Ops()
+    op = sg.Ops(keep_values=True)       # (every value kept: the real operands to compare)
     xs = [op.var(a) for a in sample(prim, case, rng)]
     out = applying(prim, case)(*xs)
     assert type(out) is Variable and out.prim is prim, f"{prim.name}: no entry recorded"
-    return check_entry(out, rng, hidden, f"{prim.name} case {case_id(case)}")
+    return check_entry(op, out.node, rng, hidden, f"{prim.name} case {case_id(case)}")
 
 
-def check_entry(out: Variable, rng: np.random.Generator, hidden: set | None = None,
+def check_entry(rec: sg.Ops, out: Entry, rng: np.random.Generator, hidden: set | None = None,
                 where: str | None = None) -> int:
     """Call every reverse rule of the recorded entry ``out`` with real operands and with the
     ``hidden`` ones (default: what its primitive's ``saves`` does not keep) as stand-ins;
     raise ``UndeclaredReadError`` when a stand-in is read or a result differs. Returns the
     number of rules called."""
-    prim, rec = out.prim, out.rec
+    prim = out.prim
     inputs, attrs = out.inputs, out.attrs or {}
     where = where or f"{prim.name} entry {out.name}"
     if hidden is None:
@@ -172,15 +172,15 @@ def check_entry(out: Variable, rng: np.random.Generator, hidden: set | None = No
     gv = rng.standard_normal(out.shape).astype(out.dtype)
     mv = rng.random(out.shape) < 0.5
     reads: list = []
-    # a Variable is dropped when none of its places is kept (x * x keeps x for either)
+    # an entry is dropped when none of its places is kept (x * x keeps x for either)
     kept = {id(x) for i, x in enumerate(inputs) if i not in hidden}
     hide = [(i, x) for i, x in enumerate(inputs)
-            if i in hidden and type(x) is Variable and id(x) not in kept]
+            if i in hidden and type(x) is Entry and id(x) not in kept]
     if OUT in hidden:
         hide.append((OUT, out))
     hide_at = {id(v): i for i, v in hide}
 
-    def stand_in(v: Variable) -> StandIn:
+    def stand_in(v: Entry) -> StandIn:
         what = "the output" if v is out else f"input {hide_at[id(v)]}"
         return StandIn(v.raw, f"{what} {v.name} of {prim.name}", reads)
 
@@ -195,7 +195,7 @@ def check_entry(out: Variable, rng: np.random.Generator, hidden: set | None = No
             finally:
                 for v, raw in saved:
                     v.raw = raw
-        args = [x.raw if type(x) is Variable else x for x in inputs]
+        args = [x.raw if type(x) is Entry else x for x in inputs]
         outv = out.raw
         if standing:
             for i, v in hide:
@@ -238,14 +238,14 @@ def test_rules_read_only_what_is_saved(prim: sg.Primitive, case: sg.Case,
 def _with_gradients(prim: sg.Primitive, case: sg.Case, rng: np.random.Generator) -> list:
     """The entries of a tape holding an entry of ``prim``, its gradient and the gradient of
     that (entries recorded by rules: recorded indices, constants among inputs, repeats)."""
-    op = sg.Ops()
+    op = sg.Ops(keep_values=True)
     xs = [op.var(a) for a in sample(prim, case, rng)]
     out = applying(prim, case)(*xs)
     if prim.differentiable:
         s = op.sum(op.mul(out, rng.standard_normal(out.shape)))
         g = op.grad(s, xs[0])
         op.grad(op.sum(op.mul(g, rng.standard_normal(g.shape))), xs)
-    return [v for v in op.recorder.tape.entries if type(v) is Variable and v.prim is not None]
+    return [(op, v) for v in op.tape.entries if v.prim is not None]
 
 
 @pytest.mark.parametrize("prim", list(REGISTRY.values()), ids=list(REGISTRY))
@@ -253,8 +253,8 @@ def test_entries_rules_record(prim: sg.Primitive, rng: np.random.Generator) -> N
     # every entry of the second-order program, whatever its primitive: the entries the rules
     # record reach forms the check cases do not (take_along_axis of recorded indices)
     for case in prim.cases:
-        for entry in _with_gradients(prim, case, rng):
-            check_entry(entry, rng, where=f"{entry.prim.name} entry {entry.name} in the "
+        for rec, entry in _with_gradients(prim, case, rng):
+            check_entry(rec, entry, rng, where=f"{entry.prim.name} entry {entry.name} in the "
                         f"gradients of {prim.name} case {case_id(case)}")
 
 
@@ -280,27 +280,27 @@ PROGRAMS = {
 
 def _program_entries(program: str, rng: np.random.Generator) -> list:
     """The entries of ``program``, its gradient and the gradient of that."""
-    op = sg.Ops()
+    op = sg.Ops(keep_values=True)
     x, y = op.var(rng.uniform(-2, 2, 4)), op.var(rng.uniform(-2, 2, (3, 4)))
     out = PROGRAMS[program](op, x, y)
     g = op.grad(op.sum(op.mul(out, rng.standard_normal(out.shape))), [x, y])
     op.grad(op.sum(op.mul(g[0], g[0])) + op.sum(op.mul(g[1], g[1])), [x, y])
-    return [v for v in op.recorder.tape.entries if type(v) is Variable and v.prim is not None]
+    return [(op, v) for v in op.tape.entries if v.prim is not None]
 
 
 @pytest.mark.parametrize("program", list(PROGRAMS))
 def test_entries_of_programs(program: str, rng: np.random.Generator) -> None:
     entries = _program_entries(program, rng)
-    assert sum(check_entry(v, rng, where=f"{v.prim.name} entry {v.name} of {program}")
-               for v in entries) > 0
+    assert sum(check_entry(rec, v, rng, where=f"{v.prim.name} entry {v.name} of {program}")
+               for rec, v in entries) > 0
 
 
 @functools.cache
 def _entries_by_primitive() -> dict:
     found: dict = {}
     for program in PROGRAMS:
-        for v in _program_entries(program, np.random.default_rng(0)):
-            found.setdefault(v.prim.name, []).append(v)
+        for rec, v in _program_entries(program, np.random.default_rng(0)):
+            found.setdefault(v.prim.name, []).append((rec, v))
     return found
 
 
@@ -311,8 +311,8 @@ def _reads(prim: sg.Primitive, item: int | str) -> bool:
     n = 1 if item == OUT else item + 1
     tries = [lambda c=c: check_case(prim, c, rng, {item})
              for c in prim.cases if len(c.shapes) >= n]
-    tries += [lambda v=v: check_entry(v, rng, {item})
-              for v in _entries_by_primitive().get(prim.name, []) if len(v.inputs) >= n]
+    tries += [lambda rec=rec, v=v: check_entry(rec, v, rng, {item})
+              for rec, v in _entries_by_primitive().get(prim.name, []) if len(v.inputs) >= n]
     for attempt in tries:
         try:
             attempt()

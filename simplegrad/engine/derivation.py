@@ -154,7 +154,9 @@ class Derivation:
     def value(self, x: Any) -> Any:
         """What an operand prints as: a Line, a leaf, or a constant."""
         if type(x) is not Entry:
-            return x
+            if type(x) is not Variable:
+                return x
+            x = x.node
         return self.sub.get(x, x)
 
     def _build(self, roots: list[Entry]) -> None:

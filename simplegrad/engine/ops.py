@@ -42,7 +42,8 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
     Each entry keeps only the values its primitive's rules read (``Primitive.saves``); every
     other value lives as long as the Variable that holds it. ``keep_values=True`` keeps every
     value on the tape instead (for an Ops whose entries forward sweeps will read again: the
-    transforms' own; a freed value is otherwise recomputed by replay when one is needed).
+    transforms that sweep forward; a freed value is otherwise recomputed by replay when one
+    is needed).
 
     ``borrow=True`` records the caller's float arrays (leaves and constants) as read-only views,
     not copies: for an Ops that lives no longer than the call that made it (the transforms').
@@ -80,7 +81,7 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
         self.borrow = bool(borrow)
         self.recording = True
         self.simplify = bool(simplify) and not from_derivatives
-        self.keep_values = bool(keep_values or simplify or from_derivatives)
+        self.keep_values = bool(keep_values or simplify)
         self._adoptions: Adoptions | None = None    # the leaves standing for Parameters here
         self._leaves: dict[Entry, weakref.ref] = {}    # leaf entry -> its Variable, for backward
         self.echo = echo
@@ -402,9 +403,10 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
                         x.raw = values[i]
             else:
                 for i in kept:
-                    x = nodes[i]
-                    if type(x) is Entry and x.raw is None:
-                        x.raw = values[i]
+                    if i < n:       # (an input held as an attribute instead is kept there)
+                        x = nodes[i]
+                        if type(x) is Entry and x.raw is None:
+                            x.raw = values[i]
         entries.append(e)
         out = _new(Variable)        # handle()'s work inlined
         out.raw = value

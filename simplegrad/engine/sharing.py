@@ -20,6 +20,7 @@ from ..primitives import rewrites
 from ..primitives.core import Primitive
 from .batching import Batched
 from .operands import recordable
+from .tape import value_of
 from .variable import Entry, Variable, handle
 
 _HASHED = 256   # constant arrays up to this many entries are compared by value when sharing
@@ -95,7 +96,7 @@ def _mixed(self: Any, prim: Primitive, inputs: tuple, attrs: dict | None) -> Any
             prim, inputs, attrs = rewritten
         same = rewrites.reduces_to(prim, inputs, attrs)
         if type(same) is Entry:
-            return handle(same.raw, same, self)     # (this Ops keeps every value)
+            return handle(value_of(same), same, self)
         if type(same) is Variable and same.rec is self:
             return same
     if not shareable:
@@ -112,7 +113,7 @@ def _shared(self: Any, key: tuple, prim: Primitive, inputs: tuple,
         entries = self.tape.entries
         i = hit.position - self.tape.base
         if 0 <= i < len(entries) and entries[i] is hit:
-            return handle(hit.raw, hit, self)       # (this Ops keeps every value)
+            return handle(value_of(hit), hit, self)
     out = self.record_exactly(prim, inputs, attrs)
     if type(out) is Variable:
         self._cse[key] = out.node

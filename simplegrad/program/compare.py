@@ -22,7 +22,7 @@ import numpy as np
 
 from ..engine.derivation import Derivation, Line
 from ..engine.render import derivation_line
-from ..engine.variable import Variable
+from ..engine.variable import Entry
 from ..errors import ArgumentError
 from ..primitives.rewrites import LARGE, attrs_key, constant_key
 from .core import Program
@@ -90,7 +90,7 @@ def _lines(x: Any, ids: dict) -> tuple[list[tuple[Any, str]], list[Any]]:
         def operand(a):
             if type(a) is Line:
                 return line_key[id(a)]
-            if type(a) is Variable:
+            if type(a) is Entry:
                 return ("input", a.name)
             return ("const", _value_key(a))
 

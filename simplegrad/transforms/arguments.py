@@ -115,7 +115,8 @@ def values_only(ops: Ops) -> bool:
 
 
 def context(fname: str, args: Sequence[Any], borrow: bool = True,
-            derivative: bool = True, simplify: bool = True) -> tuple[Ops, bool | None]:
+            derivative: bool = True, simplify: bool = True,
+            keep_values: bool = True) -> tuple[Ops, bool | None]:
     """The Ops a transform records on, and whether it is the caller's (that of the Variable
     arguments, see ``recording_ops``, or of the transform running around this call) rather
     than a new one of its own.
@@ -127,7 +128,8 @@ def context(fname: str, args: Sequence[Any], borrow: bool = True,
     ``run_paused``. An Ops of its own records with the rules of ``sg.simplify`` (shared
     subexpressions, identities removed, sweeps pruned to what was asked) from its second
     recorded derivative pass on, unless ``simplify=False``; the caller's records as the caller
-    made it.
+    made it. ``keep_values=False`` for a transform whose sweeps are reverse sweeps only (grad,
+    vjp): its entries keep only what their rules read, as a user's Ops does.
     """
     for a in args:
         if type(a) is not np.ndarray:
@@ -138,7 +140,8 @@ def context(fname: str, args: Sequence[Any], borrow: bool = True,
     if ops is None or ops is FREE:      # free Variables join the Ops the transform records on
         ops = around()
         if ops is None:
-            return Ops(borrow=borrow, simplify=simplify, from_derivatives=True), False
+            return Ops(borrow=borrow, simplify=simplify, from_derivatives=True,
+                       keep_values=keep_values), False
     if derivative and not ops.recording:
         return ops, None        # under no_grad: see ``run_paused``
     return ops, True

@@ -35,7 +35,7 @@ from ..engine.batching import Batched
 from ..engine.ops import Ops
 from ..engine.params import FREE
 from ..engine.taylor import carry
-from ..engine.variable import Variable
+from ..engine.variable import Entry, Variable
 from ..errors import GraphError
 from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive
@@ -73,18 +73,18 @@ class _BlockOps(Ops):
     def __init__(self) -> None:
         super().__init__()      # (no borrowing: the program keeps its constants)
         self.made_in = around()
-        self.reads: dict[int, tuple[Variable, Variable]] = {}   # id(x) -> (x, its leaf)
+        self.reads: dict[int, tuple[Variable, Entry]] = {}   # id(x) -> (x, its leaf entry)
 
-    def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Variable:
-        """The leaf standing for ``x`` here (made on first use)."""
+    def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Entry:
+        """The leaf entry standing for ``x`` here (made on first use)."""
         got = self.reads.get(id(x))
         if got is None:
             leaf = (super()._adopt(x) if x.rec is FREE else
-                    self.leaf(x.raw, None, x.requires_grad))
+                    self.leaf(x.raw, None, x.requires_grad).node)
             got = self.reads[id(x)] = (x, leaf)
         return got[1]
 
-    def _adopt(self, p: Variable) -> Variable:
+    def _adopt(self, p: Variable) -> Entry:
         return self.join(None, (), p)       # type: ignore[arg-type]
 
     def apply(self, prim: Primitive, inputs: Any, attrs: dict | None = None,
@@ -106,6 +106,8 @@ class _ReadsBatchedError(Exception):
 
 class Checkpoint(CustomFunction):
     """A block recorded as one entry; its intermediates are recomputed by the backward sweep."""
+
+    saves = ("inputs",)     # (the sweeps replay the block from its inputs; the output goes)
 
     def __init__(self, fn: Callable):
         super().__init__(fn, f"checkpoint({getattr(fn, '__name__', 'block')})")

@@ -88,8 +88,9 @@ import numpy as np
 
 from ..engine.ops import Ops
 from ..engine.params import FREE
+from ..engine.reverse import as_variable
 from ..engine.tape import ancestors
-from ..engine.variable import Variable
+from ..engine.variable import Entry, Variable, entry_of, handle
 from ..errors import ArgumentError, GraphError, NotDifferentiableError, ShapeError
 from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive, shape_of, value_of
@@ -104,6 +105,9 @@ class CustomFunction:
     """A function recorded as one entry of a dynamic primitive (CustomVJP, CustomJVP,
     Checkpoint)."""
 
+    # the values its rules read (Primitive.saves): a user's rule sees the inputs and the output
+    saves: tuple = ("inputs", "out")
+
     def __init__(self, fn: Callable, label: str):
         if not callable(fn):
             raise ArgumentError(f"{label}: expected a function, got {type(fn).__name__}")
@@ -114,7 +118,7 @@ class CustomFunction:
         self._memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._nondiff: tuple[int, ...] = ()     # argument positions never differentiated
         self.primitive = Primitive(label, self._forward, [self._vjp], self._jvp, self._fmt, [],
-                                   variadic=True)
+                                   variadic=True, saves=self.saves)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         """Pickled by name where its module holds it, else by value without its memo."""
@@ -206,11 +210,11 @@ class CustomFunction:
         recording = isinstance(o, Ops)
         key = (id(g), id(out), *map(id, inputs))
         entry = memo.get(key)
-        cts = None if entry is None else entry.cotangents()
+        cts = None if entry is None else entry.cotangents(o)
         if cts is None:         # first request (or a recorded cotangent no longer held)
-            for k in [k for k, e in memo.items() if e.cotangents() is None]:
+            for k in [k for k, e in memo.items() if e.cotangents(o) is None]:
                 del memo[k]     # left by a recorded sweep that stopped early: only weak refs
-            cts = self._cotangents(o, g, out, inputs, attrs)
+            cts = self._cotangents(o, *handles(o, g, out, inputs), attrs)
             entry = memo[key] = Pending(cts, attrs["_wrt"], (g, out, inputs), recording)
         entry.waiting.discard(i)
         if not entry.waiting:
@@ -249,9 +253,23 @@ def _undone_on_failure(ops: Ops) -> Iterator[None]:
         raise
 
 
+def handles(o: Any, g: Any, out: Any, inputs: tuple, ts: list | None = None) -> tuple:
+    """What a sweep hands a custom rule, as the user's function sees it: entries of the
+    recording Ops ``o`` as Variables of it (values only: as they are)."""
+    if not isinstance(o, Ops):
+        return (g, out, inputs) if ts is None else (ts, out, inputs)
+
+    def h(x: Any) -> Any:
+        return as_variable(o, x) if type(x) is Entry else x
+    inputs = tuple(h(x) for x in inputs)
+    if ts is None:
+        return h(g), h(out), inputs
+    return [h(t) for t in ts], h(out), inputs
+
+
 def _depends_on(c: Variable, g: Variable) -> bool:
     """True when g is among c's recorded ancestors (walking only entries newer than g)."""
-    return g in ancestors(c, g.position, leaves=True)
+    return entry_of(g) in ancestors(c, g.position, leaves=True)
 
 
 def _is_number(x: Any) -> bool:
@@ -302,29 +320,37 @@ class ForwardOps(Ops):
 class Pending:
     """The cotangents of one entry while the sweep asks for them input by input.
 
-    Weak (a recorded sweep): the cotangents are entries of the tape, which keeps them alive,
-    and the key's ids are checked through weak references to g and the entry (its inputs are
-    the entry's own). Strong (a value-only sweep): the arrays are held, for as long as the
-    sweep's ValueOps lives.
+    Weak (a recorded sweep): the cotangents' entries are the tape's, which keeps them alive,
+    held weakly with their values (which point at no Ops), and the key's ids are checked
+    through weak references to g and the entry (its inputs are the entry's own). Strong (a
+    value-only sweep): the arrays are held, for as long as the sweep's ValueOps lives.
     """
 
     __slots__ = ("held", "waiting", "key_objects", "weak")
 
     def __init__(self, cts: list, wrt: tuple, key_objects: tuple, weak: bool):
         self.weak = weak
-        self.held = [weakref.ref(c) if weak and c is not None else c for c in cts]
+        self.held = [(weakref.ref(c.node), c.raw) if weak and c is not None else c
+                     for c in cts]
         self.key_objects = tuple(map(weak_ref, key_objects[:2])) if weak else key_objects
         self.waiting = set(wrt)
 
-    def cotangents(self) -> list | None:
-        """The cotangents, or None when one of them or of the key's objects is gone."""
+    def cotangents(self, o: Any) -> list | None:
+        """The cotangents (Variables of ``o`` when recorded), or None when one of them or of
+        the key's objects is gone."""
         if not self.weak:
             return self.held
         if any(r() is None for r in self.key_objects):
             return None
-        cts = [None if r is None else r() for r in self.held]
-        if any(c is None and r is not None for c, r in zip(cts, self.held)):
-            return None
+        cts = []
+        for h in self.held:
+            if h is None:
+                cts.append(None)
+                continue
+            e = h[0]()
+            if e is None:
+                return None
+            cts.append(handle(h[1], e, o))
         return cts
 
 
@@ -665,6 +691,7 @@ class CustomVJP(CustomFunction):
         # value does not matter, but a nonzero one shows a cotangent that ignores u)
         if all(t is None for t in ts):
             return None
+        ts, out, inputs = handles(o, None, out, inputs, ts)
         if self._jvp_rule is not None:
             return user_tangent(self._label, self._jvp_rule, o, ts, out, inputs, attrs)
         self._check_linear(out, inputs, attrs)
@@ -817,6 +844,7 @@ class CustomJVP(CustomFunction):
     def _jvp(self, o: PrimitiveMethods, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
         if all(t is None for t in ts):
             return None
+        ts, out, inputs = handles(o, None, out, inputs, ts)
         return user_tangent(self._label, self._checked_rule(), o, ts, out, inputs, attrs)
 
     def _cotangents(self, o: PrimitiveMethods, g: Any, out: Any, inputs: tuple,

@@ -29,8 +29,8 @@ import numpy as np
 
 from ..engine.batching import innermost
 from ..engine.render import format_entry
-from ..engine.tape import ancestors, descendants
-from ..engine.variable import Variable
+from ..engine.tape import ancestors, descendants, value_of
+from ..engine.variable import Entry, Variable
 from ..errors import NotDifferentiableError
 from ..primitives.core import EACH, JOINT
 
@@ -44,7 +44,7 @@ def check_linear(fname: str, sources: Sequence[Variable], outs: Sequence[Variabl
     start = min(s.position for s in sources)
     moving = descendants(tape, sources, start, tape.end)
     for k, y in enumerate(innermost(y) for y in outs):
-        if y not in moving and np.any(_value(y)):
+        if y.node not in moving and np.any(_value(y)):
             raise NotDifferentiableError(
                 f"{fname}: f_lin is not linear: its output {k} ({y.name} with shape "
                 f"{y.shape}) does not depend on its inputs and is not zero (an affine or "
@@ -58,10 +58,10 @@ def check_linear(fname: str, sources: Sequence[Variable], outs: Sequence[Variabl
                     f"`{format_entry(v)}` ({v.prim.name}) {reason}")
 
 
-def _not_linear(v: Variable, moving: set) -> str | None:
+def _not_linear(v: Entry, moving: set) -> str | None:
     """Why entry ``v`` is not linear in its moving operands, or None when it is."""
     inputs = v.inputs
-    mine = [i for i, x in enumerate(inputs) if type(x) is Variable and x in moving]
+    mine = [i for i, x in enumerate(inputs) if type(x) is Entry and x in moving]
     linear = v.prim.linear
     rule = None if linear is None else linear.at(len(inputs), v.attrs)
     if rule is None:
@@ -79,7 +79,7 @@ def _not_linear(v: Variable, moving: set) -> str | None:
         for i in sorted(positions - set(mine)):
             if np.any(_value(inputs[i])):
                 x = inputs[i]
-                shown = x.name if type(x) is Variable else "a constant"
+                shown = x.name if type(x) is Entry else "a constant"
                 return (f"also takes {shown}, which does not depend on the inputs and is not "
                         "zero: the entry is affine, not linear")
     return None
@@ -99,4 +99,4 @@ def _named(x: Variable) -> str:
 
 
 def _value(x: Any) -> Any:
-    return x.raw if isinstance(x, Variable) else x
+    return value_of(x)

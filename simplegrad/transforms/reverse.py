@@ -74,7 +74,7 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> 
 
     @functools.wraps(f)
     def value_and_grad_f(*args: Any, **kwargs: Any) -> tuple[Result, Any]:
-        ops, nested = context("grad", everything(args, kwargs))
+        ops, nested = context("grad", everything(args, kwargs), keep_values=False)
         if nested is None:
             return paused(ops, value_and_grad(f, argnums, has_aux), args, kwargs)
         final = nested and values_only(ops)
@@ -120,7 +120,8 @@ def vjp(f: Callable, *xs: Any, has_aux: bool = False) -> tuple:
     """
     check_callable("vjp", f)
     has_aux = check_has_aux("vjp", has_aux)
-    ops, nested = context("vjp", xs, borrow=False)     # its tape lives as long as vjp_fn
+    ops, nested = context("vjp", xs, borrow=False,   # its tape lives as long as vjp_fn
+                          keep_values=False)
     if nested is None:
         return run_paused(ops, lambda *a: vjp(f, *a, has_aux=has_aux), xs)
     call, trees = primals(ops, xs, range(len(xs)))
