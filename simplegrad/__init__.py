@@ -7,7 +7,7 @@ from .engine.ops import Ops
 from .engine.params import Parameter
 from .engine.steps import Step, step
 from .engine.tape import Tape
-from .engine.variable import Variable
+from .engine.variable import Entry, Variable
 from .errors import (
     ArgumentError,
     AxisError,
@@ -63,7 +63,7 @@ from .transforms.vmap import vmap
 __version__ = "0.1.0"
 
 __all__ = [
-    "Ops", "Variable", "Tape", "Parameter", "Primitive", "Case", "REGISTRY",
+    "Ops", "Entry", "Variable", "Tape", "Parameter", "Primitive", "Case", "REGISTRY",
     "SimplegradError", "ShapeError", "AxisError", "GraphError", "DTypeError", "ArgumentError",
     "LinAlgError",
     "OutOfBoundsError", "NotDifferentiableError", "GradientCheckError", "TapeGrowthWarning",

@@ -20,7 +20,7 @@ import simplegrad as sg
 from simplegrad.cli import main, seed_program
 from simplegrad.engine.derivation import Derivation, Line
 from simplegrad.engine.render import ORDER_STYLES, STYLES, format_value
-from simplegrad.engine.variable import Variable
+from simplegrad.engine.variable import Entry
 from tests.test_trace import SEED_OUTPUT, comparable
 
 SEED_VARS = ["--var", "a=0.4605,0.4061,0.9422,0.3946", "--var", "b=0.0850,0.3296,0.9888,0.6494"]
@@ -44,15 +44,15 @@ def _recompute(view: Derivation) -> None:
     the value the tape recorded for it."""
     def value(x):
         if type(x) is Line:
-            return x.entry.raw
-        return x.raw if type(x) is Variable else x
+            return x.entry.value
+        return x.value if type(x) is Entry else x
 
     for line in view.lines.values():
         if line.prim is None:
             continue
         args = [value(x) for x in line.args]
         got = line.prim.forward(*args, **(line.attrs or {}))
-        np.testing.assert_allclose(got, line.entry.raw, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got, line.entry.value, rtol=1e-12, atol=1e-12)
 
 
 # ---------------------------------------------------------------- pruned traces

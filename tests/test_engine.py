@@ -378,7 +378,7 @@ def test_tape_is_sized_and_holds_the_results() -> None:
     z = op.sum(y, name="z")
     assert len(op.tape) == 2
     assert op.tape[0] is y.node and op.tape[-1] is z.node and list(op.tape) == [y.node, z.node]
-    assert (z.prim.name, z.inputs, z.attrs) == ("sum", (y,), {"axis": None, "keepdims": False})
+    assert (z.prim.name, z.inputs, z.attrs) == ("sum", (y.node,), {"axis": None, "keepdims": False})
     assert x.prim is None and x.is_leaf
 
 
@@ -422,7 +422,7 @@ def test_comparisons_record_bool_entries(cmp: str, other_kind: str) -> None:
         got = fn(ov, x)
     expected = fn(ov, xv) if other_kind == "numpy-left" else fn(xv, ov)
     assert isinstance(got, sg.Variable) and got.dtype == bool and not got.requires_grad
-    assert got.prim is not None and op.tape[-1] is got
+    assert got.prim is not None and op.tape[-1] is got.node
     assert f" {cmp} " in op.format_trace().splitlines()[-1]
     np.testing.assert_array_equal(got.value, expected)
 

@@ -109,4 +109,4 @@ def test_find_nonfinite_reports_a_nan_leaf():
     op = sg.Ops()
     x = op.var([np.nan, 1.0], name="x")
     report = op.find_nonfinite(x.exp().sum())
-    assert report.entry is x and report.kind == "nan" and report.line.startswith("x = [")
+    assert report.entry is x.node and report.kind == "nan" and report.line.startswith("x = [")

@@ -30,8 +30,8 @@ LAYERS = {
 
 # the one-line conveniences that reach up, each made inside a method: (importer, imported)
 FACADES = {
-    ("simplegrad.engine.recorder", "simplegrad.program.core"): "op.program(inputs, outputs)",
-    ("simplegrad.engine.recorder", "simplegrad.program.graph"): "op.to_networkx(outputs)",
+    ("simplegrad.engine.ops", "simplegrad.program.core"): "op.program(inputs, outputs)",
+    ("simplegrad.engine.ops", "simplegrad.program.graph"): "op.to_networkx(outputs)",
 }
 
 TOP_LEVEL = {"__init__", "__main__", "errors", "pytree", "checks", "estimators", "optim", "cli",

@@ -84,7 +84,8 @@ def test_one_liners_work_on_an_ops_nobody_holds():
     (x * 2).backward()
     assert x.grad.value == 2.0
     y = (sg.Ops().var(3.0) ** 2)
-    assert y.ops.grad(y, [v for v in y.inputs if isinstance(v, sg.Variable)][0]).value == 6.0
+    x = next(v for v in y.inputs if isinstance(v, sg.Entry))    # (an entry of its tape)
+    assert y.ops.grad(y, x).value == 6.0
 
 
 @pytest.mark.parametrize("simplify", [False, True])
@@ -128,8 +129,9 @@ def test_grad_set_by_op_grad_keeps_its_value_once_the_ops_is_dropped():
         assert x.grad is g and g.prim is not None           # recorded while op is held
         return x
 
-    x = f()
-    assert x.grad.value == 6.0 and x.grad.prim is None      # its value; no cycle through x
+    x = f()     # a gradient is a handle of its history, which points at no handle: no cycle
+    assert x.grad.value == 6.0 and x.grad.prim is not None
+    assert x.ops.grad(x.grad, x).value == 2.0               # and it differentiates again
 
 
 def test_a_trace_read_from_a_temporary_is_whole():

@@ -66,10 +66,10 @@ def test_listeners_hear_every_entry_and_event():
     x = op.var(2.0, name="x")
     y = x * x
     op.grad(y, x)
-    assert heard[0] == Leaf(x.position, x, "leaf") and heard[1] is y
+    assert heard[0] == Leaf(x.position, x.node, "leaf") and heard[1] is y.node
     assert isinstance(heard[2], BlockBegin) and isinstance(heard[-2], BlockEnd)
     assert type(heard[-1]).__name__ == "Asked"     # then what the grad call asked for
-    assert sum(isinstance(h, sg.Variable) for h in heard) == len(op.tape)
+    assert sum(isinstance(h, sg.Entry) for h in heard) == len(op.tape)
 
 
 def test_echo_is_a_listener():

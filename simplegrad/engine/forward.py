@@ -38,9 +38,12 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
 
     A Variable given twice among ``xs`` moves along the sum of its tangents.
     """
-    single = isinstance(xs, Variable) or not isinstance(xs, Iterable)
+    single = isinstance(xs, (Variable, Entry)) or not isinstance(xs, Iterable)
     xs = [xs] if single else list(xs)
     tangents = [tangents] if single else list(tangents)
+    if type(y) is Entry or any(type(x) is Entry for x in xs):      # (entries of its tape)
+        y = as_variable(ops, y) if type(y) is Entry else y
+        xs = [as_variable(ops, x) if type(x) is Entry else x for x in xs]
     if type(y) is Batched or any(type(x) is Batched for x in xs):
         return _on_stacks(ops, y, xs, tangents, create_graph)
     check_target(ops, "jvp", y)

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import GraphError
 from .derivation import Derivation, Line
 from .events import BlockBegin, BlockEnd, Leaf
 from .explain import orders, origins
 from .render import LEAF_FILL, _items, comments, format_value, order_fill
-from .variable import Entry
+from .variable import Entry, value_of
 
 if TYPE_CHECKING:
     from .tape import Tape
@@ -58,6 +59,15 @@ def preview(value: Any) -> str:
     if len(text) > PREVIEW:
         text = text[:PREVIEW - 3] + "..."
     return f"{tuple(np.shape(value))} {text}"
+
+
+def _preview_of(v: Entry) -> str:
+    """An entry's preview: its value, replayed if the tape freed it; ``<freed>`` when no
+    replay can reach it (never a wrong value)."""
+    try:
+        return preview(value_of(v))
+    except GraphError:
+        return f"{tuple(v.shape)} <freed>"
 
 
 def legend(top: int) -> str:
@@ -118,8 +128,7 @@ def derivation_html(tape: Tape, outputs: Sequence[Entry] | None = None) -> str:
         meta = ""
         if type(item) is Entry:
             ident = anchor(p, item.name)
-            meta = preview(item.raw) if item.raw is not None else \
-                f"{tuple(item.shape)} <freed>"  # (no rule reads it; never a wrong value)
+            meta = _preview_of(item)
             origin = pulls.get(item.position)      # the entry it pulls back through,
             through = origin[0] if origin else tape.accumulations.get(item.position)
             target = view.value(through)            # or whose cotangent it adds up

@@ -133,6 +133,8 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
 
     def find_nonfinite(self, v: Variable) -> nonfinite.NonFinite | None:
         """Where a nan or inf first appears among v's ancestors (None when all are finite)."""
+        if isinstance(v, Entry):
+            return nonfinite.find_nonfinite(self.tape, v)
         if not isinstance(v, Variable) or v.rec is not self:
             raise ArgumentError("find_nonfinite: expected a Variable of this Ops")
         return nonfinite.find_nonfinite(self.tape, v.node)
@@ -180,8 +182,14 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
         name, or one per ``wrt``): each named gradient is an alias entry of its own
         (``dW = v12``), so a cotangent the sweep shares keeps its v-number.
         """
-        single = isinstance(wrt, Variable) or not isinstance(wrt, Iterable)
+        single = isinstance(wrt, (Variable, Entry)) or not isinstance(wrt, Iterable)
         wrt = wrt if single else list(wrt)
+        if type(L) is Entry:            # entries of this tape stand for their Variables
+            L = sweeps.as_variable(self, L)
+        if single and type(wrt) is Entry:
+            wrt = sweeps.as_variable(self, wrt)
+        elif not single and any(type(w) is Entry for w in wrt):
+            wrt = [sweeps.as_variable(self, w) if type(w) is Entry else w for w in wrt]
         names = None if name is None else [name] if isinstance(name, str) else list(name)
         count = 1 if single else len(wrt)
         if names is not None and (len(names) != count or not all(
@@ -242,6 +250,7 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
         if tape.keep or tape.listeners:     # (a tape that keeps no trace records no event)
             tape.add(Leaf(v.node.position, v.node, kind,
                           source if source is None or source.rec is FREE else source.node))
+            v.raw = v.node.raw      # (a listener may have wrapped it: sg.jit watches)
         return v
 
     def unrecorded(self, value: Any, name: str | None = None) -> Variable:
@@ -408,14 +417,16 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
                         if type(x) is Entry and x.raw is None:
                             x.raw = values[i]
         entries.append(e)
+        if tape.listeners:
+            for listen in tape.listeners:
+                listen(e)
+            if e.raw is not None:       # (a listener may have wrapped it: sg.jit watches)
+                value = e.raw
         out = _new(Variable)        # handle()'s work inlined
         out.raw = value
         out.node = e
         out.rec = self
         out.grad = None
-        if tape.listeners:
-            for listen in tape.listeners:
-                listen(e)
         return out
 
     def record_exactly(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,

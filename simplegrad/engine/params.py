@@ -136,11 +136,13 @@ class Adoptions:
         return None if ref is None else ref()
 
     def prune(self) -> None:
-        """Forget the entries whose free Variable is gone."""
+        """After a release: forget the leaves no later sweep can reach (those of Parameters
+        that are gone, and those replaced by ``p.assign``, which only the released history
+        read); each live Parameter keeps its current leaf."""
         self.leaves = {k: e for k, e in self.leaves.items() if e[0]() is not None}
-        self.sources = {k: r for k, r in self.sources.items() if r() is not None}
-        self.replaced = {k: alive for k, leaves in self.replaced.items()
-                         if (alive := [x for x in leaves if self.source(x) is not None])}
+        current = {e[1] for e in self.leaves.values()}
+        self.sources = {k: r for k, r in self.sources.items() if k in current}
+        self.replaced = {}
 
 
 class JoinsParameters:
@@ -178,10 +180,12 @@ class JoinsParameters:
             return []
         return adoptions.earlier(w)
 
-    def source_of(self, leaf: Entry) -> Variable | None:
-        """The free Variable (a Parameter) a leaf entry of this Ops stands for, if any."""
+    def source_of(self, leaf: Entry | Variable) -> Variable | None:
+        """The free Variable (a Parameter) a leaf of this Ops stands for, if any."""
         adoptions = self._adoptions
-        return adoptions.source(leaf) if adoptions is not None else None
+        if adoptions is None:
+            return None
+        return adoptions.source(leaf.node if isinstance(leaf, Variable) else leaf)
 
 
 def _foreign(x: Variable) -> str:

@@ -173,8 +173,9 @@ def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False
 
 
 def as_variable(ops: Ops, x: Any) -> Variable:
-    """A Variable of ``ops`` for an entry of its tape (its value replayed if it was freed)."""
-    if type(x) is Variable:
+    """A Variable of ``ops`` for an entry of its tape (its value replayed if it was freed);
+    a Variable (a batched one too) as it is."""
+    if type(x) is not Entry:
         return x
     return handle(value_of(x), x, ops)
 
@@ -210,7 +211,7 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
             _failed(e)
             raise
         for v, g in grads.items():      # a constant seed stands for itself as a leaf
-            if type(g) is not Variable and type(g) is not Entry:
+            if not isinstance(g, (Variable, Entry)):
                 grads[v] = ops.leaf(g, None, False, "leaf")
         if tape.keep or tape.listeners:
             tape.add(BlockEnd(tape.end, "grad", target,

@@ -11,6 +11,7 @@ starts using them.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,6 +64,7 @@ def _mixed(self: Any, prim: Primitive, inputs: tuple, attrs: dict | None) -> Any
     shareable = True
     convert = False
     mine = False
+    given = inputs          # (an identity gives back the Variable it was given)
     nodes = list(inputs)
     for i, x in enumerate(inputs):
         tx = type(x)
@@ -96,7 +98,12 @@ def _mixed(self: Any, prim: Primitive, inputs: tuple, attrs: dict | None) -> Any
             prim, inputs, attrs = rewritten
         same = rewrites.reduces_to(prim, inputs, attrs)
         if type(same) is Entry:
-            return handle(value_of(same), same, self)
+            for x in given:
+                if type(x) is Variable and x.node is same:
+                    return x
+            ref = self._leaves.get(same)    # a leaf's Variable, while it lives (--x is x)
+            x = None if ref is None else ref()
+            return x if x is not None else handle(value_of(same), same, self)
         if type(same) is Variable and same.rec is self:
             return same
     if not shareable:
@@ -108,15 +115,17 @@ def _shared(self: Any, key: tuple, prim: Primitive, inputs: tuple,
             attrs: dict | None) -> Any:
     """The entry recorded under ``key`` if it is still on the tape (a failed sweep's
     entries are undone), else a new one, recorded under it."""
-    hit = self._cse.get(key)
-    if hit is not None:
+    got = self._cse.get(key)
+    if got is not None:
+        hit, ref = got
         entries = self.tape.entries
         i = hit.position - self.tape.base
         if 0 <= i < len(entries) and entries[i] is hit:
-            return handle(value_of(hit), hit, self)
+            v = ref()           # the Variable it was handed out as, while it lives
+            return v if v is not None else handle(value_of(hit), hit, self)
     out = self.record_exactly(prim, inputs, attrs)
     if type(out) is Variable:
-        self._cse[key] = out.node
+        self._cse[key] = (out.node, weakref.ref(out))
     return out
 
 

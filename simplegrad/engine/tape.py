@@ -12,11 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
-import numpy as np
-
-from ..errors import GraphError
 from .events import Event, Pullbacks
-from .variable import RELEASED, Entry, Variable
+from .variable import RELEASED, Entry, Variable, value_of
 
 # ---------------------------------------------------------------- the tape
 
@@ -111,6 +108,7 @@ class Tape(Sequence):
         self.accumulations.clear()
         self.jvp_cache = None
 
+
 # ---------------------------------------------------------------- walks
 
 
@@ -171,36 +169,6 @@ def descendants(tape: Tape, sources: Iterable[Any], start: int, end: int) -> set
 def _when(v: Entry) -> tuple[int, bool]:
     """Recording order: a leaf comes before the entry that shares its position."""
     return (v.position, v.prim is not None)
-
-
-def value_of(e: Any) -> Any:
-    """The value of an entry: the one it keeps, or recomputed from its inputs' values by
-    replaying the entries whose values were freed (then kept on them); a Variable's own value
-    and a constant as they are."""
-    if type(e) is not Entry:
-        return e.raw if isinstance(e, Variable) else e
-    if e.raw is not None:
-        return e.raw
-    need: dict[int, Entry] = {}     # position -> entry whose value is gone
-    stack = [e]
-    while stack:
-        v = stack.pop()
-        if v.raw is not None or v.position in need:
-            continue
-        if v.prim is None:
-            raise GraphError(f"{e.name}: the value of {v.name}, which it is computed from, is "
-                             "gone (its Ops was released and nothing kept it), so it cannot be "
-                             "recomputed")
-        need[v.position] = v
-        stack.extend(x for x in v.inputs if type(x) is Entry and x.raw is None)
-    for p in sorted(need):
-        v = need[p]
-        values = [x.raw if type(x) is Entry else x for x in v.inputs]
-        out = v.prim.forward(*values, **v.attrs) if v.attrs else v.prim.forward(*values)
-        if type(out) is not np.ndarray and isinstance(out, np.generic):
-            out = np.asarray(out)
-        v.raw = out
-    return e.raw
 
 
 def materialize(entries: Iterable[Entry]) -> None:

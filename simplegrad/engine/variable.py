@@ -89,11 +89,8 @@ class Entry:
 
     @property
     def value(self) -> Any:
-        """The value, when the entry keeps it (see ``raw``); GraphError when it was freed."""
-        if self.raw is None:
-            raise GraphError(f"{self.name}'s value was freed: no rule reads it; the Variable "
-                             "that holds it, or a replay of the program, has it")
-        return self.raw
+        """The value: the one the entry keeps, or recomputed by replay (``value_of``)."""
+        return value_of(self)
 
     def __repr__(self) -> str:
         what = "leaf" if self.prim is None else self.prim.name
@@ -382,3 +379,33 @@ def leaf_variable(value: Any, ops: Ops | FreeOps, label: int | str | None, requi
                   position: int, cls: type | None = None) -> Variable:
     """A Variable computed by no primitive (a leaf, a seed, an unrecorded or free value)."""
     return handle(value, leaf_entry(value, label, requires_grad, position), ops, cls)
+
+
+def value_of(e: Any) -> Any:
+    """The value of an entry: the one it keeps, or recomputed from its inputs' values by
+    replaying the entries whose values were freed (then kept on them); a Variable's own value
+    and a constant as they are."""
+    if type(e) is not Entry:
+        return e.raw if isinstance(e, Variable) else e
+    if e.raw is not None:
+        return e.raw
+    need: dict[int, Entry] = {}     # position -> entry whose value is gone
+    stack = [e]
+    while stack:
+        v = stack.pop()
+        if v.raw is not None or v.position in need:
+            continue
+        if v.prim is None:
+            raise GraphError(f"{e.name}: the value of {v.name}, which it is computed from, is "
+                             "gone (its Ops was released and nothing kept it), so it cannot be "
+                             "recomputed")
+        need[v.position] = v
+        stack.extend(x for x in v.inputs if type(x) is Entry and x.raw is None)
+    for p in sorted(need):
+        v = need[p]
+        values = [x.raw if type(x) is Entry else x for x in v.inputs]
+        out = v.prim.forward(*values, **v.attrs) if v.attrs else v.prim.forward(*values)
+        if type(out) is not np.ndarray and isinstance(out, np.generic):
+            out = np.asarray(out)
+        v.raw = out
+    return e.raw

@@ -30,7 +30,7 @@ from ..engine.explain import orders
 from ..engine.pictures import dot_text, run_dot
 from ..engine.render import format_entry, format_operand, format_value
 from ..engine.tape import ancestors
-from ..engine.variable import Variable
+from ..engine.variable import Entry, Variable
 from ..errors import ArgumentError, GraphError
 from ..primitives.rewrites import constant_key
 from .nodes import CONST, INPUT, NODE
@@ -97,13 +97,14 @@ def tape_graph(ops: Ops, outputs: Variable | Sequence[Variable] | None = None) -
     tape = ops.tape
     if outputs is None:
         entries = [e for e in tape.entries if e is not None]
-        outs: list[Variable] = []
+        outs: list[Entry] = []
     else:
         outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
         for v in outs:
             if not isinstance(v, Variable) or v.rec is not ops:
                 raise GraphError(f"to_networkx: outputs must be Variables of this Ops, got "
                                  f"{getattr(v, 'name', type(v).__name__)}")
+        outs = [v.node for v in outs]
         entries = ancestors(outs)
     kinds = {id(e.var): e.kind for e in tape.events if type(e) is Leaf}
     order = orders(tape)
@@ -113,7 +114,7 @@ def tape_graph(ops: Ops, outputs: Variable | Sequence[Variable] | None = None) -
     const_key: dict[Any, str] = {}
     out_ids = {id(v) for v in outs}
 
-    def leaf(v: Variable) -> str:
+    def leaf(v: Entry) -> str:
         key = var_key.get(id(v))
         if key is None:
             key = var_key[id(v)] = keys(v.name)
@@ -121,6 +122,7 @@ def tape_graph(ops: Ops, outputs: Variable | Sequence[Variable] | None = None) -
             g.add_node(key, name=v.name, primitive=None, attrs=None, shape=v.shape,
                        dtype=v.dtype, order=order.get(v, 0), role=role,
                        label=f"{v.name} = {format_value(v.raw)}", output=id(v) in out_ids)
+        # (a leaf keeps its value)
         return key
 
     def constant(x: Any) -> str:
@@ -140,7 +142,7 @@ def tape_graph(ops: Ops, outputs: Variable | Sequence[Variable] | None = None) -
                    dtype=v.dtype, order=k, role=_role(k), label=format_entry(v),
                    output=id(v) in out_ids)
         for p, x in enumerate(v.inputs):
-            if type(x) is not Variable:
+            if type(x) is not Entry:
                 src = constant(x)
             elif x.prim is None or id(x) not in var_key:
                 src = var_key.get(id(x)) or leaf(x)

@@ -18,7 +18,7 @@ from ..engine.batched import batched_jvp, batched_jvp_values
 from ..engine.batching import innermost
 from ..engine.ops import Ops
 from ..engine.tape import ancestors
-from ..engine.variable import UNARY, Variable
+from ..engine.variable import UNARY, Entry, Variable
 from ..errors import ArgumentError, NotDifferentiableError, ShapeError
 from ..pytree import tree_flatten, tree_unflatten
 from .arguments import (
@@ -233,16 +233,16 @@ def prefers_forward(xs: Sequence[Variable], ys: Sequence[Variable]) -> bool:
         # wide: an entry reads x (W >= n, or x is disconnected and the Jacobian zero) and E
         # is at most the entries recorded since x, so reverse is faster whatever the graph
         return False
-    entries = ancestors(list(ys), start=start, stop=set(xs))
+    entries = ancestors(list(ys), start=start, stop={x.node for x in xs})
     work = 0
     for v in entries:       # an entry's work: its output's size, or its inputs' when larger
-        ins = v.more        # (Variable.inputs, inlined)
+        ins = v.more        # (Entry.inputs, inlined)
         if ins is None:
             ins = (v.in0,) if v.in1 is UNARY else (v.in0, v.in1)
         s = 0
         for a in ins:
-            s += a.size if type(a) is Variable or type(a) is np.ndarray else getattr(a, "size", 1)
-        size = v.raw.size
+            s += a.size if type(a) is Entry or type(a) is np.ndarray else getattr(a, "size", 1)
+        size = v.size
         work += s if s > size else size
     reverse = m * (len(entries) * ENTRY_REV + work * WORK_REV)
     forward = len(entries) * ENTRY_FWD + n * work * WORK_FWD

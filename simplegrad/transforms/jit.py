@@ -62,7 +62,7 @@ import numpy as np
 
 from ..engine.events import Leaf
 from ..engine.ops import Ops
-from ..engine.variable import Variable
+from ..engine.variable import Entry, Variable
 from ..errors import ArgumentError
 from ..program.compile import Compiled
 from ..program.compile import compile as compile_program
@@ -204,7 +204,7 @@ def _key(structure: Hashable, leaves: list, static: set[int]) -> tuple[Hashable,
 class Watched(np.ndarray):
     """A recorded value that tells its recording which Python decisions read it."""
 
-    _sg_var: Variable | None = None     # the Variable whose value this is (None: derived)
+    _sg_var: Entry | None = None        # the entry whose value this is (None: derived)
     _sg_log: list | None = None         # the recording's guards
 
     def __array_finalize__(self, obj: Any) -> None:
@@ -229,7 +229,9 @@ class Watched(np.ndarray):
         return int(self._note("item", np.ndarray.item(self)))
 
 
-def _watch(v: Variable, log: list) -> None:
+def _watch(v: Entry, log: list) -> None:
+    """Make the value of ``v`` (an entry being recorded, whose Variable takes the same value)
+    tell ``log`` of each Python decision that reads it."""
     raw = v.raw
     if isinstance(raw, np.ndarray):
         w = raw.view(Watched)
@@ -296,12 +298,11 @@ class _Recorded:
 def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int], backend: str
             ) -> tuple:
     """Run f once on fresh Variables; its results and the _Recorded that replays it."""
-    face = Ops()            # held while recording: the tape keeps every entry meanwhile
-    ops = face.recorder
+    ops = Ops(keep_values=True)     # (every value watched: a decision may read any)
     log: list = []
 
     def listen(item: Any) -> None:
-        if type(item) is Variable:
+        if type(item) is Entry:
             _watch(item, log)
         elif type(item) is Leaf:
             _watch(item.var, log)
@@ -327,10 +328,9 @@ def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int], backe
                 fixed.append(y.value if isinstance(y, Variable) else y)
         n_out = len(outputs)
         guards = []
-        for v, kind, seen in log:
-            if v.rec is ops:
-                guards.append((len(outputs), kind, seen))
-                outputs.append(v)
+        for v, kind, seen in log:       # (entries of this recording's tape)
+            guards.append((len(outputs), kind, seen))
+            outputs.append(v)
         results = [np.array(y.raw) if s is not None else _plain(c)
                    for y, s, c in zip(out_leaves, slots, fixed)]
         compiled = None
