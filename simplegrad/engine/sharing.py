@@ -53,6 +53,8 @@ def apply_simplified(self: Any, prim: Primitive, inputs: Sequence[Any],
     nodes = tuple(nodes)
     if rewrites.may_simplify(prim, nodes, attrs):
         return _mixed(self, prim, nodes, attrs)
+    if not self.tape.keep:      # (a tape that keeps no trace keeps no table)
+        return self.record_exactly(prim, nodes, attrs)
     key = (prim, frozenset(nodes) if prim.commutative and len(nodes) == 2
            else nodes, rewrites.attrs_key(attrs) if attrs else ())
     return _shared(self, key, prim, nodes, attrs)
@@ -61,7 +63,7 @@ def apply_simplified(self: Any, prim: Primitive, inputs: Sequence[Any],
 def _mixed(self: Any, prim: Primitive, inputs: tuple, attrs: dict | None) -> Any:
     """``apply_simplified`` for inputs that are not all entries of this tape, or that a rule
     may apply to: the rules see entries (a Variable of this tape as its entry)."""
-    shareable = True
+    shareable = self.tape.keep      # (a tape that keeps no trace keeps no table)
     convert = False
     mine = False
     given = inputs          # (an identity gives back the Variable it was given)

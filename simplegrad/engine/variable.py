@@ -404,7 +404,8 @@ def value_of(e: Any) -> Any:
     for p in sorted(need):
         v = need[p]
         values = [x.raw if type(x) is Entry else x for x in v.inputs]
-        out = v.prim.forward(*values, **v.attrs) if v.attrs else v.prim.forward(*values)
+        with np.errstate(all="ignore"):     # (its recording warned already, if it did)
+            out = v.prim.forward(*values, **v.attrs) if v.attrs else v.prim.forward(*values)
         if type(out) is not np.ndarray and isinstance(out, np.generic):
             out = np.asarray(out)
         v.raw = out
