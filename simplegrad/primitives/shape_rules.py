@@ -468,6 +468,16 @@ def scattered(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tu
     return shape, promote(*dtypes)
 
 
+def updated(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
+    """at_set and at_add: x's shape; y must broadcast to what the ``index`` attribute selects."""
+    shape, y = tuple(shapes[0]), tuple(shapes[1])
+    target = index_shape(shape, attrs["index"])
+    if len(y) > len(target) or broadcast_shapes(y, target) != target:
+        raise ShapeRuleError(f"values of shape {y} cannot be written at an index selecting "
+                             f"{target}")
+    return shape, promote(*dtypes)
+
+
 def _gather_indices(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
     """The indices' shape (input 1 when recorded, else the attribute), values checked."""
     if len(shapes) > 2:
