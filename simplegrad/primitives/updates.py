@@ -175,7 +175,8 @@ def _region(ops: PrimitiveMethods, verb: str, x: Any, index: tuple) -> np.ndarra
     """The flat positions of x that ``x[index]`` reads, shaped as that read (numpy's bounds)."""
     shape = shape_of(x)
     try:
-        return np.arange(math.prod(shape), dtype=np.int64).reshape(shape)[index]
+        return np.arange(math.prod(shape), dtype=np.int64).reshape(shape)[
+            index if not isinstance(index, list) else np.asarray(index)]
     except IndexError as e:
         raise error(f"at[...].{verb}", (x,), str(e), OutOfBoundsError) from None
 
@@ -256,10 +257,11 @@ def _update(ops: PrimitiveMethods, verb: str, x: Any, y: Any, index: Any,
     if is_traced(index):
         return _traced_update(ops, verb, x, y, index, name)
     try:
-        index = normalize_index(index, shape_of(x))
+        normalized = normalize_index(index, shape_of(x))
     except TypeError as e:
         raise error(f"at[...].{verb}", (x,), str(e), ArgumentError) from None
-    region = _region(ops, verb, x, index)
+    region = _region(ops, verb, x, index)       # numpy's checks on the index as given (masks)
+    index = normalized
     shape = region.shape
     _check_values(verb, x, y, shape)        # checked before anything is recorded
     repeated = np.unique(region).size < region.size
