@@ -1,6 +1,7 @@
 """Moments: variance and std over axes, with numpy's ``ddof``.
 
-Conventions: ``std`` of a slice whose std is exactly 0 has gradient 0 (as ``norm`` of a zero
+float16 input is reduced in float32 and rounded back once, as numpy's ``mean`` does (numpy's own
+``var`` sums float16 squares, which overflow past 65,504). Conventions: ``std`` of a slice whose std is exactly 0 has gradient 0 (as ``norm`` of a zero
 vector). ``variance`` (``x.var()``; ``op.var`` makes a leaf) and ``std`` refuse a ``ddof`` that
 leaves no degrees of freedom. Their vjp spreads the cotangent over the reduced axes (as prod's
 does, scans.py) times the derivative, and their jvp sums the tangent times it.
@@ -42,10 +43,16 @@ if TYPE_CHECKING:
 
 
 def _var(x, axis=None, ddof=0, keepdims=False):
+    if x.dtype == np.float16:       # squares summed in float32 (a float16 sum overflows)
+        return np.var(x, axis=axis, ddof=ddof, keepdims=keepdims, dtype=np.float32).astype(
+            np.float16)
     return np.var(x, axis=axis, ddof=ddof, keepdims=keepdims)
 
 
 def _std(x, axis=None, ddof=0, keepdims=False):
+    if x.dtype == np.float16:
+        return np.std(x, axis=axis, ddof=ddof, keepdims=keepdims, dtype=np.float32).astype(
+            np.float16)
     return np.std(x, axis=axis, ddof=ddof, keepdims=keepdims)
 
 
