@@ -1,7 +1,9 @@
 """Moments: variance and std over axes, with numpy's ``ddof``.
 
 float16 input is reduced in float32 and rounded back once, as numpy's ``mean`` does (numpy's own
-``var`` sums float16 squares, which overflow past 65,504). Conventions: ``std`` of a slice whose std is exactly 0 has gradient 0 (as ``norm`` of a zero
+``var`` sums float16 squares, which overflow past 65,504).
+
+Conventions: ``std`` of a slice whose std is exactly 0 has gradient 0 (as ``norm`` of a zero
 vector). ``variance`` (``x.var()``; ``op.var`` makes a leaf) and ``std`` refuse a ``ddof`` that
 leaves no degrees of freedom. Their vjp spreads the cotangent over the reduced axes (as prod's
 does, scans.py) times the derivative, and their jvp sums the tangent times it.
