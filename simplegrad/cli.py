@@ -212,8 +212,10 @@ def _trace(ns: argparse.Namespace) -> int:
         raise UsageError(f"--wrt names a variable twice: {ns.wrt}")
     for flag in ("order", "derivative"):
         n = getattr(ns, flag)
-        if n is not None and not 1 <= n <= MAX_ORDER:
-            raise UsageError(f"--{flag} must be from 1 to {MAX_ORDER}, got {n} (each order "
+        if n is not None and n < 1:
+            raise UsageError(f"--{flag} must be at least 1, got {n}")
+        if n is not None and n > MAX_ORDER:
+            raise UsageError(f"--{flag} must be at most {MAX_ORDER}, got {n} (each order "
                              "differentiates the whole derivation before it)")
     tree = parse(ns.expr, set(variables))
     op = Ops()

@@ -45,14 +45,14 @@ if TYPE_CHECKING:
 
 
 def _var(x, axis=None, ddof=0, keepdims=False):
-    if x.dtype == np.float16:       # squares summed in float32 (a float16 sum overflows)
+    if getattr(x, "dtype", None) == np.float16:  # summed in float32 (float16 overflows)
         return np.var(x, axis=axis, ddof=ddof, keepdims=keepdims, dtype=np.float32).astype(
             np.float16)
     return np.var(x, axis=axis, ddof=ddof, keepdims=keepdims)
 
 
 def _std(x, axis=None, ddof=0, keepdims=False):
-    if x.dtype == np.float16:
+    if getattr(x, "dtype", None) == np.float16:
         return np.std(x, axis=axis, ddof=ddof, keepdims=keepdims, dtype=np.float32).astype(
             np.float16)
     return np.std(x, axis=axis, ddof=ddof, keepdims=keepdims)

@@ -156,14 +156,14 @@ MIN = _extreme("min", _min)
 def _shift(x, axis):
     """The maximum over ``axis`` (kept) that logsumexp and softmax shift by; 0 for an empty
     array, whose slices along an empty axis have none (their sums of exp are 0)."""
-    if np.size(x) == 0:
+    if math.prod(np.shape(x)) == 0:
         return np.zeros(np.shape(np.sum(x, axis=axis, keepdims=True)), dtype=x.dtype)
     return _max(x, axis=axis, keepdims=True)
 
 
 def _logsumexp(x, axis=None, keepdims=False):
     m = _shift(x, axis)
-    if is_lazy(m) or np.size(x) == 0:   # a dask array (values untested), or sums of 0
+    if is_lazy(m) or math.prod(np.shape(x)) == 0:   # a dask array (values untested), or sums of 0
         return _logsumexp_guarded(x, m, axis, keepdims)
     if _all_finite(m):          # each sum of exp(x - m) is >= 1: its log needs no guard
         total = np.add.reduce(np.exp(x - m), axis=axis, keepdims=keepdims)
@@ -250,7 +250,7 @@ SOFTMAX = register(Primitive(
 
 def _log_softmax(x, axis=-1):
     m = _shift(x, axis)
-    if np.size(x) == 0:
+    if math.prod(np.shape(x)) == 0:
         return x - m
     if not is_lazy(m) and _all_finite(m):   # (x - m) - log(sum(exp(x - m))): no guard
         shifted = x - m
