@@ -173,12 +173,9 @@ def ufunc(u: np.ufunc, *then: np.ufunc) -> ShapeRule:
     return broadcasting(ufunc_dtype(u, *then))
 
 
-def same_shape(dtype: DtypeFn, along: bool = False) -> ShapeRule:
-    """The first input's shape (flip, roll, softmax, ...); ``along``: the forward takes a
-    maximum along ``axis`` (default -1; softmax), which must not be empty."""
+def same_shape(dtype: DtypeFn) -> ShapeRule:
+    """The first input's shape (flip, roll, softmax, ...)."""
     def rule(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
-        if along:
-            _identity(shapes[0], attrs.get("axis", -1))
         return tuple(shapes[0]), dtype(dtypes)
     return rule
 
