@@ -38,6 +38,8 @@ from .errors import SimplegradError
 from .expression import Evaluator, MathError, UsageError, parse
 from .primitives.core import REGISTRY
 
+MAX_ORDER = 16      # --order and --derivative: the work nearly doubles with each order
+
 
 def seed_program(echo: bool = True, ops: Ops | None = None) -> tuple[Ops, Variable, Variable]:
     """Run seed 002: L0 = sum((a + b) * b), its gradient, then the gradient of sum(da^2 + db^2).
@@ -110,10 +112,10 @@ def _parser() -> argparse.ArgumentParser:
     what = trace.add_mutually_exclusive_group()
     what.add_argument("--order", type=int, default=None, metavar="N",
                       help="the seed's iterated order: gradients of the sum of squares of the "
-                           "previous order's (default 1)")
+                           f"previous order's (default 1, at most {MAX_ORDER})")
     what.add_argument("--derivative", type=int, default=None, metavar="N",
                       help="the N-th derivative (several --wrt: the gradient of the sum of "
-                           "the previous order's gradients)")
+                           f"the previous order's gradients; N at most {MAX_ORDER})")
     what.add_argument("--hessian", action="store_true",
                       help="the Hessian of L0 in the --wrt variables, and its program")
     trace.add_argument("--raw", action="store_true",
@@ -212,6 +214,9 @@ def _trace(ns: argparse.Namespace) -> int:
         n = getattr(ns, flag)
         if n is not None and n < 1:
             raise UsageError(f"--{flag} must be at least 1, got {n}")
+        if n is not None and n > MAX_ORDER:
+            raise UsageError(f"--{flag} must be at most {MAX_ORDER}, got {n} (each order "
+                             "differentiates the whole derivation before it)")
     tree = parse(ns.expr, set(variables))
     op = Ops()
     env = {name: op.named_var(value, name) for name, value in variables.items()}

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from ..primitives.core import Primitive
     from .ops import Ops
 
+MASKED = ("masked arrays are not supported (the mask would be dropped): pass "
+          "np.ma.filled(m, fill), or pass m.data and apply the mask inside with "
+          "np.where(np.ma.getmaskarray(m), fill, x)")
 _FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 _SCALAR = {"b": bool, "i": int, "u": int}
 
@@ -51,6 +54,8 @@ def constant(prim: Primitive, inputs: tuple, x: Any, dtype: np.dtype | None,
             return out
     if isinstance(x, (bool, np.bool_)):     # a condition or mask: stays bool
         return bool(x)
+    if isinstance(x, np.ma.MaskedArray):
+        raise error(prim.name, inputs, MASKED, ArgumentError)
     if not isinstance(x, (np.ndarray, np.generic, list, tuple, float, int)):
         raise error(prim.name, inputs, f"cannot take a {type(x).__name__} as an operand",
                     ArgumentError)
@@ -115,8 +120,12 @@ def float_array(value: Any, name: str | None, borrow: bool = False) -> np.ndarra
     a float array, not a copy."""
     if isinstance(value, Variable):
         value = value.raw
+    if isinstance(value, np.ma.MaskedArray):
+        raise ArgumentError(f"var {name or ''}: {MASKED}")
     try:
         arr = np.asarray(value).view() if borrow else np.array(value)
+    except MemoryError:
+        raise
     except Exception as e:
         raise DTypeError(f"var {name or ''}: cannot make an array of {type(value).__name__}: "
                          f"{e}") from None

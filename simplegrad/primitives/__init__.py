@@ -23,6 +23,7 @@ from .running import RunningVariable
 from .scans import ScanVariable
 from .special_functions import SpecialFunctionVariable
 from .unary import UnaryVariable
+from .updates import UpdateMethods
 
 __all__ = ["HELD", "REGISTRY", "Case", "Primitive", "register", "PrimitiveMethods", "ValueOps",
            "VALUES", "VariableMethods"]
@@ -31,7 +32,7 @@ __all__ = ["HELD", "REGISTRY", "Case", "Primitive", "register", "PrimitiveMethod
 class VariableMethods(ProductMethods, LayoutMethods, RearrangeMethods, GatherMethods,
                       UnaryVariable, BinaryVariable, ScanVariable, MomentVariable,
                       SpecialFunctionVariable, RunningVariable, ArrayVariable, GammaVariable,
-                      NumpyFunctions):
+                      NumpyFunctions, UpdateMethods):
     """Methods that primitive families add to ``Variable`` (``x.cumsum()``, ...).
 
     A family keeps its Variable methods in a mixin with ``__slots__ = ()`` beside its records

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 # B_2, B_4, ..., B_20
 _BERNOULLI = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510,
               43867 / 798, -174611 / 330]
+_SERIES_LARGEST_N = 90   # the series forms (n + 19)! w^-(n + 20) in floats: overflow from n = 98
 _lgamma = np.vectorize(lambda v: math.inf if v <= 0 and v == math.floor(v) else math.lgamma(v),
                        otypes=[np.float64])
 
@@ -50,6 +51,14 @@ def _polygamma(x, n=0):
     x = np.asarray(x, dtype=np.float64)
     pole = (x <= 0) & (x == np.floor(x))
     z = np.where(pole | ~np.isfinite(x), 1.0, x)
+    out = _polygamma_scaled(z, n) if n > _SERIES_LARGEST_N else _polygamma_series(z, n)
+    edge = np.where(x == np.inf, np.inf if n == 0 else 0.0,
+                    np.where((x == 0) & (n == 0), -np.inf, np.nan))     # as scipy
+    return np.where(pole | ~np.isfinite(x), edge, out)
+
+
+def _polygamma_series(z, n):
+    """polygamma(n, z) at finite z off the poles, for n whose factorials fit in a float."""
     shift = np.ceil(np.maximum(0.0, 20.0 + 2 * n - z)).astype(np.int64)
     steps = int(shift.max()) if shift.size else 0
     acc = np.zeros_like(z)
@@ -66,10 +75,42 @@ def _polygamma(x, n=0):
             series = series + b * math.factorial(2 * k + n - 1) / (math.factorial(2 * k) *
                                                                    w ** (2 * k + n))
         series = (-1) ** (n + 1) * series
-    out = series - (-1) ** n * math.factorial(n) * acc
-    edge = np.where(x == np.inf, np.inf if n == 0 else 0.0,
-                    np.where((x == 0) & (n == 0), -np.inf, np.nan))     # as scipy
-    return np.where(pole | ~np.isfinite(x), edge, out)
+    return series - (-1) ** n * math.factorial(n) * acc
+
+
+def _polygamma_scaled(z, n):
+    """polygamma(n, z) = (-1)^(n+1) n! zeta(n + 1, z) for large n, with the zeta sum scaled by
+    its largest term r^-(n+1) (r the least |z + k|) and n! r^-(n+1) formed as one exp of logs:
+    no factorial overflows, and a result beyond the float range is a signed inf (as scipy's).
+    The sum stops once its remaining terms are below 1e-18 of the largest (a few dozen terms
+    however large n is). At a negative half-integer z and even n the terms of z + k < 0 cancel
+    those of z + k <= -z exactly, leaving zeta(n + 1, 1 - z)."""
+    if n % 2 == 0:
+        z = np.where((z < 0) & (z - np.floor(z) == 0.5), 1.0 - z, z)
+    frac = z - np.floor(z)
+    r = np.where(z > 0, z, np.minimum(frac, 1.0 - frac))
+    shift = np.ceil(np.maximum(0.0, 20.0 + 2 * n - z)).astype(np.int64)
+    rel = np.zeros_like(z)
+    done = np.zeros(z.shape, dtype=bool)
+    for k in range(int(shift.max()) if shift.size else 0):
+        zk = z + k
+        live = (k < shift) & ~done
+        term = np.sign(zk) ** (n + 1) * (r / np.abs(zk)) ** (n + 1)
+        rel = rel + np.where(live, term, 0.0)
+        # what is left (terms past k and the tail) is below (r/zk)^(n+1) (zk/n + 1)
+        done |= live & (zk > 0) & ((r / zk) ** (n + 1) * (zk / n + 1.0) < 1e-18)
+        if done.all():
+            break
+    w = z + shift
+    tail = w / n + 0.5
+    rising, inv_w = 1.0, 1.0 / w
+    for k, b in enumerate(_BERNOULLI, start=1):     # Euler-Maclaurin, over w^-(n+1)
+        rising *= (n + 2 * k - 2) * (n + 2 * k - 1) if k > 1 else n + 1
+        tail = tail + b * rising / math.factorial(2 * k) * inv_w ** (2 * k - 1)
+    rel = rel + np.where(done, 0.0, (r / w) ** (n + 1) * tail)
+    log_size = math.lgamma(n + 1) - (n + 1) * np.log(r) + np.log(np.abs(rel))
+    with np.errstate(over="ignore", divide="ignore"):
+        return (-1.0) ** (n + 1) * np.sign(rel) * np.exp(log_size)
 
 
 def known_derivatives(derivative: Callable) -> Callable:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, OutOfBoundsError
 from .broadcasting import full_mask
 from .core import (
     JOINTLY,
@@ -224,6 +224,7 @@ def _scatter_jvp(o: PrimitiveMethods, ts, indices, shape):
 def normalize_index(index: Any, shape: tuple) -> tuple:
     """An index as a tuple whose integer arrays are read-only int64 arrays (masks become arrays)."""
     items = index if isinstance(index, tuple) else (index,)
+    _check_masks(items, shape)
     out = []
     for i in items:
         if not is_constant(i):
@@ -250,6 +251,28 @@ def normalize_index(index: Any, shape: tuple) -> tuple:
     return tuple(out)
 
 
+def _check_masks(items: tuple, shape: tuple) -> None:
+    """IndexError, in numpy's words, for a bool mask whose shape is not that of the axes it
+    covers (numpy would raise it too; the nonzero positions alone would read other entries)."""
+    masks = [isinstance(i, (list, np.ndarray)) and np.asarray(i).dtype == bool for i in items]
+    if not any(masks):
+        return
+    spans = [np.ndim(i) if m else 0 if i is None or i is Ellipsis else 1
+             for i, m in zip(items, masks)]
+    ellipsis = next((k for k, i in enumerate(items) if i is Ellipsis), len(items))
+    for k, (i, m) in enumerate(zip(items, masks)):
+        if not m:
+            continue
+        start = sum(spans[:k]) if k < ellipsis else len(shape) - sum(spans[k:])
+        mask_shape = np.shape(i)
+        for j, n in enumerate(mask_shape):
+            axis = start + j
+            if 0 <= axis < len(shape) and shape[axis] != n:
+                raise IndexError(f"boolean index did not match indexed array along axis {axis}; "
+                                 f"size of axis is {shape[axis]} but size of corresponding "
+                                 f"boolean axis is {n}")
+
+
 # ---------------------------------------------------------------- Ops methods
 
 class IndexingOps:
@@ -264,6 +287,8 @@ class IndexingOps:
             index = normalize_index(index, shape_of(x))
         except TypeError as e:
             raise error("getitem", (x,), str(e), ArgumentError) from None
+        except IndexError as e:
+            raise error("getitem", (x,), str(e), OutOfBoundsError) from None
         return self.apply(GETITEM, (x,), {"index": index}, name)
 
     def scatter_add(self, gs: Sequence[Any], indices: Sequence[tuple], shape: Sequence[int],

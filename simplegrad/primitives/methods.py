@@ -39,13 +39,14 @@ from .scans import ScanOps
 from .shape import ShapeOps
 from .special_functions import SpecialFunctionOps
 from .unary import UnaryOps
+from .updates import UpdateOps
 
 
 class PrimitiveMethods(ElementwiseOps, PiecewiseOps, LogicOps, ReduceOps, ShapeOps, IndexingOps,
                        MatmulOps, SolveOps, DeterminantOps, CholeskyOps, NormOps, ProductOps,
                        LayoutOps, RearrangeOps, GatherOps, UnaryOps, BinaryOps, ScanOps,
                        MomentOps, EighOps, SVDOps, QROps, PseudoInverseOps, MatrixPowerOps,
-                       SpecialFunctionOps, RunningOps, CrossOps, GammaOps):
+                       SpecialFunctionOps, RunningOps, CrossOps, GammaOps, UpdateOps):
     """Every primitive as a method; subclasses say what ``apply`` (the generic form) does."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,

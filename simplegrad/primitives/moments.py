@@ -1,5 +1,8 @@
 """Moments: variance and std over axes, with numpy's ``ddof``.
 
+float16 input is reduced in float32 and rounded back once, as numpy's ``mean`` does (numpy's own
+``var`` sums float16 squares, which overflow past 65,504).
+
 Conventions: ``std`` of a slice whose std is exactly 0 has gradient 0 (as ``norm`` of a zero
 vector). ``variance`` (``x.var()``; ``op.var`` makes a leaf) and ``std`` refuse a ``ddof`` that
 leaves no degrees of freedom. Their vjp spreads the cotangent over the reduced axes (as prod's
@@ -42,10 +45,16 @@ if TYPE_CHECKING:
 
 
 def _var(x, axis=None, ddof=0, keepdims=False):
+    if getattr(x, "dtype", None) == np.float16:  # summed in float32 (float16 overflows)
+        return np.var(x, axis=axis, ddof=ddof, keepdims=keepdims, dtype=np.float32).astype(
+            np.float16)
     return np.var(x, axis=axis, ddof=ddof, keepdims=keepdims)
 
 
 def _std(x, axis=None, ddof=0, keepdims=False):
+    if getattr(x, "dtype", None) == np.float16:
+        return np.std(x, axis=axis, ddof=ddof, keepdims=keepdims, dtype=np.float32).astype(
+            np.float16)
     return np.std(x, axis=axis, ddof=ddof, keepdims=keepdims)
 
 

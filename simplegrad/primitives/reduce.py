@@ -163,9 +163,17 @@ MIN = _extreme("min", _min)
 # ---------------------------------------------------------------- logsumexp and softmax
 
 
+def _shift(x, axis):
+    """The maximum over ``axis`` (kept) that logsumexp and softmax shift by; 0 for an empty
+    array, whose slices along an empty axis have none (their sums of exp are 0)."""
+    if math.prod(np.shape(x)) == 0:
+        return np.zeros(np.shape(np.sum(x, axis=axis, keepdims=True)), dtype=x.dtype)
+    return _max(x, axis=axis, keepdims=True)
+
+
 def _logsumexp(x, axis=None, keepdims=False):
-    m = _max(x, axis=axis, keepdims=True)
-    if is_lazy(m):              # a dask array: no test of its values, the guarded form
+    m = _shift(x, axis)
+    if is_lazy(m) or math.prod(np.shape(x)) == 0:   # a dask array (values untested), or sums of 0
         return _logsumexp_guarded(x, m, axis, keepdims)
     if _all_finite(m):          # each sum of exp(x - m) is >= 1: its log needs no guard
         total = np.add.reduce(np.exp(x - m), axis=axis, keepdims=keepdims)
@@ -222,11 +230,11 @@ def _lse_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any,
 LOGSUMEXP = register(Primitive(
     "logsumexp", _logsumexp, [_lse_vjp], _lse_jvp,
     method_fmt("logsumexp", "axis", "keepdims"), REDUCE, batch=along("logsumexp"),
-    taylor=_lse_taylor, schema=reducing(EXP_SHIFTED, identity=False), saves=("inputs", "out")))
+    taylor=_lse_taylor, schema=reducing(EXP_SHIFTED), saves=("inputs", "out")))
 
 
 def _softmax(x, axis=-1):
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    e = np.exp(x - _shift(x, axis))
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
@@ -246,12 +254,14 @@ SOFTMAX = register(Primitive(
     "softmax", _softmax, [_softmax_rule],
     lambda o, ts, out, x, axis=-1: _softmax_rule(o, ts[0], out, x, axis),
     method_fmt("softmax", "axis"), ALONG, batch=along("softmax", default=-1),
-    taylor=_softmax_taylor, schema=attrs(shape_rule=same_shape(EXP_SHIFTED, along=True),
+    taylor=_softmax_taylor, schema=attrs(shape_rule=same_shape(EXP_SHIFTED),
                                                 axis=AXIS), saves=("out",)))
 
 
 def _log_softmax(x, axis=-1):
-    m = _max(x, axis=axis, keepdims=True)
+    m = _shift(x, axis)
+    if math.prod(np.shape(x)) == 0:
+        return x - m
     if not is_lazy(m) and _all_finite(m):   # (x - m) - log(sum(exp(x - m))): no guard
         shifted = x - m
         return shifted - np.log(np.add.reduce(np.exp(shifted), axis=axis, keepdims=True))
@@ -272,7 +282,7 @@ LOG_SOFTMAX = register(Primitive(
     lambda o, ts, out, x, axis=-1:
         o.sub(ts[0], o.sum(o.mul(o.exp(out), ts[0]), axis=axis, keepdims=True)),
     method_fmt("log_softmax", "axis"), ALONG, batch=along("log_softmax", default=-1),
-    taylor=_log_softmax_taylor, schema=attrs(shape_rule=same_shape(EXP_SHIFTED, along=True),
+    taylor=_log_softmax_taylor, schema=attrs(shape_rule=same_shape(EXP_SHIFTED),
                                                 axis=AXIS), saves=("out",)))
 
 

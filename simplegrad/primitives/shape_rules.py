@@ -173,12 +173,9 @@ def ufunc(u: np.ufunc, *then: np.ufunc) -> ShapeRule:
     return broadcasting(ufunc_dtype(u, *then))
 
 
-def same_shape(dtype: DtypeFn, along: bool = False) -> ShapeRule:
-    """The first input's shape (flip, roll, softmax, ...); ``along``: the forward takes a
-    maximum along ``axis`` (default -1; softmax), which must not be empty."""
+def same_shape(dtype: DtypeFn) -> ShapeRule:
+    """The first input's shape (flip, roll, softmax, ...)."""
     def rule(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
-        if along:
-            _identity(shapes[0], attrs.get("axis", -1))
         return tuple(shapes[0]), dtype(dtypes)
     return rule
 
@@ -465,6 +462,16 @@ def scattered(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tu
         if len(g) > len(target) or broadcast_shapes(g, target) != target:
             raise ShapeRuleError(f"an input of shape {g} cannot be added at an index selecting "
                            f"{target}")
+    return shape, promote(*dtypes)
+
+
+def updated(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
+    """at_set and at_add: x's shape; y must broadcast to what the ``index`` attribute selects."""
+    shape, y = tuple(shapes[0]), tuple(shapes[1])
+    target = index_shape(shape, attrs["index"])
+    if len(y) > len(target) or broadcast_shapes(y, target) != target:
+        raise ShapeRuleError(f"values of shape {y} cannot be written at an index selecting "
+                             f"{target}")
     return shape, promote(*dtypes)
 
 

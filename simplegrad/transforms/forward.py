@@ -40,6 +40,7 @@ from .arguments import (
     run_paused,
     split_aux,
 )
+from .taylor import check_order
 from .taylor import derivative_entry as taylor_derivative_entry
 
 
@@ -100,8 +101,7 @@ def derivative(f: Callable, order: int = 1, argnums: int = 0) -> Callable:
     primitive between the argument and the result has a Taylor rule; else repeated jvps.
     """
     check_callable("derivative", f)
-    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
-        raise ArgumentError(f"derivative: order must be an int >= 0, not {order!r}")
+    order = check_order("derivative", order)
     if not argnums_kind("derivative", argnums):
         raise ArgumentError(f"derivative: argnums must be one int (the argument to "
                             f"differentiate in), not {argnums!r}")

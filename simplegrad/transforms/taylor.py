@@ -49,7 +49,7 @@ def taylor(f: Callable, x: Any, v: Any, order: int) -> list:
     has the structure and shapes of f's output.
     """
     check_callable("taylor", f)
-    order = _check_order("taylor", order)
+    order = check_order("taylor", order)
     if isinstance(x, (tuple, list)):
         return _taylor_many(f, x, v, order)
     xshape, vshape = (a.shape if isinstance(a, Variable) else np.shape(a) for a in (x, v))
@@ -130,7 +130,7 @@ def taylor_derivative(f: Callable, order: int = 1) -> Callable:
     """The ``order``-th derivative of ``f`` of one argument by Taylor mode along ones
     (elementwise for an elementwise ``f``), as ``sg.derivative`` gives it by nesting."""
     check_callable("taylor_derivative", f)
-    order = _check_order("taylor_derivative", order)
+    order = check_order("taylor_derivative", order)
 
     @functools.wraps(f)
     def derivative_f(x: Any, **kwargs: Any) -> Any:
@@ -200,7 +200,14 @@ def _derivative(o: PrimitiveMethods, c: Any, k: int, scale: float) -> Any:
     return o.cast(o.mul(o.cast(c, np.float64), factor), c.dtype)
 
 
-def _check_order(fname: str, order: Any) -> int:
+MAX_ORDER = 1000    # Taylor mode costs order^2 primitive calls: order 1000 takes about a second
+
+
+def check_order(fname: str, order: Any) -> int:
+    """``order`` as an int in [0, MAX_ORDER], else ArgumentError naming ``fname``."""
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
         raise ArgumentError(f"{fname}: order must be an int >= 0, not {order!r}")
+    if order > MAX_ORDER:
+        raise ArgumentError(f"{fname}: order {order} is above the limit of {MAX_ORDER} (the "
+                            "work grows as its square; float derivatives that high are noise)")
     return int(order)

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ..engine.batching import Batched, new_level, wrap
+from ..engine.operands import MASKED
 from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..errors import ArgumentError, AxisError, ShapeError
@@ -176,6 +177,13 @@ def _leading(ops: Ops, a: Any, ax: int) -> Any:
 def _unbatch(ops: Ops, y: Any, level: int, n: int, ax: Any, nested: bool) -> Any:
     """One leaf of f's output with the batch axis at ``ax`` (None: the output must be
     unbatched); an array unless ``nested``."""
+    if not isinstance(y, Variable):
+        kind = getattr(getattr(y, "dtype", None), "kind", None)
+        if not (type(y) in (bool, int, float) or kind is not None and kind in "biufc"):
+            shown = type(y).__name__ + (f" of dtype {y.dtype}" if kind is not None else "")
+            raise ArgumentError(f"vmap: f returned a value of type {shown}; it must return "
+                                "arrays, numbers or Variables, or tuples, lists and dicts of "
+                                "them")
     out = _moved(ops, y, level, n, ax)
     return out if nested else _array(getattr(out, "raw", out))
 
@@ -206,6 +214,8 @@ def _moved(ops: Ops, y: Any, level: int, n: int, ax: Any) -> Any:
 def _constant(ops: Ops, a: Any) -> Variable:
     """An array as a leaf of ``ops`` requiring no gradient, keeping its dtype (an int stays an
     int; floats are recorded as ``ops.var`` records them)."""
+    if isinstance(a, np.ma.MaskedArray):
+        raise ArgumentError(f"vmap: {MASKED}")
     arr = np.asarray(a)
     if arr.dtype.kind == "f":
         return ops.var(arr, requires_grad=False)
