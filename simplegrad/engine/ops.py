@@ -81,7 +81,7 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
         self.borrow = bool(borrow)
         self.recording = True
         self.simplify = bool(simplify) and not from_derivatives
-        self.keep_values = bool(keep_values or simplify)
+        self.keep_values = bool(keep_values or self.simplify)
         self._adoptions: Adoptions | None = None    # the leaves standing for Parameters here
         self._leaves: dict[Entry, weakref.ref] = {}    # leaf entry -> its Variable, for backward
         self.echo = echo

@@ -93,10 +93,12 @@ def _on_stacks(ops: Ops, L: Variable, asked: list, seed: Any, create_graph: bool
     return out
 
 
-def gradient_values(ops: Ops, L: Variable, wrt: Sequence[Variable], seed: Any = None) -> list:
+def gradient_values(ops: Ops, L: Variable, wrt: Sequence[Variable], seed: Any = None,
+                    last: bool = False) -> list:
     """The gradients of L with respect to ``wrt`` as arrays, by a value-only sweep that records
-    nothing and sets no ``.grad`` (what a transform hands back)."""
-    targets, grads = _gradients(ops, L, list(wrt), seed, False)
+    nothing and sets no ``.grad`` (what a transform hands back). ``last``: nothing sweeps this
+    tape again (a transform's own Ops), so each entry lets go of its values once pulled back."""
+    targets, grads = _gradients(ops, L, list(wrt), seed, False, last)
     out = []
     for w in targets:
         g = grads.get(w.node)
@@ -104,7 +106,8 @@ def gradient_values(ops: Ops, L: Variable, wrt: Sequence[Variable], seed: Any = 
     return out
 
 
-def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool) -> tuple:
+def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool,
+               last: bool = False) -> tuple:
     """The Variables standing for ``asked`` (a Parameter's leaf on this Ops) and the sweep's
     cotangents, keyed by entry.
 
@@ -123,7 +126,7 @@ def _gradients(ops: Ops, L: Variable, asked: list, seed: Any, recording: bool) -
     stop = min((w.position if w.prim is None else w.position + 1 for w in swept),
                default=ops.tape.end)
     only = descendants(ops.tape, swept, stop, L.position + 1) if ops.simplify else None
-    grads = _reverse(ops, L, seed, recording, stop, set(swept), only)
+    grads = _reverse(ops, L, seed, recording, stop, set(swept), only, last)
     ops.tape.reached = any(w in grads for w in swept)   # (a transform warns when not)
     if not ops.tape.reached:
         check_unreached("grad", L, swept)
@@ -143,7 +146,11 @@ def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False
     check_target(ops, "backward", L)
     check_history("backward", L, ())
     recording = bool(create_graph) and ops.recording
-    grads = _reverse(ops, L, seed, recording, 0, set(), None)    # leaves are never swept
+    # a step on free parameters ends with its value-only backward (as PyTorch's frees what it
+    # saved): its history goes now, not when the next step rebinds the loss
+    ends = not recording and not ops.tape.keep and not (
+        create_graph if retain_graph is None else retain_graph)
+    grads = _reverse(ops, L, seed, recording, 0, set(), None, ends)    # (leaves: never swept)
     for v, g in grads.items():
         if v.prim is not None or not v.requires_grad:
             continue
@@ -165,10 +172,7 @@ def backward(ops: Ops, L: Variable, seed: Any = None, create_graph: bool = False
             x.grad = ops.add(x.grad, g)
         else:
             x.grad = ops.unrecorded(x.grad.raw + g, f"d{L.name}_d{x.name}")
-    if not recording and not ops.tape.keep and not (
-            create_graph if retain_graph is None else retain_graph):
-        # a step on free parameters ends with its value-only backward (as PyTorch's frees
-        # what it saved): its history goes now, not when the next step rebinds the loss
+    if ends:
         ops.release()
 
 
@@ -181,7 +185,7 @@ def as_variable(ops: Ops, x: Any) -> Variable:
 
 
 def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep: set,
-             only: set | None) -> dict:
+             only: set | None, last: bool = False) -> dict:
     seed_array = seed_value(ops, "grad", L, seed)
     tape = ops.tape
     target = L.node
@@ -191,7 +195,8 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
     if not recording:               # values only: nothing is recorded, nothing to undo
         tape.last_pass_end = tape.end   # (a ValueOps of its own: custom rules key memos by it)
         try:
-            return sweep(ValueOps(), tape, target, seed_array, stop, only, keep or None, False)
+            return sweep(ValueOps(), tape, target, seed_array, stop, only, keep or None, False,
+                         last)
         except Exception as e:
             _failed(e)
             raise
@@ -246,7 +251,7 @@ def _sweeping(tape: Tape) -> Iterator[None]:
 
 
 def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
-          only: set | None, wanted: set | None, recording: bool) -> dict:
+          only: set | None, wanted: set | None, recording: bool, last: bool = False) -> dict:
     """The reverse sweep: entries leading to L, newest first, each input's cotangent.
 
     ``recording``: ``o`` is the Ops, rules get the entries themselves and every cotangent is a
@@ -255,7 +260,9 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
     back, except those of ``wanted``. ``only``: pull back only through these entries (the
     ones a ``wrt`` reaches). ``wanted``: the Variables whose gradients were asked for (None:
     every leaf); an input older than ``stop`` (the oldest of them) gets a cotangent only
-    when it is one of them.
+    when it is one of them. ``last`` (values only): no sweep reads this tape again, so each
+    entry lets go of its value once pulled back (every entry reading it is newer, pulled back
+    already), as PyTorch frees what it saved.
     """
     grads: dict[Entry, Any] = {L: seed}
     if L.prim is None:
@@ -379,6 +386,8 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
         # the loop's names would hold the last cotangents and the totals they replaced until
         # the next entry's: free them now (arrays of the peak, in a value-only sweep)
         g = ct = old = cts = args = outv = None
+        if last:
+            out.raw = None
     for v, g in grads.items():
         if type(g) is Sparse:
             grads[v] = densify(o, tape, v, g)

@@ -89,7 +89,7 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> 
             elif nested:        # (values only: nothing can differentiate the gradient)
                 gs = ops.grad(y, xs, create_graph=not final)
             else:
-                gs = gradient_values(ops, y, xs)
+                gs = gradient_values(ops, y, xs, last=True)     # (its own Ops, done after)
             if xs:
                 disconnected("grad", f, ops, [y])
             y, *gs = results(nested, [y, *gs])
