@@ -1,6 +1,7 @@
 """The Python operators and array methods of a Variable: each one call on its Ops.
 
-``x + y`` is ``x.rec.add(x, y)``, ``x.sum()`` is ``x.rec.sum(x)``; comparisons record bool
+``x + y`` records ``add`` on ``x.rec`` (the arithmetic operators call its one recording path
+directly: the hot path), ``x.sum()`` is ``x.rec.sum(x)``; comparisons record bool
 entries (no gradient), while ``==`` and ``!=`` stay identity. numpy's protocols (ufuncs,
 ``__array__``) are in variable.py, on the array class itself.
 """
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
+from ..primitives.elementwise import ADD, DIV, MUL, SUB
 from ..primitives.numpy_arrays import ENTRIES as NUMPY_FORMS
 
 if TYPE_CHECKING:
@@ -27,28 +29,28 @@ class Operators:
     # ------------------------------------------------------------ operators
 
     def __add__(self, other: Any) -> Variable:
-        return self.rec.add(self, other)
+        return self.rec.apply(ADD, (self, other), None, None)
 
     def __radd__(self, other: Any) -> Variable:
-        return self.rec.add(other, self)
+        return self.rec.apply(ADD, (other, self), None, None)
 
     def __sub__(self, other: Any) -> Variable:
-        return self.rec.sub(self, other)
+        return self.rec.apply(SUB, (self, other), None, None)
 
     def __rsub__(self, other: Any) -> Variable:
-        return self.rec.sub(other, self)
+        return self.rec.apply(SUB, (other, self), None, None)
 
     def __mul__(self, other: Any) -> Variable:
-        return self.rec.mul(self, other)
+        return self.rec.apply(MUL, (self, other), None, None)
 
     def __rmul__(self, other: Any) -> Variable:
-        return self.rec.mul(other, self)
+        return self.rec.apply(MUL, (other, self), None, None)
 
     def __truediv__(self, other: Any) -> Variable:
-        return self.rec.div(self, other)
+        return self.rec.apply(DIV, (self, other), None, None)
 
     def __rtruediv__(self, other: Any) -> Variable:
-        return self.rec.div(other, self)
+        return self.rec.apply(DIV, (other, self), None, None)
 
     def __pow__(self, other: Any) -> Variable:
         return self.rec.pow(self, other)

@@ -298,31 +298,40 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
             a, b = inputs
             ta, tb = type(a), type(b)
             if ta is Variable and a.rec is self:
-                a = a.node
-            elif ta is not Entry:
-                a = None if ta is float or ta is int else _OTHER
-            if tb is Variable and b.rec is self:
-                b = b.node
-            elif tb is not Entry:
-                b = None if tb is float or tb is int else _OTHER
-            if a is not _OTHER and b is not _OTHER:
-                if a is None:
-                    if b is not None:
-                        nodes = (inputs[0], b)
-                        values, requires = (inputs[0], inputs[1].raw), b.requires_grad
-                elif b is None:
-                    nodes = (a, inputs[1])
-                    values, requires = (inputs[0].raw, inputs[1]), a.requires_grad
-                else:
-                    nodes = (a, b)
-                    values = (inputs[0].raw, inputs[1].raw)
+                na = a.node
+                if tb is Variable and b.rec is self:
+                    nb = b.node
+                    nodes, values = (na, nb), (a.raw, b.raw)
+                    requires = na.requires_grad or nb.requires_grad
+                elif tb is Entry:
+                    nodes, values = (na, b), (a.raw, b.raw)
+                    requires = na.requires_grad or b.requires_grad
+                elif tb is float or tb is int:
+                    nodes, values, requires = (na, b), (a.raw, b), na.requires_grad
+            elif ta is Entry:
+                if tb is Variable and b.rec is self:
+                    nb = b.node
+                    nodes, values = (a, nb), (a.raw, b.raw)
+                    requires = a.requires_grad or nb.requires_grad
+                elif tb is Entry:
+                    nodes, values = inputs, (a.raw, b.raw)
                     requires = a.requires_grad or b.requires_grad
+                elif tb is float or tb is int:
+                    nodes, values, requires = inputs, (a.raw, b), a.requires_grad
+            elif ta is float or ta is int:
+                if tb is Variable and b.rec is self:
+                    nb = b.node
+                    nodes, values, requires = (a, nb), (a, b.raw), nb.requires_grad
+                elif tb is Entry:
+                    nodes, values, requires = inputs, (a, b.raw), b.requires_grad
         elif n == 1:
             a = inputs[0]
             ta = type(a)
-            if ta is Variable and a.rec is self or ta is Entry:
-                nodes = (a.node,) if ta is Variable else inputs
-                values, requires = (a.raw,), nodes[0].requires_grad
+            if ta is Variable and a.rec is self:
+                na = a.node
+                nodes, values, requires = (na,), (a.raw,), na.requires_grad
+            elif ta is Entry:
+                nodes, values, requires = inputs, (a.raw,), a.requires_grad
         convert = False
         if values is None:
             values = []
@@ -401,16 +410,24 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
         e.shape = value.shape
         e.dtype = value.dtype
         e.requires_grad = requires and prim.differentiable
-        if self.keep_values:
+        if self.keep_values or prim.saves_out:
             e.raw = value
         else:                       # only what the rules read (Primitive.saves)
-            e.raw = value if prim.saves_out else None
+            e.raw = None
+        if not self.keep_values:
             kept = prim.saved_inputs
-            if kept is None:
-                for i, x in enumerate(nodes):
+            if kept is None:        # (every input: the inputs' values are kept with them)
+                if n == 2:
+                    x, y = nodes
                     if type(x) is Entry and x.raw is None:
-                        x.raw = values[i]
-            else:
+                        x.raw = values[0]
+                    if type(y) is Entry and y.raw is None:
+                        y.raw = values[1]
+                else:
+                    for i, x in enumerate(nodes):
+                        if type(x) is Entry and x.raw is None:
+                            x.raw = values[i]
+            elif kept:
                 for i in kept:
                     if i < n:       # (an input held as an attribute instead is kept there)
                         x = nodes[i]

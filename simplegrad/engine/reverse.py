@@ -34,7 +34,7 @@ from .guards import (
 )
 from .params import FREE
 from .tape import descendants, value_of
-from .variable import UNARY, Entry, Variable, entry_of, handle
+from .variable import UNARY, Entry, Variable, handle
 
 if TYPE_CHECKING:
     from ..primitives import PrimitiveMethods
@@ -219,8 +219,9 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
             if not isinstance(g, (Variable, Entry)):
                 grads[v] = ops.leaf(g, None, False, "leaf")
         if tape.keep or tape.listeners:
-            tape.add(BlockEnd(tape.end, "grad", target,
-                              {v: entry_of(g) for v, g in grads.items()}))
+            tape.add(BlockEnd(tape.end, "grad", target,     # (entries: no cycle)
+                              {v: g.node if type(g) is Variable else g
+                               for v, g in grads.items()}))
     except BaseException:
         tape.restore(snap)
         raise
@@ -291,18 +292,38 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
             continue
         prim = out.prim
         attrs = out.attrs
-        inputs = out.more           # Entry.inputs, inlined: the sweep's hot path
+        # the inputs (Entry.inputs, inlined: the sweep's hot path) and, for values, what the
+        # rules get: their values; an entry whose value is gone stands for itself (its shape
+        # and dtype: no rule reads more of it, Primitive.saves)
+        inputs = out.more
         if inputs is None:
             x = out.in0
             b = out.in1
-            inputs = (x,) if b is UNARY else (x, b)
-        if recording:
+            if b is UNARY:
+                inputs = (x,)
+                if recording:
+                    args = inputs
+                else:
+                    a = x.raw
+                    args = (x if a is None else a,)
+            else:
+                inputs = (x, b)
+                if recording:
+                    args = inputs
+                else:
+                    a = x.raw if type(x) is Entry else x
+                    c = b.raw if type(b) is Entry else b
+                    args = (x if a is None else a, b if c is None else c)
+        elif recording:
             args = inputs
-            outv = out
-        else:   # values; an entry whose value is gone stands for itself (its shape and
-            #     dtype: no rule reads more of it, Primitive.saves)
+        else:
             args = [x if type(x) is not Entry or x.raw is None else x.raw for x in inputs]
-            outv = out if out.raw is None else out.raw
+        if recording:
+            outv = out
+        else:
+            outv = out.raw
+            if outv is None:
+                outv = out
         cts = []
         if len(args) < 3 and not (masks or prim.sparse_vjp or prim.variadic or
                                   prim.mask_source):
@@ -385,9 +406,9 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                     masks[x] = before if before is mask else o.logical_and(before, mask)
         # the loop's names would hold the last cotangents and the totals they replaced until
         # the next entry's: free them now (arrays of the peak, in a value-only sweep)
-        g = ct = old = cts = args = outv = None
+        g = ct = old = cts = args = outv = a = c = None
         if last:
-            out.raw = None
+            out.forget()
     for v, g in grads.items():
         if type(g) is Sparse:
             grads[v] = densify(o, tape, v, g)

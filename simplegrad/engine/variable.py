@@ -41,6 +41,12 @@ class Entry:
     label: int | str | None    # the v-number or the given name
     position: int       # its place on the tape; a leaf's: where its dependents can start
     raw: Any            # its value when a rule reads it (always for a leaf), else None
+    shape: tuple        # its output's shape and dtype
+    dtype: Any
+
+    def forget(self) -> None:
+        """Let go of the value (its shape and dtype stay)."""
+        self.raw = None
 
     @property
     def name(self) -> str:

@@ -229,14 +229,15 @@ class Watched(np.ndarray):
         return int(self._note("item", np.ndarray.item(self)))
 
 
-def _watch(v: Entry, log: list) -> None:
+def _watch(v: Entry, log: list, watched: list) -> None:
     """Make the value of ``v`` (an entry being recorded, whose Variable takes the same value)
-    tell ``log`` of each Python decision that reads it."""
+    tell ``log`` of each Python decision that reads it (noted in ``watched``, to be let go)."""
     raw = v.raw
     if isinstance(raw, np.ndarray):
         w = raw.view(Watched)
         w._sg_var, w._sg_log = v, log
         v.raw = w
+        watched.append(w)
 
 
 def _plain(x: Any) -> Any:
@@ -300,12 +301,13 @@ def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int], backe
     """Run f once on fresh Variables; its results and the _Recorded that replays it."""
     ops = Ops(keep_values=True)     # (every value watched: a decision may read any)
     log: list = []
+    watched: list = []
 
     def listen(item: Any) -> None:
         if type(item) is Entry:
-            _watch(item, log)
+            _watch(item, log, watched)
         elif type(item) is Leaf:
-            _watch(item.var, log)
+            _watch(item.var, log, watched)
     ops.tape.listeners.append(listen)
     try:
         call = list(leaves)
@@ -344,6 +346,8 @@ def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int], backe
     finally:
         ops.tape.listeners.remove(listen)
         ops.release()
+        for w in watched:       # a watched value points at its entry, which holds it: a
+            w._sg_var = w._sg_log = None    # cycle for the collector, cut here
     fixed = [np.array(c) if isinstance(c, np.ndarray) else c for c in map(_plain, fixed)]
     return tree_unflatten(out_def, results), _Recorded(compiled, guards, slots, fixed, out_def,
                                                         n_out)
