@@ -96,8 +96,11 @@ def _mixed(self: Any, prim: Primitive, inputs: tuple, attrs: dict | None) -> Any
         return self.record_exactly(prim, inputs, attrs)
     if rewrites.may_simplify(prim, inputs, attrs):
         rewritten = rewrites.rewrite(prim, inputs, attrs)
-        if rewritten is not None:
+        if rewritten is not None:   # (its inputs may be entries inside others: their values)
             prim, inputs, attrs = rewritten
+            for x in inputs:
+                if type(x) is Entry and x.raw is None:
+                    value_of(x)
         same = rewrites.reduces_to(prim, inputs, attrs)
         if type(same) is Entry:
             for x in given:
@@ -168,6 +171,7 @@ def rules_for_pass(ops: Any, create_graph: bool, wrt: Sequence[Any] | None = Non
     if wrt is not None and _fresh(ops, wrt):
         return None
     ops.simplify = True
+    ops.keep_values = True      # (a shared entry is handed out again, with its value)
     plain = type(ops)
     ops.__class__ = simplifying(plain)      # (not a bound method: no cycle)
     return plain
