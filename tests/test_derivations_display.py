@@ -16,7 +16,7 @@ import pytest
 
 import simplegrad as sg
 from simplegrad.cli import seed_program
-from simplegrad.engine.events import BlockEnd
+from simplegrad.engine.tape import BlockEnd
 
 
 class _Page(HTMLParser):

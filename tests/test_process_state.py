@@ -253,7 +253,7 @@ def _snapshot(modules: list) -> dict:
 def test_no_module_level_state_of_engine_or_transforms_changes_at_run_time():
     # looked at before, inside the innermost functions of running transforms, and after: every
     # module-level container and counter of engine/ and transforms/ holds what it held (a
-    # first run fills the memos of first use, such as sharing.py's simplifying classes)
+    # first run fills the memos of first use, such as ops.py's simplifying classes)
     import importlib
     import pkgutil
 

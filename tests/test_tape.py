@@ -9,7 +9,7 @@ import numpy as np
 
 import simplegrad as sg
 from simplegrad.cli import seed_program
-from simplegrad.engine.events import BlockBegin, BlockEnd, Leaf
+from simplegrad.engine.tape import BlockBegin, BlockEnd, Leaf
 
 
 def test_the_seed_program_as_typed_events():

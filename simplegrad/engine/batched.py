@@ -33,9 +33,9 @@ from .batching import (
     unstack,
     wrap,
 )
-from .events import BlockBegin, BlockEnd
 from .forward import forward_sweep
 from .reverse import as_variable
+from .tape import BlockBegin, BlockEnd
 from .variable import UNARY, Entry, Variable, entry_of
 
 if TYPE_CHECKING:

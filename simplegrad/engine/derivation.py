@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..primitives.rewrites import Operand, cse_key, describe_variable, reduces_to, rewrite
-from .events import Asked, BlockBegin, BlockEnd, Leaf
+from .tape import Asked, BlockBegin, BlockEnd, Leaf
 from .variable import Entry, Variable, entry_of
 
 if TYPE_CHECKING:

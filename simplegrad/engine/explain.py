@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .events import BlockBegin, BlockEnd, Leaf
+from .tape import BlockBegin, BlockEnd, Leaf
 from .variable import Entry
 
 if TYPE_CHECKING:

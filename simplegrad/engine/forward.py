@@ -19,10 +19,16 @@ from ..errors import ArgumentError
 from ..primitives import VALUES
 from ..primitives.core import dtype_of
 from .batching import Batched, innermost, levels_of, stacked, union, unstack
-from .events import BlockBegin, BlockEnd
-from .guards import check_history, check_target, check_wrt, note_entry, seed_value
-from .reverse import _sweeping, as_variable
-from .tape import ancestors, materialize
+from .reverse import (
+    _sweeping,
+    as_variable,
+    check_history,
+    check_target,
+    check_wrt,
+    note_entry,
+    seed_value,
+)
+from .tape import BlockBegin, BlockEnd, ancestors, materialize
 from .variable import UNARY, Entry, Variable, entry_of
 
 if TYPE_CHECKING:

@@ -20,9 +20,9 @@ import numpy as np
 
 from ..errors import GraphError
 from .derivation import Derivation, Line
-from .events import BlockBegin, BlockEnd, Leaf
 from .explain import orders, origins
 from .render import LEAF_FILL, _items, comments, format_value, order_fill
+from .tape import BlockBegin, BlockEnd, Leaf
 from .variable import Entry, value_of
 
 if TYPE_CHECKING:

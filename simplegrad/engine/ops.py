@@ -15,23 +15,452 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError, GraphError
-from ..primitives import PrimitiveMethods
-from ..primitives.core import Primitive
+from ..errors import (
+    ArgumentError,
+    AxisError,
+    DTypeError,
+    GraphError,
+    LinAlgError,
+    OutOfBoundsError,
+    ShapeError,
+    SimplegradError,
+)
+from ..primitives import PrimitiveMethods, rewrites
+from ..primitives.core import Primitive, error
 from . import derivation, forward, nonfinite, render
 from . import reverse as sweeps
 from .batching import Batched
 from .batching import apply as apply_batched
-from .events import Leaf
 from .html import Display
-from .operands import check_name, float_array, recordable, translate
-from .params import FREE, Adoptions, JoinsParameters
-from .sharing import rules_for_pass, simplifying
-from .tape import Tape
-from .variable import UNARY, UNRECORDED, Entry, Variable, leaf_variable
+from .params import FREE
+from .tape import Leaf, Tape, value_of
+from .variable import (
+    MASKED,
+    UNARY,
+    UNRECORDED,
+    Entry,
+    Variable,
+    float_array,
+    handle,
+    leaf_variable,
+)
+
+# ---------------------------------------------------------------- operands: constants
+#
+# What a primitive may be given besides Variables, and the errors that name what it was given.
+#
+# Constants (Python numbers, bools, numpy arrays and scalars, lists) are converted once, when an
+# entry records them: a 0-d constant becomes a Python number, a bool array stays bool, any other
+# array becomes a read-only array of the dtype of the entry's first float Variable, or keeps its
+# own when no input is a float Variable (a bool condition never makes a branch bool), copied
+# unless nothing can write through it already. User data for leaves becomes a fresh float array.
+#
+# An Ops made with ``borrow=True`` records arrays of the right dtype as read-only views of the
+# caller's memory instead of copies. The transforms use it for the Ops they make and release
+# within one call: nothing recorded outlives the call, so the caller cannot write to an array
+# while a tape that reads it is alive.
+
+_SCALAR = {"b": bool, "i": int, "u": int}
+
+
+def constant(prim: Primitive, inputs: tuple, x: Any, dtype: np.dtype | None,
+             borrow: bool = False) -> Any:
+    """One constant operand as it is recorded (see the module docstring); ``borrow``: an array
+    of the right dtype is recorded as a read-only view of the caller's memory, not a copy."""
+    if type(x) is np.ndarray and x.ndim and x.dtype == dtype:     # the common case, early
+        if not x.flags.writeable and frozen(x):
+            return x
+        if borrow:
+            out = x.view()
+            out.flags.writeable = False
+            return out
+    if isinstance(x, (bool, np.bool_)):     # a condition or mask: stays bool
+        return bool(x)
+    if isinstance(x, np.ma.MaskedArray):
+        raise error(prim.name, inputs, MASKED, ArgumentError)
+    if not isinstance(x, (np.ndarray, np.generic, list, tuple, float, int)):
+        raise error(prim.name, inputs, f"cannot take a {type(x).__name__} as an operand",
+                    ArgumentError)
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "biuf":
+        raise error(prim.name, inputs, f"constant of dtype {arr.dtype} is not supported",
+                    DTypeError)
+    if arr.ndim == 0:
+        return _SCALAR.get(arr.dtype.kind, float)(arr)
+    same = dtype is None or arr.dtype == dtype or arr.dtype.kind == "b"
+    if same and frozen(arr):
+        return arr          # read-only all the way down (a Variable's value): no copy
+    if same and borrow:
+        out = arr.view()    # no copy: the Ops lives no longer than the caller's call
+    elif arr.dtype.kind == "b":             # masks and conditions stay bool
+        out = arr.copy()
+    else:
+        out = np.array(arr, dtype=dtype)    # the caller may mutate theirs later
+    out.flags.writeable = False
+    return out
+
+
+def recordable(ops: Ops, prim: Primitive, inputs: tuple) -> tuple:
+    """Inputs other than ``ops``' Variables, entries and Python numbers, made recordable:
+    another Ops' Variable is joined (``ops.join``: a free one becomes a leaf, any other is
+    refused), constants are converted. Returns the inputs as recorded (entries and constants),
+    their values and whether any input requires grad (None when none is a Variable)."""
+    nodes = list(inputs)
+    values = list(inputs)
+    requires = None
+    real = None     # the first float Variable's dtype: the constants' (a bool condition or an
+    constants = False   # integer index never decides it; without one they keep their own)
+    for i, x in enumerate(inputs):
+        if isinstance(x, Variable):
+            if x.rec is not ops:
+                node = ops.join(prim, tuple(inputs), x)     # (a leaf entry, holding the value)
+                values[i] = node.raw
+            else:
+                node = x.node
+                values[i] = x.raw
+        elif type(x) is Entry:
+            node = x
+            values[i] = x.raw
+        else:
+            if type(x) is not float and type(x) is not int:
+                constants = True
+            continue
+        nodes[i] = node
+        requires = requires or node.requires_grad
+        if real is None and node.dtype.kind == "f":
+            real = node.dtype
+    if constants:
+        frozen_inputs = tuple(inputs)
+        for i, x in enumerate(nodes):
+            if type(x) is not Entry and type(x) is not float and type(x) is not int:
+                nodes[i] = values[i] = constant(prim, frozen_inputs, x, real, ops.borrow)
+    return tuple(nodes), values, requires
+
+
+def frozen(arr: np.ndarray) -> bool:
+    """True when neither the array nor any array it views can be written through."""
+    while isinstance(arr, np.ndarray):
+        if arr.flags.writeable:
+            return False
+        arr = arr.base
+    return True
+
+
+def check_name(name: Any) -> str | None:
+    """A given name as it is stored: a str, or None for a v-number."""
+    if name is not None and not isinstance(name, str):
+        raise ArgumentError(f"a name must be a str, got {type(name).__name__}")
+    return name
+
+# ---------------------------------------------------------------- errors
+
+def translate(prim: Primitive, inputs: tuple, e: Exception) -> Exception:
+    """numpy's exception from a forward as ours, with names and shapes (ours pass as they are)."""
+    if isinstance(e, SimplegradError):     # ours already (from a custom forward, say)
+        return e
+    if isinstance(e, np.linalg.LinAlgError):
+        kind = LinAlgError
+    elif isinstance(e, np.exceptions.AxisError):
+        kind = AxisError
+    elif isinstance(e, IndexError):
+        kind = OutOfBoundsError
+    elif isinstance(e, ValueError):
+        kind = ShapeError
+    elif isinstance(e, TypeError):
+        kind = ArgumentError
+    else:
+        return e
+    reason = str(e).strip()     # numpy's message may already name the function
+    if reason.startswith(prim.name + ": "):
+        reason = reason[len(prim.name) + 2:]
+    return error(prim.name, inputs, reason, kind)
+
+
+# ---------------------------------------------------------------- recording with the rules
+#
+# Recording with the rules of ``sg.simplify``: what an Ops that simplifies records with.
+#
+# ``simplifying(cls)`` is the recorder class ``cls`` whose ``apply`` is ``apply_simplified``: an
+# identity gives back its input, a rewrite records the simpler form, and an entry already on the
+# tape with the same primitive, inputs and attributes is that entry (hash-consing, through the
+# Ops's table ``_cse``, which ``release`` clears). ``record_exactly`` is the
+# plain ``apply`` of ``cls``: what a named result and a transform's identity entry record with.
+# The rules are in ``primitives/rewrites.py``; ``rules_for_pass`` says when a transform's Ops
+# starts using them.
+
+_HASHED = 256   # constant arrays up to this many entries are compared by value when sharing
+
+
+def apply_simplified(self: Any, prim: Primitive, inputs: Sequence[Any],
+                     attrs: dict | None = None, name: str | None = None) -> Any:
+    """Record with the rules of ``sg.simplify`` (rewrites.py): an identity gives back its
+    input, a rewrite records the simpler form, and an entry already on the tape with the
+    same primitive, inputs and attributes is reused (hash-consing).
+
+    Lists and free Variables are converted and joined first, as they will be recorded.
+    An entry reading a constant array of more than ``_HASHED`` entries is never shared:
+    hashing its bytes would cost more than sharing saves, and its identity says nothing
+    (the caller may write to it, or free it and make another).
+    """
+    if not self.recording or name is not None:     # a named result is recorded as asked
+        return self.record_exactly(prim, inputs, attrs, name)
+    nodes = []
+    for x in inputs:
+        tx = type(x)
+        if tx is Variable and x.rec is self:
+            nodes.append(x.node)
+        elif tx is Entry:
+            nodes.append(x)
+        else:
+            return _mixed(self, prim, tuple(inputs), attrs)
+    # entries of this tape only (the sweeps' common case): the key is cse_key's, inline
+    nodes = tuple(nodes)
+    if rewrites.may_simplify(prim, nodes, attrs):
+        return _mixed(self, prim, nodes, attrs)
+    if not self.tape.keep:      # (a tape that keeps no trace keeps no table)
+        return self.record_exactly(prim, nodes, attrs)
+    key = (prim, frozenset(nodes) if prim.commutative and len(nodes) == 2
+           else nodes, rewrites.attrs_key(attrs) if attrs else ())
+    return _shared(self, key, prim, nodes, attrs)
+
+
+def _mixed(self: Any, prim: Primitive, inputs: tuple, attrs: dict | None) -> Any:
+    """``apply_simplified`` for inputs that are not all entries of this tape, or that a rule
+    may apply to: the rules see entries (a Variable of this tape as its entry)."""
+    shareable = self.tape.keep      # (a tape that keeps no trace keeps no table)
+    convert = False
+    mine = False
+    given = inputs          # (an identity gives back the Variable it was given)
+    nodes = list(inputs)
+    for i, x in enumerate(inputs):
+        tx = type(x)
+        if tx is Variable and x.rec is self:
+            nodes[i] = x.node
+            mine = True
+        elif tx is Entry:
+            mine = True
+        elif tx is float or tx is int:
+            continue
+        elif tx is np.ndarray:      # the rules read arrays as they are
+            shareable = shareable and x.size <= _HASHED
+        elif tx is bool or isinstance(x, np.generic):
+            continue
+        elif tx is Batched or tx is Variable and x.rec is not self and x.rec.absorbs and \
+                not self.within(x.rec):     # recorded elsewhere first (see apply)
+            return self.record_exactly(prim, inputs, attrs)
+        else:               # lists, free Variables: as they will be recorded
+            convert = True
+    inputs = tuple(nodes)
+    if convert:
+        inputs, _, requires = recordable(self, prim, inputs)
+        mine = requires is not None
+        shareable = shareable and all(type(c) is not np.ndarray or c.size <= _HASHED
+                                      for c in inputs)
+    if not mine:            # constants only: folded
+        return self.record_exactly(prim, inputs, attrs)
+    if rewrites.may_simplify(prim, inputs, attrs):
+        rewritten = rewrites.rewrite(prim, inputs, attrs)
+        if rewritten is not None:   # (its inputs may be entries inside others: their values)
+            prim, inputs, attrs = rewritten
+            for x in inputs:
+                if type(x) is Entry and x.raw is None:
+                    value_of(x)
+        same = rewrites.reduces_to(prim, inputs, attrs)
+        if type(same) is Entry:
+            for x in given:
+                if type(x) is Variable and x.node is same:
+                    return x
+            ref = self._leaves.get(same)    # a leaf's Variable, while it lives (--x is x)
+            x = None if ref is None else ref()
+            return x if x is not None else handle(value_of(same), same, self)
+        if type(same) is Variable and same.rec is self:
+            return same
+    if not shareable:
+        return self.record_exactly(prim, inputs, attrs)
+    return _shared(self, rewrites.cse_key(prim, inputs, attrs), prim, inputs, attrs)
+
+
+def _shared(self: Any, key: tuple, prim: Primitive, inputs: tuple,
+            attrs: dict | None) -> Any:
+    """The entry recorded under ``key`` if it is still on the tape (a failed sweep's
+    entries are undone), else a new one, recorded under it."""
+    got = self._cse.get(key)
+    if got is not None:
+        hit, ref = got
+        entries = self.tape.entries
+        i = hit.position - self.tape.base
+        if 0 <= i < len(entries) and entries[i] is hit:
+            v = ref()           # the Variable it was handed out as, while it lives
+            return v if v is not None else handle(value_of(hit), hit, self)
+    out = self.record_exactly(prim, inputs, attrs)
+    if type(out) is Variable:
+        self._cse[key] = (out.node, weakref.ref(out))
+    return out
+
+
+def simplifying(cls: type) -> type:
+    """``cls`` recording with the rules of ``sg.simplify`` (its ``apply`` is the simplifying
+    one): a subclass, so that no instance holds a bound method of itself."""
+    sub = _SIMPLIFYING.get(cls)
+    if sub is None:
+        sub = _SIMPLIFYING[cls] = type(cls.__name__, (cls,), {
+            "apply": apply_simplified, "record_exactly": cls.apply, "_rules": True,
+            "__module__": cls.__module__})
+    return sub
+
+
+_SIMPLIFYING: dict[type, type] = {}
+
+
+def rules_for_pass(ops: Any, create_graph: bool, wrt: Sequence[Any] | None = None
+                   ) -> type | None:
+    """A derivative pass starts: on an Ops made ``from_derivatives=True`` (a transform's own)
+    that is past its first recorded pass, record this one with the rules and give back the
+    class to restore when it ends (None: nothing to restore).
+
+    A transform's own Ops records its function's forward and its first recorded pass plainly:
+    they are swept once each, and the rules (about 3 us an entry) seldom shorten them by what
+    they cost. A pass over recorded passes (a derivative of a derivative, a Jacobian's rows)
+    is where equal entries recur and the tape grows with every order; the entries such passes
+    record are shared with each other, and from the first of them on the Ops ``simplify``s:
+    its sweeps are pruned to what was asked. A gradient in ``wrt`` all recorded after the last
+    pass ended sweeps a fresh forward only (the next inner step of an unrolled loop, as in
+    MAML), so it records plainly too.
+    """
+    if not create_graph or ops._plain_passes is None or ops._rules or not ops.recording:
+        return None
+    if ops._plain_passes:
+        ops._plain_passes -= 1
+        return None
+    if wrt is not None and _fresh(ops, wrt):
+        return None
+    ops.simplify = True
+    ops.keep_values = True      # (a shared entry is handed out again, with its value)
+    plain = type(ops)
+    ops.__class__ = simplifying(plain)      # (not a bound method: no cycle)
+    return plain
+
+
+def _fresh(ops: Any, wrt: Sequence[Any]) -> bool:
+    """Whether every one of ``wrt`` is a Variable of ``ops`` newer than its last pass."""
+    last = ops.tape.last_pass_end
+    return all(type(w) is Variable and w.rec is ops and w.position >= last for w in wrt)
+
 
 _new = object.__new__
 _OTHER = object()     # (apply: an input that is neither a Variable of the Ops nor a number)
+
+# ---------------------------------------------------------------- Variables of other Ops
+
+
+class Adoptions:
+    """Which leaf entry stands for each free Variable (a Parameter) on one Ops, and back.
+
+    The Ops holds its leaf entries (entries point at no Variable, so nothing here makes a
+    cycle) and the Parameters weakly, in plain dicts: each step of a training loop adopts
+    every parameter anew. A leaf replaced while its tape still reads it (after ``p.assign``)
+    still routes its gradient to p; entries whose Parameter is gone are pruned when the Ops is
+    released.
+    """
+
+    __slots__ = ("leaves", "sources", "replaced")
+
+    def __init__(self) -> None:
+        self.leaves: dict[int, tuple] = {}     # id(p) -> (p weakly, its leaf entry)
+        self.sources: dict[Entry, weakref.ref] = {}    # leaf entry -> its p, weakly
+        self.replaced: dict[int, list] = {}    # id(p) -> p's earlier leaf entries
+
+    def leaf(self, ops: Ops, p: Variable) -> Entry:
+        """The leaf entry standing for p on ``ops``: made on first use, and again after p's
+        value was replaced."""
+        got = self.leaves.get(id(p))
+        if got is not None and got[0]() is p:
+            leaf = got[1]
+            if leaf.raw is p.raw:
+                return leaf
+            self.replaced.setdefault(id(p), []).append(leaf)    # p.assign: kept for grad
+        leaf = ops.leaf(p.raw, p.label if type(p.label) is str else None, p.requires_grad,
+                        "leaf", source=p).node
+        self.leaves[id(p)] = (weakref.ref(p), leaf)
+        self.sources[leaf] = weakref.ref(p)
+        return leaf
+
+    def earlier(self, p: Variable) -> list[Entry]:
+        """p's leaf entries on this Ops from before its value was replaced (``p.assign``)."""
+        return [leaf for leaf in self.replaced.get(id(p), ()) if self.source(leaf) is p]
+
+    def source(self, leaf: Entry) -> Variable | None:
+        """The free Variable ``leaf`` stands for, if any."""
+        ref = self.sources.get(leaf)
+        return None if ref is None else ref()
+
+    def prune(self) -> None:
+        """After a release: forget the leaves no later sweep can reach (those of Parameters
+        that are gone, and those replaced by ``p.assign``, which only the released history
+        read); each live Parameter keeps its current leaf."""
+        self.leaves = {k: e for k, e in self.leaves.items() if e[0]() is not None}
+        current = {e[1] for e in self.leaves.values()}
+        self.sources = {k: r for k, r in self.sources.items() if k in current}
+        self.replaced = {}
+
+
+class JoinsParameters:
+    """What a Recorder does with a Variable of another Ops: a free one (a Parameter) joins as
+    a leaf standing for it (``Adoptions``); any other is refused, naming the operation."""
+
+    _adoptions: Adoptions | None
+
+    def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Entry:
+        """The entry standing for x, a Variable of another Ops, here: a free Variable's leaf,
+        or an error naming the operation for any other."""
+        if x.rec is not FREE:
+            raise error(prim.name, inputs, _foreign(x), GraphError)
+        return self._adopt(x)
+
+    def _adopt(self, p: Variable) -> Entry:
+        """The leaf entry standing for the free Variable p on this Ops (``params.Adoptions``)."""
+        adoptions = self._adoptions
+        if adoptions is None:
+            adoptions = self._adoptions = Adoptions()
+        return adoptions.leaf(self, p)
+
+    def leaf_for(self, w: Variable) -> Variable:
+        """w itself, or for a free Variable (a Parameter) a Variable of the leaf standing for
+        it here."""
+        if isinstance(w, Variable) and w.rec is FREE:
+            leaf = self._adopt(w)
+            return handle(leaf.raw, leaf, self)
+        return w
+
+    def earlier_leaves(self, w: Variable) -> list[Entry]:
+        """For a free Variable (a Parameter), its leaf entries here from before ``w.assign``."""
+        adoptions = self._adoptions
+        if adoptions is None or not isinstance(w, Variable) or w.rec is not FREE:
+            return []
+        return adoptions.earlier(w)
+
+    def source_of(self, leaf: Entry | Variable) -> Variable | None:
+        """The free Variable (a Parameter) a leaf of this Ops stands for, if any."""
+        adoptions = self._adoptions
+        if adoptions is None:
+            return None
+        return adoptions.source(leaf.node if isinstance(leaf, Variable) else leaf)
+
+
+def _foreign(x: Variable) -> str:
+    """What to do with a Variable of another Ops: its history is gone (released) or it
+    belongs to another live computation."""
+    tape = getattr(x.rec, "tape", None)
+    if tape is not None and x.position < tape.base:
+        return (f"{x.name} belongs to an Ops released since it was recorded, so it has no "
+                f"history left: use {x.name}.value here as a constant, make it a leaf of this "
+                f"Ops to differentiate with respect to it (op.var({x.name}.value)), or keep "
+                "values that live across steps as sg.Parameter")
+    return (f"{x.name} belongs to another Ops, still live: record the whole computation on "
+            f"one Ops (create {x.name} there, or pass it to the transform as an argument, "
+            "so that the transform records on its Ops), or keep values that live across "
+            "steps as sg.Parameter")
+
 
 # ---------------------------------------------------------------- Ops
 
@@ -52,8 +481,8 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
 
     ``simplify=True`` records with the rules of ``sg.simplify`` (common subexpressions shared,
     identities removed, a gradient's sweep pruned to the entries on a path from ``wrt`` to L:
-    sharing.py), so a nested derivative is taken of the simplified graph; off by default, so a
-    trace is exactly what the program asked for. ``from_derivatives=True`` (transforms' own
+    "recording with the rules" above), so a nested derivative is taken of the simplified graph;
+    off by default, so a trace is exactly what the program asked for. ``from_derivatives=True`` (transforms' own
     Ops) applies them in its recorded derivative passes from the second on
     (``sharing.rules_for_pass``). An Ops that simplifies keeps every value (a shared entry is
     handed out again).

@@ -3,9 +3,10 @@
 A ``Parameter`` (and any other free Variable, such as a parameter's ``.grad``) belongs to no
 tape. Used in a primitive together with Variables of an Ops, it joins that Ops as a leaf
 holding its current value (``W = [...]`` in the trace). Used with constants and other free
-Variables only, it records on an implicit Ops that keeps no trace: that Ops holds its entries
-weakly, so a step's graph is freed by reference counting as soon as its last Variable goes
-(flat memory in a training loop, no ``release()``). Free computations share one implicit Ops
+Variables only, it records on an implicit Ops that keeps no trace, held weakly here: the step's
+Variables hold it, so its graph is freed by reference counting as soon as its last Variable
+goes (flat memory in a training loop, no ``release()``). How an Ops takes a Parameter in (the
+leaf standing for it there) is in ops.py. Free computations share one implicit Ops
 until a backward pass through it or a parameter update ends the step; the next step starts a
 new one. Each thread has its own implicit Ops, so threads training side by side (on their own
 parameters) never record on each other's.
@@ -28,11 +29,10 @@ import numpy as np
 from ..errors import GraphError, ShapeError
 from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive
-from .operands import error, float_array
-from .variable import Entry, Variable, handle, leaf_variable
+from .variable import Variable, float_array, leaf_variable
 
 if TYPE_CHECKING:
-    from .ops import Ops
+    pass
 
 
 class FreeOps(PrimitiveMethods):
@@ -92,115 +92,6 @@ class FreeOps(PrimitiveMethods):
 
 
 FREE = FreeOps()
-
-
-class Adoptions:
-    """Which leaf entry stands for each free Variable (a Parameter) on one Ops, and back.
-
-    The Ops holds its leaf entries (entries point at no Variable, so nothing here makes a
-    cycle) and the Parameters weakly, in plain dicts: each step of a training loop adopts
-    every parameter anew. A leaf replaced while its tape still reads it (after ``p.assign``)
-    still routes its gradient to p; entries whose Parameter is gone are pruned when the Ops is
-    released.
-    """
-
-    __slots__ = ("leaves", "sources", "replaced")
-
-    def __init__(self) -> None:
-        self.leaves: dict[int, tuple] = {}     # id(p) -> (p weakly, its leaf entry)
-        self.sources: dict[Entry, weakref.ref] = {}    # leaf entry -> its p, weakly
-        self.replaced: dict[int, list] = {}    # id(p) -> p's earlier leaf entries
-
-    def leaf(self, ops: Ops, p: Variable) -> Entry:
-        """The leaf entry standing for p on ``ops``: made on first use, and again after p's
-        value was replaced."""
-        got = self.leaves.get(id(p))
-        if got is not None and got[0]() is p:
-            leaf = got[1]
-            if leaf.raw is p.raw:
-                return leaf
-            self.replaced.setdefault(id(p), []).append(leaf)    # p.assign: kept for grad
-        leaf = ops.leaf(p.raw, p.label if type(p.label) is str else None, p.requires_grad,
-                        "leaf", source=p).node
-        self.leaves[id(p)] = (weakref.ref(p), leaf)
-        self.sources[leaf] = weakref.ref(p)
-        return leaf
-
-    def earlier(self, p: Variable) -> list[Entry]:
-        """p's leaf entries on this Ops from before its value was replaced (``p.assign``)."""
-        return [leaf for leaf in self.replaced.get(id(p), ()) if self.source(leaf) is p]
-
-    def source(self, leaf: Entry) -> Variable | None:
-        """The free Variable ``leaf`` stands for, if any."""
-        ref = self.sources.get(leaf)
-        return None if ref is None else ref()
-
-    def prune(self) -> None:
-        """After a release: forget the leaves no later sweep can reach (those of Parameters
-        that are gone, and those replaced by ``p.assign``, which only the released history
-        read); each live Parameter keeps its current leaf."""
-        self.leaves = {k: e for k, e in self.leaves.items() if e[0]() is not None}
-        current = {e[1] for e in self.leaves.values()}
-        self.sources = {k: r for k, r in self.sources.items() if k in current}
-        self.replaced = {}
-
-
-class JoinsParameters:
-    """What a Recorder does with a Variable of another Ops: a free one (a Parameter) joins as
-    a leaf standing for it (``Adoptions``); any other is refused, naming the operation."""
-
-    _adoptions: Adoptions | None
-
-    def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Entry:
-        """The entry standing for x, a Variable of another Ops, here: a free Variable's leaf,
-        or an error naming the operation for any other."""
-        if x.rec is not FREE:
-            raise error(prim.name, inputs, _foreign(x), GraphError)
-        return self._adopt(x)
-
-    def _adopt(self, p: Variable) -> Entry:
-        """The leaf entry standing for the free Variable p on this Ops (``params.Adoptions``)."""
-        adoptions = self._adoptions
-        if adoptions is None:
-            adoptions = self._adoptions = Adoptions()
-        return adoptions.leaf(self, p)
-
-    def leaf_for(self, w: Variable) -> Variable:
-        """w itself, or for a free Variable (a Parameter) a Variable of the leaf standing for
-        it here."""
-        if isinstance(w, Variable) and w.rec is FREE:
-            leaf = self._adopt(w)
-            return handle(leaf.raw, leaf, self)
-        return w
-
-    def earlier_leaves(self, w: Variable) -> list[Entry]:
-        """For a free Variable (a Parameter), its leaf entries here from before ``w.assign``."""
-        adoptions = self._adoptions
-        if adoptions is None or not isinstance(w, Variable) or w.rec is not FREE:
-            return []
-        return adoptions.earlier(w)
-
-    def source_of(self, leaf: Entry | Variable) -> Variable | None:
-        """The free Variable (a Parameter) a leaf of this Ops stands for, if any."""
-        adoptions = self._adoptions
-        if adoptions is None:
-            return None
-        return adoptions.source(leaf.node if isinstance(leaf, Variable) else leaf)
-
-
-def _foreign(x: Variable) -> str:
-    """What to do with a Variable of another Ops: its history is gone (released) or it
-    belongs to another live computation."""
-    tape = getattr(x.rec, "tape", None)
-    if tape is not None and x.position < tape.base:
-        return (f"{x.name} belongs to an Ops released since it was recorded, so it has no "
-                f"history left: use {x.name}.value here as a constant, make it a leaf of this "
-                f"Ops to differentiate with respect to it (op.var({x.name}.value)), or keep "
-                "values that live across steps as sg.Parameter")
-    return (f"{x.name} belongs to another Ops, still live: record the whole computation on "
-            f"one Ops (create {x.name} there, or pass it to the transform as an argument, "
-            "so that the transform records on its Ops), or keep values that live across "
-            "steps as sg.Parameter")
 
 
 def free(value: Any, name: str | None, requires_grad: bool, cls: type | None = None) -> Variable:

@@ -14,8 +14,8 @@ import numpy as np
 
 from ..primitives.indexing import render_index
 from .derivation import Derivation, Line
-from .events import Asked, BlockBegin, BlockEnd, Event, Leaf
 from .explain import block_target, blocks, orders, origins
+from .tape import Asked, BlockBegin, BlockEnd, Event, Leaf
 from .variable import Entry, Variable
 
 if TYPE_CHECKING:

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ArgumentError
-from .events import BlockBegin, BlockEnd
 from .render import comments, format_entry
-from .tape import ancestors, value_of
+from .tape import BlockBegin, BlockEnd, ancestors, value_of
 from .variable import Entry, Variable
 
 

@@ -1,4 +1,5 @@
-"""The Tape (entries, events, v-counter) and the walks over recorded entries.
+"""The Tape (entries, the typed events between them, v-counter) and the walks over recorded
+entries.
 
 ``ancestors`` is the one walk back from Variables or entries to the entries they are computed
 from (the forward sweeps, programs, graphs, custom rules and nan provenance use it);
@@ -10,10 +11,112 @@ made from it in render.py.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
-from .events import Event, Pullbacks
 from .variable import RELEASED, Entry, Variable, value_of
+
+# ---------------------------------------------------------------- events
+#
+# What happens between entries (leaves, derivative blocks), each at the position of the entry
+# that follows it, so a renderer can interleave them with the entries. They name entries,
+# never Variables (an event holding a Variable would hold its Ops: a cycle).
+
+
+@dataclass(frozen=True, slots=True)
+class Leaf:
+    """An entry computed by no primitive: a user's leaf, a seed, zeros or a detached copy."""
+
+    position: int
+    var: Entry
+    kind: str                       # "leaf" | "seed" | "zeros" | "detach"
+    source: Any = None              # what a detached leaf was copied from (an entry), or the
+    #                                 Parameter a leaf stands for
+
+
+@dataclass(frozen=True, slots=True)
+class BlockBegin:
+    """The start of a derivative block: a reverse sweep of ``target`` or a jvp of it."""
+
+    position: int
+    kind: str                       # "grad" | "jvp"
+    target: Entry
+    inputs: tuple = ()              # a jvp's inputs
+
+
+@dataclass(frozen=True, slots=True)
+class BlockEnd:
+    """The end of a derivative block, with the derivative found for each variable."""
+
+    position: int
+    kind: str                       # "grad" | "jvp"
+    target: Entry
+    derivatives: dict               # variable -> its derivative, in the order found
+
+    @property
+    def pairs(self) -> tuple:
+        """((variable, its derivative), ...) in the order found."""
+        return tuple(self.derivatives.items())
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Asked:
+    """What a recorded ``grad`` call asked for: the gradients of ``target`` for ``wrt``, in
+    order (pruned traces print these and what they need; names are in the alias entries)."""
+
+    position: int
+    target: Entry
+    wrt: tuple
+    grads: tuple
+
+
+Event = Leaf | BlockBegin | BlockEnd | Asked
+
+
+class Pullback(NamedTuple):
+    """The entries ``start <= position < stop`` pull the cotangent of ``entry`` back to its
+    input number ``input`` (recorded by the reverse sweep, read by explained traces)."""
+
+    start: int
+    stop: int
+    entry: Entry
+    input: int
+
+
+class Pullbacks:
+    """A tape's pullback ranges, kept column-wise: recording one adds three ints to one list
+    and the entry to another, and no object for the cyclic garbage collector to walk."""
+
+    __slots__ = ("spans", "entries")
+
+    def __init__(self) -> None:
+        self.spans: list[int] = []          # start, stop, input of each, in turn
+        self.entries: list[Entry] = []
+
+    def add(self, start: int, stop: int, entry: Entry, i: int) -> None:
+        """Note that entries ``start <= p < stop`` pull back (or push forward, i = -1) through
+        ``entry``'s input ``i``."""
+        self.spans += (start, stop, i)
+        self.entries.append(entry)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self):
+        spans = self.spans
+        for k, entry in enumerate(self.entries):
+            yield Pullback(spans[3 * k], spans[3 * k + 1], entry, spans[3 * k + 2])
+
+    def truncate(self, n: int) -> None:
+        """Keep the first n."""
+        del self.spans[3 * n:]
+        del self.entries[n:]
+
+    def clear(self) -> None:
+        """Forget all."""
+        self.spans.clear()
+        self.entries.clear()
+
 
 # ---------------------------------------------------------------- the tape
 

@@ -12,8 +12,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import AxisError, ShapeError
-from .broadcasting import unbroadcast
-from .core import EACH_ALONE, Case, Primitive, align, error, register, run, shape_of, shift_axis
+from .core import (
+    EACH_ALONE,
+    Case,
+    Primitive,
+    align,
+    error,
+    register,
+    run,
+    shape_of,
+    shift_axis,
+    unbroadcast,
+)
 from .lazy import dask_array, per_block
 from .schema import AXIS, attrs
 from .shape_rules import crossed

@@ -3,9 +3,9 @@
 
 Each primitive states one derivative rule per input, ``d(o, g, out, x, y)``,
 linear in ``g``. The vjp is that rule with broadcasting undone; the jvp is the
-same rule applied to the tangents and summed (broadcasting.py).
+same rule applied to the tangents and summed (core.py, broadcasting in rules).
 
-Structural zeros (see ``broadcasting.zero_masked``): ``where`` declares that the
+Structural zeros (see ``core.zero_masked``): ``where`` declares that the
 untaken side of its cotangent is zero by construction; below it, each
 elementwise vjp also zeroes its result there (``vjp_masked``), so ``sqrt`` or
 ``log`` at 0 on the untaken side contribute 0, not nan. Elsewhere IEEE results
@@ -20,13 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .broadcasting import (
-    broadcast_to,
-    broadcast_vjp,
-    elementwise_mask,
-    masked_vjp,
-    summed_jvp,
-)
 from .core import (
     ANY,
     BINARY,
@@ -47,10 +40,15 @@ from .core import (
     TaylorRule,
     Unit,
     VjpRule,
+    broadcast_to,
+    broadcast_vjp,
+    elementwise_mask,
     is_constant,
+    masked_vjp,
     pointwise,
     register,
     shape_of,
+    summed_jvp,
     sympy_call,
 )
 from .rewrites import involution, is_number, number_beside, operand_key, unit_side

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, OutOfBoundsError
-from .broadcasting import full_mask
 from .core import (
     JOINTLY,
     Case,
@@ -21,6 +20,7 @@ from .core import (
     align,
     batch_size,
     error,
+    full_mask,
     is_constant,
     register,
     shape_of,

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, ShapeError
-from .broadcasting import full_mask
 from .core import (
     JOINT,
     JOINTLY,
@@ -22,6 +21,7 @@ from .core import (
     Primitive,
     along,
     error,
+    full_mask,
     register,
     run,
     shape_of,

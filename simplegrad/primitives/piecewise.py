@@ -4,7 +4,7 @@ Their rules weigh ``g`` by a mask computed with recorded comparisons (``v8 = v3 
 is locally constant, so it is exact at every order, and the recorded gradient stays valid at
 any input; their Taylor rule is their jvp per coefficient (``linear``).
 
-``where`` is the source of structural zeros (see ``broadcasting.zero_masked``): it declares
+``where`` is the source of structural zeros (see ``core.zero_masked``): it declares
 that the untaken side of its cotangent is zero by construction, and the elementwise vjps below
 it zero their result there. Forward mode needs nothing: ``where`` selects tangents.
 """
@@ -16,8 +16,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
-from .broadcasting import broadcast_to, mask_down
-from .core import ANY, JOINT, NONZERO, Case, Linear, SymPyForm, is_constant, shape_of, sympy_call
+from .core import (
+    ANY,
+    JOINT,
+    NONZERO,
+    Case,
+    Linear,
+    SymPyForm,
+    broadcast_to,
+    is_constant,
+    mask_down,
+    shape_of,
+    sympy_call,
+)
 from .elementwise import elementwise
 from .rewrites import repeated_choice
 from .schema import attrs

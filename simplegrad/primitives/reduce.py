@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import DTypeError
-from .broadcasting import broadcast_to, full_mask
 from .core import (
     JOINTLY,
     PASSES_ON,
@@ -22,7 +21,9 @@ from .core import (
     Primitive,
     SymPyForm,
     along,
+    broadcast_to,
     dtype_of,
+    full_mask,
     is_constant,
     keepdims_shape,
     method_fmt,

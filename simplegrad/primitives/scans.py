@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, AxisError
-from .broadcasting import broadcast_to
 from .core import (
     JOINTLY,
     REDUCE,
     Case,
     Primitive,
     along,
+    broadcast_to,
     dtype_of,
     error,
     keepdims_shape,

@@ -13,7 +13,6 @@ import numpy as np
 
 from ..errors import DTypeError
 from .alternatives import instead
-from .broadcasting import full_mask, mask_down, unbroadcast
 from .core import (
     JOINT,
     JOINTLY,
@@ -26,11 +25,14 @@ from .core import (
     batch_size,
     dtype_of,
     error,
+    full_mask,
     mapped,
+    mask_down,
     method_fmt,
     register,
     shape_of,
     shift_axis,
+    unbroadcast,
 )
 from .rewrites import reshapes_if_needed, same_shape, transposes_if_needed, undone_transpose
 from .schema import (

@@ -23,18 +23,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import NotDifferentiableError, ShapeError
-from .broadcasting import broadcast_to, unbroadcast
 from .core import (
     HELD,
     Case,
     Primitive,
     align,
+    broadcast_to,
     error,
     is_constant,
     register,
     run,
     shape_of,
     sympy_call,
+    unbroadcast,
     uniform,
 )
 from .elementwise import elementwise

@@ -27,17 +27,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, OutOfBoundsError
-from .broadcasting import broadcast_to, unbroadcast
 from .core import (
     JOINTLY,
     Case,
     Primitive,
     align,
     batch_size,
+    broadcast_to,
     error,
     is_constant,
     register,
     shape_of,
+    unbroadcast,
 )
 from .indexing import _batch_axis_of, normalize_index, render_index
 from .lazy import whole

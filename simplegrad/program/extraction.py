@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import explain
-from ..engine.events import Asked, BlockEnd, Leaf
-from ..engine.tape import ancestors
+from ..engine.tape import Asked, BlockEnd, Leaf, ancestors
 from ..engine.variable import Entry, Variable, entry_of
 from ..errors import ArgumentError, GraphError
 from ..primitives.core import normalize_axes

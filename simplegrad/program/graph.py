@@ -25,11 +25,10 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 import numpy as np
 
-from ..engine.events import Leaf
 from ..engine.explain import orders
 from ..engine.pictures import dot_text, run_dot
 from ..engine.render import format_entry, format_operand, format_value
-from ..engine.tape import ancestors
+from ..engine.tape import Leaf, ancestors
 from ..engine.variable import Entry, Variable
 from ..errors import ArgumentError, GraphError
 from ..primitives.rewrites import constant_key

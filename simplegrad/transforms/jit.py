@@ -60,8 +60,8 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.events import Leaf
 from ..engine.ops import Ops
+from ..engine.tape import Leaf
 from ..engine.variable import Entry, Variable
 from ..errors import ArgumentError
 from ..program.compile import Compiled

@@ -41,9 +41,8 @@ from typing import Any
 import numpy as np
 
 from ..engine.batching import Batched, new_level, wrap
-from ..engine.operands import MASKED
 from ..engine.ops import Ops
-from ..engine.variable import Variable
+from ..engine.variable import MASKED, Variable
 from ..errors import ArgumentError, AxisError, ShapeError
 from ..pytree import (
     LEAF,

@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..broadcasting import unbroadcast
-from ..core import EACH_ALONE, Case, Primitive, SymPyForm, matrix, register, shape_of
+from ..core import EACH_ALONE, Case, Primitive, SymPyForm, matrix, register, shape_of, unbroadcast
 from ..schema import attrs
 from ..shape_rules import matmul
 from ..taylor import multilinear

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..broadcasting import unbroadcast
-from ..core import JOINT, Case, Linear, Primitive, mapped, matrix, register, shape_of
+from ..core import JOINT, Case, Linear, Primitive, mapped, matrix, register, shape_of, unbroadcast
 from ..lazy import per_block
 from ..schema import attrs
 from ..series import Series, minus, new, plus
