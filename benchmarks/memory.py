@@ -177,10 +177,9 @@ def main() -> None:
               "cols": {"simplegrad": b / saved, "torch eager": 1.0}}
              for label, b in loops.items()]
     rows += [{"workload": f"  held by the graph after the forward (inputs' copies aside), "
-              f"{label}"
-              "(each entry keeps what its rules read)", "unit": "bytes torch autograd holds (per storage)",
-              "target": "simplegrad <= 1.05", "cols": {"simplegrad": b / stored,
-                                                      "torch eager": 1.0}}
+              f"{label} (each entry keeps what its rules read)",
+              "unit": "bytes torch autograd holds (per storage)", "target": "simplegrad <= 1.05",
+              "cols": {"simplegrad": b / stored, "torch eager": 1.0}}
              for label, b in held.items()]
     rows.append({"workload": "  one step's peak, sg.grad, against what torch holds (its saves "
                  "counted per storage; the difference is the backward's working arrays)",

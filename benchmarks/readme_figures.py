@@ -101,10 +101,69 @@ def pictures(folder: Path = DOCS) -> list[Path]:
     op, a, b = seed_program(echo=False)
     grad2 = op.program([a, b], [a.grad, b.grad])
     drawn = [grad2.render(folder / "seed_program.svg"),
-             sg.simplify(grad2).render(folder / "seed_derivation.svg")]
+             sg.simplify(grad2).render(folder / "seed_derivation.svg"),
+             data_model(folder / "data_model.svg")]
     if browser() is not None:
         drawn.append(screenshot(op._repr_html_(), folder / "notebook_view.png", 760, 410))
     return drawn
+
+
+def data_model_dot() -> str:
+    """DOT text of the data model, drawn from a live recording of ``tanh(x @ W).sum()``: the
+    Ops and its tape, the entries (plain records: primitive, input entries, shape, the values
+    their rules read), the Variables the user holds (handles: value, entry, Ops), and two
+    primitive records with the facts they carry."""
+    op = sg.Ops()
+    x, W = op.var(np.ones((2, 3)), name="x"), op.var(np.ones((3, 2)), name="W")
+    z = x @ W
+    h = z.tanh()
+    L = h.sum()
+    handles = {"x": x, "W": W, "h": h, "L": L}     # z is dropped: its value goes with it
+    del z
+    lines = ['digraph data_model {', 'rankdir=TB; node [fontname="Helvetica", fontsize=10];',
+             'edge [fontname="Helvetica", fontsize=9];',
+             'subgraph cluster_ops { label="Ops  (op = sg.Ops())"; style=rounded; '
+             'color="#888888";',
+             'tape [shape=box, style="rounded,filled", fillcolor="#f2f2f2", '
+             'label="Tape\nentries, events, v-counter"];']
+    entries = [x.node, W.node, *op.tape]
+    for e in entries:
+        what = "leaf" if e.prim is None else e.prim.name
+        kept = "keeps its value" if e.raw is not None else "value freed (no rule reads it)"
+        fill = "#d2f3f7" if e.prim is None else "#ffffff"
+        lines.append(f'e{id(e)} [shape=record, style=filled, fillcolor="{fill}", '
+                     f'label="{{Entry {e.name}|{what}|shape {tuple(e.shape)}|{kept}}}"];')
+    lines.append("}")
+    for e in op.tape:
+        lines.append(f"tape -> e{id(e)} [style=dotted, arrowhead=none];")
+        for i, a in enumerate(e.inputs):
+            if isinstance(a, sg.Entry):
+                lines.append(f'e{id(e)} -> e{id(a)} [label="input {i}"];')
+    for name, v in handles.items():
+        lines.append(f'v_{name} [shape=box, style="rounded,filled", fillcolor="#fff2cc", '
+                     f'label="Variable {name}\n(the user\'s handle)\nvalue, entry, Ops"];')
+        lines.append(f'v_{name} -> e{id(v.node)} [color="#b58900", label="entry"];')
+    lines.append('v_L -> tape [color="#b58900", style=dashed, label="Ops"];')
+    for prim in (sg.REGISTRY["matmul"], sg.REGISTRY["tanh"]):
+        linear = "none" if prim.linear is None else prim.linear.kind
+        rules = ", ".join(r for r, f in (("vjp", prim.vjp), ("jvp", prim.jvp),
+                                          ("batch", prim.batch), ("Taylor", prim.taylor))
+                          if f is not None and f != ())
+        lines.append(f'p_{prim.name} [shape=record, style=filled, fillcolor="#e6d6fb", '
+                     f'label="{{Primitive {prim.name}|rules: {rules}|saves {prim.saves}|'
+                     f'linear: {linear}|shape rule, print, numpy, SymPy forms}}"];')
+    for e in op.tape:
+        if e.prim.name in ("matmul", "tanh"):
+            lines.append(f"e{id(e)} -> p_{e.prim.name} [style=dashed, label=\"prim\"];")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def data_model(path: Path) -> Path:
+    """Render ``data_model_dot`` to an SVG with Graphviz's ``dot``."""
+    subprocess.run(["dot", "-Tsvg", "-o", str(path)], input=data_model_dot(), text=True,
+                   check=True, timeout=60)
+    return Path(path)
 
 
 def browser() -> str | None:

@@ -482,16 +482,16 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
     ``simplify=True`` records with the rules of ``sg.simplify`` (common subexpressions shared,
     identities removed, a gradient's sweep pruned to the entries on a path from ``wrt`` to L:
     "recording with the rules" above), so a nested derivative is taken of the simplified graph;
-    off by default, so a trace is exactly what the program asked for. ``from_derivatives=True`` (transforms' own
-    Ops) applies them in its recorded derivative passes from the second on
-    (``sharing.rules_for_pass``). An Ops that simplifies keeps every value (a shared entry is
+    off by default, so a trace is exactly what the program asked for. ``from_derivatives=True``
+    (transforms' own Ops) applies them in its recorded derivative passes from the second on
+    (``rules_for_pass``). An Ops that simplifies keeps every value (a shared entry is
     handed out again).
     """
 
     absorbs = False     # True for an Ops that records a block reading other Ops' Variables
     made_in: Any = None    # for such an Ops: the Ops running when it was made
     outputs: tuple | None = None    # what a traced function returned (sg.trace sets it)
-    _rules = False      # True once it records with the rules (sharing.simplifying)
+    _rules = False      # True once it records with the rules (``simplifying``)
 
     def within(self, other: Any) -> bool:
         """Whether this Ops was made while ``other`` ran (following ``made_in``)."""
