@@ -596,8 +596,8 @@ class _Unary:
 UNARY = _Unary()
 
 
-def set_inputs(v: Variable, inputs: tuple) -> None:
-    """Store ``inputs`` in v's slots (see ``Variable``)."""
+def set_inputs(v: Entry, inputs: tuple) -> None:
+    """Store ``inputs`` in the entry's slots (see ``Entry``)."""
     n = len(inputs)
     if n == 2:
         v.in0, v.in1 = inputs
