@@ -22,6 +22,7 @@ from .errors import (
     MissingToolError,
     NotDifferentiableError,
     OutOfBoundsError,
+    ReplayError,
     ShapeError,
     SimplegradError,
     TapeGrowthWarning,
@@ -65,7 +66,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Ops", "Entry", "Variable", "Tape", "Parameter", "Primitive", "Case", "REGISTRY",
     "SimplegradError", "ShapeError", "AxisError", "GraphError", "DTypeError", "ArgumentError",
-    "LinAlgError",
+    "LinAlgError", "ReplayError",
     "OutOfBoundsError", "NotDifferentiableError", "GradientCheckError", "TapeGrowthWarning",
     "DisconnectedWarning", "ConversionWarning",
     "check_grads", "check_jvp_vjp_consistency",

@@ -81,6 +81,11 @@ class FormatError(SimplegradError, ValueError):
     """A saved program that cannot be read: malformed, truncated, too large or inconsistent."""
 
 
+class ReplayError(SimplegradError, ValueError):
+    """A recorded program replayed at inputs where a Python decision it was recorded through
+    (``if v > 0:``, ``int(v)``) goes the other way: its answer would be the recorded branch's."""
+
+
 class MissingToolError(SimplegradError, RuntimeError):
     """An optional outside program (Graphviz's ``dot``) is not installed or failed."""
 

@@ -148,15 +148,18 @@ def test_a_computed_variable_as_input_cuts_the_program():
     np.testing.assert_allclose(prog(np.array([0.0, 1.0])), np.sin([0.0, 1.0]), rtol=1e-15)
 
 
-def test_control_flow_is_fixed_at_recording_time():
+def test_control_flow_on_a_value_is_a_guard():
+    # the number x.item() read is a guard: the same value replays, another raises (the
+    # recorded branch, sin, would have answered for cos at -0.5)
     def f(op, x):
         return x.sin() if x.item() > 0 else x.cos()
 
     op = sg.Ops()
     x = op.var([0.5])
     prog = op.program(x, f(op, x))
-    # replayed at a negative point the recorded branch (sin) still runs
-    np.testing.assert_allclose(prog(np.array([-0.5])), np.sin([-0.5]), rtol=1e-15)
+    np.testing.assert_allclose(prog(np.array([0.5])), np.sin([0.5]), rtol=1e-15)
+    with pytest.raises(sg.ReplayError, match="x.item"):
+        prog(np.array([-0.5]))
 
 
 def test_long_chain_extracts_without_recursion():

@@ -130,7 +130,8 @@ class Tape(Sequence):
     """
 
     __slots__ = ("entries", "events", "base", "counter", "accumulations", "pullbacks",
-                 "listeners", "jvp_cache", "keep", "passes", "last_pass_end", "reached")
+                 "listeners", "jvp_cache", "keep", "passes", "last_pass_end", "reached",
+                 "guards")
 
     def __init__(self, keep: bool = True) -> None:
         self.keep = keep                # False: no events are kept (the entries are)
@@ -148,6 +149,7 @@ class Tape(Sequence):
         self.pullbacks = Pullbacks()
         self.listeners: list[Callable[[Any], None]] = []    # told of each entry and event
         self.jvp_cache: tuple | None = None     # the last forward sweep's (y, start, entries)
+        self.guards: list = []          # Python decisions on recorded values (guards.py)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -194,6 +196,8 @@ class Tape(Sequence):
         self.counter = counter
         self.accumulations = {p: x for p, x in self.accumulations.items() if p < end}
         self.jvp_cache = None
+        if self.guards:
+            self.guards = [g for g in self.guards if g.at <= end]
 
     def clear(self) -> None:
         """Forget the whole history; the entries become leaves that know why they have none
@@ -210,6 +214,7 @@ class Tape(Sequence):
         self.pullbacks.clear()
         self.accumulations.clear()
         self.jvp_cache = None
+        self.guards.clear()
 
 
 # ---------------------------------------------------------------- walks

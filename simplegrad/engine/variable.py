@@ -20,6 +20,7 @@ from ..primitives import VariableMethods
 from ..primitives.elementwise import ADD, DIV, MUL, SUB
 from ..primitives.numpy_api import array_refusal, ufunc_refusal, ufuncs
 from ..primitives.numpy_arrays import ENTRIES as NUMPY_FORMS
+from .guards import note as note_decision
 
 if TYPE_CHECKING:
     from .ops import Ops
@@ -503,7 +504,9 @@ class Variable(Operators, VariableMethods):
         if self.raw.size != 1:
             raise TypeError(f"the truth value of {self.name} with shape {self.shape} "
                             "is ambiguous; use .value.any() or .value.all()")
-        return bool(self.raw)
+        seen = bool(self.raw)
+        note_decision(self, "bool", seen)     # a guard: a replay must decide the same
+        return seen
 
     def __float__(self) -> float:
         number = float(self._one("float"))
@@ -526,7 +529,10 @@ class Variable(Operators, VariableMethods):
         if self.raw.size != 1:
             raise TypeError(f"{what}() of {self.name} with shape {self.shape}: only a "
                             "one-element Variable converts; use .value for the array")
-        return self.raw.item()
+        seen = self.raw.item()
+        if what != "format":        # (printing decides nothing)
+            note_decision(self, "item", seen)
+        return seen
 
     def __iter__(self):
         for i in range(len(self)):

@@ -10,7 +10,9 @@ and every other as a call of its own forward rule through the namespace ``F`` th
 literals (ints, tuples, slices, dtypes) or, for arrays, as names bound in that namespace.
 
 The compiled function records nothing and checks only the number, shapes and dtypes of its
-inputs: it is the fast path for evaluating a gradient again and again. On arrays of other
+inputs, and the program's guards (one line each, after the entry a Python decision read:
+``if not v3: G0(v3)`` raises ``ReplayError`` when the decision would go the other way): it is
+the fast path for evaluating a gradient again and again. On arrays of other
 libraries (dask arrays) it runs ``.dispatch_source`` instead, generated on first use: the same
 lines with only calls that dispatch (``np.sum`` for ``np.add.reduce``, the forward for a
 subscript), giving lazy outputs.
@@ -19,8 +21,10 @@ subscript), giving lazy outputs.
 from __future__ import annotations
 
 import builtins
+import functools
 import keyword
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +36,7 @@ from ..primitives.core import REGISTRY
 from ..primitives.lazy import is_lazy
 from .core import Program
 from .inputs import RESIZED, input_value
-from .nodes import CONST, INPUT, NODE, Names, Node
+from .nodes import CONST, INPUT, NODE, Guard, Names, Node
 
 RESERVED = {"np", "F", "slice"}
 
@@ -192,7 +196,8 @@ def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable, 
             known[(NODE, i)] = value
             folded.add(i)
     used = {(r.kind, r.index) for i, n in enumerate(prog.nodes) if i not in folded
-            for r in n.args} | {(r.kind, r.index) for r in prog.outputs}
+            for r in n.args} | {(r.kind, r.index) for r in prog.outputs} | \
+        {(g.ref.kind, g.ref.index) for g in prog.guards}
     for i, c in enumerate(prog.constants):
         text = _number(c.value) if c.name is None else None
         if text is None:
@@ -209,7 +214,12 @@ def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable, 
     # back to the allocator then (as in hand-written numpy); a view still holding the buffer
     # keeps it alive, so values cannot change
     dead = prog.dead_after()
-    lines = []
+    checks: dict[tuple, list] = {}      # (kind, index) -> the guards on that value
+    for k, g in enumerate(prog.guards):
+        checks.setdefault((g.ref.kind, g.ref.index), []).append((k, g))
+    lines = [line for i in range(len(prog.inputs))
+             for line in _guard_lines(checks.get((INPUT, i), ()), refs[(INPUT, i)], namespace,
+                                      dispatch)]
     for i, node in enumerate(prog.nodes):
         if i in folded:
             continue
@@ -220,6 +230,7 @@ def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable, 
         gone = [refs[(NODE, j)] for j in dead[i] if j not in folded]
         drop = f"; del {', '.join(gone)}" if gone else ""
         lines.append((f"    {target} = {expr}{drop}", prog.format_node(node)))
+        lines += _guard_lines(checks.get((NODE, i), ()), target, namespace, dispatch)
     width = min(max((len(code) for code, _ in lines), default=0), 60)
     body = [f"{code.ljust(width)}  # {_comment(comment)}" for code, comment in lines]
     outs = [refs[(r.kind, r.index)] for r in prog.outputs]
@@ -228,6 +239,35 @@ def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable, 
     code = builtins.compile(source, f"<simplegrad compiled {name}>", "exec")
     exec(code, namespace)  # noqa: S102 -- source generated above from registry records
     return source, namespace[name], tuple(prog.nodes[i].name for i in sorted(folded))
+
+
+def _guard_lines(guards: Any, name: str, namespace: dict, dispatch: bool) -> list[tuple]:
+    """The lines checking the guards on the value ``name``: a test as cheap as the recording's
+    decision, and on failure a call that raises ``ReplayError`` (nan is nan there)."""
+    lines = []
+    for k, g in guards:
+        fail = f"G{k}"
+        namespace[fail] = functools.partial(_guard_failed, g)
+        if dispatch:        # (arrays of other libraries: the check computes the value)
+            test = "True"
+        elif g.kind == "bool":
+            test = f"not {name}" if g.seen else name
+        else:
+            want = _number(g.seen) if type(g.seen) is not bool else repr(g.seen)
+            if want is None:
+                want = f"W{k}"
+                namespace[want] = g.seen
+            test = f"{name}.item() != {want}"
+        where = f"{os.path.basename(g.file)}:{g.line}"
+        lines.append((f"    if {test}: {fail}({name})",
+                      f"guard: {g.text or name} was {g.seen!r} (at {where})"))
+    return lines
+
+
+def _guard_failed(g: Guard, value: Any) -> None:
+    """Raise the guard's ``ReplayError`` unless ``value`` decides as recorded."""
+    if not g.holds(value):
+        raise g.error(value)
 
 
 def _fold(node: Node, known: dict) -> Any:

@@ -9,13 +9,16 @@ and compiled; calling it runs each primitive's numpy forward on new values.
 
 A Program is fixed at recording time: Python control flow on values (``if x > 0:``)
 took one branch when the tape was recorded, and the program keeps that branch (as
-``torch.jit.trace`` and ``jax.make_jaxpr`` do).
+``torch.jit.trace`` and ``jax.make_jaxpr`` do). Each such decision on a value it computes from
+its inputs is one of its ``guards`` (engine/guards.py): a replay computes the value again and
+raises ``ReplayError`` naming the line where the decision would go the other way.
 
 ``sg.simplify`` (simplify.py) rewrites a Program with the rules of ``primitives.rewrites``.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -36,7 +39,7 @@ from ..primitives.rewrites import cse_key
 from .builder import Builder
 from .extraction import collect
 from .inputs import RESIZED, as_array, input_value
-from .nodes import CONST, INPUT, NODE, Constant, Input, Node, Ref
+from .nodes import CONST, INPUT, NODE, Constant, Guard, Input, Node, Ref
 from .resize import resize
 from .sizes import Count
 
@@ -52,7 +55,7 @@ class Program:
     def __init__(self, inputs: Sequence[Input], constants: Sequence[Constant],
                  nodes: Sequence[Node], outputs: Sequence[Ref], single: bool = False,
                  check: bool = True, counts: Sequence[Count] | None = None,
-                 alike: Sequence[tuple[Ref, Ref]] = ()):
+                 alike: Sequence[tuple[Ref, Ref]] = (), guards: Sequence[Guard] = ()):
         self.inputs = tuple(Input(i.name, tuple(i.shape), np.dtype(i.dtype)) for i in inputs)
         self.constants = tuple(constants)
         self.nodes = tuple(nodes)
@@ -68,6 +71,10 @@ class Program:
                 self._check_ref(r, i, node.name)
         for r in self.outputs:
             self._check_ref(r, len(self.nodes), "an output")
+        # the Python decisions it was recorded through, checked when it replays
+        self.guards = tuple(Guard(Ref(*g.ref), *g[1:]) for g in guards)
+        for g in self.guards:
+            self._check_ref(g.ref, len(self.nodes), "a guard")
         # None: sizes fixed as recorded; a tuple (empty included): the program replays at
         # other input sizes (sizes.py), these constants being counts that follow them
         self.counts = None if counts is None else tuple(Count(*k) for k in counts)
@@ -108,6 +115,7 @@ class Program:
         self.__dict__.update(state, nodes=tuple(nodes))
         self.__dict__.setdefault("counts", None)       # pickled before programs resized
         self.__dict__.setdefault("alike", ())
+        self.__dict__.setdefault("guards", ())
         self.__dict__.setdefault("origin", None)
         self.__dict__.setdefault("_resized", {})
 
@@ -181,6 +189,10 @@ class Program:
         except MaterializeError as e:
             name = self.nodes[k - len(self.inputs) - len(self.constants)].name
             raise MaterializeError(f"program: computing {name}: {e}") from e
+        for g in self.guards:
+            value = env[self._slot(g.ref)]
+            if not g.holds(value):
+                raise g.error(value)
         return [env[self._slot(r)] for r in self.outputs]
 
     def _run_materializing(self, inputs: list) -> list:
@@ -193,6 +205,10 @@ class Program:
             except MaterializeError:
                 args = [np.asarray(x) if is_lazy(x) else x for x in args]
                 env.append(node.prim.forward(*args, **(node.attrs or {})))
+        for g in self.guards:
+            value = env[self._slot(g.ref)]
+            if not g.holds(value):
+                raise g.error(value)
         return [env[self._slot(r)] for r in self.outputs]
 
     def record(self, ops: Ops, *inputs: Any) -> Any:
@@ -248,7 +264,8 @@ class Program:
             for r in node.args:
                 if r.kind == NODE:
                     last[r.index] = i
-        kept = {r.index for r in self.outputs if r.kind == NODE}
+        kept = {r.index for r in (*self.outputs, *(g.ref for g in self.guards))
+                if r.kind == NODE}
         dead: list[list[int]] = [[] for _ in self.nodes]
         for j, i in enumerate(last):
             if j not in kept:
@@ -268,6 +285,8 @@ class Program:
                   if c.name is not None]
         lines += [self.format_node(n) for n in self.nodes]
         lines.append(f"outputs: {', '.join(self._operand(r) for r in self.outputs)}")
+        lines += [f"guard: {self._operand(g.ref)} was {g.seen!r} ({g.kind}, at "
+                  f"{os.path.basename(g.file)}:{g.line})" for g in self.guards]
         return "\n".join(lines)
 
     def format_node(self, node: Node) -> str:
@@ -379,6 +398,6 @@ def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
             ops: Ops | None = None) -> Program:
     """The entries between ``inputs`` and ``outputs`` (Variables or entries) of one tape (that
     of ``ops``, or of the Variables given), as a Program."""
-    b, outs, single, counts, alike = collect(inputs, outputs, ops)
+    b, outs, single, counts, alike, guards = collect(inputs, outputs, ops)
     return Program(b.inputs, b.constants, b.nodes, outs, single, check=False, counts=counts,
-                   alike=alike)
+                   alike=alike, guards=guards)

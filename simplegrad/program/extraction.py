@@ -18,21 +18,23 @@ from typing import Any
 import numpy as np
 
 from ..engine import explain
+from ..engine.guards import decision_text
 from ..engine.tape import Asked, BlockEnd, Leaf, ancestors
 from ..engine.variable import Entry, Variable, entry_of
 from ..errors import ArgumentError, GraphError
 from ..primitives.core import normalize_axes
 from ..primitives.shape import EXPAND
 from .builder import Builder
-from .nodes import CONST, INPUT, Input, Node, Ref
+from .nodes import CONST, INPUT, Guard, Input, Node, Ref
 from .sizes import Count
 
 
 def collect(inputs: Any, outputs: Any, ops: Any = None) -> tuple:
     """The parts of the program between ``inputs`` and ``outputs`` (Variables or entries) of
     one tape (that of ``ops``, or of the Variables given): a Builder holding its inputs,
-    constants and nodes, the output refs, whether one output was given, the counts and the
-    pairs of one shape."""
+    constants and nodes, the output refs, whether one output was given, the counts, the
+    pairs of one shape and the guards (the tape's decisions on values computed from the
+    inputs)."""
     ins = _variables("inputs", inputs)
     single = isinstance(outputs, (Variable, Entry))
     outs = _variables("outputs", outputs)
@@ -64,7 +66,7 @@ def collect(inputs: Any, outputs: Any, ops: Any = None) -> tuple:
     counted: dict[int, tuple] = {}      # entries that divide by a count -> how
     positions: list[int] = []       # per node, its tape position
     refs: dict[int, Ref] = {k: Ref(INPUT, i) for k, i in slots.items()}
-    for v in ancestors(outs, stop=set(ins)):
+    def visit(v: Entry) -> None:
         args = []
         computed = False
         for x in v.inputs:
@@ -79,7 +81,7 @@ def collect(inputs: Any, outputs: Any, ops: Any = None) -> tuple:
             args.append(r)
         if not computed and id(v) not in seeded:
             refs[id(v)] = builder.capture(v)      # not computed from the inputs: a constant
-            continue
+            return
         count = None if origins is None else _count(v, origins.get(v.position), counted)
         for i, r in enumerate(args):
             if r is None:
@@ -93,6 +95,10 @@ def collect(inputs: Any, outputs: Any, ops: Any = None) -> tuple:
         refs[id(v)] = builder.node(Node(v.prim, tuple(args), v.attrs, v.name, v.shape, v.dtype,
                                           order.get(v, 0)))
         positions.append(v.position)
+
+    stop = set(ins)
+    for v in ancestors(outs, stop=stop):
+        visit(v)
     for v in outs:
         if id(v) not in refs:
             if id(v) in zeros:
@@ -106,7 +112,31 @@ def collect(inputs: Any, outputs: Any, ops: Any = None) -> tuple:
     alike = [(refs[id(d)], refs[id(x)]) for x, d in pairs
              if type(d) is Entry and type(x) is Entry and id(d) in refs and
              id(x) in refs and d.shape == x.shape and refs[id(d)] != refs[id(x)]]
-    return builder, out_refs, single, _counted(counts, builder.nodes, positions, origins), alike
+    guards = _guards(tape, refs, visit, stop) if tape.guards else []
+    return (builder, out_refs, single, _counted(counts, builder.nodes, positions, origins),
+            alike, guards)
+
+
+def _guards(tape: Any, refs: dict, visit: Any, stop: set) -> list[Guard]:
+    """The tape's guards on entries computed from the inputs, as the program's: each entry
+    they read (and the entries it needs) visited into the program."""
+    taken = tape.guards
+    walk = ancestors([g.entry for g in taken if id(g.entry) not in refs], stop=stop)
+    computed = {k for k, r in refs.items() if r.kind is not CONST}
+    for v in walk:
+        if id(v) not in refs and any(type(x) is Entry and id(x) in computed
+                                     for x in v.inputs):
+            computed.add(id(v))
+            visit(v)
+    out: dict[tuple, Guard] = {}
+    for g in taken:
+        r = refs.get(id(g.entry))
+        if r is not None and r.kind is not CONST and id(g.entry) in computed:
+            key = (r, g.kind, g.seen)
+            if key not in out:
+                out[key] = Guard(r, g.kind, g.seen, g.file, g.line,
+                                 decision_text(g.file, g.line))
+    return list(out.values())
 
 
 def _zeros(builder: Builder, z: Variable) -> Ref:

@@ -29,7 +29,7 @@ from ..primitives.schema import DTYPES, INT_RANGE, MAX_RANK, is_real
 from .arrays import read_npz
 from .core import Program
 from .declared import Declared
-from .nodes import CONST, INPUT, NODE, Constant, Input, Node, Ref
+from .nodes import CONST, INPUT, NODE, Constant, Guard, Input, Node, Ref
 from .serialize import (
     FORMAT,
     KINDS,
@@ -47,6 +47,7 @@ from .sizes import read_alike, read_counts
 # one JSON array or object per this many bytes at most: the format's densest documents have
 # one per 19 bytes or more, and so parsing never takes more than about 15 times the file's bytes
 CONTAINER_BYTES = 5
+MAX_TEXT = 4096     # the longest file name or source line a guard may hold
 
 # ---------------------------------------------------------------- loading
 
@@ -136,7 +137,7 @@ class _Reader:
 
     def program(self, doc: Any) -> Program:
         keys = {"format", "version", "inputs", "constants", "nodes", "outputs", "single"}
-        doc = self.fields(doc, "document", keys | ({"counts", "alike"} & set(doc) if
+        doc = self.fields(doc, "document", keys | ({"counts", "alike", "guards"} & set(doc) if
                                                    isinstance(doc, dict) else set()))
         if doc["format"] != FORMAT or doc["version"] != VERSION or \
                 type(doc["version"]) is not int:
@@ -167,8 +168,27 @@ class _Reader:
         counts = read_counts(doc.get("counts"), constants, nodes, self.fail)
         alike = read_alike(doc.get("alike", []), inputs, constants, nodes,
                            lambda r, where: self.ref(r, where, sizes), self.fail)
+        guards = [self.guard(g, f"guard {k}", sizes)
+                  for k, g in enumerate(self.items(doc, "guards"))] if "guards" in doc else []
         return Program(inputs, constants, nodes, outputs, doc["single"], counts=counts,
-                       alike=alike)
+                       alike=alike, guards=guards)
+
+    def guard(self, x: Any, where: str, sizes: dict) -> Guard:
+        """A Python decision the program was recorded through (``nodes.Guard``)."""
+        x = self.fields(x, where, {"ref", "kind", "seen", "file", "line", "text"})
+        if x["kind"] not in ("bool", "item"):
+            raise self.fail(where, f"kind must be 'bool' or 'item', got {str(x['kind'])[:40]!r}")
+        seen = self.value(x["seen"], where)
+        if type(seen) not in ((bool,) if x["kind"] == "bool" else (bool, int, float)):
+            raise self.fail(where, f"a {x['kind']} guard saw a {type(seen).__name__}")
+        for key in ("file", "text"):
+            if not isinstance(x[key], str) or len(x[key]) > MAX_TEXT:
+                raise self.fail(where, f"{key} must be a string of at most {MAX_TEXT} "
+                                       "characters")
+        if type(x["line"]) is not int or x["line"] < 0:
+            raise self.fail(where, f"line must be a non-negative int, got {str(x['line'])[:20]}")
+        return Guard(self.ref(x["ref"], where, sizes), x["kind"], seen, x["file"], x["line"],
+                     x["text"])
 
     def renamed(self, inputs: list, constants: list, nodes: list) -> tuple:
         """Names made unique as ``prog.save`` makes them (files of earlier versions)."""

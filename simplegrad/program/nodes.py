@@ -1,5 +1,6 @@
 """The parts of a Program: ``Ref`` (an input slot, a constant or an earlier node), ``Input``,
-``Constant`` and ``Node`` (a primitive, its argument Refs, attributes, name, shape, dtype).
+``Constant``, ``Node`` (a primitive, its argument Refs, attributes, name, shape, dtype) and
+``Guard`` (a Python decision the program was recorded through, checked when it replays).
 
 ``Names`` makes the names of a program unique as ``sg.compile``, ``prog.save`` and
 ``sg.load_program`` all do (``weight``, ``weight_2``). The Program that holds them, and
@@ -9,11 +10,13 @@
 from __future__ import annotations
 
 import keyword
+import os
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..errors import ReplayError
 from ..primitives.core import Primitive
 
 INPUT, CONST, NODE = "input", "const", "node"
@@ -55,6 +58,37 @@ class Node(NamedTuple):
     shape: tuple
     dtype: np.dtype
     order: int = 0
+
+
+class Guard(NamedTuple):
+    """A Python decision the program was recorded through: the value ``ref`` was read as a
+    ``kind`` (``"bool"``: ``if v > 0:``; ``"item"``: ``v.item()``, ``float(v)``, ``int(v)``)
+    and gave ``seen``, at ``file:line`` (``text``: that line's decision). A replay whose value
+    decides otherwise raises ``ReplayError``."""
+
+    ref: Ref
+    kind: str
+    seen: Any
+    file: str
+    line: int
+    text: str
+
+    def holds(self, value: Any) -> bool:
+        """Whether ``value`` decides as the recording did (nan is nan)."""
+        if self.kind == "bool":
+            return bool(value) == self.seen
+        got = value.item() if hasattr(value, "item") else value
+        return got == self.seen or (got != got and self.seen != self.seen)
+
+    def error(self, value: Any) -> ReplayError:
+        """The ``ReplayError`` of a replay whose value here is ``value``."""
+        got = bool(value) if self.kind == "bool" else (
+            value.item() if hasattr(value, "item") else value)
+        what = f"`{self.text}`" if self.text else "a decision"
+        return ReplayError(
+            f"this program was recorded where {what} (at {os.path.basename(self.file)}:"
+            f"{self.line}) was {self.seen!r}; at these inputs it is {got!r}: record it again, "
+            "or write the branch with where()")
 
 
 class Names:

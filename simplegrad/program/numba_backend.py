@@ -159,7 +159,8 @@ def fuse(prog: Program) -> tuple[Program, list[Kernel], list[str]]:
         for r in node.args:
             if r.kind == NODE:
                 readers.setdefault(r.index, set()).add(j)
-    outputs = {r.index for r in prog.outputs if r.kind == NODE}
+    outputs = {r.index for r in (*prog.outputs, *(g.ref for g in prog.guards))
+               if r.kind == NODE}       # (a guard reads its value as an output is read)
     excluded: set[int] = set()
     while True:     # entries numba cannot compile are found, left out, and the plan made again
         order, groups = plan(prog, excluded)
@@ -232,4 +233,5 @@ def _assemble(prog: Program, order: list, groups: list[_Group], built: dict) -> 
             nodes.append(Node(PART, (Ref(NODE, at),), {"index": i}, n.name, n.shape, n.dtype))
             where[j] = Ref(NODE, len(nodes) - 1)
     return Program(prog.inputs, prog.constants, nodes, [remap(r) for r in prog.outputs],
-                   prog.single, check=False)
+                   prog.single, check=False,
+                   guards=[g._replace(ref=remap(g.ref)) for g in prog.guards])

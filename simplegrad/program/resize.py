@@ -97,7 +97,7 @@ def resize(prog: Program, shapes: Sequence[tuple], who: str = "program") -> Prog
                                             for m, n in zip(attrs["shape"], shape)))
         nodes.append(node._replace(shape=shape, attrs=attrs))
     out = type(prog)(inputs, constants, nodes, prog.outputs, prog.single, check=False,
-                     counts=prog.counts)
+                     counts=prog.counts, guards=prog.guards)
     _check_shapes(out, who)
     return out
 

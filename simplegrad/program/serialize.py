@@ -117,6 +117,11 @@ def encode(prog: Program) -> tuple[dict, dict[str, np.ndarray]]:
     if isinstance(names, str):
         raise ArgumentError(names)
     ins, consts, nodes = names
+    guards = {"guards": [{"ref": [g.ref.kind, g.ref.index], "kind": g.kind,
+                          "seen": _encode(g.seen, arrays, "a guard"),
+                          "file": os.path.basename(g.file),
+                          "line": g.line, "text": g.text} for g in prog.guards]} \
+        if prog.guards else {}      # (a program without guards saves as before)
     return {
         "format": FORMAT, "version": VERSION,
         "inputs": [{"name": name, "shape": list(i.shape), "dtype": i.dtype.name}
@@ -136,6 +141,7 @@ def encode(prog: Program) -> tuple[dict, dict[str, np.ndarray]]:
         [[k.const, k.node, None if k.axes is None else list(k.axes), k.ddof, k.times]
          for k in prog.counts],
         "alike": [[[a.kind, a.index], [b.kind, b.index]] for a, b in prog.alike],
+        **guards,
     }, arrays
 
 

@@ -87,7 +87,9 @@ def simplify(prog: Program) -> Program:
         if r is None:
             r = table[key] = b.node(node._replace(prim=prim, args=args, attrs=attrs))
         nodes.append(r)
-    out = _without_dead(type(prog), b, [new(r) for r in prog.outputs], prog.single)
+    guards = [g._replace(ref=new(g.ref)) for g in prog.guards]
+    out = _without_dead(type(prog), b, [new(r) for r in prog.outputs], prog.single,
+                        [g for g in guards if g.ref.kind != CONST])  # (folded: always holds)
     if prog.origin is not None or prog.counts is not None:
         out.origin = prog.origin or prog        # other sizes: that one resized, simplified
     return out
@@ -122,11 +124,13 @@ def _fold(b: Builder, prim: Primitive, args: tuple, attrs: dict | None, name: st
     return b.constant(value, name)
 
 
-def _without_dead(cls: type, b: Builder, outputs: list[Ref], single: bool) -> Program:
-    """The builder's program keeping only the nodes and constants the outputs need."""
+def _without_dead(cls: type, b: Builder, outputs: list[Ref], single: bool,
+                  guards: list) -> Program:
+    """The builder's program keeping only the nodes and constants the outputs and guards
+    need."""
     need = [False] * len(b.nodes)
     used = [False] * len(b.constants)
-    for r in outputs:
+    for r in [*outputs, *(g.ref for g in guards)]:
         if r.kind == NODE:
             need[r.index] = True
         elif r.kind == CONST:
@@ -155,4 +159,5 @@ def _without_dead(cls: type, b: Builder, outputs: list[Ref], single: bool) -> Pr
         if need[i]:
             node_map[i] = Ref(NODE, len(kept))
             kept.append(n._replace(args=tuple(moved(r) for r in n.args)))
-    return cls(b.inputs, constants, kept, [moved(r) for r in outputs], single, check=False)
+    return cls(b.inputs, constants, kept, [moved(r) for r in outputs], single, check=False,
+               guards=[g._replace(ref=moved(g.ref)) for g in guards])
