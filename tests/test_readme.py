@@ -104,7 +104,10 @@ EXPECTED: dict[str, list[str]] = {
     "programs.md": [
         "25 17\n",
         "v17 = v10 * 2.0\nv24 = v17 * v1\n",                    # the readable program
-        "-0.479425538604203",                                   # a replay keeps its branch
+        "0.24740395925452294\nthis program was recorded where `w = u.sin() if u > 0 else "
+        "u.cos()` (at programs.md:",                            # a replay checks its branch
+        "was True; at these inputs it is False: record it again, or write the branch with "
+        "where()\n",
         "True\n['v8 = v7 / 7', 'v9 = v8.expand([7, 1])']\nTrue\n",  # at another batch size
         "flat = reshape(...) reshapes to the literal shape [96]",
         "True\n",                                               # simplify: the same values
@@ -153,10 +156,14 @@ def run_blocks(path: Path) -> str:
     out = io.StringIO()
     with warnings.catch_warnings(), contextlib.redirect_stdout(out):
         warnings.simplefilter("ignore", RuntimeWarning)
-        for block in python_blocks(path):
+        text = path.read_text()
+        for m in re.finditer(r"^```python\n(.*?)^```", text, flags=re.S | re.M):
+            block = m.group(1)
             if _missing(block):
                 continue
-            exec(compile(block, str(path), "exec"), namespace)  # noqa: S102
+            before = text.count("\n", 0, m.start(1))     # the file's line numbers, as
+            exec(compile("\n" * before + block, str(path), "exec"), namespace)  # noqa: S102
+            # tracebacks and replay guards name them
     return out.getvalue()
 
 

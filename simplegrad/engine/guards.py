@@ -14,9 +14,11 @@ program.
 
 from __future__ import annotations
 
+import io
 import linecache
 import os
 import sys
+import tokenize
 from typing import Any, NamedTuple
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -48,7 +50,7 @@ def place() -> tuple[str, int]:
 def decision_text(file: str, line: int) -> str:
     """The source of the decision at ``file:line``: the condition of an ``if``, ``elif``,
     ``while`` or ``assert``, else the whole line (empty when the source cannot be read)."""
-    text = linecache.getline(file, line).strip()
+    text = _code(linecache.getline(file, line)).strip()
     for k in _KEYWORDS:
         if text.startswith(k):
             text = text[len(k):].rstrip()
@@ -56,6 +58,19 @@ def decision_text(file: str, line: int) -> str:
                 text = text[:-1].rstrip()
             break
     return text
+
+
+def _code(line: str) -> str:
+    """A source line without its comment (as it is when it does not tokenize alone)."""
+    if "#" not in line:
+        return line
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line).readline):
+            if tok.type == tokenize.COMMENT:
+                return line[:tok.start[1]]
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return line
 
 
 def note(v: Any, kind: str, seen: Any) -> None:

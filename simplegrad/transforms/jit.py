@@ -7,12 +7,11 @@ transforms inside ``f`` included, takes the program from those leaves to ``f``'s
 compiled program and record nothing.
 
 Python decisions made on recorded values while recording (``bool(v)``, ``if v > 0:``,
-``float(v)``, ``int(v)``, ``v.item()``) fixed which program was recorded. Each becomes a guard:
-the Variable it read is an extra output of the program, and every call compares it with what
-the recording saw. When one differs, ``f`` is recorded again at those arguments and the new
-program joins the signature's (up to ``max_programs``, the most recently used first).
-To see the decisions, the recording Ops stores its values as an ndarray subclass (``Watched``)
-that notes which Variable a conversion read; a tape listener wraps each new entry's value.
+``float(v)``, ``int(v)``, ``v.item()``) fixed which program was recorded. Each is a guard on the
+tape (engine/guards.py), kept by the extracted program and checked by its compiled function,
+which raises ``ReplayError`` when one differs (as any replayed program does). Then ``f`` is
+recorded again at those arguments and the new program joins the signature's (up to
+``max_programs``, the most recently used first).
 
 Keyword arguments are traced like positional ones; ``static_argnums`` and ``static_argnames``
 make arguments part of the signature by value, each naming f's positional parameters both
@@ -34,7 +33,7 @@ same work as straight-line code written for the one signature it was recorded at
 each leaf where the structure puts it (``args[0]["0.weight"]``), checks it (a container's
 exact type and length, a dict's keys by reading them, a traced array's type, shape and dtype,
 a static value's type and value), calls the compiled program's function on the traced
-leaves, checks the guards on the values they read, and returns the output pytree as one
+leaves (which checks the guards), and returns the output pytree as one
 literal (``(r0, {"0.bias": o1, ...}, ...)``). It answers ``MISS`` when the arguments are not
 of its signature (the general path decides then) and ``GUARD`` when they are but a guard does
 not hold (the program ran; another program of the signature, or a new recording, serves the
@@ -61,13 +60,12 @@ from typing import Any
 import numpy as np
 
 from ..engine.ops import Ops
-from ..engine.tape import Leaf
-from ..engine.variable import Entry, Variable
-from ..errors import ArgumentError
+from ..engine.variable import Variable
+from ..errors import ArgumentError, ReplayError
 from ..program.compile import Compiled
 from ..program.compile import compile as compile_program
-from ..program.core import Program
-from ..program.nodes import CONST, INPUT, Constant, Node
+from ..program.core import extract
+from ..program.nodes import CONST, INPUT
 from ..pytree import TreeDef, is_node, node_children, tree_flatten, tree_unflatten
 from .arguments import around, check_callable, is_int, running
 
@@ -198,59 +196,7 @@ def _key(structure: Hashable, leaves: list, static: set[int]) -> tuple[Hashable,
     return tuple(key), traced_at
 
 
-# ---------------------------------------------------------------- watching decisions
-
-
-class Watched(np.ndarray):
-    """A recorded value that tells its recording which Python decisions read it."""
-
-    _sg_var: Entry | None = None        # the entry whose value this is (None: derived)
-    _sg_log: list | None = None         # the recording's guards
-
-    def __array_finalize__(self, obj: Any) -> None:
-        self._sg_var = self._sg_log = None      # a derived array stands for no Variable
-
-    def _note(self, kind: str, out: Any) -> Any:
-        if self._sg_var is not None and self._sg_log is not None:
-            self._sg_log.append((self._sg_var, kind, out))
-        return out
-
-    def __bool__(self) -> bool:
-        return self._note("bool", np.ndarray.__bool__(self))
-
-    def item(self, *args: Any) -> Any:
-        out = np.ndarray.item(self, *args)
-        return self._note("item", out) if not args else out
-
-    def __float__(self) -> float:
-        return float(self._note("item", np.ndarray.item(self)))
-
-    def __int__(self) -> int:
-        return int(self._note("item", np.ndarray.item(self)))
-
-
-def _watch(v: Entry, log: list, watched: list) -> None:
-    """Make the value of ``v`` (an entry being recorded, whose Variable takes the same value)
-    tell ``log`` of each Python decision that reads it (noted in ``watched``, to be let go)."""
-    raw = v.raw
-    if isinstance(raw, np.ndarray):
-        w = raw.view(Watched)
-        w._sg_var, w._sg_log = v, log
-        v.raw = w
-        watched.append(w)
-
-
-def _plain(x: Any) -> Any:
-    """``x`` with any Watched array in it (a constant, an attribute) as a plain ndarray."""
-    if isinstance(x, Watched):
-        return x.view(np.ndarray)
-    if type(x) is tuple:
-        return tuple(_plain(e) for e in x)
-    if type(x) is list:
-        return [_plain(e) for e in x]
-    if type(x) is dict:
-        return {k: _plain(e) for k, e in x.items()}
-    return x
+# ---------------------------------------------------------------- one recording
 
 
 def _fresh(c: Any) -> Any:
@@ -258,25 +204,15 @@ def _fresh(c: Any) -> Any:
     return np.array(c) if type(c) is np.ndarray else c
 
 
-def _same(kind: str, got: np.ndarray, want: Any) -> bool:
-    if kind == "bool":
-        return bool(got) == want
-    value = got.item()
-    return value == want or (value != value and want != want)      # nan is nan
-
-
-# ---------------------------------------------------------------- one recording
-
-
 class _Recorded:
-    """One program of a signature: compiled, with its guards and the output's structure."""
+    """One program of a signature: compiled (its guards checked there), with the output's
+    structure."""
 
-    __slots__ = ("compiled", "guards", "slots", "fixed", "treedef", "n_out", "entry", "family")
+    __slots__ = ("compiled", "slots", "fixed", "treedef", "n_out", "entry", "family")
 
-    def __init__(self, compiled: Compiled | None, guards: list, slots: list, fixed: list,
-                 treedef: Any, n_out: int):
-        self.compiled = compiled    # None when f's outputs are all constants
-        self.guards = guards        # (output position, kind, value seen when recording)
+    def __init__(self, compiled: Compiled | None, slots: list, fixed: list, treedef: Any,
+                 n_out: int):
+        self.compiled = compiled    # None when f's outputs are constants and decided nothing
         self.slots = slots          # per output leaf: its position among the program's outputs
         self.fixed = fixed          # per output leaf: the constant (slot None)
         self.treedef = treedef
@@ -286,10 +222,10 @@ class _Recorded:
 
     def run(self, traced: list) -> list | None:
         """The output leaves at ``traced``, or None when a guard does not hold."""
-        outs = self.compiled(*traced) if self.compiled is not None else []
-        for k, kind, want in self.guards:
-            if not _same(kind, outs[k], want):
-                return None
+        try:
+            outs = self.compiled(*traced) if self.compiled is not None else []
+        except ReplayError:
+            return None
         return [_fresh(self.fixed[i]) if s is None else
                 np.array(outs[s]) if outs[s].base is not None or
                 shared_output(self.compiled, s) else outs[s]
@@ -299,16 +235,7 @@ class _Recorded:
 def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int], backend: str
             ) -> tuple:
     """Run f once on fresh Variables; its results and the _Recorded that replays it."""
-    ops = Ops(keep_values=True)     # (every value watched: a decision may read any)
-    log: list = []
-    watched: list = []
-
-    def listen(item: Any) -> None:
-        if type(item) is Entry:
-            _watch(item, log, watched)
-        elif type(item) is Leaf:
-            _watch(item.var, log, watched)
-    ops.tape.listeners.append(listen)
+    ops = Ops(keep_values=True)
     try:
         call = list(leaves)
         for i in traced_at:
@@ -318,7 +245,7 @@ def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int], backe
         with running(ops):
             out = f(*args, **kwargs)
         out_leaves, out_def = tree_flatten(out)
-        outputs: list[Variable] = []
+        outputs: list[Any] = []
         slots, fixed = [], []
         for y in out_leaves:
             if type(y) is Variable and y.rec is ops:
@@ -329,28 +256,21 @@ def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int], backe
                 slots.append(None)
                 fixed.append(y.value if isinstance(y, Variable) else y)
         n_out = len(outputs)
-        guards = []
-        for v, kind, seen in log:       # (entries of this recording's tape)
-            guards.append((len(outputs), kind, seen))
-            outputs.append(v)
-        results = [np.array(y.raw) if s is not None else _plain(c)
+        results = [np.array(y.raw) if s is not None else c
                    for y, s, c in zip(out_leaves, slots, fixed)]
         compiled = None
+        # the decisions f made on recorded values are the program's guards (engine/guards.py);
+        # with no output to compute, the values they read are its outputs
+        if not outputs:
+            outputs = [g.entry for g in ops.tape.guards]
         if outputs:
-            prog = ops.program(inputs, outputs)
-            prog = Program(prog.inputs, [Constant(_plain(c.value), c.name)
-                                         for c in prog.constants],
-                           [Node(n.prim, n.args, _plain(n.attrs), n.name, n.shape, n.dtype,
-                                 n.order) for n in prog.nodes], prog.outputs, check=False)
-            compiled = compile_program(prog, "jitted", backend)
+            prog = extract(inputs, outputs, ops)
+            if n_out or prog.guards:
+                compiled = compile_program(prog, "jitted", backend)
     finally:
-        ops.tape.listeners.remove(listen)
         ops.release()
-        for w in watched:       # a watched value points at its entry, which holds it: a
-            w._sg_var = w._sg_log = None    # cycle for the collector, cut here
-    fixed = [np.array(c) if isinstance(c, np.ndarray) else c for c in map(_plain, fixed)]
-    return tree_unflatten(out_def, results), _Recorded(compiled, guards, slots, fixed, out_def,
-                                                        n_out)
+    fixed = [np.array(c) if isinstance(c, np.ndarray) else c for c in fixed]
+    return tree_unflatten(out_def, results), _Recorded(compiled, slots, fixed, out_def, n_out)
 
 
 # ---------------------------------------------------------------- the fast entry
@@ -400,7 +320,7 @@ class _Source:
         self.lines.append("    " * self.indent + text)
 
 
-def make_entry(compiled: Compiled | None, guards: Sequence[tuple], slots: Sequence[int | None],
+def make_entry(compiled: Compiled | None, slots: Sequence[int | None],
                fixed: Sequence[Any], out_def: TreeDef, call_def: TreeDef, seen: list,
                key: tuple, traced_at: Sequence[int]) -> Callable[[tuple, dict], Any] | None:
     """The entry of one recorded program (None when its structure is not written out), from
@@ -409,7 +329,7 @@ def make_entry(compiled: Compiled | None, guards: Sequence[tuple], slots: Sequen
     try:
         leaves = _read_arguments(src, call_def)
         _check_leaves(src, leaves, seen, key, traced_at, compiled)
-        results = _run(src, compiled, [leaves[i] for i in traced_at], guards)
+        results = _run(src, compiled, [leaves[i] for i in traced_at])
         outs = _outputs(src, compiled, slots, fixed, results)
         src.line(f"return {_build(src, out_def, iter(outs), 0)}")
     except _UnsupportedError:
@@ -509,25 +429,21 @@ def _check_leaves(src: _Source, leaves: list[str], seen: list, key: tuple,
                      f"{leaf} == {v}): return MISS")
 
 
-def _run(src: _Source, compiled: Compiled | None, traced: list[str],
-         guards: Sequence[tuple]) -> list[str]:
-    """The line calling the program, the guards' checks; the names of its results."""
+def _run(src: _Source, compiled: Compiled | None, traced: list[str]) -> list[str]:
+    """The lines calling the program (which checks its guards: ``ReplayError`` is a failed
+    guard, answered GUARD); the names of its results."""
     if compiled is None:
         return []
     n = len(compiled.program.outputs)
     results = [f"r{k}" for k in range(n)]
     call = f"{src.bind(compiled._fn)}({', '.join(traced)})"
+    src.line("try:")
     if compiled.program.single:
-        src.line(f"r0 = {call}")
+        src.line(f"    r0 = {call}")
     else:
-        src.line(f"{', '.join(results)}{',' if n == 1 else ''} = {call}")
-    for k, kind, want in guards:
-        if kind == "bool":
-            src.line(f"if bool(r{k}) != {bool(want)!r}: return GUARD")
-        else:               # nan is nan, as in _same
-            w = src.bind(want)
-            src.line(f"g = r{k}.item()")
-            src.line(f"if g != {w} and (g == g or {w} == {w}): return GUARD")
+        src.line(f"    {', '.join(results)}{',' if n == 1 else ''} = {call}")
+    src.line(f"except {src.bind(ReplayError)}:")
+    src.line("    return GUARD")
     return results
 
 
@@ -634,8 +550,8 @@ class Jitted:
         call_def = treedef or tree_flatten([*args, kwargs])[1]
         out, rec = _record(self.f, call_def, leaves, traced_at, self.backend)
         self.recordings += 1
-        rec.entry = make_entry(rec.compiled, rec.guards, rec.slots, rec.fixed, rec.treedef,
-                               call_def, leaves, key, traced_at)
+        rec.entry = make_entry(rec.compiled, rec.slots, rec.fixed, rec.treedef, call_def,
+                               leaves, key, traced_at)
         rec.family = programs = self._cache.setdefault(key, [])
         programs.insert(0, rec)
         gone = programs[self.max_programs:]
