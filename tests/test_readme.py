@@ -130,6 +130,7 @@ EXPECTED: dict[str, list[str]] = {
     "compile.md": [
         "def seed_grad2(a, b):\n    # v3 = [1.0000, 1.0000, 1.0000, 1.0000]",
         "[ 2.692   4.9204 13.6568  8.0724]",
+        "5.0\nReplayError True\n",                               # a compiled program's guard
     ],
     "performance.md": [
         "[0.96402758 0.9993293 ] [0.99998771 0.96402758] 1\n"
