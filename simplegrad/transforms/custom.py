@@ -251,6 +251,7 @@ def _undone_on_failure(ops: Ops) -> Iterator[None]:
     except BaseException:
         ops.tape.restore(snap)
         raise
+    ops.tape.settle(snap)
 
 
 def handles(o: Any, g: Any, out: Any, inputs: tuple, ts: list | None = None) -> tuple:
