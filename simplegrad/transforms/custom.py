@@ -80,6 +80,7 @@ from __future__ import annotations
 
 import copyreg
 import functools
+import inspect
 import sys
 import weakref
 from collections.abc import Callable, Iterator
@@ -904,6 +905,14 @@ class CustomJVP(CustomFunction):
         self._rule = rule
         return rule
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """As ``CustomFunction.__call__``, keyword arguments that name parameters of the
+        function taken as positional ones (JAX's ``custom_jvp``: the rule sees them among the
+        primals, defaults filled in)."""
+        if kwargs:
+            args, kwargs = _positional(self._fn, args, kwargs)
+        return super().__call__(*args, **kwargs)
+
     def _checked_rule(self) -> Callable:
         if self._rule is None:
             raise NotDifferentiableError(f"{self._label}: no tangent rule; attach one with "
@@ -944,6 +953,20 @@ class CustomJVP(CustomFunction):
         finally:
             if not recording:
                 r.release()
+
+
+def _positional(fn: Callable, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``args`` and ``kwargs`` bound to ``fn``'s parameters as positional arguments only
+    (defaults filled in); as they are when they cannot all be (keyword-only parameters,
+    ``**kwargs``, no signature)."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return args, kwargs
+    bound.apply_defaults()
+    if bound.kwargs:
+        return args, kwargs
+    return bound.args, {}
 
 
 def custom_jvp(fn: Callable | None = None, nondiff_argnums: tuple[int, ...] = ()) -> Any:
