@@ -8,6 +8,7 @@ reverse.py and forward.py, the text made from it in render.py.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -348,6 +349,7 @@ def _fresh(ops: Any, wrt: Sequence[Any]) -> bool:
 
 
 _new = object.__new__
+_thread = threading.get_ident
 _OTHER = object()     # (apply: an input that is neither a Variable of the Ops nor a number)
 
 # ---------------------------------------------------------------- Variables of other Ops
@@ -508,7 +510,7 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
                  from_derivatives: bool = False):
         self.tape = Tape(keep=bool(keep_trace))
         self.borrow = bool(borrow)
-        self.recording = True
+        self._paused: dict[int, int] = {}   # thread -> depth of its no_grad blocks (per thread)
         self.simplify = bool(simplify) and not from_derivatives
         self.keep_values = bool(keep_values or self.simplify)
         self._adoptions: Adoptions | None = None    # the leaves standing for Parameters here
@@ -519,6 +521,12 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
         self._plain_passes = 1 if simplify and from_derivatives else None
         if self.simplify:
             self.__class__ = simplifying(type(self))    # (not a bound method: no cycle)
+
+    @property
+    def recording(self) -> bool:
+        """Whether this thread records on this Ops (False inside its ``no_grad`` block)."""
+        paused = self._paused
+        return not paused or _thread() not in paused
 
     @property
     def recorder(self) -> Ops:
@@ -591,14 +599,18 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
 
     @contextmanager
     def no_grad(self) -> Iterator[None]:
-        """Within the block, primitives compute values and record nothing (a gradient of
-        such a value raises GraphError: it has no history)."""
-        before = self.recording
-        self.recording = False
+        """Within the block, primitives called by this thread compute values and record
+        nothing (a gradient of such a value raises GraphError: it has no history); other
+        threads record as before, as PyTorch's ``no_grad`` is per thread."""
+        paused = self._paused
+        me = _thread()
+        paused[me] = paused.get(me, 0) + 1
         try:
             yield
         finally:
-            self.recording = before
+            depth = paused.pop(me) - 1
+            if depth:
+                paused[me] = depth
 
     # ------------------------------------------------------------ derivatives (sweeps.py)
 
@@ -810,7 +822,8 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
                 del err
         if type(value) is not np.ndarray and isinstance(value, np.generic):
             value = np.asarray(value)
-        if not self.recording:      # no history: op.grad of it says why (reverse.py)
+        paused = self._paused       # (``recording``, inlined: no thread is in no_grad, mostly)
+        if paused and _thread() in paused:     # no history: op.grad of it says why
             out = self.unrecorded(value)
             out.node.attrs = UNRECORDED
             return out

@@ -389,6 +389,7 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
     except BaseException:
         tape.restore(snap)
         raise
+    tape.settle(snap)
     tape.last_pass_end = tape.end
     return grads
 
@@ -413,6 +414,7 @@ def _sweeping(tape: Tape) -> Iterator[None]:
     except BaseException:
         tape.restore(snap)
         raise
+    tape.settle(snap)
 
 
 def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,

@@ -10,8 +10,10 @@ made from it in render.py.
 
 from __future__ import annotations
 
+import threading
+from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from .variable import RELEASED, Entry, Variable, value_of
@@ -183,12 +185,32 @@ class Tape(Sequence):
             listen(event)
 
     def snapshot(self) -> tuple:
-        """A mark to ``restore`` to: entries, events, counter and derived state as they are."""
-        return (len(self.entries), len(self.events), self.counter, len(self.pullbacks))
+        """A mark to ``restore`` to: entries, events, counter and derived state as they are.
+
+        While other threads run, the tape also notes what this thread records from now on
+        (``Watch``), so that ``restore`` removes only that; ``settle`` ends the watch when
+        nothing needs undoing. (A thread started after the mark is not told apart.)
+        """
+        watch = None
+        if threading.active_count() > 1:
+            watch = Watch()     # (a new list: another thread may be iterating over the old)
+            self.listeners = [*self.listeners, watch]
+        return (len(self.entries), len(self.events), self.counter, len(self.pullbacks), watch)
+
+    def settle(self, snap: tuple) -> None:
+        """What was recorded since ``snap`` stays: stop watching for it."""
+        watch = snap[4]
+        if watch is not None:
+            self.listeners = [x for x in self.listeners if x is not watch]
 
     def restore(self, snap: tuple) -> None:
-        """Forget everything recorded since ``snap`` was taken."""
-        entries, events, counter, pullbacks = snap
+        """Forget everything this thread recorded since ``snap`` was taken (what other threads
+        recorded meanwhile stays, moved down to fill the gap)."""
+        self.settle(snap)
+        entries, events, counter, pullbacks, watch = snap
+        if watch is not None and watch.others:
+            self._remove(watch)
+            return
         end = self.base + entries
         del self.entries[entries:]
         del self.events[events:]
@@ -198,6 +220,41 @@ class Tape(Sequence):
         self.jvp_cache = None
         if self.guards:
             self.guards = [g for g in self.guards if g.at <= end]
+
+    def _remove(self, watch: Watch) -> None:
+        """``restore`` when other threads recorded too: remove the entries and events ``watch``
+        saw this thread record; every later position moves down past them (the v-numbers
+        the others took stay theirs)."""
+        mine, base = watch.entries, self.base
+        self.jvp_cache = None
+        ours = [e for e in mine if e.prim is not None]
+        lo = min((e.position for e in ours), default=self.end) - base
+        start = base + lo
+        tail = self.entries[lo:]
+        kept = [e for e in tail if e not in mine]
+        old = [e.position for e in kept]
+
+        def moved(p: int) -> int:       # where what sat at position p sits now
+            return p if p < start else start + bisect_left(old, p)
+
+        def stays(p: int) -> bool:      # whether the entry at position p is another thread's
+            return p < start or p - start >= len(tail) or tail[p - start] not in mine
+
+        self.entries[lo:] = kept
+        for i, e in enumerate(kept):
+            e.position = start + i
+        for leaf in watch.leaves:
+            leaf.position = moved(leaf.position)
+        gone = {id(x) for x in watch.events}
+        self.events[:] = [x if x.position < start else replace(x, position=moved(x.position))
+                          for x in self.events if id(x) not in gone]
+        spans = [b for b in self.pullbacks if b.start >= start]
+        if spans:
+            self.pullbacks.truncate(len(self.pullbacks) - len(spans))   # (newest last)
+            for b in spans:
+                if stays(b.start):
+                    self.pullbacks.add(moved(b.start), moved(b.stop), b.entry, b.input)
+        self.accumulations = {moved(p): x for p, x in self.accumulations.items() if stays(p)}
 
     def clear(self) -> None:
         """Forget the whole history; the entries become leaves that know why they have none
@@ -215,6 +272,35 @@ class Tape(Sequence):
         self.accumulations.clear()
         self.jvp_cache = None
         self.guards.clear()
+
+
+class Watch:
+    """A tape listener for one thread's undoable block while other threads run: the entries
+    and events that thread records, the leaves the others make (their positions move when
+    ``Tape.restore`` removes the block's), and whether the others recorded anything."""
+
+    __slots__ = ("thread", "entries", "events", "leaves", "others")
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+        self.entries: set[Entry] = set()    # this thread's entries
+        self.events: list = []              # this thread's events
+        self.leaves: list[Entry] = []       # the other threads' leaves
+        self.others = False
+
+    def __call__(self, x: Any) -> None:
+        mine = threading.get_ident() == self.thread
+        if type(x) is Entry:
+            if mine:
+                self.entries.add(x)
+            else:
+                self.others = True
+        elif mine:
+            self.events.append(x)
+        else:
+            self.others = True
+            if type(x) is Leaf:
+                self.leaves.append(x.var)
 
 
 # ---------------------------------------------------------------- walks

@@ -36,8 +36,10 @@ is no ``ctx``, and one rule serves recorded and value-only sweeps. JAX's ``f.def
 bwd)`` works too (``FromResiduals``: fwd runs again in the backward, recording its residuals).
 A ``bwd`` written with simplegrad operations works at every order; one that returns numpy
 arrays, or a nonzero cotangent that does not depend on the Variable ``g`` (made from
-``g.value``), works at first order (``raw_backward`` records it), and differentiating its
-result again raises ``NotDifferentiableError``. Forward mode uses ``f.defjvp(rule)`` when
+``g.value``), or one that read the raw value of the output or of an input that requires grad
+(``np.cos(x.value)``: the rule's handles are ``Watched``), works at first order
+(``raw_backward`` records it), and differentiating its result again raises
+``NotDifferentiableError``. Forward mode uses ``f.defjvp(rule)`` when
 given (``JVPRule``, below); else it is derived from the vjp, ``J t`` being the gradient with
 respect to a fresh ``u`` (of ones) of ``<bwd(u), t>``, which is right only when ``bwd`` is
 linear in ``u``: that is tested once per function (``linear_in_cotangent``) and a rule that is
@@ -78,6 +80,7 @@ from __future__ import annotations
 
 import copyreg
 import functools
+import inspect
 import sys
 import weakref
 from collections.abc import Callable, Iterator
@@ -251,20 +254,68 @@ def _undone_on_failure(ops: Ops) -> Iterator[None]:
     except BaseException:
         ops.tape.restore(snap)
         raise
+    ops.tape.settle(snap)
 
 
 def handles(o: Any, g: Any, out: Any, inputs: tuple, ts: list | None = None) -> tuple:
     """What a sweep hands a custom rule, as the user's function sees it: entries of the
-    recording Ops ``o`` as Variables of it (values only: as they are)."""
+    recording Ops ``o`` as Variables of it (values only: as they are); the output and the
+    inputs that require grad as ``Watched`` ones, which note a read of their raw value."""
     if not isinstance(o, Ops):
         return (g, out, inputs) if ts is None else (ts, out, inputs)
 
     def h(x: Any) -> Any:
         return as_variable(o, x) if type(x) is Entry else x
-    inputs = tuple(h(x) for x in inputs)
+
+    def watched(x: Any) -> Any:
+        if type(x) is not Entry or not x.requires_grad:
+            return h(x)
+        v = handle(value_of(x), x, o, Watched)
+        v.read = False
+        return v
+    inputs = tuple(watched(x) for x in inputs)
     if ts is None:
-        return h(g), h(out), inputs
-    return [h(t) for t in ts], h(out), inputs
+        return h(g), watched(out), inputs
+    return [h(t) for t in ts], watched(out), inputs
+
+
+class Watched(Variable):
+    """A Variable handed to a custom rule that notes when the rule reads its raw value
+    (``.value``, ``.numpy()``, ``.item()``, ``float``, ``int``, ``bool``): a cotangent computed
+    from it misses the dependence on it, so differentiating that cotangent must raise."""
+
+    __slots__ = ("read",)
+
+    @property
+    def value(self) -> Any:
+        """The numpy value (as ``Variable.value``), noted as read."""
+        self.read = True
+        return super().value
+
+    def item(self) -> float:
+        """The single entry as a Python number (as ``Variable.item``), noted as read."""
+        self.read = True
+        return super().item()
+
+    def __float__(self) -> float:
+        self.read = True
+        return super().__float__()
+
+    def __int__(self) -> int:
+        self.read = True
+        return super().__int__()
+
+    def __bool__(self) -> bool:
+        self.read = True
+        return super().__bool__()
+
+
+def _read(xs: Any) -> str | None:
+    """The name of the first of ``xs`` whose raw value a rule read (``Watched``), if any."""
+    for x in xs:
+        if type(x) is Watched and x.read:
+            return x.name
+    return None
 
 
 def _depends_on(c: Variable, g: Variable) -> bool:
@@ -653,23 +704,28 @@ class CustomVJP(CustomFunction):
         with running(ops):      # transforms in the rule record on its Ops
             return packing.cotangents(self._bwd(*args, **user_attrs(attrs)))
 
-    def _call_bwd(self, r: Ops, g: Variable, out: Variable, inputs: Any, attrs: dict) -> list:
+    def _call_bwd(self, r: Ops, g: Variable, out: Variable, inputs: Any, attrs: dict,
+                  strict: bool = True) -> list:
         """The user's cotangents, recorded on ``r``; raw arrays go through the _bwd entry, and so
         does a nonzero recorded cotangent that does not depend on g (made from ``g.value``):
-        right as a value but not as a function of g, so differentiating it again must raise."""
+        right as a value but not as a function of g, so differentiating it again must raise.
+        So do all of them when the rule read the raw value of the output or of an input that
+        requires grad (``Watched``; ``strict``): they are right as values, not as functions of
+        it. (``strict=False``: the caller differentiates them in g only, ``_tangent``.)"""
         if not isinstance(g, Variable):     # the constant seed of an Ops that simplifies
             g = r.leaf(np.asarray(g), None, False, "seed")     # (the rule gets a Variable)
         cts = self._checked(self._run_bwd(g, out, inputs, attrs), inputs)
+        read = _read((out, *inputs)) if strict else None
         for i, c in enumerate(cts):
             if c is None:
                 continue
             recorded = isinstance(c, Variable) and c.rec is r
             frozen = recorded and g.requires_grad and not _depends_on(c, g) and (
                 np.any(c.raw != 0) or not np.any(g.raw != 0))
-            if not recorded or frozen:
+            if not recorded or frozen or read is not None:
                 cts[i] = r.apply(self._raw, (g, out, *inputs),
                                  {"ct": np.asarray(value_of(c)), "position": i,
-                                  "frozen": frozen}, None)
+                                  "frozen": frozen, "read": read}, None)
         return cts
 
     def _checked(self, cts: Any, inputs: Any) -> list:
@@ -709,7 +765,7 @@ class CustomVJP(CustomFunction):
                  create_graph: bool) -> Variable | None:
         u = r.leaf(np.ones(out.shape, dtype=out.dtype), None, True, "seed")
         pairing = None
-        for c, t in zip(self._call_bwd(r, u, out, inputs, attrs), ts):
+        for c, t in zip(self._call_bwd(r, u, out, inputs, attrs, False), ts):
             if c is not None and t is not None:
                 term = r.sum(r.mul(c, t))
                 pairing = term if pairing is None else r.add(pairing, term)
@@ -717,6 +773,12 @@ class CustomVJP(CustomFunction):
             return None
         jt = r.grad(pairing, u, create_graph=create_graph)
         u.grad = None
+        read = _read((out, *inputs)) if create_graph else None
+        if read is not None:    # right as a value, not as a function of what the rule read
+            moving = tuple(t for t in ts if isinstance(t, Variable))
+            jt = r.apply(self._raw, (*moving, out, *inputs),
+                         {"ct": np.asarray(value_of(jt)), "position": 0, "frozen": False,
+                          "read": read}, None)
         return jt
 
     def _check_linear(self, out: Any, inputs: tuple, attrs: dict) -> None:
@@ -766,6 +828,13 @@ def raw_backward(label: str) -> Primitive:
     ``g.value``): right as a value, and differentiating it raises, naming the function."""
 
     def refuse(*args: Any, **attrs: Any) -> Any:
+        if attrs.get("read") is not None:
+            raise NotDifferentiableError(
+                f"{label}: its backward rule read the value of {attrs['read']} (.value, "
+                "float(), .item()), which requires grad, so what it computed from it does not "
+                "depend on it as a function: its gradient cannot be differentiated again (grad "
+                "of grad, hessian, or a jvp through it); write the backward with simplegrad "
+                "operations on the Variables themselves (x.cos(), not np.cos(x.value))")
         if attrs.get("frozen"):
             raise NotDifferentiableError(
                 f"{label}: its backward rule returned a cotangent for input "
@@ -782,7 +851,8 @@ def raw_backward(label: str) -> Primitive:
     return Primitive(f"{label}_bwd", _raw_forward, [refuse], refuse, fmt, [], variadic=True)
 
 
-def _raw_forward(*values: Any, ct: np.ndarray, position: int, frozen: bool) -> np.ndarray:
+def _raw_forward(*values: Any, ct: np.ndarray, position: int, frozen: bool,
+                 read: str | None = None) -> np.ndarray:
     return ct
 
 
@@ -835,6 +905,14 @@ class CustomJVP(CustomFunction):
         self._rule = rule
         return rule
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """As ``CustomFunction.__call__``, keyword arguments that name parameters of the
+        function taken as positional ones (JAX's ``custom_jvp``: the rule sees them among the
+        primals, defaults filled in)."""
+        if kwargs:
+            args, kwargs = _positional(self._fn, args, kwargs)
+        return super().__call__(*args, **kwargs)
+
     def _checked_rule(self) -> Callable:
         if self._rule is None:
             raise NotDifferentiableError(f"{self._label}: no tangent rule; attach one with "
@@ -875,6 +953,20 @@ class CustomJVP(CustomFunction):
         finally:
             if not recording:
                 r.release()
+
+
+def _positional(fn: Callable, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``args`` and ``kwargs`` bound to ``fn``'s parameters as positional arguments only
+    (defaults filled in); as they are when they cannot all be (keyword-only parameters,
+    ``**kwargs``, no signature)."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return args, kwargs
+    bound.apply_defaults()
+    if bound.kwargs:
+        return args, kwargs
+    return bound.args, {}
 
 
 def custom_jvp(fn: Callable | None = None, nondiff_argnums: tuple[int, ...] = ()) -> Any:

@@ -24,7 +24,9 @@ from ..errors import ArgumentError, ShapeError
 from ..program.core import extract
 from ..pytree import tree_flatten, tree_unflatten
 from .arguments import (
+    aux_result,
     check_callable,
+    check_has_aux,
     context,
     disconnected,
     flat,
@@ -36,25 +38,30 @@ from .arguments import (
     recording_ops,
     results,
     run_paused,
+    split_aux,
 )
 
 
-def linearize(f: Callable, *xs: Any) -> tuple[Any, Callable]:
+def linearize(f: Callable, *xs: Any, has_aux: bool = False) -> tuple:
     """``(f(*xs), jvp_fn)``: ``jvp_fn(*tangents)`` is ``J v``, the tangent of f's output for
     one tangent per primal (each of its primal's structure), evaluated from the recorded
-    linear map without running f again."""
+    linear map without running f again. ``has_aux=True`` (JAX's): f returns ``(output,
+    aux)``, and the result is ``(output, jvp_fn, aux)``."""
     check_callable("linearize", f)
+    has_aux = check_has_aux("linearize", has_aux)
     if not xs:
         raise ArgumentError("linearize: give at least one primal: linearize(f, *primals)")
     # its program outlives the call; recorded as the jvp rules write it, not simplified, so
     # that its transpose is the vjp's pullback entry for entry (docs/transforms.md)
     ops, nested = context("linearize", xs, borrow=False, simplify=False)
     if nested is None:
-        return run_paused(ops, lambda *a: linearize(f, *a), xs)
+        return run_paused(ops, lambda *a: linearize(f, *a, has_aux=has_aux), xs)
     with own(ops, nested):
         call, trees = primals(ops, xs, range(len(xs)))
         prims = flat(trees)
-        ys, out_def = outputs("linearize", ops, f(*call))
+        y, aux = split_aux("linearize", f(*call), has_aux)
+        aux = aux_result(nested, aux)
+        ys, out_def = outputs("linearize", ops, y)
         disconnected("linearize", f, None, ys)
         specs = [(x.shape, x.dtype) for x in prims]
         if nested:
@@ -90,5 +97,5 @@ def linearize(f: Callable, *xs: Any) -> tuple[Any, Callable]:
                 raise ShapeError(f"linearize: tangent leaf {k} has shape {leaf_shape(t)} but its "
                                  f"primal has shape {tuple(shape)}")
         return tree_unflatten(out_def, tangent_of(ts))
-    return out, jvp_fn
+    return (out, jvp_fn, aux) if has_aux else (out, jvp_fn)
 
