@@ -26,6 +26,7 @@ from ..pytree import tree_map
 from .core import (
     ANY,
     NONZERO,
+    PASSES_ON,
     POSITIVE,
     UNARY,
     Case,
@@ -252,7 +253,7 @@ def _constant_series(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) ->
 
 STOP_GRADIENT = elementwise("stop_gradient", _stop_gradient, "{0}.detach()", (None,),
                             jvp=_no_tangent, taylor=_constant_series, masked=False,
-                            differentiable=False, numpy="{0}", numba="{0}",
+                            differentiable=False, numpy="{0}", numba="{0}", sympy=PASSES_ON,
                             schema=attrs(shape_rule=same_shape(SAME)), saves=())
 
 
