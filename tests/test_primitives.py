@@ -1,10 +1,10 @@
 """Every registered primitive, checked from its own metadata: registry x case x derivative kind.
 
 Nothing here names an operation: a primitive added to ``sg.REGISTRY`` with its
-cases is picked up as it is. Oracles are float64 central differences (exact zeros for a
-record that is not differentiable: no derivative passes it)
+cases is picked up as it is. Oracles are float64 central differences
 (eps=1e-6) with the primitive's ``tol`` as both atol and rtol, and for the
-jvp/vjp pairing <u, J v> == <J^T u, v> atol = rtol = 1e-8.
+jvp/vjp pairing <u, J v> == <J^T u, v> atol = rtol = 1e-8; a record that is not
+differentiable has exact zero derivatives (no derivative passes it).
 """
 
 from __future__ import annotations
