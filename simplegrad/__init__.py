@@ -30,6 +30,7 @@ from .errors import (
 from .estimators import divergence, hutchinson_trace, hutchpp_trace
 from .primitives import REGISTRY, Case, Primitive
 from .primitives.reduce import logsumexp
+from .primitives.unary import stop_gradient
 from .program.accumulation import jacobian_cost
 from .program.compare import Diff, diff
 from .program.compile import (
@@ -72,7 +73,7 @@ __all__ = [
     "check_grads", "check_jvp_vjp_consistency",
     "hutchinson_trace", "hutchpp_trace", "divergence",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "jacfwd", "jacrev", "hessian", "hvp",
-    "derivative", "trace", "elementwise_grad", "logsumexp",
+    "derivative", "trace", "elementwise_grad", "logsumexp", "stop_gradient",
     "custom_vjp", "custom_jvp", "checkpoint", "Program", "simplify", "taylor", "taylor_derivative",
     "TreeDef", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure",
     "register_pytree_node", "ravel_pytree", "linearize", "linear_transpose",

@@ -34,8 +34,10 @@ FORWARD = {
     "erf": sp.erf(X), "erfc": sp.erfc(X), "erfinv": sp.erfinv(X),
     "gammaln": sp.loggamma(X), "polygamma": sp.polygamma(0, X),
 }
-# SymPy leaves the derivatives of floor and ceil unevaluated; their programs are 0
-STEPS = {"floor": sp.floor, "ceil": sp.ceiling, "trunc": lambda x: sp.sign(x) * sp.floor(sp.Abs(x))}
+# SymPy leaves the derivatives of floor and ceil unevaluated; their programs are 0, as is the
+# program of stop_gradient's (its value is x, and no derivative passes it)
+STEPS = {"floor": sp.floor, "ceil": sp.ceiling, "trunc": lambda x: sp.sign(x) * sp.floor(sp.Abs(x)),
+         "stop_gradient": lambda x: x}
 AT = {"arccosh": 1.5}
 
 

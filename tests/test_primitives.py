@@ -3,7 +3,8 @@
 Nothing here names an operation: a primitive added to ``sg.REGISTRY`` with its
 cases is picked up as it is. Oracles are float64 central differences
 (eps=1e-6) with the primitive's ``tol`` as both atol and rtol, and for the
-jvp/vjp pairing <u, J v> == <J^T u, v> atol = rtol = 1e-8.
+jvp/vjp pairing <u, J v> == <J^T u, v> atol = rtol = 1e-8; a record that is not
+differentiable has exact zero derivatives (no derivative passes it).
 """
 
 from __future__ import annotations
@@ -106,8 +107,27 @@ def test_derivatives(prim: sg.Primitive, case: sg.Case, kind: str,
     f = applying(prim, case)
     if kind == "jvp_vjp":
         sg.check_jvp_vjp_consistency(f, args, rng)
+    elif not prim.differentiable:
+        _check_no_derivative(f, args, kind, rng)
     else:
         sg.check_grads(f, args, atol=prim.tol, rtol=prim.tol, rng=rng, **KINDS[kind])
+
+
+def _check_no_derivative(f: Callable, args: list, kind: str, rng: np.random.Generator) -> None:
+    """A record that is not differentiable has no derivative by definition (stop_gradient's
+    finite differences are the identity's): its entry needs no gradient, and the gradient of
+    anything through it and its tangent are exact zeros."""
+    op = sg.Ops()
+    xs = [op.var(a) for a in args]
+    out = f(*xs)
+    assert not out.requires_grad
+    if kind != "jvp":
+        L = op.sum(op.mul(op.cast(out, np.float64), rng.standard_normal(out.shape)))
+        for g in op.grad(L, xs):
+            np.testing.assert_array_equal(g.value, 0.0)
+    if kind != "order1":
+        t = op.jvp(out, xs, [rng.standard_normal(a.shape) for a in args])
+        np.testing.assert_array_equal(t.value, 0.0)
 
 
 # ---------------------------------------------------------------- metadata

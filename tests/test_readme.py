@@ -98,6 +98,7 @@ EXPECTED: dict[str, list[str]] = {
         "f sees (3,)\n[2.689649 2.284782]\n(2, 2, 3)\nTrue\n",
         "(3, 4) 3.0\n(3, 2)\n",
         "(2, 2, 3) (2, 2)\nTrue\n",                              # vmap of a closure
+        "[ 5. 25.]\n[[1. 2.]\n [3. 4.]]\nvmap: .value of v0 needs one example's value",
         "[[ 3. -2.]\n [-2.  1.]]",                              # hessian_batched
     ],
     "training.md": ["accuracy 1.00", "['0.bias', '0.weight', '2.bias', '2.weight']"],

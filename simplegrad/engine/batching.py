@@ -87,16 +87,37 @@ class Batched(Variable):
             raise TypeError(f"len() of a 0-d variable {self.name}")
         return self.shape[0]
 
+    @property
+    def value(self) -> Any:
+        """Refused: under vmap a Variable stands for every example at once, so it has no one
+        value to read (as JAX's tracers: their concretization error)."""
+        raise self._concrete(".value")
+
+    def numpy(self) -> np.ndarray:
+        """Refused, as ``.value`` is."""
+        raise self._concrete(".numpy()")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise self._concrete("np.asarray()")
+
     def __bool__(self) -> bool:
         raise self._control("bool")
 
     def _one(self, what: str) -> Any:
-        raise self._control(what)
+        raise self._concrete(f"{what}()")
 
     def _control(self, what: str) -> Exception:
         return ArgumentError(f"vmap: {what}() of {self.name} needs one example's value, but "
                              "under vmap it stands for a batch of them; write the branch with "
                              "where() instead")
+
+    def _concrete(self, what: str) -> Exception:
+        return ArgumentError(
+            f"vmap: {what} of {self.name} needs one example's value, but under vmap "
+            f"{self.name} stands for every example of the batch at once (it has no one value); "
+            f"keep the computation recorded with Variable operations ({self.name}.sum(), "
+            f"np.sum({self.name}), where(...)), use sg.stop_gradient({self.name}) for a value "
+            "no gradient flows through, or read the value outside the vmapped function")
 
     def __repr__(self) -> str:
         return f"Batched({self.name}: {self.batch} examples of shape {self.shape})"

@@ -711,12 +711,6 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
         z.flags.writeable = False
         return self.unrecorded(z)
 
-    def detach(self, x: Variable) -> Variable:
-        """A new leaf with x's value through which no gradient flows."""
-        if not self.recording:
-            return self.unrecorded(x.raw)
-        return self.leaf(x.raw, None, False, "detach", source=x)
-
     def _bare(self, value: Any, label: str | int | None, requires_grad: bool) -> Variable:
         """A Variable computed by no primitive; its position is where its dependents can start."""
         return leaf_variable(value, self, label, requires_grad, self.tape.end)

@@ -103,8 +103,6 @@ def format_event(event: Event) -> list[tuple[str, str]]:
             return [("leaf", f"{v.name} = {format_value(v.raw)}")]
         if event.kind == "zeros":
             return [("leaf", f"{v.name} = zeros({list(v.shape)})")]
-        if event.kind == "detach":
-            return [("leaf", f"{v.name} = {event.source.name}.detach()")]
         return []       # seeds are not printed
     if type(event) is Asked:
         return []       # what a grad call asked for: pruned traces read it

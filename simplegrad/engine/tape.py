@@ -27,13 +27,12 @@ from .variable import RELEASED, Entry, Variable, value_of
 
 @dataclass(frozen=True, slots=True)
 class Leaf:
-    """An entry computed by no primitive: a user's leaf, a seed, zeros or a detached copy."""
+    """An entry computed by no primitive: a user's leaf, a seed or zeros."""
 
     position: int
     var: Entry
-    kind: str                       # "leaf" | "seed" | "zeros" | "detach"
-    source: Any = None              # what a detached leaf was copied from (an entry), or the
-    #                                 Parameter a leaf stands for
+    kind: str                       # "leaf" | "seed" | "zeros"
+    source: Any = None              # the Parameter a leaf stands for
 
 
 @dataclass(frozen=True, slots=True)

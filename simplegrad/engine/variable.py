@@ -227,7 +227,8 @@ class Operators:
         return self.rec.cast(self, dtype)
 
     def detach(self) -> Variable:
-        """A new leaf with the same value that no gradient flows through."""
+        """The same value, recorded as an entry through which no gradient flows
+        (``sg.stop_gradient``)."""
         return self.rec.detach(self)
 
     def backward(self, seed: Any = None, create_graph: bool = False,

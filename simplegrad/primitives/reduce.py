@@ -191,7 +191,8 @@ def _all_finite(m) -> bool:
 def _logsumexp_guarded(x, m, axis, keepdims):
     """logsumexp where some maximum is inf, -inf or nan: shift those slices by 0 instead
     (an all -inf slice gives -inf, one holding inf gives inf, nan stays nan)."""
-    m = np.where(np.isfinite(m), m, 0)
+    # (the 0 in m's dtype: an empty bool x is refused as a non-empty one is)
+    m = np.where(np.isfinite(m), m, np.zeros((), m.dtype))
     total = np.sum(np.exp(x - m), axis=axis, keepdims=keepdims)
     with np.errstate(divide="ignore"):
         return np.log(total) + np.reshape(m, np.shape(total))

@@ -8,6 +8,10 @@ which Variables have too. Inverse functions near their singular points use facto
 
 floor, ceil, trunc and round have derivative 0 wherever it exists: their rule is None, so no
 gradient flows through them and nothing is recorded for them in a gradient, also at their jumps.
+
+``stop_gradient`` (``x.detach()``) is the identity with no derivative at all: recorded like any
+entry, so it follows its input under vmap (per example), in a replayed or compiled program and in
+Taylor mode (a constant series), while no gradient or tangent passes through it at any order.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError
+from ..pytree import tree_map
 from .core import (
     ANY,
     NONZERO,
+    PASSES_ON,
     POSITIVE,
     UNARY,
     Case,
@@ -46,7 +52,7 @@ from .series import (
     square_coef,
     times,
 )
-from .shape_rules import rounded
+from .shape_rules import SAME, rounded, same_shape
 from .taylor import linear, order_of
 
 if TYPE_CHECKING:
@@ -227,6 +233,36 @@ ROUND = elementwise("round", _round, _round_fmt, (None,),
                     schema=attrs(shape_rule=rounded, decimals=integer(-400, 400)), saves=())
 
 
+
+# ---------------------------------------------------------------- stop_gradient
+
+
+def _stop_gradient(x: Any) -> Any:
+    """x's value as it is (a view of an array, so the entry's value is not the input's)."""
+    return x.view() if type(x) is np.ndarray else x
+
+
+def _no_tangent(o: PrimitiveMethods, ts, out, x):
+    return None
+
+
+def _constant_series(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
+    """The series of a value held fixed: its value, every higher coefficient zero."""
+    return new(out, order_of(ss))
+
+
+STOP_GRADIENT = elementwise("stop_gradient", _stop_gradient, "{0}.detach()", (None,),
+                            jvp=_no_tangent, taylor=_constant_series, masked=False,
+                            differentiable=False, numpy="{0}", numba="{0}", sympy=PASSES_ON,
+                            schema=attrs(shape_rule=same_shape(SAME)), saves=())
+
+
+def stop_gradient(x: Any) -> Any:
+    """JAX's ``stop_gradient``: each Variable among the leaves of ``x`` (a pytree) with its
+    value and no gradient or tangent through it (``v.detach()``); arrays and numbers as given."""
+    return tree_map(lambda a: a.detach() if hasattr(a, "prim") else a, x)
+
+
 # ---------------------------------------------------------------- Ops methods
 
 class UnaryOps:
@@ -314,6 +350,14 @@ class UnaryOps:
             raise ArgumentError(f"round: decimals must be an int, got {decimals!r}")
         attrs = {"decimals": int(decimals)} if decimals else None
         return self.apply(ROUND, (x,), attrs, name)
+
+    def stop_gradient(self, x: Any, name: str | None = None) -> Variable:
+        """x's value, through which no gradient or tangent flows (JAX's name; a recorded entry)."""
+        return self.apply(STOP_GRADIENT, (x,), None, name)
+
+    def detach(self, x: Any, name: str | None = None) -> Variable:
+        """x's value, through which no gradient or tangent flows (``stop_gradient``)."""
+        return self.apply(STOP_GRADIENT, (x,), None, name)
 
 
 # ---------------------------------------------------------------- Variable methods
