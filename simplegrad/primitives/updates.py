@@ -40,7 +40,7 @@ from .core import (
     shape_of,
     unbroadcast,
 )
-from .indexing import _batch_axis_of, normalize_index, render_index
+from .indexing import _batch_axis_of, _has_array, normalize_index, render_index
 from .lazy import whole
 from .schema import INDEX, attrs, need
 from .shape_rules import index_shape, updated
@@ -52,10 +52,6 @@ if TYPE_CHECKING:
     from . import PrimitiveMethods
 
 # ---------------------------------------------------------------- the two records
-
-
-def _has_array(index: tuple) -> bool:
-    return any(isinstance(i, np.ndarray) for i in index)
 
 
 def _copy(x, y):
