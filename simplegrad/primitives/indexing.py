@@ -107,13 +107,19 @@ def _segment_block(g, index, axis, shape):
     return out
 
 
+def add_at(out: np.ndarray, index: tuple, g: Any) -> None:
+    """``out[index] += g`` in place, repeated positions of an index array each added
+    (``np.add.at``)."""
+    if _has_array(index):
+        np.add.at(out, index, g)
+    else:
+        out[index] += g
+
+
 def _scatter_add_numpy(*gs, indices, shape):
     out = np.zeros(shape, dtype=np.result_type(*gs))
     for g, index in zip(gs, indices):
-        if _has_array(index):
-            np.add.at(out, index, g)
-        else:
-            out[index] += g
+        add_at(out, index, g)
     return out
 
 

@@ -40,7 +40,7 @@ from .core import (
     shape_of,
     unbroadcast,
 )
-from .indexing import _batch_axis_of, _has_array, normalize_index, render_index
+from .indexing import _batch_axis_of, add_at, normalize_index, render_index
 from .lazy import whole
 from .schema import INDEX, attrs, need
 from .shape_rules import index_shape, updated
@@ -66,10 +66,7 @@ def _set_numpy(x, y, index):
 
 def _add_numpy(x, y, index):
     out = _copy(x, y)
-    if _has_array(index):
-        np.add.at(out, index, y)
-    else:
-        out[index] += y
+    add_at(out, index, y)
     return out
 
 
