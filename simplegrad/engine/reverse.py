@@ -490,13 +490,13 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
             outv = out.raw
             if outv is None:
                 outv = out
-        cts = []
         if len(args) < 3 and not (masks or prim.sparse_vjp or prim.variadic or
                                   prim.mask_source):
             # one or two inputs and no structural zeros (the common entry): the loop below
             # without what it never needs here
             rules = prim.vjp
             unary = len(args) == 1
+            cts = [] if recording else None
             i = -1
             for x in inputs:
                 i += 1
@@ -505,7 +505,8 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                         only is not None and x not in only or \
                         older and x.position < stop and x not in keep:
                     continue
-                start = len(entries)
+                if pullbacks is not None:
+                    start = len(entries)
                 if unary:
                     ct = rule(o, g, outv, args[0], **attrs) if attrs else rule(o, g, outv, args[0])
                 else:
@@ -516,48 +517,60 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                 dtype = x.dtype
                 if ct.dtype is not dtype and ct.dtype != dtype:
                     ct = o.cast(ct, dtype)
-                if pullbacks is not None and len(entries) > start:
-                    pullbacks.add(base + start, base + len(entries), out, i)
-                cts.append((x, ct, None))
-        else:
-            m = masks.get(out) if masks else None
-            special = prim.mask is not None and (m is not None or prim.mask_source)
-            masked = m is not None and prim.vjp_masked is not None
-            rules = prim.vjp_masked if masked else prim.vjp
-            i = -1
-            for x in inputs:
-                i += 1
-                if type(x) is not Entry or not x.requires_grad or \
-                        only is not None and x not in only or \
-                        older and x.position < stop and x not in keep:
-                    continue    # (older than every wrt and not asked for: nothing to reach)
-                start = len(entries)
-                if prim.sparse_vjp:    # indexing: same dtype, added up later
-                    ct = Sparse(g, attrs["index"], x.shape)
-                elif prim.variadic:
-                    ct = prim.vjp[0](o, g, outv, i, *args, **(attrs or {}))
-                    if ct is HELD:
-                        check_held(out, x, wanted, stop)
-                        continue
-                else:
-                    rule = rules[i]
-                    if rule is None:
-                        continue
-                    if masked:
-                        ct = rule(o, g, outv, m, *args, **attrs) if attrs else \
-                            rule(o, g, outv, m, *args)
-                    elif attrs:
-                        ct = rule(o, g, outv, *args, **attrs)
-                    else:
-                        ct = rule(o, g, outv, *args)
-                if ct is None:
+                if cts is None:     # values: added up at once (no rule reads ``grads``)
+                    old = get(x)
+                    grads[x] = ct if old is None else accumulate(o, tape, x, old, ct)
                     continue
-                if type(ct) is not Sparse and ct.dtype is not x.dtype and ct.dtype != x.dtype:
-                    ct = o.cast(ct, x.dtype)
-                mask = prim.mask(o, m, i, outv, *args, **(attrs or {})) if special else None
                 if pullbacks is not None and len(entries) > start:
                     pullbacks.add(base + start, base + len(entries), out, i)
-                cts.append((x, ct, mask))
+                cts.append((x, ct))
+            if cts:         # recorded: all cotangents first, then accumulated in input order
+                for x, ct in cts:
+                    old = get(x)
+                    grads[x] = ct if old is None else accumulate(o, tape, x, old, ct)
+            g = ct = old = cts = args = outv = a = c = None     # (see the end of the loop)
+            if last:
+                out.forget()
+            continue
+        cts = []
+        m = masks.get(out) if masks else None
+        special = prim.mask is not None and (m is not None or prim.mask_source)
+        masked = m is not None and prim.vjp_masked is not None
+        rules = prim.vjp_masked if masked else prim.vjp
+        i = -1
+        for x in inputs:
+            i += 1
+            if type(x) is not Entry or not x.requires_grad or \
+                    only is not None and x not in only or \
+                    older and x.position < stop and x not in keep:
+                continue    # (older than every wrt and not asked for: nothing to reach)
+            start = len(entries)
+            if prim.sparse_vjp:    # indexing: same dtype, added up later
+                ct = Sparse(g, attrs["index"], x.shape)
+            elif prim.variadic:
+                ct = prim.vjp[0](o, g, outv, i, *args, **(attrs or {}))
+                if ct is HELD:
+                    check_held(out, x, wanted, stop)
+                    continue
+            else:
+                rule = rules[i]
+                if rule is None:
+                    continue
+                if masked:
+                    ct = rule(o, g, outv, m, *args, **attrs) if attrs else \
+                        rule(o, g, outv, m, *args)
+                elif attrs:
+                    ct = rule(o, g, outv, *args, **attrs)
+                else:
+                    ct = rule(o, g, outv, *args)
+            if ct is None:
+                continue
+            if type(ct) is not Sparse and ct.dtype is not x.dtype and ct.dtype != x.dtype:
+                ct = o.cast(ct, x.dtype)
+            mask = prim.mask(o, m, i, outv, *args, **(attrs or {})) if special else None
+            if pullbacks is not None and len(entries) > start:
+                pullbacks.add(base + start, base + len(entries), out, i)
+            cts.append((x, ct, mask))
         for x, ct, mask in cts:    # all cotangents first, then accumulate in input order
             old = get(x)
             if old is None:
