@@ -6,7 +6,9 @@ what a reverse sweep spreads from its seed (the seed over the batch, the mean's 
 zeros of an unreached gradient: those stay entries, so that they follow the inputs' sizes
 (sizes.py). From the tape's events it also reads which constants are a reduction's count
 (``Count``: the mean's 1/N) and which values have one shape by construction (a gradient and
-its variable).
+its variable). A count is known by where it was recorded, not by its value: a number that
+an entry of a counted reduction's pullback scales by (the tape's ``pullbacks``) is that
+reduction's count, its multiple and ddof read from the reduction's record and attributes.
 """
 
 from __future__ import annotations
