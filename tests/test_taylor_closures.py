@@ -156,6 +156,15 @@ def test_float32_inner_transform_of_a_float64_taylor_variable():
     np.testing.assert_allclose(sg.grad(h)(0.5), 40.0, rtol=1e-6)
 
 
+def test_cast_of_a_constant_folds_as_numpy_casts():
+    """A cast of a 0-d constant (recorded as a Python number) is folded: numpy's astype."""
+    op = sg.Ops()
+    for a in (np.array(1.5), 1.5):
+        got = op.cast(a, np.float32)
+        assert not isinstance(got, sg.Variable)
+        assert got.dtype == np.float32 and got.shape == () and got == np.float32(1.5)
+
+
 # ---------------------------------------------------------------- taylor around taylor
 
 
