@@ -226,9 +226,12 @@ def spread(ops: Any, v: Any, ones: tuple, full: tuple) -> Any:
     """``v`` reshaped to ``ones`` (its axes, with singletons where it has none) and expanded to
     ``full``."""
     if isinstance(v, Variable):
+        if v.shape == full:
+            return v
         if v.shape != ones[len(ones) - v.ndim:] or any(n != 1 for n in ones[:len(ones) - v.ndim]):
             v = ops.reshape(v, ones)        # (expand prepends the leading axes)
-        return v if ones == full else ops.expand(v, full)
+        # (even where ones is full: a level of batch size 1 is an axis v lacks, not a broadcast)
+        return v if v.shape == full else ops.expand(v, full)
     return np.broadcast_to(np.reshape(v, ones), full)
 
 
