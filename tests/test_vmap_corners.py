@@ -131,3 +131,124 @@ def test_a_closed_over_argument_at_a_level_of_size_1() -> None:
     x0 = np.array([1.0, 2.0, 3.0])
     got = sg.vmap(lambda a: sg.grad(lambda x: (a * x ** 2).sum())(x0))(a)
     close(got, 2 * a * x0)
+
+
+# ---------------------------------------------------------------- pullbacks vmapped again
+
+# torch.func's NTK tutorial, method 2 (NTK-vector products), on a two-layer tanh network: the
+# pullback of the network at x1, made inside two vmaps, is vmapped over the output basis
+# inside them, and each cotangent pushed forward through the network at x2. Oracle: method 1,
+# the explicit contraction J(x1) J(x2)^T of Jacobians written out by hand in numpy.
+
+D, H, OUT = 3, 4, 2
+_R = np.random.default_rng(7)
+PARAMS = {"w1": _R.normal(size=(H, D)), "b1": _R.normal(size=H),
+          "w2": _R.normal(size=(OUT, H)), "b2": _R.normal(size=OUT)}
+X1, X2 = _R.normal(size=(3, D)), _R.normal(size=(2, D))
+
+
+def net(p, x):
+    return p["w2"] @ np.tanh(p["w1"] @ x + p["b1"]) + p["b2"]
+
+
+def jacobian_by_hand(p: dict, x: np.ndarray) -> np.ndarray:
+    """d net / d(w1, b1, w2, b2), the parameters flattened in that order: shape (OUT, P)."""
+    h = np.tanh(p["w1"] @ x + p["b1"])
+    d_b1 = p["w2"] * (1 - h ** 2)                   # (OUT, H)
+    d_w1 = (d_b1[:, :, None] * x).reshape(OUT, -1)
+    d_w2 = (np.eye(OUT)[:, :, None] * h).reshape(OUT, -1)
+    return np.concatenate([d_w1, d_b1, d_w2, np.eye(OUT)], axis=1)
+
+
+def ntk_by_hand(p: dict, x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
+    """Method 1: J(a) J(b)^T for every pair (a, b), shape (N, M, OUT, OUT)."""
+    return np.array([[jacobian_by_hand(p, a) @ jacobian_by_hand(p, b).T for b in x2]
+                     for a in x1])
+
+
+def ntk_vector_products(func, params, x1, x2, compute: str = "full"):
+    """Method 2 as the tutorial writes it, in simplegrad's names."""
+    def get_ntk(x1, x2):
+        output, vjp_fn = sg.vjp(lambda p: func(p, x1), params)
+
+        def get_ntk_slice(vec):
+            vjps = vjp_fn(vec)          # vec J(x1)
+            _, jvps = sg.jvp(lambda p: func(p, x2), (params,), vjps)     # J(x2) vjps
+            return jvps
+        basis = np.eye(output.size).reshape(output.size, -1)
+        return sg.vmap(get_ntk_slice)(basis)
+    result = sg.vmap(sg.vmap(get_ntk, (None, 0)), (0, None))(x1, x2)
+    if compute == "trace":
+        return np.einsum("NMKK->NM", result)
+    if compute == "diagonal":
+        return np.einsum("NMKK->NMK", result)
+    return result
+
+
+def test_the_jacobian_by_hand_is_the_jacobian() -> None:
+    """The oracle itself, against central differences of the network."""
+    x, eps = X1[0], 1e-6
+    flat = np.concatenate([PARAMS[k].ravel() for k in ("w1", "b1", "w2", "b2")])
+    sizes = np.cumsum([0] + [PARAMS[k].size for k in ("w1", "b1", "w2", "b2")])
+
+    def at(v):
+        return net({k: v[sizes[i]:sizes[i + 1]].reshape(PARAMS[k].shape)
+                    for i, k in enumerate(("w1", "b1", "w2", "b2"))}, x)
+    fd = np.stack([(at(flat + eps * e) - at(flat - eps * e)) / (2 * eps)
+                   for e in np.eye(flat.size)], axis=1)
+    np.testing.assert_allclose(jacobian_by_hand(PARAMS, x), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_ntk_vector_products_equal_the_jacobian_contraction() -> None:
+    """The tutorial's assertion (method 2 == method 1), here against numpy, to 1e-10."""
+    want = ntk_by_hand(PARAMS, X1, X2)
+    close(ntk_vector_products(net, PARAMS, X1, X2), want)
+    close(ntk_vector_products(net, PARAMS, X1, X2, "trace"), np.einsum("NMKK->NM", want))
+    close(ntk_vector_products(net, PARAMS, X2, X1, "diagonal"),
+          np.einsum("NMKK->NMK", ntk_by_hand(PARAMS, X2, X1)))
+
+
+def test_ntk_vector_products_at_batches_of_one() -> None:
+    close(ntk_vector_products(net, PARAMS, X1[:1], X2[:1]), ntk_by_hand(PARAMS, X1[:1], X2[:1]))
+    close(ntk_vector_products(net, PARAMS, X1[:1], X2), ntk_by_hand(PARAMS, X1[:1], X2))
+
+
+def _slices(x1, x2, p=PARAMS):
+    """The pullback vmapped over the basis, then the pushforward vmapped over its results."""
+    output, vjp_fn = sg.vjp(lambda q: net(q, x1), p)
+    vjps = sg.vmap(vjp_fn)(np.eye(output.size))
+    return sg.vmap(lambda t: sg.jvp(lambda q: net(q, x2), (p,), t)[1])(vjps)
+
+
+def test_the_pullback_itself_vmapped_inside_vmaps() -> None:
+    got = sg.vmap(sg.vmap(_slices, (None, 0)), (0, None))(X1, X2)
+    close(got, ntk_by_hand(PARAMS, X1, X2))
+
+
+@pytest.mark.parametrize("outer", ["none", "x1", "x2"])
+def test_the_pullback_vmapped_under_fewer_vmaps(outer: str) -> None:
+    """The same with no vmap around (the pullback on a tape of its own), or one."""
+    want = ntk_by_hand(PARAMS, X1, X2)
+    if outer == "none":
+        close(_slices(X1[1], X2[0]), want[1, 0])
+    elif outer == "x1":
+        close(sg.vmap(_slices, (0, None))(X1, X2[0]), want[:, 0])
+    else:
+        close(sg.vmap(_slices, (None, 0))(X1[2], X2), want[2])
+
+
+@pytest.mark.parametrize("create_graph", [True, False])
+def test_a_seed_and_a_tangent_batched_by_a_vmap_the_tape_is_not(create_graph: bool) -> None:
+    """op.grad with seed= and op.jvp of values recorded outside the vmap: rows u^T J and
+    columns J t of the Jacobian of tanh(W x), J = diag(1 - tanh^2) W."""
+    rng = np.random.default_rng(3)
+    W, x0 = rng.normal(size=(4, 3)), rng.normal(size=3)
+    U, T = rng.normal(size=(5, 4)), rng.normal(size=(5, 3))
+    J = (1 - np.tanh(W @ x0) ** 2)[:, None] * W
+    op = sg.Ops()
+    x = op.var(x0)
+    y = op.tanh(op.matmul(W, x))
+    rows = sg.vmap(lambda u: op.grad(y, x, seed=u, create_graph=create_graph))(op.var(U))
+    close(rows.value, U @ J)
+    cols = sg.vmap(lambda t: op.jvp(y, x, t, create_graph=create_graph))(op.var(T))
+    close(cols.value, T @ J.T)
