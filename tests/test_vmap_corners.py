@@ -252,3 +252,38 @@ def test_a_seed_and_a_tangent_batched_by_a_vmap_the_tape_is_not(create_graph: bo
     close(rows.value, U @ J)
     cols = sg.vmap(lambda t: op.jvp(y, x, t, create_graph=create_graph))(op.var(T))
     close(cols.value, T @ J.T)
+
+
+# ---------------------------------------------------------------- differentiated again
+
+def test_grad_of_a_pushforward_along_a_pullback() -> None:
+    """grad of <1, J2(w) t(w)> with t(w) = J1(w)^T 1, a vjp's result pushed by a jvp (the NTK's
+    pattern without vmap): the jvp's rules read the pullback's entries, recorded before the
+    grad's Ops began to simplify. f_k(w) = tanh(w x_k), s_k = 1 - f_k^2, and the value is
+    sum_i s2_i s1_i (x1 . x2), whose gradient in row w_i is
+    -2 (x1 . x2) s1_i s2_i (tanh(w_i . x2) x2 + tanh(w_i . x1) x1)."""
+    rng = np.random.default_rng(5)
+    W, x1, x2 = rng.normal(size=(2, 3)), rng.normal(size=3), rng.normal(size=3)
+
+    def value(w):
+        t = sg.vjp(lambda q: np.tanh(q @ x1), w)[1](np.ones(2))[0]
+        return sg.jvp(lambda q: np.tanh(q @ x2), (w,), (t,))[1].sum()
+    f1, f2 = np.tanh(W @ x1), np.tanh(W @ x2)
+    s1, s2 = 1 - f1 ** 2, 1 - f2 ** 2
+    want = -2 * (x1 @ x2) * (s1 * s2)[:, None] * (f2[:, None] * x2 + f1[:, None] * x1)
+    close(sg.grad(value)(W), want)
+
+
+def test_grad_of_the_ntk_in_the_parameters() -> None:
+    """d sum(NTK) / d params through method 2 (vjp, jvp and three vmaps under grad), against
+    central differences of the NTK by hand."""
+    got = sg.grad(lambda p: ntk_vector_products(net, p, X1, X2).sum())(PARAMS)
+    eps = 1e-6
+    for k, v in PARAMS.items():
+        fd = np.zeros_like(v)
+        for idx in np.ndindex(v.shape):
+            e = np.zeros_like(v)
+            e[idx] = eps
+            up, down = ({**PARAMS, k: v + s * e} for s in (1, -1))
+            fd[idx] = (ntk_by_hand(up, X1, X2).sum() - ntk_by_hand(down, X1, X2).sum()) / (2 * eps)
+        np.testing.assert_allclose(got[k], fd, rtol=1e-6, atol=1e-7)
