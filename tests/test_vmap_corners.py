@@ -287,3 +287,54 @@ def test_grad_of_the_ntk_in_the_parameters() -> None:
             up, down = ({**PARAMS, k: v + s * e} for s in (1, -1))
             fd[idx] = (ntk_by_hand(up, X1, X2).sum() - ntk_by_hand(down, X1, X2).sum()) / (2 * eps)
         np.testing.assert_allclose(got[k], fd, rtol=1e-6, atol=1e-7)
+
+
+# a pullback of f(x) = tanh(A x) x_0 made per example x, applied to a batch of cotangents:
+# J(x) = diag((1 - tanh^2(A x)) x_0) A + tanh(A x) e_0^T
+_A = np.random.default_rng(2).normal(size=(3, 4))
+_X = np.random.default_rng(4).normal(size=(2, 4))
+_U = np.random.default_rng(6).normal(size=(5, 3))
+
+
+def _f(x):
+    return np.tanh(_A @ x) * x[0]
+
+
+def _jac(x: np.ndarray) -> np.ndarray:
+    t = np.tanh(_A @ x)
+    j = ((1 - t ** 2) * x[0])[:, None] * _A
+    j[:, 0] += t
+    return j
+
+
+def test_a_per_example_pullback_over_a_batch_of_cotangents() -> None:
+    got = sg.vmap(lambda x: sg.vmap(sg.vjp(_f, x)[1])(_U)[0])(_X)
+    close(got, np.stack([_U @ _jac(x) for x in _X]))
+
+
+def test_a_per_example_pullback_under_two_vmaps_of_cotangents() -> None:
+    U2 = np.stack([_U, 2 * _U[::-1]])
+    got = sg.vmap(lambda x: sg.vmap(sg.vmap(sg.vjp(_f, x)[1]))(U2)[0])(_X)
+    close(got, np.stack([U2 @ _jac(x) for x in _X]))
+
+
+def test_the_jvp_of_a_per_example_pullback_is_the_pullback() -> None:
+    """The pullback is linear: its jvp along u at any point is the pullback of u."""
+    u0 = np.array([0.3, -1.0, 2.0])
+
+    def per_x(x):
+        pb = sg.vjp(_f, x)[1]
+        return sg.vmap(lambda u: sg.jvp(lambda w: pb(w)[0], (u0,), (u,))[1])(_U)
+    close(sg.vmap(per_x)(_X), np.stack([_U @ _jac(x) for x in _X]))
+
+
+def test_grad_through_a_vmapped_pullback() -> None:
+    """d/dx sum((U J(x))^2), against central differences of the Jacobian by hand."""
+    got = sg.vmap(sg.grad(lambda x: (sg.vmap(sg.vjp(_f, x)[1])(_U)[0] ** 2).sum()))(_X)
+
+    def value(x):
+        return ((_U @ _jac(x)) ** 2).sum()
+    eps = 1e-6
+    want = np.array([[(value(x + eps * e) - value(x - eps * e)) / (2 * eps) for e in np.eye(4)]
+                     for x in _X])
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)

@@ -20,7 +20,10 @@ A sweep (``Ops.grad``, ``Ops.jvp``, ``batched_jvp``, Taylor's ``propagate``) giv
 values runs on those stacks: examples are independent, so the sweep of the stacked program
 with a stacked seed gives every example's derivative at once. ``stacked`` gives a value's
 stack at some levels (a level it is not batched at expanded along that batch, a zero-stride
-view), ``unstack`` wraps a stack back.
+view; a level of batch size 1 is an axis all the same), ``unstack`` wraps a stack back. A seed
+or tangent may be batched at levels the differentiated values are not (a pullback made inside
+a vmap, called under another vmap inside it, as NTK-vector products do): the sweep, linear in
+it, carries it as a batched value through the rules, whose batching rules do the rest.
 """
 
 from __future__ import annotations
