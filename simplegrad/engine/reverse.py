@@ -214,10 +214,10 @@ def grad(ops: Ops, L: Variable, wrt: Variable | Sequence[Variable], seed: Any = 
     """Gradients of L with respect to ``wrt``; sets ``.grad`` on each (see ``Ops.grad``)."""
     single = isinstance(wrt, Variable) or not isinstance(wrt, Iterable)
     asked = [wrt] if single else list(wrt)
-    if type(L) is Batched or type(seed) is Batched or any(type(w) is Batched for w in asked):
+    if type(L) is Batched or any(type(w) is Batched for w in asked):
         out = _on_stacks(ops, L, asked, seed, create_graph)
         return out[0] if single else out
-    recording = bool(create_graph) and ops.recording
+    recording = bool(create_graph or type(seed) is Batched) and ops.recording   # (batch rules)
     targets, grads = _gradients(ops, L, asked, seed, recording)
     out = []
     for a, w in zip(asked, targets):
@@ -248,7 +248,7 @@ def _on_stacks(ops: Ops, L: Variable, asked: list, seed: Any, create_graph: bool
                              "pass seed= of that shape or reduce it with .sum()")
         seed = np.ones(Ls.shape, dtype=Ls.dtype)
     else:
-        seed = stacked(ops, seed, levels, "the seed")
+        seed = stacked(ops, seed, levels, "the seed", carried=True)
     gs = grad(ops, Ls, [innermost(w) for w in asked], seed, create_graph)
     out = []
     for w, g in zip(asked, gs):
@@ -350,7 +350,8 @@ def as_variable(ops: Ops, x: Any) -> Variable:
 
 def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep: set,
              only: set | None, last: bool = False) -> dict:
-    seed_array = seed_value(ops, "grad", L, seed)
+    seed_array = seed if recording and type(seed) is Batched and seed.shape == L.shape else \
+        seed_value(ops, "grad", L, seed)    # (a seed batched by a vmap L is not: carried)
     tape = ops.tape
     target = L.node
     if not tape.keep:               # a step on free parameters ends with its backward pass
@@ -384,8 +385,8 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
                 grads[v] = ops.leaf(g, None, False, "leaf")
         if tape.keep or tape.listeners:
             tape.add(BlockEnd(tape.end, "grad", target,     # (entries: no cycle)
-                              {v: g.node if type(g) is Variable else g
-                               for v, g in grads.items()}))
+                              {v: g.node if type(g) is Variable else innermost(g).node
+                               if type(g) is Batched else g for v, g in grads.items()}))
     except BaseException:
         tape.restore(snap)
         raise
