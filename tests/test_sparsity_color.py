@@ -68,16 +68,15 @@ def is_acyclic_coloring(p: np.ndarray, c: np.ndarray) -> bool:
     if not is_proper(p, c):
         return False
     edges = _edges(p)
+    def find(parent: dict, v: int) -> int:
+        while parent.get(v, v) != v:
+            v = parent[v]
+        return v
     for pair in itertools.combinations(sorted(set(c.tolist())), 2):
-        parent = {}
-
-        def find(v: int) -> int:
-            while parent.get(v, v) != v:
-                v = parent[v]
-            return v
+        parent: dict = {}
         for i, j in edges:
             if {c[i], c[j]} == set(pair):
-                ri, rj = find(i), find(j)
+                ri, rj = find(parent, i), find(parent, j)
                 if ri == rj:
                     return False        # this edge closes a two-coloured cycle
                 parent[ri] = rj

@@ -330,11 +330,14 @@ def color(pattern: Any, method: Method = "column") -> np.ndarray:
 # ---------------------------------------------------------------- compressed products
 
 
-def _seeds(colors: np.ndarray, n: int) -> np.ndarray:
-    """One seed per colour: row c holds ones at the columns of colour c."""
-    k = int(colors.max(initial=-1)) + 1
-    seeds = np.zeros((k, n))
-    seeds[colors, np.arange(n)] = 1.0
+def _seeds(colors: np.ndarray, n: int, nnz: int) -> np.ndarray:
+    """One seed per colour: row c holds ones at the columns of colour c; none for a pattern
+    without entries (a single colour gets a zero seed beside it: a batch of one hvp does not
+    go through the batched sweep today)."""
+    k = int(colors.max(initial=-1)) + 1 if nnz else 0
+    seeds = np.zeros((2 if k == 1 else k, n))
+    if k:
+        seeds[colors, np.arange(n)] = 1.0
     return seeds
 
 
@@ -474,14 +477,14 @@ def sparse_jacobian(f: Callable, mode: Literal["fwd", "rev", "auto"] = "auto") -
                                      by_column.max(initial=-1) <= by_row.max(initial=-1))
         rows, cols = _positions(pattern)
         if forward:
-            seeds = _seeds(by_column, n).reshape(-1, *x.shape)
+            seeds = _seeds(by_column, n, pattern.nnz).reshape(-1, *x.shape)
 
             def product(x: Any, seeds: Any, *args: Any, **kwargs: Any) -> Any:
                 return vmap(lambda s: jvp(lambda z: f(z, *args, **kwargs), (x,), (s,))[1])(
                     seeds)
             return _Plan(pattern, by_column, seeds, jit(product), by_column[cols] * m + rows)
         out_shape = np.shape(f(x, *args, **kwargs))
-        seeds = _seeds(by_row, m).reshape(-1, *out_shape)
+        seeds = _seeds(by_row, m, pattern.nnz).reshape(-1, *out_shape)
 
         def product(x: Any, seeds: Any, *args: Any, **kwargs: Any) -> Any:
             return vmap(lambda w: vjp(lambda z: f(z, *args, **kwargs), x)[1](w)[0])(seeds)
@@ -499,10 +502,8 @@ def sparse_hessian(f: Callable, method: Literal["star", "acyclic"] = "star") -> 
 
     def make(x: np.ndarray, args: tuple, kwargs: dict) -> _Plan:
         pattern = hessian_sparsity(f)(x, *args, **kwargs)
-        pattern = _scipy().csr_array(pattern + _scipy().identity(x.size, dtype=bool,
-                                                                 format="csr"), dtype=bool)
         colors = color(pattern, method)
-        seeds = _seeds(colors, x.size).reshape(-1, *x.shape)
+        seeds = _seeds(colors, x.size, pattern.nnz).reshape(-1, *x.shape)
 
         def product(x: Any, seeds: Any, *args: Any, **kwargs: Any) -> Any:
             return vmap(lambda s: hvp(lambda z: f(z, *args, **kwargs), x, s))(seeds)
