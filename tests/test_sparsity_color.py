@@ -141,3 +141,11 @@ def test_spy_draws_the_pattern_and_its_colours():
     assert sg.spy(p, sg.color(p, "column")) == "01..\n012.\n.120\n..20"
     svg = sg.spy(p, sg.color(p, "column"), format="svg")
     assert svg.startswith("<svg") and svg.count("<rect") == 1 + p.sum()
+
+
+def test_a_published_count():
+    """asdex's README (pypi.org/project/asdex, 0.5.0) colours the Jacobian of
+    (x[1:] - x[:-1]) ** 2 at n = 50 (49 x 50, 98 entries) with 2 colours, by JVP."""
+    p = sg.jacobian_sparsity(lambda x: (x[1:] - x[:-1]) ** 2)(np.zeros(50))
+    assert p.shape == (49, 50) and p.nnz == 98
+    assert count(sg.color(p, "column")) <= 2

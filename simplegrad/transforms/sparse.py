@@ -31,7 +31,6 @@ own, so a later call replays only the compressed products and one gather.
 from __future__ import annotations
 
 import functools
-import heapq
 import html
 from collections.abc import Callable, Hashable
 from typing import Any, Literal
@@ -179,7 +178,7 @@ def hessian_sparsity(f: Callable) -> Callable:
 Method = Literal["column", "row", "star", "acyclic"]
 
 
-def _neighbours(pattern: Any, method: str) -> list[np.ndarray]:
+def _neighbours(pattern: Any, method: str) -> list[list[int]]:
     """Per vertex, its neighbours in the graph the method colours (itself excluded)."""
     sp = _scipy()
     p = sp.csr_array(pattern, dtype=np.float32)
@@ -194,29 +193,36 @@ def _neighbours(pattern: Any, method: str) -> list[np.ndarray]:
         g = sp.csr_array(p + p.T)
     g.setdiag(0)
     g.eliminate_zeros()
-    return [g.indices[g.indptr[v]:g.indptr[v + 1]] for v in range(g.shape[0])]
+    ends, flat = g.indptr.tolist(), g.indices.tolist()
+    return [flat[a:b] for a, b in zip(ends, ends[1:])]
 
 
-def _orders(adj: list[np.ndarray]) -> list[list[int]]:
-    """Natural, largest-first and smallest-last vertex orders."""
+def _orders(adj: list[list[int]]) -> list[list[int]]:
+    """Natural, largest-first and smallest-last vertex orders (the last: take a vertex of
+    least degree among those left, and colour in the reverse of taking)."""
     n = len(adj)
-    degree = [len(a) for a in adj]
-    largest = sorted(range(n), key=lambda v: -degree[v])
-    left, heap, gone, removed = list(degree), [(d, v) for v, d in enumerate(degree)], \
-        [False] * n, []
-    heapq.heapify(heap)
-    while heap:
-        d, v = heapq.heappop(heap)
-        if gone[v] or d != left[v]:
+    left = [len(a) for a in adj]
+    largest = sorted(range(n), key=lambda v: -left[v])
+    buckets: list[list[int]] = [[] for _ in range(max(left, default=0) + 1)]
+    for v, d in enumerate(left):
+        buckets[d].append(v)
+    gone, taken, low = [False] * n, [], 0
+    while len(taken) < n:
+        bucket = buckets[low]
+        if not bucket:
+            low += 1
+            continue
+        v = bucket.pop()
+        if gone[v] or left[v] != low:   # moved to a lower bucket since
             continue
         gone[v] = True
-        removed.append(v)
+        taken.append(v)
         for w in adj[v]:
-            w = int(w)
             if not gone[w]:
                 left[w] -= 1
-                heapq.heappush(heap, (left[w], w))
-    return [list(range(n)), largest, removed[::-1]]
+                buckets[left[w]].append(w)
+        low = max(low - 1, 0)
+    return [list(range(n)), largest, taken[::-1]]
 
 
 def _first_free(banned: set[int]) -> int:
@@ -226,32 +232,39 @@ def _first_free(banned: set[int]) -> int:
     return c
 
 
-def _distance1(adj: list[np.ndarray], order: list[int]) -> np.ndarray:
-    color = np.full(len(adj), -1, dtype=np.intp)
+def _distance1(adj: list[list[int]], order: list[int]) -> list[int]:
+    color = [-1] * len(adj)
     for v in order:
-        color[v] = _first_free(set(color[adj[v]].tolist()))
+        used = {color[w] for w in adj[v]}
+        c = 0
+        while c in used:
+            c += 1
+        color[v] = c
     return color
 
 
-def _star(adj: list[np.ndarray], order: list[int]) -> np.ndarray:
+def _star(adj: list[list[int]], order: list[int]) -> list[int]:
     """A greedy star colouring: no two neighbours alike, and no path on four vertices in two
     colours (checked for the paths through each vertex as it is coloured)."""
-    color = np.full(len(adj), -1, dtype=np.intp)
+    color = [-1] * len(adj)
     for v in order:
-        banned = set(color[adj[v]].tolist())
+        banned: set[int] = set()
         by_color: dict[int, list[int]] = {}
         for w in adj[v]:
             cw = color[w]
             if cw < 0:
                 continue
-            by_color.setdefault(int(cw), []).append(int(w))
+            banned.add(cw)
+            by_color.setdefault(cw, []).append(w)
             for x in adj[w]:        # v - w - x - y: x's colour is v's, y's is w's
-                if x != v and color[x] >= 0 and np.any(color[adj[x][adj[x] != w]] == cw):
-                    banned.add(int(color[x]))
+                cx = color[x]
+                if x != v and cx >= 0 and cx not in banned and \
+                        any(color[y] == cw for y in adj[x] if y != w):
+                    banned.add(cx)
         for ws in by_color.values():    # w - v - x - y, w and x alike: y's colour is v's
             if len(ws) > 1:
                 for x in ws:
-                    banned.update(color[adj[x][adj[x] != v]].tolist())
+                    banned.update(color[y] for y in adj[x] if y != v)
         banned.discard(-1)
         color[v] = _first_free(banned)
     return color
@@ -280,13 +293,13 @@ class _Forests:
             self.parent[(pair, ra)] = rb
 
 
-def _acyclic(adj: list[np.ndarray], order: list[int]) -> np.ndarray:
+def _acyclic(adj: list[list[int]], order: list[int]) -> list[int]:
     """A greedy acyclic colouring: no two neighbours alike, and a colour refused when v would
     close a cycle in two colours (two of its neighbours of one colour in one tree)."""
-    color = np.full(len(adj), -1, dtype=np.intp)
+    color = [-1] * len(adj)
     forests = _Forests()
     for v in order:
-        near = [(int(w), int(color[w])) for w in adj[v] if color[w] >= 0]
+        near = [(w, color[w]) for w in adj[v] if color[w] >= 0]
         banned = {cw for _, cw in near}
         c = _first_free(banned)
         while True:
@@ -321,8 +334,8 @@ def color(pattern: Any, method: Method = "column") -> np.ndarray:
     paint = {"column": _distance1, "row": _distance1, "star": _star, "acyclic": _acyclic}[method]
     best = None
     for order in _orders(adj):
-        c = paint(adj, order)
-        if best is None or (c.max(initial=-1) < best.max(initial=-1)):
+        c = np.array(paint(adj, order), dtype=np.intp)
+        if best is None or c.max(initial=-1) < best.max(initial=-1):
             best = c
     return best
 
