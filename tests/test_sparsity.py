@@ -129,3 +129,18 @@ def test_other_arguments_are_constants_and_shapes_follow(rng):
     assert sg.jacobian_sparsity(lambda x: np.ones(3))(np.ones(2)).shape == (3, 2)
     np.testing.assert_array_equal(sg.jacobian_sparsity(lambda x: x)(np.ones(3)).toarray(),
                                   np.eye(3, dtype=bool))
+
+
+def test_a_constant_matrix_with_zeros_keeps_its_pattern(rng):
+    n = 9
+    A = np.diag(np.full(n, 2.0)) - np.diag(np.ones(n - 1), 1) - np.diag(np.ones(n - 1), -1)
+    c = (np.arange(n) % 3 != 0) * 1.5
+    p = sg.jacobian_sparsity(lambda x: A @ np.sin(x) + c * x + x @ A)(rng.standard_normal(n))
+    np.testing.assert_array_equal(p.toarray(), A != 0)
+    np.testing.assert_array_equal(sg.jacobian_sparsity(lambda x: c * x)(np.ones(n)).toarray(),
+                                  np.diag(c != 0))
+    # a factor computed from x is no constant, even where its value is zero
+    np.testing.assert_array_equal(sg.jacobian_sparsity(lambda x: x * x)(np.zeros(4)).toarray(),
+                                  np.eye(4, dtype=bool))
+    h = sg.hessian_sparsity(lambda x: np.sin(A @ x).sum())(rng.standard_normal(n)).toarray()
+    np.testing.assert_array_equal(h, (A != 0).astype(int) @ (A != 0) != 0)

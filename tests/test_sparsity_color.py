@@ -149,3 +149,17 @@ def test_a_published_count():
     p = sg.jacobian_sparsity(lambda x: (x[1:] - x[:-1]) ** 2)(np.zeros(50))
     assert p.shape == (49, 50) and p.nnz == 98
     assert count(sg.color(p, "column")) <= 2
+
+
+def test_the_documentation_picture_is_spys():
+    """docs/sparse.md's picture: the Bratu residual's Jacobian on a 5 x 4 grid, by column."""
+    from pathlib import Path
+
+    def bratu(u, lam=2.0):
+        g, h = u.reshape(5, 4), 1.0 / 6
+        p = np.pad(g, 1)
+        lap = (p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:] - 4 * g) / h ** 2
+        return (-lap - lam * np.exp(g)).reshape(-1)
+    p = sg.jacobian_sparsity(bratu)(np.zeros(20))
+    picture = Path(__file__).resolve().parents[1] / "docs" / "sparse_bratu.svg"
+    assert picture.read_text() == sg.spy(p, sg.color(p, "column"), format="svg") + "\n"

@@ -90,3 +90,21 @@ def test_a_scatter_with_repeated_indices_keeps_every_source() -> None:
     attrs = {"indices": ((np.array([1, 1, 0]),),), "shape": (2,)}
     deps = rule_for(prim)(prim, [np.ones(3)], (2,), attrs)
     np.testing.assert_array_equal(_pattern(deps[0], 2, 3), [[0, 0, 1], [1, 1, 0]])
+
+
+@pytest.mark.parametrize(("prim", "case"), [p for p in _params()
+                                            if rule_for(p.values[0]).constants])
+def test_a_constant_factors_zeros_leave_entries_out(prim: sg.Primitive, case: sg.Case,
+                                                    rng: np.random.Generator) -> None:
+    """With the other input a constant holding zeros, the pattern is the Jacobian's nonzeros
+    exactly (a product is linear in each input: its coefficients are the constant's)."""
+    rule = rule_for(prim)
+    for i in range(len(case.shapes)):
+        xs = _inputs(prim, case, rng)
+        fixed = [j != i for j in range(len(xs))]
+        xs = [x * (rng.random(x.shape) < 0.5) if f else x for x, f in zip(xs, fixed)]
+        out = np.asarray(prim.forward(*xs, **case.attrs))
+        dep = rule(prim, xs, out.shape, case.attrs, fixed=fixed)[i]
+        jac = np.asarray(sg.jacobian(apply_with(prim, case, xs, (i,)))(xs[i]), dtype=float)
+        np.testing.assert_array_equal(_pattern(dep, out.size, xs[i].size),
+                                      jac.reshape(out.size, xs[i].size) != 0)

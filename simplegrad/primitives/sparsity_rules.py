@@ -17,7 +17,8 @@ one, or the dense-block rule of the decompositions). The families:
 - ``moving``: data movement (reshape, transpose, getitem, expand, pad, concatenate, the
   scatters, ...): the forward run on entry numbers says where each entry goes; where several
   go to one place (a scatter's repeated index), the vjp run on output numbers says it.
-- ``matmul_rule`` and ``einsum_rule``: row times column, and shared subscripts.
+- ``matmul`` and ``einsum``: row times column, and shared subscripts (a product leaves out
+  what a constant factor's zeros multiply: ``A @ x`` with a banded constant ``A`` is banded).
 - ``blocked``: the decompositions and solves: dense within each matrix, the batch axes
   broadcast (a conservative rule: ``DENSE_BLOCK`` names them).
 """
@@ -39,15 +40,19 @@ Sparsity = Callable[[Primitive, Sequence[Any], tuple, dict], list]
 
 
 class Rule:
-    """A sparsity rule and whether its pattern is exact (not only a superset)."""
+    """A sparsity rule and whether its pattern is exact (not only a superset); ``constants``:
+    it also takes ``fixed``, per input whether it is a constant of the program, and leaves out
+    what a constant's zeros multiply (a product with a constant matrix holding zeros)."""
 
-    __slots__ = ("fn", "exact", "name")
+    __slots__ = ("fn", "exact", "name", "constants")
 
-    def __init__(self, fn: Sparsity, exact: bool, name: str):
-        self.fn, self.exact, self.name = fn, exact, name
+    def __init__(self, fn: Sparsity, exact: bool, name: str, constants: bool = False):
+        self.fn, self.exact, self.name, self.constants = fn, exact, name, constants
 
-    def __call__(self, prim: Primitive, xs: Sequence[Any], out_shape: tuple,
-                 attrs: dict) -> list:
+    def __call__(self, prim: Primitive, xs: Sequence[Any], out_shape: tuple, attrs: dict,
+                 fixed: Sequence[bool] | None = None) -> list:
+        if self.constants and fixed is not None:
+            return self.fn(prim, xs, out_shape, attrs or {}, fixed)
         return self.fn(prim, xs, out_shape, attrs or {})
 
     def __repr__(self) -> str:
@@ -81,6 +86,18 @@ def _pointwise(prim: Primitive, xs: Sequence[Any], out_shape: tuple, attrs: dict
     rows = np.arange(_size(out_shape))
     return [_pairs(rows, np.broadcast_to(_numbers(np.shape(x)), out_shape).ravel())
             if flows(prim, i, x) else None for i, x in enumerate(xs)]
+
+
+def _product(prim: Primitive, xs: Sequence[Any], out_shape: tuple, attrs: dict,
+             fixed: Sequence[bool] = (False, False)) -> list:
+    """x * y: pointwise, without the entries a constant factor's zeros multiply."""
+    deps = _pointwise(prim, xs, out_shape, attrs)
+    for i, j in ((0, 1), (1, 0)):
+        if deps[i] is not None and fixed[j]:
+            rows, cols = deps[i]
+            keep = np.broadcast_to(np.asarray(xs[j]) != 0, out_shape).ravel()[rows]
+            deps[i] = rows[keep], cols[keep]
+    return deps
 
 
 def _folding(default: Any = None) -> Sparsity:
@@ -177,18 +194,33 @@ def _moving(prim: Primitive, xs: Sequence[Any], out_shape: tuple, attrs: dict) -
 # ---------------------------------------------------------------- products
 
 
-def _matmul(prim: Primitive, xs: Sequence[Any], out_shape: tuple, attrs: dict) -> list:
+def _matmul(prim: Primitive, xs: Sequence[Any], out_shape: tuple, attrs: dict,
+            fixed: Sequence[bool] = (False, False)) -> list:
     a, b = np.shape(xs[0]), np.shape(xs[1])
     a2 = (1,) + a if len(a) == 1 else a
     b2 = b + (1,) if len(b) == 1 else b
     batch = np.broadcast_shapes(a2[:-2], b2[:-2])
     i, k, j = a2[-2], a2[-1], b2[-1]
     full = batch + (i, j, k)
+
+    def spread(x: np.ndarray, shape: tuple, left: bool) -> np.ndarray:
+        """x's entry at each (batch, i, j, k): x[..., i, k] (left) or x[..., k, j]."""
+        x = x.reshape(shape)
+        return np.broadcast_to(x[..., :, None, :] if left else
+                               np.swapaxes(x, -1, -2)[..., None, :, :], full)
     rows = np.broadcast_to(_numbers(batch + (i, j))[..., None], full)
-    na = np.broadcast_to(_numbers(a).reshape(a2)[..., :, None, :], full)
-    nb = np.broadcast_to(np.swapaxes(_numbers(b).reshape(b2), -1, -2)[..., None, :, :], full)
-    return [_pairs(rows, na) if flows(prim, 0, xs[0]) else None,
-            _pairs(rows, nb) if flows(prim, 1, xs[1]) else None]
+    deps = []
+    for n, (x, other, left) in enumerate(((xs[0], xs[1], True), (xs[1], xs[0], False))):
+        if not flows(prim, n, x):
+            deps.append(None)
+            continue
+        cols = spread(_numbers(np.shape(x)), a2 if left else b2, left)
+        if fixed[1 - n]:        # what a constant's zeros multiply does not depend on x
+            keep = spread(np.asarray(other) != 0, b2 if left else a2, not left)
+            deps.append(_pairs(rows[keep], cols[keep]))
+        else:
+            deps.append(_pairs(rows, cols))
+    return deps
 
 
 def _einsum(prim: Primitive, xs: Sequence[Any], out_shape: tuple, attrs: dict) -> list:
@@ -305,7 +337,8 @@ RULES: dict[str, Rule] = {
                                  "tril", "triu", "at_set", "at_add")},
     "cast": POINTWISE,
     "betainc": POINTWISE,
-    "matmul": Rule(_matmul, True, "matmul"),
+    "matmul": Rule(_matmul, True, "matmul", constants=True),
+    "mul": Rule(_product, True, "product", constants=True),
     "einsum": Rule(_einsum, True, "einsum"),
     **{name: Rule(_blocked(_square), False, "dense block")
        for name in ("cholesky", "inv", "eigh", "matrix_power", "pinv", "qr", "svd")},

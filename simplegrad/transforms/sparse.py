@@ -93,13 +93,17 @@ def _program(f: Callable, x: np.ndarray, args: tuple, kwargs: dict, order: int) 
 
 def propagate(prog: Any, x: np.ndarray) -> Any:
     """The dependence pattern (outputs x inputs, a csr_array) of a program's one output on its
-    first input at ``x``, the other inputs held."""
+    one input, run at ``x``.
+
+    Beside each entry's pattern (None: no derivative depends on x) goes whether its value
+    varies with x at all: a mask does, a constant and what is computed from constants alone
+    (a seed spread to a shape) do not, and a product leaves out what their zeros multiply."""
     sp = _scipy()
     n = x.size
-    values: list = [x]
-    patterns: list = [sp.identity(n, dtype=np.float32, format="csr")]
-    values += [c.value for c in prog.constants]
-    patterns += [None] * len(prog.constants)
+    values: list = [x, *(c.value for c in prog.constants)]
+    patterns: list = [sp.identity(n, dtype=np.float32, format="csr"),
+                      *[None] * len(prog.constants)]
+    varies: list = [True, *[False] * len(prog.constants)]
     base = 1 + len(prog.constants)
 
     def at(r: Any) -> int:
@@ -107,14 +111,15 @@ def propagate(prog: Any, x: np.ndarray) -> Any:
     for node in prog.nodes:
         args = [values[at(r)] for r in node.args]
         attrs = node.attrs or {}
-        value = node.prim.forward(*args, **attrs)
-        values.append(value)
+        values.append(node.prim.forward(*args, **attrs))
+        fixed = [not varies[at(r)] for r in node.args]
+        varies.append(not all(fixed))
         ins = [patterns[at(r)] for r in node.args]
         if all(p is None for p in ins):
             patterns.append(None)
             continue
         size = int(np.prod(node.shape))
-        deps = rule_for(node.prim)(node.prim, args, tuple(node.shape), attrs)
+        deps = rule_for(node.prim)(node.prim, args, tuple(node.shape), attrs, fixed=fixed)
         acc = None
         for p, a, dep in zip(ins, args, deps):
             if p is None or dep is None:
