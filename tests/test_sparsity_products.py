@@ -118,3 +118,18 @@ def test_refusals():
     op = sg.Ops()
     with pytest.raises(sg.ArgumentError, match="Variable"):
         sg.sparse_hessian(rosenbrock)(op.var(np.ones(3)))
+
+
+def test_a_python_branch_on_values_takes_its_own_pattern(rng):
+    def f(x):
+        if x[0] > 0:                    # a guard: the recorded program holds one branch
+            return (x ** 3).sum()
+        return x[0] * (x ** 2).sum()    # an arrowhead Hessian
+
+    hess = sg.sparse_hessian(f)
+    x = np.abs(rng.standard_normal(6))
+    close(hess(x), sg.hessian(f)(x))
+    assert hess(x).nnz == 6
+    close(hess(-x), sg.hessian(f)(-x))      # the other branch: planned again
+    assert hess(-x).nnz == 16
+    close(hess(x), sg.hessian(f)(x))

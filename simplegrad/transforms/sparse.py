@@ -24,7 +24,10 @@ smallest degree last) and keeps the fewest colours.
 colours; ``"auto"`` takes fewer products), ``sparse_hessian(f, method)`` through ``sg.vmap`` of
 ``sg.hvp``; the pattern, colouring, seeds and decompression are computed once per input shape
 and dtype (and values of the other arguments), and the batched product is an ``sg.jit`` of its
-own, so a later call replays only the compressed products and one gather.
+own, so a later call replays only the compressed products and one gather. A function that
+makes Python decisions on values (``if x[0] > 0:``) is planned again where a decision goes the
+other way (the pattern's program keeps them as guards), and, as vmap refuses such decisions,
+takes its products one after another.
 ``spy(pattern, colors)`` draws a pattern (text, or ``format="svg"``).
 """
 
@@ -39,7 +42,7 @@ import numpy as np
 
 from ..engine.ops import Ops
 from ..engine.variable import Variable
-from ..errors import ArgumentError, MissingToolError, ShapeError
+from ..errors import ArgumentError, MissingToolError, ReplayError, ShapeError
 from ..primitives.sparsity_rules import rule_for
 from ..program.core import extract
 from ..program.nodes import CONST, INPUT
@@ -71,7 +74,8 @@ def _point(fname: str, x: Any) -> np.ndarray:
 # ---------------------------------------------------------------- patterns
 
 
-def _program(f: Callable, x: np.ndarray, args: tuple, kwargs: dict, order: int) -> Any:
+def _program(fname: str, f: Callable, x: np.ndarray, args: tuple, kwargs: dict,
+             order: int) -> Any:
     """The program from x to f's output (order 1) or to its gradient (order 2), or None when
     the output is not computed from x."""
     ops = Ops(keep_values=True)
@@ -83,7 +87,7 @@ def _program(f: Callable, x: np.ndarray, args: tuple, kwargs: dict, order: int) 
                 return None, np.shape(getattr(y, "raw", y))
             if order == 2:
                 if y.size != 1:
-                    raise ShapeError(f"hessian_sparsity: f returns shape {y.shape}; the "
+                    raise ShapeError(f"{fname}: f returns shape {y.shape}; the "
                                      "Hessian needs a scalar")
                 y = ops.grad(y.reshape(()) if y.ndim else y, xv)
         return extract([xv], [y], ops), y.shape
@@ -146,34 +150,40 @@ def propagate(prog: Any, x: np.ndarray) -> Any:
     return sp.csr_array(out, dtype=bool)
 
 
-def _sparsity(fname: str, f: Callable, order: int) -> Callable:
-    check_callable(fname, f)
-
-    @functools.wraps(f)
-    def pattern(x: Any, *args: Any, **kwargs: Any) -> Any:
-        x = _point(fname, x)
-        prog, shape = _program(f, x, args, kwargs, order)
-        if prog is None:
-            return _scipy().csr_array((int(np.prod(shape)), x.size), dtype=bool)
-        return propagate(prog, x)
-    return pattern
+def _pattern(fname: str, f: Callable, x: np.ndarray, args: tuple, kwargs: dict,
+             order: int) -> tuple[Any, Any, tuple]:
+    """The pattern of f's Jacobian (order 1) or Hessian (order 2, symmetric) at x, the
+    program it was read from (None when the output is a constant) and f's output shape."""
+    sp = _scipy()
+    prog, shape = _program(fname, f, x, args, kwargs, order)
+    if prog is None:
+        size = x.size if order == 2 else int(np.prod(shape))
+        return sp.csr_array((size, x.size), dtype=bool), None, shape
+    p = propagate(prog, x)
+    return (sp.csr_array(p + p.T, dtype=bool) if order == 2 else p), prog, shape
 
 
 def jacobian_sparsity(f: Callable) -> Callable:
     """The function giving the Jacobian's pattern of ``f`` in its first argument at ``x``, a
     boolean ``scipy.sparse.csr_array`` (outputs x inputs, C order) that holds at every input."""
-    return _sparsity("jacobian_sparsity", f, 1)
+    check_callable("jacobian_sparsity", f)
+
+    @functools.wraps(f)
+    def pattern(x: Any, *args: Any, **kwargs: Any) -> Any:
+        return _pattern("jacobian_sparsity", f, _point("jacobian_sparsity", x), args, kwargs,
+                        1)[0]
+    return pattern
 
 
 def hessian_sparsity(f: Callable) -> Callable:
     """The function giving the Hessian's pattern of scalar ``f`` in its first argument at
     ``x``, a symmetric boolean ``scipy.sparse.csr_array`` that holds at every input."""
-    inner = _sparsity("hessian_sparsity", f, 2)
+    check_callable("hessian_sparsity", f)
 
     @functools.wraps(f)
     def pattern(x: Any, *args: Any, **kwargs: Any) -> Any:
-        p = inner(x, *args, **kwargs)
-        return _scipy().csr_array(p + p.T, dtype=bool)
+        return _pattern("hessian_sparsity", f, _point("hessian_sparsity", x), args, kwargs,
+                        2)[0]
     return pattern
 
 
@@ -376,15 +386,37 @@ def _static(a: Any) -> Hashable:
 
 class _Plan:
     """What one signature computes once: the pattern, its colours, the seeds, the compiled
-    batched product and where each stored entry comes from in the compressed result."""
+    batched product and where each stored entry comes from in the compressed result; and the
+    program the pattern was read from when Python decisions on values recorded it (its guards
+    say whether another point takes the same branches)."""
 
-    __slots__ = ("pattern", "colors", "seeds", "product", "source", "steps")
+    __slots__ = ("pattern", "colors", "seeds", "one", "product", "batched", "source", "steps",
+                 "guarded")
 
-    def __init__(self, pattern: Any, colors: np.ndarray, seeds: np.ndarray, product: Callable,
-                 source: np.ndarray | None, steps: tuple | None = None):
-        self.pattern, self.colors, self.seeds, self.product = pattern, colors, seeds, product
+    def __init__(self, pattern: Any, colors: np.ndarray, seeds: np.ndarray, one: Callable,
+                 source: np.ndarray | None, steps: tuple | None = None, prog: Any = None):
+        self.pattern, self.colors, self.seeds, self.one = pattern, colors, seeds, one
+        self.product, self.batched = jit(self._batched), True
+        self.guarded = prog if prog is not None and prog.guards else None
         self.source = source        # flat positions into the compressed result (direct)
         self.steps = steps          # acyclic: the substitution order (v, c, w, at_vw, at_wv)
+
+    def _batched(self, x: Any, seeds: Any, *args: Any, **kwargs: Any) -> Any:
+        return vmap(lambda s: self.one(x, s, *args, **kwargs))(seeds)
+
+    def _looped(self, x: Any, seeds: Any, *args: Any, **kwargs: Any) -> Any:
+        return np.stack([self.one(x, seeds[i], *args, **kwargs) for i in range(len(seeds))])
+
+    def compressed(self, x: np.ndarray, args: tuple, kwargs: dict) -> np.ndarray:
+        """The products of every seed at x: batched, or one after another where f makes a
+        Python decision that vmap refuses."""
+        try:
+            return np.asarray(self.product(x, self.seeds, *args, **kwargs))
+        except ArgumentError:
+            if not self.batched:
+                raise
+            self.product, self.batched = jit(self._looped), False
+            return np.asarray(self.product(x, self.seeds, *args, **kwargs))
 
     def values(self, compressed: np.ndarray) -> np.ndarray:
         """The stored entries of the pattern from the compressed product."""
@@ -469,11 +501,16 @@ def _cached(fname: str, f: Callable, make: Callable) -> Callable:
         x = _point(fname, x)
         key = (x.shape, x.dtype.str, _static(args), _static(kwargs))
         plan = plans.get(key)
+        if plan is not None and plan.guarded is not None:
+            try:
+                plan.guarded(x)
+            except ReplayError:     # another branch: another pattern
+                plan = None
         if plan is None:
             plan = plans[key] = make(x, args, kwargs)
         if plan.seeds.shape[0] == 0:
             return plan.matrix(np.zeros(0))
-        return plan.matrix(np.asarray(plan.product(x, plan.seeds, *args, **kwargs)))
+        return plan.matrix(plan.compressed(x, args, kwargs))
     run.plans = plans       # type: ignore[attr-defined]
     return run
 
@@ -487,7 +524,7 @@ def sparse_jacobian(f: Callable, mode: Literal["fwd", "rev", "auto"] = "auto") -
                             f"{mode!r}")
 
     def make(x: np.ndarray, args: tuple, kwargs: dict) -> _Plan:
-        pattern = jacobian_sparsity(f)(x, *args, **kwargs)
+        pattern, prog, out_shape = _pattern("sparse_jacobian", f, x, args, kwargs, 1)
         m, n = pattern.shape
         by_column = color(pattern, "column") if mode != "rev" else None
         by_row = color(pattern, "row") if mode != "fwd" else None
@@ -497,16 +534,15 @@ def sparse_jacobian(f: Callable, mode: Literal["fwd", "rev", "auto"] = "auto") -
         if forward:
             seeds = _seeds(by_column, n, pattern.nnz).reshape(-1, *x.shape)
 
-            def product(x: Any, seeds: Any, *args: Any, **kwargs: Any) -> Any:
-                return vmap(lambda s: jvp(lambda z: f(z, *args, **kwargs), (x,), (s,))[1])(
-                    seeds)
-            return _Plan(pattern, by_column, seeds, jit(product), by_column[cols] * m + rows)
-        out_shape = np.shape(f(x, *args, **kwargs))
+            def column(x: Any, s: Any, *args: Any, **kwargs: Any) -> Any:
+                return jvp(lambda z: f(z, *args, **kwargs), (x,), (s,))[1]
+            return _Plan(pattern, by_column, seeds, column, by_column[cols] * m + rows,
+                         prog=prog)
         seeds = _seeds(by_row, m, pattern.nnz).reshape(-1, *out_shape)
 
-        def product(x: Any, seeds: Any, *args: Any, **kwargs: Any) -> Any:
-            return vmap(lambda w: vjp(lambda z: f(z, *args, **kwargs), x)[1](w)[0])(seeds)
-        return _Plan(pattern, by_row, seeds, jit(product), by_row[rows] * n + cols)
+        def row(x: Any, w: Any, *args: Any, **kwargs: Any) -> Any:
+            return vjp(lambda z: f(z, *args, **kwargs), x)[1](w)[0]
+        return _Plan(pattern, by_row, seeds, row, by_row[rows] * n + cols, prog=prog)
     return _cached("sparse_jacobian", f, make)
 
 
@@ -519,16 +555,16 @@ def sparse_hessian(f: Callable, method: Literal["star", "acyclic"] = "star") -> 
                             f"{method!r}")
 
     def make(x: np.ndarray, args: tuple, kwargs: dict) -> _Plan:
-        pattern = hessian_sparsity(f)(x, *args, **kwargs)
+        pattern, prog, _ = _pattern("sparse_hessian", f, x, args, kwargs, 2)
         colors = color(pattern, method)
         seeds = _seeds(colors, x.size, pattern.nnz).reshape(-1, *x.shape)
 
-        def product(x: Any, seeds: Any, *args: Any, **kwargs: Any) -> Any:
-            return vmap(lambda s: hvp(lambda z: f(z, *args, **kwargs), x, s))(seeds)
+        def column(x: Any, s: Any, *args: Any, **kwargs: Any) -> Any:
+            return hvp(lambda z: f(z, *args, **kwargs), x, s)
         if method == "star":
-            return _Plan(pattern, colors, seeds, jit(product), _star_source(pattern, colors))
-        return _Plan(pattern, colors, seeds, jit(product), None,
-                     _substitution(pattern, colors))
+            return _Plan(pattern, colors, seeds, column, _star_source(pattern, colors),
+                         prog=prog)
+        return _Plan(pattern, colors, seeds, column, None, _substitution(pattern, colors), prog)
     return _cached("sparse_hessian", f, make)
 
 
