@@ -133,3 +133,19 @@ def test_a_python_branch_on_values_takes_its_own_pattern(rng):
     close(hess(-x), sg.hessian(f)(-x))      # the other branch: planned again
     assert hess(-x).nnz == 16
     close(hess(x), sg.hessian(f)(x))
+
+
+def test_auto_takes_rows_for_a_dense_row_and_columns_for_a_dense_column(rng):
+    def dense_row(x):
+        return np.concatenate([x.sum(keepdims=True), x[2:] * x[:-2]])     # 11 outputs
+
+    def dense_column(x):
+        return x[0] * np.sin(x) + x ** 2
+
+    x = rng.standard_normal(12)
+    for f, forward in ((dense_row, False), (dense_column, True)):
+        jac = sg.sparse_jacobian(f)
+        close(jac(x), sg.jacobian(f)(x))
+        (plan,) = jac.plans.values()
+        assert plan.seeds.shape[0] <= 3                 # not 12: the other mode's count
+        assert plan.seeds.shape[1:] == (np.shape(x) if forward else np.shape(f(x)))
