@@ -163,3 +163,15 @@ def test_the_documentation_picture_is_spys():
     p = sg.jacobian_sparsity(bratu)(np.zeros(20))
     picture = Path(__file__).resolve().parents[1] / "docs" / "sparse_bratu.svg"
     assert picture.read_text() == sg.spy(p, sg.color(p, "column"), format="svg") + "\n"
+
+
+def test_spy_draws_a_large_pattern_in_blocks():
+    p = band(1000, 1)
+    text = sg.spy(p, sg.color(p, "column"), limit=100)
+    lines = text.split("\n")
+    assert len(lines) == 100 and {len(r) for r in lines} == {100}
+    # blocks of 10 x 10: the diagonal blocks and the corners of their neighbours
+    assert [r.index("#") for r in lines[1:4]] == [0, 1, 2] and lines[0] == "##" + "." * 98
+    assert sg.spy(p, format="svg", limit=50).count("<rect") == 1 + 50 + 2 * 49
+    with pytest.raises(sg.ArgumentError, match="format"):
+        sg.spy(p, format="png")

@@ -575,9 +575,13 @@ PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b
 SYMBOLS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
-def spy(pattern: Any, colors: Any = None, format: Literal["text", "svg"] = "text") -> str:
+def spy(pattern: Any, colors: Any = None, format: Literal["text", "svg"] = "text",
+        limit: int = 120) -> str:
     """A picture of a sparsity pattern: text (``.`` for a zero, ``#`` or the entry's column
-    colour for a nonzero), or an SVG with one square per nonzero."""
+    colour for a nonzero), or an SVG with one square per nonzero; a pattern wider or taller
+    than ``limit`` is drawn in blocks, one mark per block holding a nonzero (``#``)."""
+    if format not in ("text", "svg"):
+        raise ArgumentError(f"spy: format must be 'text' or 'svg', not {format!r}")
     p = _scipy().csr_array(pattern, dtype=bool)
     m, n = p.shape
     if colors is not None:
@@ -586,22 +590,24 @@ def spy(pattern: Any, colors: Any = None, format: Literal["text", "svg"] = "text
             raise ShapeError(f"spy: {colors.shape[0]} colours for a pattern of shape {p.shape}")
     rows, cols = _positions(p)
     by_row = colors is not None and colors.shape == (m,) and m != n
+    marks = None if colors is None else colors[rows] if by_row else colors[cols]
+    step = -(-max(m, n, 1) // max(limit, 1))
+    if step > 1:        # blocks of step x step entries
+        m, n = -(-m // step), -(-n // step)
+        rows, cols = np.unique(np.stack([rows // step, cols // step]), axis=1)
+        marks = None
     if format == "text":
         grid = np.full((m, n), ".", dtype="<U1")
-        marks = "#" if colors is None else np.array(list(SYMBOLS))[
-            (colors[rows] if by_row else colors[cols]) % len(SYMBOLS)]
-        grid[rows, cols] = marks
+        grid[rows, cols] = "#" if marks is None else \
+            np.array(list(SYMBOLS))[marks % len(SYMBOLS)]
         return "\n".join("".join(r) for r in grid)
-    if format != "svg":
-        raise ArgumentError(f"spy: format must be 'text' or 'svg', not {format!r}")
-    s = 10
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{n * s}" height="{m * s}" '
-             f'viewBox="0 0 {n * s} {m * s}">',
-             f'<rect width="{n * s}" height="{m * s}" fill="white" stroke="#999"/>']
-    for r, c in zip(rows.tolist(), cols.tolist()):
-        fill = "#333" if colors is None else PALETTE[int(colors[r if by_row else c]) %
-                                                     len(PALETTE)]
-        parts.append(f'<rect x="{c * s}" y="{r * s}" width="{s}" height="{s}" '
+    size = 10
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{n * size}" '
+             f'height="{m * size}" viewBox="0 0 {n * size} {m * size}">',
+             f'<rect width="{n * size}" height="{m * size}" fill="white" stroke="#999"/>']
+    for k, (r, c) in enumerate(zip(rows.tolist(), cols.tolist())):
+        fill = "#333" if marks is None else PALETTE[int(marks[k]) % len(PALETTE)]
+        parts.append(f'<rect x="{c * size}" y="{r * size}" width="{size}" height="{size}" '
                      f'fill="{html.escape(fill)}"/>')
     parts.append("</svg>")
     return "\n".join(parts)
