@@ -35,7 +35,6 @@ from .core import HELD, REGISTRY, Primitive
 from .methods import VALUES
 from .shape_rules import axes_of
 
-Dep = "tuple[np.ndarray, np.ndarray] | None"
 Sparsity = Callable[[Primitive, Sequence[Any], tuple, dict], list]
 
 
