@@ -135,6 +135,9 @@ EXPECTED: dict[str, list[str]] = {
         "[ 2.692   4.9204 13.6568  8.0724]",
         "5.0\nReplayError True\n",                               # a compiled program's guard
     ],
+    "sparse.md": ["csr_array (8, 8) 22\n##......\n###.....", "9 9\n#...#\n.#.#.\n..#..",
+                  "[0 1 2 0 1 2 0 1] [0 1 0 2 0 1 0 2] [0 1 0 1 0 1 0 1]\n01......\n010.....",
+                  "(2000, 2000) 5998 True\n(3, 2000)\n", "True 0.1645\nTrue True\n"],
     "performance.md": [
         "[0.96402758 0.9993293 ] [0.99998771 0.96402758] 1\n"
         "[0.36787944 0.13533528] 2\n",                          # sg.jit: a guard re-records
