@@ -149,3 +149,19 @@ def test_auto_takes_rows_for_a_dense_row_and_columns_for_a_dense_column(rng):
         (plan,) = jac.plans.values()
         assert plan.seeds.shape[0] <= 3                 # not 12: the other mode's count
         assert plan.seeds.shape[1:] == (np.shape(x) if forward else np.shape(f(x)))
+
+
+def test_jit_of_a_sparse_hessian_replays_its_one_plan():
+    # the function already compiles its products once per signature: sg.jit of it is itself,
+    # and at a new point it replays the same plan (values against the dense Hessian)
+    h = sg.jit(sg.sparse_hessian(arrowhead))
+    assert h is not None and h.plans == {}
+    for x in (RNG.standard_normal(24), RNG.standard_normal(24)):
+        got = h(x)
+        assert isinstance(got, sparse.csr_array)
+        dense = sg.hessian(arrowhead)(x)
+        np.testing.assert_allclose(got.toarray(), dense, rtol=0, atol=1e-13 * abs(dense).max())
+    assert len(h.plans) == 1
+    j = sg.jit(sg.sparse_jacobian(banded, mode="fwd"))
+    x = RNG.standard_normal(24)
+    np.testing.assert_allclose(j(x).toarray(), sg.jacobian(banded)(x), atol=1e-13)

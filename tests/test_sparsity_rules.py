@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import simplegrad as sg
+from simplegrad.primitives import REGISTRY
 from simplegrad.primitives.sparsity_rules import DENSE_BLOCK, RULES, rule_for
 from tests.test_primitives import apply_with, case_id, sample
 
@@ -108,3 +109,10 @@ def test_a_constant_factors_zeros_leave_entries_out(prim: sg.Primitive, case: sg
         jac = np.asarray(sg.jacobian(apply_with(prim, case, xs, (i,)))(xs[i]), dtype=float)
         np.testing.assert_array_equal(_pattern(dep, out.size, xs[i].size),
                                       jac.reshape(out.size, xs[i].size) != 0)
+
+
+def test_each_rule_sits_on_its_record():
+    # a fact about a primitive goes on its record: rule_for reads prim.sparsity
+    for name, rule in RULES.items():
+        assert REGISTRY[name].sparsity is rule, name
+    assert rule_for(REGISTRY["matmul"]) is REGISTRY["matmul"].sparsity

@@ -1,7 +1,9 @@
 """Index-dependency rules: which input entries each output entry of a primitive depends on
 (the pattern of its local Jacobian), from its inputs' values, its output's shape and its
 attributes, holding at every input (transforms/sparse.py propagates them over a program).
-A record's rule is ``rule_for(prim)``: ``RULES`` by name, else its kind says it.
+Each registered record carries its rule as ``prim.sparsity`` (set from ``RULES`` by
+``attach_rules`` once the package's records exist); ``rule_for(prim)`` reads it, else its
+kind says it.
 
 A rule is ``rule(prim, xs, out_shape, attrs) -> [dep or None per input]`` (``Sparsity``): a
 ``dep`` is a pair ``(rows, cols)`` of int arrays, the flat (C order) output and input positions
@@ -348,11 +350,17 @@ RULES: dict[str, Rule] = {
 
 
 def rule_for(prim: Primitive) -> Rule:
-    """The sparsity rule of ``prim``: a registered primitive's from ``RULES``, else by its kind
-    (not differentiable: none; elementwise: pointwise), else the dense rule."""
-    rule = RULES.get(prim.name) if REGISTRY.get(prim.name) is prim else None
+    """The sparsity rule of ``prim``: the one on its record, else by its kind (not
+    differentiable: none; elementwise: pointwise), else the dense rule."""
+    rule = prim.sparsity
     if rule is not None:
         return rule
     if not prim.differentiable:
         return NONE
     return POINTWISE if prim.elementwise else DENSE
+
+
+def attach_rules() -> None:
+    """Put each rule of ``RULES`` on the record it describes (once every record exists)."""
+    for name, rule in RULES.items():
+        REGISTRY[name].sparsity = rule

@@ -360,10 +360,9 @@ def color(pattern: Any, method: Method = "column") -> np.ndarray:
 
 def _seeds(colors: np.ndarray, n: int, nnz: int) -> np.ndarray:
     """One seed per colour: row c holds ones at the columns of colour c; none for a pattern
-    without entries (a single colour gets a zero seed beside it: a batch of one hvp does not
-    go through the batched sweep today)."""
+    without entries."""
     k = int(colors.max(initial=-1)) + 1 if nnz else 0
-    seeds = np.zeros((2 if k == 1 else k, n))
+    seeds = np.zeros((k, n))
     if k:
         seeds[colors, np.arange(n)] = 1.0
     return seeds
@@ -512,6 +511,7 @@ def _cached(fname: str, f: Callable, make: Callable) -> Callable:
             return plan.matrix(np.zeros(0))
         return plan.matrix(plan.compressed(x, args, kwargs))
     run.plans = plans       # type: ignore[attr-defined]
+    run.compiles_itself = True  # type: ignore[attr-defined]  (so sg.jit(run) is run)
     return run
 
 
