@@ -41,7 +41,10 @@ def test_cond_records_one_entry_holding_the_branches():
     piecewise(x)
     lines = op.format_trace().splitlines()
     assert sum("cond(" in line for line in lines) == 1
-    assert not any("sin" in line for line in lines)     # the untaken branch is in the body
+    top = [line for line in lines if not line.startswith(" ")]
+    assert not any("sin" in line for line in top)     # each branch is printed under the entry
+    assert sum("sin" in line for line in lines) == 1
+    assert "    branch 0 " in "\n".join(lines) and "    branch 1 " in "\n".join(lines)
 
 
 def test_cond_on_arrays_returns_arrays():

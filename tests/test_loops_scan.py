@@ -35,6 +35,19 @@ def test_fori_loop_records_one_loop_entry():
     assert len(op.tape) < 10
 
 
+def test_scan_prints_its_body_once_under_the_loop_line_with_its_trip_count():
+    op = sg.Ops()
+    h0 = op.var(np.ones(4), name="h0")
+    h, ys = sg.scan(cell(W, U), h0, np.ones((100, 3)))
+    op.grad((h * h).sum() + ys.sum(), h0)
+    text = op.format_trace()
+    loops = [line for line in text.splitlines() if " = scan(" in line]
+    assert len(loops) == 3      # the forward, the carries' history, the reverse scan
+    assert all(line.endswith("# x 100") for line in loops)
+    assert sum("tanh" in line for line in text.splitlines()) == 3   # once per body
+    assert "reverse=True" in loops[2]
+
+
 def test_fori_loop_reads_the_index_and_dynamic_bounds():
     body = lambda i, c: c + i * c       # c * prod(1 + i)
     assert np.allclose(sg.fori_loop(2, 5, body, 1.5), 1.5 * 3 * 4 * 5)

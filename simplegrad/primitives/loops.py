@@ -52,7 +52,8 @@ class Body(Protocol):
     then one cotangent per float output and returns the cotangents of the inputs at ``wrt``;
     ``jvp(moving)`` takes ``ins`` then one tangent per input at ``moving`` and returns
     ``outs`` then one tangent per float output; ``derive(key, ins, example, build)`` is the
-    body traced from ``build(o, *leaves)`` (a list of outputs, computed with primitives)."""
+    body traced from ``build(o, *leaves)`` (a list of outputs, computed with primitives);
+    ``lines()`` its text, as a program prints."""
 
     ins: tuple[Aval, ...]
     outs: tuple[Aval, ...]
@@ -68,6 +69,8 @@ class Body(Protocol):
 
     def derive(self, key: tuple, ins: Sequence[Aval], example: Sequence[Any],
                build: Any) -> Body: ...
+
+    def lines(self) -> list[str]: ...
 
 
 # ---------------------------------------------------------------- the packed output
@@ -152,8 +155,9 @@ def _placed(g: Any, like: Any, offset: int, shape: tuple, stacked: bool) -> Any:
 
 def _fmt_part(args: list[str], attrs: dict, render: Any) -> str:
     k, n = attrs["offset"], math.prod(attrs["shape"])
-    rows = "1:" if attrs["stacked"] else "0"
-    return f"{args[0]}[{rows}, {k}:{k + n}].reshape({list(attrs['shape'])})"
+    if attrs["stacked"]:
+        return f"{args[0]}[1:, {k}:{k + n}].reshape({[-1, *attrs['shape']]})"
+    return f"{args[0]}[0, {k}:{k + n}].reshape({list(attrs['shape'])})"
 
 
 PART = Primitive(
@@ -178,15 +182,26 @@ ASTYPE = Primitive(
 
 
 def fmt_loop(kind: str) -> Any:
-    """Print rule ``kind(body, inputs...)``."""
+    """Print rule: ``kind(inputs...)`` with the trip count when it is fixed (``# x 100``), the
+    body (and a cond's branches, a while loop's condition) printed once below, indented."""
     def fmt(args: list[str], attrs: dict, render: Any) -> str:
-        shown = ", ".join(args)
         extra = ""
         if attrs.get("reverse"):
             extra += ", reverse=True"
         if attrs.get("max_steps") is not None:
             extra += f", max_steps={attrs['max_steps']}"
-        return f"{kind}({shown}{extra})"
+        head = f"{kind}({', '.join(args)}{extra})"
+        if kind == "scan" and not attrs.get("counted") and attrs.get("length") is not None:
+            head += f"  # x {attrs['length']}"
+        parts = [("body", attrs["body"])] if "body" in attrs else []
+        if "test" in attrs:
+            parts.append(("cond", attrs["test"]))
+        parts += [(f"branch {k}", b) for k, b in enumerate(attrs.get("branches", ()))]
+        lines = [head]
+        for title, body in parts:
+            lines.append(f"    {title} {body!r}:")
+            lines += [f"        {line}" for line in body.lines()]
+        return "\n".join(lines)
     return fmt
 
 
@@ -298,6 +313,11 @@ def scan_forward(*xs: Any, body: Any, nc: int, nk: int, length: int | None, reve
                 ys, layout[nk:])
 
 
+def wanted(x: Any) -> bool:
+    """Whether an input may take a cotangent (a recorded one that requires no grad may not)."""
+    return getattr(x, "requires_grad", True)
+
+
 def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: dict) -> list:
     body, nc, nk = attrs["body"], attrs["nc"], attrs["nk"]
     counted, reverse = attrs["counted"], attrs["reverse"]
@@ -306,9 +326,9 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
     nx = len(seqs)
     n = trips(xs, nc, nk, counted, attrs["length"])
     carry_avals, y_avals = body.outs[:nk], body.outs[nk:]
-    fc = [j for j in range(nc) if is_float(body.ins[j])]
+    fc = [j for j in range(nc) if is_float(body.ins[j]) and wanted(xs[j])]
     fk = [j for j in range(nk) if is_float(carry_avals[j])]
-    fx = [j for j in range(nx) if is_float(body.ins[nc + nk + j])]
+    fx = [j for j in range(nx) if is_float(body.ins[nc + nk + j]) and wanted(seqs[j])]
     fy = [j for j in range(len(y_avals)) if is_float(y_avals[j])]
     cts: list = [None] * len(xs)
     if not (fc or fk or fx) or not (fk or fy):

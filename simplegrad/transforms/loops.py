@@ -58,6 +58,10 @@ class Body:
         """The outputs' values at these inputs."""
         return self.program(*values)
 
+    def lines(self) -> list[str]:
+        """The body as text, one line per entry (as a program prints)."""
+        return self.program.format(raw=True).splitlines()
+
     def record(self, o: Any, *inputs: Any) -> list:
         """The outputs recorded on ``o`` (the Ops, or VALUES for values)."""
         if o is VALUES or not isinstance(o, Ops):
