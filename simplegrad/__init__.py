@@ -56,6 +56,7 @@ from .transforms.jacobians import hessian, hvp, jacfwd, jacobian, jacrev
 from .transforms.jit import jit
 from .transforms.linearize import linearize
 from .transforms.loops import cond, fori_loop, scan, switch, while_loop
+from .transforms.odeint import odeint
 from .transforms.ravel import ravel_pytree
 from .transforms.reverse import elementwise_grad, grad, value_and_grad, vjp
 from .transforms.taylor import taylor, taylor_derivative
@@ -81,5 +82,5 @@ __all__ = [
     "FormatError", "MissingToolError", "MaterializeError", "load_program", "jacobian_cost", "vmap",
     "map_chunks", "jit", "nn", "optim",
     "step", "Step", "diff", "Diff", "check_closed_form",
-    "scan", "fori_loop", "while_loop", "cond", "switch",
+    "scan", "fori_loop", "while_loop", "cond", "switch", "odeint",
 ]

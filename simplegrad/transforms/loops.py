@@ -208,7 +208,13 @@ def _aval(x: Any) -> Aval:
 def _record(fname: str, prim: Any, inputs: Sequence[Any], attrs: dict) -> tuple[Any, bool]:
     """The packed output: recorded on the Ops of the Variables among ``inputs`` (or of the
     transform around), or computed on values; and whether it was recorded."""
-    ops = recording_ops(fname, inputs)
+    recs = []
+    for x in inputs:
+        if isinstance(x, Variable) and x.rec is not FREE and not any(x.rec is r for r in recs):
+            recs.append(x.rec)
+    # a loop inside a loop's body: the inner body's scratch Ops, which reads the others'
+    inner = [r for r in recs if r.absorbs and all(r is q or r.within(q) for q in recs)]
+    ops = inner[-1] if len(recs) > 1 and inner else recording_ops(fname, inputs)
     if ops is None or ops is FREE:
         ops = around() or ops
         if ops is FREE:
