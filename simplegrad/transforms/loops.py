@@ -373,7 +373,11 @@ def fori_loop(lower: Any, upper: Any, body: Callable, init: Any) -> Any:
             return (c[0] + 1, c[1], body(c[0], c[2]))
         return while_loop(test, step, (lower, upper, init))[2]
     lo, hi = int(lower), int(upper)
-    carry, _ = scan(lambda c, i: (body(i, c), None), init, np.arange(lo, max(lo, hi)))
+
+    def step(c: Any, i: Any) -> tuple:
+        return body(i, c), None
+    step.__name__ = getattr(body, "__name__", "body")
+    carry, _ = scan(step, init, np.arange(lo, max(lo, hi)))
     return carry
 
 
