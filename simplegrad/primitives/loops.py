@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from .core import Primitive, shape_of, value_of
+from .methods import ValueOps
 
 if TYPE_CHECKING:
     from . import PrimitiveMethods
@@ -449,7 +450,7 @@ SCAN = Primitive(
 
 
 def while_forward(*xs: Any, body: Any, test: Any, nc: int, max_steps: int | None,
-                  layout: tuple, width: int) -> Any:
+                  layout: tuple, width: int, checkpoints: Any = "all") -> Any:
     """The packed final carry and trip count of the body run while ``test`` holds."""
     consts, carry = xs[:nc], list(xs[nc:])
     n = 0
@@ -463,6 +464,9 @@ def while_forward(*xs: Any, body: Any, test: Any, nc: int, max_steps: int | None
 def _while_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: dict) -> list:
     body, nc = attrs["body"], attrs["nc"]
     nk = len(xs) - nc
+    keep = attrs.get("checkpoints", "all")
+    if keep != "all" and isinstance(o, ValueOps):
+        return revolve(body, xs, nc, np.asarray(g), np.asarray(out), attrs["layout"], int(keep))
     count = unpack(o, out, [((), np.dtype(np.int64))], attrs["layout"][nk:])[0]
     scan_attrs = {"body": body, "nc": nc, "nk": nk, "length": None, "reverse": False,
                   "counted": True, "layout": attrs["layout"][:nk], "width": attrs["width"]}
@@ -509,6 +513,64 @@ def while_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attr
                   dict(attrs, body=jvp_body, test=jvp_test, nc=nc + nmc, layout=offsets,
                        width=2 * width), None)
     return o.getitem(res, (slice(None), slice(0, width)))
+
+
+def revolve(body: Any, xs: tuple, nc: int, g: np.ndarray, out: np.ndarray, layout: tuple,
+            snapshots: int) -> list:
+    """A while loop's cotangents on values, keeping at most ``snapshots`` carries besides the
+    one being pulled back (binomial checkpointing, Griewank's revolve: the steps between two
+    kept carries are recomputed from the earlier one, in O(n log n) steps for k ~ log n)."""
+    nk = len(xs) - nc
+    consts = [value_of(x) for x in xs[:nc]]
+    init = [value_of(x) for x in xs[nc:]]
+    n = int(round(float(out[0, layout[nk]].real)))
+    fc = [j for j in range(nc) if is_float(body.ins[j])]
+    fk = [j for j in range(nk) if is_float(body.outs[j])]
+    back = body.vjp((*fc, *(nc + j for j in fk)))
+    shapes = [body.outs[j] for j in fk]
+    ct = [np.reshape(g[0, layout[j]:layout[j] + size_of(a)], a[0]).astype(a[1])
+          for j, a in zip(fk, shapes)]
+    acc = [np.zeros(body.ins[j][0], body.ins[j][1]) for j in fc]
+
+    def advance(c: list, steps: int) -> list:
+        for _ in range(steps):
+            c = body(*consts, *c)
+        return c
+
+    def pull(c: list, ct: list) -> list:
+        got = back(*consts, *c, *ct)
+        for a, extra in zip(acc, got[:len(fc)]):
+            a += extra
+        return list(got[len(fc):])
+
+    # (the carry at step l, the steps [l, r), free snapshots, the cotangent at r): an explicit
+    # stack of the segments still to pull back, the right part of each split first
+    def reverse(c: list, length: int, free: int, ct: list) -> list:
+        if length == 0:
+            return ct
+        if length == 1:
+            return pull(c, ct)
+        if free == 0:       # no snapshot left: recompute each step from c
+            for j in range(length - 1, -1, -1):
+                ct = pull(advance(c, j), ct)
+            return ct
+        t = 1
+        while math.comb(free + t, free) < length:
+            t += 1
+        right = min(math.comb(free - 1 + t, free - 1), length - 1)
+        left = length - right
+        mid = advance(c, left)
+        ct = reverse(mid, right, free - 1, ct)
+        del mid
+        return reverse(c, left, free, ct)
+
+    ct = reverse(init, n, max(snapshots - 1, 0), ct)
+    cts: list = [None] * len(xs)
+    for j, c in zip(fk, ct):
+        cts[nc + j] = c
+    for j, a in zip(fc, acc):
+        cts[j] = a
+    return cts
 
 
 WHILE = Primitive(

@@ -387,10 +387,13 @@ def fori_loop(lower: Any, upper: Any, body: Callable, init: Any) -> Any:
 def while_loop(cond_fun: Callable, body_fun: Callable, init: Any, max_steps: int | None = None,
                checkpoints: Any = "all") -> Any:
     """``body_fun`` applied to the carry while ``cond_fun(carry)`` holds (at most
-    ``max_steps`` times): the final carry, as one entry differentiable in both modes."""
-    if checkpoints != "all":
-        raise ArgumentError(f"while_loop: checkpoints={checkpoints!r} is not supported yet; "
-                            'give checkpoints="all" (every carry is kept for the reverse sweep)')
+    ``max_steps`` times): the final carry, as one entry differentiable in both modes.
+
+    ``checkpoints``: what a reverse sweep on values keeps, "all" carries or that many
+    (binomial checkpointing, recomputing the others); a recorded gradient keeps them all."""
+    if checkpoints != "all" and (type(checkpoints) is not int or checkpoints < 1):
+        raise ArgumentError(f'while_loop: checkpoints must be "all" or a number of carries '
+                            f"to keep (1 or more), got {checkpoints!r}")
     if max_steps is not None and (int(max_steps) != max_steps or max_steps < 0):
         raise ArgumentError(f"while_loop: max_steps must be a non-negative integer, got "
                             f"{max_steps!r}")
@@ -424,7 +427,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init: Any, max_steps: int
     body = _trace(rebased(bprog, breads), ins, example, getattr(body_fun, "__name__", "body"))
     test = _trace(rebased(tprog, treads), ins, example, getattr(cond_fun, "__name__", "cond"))
     offsets, width = layout_of([*bavals, ((), np.dtype(np.int64))])
-    attrs = {"body": body, "test": test, "nc": nr,
+    attrs = {"body": body, "test": test, "nc": nr, "checkpoints": checkpoints,
              "max_steps": None if max_steps is None else int(max_steps),
              "layout": offsets, "width": width}
     out, recorded = _record("while_loop", WHILE, [*reads, *cflat], attrs)
