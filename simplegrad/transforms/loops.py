@@ -50,12 +50,18 @@ class Body:
         self.example = tuple(example)
         self.name = name
         self._derived: dict = {}
+        # each step runs the program on values of the inputs' shapes and dtypes (the loop
+        # keeps them so): the run without the checks of a call on new arrays, where the
+        # program offers one
+        self._run = getattr(program, "_run", None)
 
     def __repr__(self) -> str:
         return self.name
 
     def __call__(self, *values: Any) -> list:
         """The outputs' values at these inputs."""
+        if self._run is not None:
+            return self._run([v if type(v) is np.ndarray else np.asarray(v) for v in values])
         return self.program(*values)
 
     def lines(self) -> list[str]:
