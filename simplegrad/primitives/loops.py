@@ -22,9 +22,11 @@ derivative of a loop is a loop and the next order is taken the same way:
 - a jvp rule is the loop of the body's jvp (the carry carries its tangent), a cond's rules
   the cond of the branches' rules.
 
-Under vmap the primitives have no batching rule of their own: each example runs its own loop
-(engine/batching.py's loop over examples), so a batched predicate takes each example's branch
-and a batched while loop gives each example its own trip count.
+Under vmap a scan runs the body vmapped (``Body.batched``): one loop for the whole batch,
+every carry batched and batched xs with the steps first. ``cond`` and ``while_loop`` have no
+batching rule of their own: each example runs its own (engine/batching.py's loop over the
+examples), so a batched predicate takes each example's branch and a batched while loop gives
+each example its own trip count.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ class Body(Protocol):
     ``jvp(moving)`` takes ``ins`` then one tangent per input at ``moving`` and returns
     ``outs`` then one tangent per float output; ``derive(key, ins, example, build)`` is the
     body traced from ``build(o, *leaves)`` (a list of outputs, computed with primitives);
-    ``lines()`` its text, as a program prints."""
+    ``lines()`` its text, as a program prints; ``batched(flags, size)`` the body on ``size``
+    examples at once (inputs at ``flags`` batched along a leading axis, every output)."""
 
     ins: tuple[Aval, ...]
     outs: tuple[Aval, ...]
@@ -72,6 +75,8 @@ class Body(Protocol):
                build: Any) -> Body: ...
 
     def lines(self) -> list[str]: ...
+
+    def batched(self, flags: tuple[bool, ...], size: int) -> Body: ...
 
 
 # ---------------------------------------------------------------- the packed output
@@ -119,14 +124,14 @@ def pack(rows: int, width: int, dtype: np.dtype, carry: Sequence[Any], offsets: 
 
 
 def unpack(o: PrimitiveMethods, out: Any, avals: Sequence[Aval], offsets: Sequence[int],
-           stacked: bool = False) -> list:
+           stacked: bool = False, cast: bool = True) -> list:
     """The leaves of a packed output, by recorded ``part`` entries: the carry's from row 0,
     or (``stacked``) the ys' from the rows after, with a leading step axis."""
     leaves = []
     for (shape, dtype), k in zip(avals, offsets):
         part = o.apply(PART, (out,), {"offset": int(k), "shape": tuple(shape),
                                       "stacked": bool(stacked)}, None)
-        if np.dtype(dtype) != part.dtype:
+        if cast and np.dtype(dtype) != part.dtype:
             part = o.apply(ASTYPE, (part,), {"dtype": np.dtype(dtype)}, None) \
                 if np.dtype(dtype).kind in "biu" else o.cast(part, np.dtype(dtype))
         leaves.append(part)
@@ -441,9 +446,64 @@ def scan_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attrs
     return o.getitem(res, (slice(None), slice(0, width)))
 
 
+def per_example(prim: Primitive, o: PrimitiveMethods, xs: Sequence[Any],
+                batched: Sequence[bool], attrs: dict) -> Any:
+    """The entry once per example, stacked (each example its own loop)."""
+    size = next(shape_of(x)[0] for x, b in zip(xs, batched) if b)
+    return o.stack([o.apply(prim, [o.getitem(x, (k,)) if b else x for x, b in zip(xs, batched)],
+                            attrs, None) for k in range(size)], axis=0)
+
+
+def scan_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
+               **attrs: Any) -> Any:
+    """A scan of the body vmapped: every carry batched, batched xs with the steps first; the
+    packed outputs of the examples stacked (a batched trip count: one loop per example)."""
+    body, nc, nk, counted = attrs["body"], attrs["nc"], attrs["nk"], attrs["counted"]
+    if counted and batched[-1]:
+        return per_example(SCAN, o, xs, batched, attrs)
+    size = next(shape_of(x)[0] for x, b in zip(xs, batched) if b)
+    nx = len(xs) - nc - nk - counted
+    carry = []
+    for x, b, (shape, _) in zip(xs[nc:nc + nk], batched[nc:nc + nk], body.ins[nc:nc + nk]):
+        carry.append(x if b else o.expand(o.reshape(x, (1, *shape)), (size, *shape)))
+    seqs = []
+    for x, b in zip(xs[nc + nk:nc + nk + nx], batched[nc + nk:nc + nk + nx]):
+        seqs.append(o.transpose(x, (1, 0, *range(2, len(shape_of(x))))) if b else x)
+    flags = (*batched[:nc], *([True] * nk), *batched[nc + nk:nc + nk + nx])
+    many = body.batched(tuple(bool(f) for f in flags), size)
+    offsets, width = layout_of(many.outs[:nk], many.outs[nk:])
+    res = o.apply(SCAN, (*xs[:nc], *carry, *seqs, *xs[nc + nk + nx:]),
+                  dict(attrs, body=many, layout=offsets, width=width), None)
+    # the packed outputs of the examples: (examples, rows, width), leaves where they were
+    ny = len(body.outs) - nk
+    rows = [[(k, o.reshape(c, (size, 1, -1))) for k, c in
+             zip(attrs["layout"][:nk], unpack(o, res, many.outs[:nk], offsets[:nk],
+                                             cast=False))]]
+    if ny:
+        ys = unpack(o, res, many.outs[nk:], offsets[nk:], stacked=True, cast=False)
+        steps = shape_of(ys[0])[0]
+        rows.append([(k, o.reshape(o.transpose(y, (1, 0, *range(2, len(shape_of(y))))),
+                                   (size, steps, -1)))
+                     for k, y in zip(attrs["layout"][nk:], ys)])
+    dtype = packed_dtype(body.outs)
+    blocks = []
+    for pieces in rows:
+        height = shape_of(pieces[0][1])[1] if pieces else 1
+        parts, col = [], 0
+        for k, piece in sorted(pieces, key=lambda p: p[0]):
+            if k > col:
+                parts.append(np.zeros((size, height, k - col), dtype))
+            parts.append(piece)
+            col = k + shape_of(piece)[2]
+        if col < attrs["width"]:
+            parts.append(np.zeros((size, height, attrs["width"] - col), dtype))
+        blocks.append(parts[0] if len(parts) == 1 else o.concatenate(parts, axis=2))
+    return blocks[0] if len(blocks) == 1 else o.concatenate(blocks, axis=1)
+
+
 SCAN = Primitive(
     "scan", scan_forward, [scan_vjp], scan_jvp, fmt_loop("scan"), [], variadic=True,
-    saves=("inputs",))
+    batch=scan_batch, saves=("inputs",))
 
 
 # ---------------------------------------------------------------- while_loop

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.batching import Batched, innermost
+from ..engine.batching import Batched, innermost, new_level, wrap
 from ..engine.ops import Ops
 from ..engine.params import FREE
 from ..engine.variable import Variable
@@ -123,6 +123,29 @@ class Body:
         example = [*self.example, *(np.ones(self.ins[i][0], self.ins[i][1]) for i in moving)]
         return self.derive(("jvp", moving), [*self.ins, *(self.ins[i] for i in moving)],
                            example, build)
+
+
+    def batched(self, flags: tuple[bool, ...], size: int) -> Body:
+        """The body on ``size`` examples at once: inputs at ``flags`` carry them along a
+        leading axis, every output does."""
+        ins = [((size, *s), d) if f else (s, d) for (s, d), f in zip(self.ins, flags)]
+        example = [np.broadcast_to(v, (size, *np.shape(v))).copy() if f else v
+                   for v, f in zip(self.example, flags)]
+
+        def build(o: Ops, *a: Any) -> list:
+            level = new_level()
+            outs = self.record(o, *[wrap(x, level) if f else x for x, f in zip(a, flags)])
+            stacks = []
+            for (shape, _), y in zip(self.outs, outs):
+                if type(y) is Batched and y.level == level:
+                    stacks.append(y.inner)
+                else:           # the same for every example
+                    y = o.reshape(y, (1, *shape)) if isinstance(y, Variable) else \
+                        np.reshape(y, (1, *shape))
+                    stacks.append(o.expand(y, (size, *shape)) if isinstance(y, Variable)
+                                  else np.broadcast_to(y, (size, *shape)).copy())
+            return stacks
+        return self.derive(("batched", flags, size), ins, example, build)
 
 
 class _LoopOps(_BlockOps):
