@@ -121,3 +121,29 @@ def test_branches_must_agree():
         sg.cond(True, lambda x: x, lambda x: np.ones(3) * x, 1.0)
     with pytest.raises(sg.ArgumentError):
         sg.switch(0, [], 1.0)
+
+
+def test_vmapped_cond_records_no_loop_over_the_examples():
+    op = sg.Ops()
+    xs = op.var(np.array([1.3, -0.7, 0.2, -2.0]))
+    ys = sg.vmap(piecewise)(xs)
+    text = op.format_trace()
+    assert " = cond(" not in text and "stack" not in text     # both branches, then where
+    g = op.grad(ys.sum(), xs)
+    x = xs.value
+    assert np.allclose(g.value, np.where(x > 0, 3 * x ** 2, np.sin(x) + x * np.cos(x)),
+                       rtol=1e-14)
+    # a shared predicate: one cond of the vmapped branches
+    op = sg.Ops()
+    xs = op.var(np.array([1.3, -0.7]))
+    ys = sg.vmap(lambda x: sg.cond(True, lambda x: x * x, lambda x: -x, x))(xs)
+    assert sum(" = cond(" in line for line in op.format_trace().splitlines()) == 1
+    assert np.allclose(op.grad(ys.sum(), xs).value, 2 * xs.value)
+
+
+def test_vmapped_scan_records_one_loop():
+    op = sg.Ops()
+    x0 = op.var(np.array([1.1, 0.9, 1.2]))
+    ys = sg.vmap(lambda x: sg.fori_loop(0, 3, lambda i, c: c * c, x))(x0)
+    assert sum(" = scan(" in line for line in op.format_trace().splitlines()) == 1
+    assert np.allclose(op.grad(ys.sum(), x0).value, 8 * x0.value ** 7, rtol=1e-14)

@@ -23,10 +23,10 @@ derivative of a loop is a loop and the next order is taken the same way:
   the cond of the branches' rules.
 
 Under vmap a scan runs the body vmapped (``Body.batched``): one loop for the whole batch,
-every carry batched and batched xs with the steps first. ``cond`` and ``while_loop`` have no
-batching rule of their own: each example runs its own (engine/batching.py's loop over the
-examples), so a batched predicate takes each example's branch and a batched while loop gives
-each example its own trip count.
+every carry batched and batched xs with the steps first; a cond with a batched predicate runs
+every branch on the batch and selects each example's (as JAX does; a shared one: a cond of
+the vmapped branches). ``while_loop`` has no batching rule of its own: each example runs its
+own loop (engine/batching.py's loop over the examples), keeping its own trip count.
 """
 
 from __future__ import annotations
@@ -142,34 +142,48 @@ def unpack(o: PrimitiveMethods, out: Any, avals: Sequence[Aval], offsets: Sequen
 # output's shape, read from it when the entry runs): a pair of linear primitives, each the
 # other's vjp, whose shapes follow a replay's number of steps.
 
-def _part(x: Any, offset: int, shape: tuple, stacked: bool) -> Any:
+def _index(offset: int, n: int, stacked: bool, lead: int) -> tuple:
+    return (slice(None),) * lead + (slice(1, None) if stacked else 0, slice(offset, offset + n))
+
+
+def _part(x: Any, offset: int, shape: tuple, stacked: bool, lead: int = 0) -> Any:
     n = math.prod(shape)
-    if stacked:
-        return np.reshape(x[1:, offset:offset + n], (x.shape[0] - 1, *shape))
-    return np.reshape(x[0, offset:offset + n], shape)
+    part = x[_index(offset, n, stacked, lead)]
+    rows = (x.shape[lead] - 1,) if stacked else ()
+    return np.reshape(part, (*x.shape[:lead], *rows, *shape))
 
 
-def _placed(g: Any, like: Any, offset: int, shape: tuple, stacked: bool) -> Any:
+def _placed(g: Any, like: Any, offset: int, shape: tuple, stacked: bool, lead: int = 0) -> Any:
     out = np.zeros(np.shape(like), np.result_type(g, like))
     n = math.prod(shape)
-    if stacked:
-        out[1:, offset:offset + n] = np.reshape(g, (out.shape[0] - 1, n))
-    else:
-        out[0, offset:offset + n] = np.ravel(g)
+    rows = (out.shape[lead] - 1,) if stacked else ()
+    out[_index(offset, n, stacked, lead)] = np.reshape(g, (*out.shape[:lead], *rows, n))
     return out
 
 
 def _fmt_part(args: list[str], attrs: dict, render: Any) -> str:
-    k, n = attrs["offset"], math.prod(attrs["shape"])
+    k, n, lead = attrs["offset"], math.prod(attrs["shape"]), attrs.get("lead", 0)
+    axes = ":, " * lead
     if attrs["stacked"]:
-        return f"{args[0]}[1:, {k}:{k + n}].reshape({[-1, *attrs['shape']]})"
-    return f"{args[0]}[0, {k}:{k + n}].reshape({list(attrs['shape'])})"
+        return f"{args[0]}[{axes}1:, {k}:{k + n}].reshape({[-1, *attrs['shape']]})"
+    return f"{args[0]}[{axes}0, {k}:{k + n}].reshape({list(attrs['shape'])})"
+
+
+def _deeper(attrs: dict) -> dict:
+    return dict(attrs, lead=attrs.get("lead", 0) + 1)
+
+
+def _both_batched(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool]) -> list:
+    size = next(shape_of(x)[0] for x, b in zip(xs, batched) if b)
+    return [x if b else o.expand(o.reshape(x, (1, *shape_of(x))), (size, *shape_of(x)))
+            for x, b in zip(xs, batched)]
 
 
 PART = Primitive(
     "loop_part", _part,
     [lambda o, g, out, x, **a: o.apply(PLACED, (g, x), a, None)],
     lambda o, ts, out, x, **a: o.apply(PART, (ts[0],), a, None), _fmt_part, [],
+    batch=lambda o, xs, batched, **a: o.apply(PART, tuple(xs), _deeper(a), None),
     saves=(0,))
 
 PLACED = Primitive(
@@ -177,14 +191,17 @@ PLACED = Primitive(
     [lambda o, g, out, y, like, **a: o.apply(PART, (g,), a, None), None],
     lambda o, ts, out, y, like, **a: None if ts[0] is None else
     o.apply(PLACED, (ts[0], like), a, None),
-    lambda args, attrs, render: f"placed({args[0]}, like={args[1]})", [], saves=(1,))
+    lambda args, attrs, render: f"placed({args[0]}, like={args[1]})", [],
+    batch=lambda o, xs, batched, **a: o.apply(PLACED, tuple(_both_batched(o, xs, batched)),
+                                              _deeper(a), None),
+    saves=(1,))
 
 
 # an integer or bool leaf taken out of a packed output: no gradient or tangent flows
 ASTYPE = Primitive(
     "astype", lambda x, dtype: np.asarray(x).astype(dtype), [None],
     lambda o, ts, out, x, dtype: None, "{0}.astype({dtype})", [], differentiable=False,
-    saves=())
+    batch=lambda o, xs, batched, **a: o.apply(ASTYPE, tuple(xs), a, None), saves=())
 
 
 def fmt_loop(kind: str) -> Any:
@@ -288,7 +305,7 @@ def cond_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attrs
 
 COND = Primitive(
     "cond", cond_forward, [cond_vjp], cond_jvp, fmt_loop("cond"), [], variadic=True,
-    saves=("inputs",))
+    batch=None, saves=("inputs",))
 
 
 # ---------------------------------------------------------------- scan
@@ -446,6 +463,53 @@ def scan_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attrs
     return o.getitem(res, (slice(None), slice(0, width)))
 
 
+def stacked_packs(o: PrimitiveMethods, rows: list, width: int, size: int,
+                  dtype: np.dtype) -> Any:
+    """The packed outputs of ``size`` examples, (examples, rows, width), from blocks of rows
+    (row 0, then the ys' rows), each a list of (column offset, leaves (examples, rows, n))."""
+    blocks = []
+    for pieces in rows:
+        height = shape_of(pieces[0][1])[1] if pieces else 1
+        parts, col = [], 0
+        for k, piece in sorted(pieces, key=lambda p: p[0]):
+            if k > col:
+                parts.append(np.zeros((size, height, k - col), dtype))
+            parts.append(piece)
+            col = k + shape_of(piece)[2]
+        if col < width:
+            parts.append(np.zeros((size, height, width - col), dtype))
+        blocks.append(parts[0] if len(parts) == 1 else o.concatenate(parts, axis=2))
+    return blocks[0] if len(blocks) == 1 else o.concatenate(blocks, axis=1)
+
+
+def cond_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
+               **attrs: Any) -> Any:
+    """The branches vmapped: a cond of them for a shared index; for a batched one, every
+    branch on the batch, each example's output selected by its index (as JAX does)."""
+    branches = attrs["branches"]
+    size = next(shape_of(x)[0] for x, b in zip(xs, batched) if b)
+    flags = tuple(bool(b) for b in batched[1:])
+    many = [b.batched(flags, size) for b in branches]
+    outs = many[0].outs
+    if not batched[0]:
+        offsets, width = layout_of(outs)
+        res = o.apply(COND, tuple(xs), {"branches": tuple(many), "layout": offsets,
+                                        "width": width}, None)
+        leaves = unpack(o, res, outs, offsets, cast=False)
+    else:
+        index = xs[0]
+        leaves = [o.cast(y, np.float64) if np.dtype(y.dtype).kind in "biu" else y
+                  for y in many[0].record(o, *xs[1:])]
+        for k, b in enumerate(many[1:], 1):
+            taken = o.greater_equal(index, k)       # clamped: the last branch k <= index
+            for j, y in enumerate(b.record(o, *xs[1:])):
+                y = o.cast(y, np.float64) if np.dtype(y.dtype).kind in "biu" else y
+                m = o.reshape(taken, (size,) + (1,) * (len(shape_of(y)) - 1))
+                leaves[j] = o.where(m, y, leaves[j])
+    pieces = [(k, o.reshape(y, (size, 1, -1))) for k, y in zip(attrs["layout"], leaves)]
+    return stacked_packs(o, [pieces], attrs["width"], size, packed_dtype(branches[0].outs))
+
+
 def per_example(prim: Primitive, o: PrimitiveMethods, xs: Sequence[Any],
                 batched: Sequence[bool], attrs: dict) -> Any:
     """The entry once per example, stacked (each example its own loop)."""
@@ -485,21 +549,10 @@ def scan_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
         rows.append([(k, o.reshape(o.transpose(y, (1, 0, *range(2, len(shape_of(y))))),
                                    (size, steps, -1)))
                      for k, y in zip(attrs["layout"][nk:], ys)])
-    dtype = packed_dtype(body.outs)
-    blocks = []
-    for pieces in rows:
-        height = shape_of(pieces[0][1])[1] if pieces else 1
-        parts, col = [], 0
-        for k, piece in sorted(pieces, key=lambda p: p[0]):
-            if k > col:
-                parts.append(np.zeros((size, height, k - col), dtype))
-            parts.append(piece)
-            col = k + shape_of(piece)[2]
-        if col < attrs["width"]:
-            parts.append(np.zeros((size, height, attrs["width"] - col), dtype))
-        blocks.append(parts[0] if len(parts) == 1 else o.concatenate(parts, axis=2))
-    return blocks[0] if len(blocks) == 1 else o.concatenate(blocks, axis=1)
+    return stacked_packs(o, rows, attrs["width"], size, packed_dtype(body.outs))
 
+
+COND.batch = cond_batch
 
 SCAN = Primitive(
     "scan", scan_forward, [scan_vjp], scan_jvp, fmt_loop("scan"), [], variadic=True,
