@@ -53,6 +53,9 @@ EXPECTED: dict[str, list[str]] = {
         "[0.         1.38177329]",                              # linearize: sin x + x cos x
         "[3. 3.]\n[2. 2.]\n",                                   # composed transforms
     ],
+    "loops.md": ["2.143588810000001 15.589736800000008 2459.688000000001\nx = 1.1000\n",
+                 "    body square.reverse:\n", "10000.0 11 [ 1.0e+02  5.0e-03 -2.5e-07  3.8e-11]",
+                 "[-0.52490662  0.78735994 -1.1810399   1.77155985]\n" * 2],
     "forward-taylor.md": [
         "[1.         0.41997434]",                              # jvp of tanh: 1 - tanh^2
         "(array([0.91821682, 1.38177329]),)",                   # linear_transpose: sin x + x cos x
