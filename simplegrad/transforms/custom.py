@@ -89,6 +89,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.batching import Batched, innermost, levels_of, wrap
 from ..engine.ops import Ops
 from ..engine.params import FREE
 from ..engine.reverse import as_variable
@@ -166,13 +167,22 @@ class CustomFunction:
         return ops
 
     def _record(self, ops: Ops, args: list, kwargs: dict, packing: Packing) -> Any:
-        attrs = dict(kwargs)
-        attrs["_vars"] = tuple(i for i, x in enumerate(args) if isinstance(x, Variable))
-        attrs["_wrt"] = tuple(i for i, x in enumerate(args)
-                              if isinstance(x, Variable) and x.requires_grad)
-        attrs["_pack"] = packing
-        with _undone_on_failure(ops):   # the forward may have recorded on a closure Variable
-            y = ops.apply(self.primitive, args, attrs, None)
+        levels: Examples | None = None
+        while True:
+            inputs = args if levels is None else [*args, *levels.inputs(ops)]
+            attrs = dict(kwargs)
+            attrs["_vars"] = tuple(i for i, x in enumerate(inputs) if isinstance(x, Variable))
+            attrs["_wrt"] = tuple(i for i, x in enumerate(args)
+                                  if isinstance(x, Variable) and x.requires_grad)
+            attrs["_pack"] = packing
+            if levels is not None:
+                attrs["_levels"] = levels
+            try:
+                with _undone_on_failure(ops):   # the forward may record on a closure Variable
+                    y = ops.apply(self.primitive, inputs, attrs, None)
+                break
+            except ReadsBatchedError as e:   # again, with the example numbers at those levels
+                levels = Examples.adding(levels, e.levels, self._label)
         if packing.out is None:     # an equal entry recorded before (Ops(simplify=True)) holds it
             packing = (getattr(y, "attrs", None) or {}).get("_pack", packing)
         return packing.structured(y)
@@ -188,9 +198,17 @@ class CustomFunction:
         scratch = ForwardOps()
         try:
             packing = attrs["_pack"]
+            positions = attrs["_vars"]
+            levels = attrs.get("_levels")
+            if levels is not None:  # batched values read through a closure: this example's
+                values, scratch.examples = levels.split(values)
+                positions = tuple(i for i in positions if i < len(values))
             with running(scratch):
-                y = self._fn(*packing.call_arguments(wrap_values(scratch, values, attrs["_vars"])),
+                y = self._fn(*packing.call_arguments(wrap_values(scratch, values, positions)),
                              **user_attrs(attrs))
+            # (an output computed from batched values alone, on their Ops: its example)
+            y = tree_map(lambda v: scratch.example(v, "its output")
+                         if type(v) is Batched and scratch._outer(v) else v, y)
             return packing.output_value(y)
         except GraphError as e:
             raise GraphError(f"{self._label}: {e}. The function sees its arguments as "
@@ -217,7 +235,9 @@ class CustomFunction:
         if cts is None:         # first request (or a recorded cotangent no longer held)
             for k in [k for k, e in memo.items() if e.cotangents(o) is None]:
                 del memo[k]     # left by a recorded sweep that stopped early: only weak refs
-            cts = self._cotangents(o, *handles(o, g, out, inputs), attrs)
+            own, kept = own_inputs(inputs, attrs)
+            cts = self._cotangents(o, *handles(o, g, out, own), kept)
+            cts = list(cts) + [None] * (len(inputs) - len(own))
             entry = memo[key] = Pending(cts, attrs["_wrt"], (g, out, inputs), recording)
         entry.waiting.discard(i)
         if not entry.waiting:
@@ -351,10 +371,15 @@ def _float_dtype(x: Any) -> np.dtype:
 class ForwardOps(Ops):
     """The scratch Ops a custom function's forward records on: a Variable that requires grad
     read through a closure is refused (the rule gives gradients for the arguments only); one
-    that does not is a constant."""
+    that does not is a constant. A batched value of a vmap around the call read through a
+    closure is its example's value when the entry has it as an input (``BatchedReads``),
+    else the call is recorded again with it as one (``ReadsBatchedError``)."""
+
+    absorbs = True      # an operator on a closure's Variable and one of ours records here
 
     def __init__(self) -> None:
         super().__init__(borrow=True)
+        self.examples: dict[int, int] = {}     # level -> the entry's example there
 
     def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Variable:
         """A closure's Variable that takes no gradient as a constant; refuse any other."""
@@ -363,6 +388,130 @@ class ForwardOps(Ops):
             raise GraphError(f"{prim.name}: reads {x.name} ({kind}) through a closure, and the "
                              "rule gives it no gradient")
         return self.leaf(x.raw, None, False)
+
+    def apply(self, prim: Primitive, inputs: Any, attrs: dict | None = None,
+              name: str | None = None) -> Any:
+        """As ``Ops.apply``, a batched value read through a closure as its example's value."""
+        for x in inputs:
+            if type(x) is Batched and self._outer(x):
+                inputs = tuple(self.example(x, prim.name) if type(x) is Batched and
+                               self._outer(x) else x for x in inputs)
+                break
+        return Ops.apply(self, prim, inputs, attrs, name)
+
+    def _outer(self, x: Batched) -> bool:
+        """Whether x is batched by a vmap around the call (not one the forward runs)."""
+        rec = innermost(x).rec
+        return rec is not self and not (isinstance(rec, Ops) and rec.within(self))
+
+    def example(self, x: Batched, what: str) -> Variable:
+        """A batched value of a vmap around the call as a constant holding the entry's example
+        of it (``Examples``)."""
+        if x.requires_grad:
+            raise GraphError(f"{what}: reads {x.name} (a batched Variable that requires grad) "
+                             "through a closure, and the rule gives it no gradient: pass it as "
+                             "an argument")
+        levels = levels_of(x)
+        if any(level not in self.examples for level, _ in levels):
+            raise ReadsBatchedError(levels)
+        value = innermost(x).raw[tuple(self.examples[level] for level, _ in levels)]
+        return self.leaf(np.asarray(value), None, False)
+
+
+def scratch_ops(examples: tuple, borrow: bool = True) -> Ops:
+    """The scratch Ops a value-only rule runs on: for an entry at ``examples`` (``own_inputs``)
+    one reading batched values through closures as those examples (``ForwardOps``)."""
+    if not examples:
+        return Ops(borrow=borrow)
+    scratch = ForwardOps()
+    scratch.examples = dict(examples)
+    return scratch
+
+
+class ReadsBatchedError(Exception):
+    """A custom function's forward read a value batched at vmap levels its entry has no
+    example numbers for: the call is recorded again with them."""
+
+    def __init__(self, levels: list):
+        super().__init__("a batched value read through a closure")
+        self.levels = levels
+
+
+class Examples:
+    """The levels of the vmaps around a custom call whose batched values its forward reads
+    through a closure (``x * y`` with ``x`` a vmap's example): the entry takes, per level, the
+    number of its example (a batched ``arange``) as an extra input.
+
+    The entry has no batching rule, so the vmap records one entry per example (batching.py's
+    loop), each input sliced to that example, the numbers too. The forward then reads each
+    batched value as that example of it (``ForwardOps.example``), and a rule, which runs on
+    the recording Ops where such a value is batched and so computes every example at once,
+    gives this entry's example of what it returns (``at_examples``).
+    """
+
+    __slots__ = ("levels",)
+
+    def __init__(self, levels: tuple):
+        self.levels = levels        # ((level, batch size), ...), lowest first
+
+    @staticmethod
+    def adding(examples: Examples | None, levels: list, label: str) -> Examples:
+        """``examples`` with ``levels`` added."""
+        have = dict(() if examples is None else examples.levels)
+        if all(level in have for level, _ in levels):
+            raise GraphError(f"{label}: reads a batched value through a closure in a way that "
+                             "cannot be followed; pass it as an argument")
+        have.update(levels)
+        return Examples(tuple(sorted(have.items())))
+
+    def inputs(self, ops: Ops) -> list:
+        """The entry's extra inputs: each level's example numbers."""
+        return [wrap(ops.leaf(np.arange(n), None, False), level) for level, n in self.levels]
+
+    def split(self, values: tuple) -> tuple[tuple, dict]:
+        """The forward's values as the function's own and the entry's example at each level."""
+        n = len(values) - len(self.levels)
+        return values[:n], {level: int(np.asarray(k))
+                            for (level, _), k in zip(self.levels, values[n:])}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Examples) and self.levels == other.levels
+
+    def __hash__(self) -> int:
+        return hash(self.levels)
+
+    def __repr__(self) -> str:
+        return f"Examples({self.levels})"
+
+
+def own_inputs(inputs: tuple, attrs: dict) -> tuple[tuple, dict]:
+    """The inputs of a custom entry that are the function's, and the attributes its rules
+    see: with ``_examples``, the entry's example at each level, when it has example numbers
+    among its inputs (``Examples``)."""
+    examples = attrs.get("_levels")
+    if examples is None:
+        return inputs, attrs
+    n = len(inputs) - len(examples.levels)
+    numbers = tuple((level, int(np.asarray(value_of(k))))
+                    for (level, _), k in zip(examples.levels, inputs[n:]))
+    kept = dict(attrs, _vars=tuple(i for i in attrs["_vars"] if i < n), _examples=numbers)
+    return inputs[:n], kept
+
+
+def at_examples(c: Any, attrs: dict) -> Any:
+    """What a rule returned, at the entry's examples (``own_inputs``): a value batched at one
+    of their levels (computed from a batched value read through a closure) as that example."""
+    for level, k in attrs.get("_examples", ()):
+        c = _example_at(c, level, k)
+    return c
+
+
+def _example_at(c: Any, level: int, k: int) -> Any:
+    if type(c) is not Batched or c.level < level:   # (the highest level is outermost)
+        return c
+    if c.level == level:
+        return c.inner[k]
+    return wrap(_example_at(c.inner, level, k), c.level)
 
 
 # ---------------------------------------------------------------- a sweep's cotangents
@@ -573,10 +722,11 @@ class JVPRule:
         self.rule = rule
 
     def tangent(self, o: PrimitiveMethods, ts: list, out: Any, inputs: tuple,
-                positions: tuple, kw: dict) -> Any:
-        """The tangent of the entry's output for the input tangents ``ts``."""
+                positions: tuple, kw: dict, examples: tuple = ()) -> Any:
+        """The tangent of the entry's output for the input tangents ``ts`` (``examples``: the
+        entry's, see ``own_inputs``)."""
         recording = isinstance(o, Ops)
-        r = o if recording else Ops(borrow=True)
+        r = o if recording else scratch_ops(examples)
         try:
             primals = list(inputs)
             if not recording:       # values: Variables of the scratch Ops where they were
@@ -633,10 +783,11 @@ def user_tangent(label: str, rule: Callable, o: Any, ts: list, out: Any, inputs:
         got = rule(*packing.held(), tuple(packing.arguments(list(primals))),
                    tuple(packing.arguments(list(tangents))), **kw)
         if isinstance(got, (tuple, list)) and len(got) == 2:
-            return got[0], packing.flat_output(got[1])
+            return got[0], packing.flat_output(tree_map(lambda t: at_examples(t, attrs), got[1]))
         return got
     kw = {k: v for k, v in attrs.items() if not k.startswith("_")}
-    return JVPRule(label, flat_rule).tangent(o, ts, out, inputs, attrs["_vars"], kw)
+    return JVPRule(label, flat_rule).tangent(o, ts, out, inputs, attrs["_vars"], kw,
+                                             attrs.get("_examples", ()))
 
 
 # ---------------------------------------------------------------- custom_vjp
@@ -679,7 +830,7 @@ class CustomVJP(CustomFunction):
 
     def _bwd_values(self, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
         """The rule's cotangents as arrays (None for none), run on a scratch Ops."""
-        scratch = Ops(borrow=True)
+        scratch = scratch_ops(attrs.get("_examples", ()))
         try:
             cts = self._checked(self._run_bwd(scratch.unrecorded(g), scratch.unrecorded(out),
                                               wrap_values(scratch, inputs, attrs["_vars"]),
@@ -702,7 +853,8 @@ class CustomVJP(CustomFunction):
         if not isinstance(ops, Ops):
             return packing.cotangents(self._bwd(*args, **user_attrs(attrs)))
         with running(ops):      # transforms in the rule record on its Ops
-            return packing.cotangents(self._bwd(*args, **user_attrs(attrs)))
+            cts = packing.cotangents(self._bwd(*args, **user_attrs(attrs)))
+        return [at_examples(c, attrs) for c in cts]
 
     def _call_bwd(self, r: Ops, g: Variable, out: Variable, inputs: Any, attrs: dict,
                   strict: bool = True) -> list:
@@ -747,13 +899,14 @@ class CustomVJP(CustomFunction):
         # value does not matter, but a nonzero one shows a cotangent that ignores u)
         if all(t is None for t in ts):
             return None
-        ts, out, inputs = handles(o, None, out, inputs, ts)
+        inputs, attrs = own_inputs(inputs, attrs)
+        ts, out, inputs = handles(o, None, out, inputs, ts[:len(inputs)])
         if self._jvp_rule is not None:
             return user_tangent(self._label, self._jvp_rule, o, ts, out, inputs, attrs)
         self._check_linear(out, inputs, attrs)
         if isinstance(o, Ops):
             return self._tangent(o, ts, out, inputs, attrs, True)
-        r = Ops()
+        r = scratch_ops(attrs.get("_examples", ()), borrow=False)
         try:
             jt = self._tangent(r, ts, r.unrecorded(out), wrap_values(r, inputs, attrs["_vars"]),
                                attrs, False)
@@ -922,14 +1075,15 @@ class CustomJVP(CustomFunction):
     def _jvp(self, o: PrimitiveMethods, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
         if all(t is None for t in ts):
             return None
-        ts, out, inputs = handles(o, None, out, inputs, ts)
+        inputs, attrs = own_inputs(inputs, attrs)
+        ts, out, inputs = handles(o, None, out, inputs, ts[:len(inputs)])
         return user_tangent(self._label, self._checked_rule(), o, ts, out, inputs, attrs)
 
     def _cotangents(self, o: PrimitiveMethods, g: Any, out: Any, inputs: tuple,
                     attrs: dict) -> list:
         rule = self._checked_rule()
         recording = isinstance(o, Ops)
-        r = o if recording else Ops(borrow=True)
+        r = o if recording else scratch_ops(attrs.get("_examples", ()))
         try:
             if recording:
                 xs, gv, ov = list(inputs), g, out
