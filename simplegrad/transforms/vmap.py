@@ -25,9 +25,9 @@ of the stacked program gives every example's derivative at once.
 Axes follow JAX: ``in_axes`` is one prefix tree per positional argument (an int or None covers
 a whole subtree; ``pytree.prefix_leaves``), keyword arguments are mapped over axis 0,
 ``out_axes`` is a prefix tree of the output, and ``axis_size`` gives the batch size when no
-argument is mapped. An unbatched float array (in_axes None) reaches f as a constant Variable
-(``_unbatched``), so that batched indices and the batch rules reach it as they reach the
-batched arguments.
+argument is mapped. An unbatched float or integer array (in_axes None) reaches f as a
+constant Variable (``_unbatched``), so that batched indices and the batch rules reach it as
+they reach the batched arguments.
 
 Batched values also serve the engine's ``batched_jvp``, which pushes many tangents
 through one forward sweep of a recorded program (each jvp rule runs once, on Batched
@@ -175,16 +175,16 @@ def _leading(ops: Ops, a: Any, ax: int) -> Any:
     return a if ax == 0 else ops.moveaxis(a, ax, 0)
 
 
-_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+_NUMBERS = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int8, np.int16,
+                                        np.int32, np.int64, np.uint8, np.uint16, np.uint32))
 
 
 def _unbatched(ops: Ops, a: Any) -> Any:
-    """An argument at in_axes None as f sees it: a float array as a constant of ``ops``, so
-    that a batched index can index it (``a[:, i]``: numpy's own indexing cannot take a
-    Variable) and numpy functions dispatch on it; integer and bool arrays (indices and masks:
-    constants of a program, as ``sg.jit`` keeps them), 0-d arrays, numbers and Variables as
-    they are."""
-    if type(a) is np.ndarray and a.ndim and a.dtype in _FLOATS:
+    """An argument at in_axes None as f sees it: a float or integer array as a constant of
+    ``ops``, so that a batched index can index it (``a[:, i]``: numpy's own indexing cannot
+    take a Variable) and numpy functions dispatch on it, as they do on the batched arguments;
+    bool arrays (masks), 0-d arrays, numbers and Variables as they are."""
+    if type(a) is np.ndarray and a.ndim and a.dtype in _NUMBERS:
         return _constant(ops, a)
     return a
 
