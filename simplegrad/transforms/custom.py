@@ -20,6 +20,15 @@ scratch Ops (``ForwardOps``): a Variable that requires grad read through its clo
 Parameter, a Variable of the caller's Ops) is refused, the rule giving it no gradient; one
 that takes none is a constant. A forward that fails leaves the caller's tape as it was.
 
+Closures over vmapped values: under ``sg.vmap`` the function (made per example, JAX's
+``outer(x)``) may read the vmap's examples through its closure. The first forward that reads
+one raises ``ReadsBatchedError``, and the call is recorded again with one more input per vmap
+level, that level's example numbers (``Examples``): the entry, having no batching rule, is then
+recorded once per example with its inputs sliced, and its forward reads each batched value as
+its own example. The rules run on the recording Ops, where such a value is batched, so what
+they return for a closure's value is every example's; ``at_examples`` keeps the entry's own
+(a value-only rule runs on a scratch Ops that reads them as the forward does).
+
 Pytree arguments and outputs: the entry's inputs are the leaves of the arguments, a pytree
 output is raveled into its one output and sliced back, and the rule sees the call's
 structures (``g`` and ``out`` as the output, one cotangent per argument, ``None`` for a whole
@@ -247,7 +256,12 @@ class CustomFunction:
         return cts[i]
 
     def _fmt(self, args: list[str], attrs: dict, render: Callable) -> str:
-        shown = args + [f"{k}={render(v, k)}" for k, v in attrs.items() if not k.startswith("_")]
+        levels = attrs.get("_levels")
+        numbers = [] if levels is None else args[len(args) - len(levels.levels):]
+        shown = args[:len(args) - len(numbers)] + [
+            f"{k}={render(v, k)}" for k, v in attrs.items() if not k.startswith("_")]
+        if numbers:     # (the example numbers of the vmaps it reads through its closure)
+            shown.append(f"example=[{', '.join(numbers)}]")
         return f"{self._label}({', '.join(shown)})"
 
     def _as_array(self, y: Any) -> np.ndarray:
@@ -372,13 +386,15 @@ class ForwardOps(Ops):
     """The scratch Ops a custom function's forward records on: a Variable that requires grad
     read through a closure is refused (the rule gives gradients for the arguments only); one
     that does not is a constant. A batched value of a vmap around the call read through a
-    closure is its example's value when the entry has it as an input (``BatchedReads``),
-    else the call is recorded again with it as one (``ReadsBatchedError``)."""
+    closure is the entry's example of it when the entry has its example numbers among its
+    inputs (``Examples``), else the call is recorded again with them
+    (``ReadsBatchedError``)."""
 
     absorbs = True      # an operator on a closure's Variable and one of ours records here
 
     def __init__(self) -> None:
         super().__init__(borrow=True)
+        self.made_in = around()     # (a forward inside a forward records on its own)
         self.examples: dict[int, int] = {}     # level -> the entry's example there
 
     def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Variable:
