@@ -6,8 +6,12 @@ JAX's own tests (batching_test.py's testNumpyIndexing1 and testDynamicSlice, api
 CustomVJPTest.test_closed_over_vmap_tracer and test_closed_over_tracer3) written in.
 """
 
+import io
+import re
+
 import numpy as np
 import pytest
+from rich.console import Console
 
 import simplegrad as sg
 
@@ -267,3 +271,51 @@ def test_jax_custom_jvp_closed_over_vmap_tracer():
 def test_a_closed_over_vmapped_value_that_requires_grad_is_refused():
     with pytest.raises(sg.GraphError, match="through a closure"):
         sg.grad(lambda xs: sg.vmap(lambda x: _scaled(x)(3.0))(xs).sum())(X)
+
+
+def test_forward_mode_and_hessians_around_a_vmap_of_a_closing_custom_vjp():
+    """d/dy of sum_k f_k(y), each f_k's rule claiming 2 x_k: forward mode transposes the rule."""
+    each = lambda y: sg.vmap(lambda x: _scaled(x)(y))(X)      # noqa: E731
+    np.testing.assert_allclose(sg.jvp(each, (3.0,), (1.0,))[1], 2 * X)
+    np.testing.assert_allclose(sg.jacobian(each, mode="fwd")(3.0), 2 * X)
+    np.testing.assert_allclose(sg.hessian(lambda y: (each(y) * y).sum())(3.0), 4 * X.sum())
+
+
+def test_a_closing_custom_vjp_whose_forward_computes_on_the_closure_first():
+    """(2 x).sin() is computed on the vmap's Ops before it meets y; a transform inside the
+    forward closes over x too."""
+    def via(x):
+        @sg.custom_vjp
+        def f(y):
+            return (x * 2.0).sin() * y
+        f.defvjp(lambda g, out, y: g * (x * 2.0).sin())
+        return f
+
+    def inner(x):
+        @sg.custom_vjp
+        def f(y):
+            return sg.grad(lambda z: (x * z ** 2).sum())(y)      # 2 x y
+        f.defvjp(lambda g, out, y: g * x * 2.0)
+        return f
+
+    np.testing.assert_allclose(sg.vmap(lambda x: via(x)(3.0))(X), 3 * np.sin(2 * X))
+    np.testing.assert_allclose(sg.vmap(lambda x: sg.grad(via(x))(3.0))(X), np.sin(2 * X))
+    np.testing.assert_allclose(sg.vmap(lambda x: inner(x)(3.0))(X), 6 * X)
+    np.testing.assert_allclose(sg.vmap(lambda x: sg.grad(inner(x))(3.0))(X), 2 * X)
+
+
+def test_the_per_example_entries_print_their_example():
+    op = sg.Ops()
+    y = op.var(3.0, name="y")
+    out = sg.vmap(lambda x: _scaled(x)(y))(op.var(X, requires_grad=False))
+    np.testing.assert_allclose(out.value, 3 * X)
+    np.testing.assert_allclose(op.grad(out.sum(), y).value, 2 * X.sum())
+    calls = [line for line in _trace_lines(op) if "= f(" in line]
+    assert len(calls) == 3 and all(re.fullmatch(r"v\d+ = f\(y, example=\[v\d+\]\)", c.strip())
+                                   for c in calls), calls
+
+
+def _trace_lines(op: sg.Ops) -> list:
+    console = Console(file=io.StringIO(), width=200)
+    op.print_trace(console)
+    return console.file.getvalue().splitlines()
