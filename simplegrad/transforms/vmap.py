@@ -65,7 +65,8 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0,
 
     ``in_axes``: an int or None for every argument, or a tuple with one entry per positional
     argument, each a prefix tree of ints and None over that argument (tuples, lists, dicts,
-    namedtuples, registered nodes); keyword arguments are mapped over axis 0. ``out_axes``: a
+    namedtuples, registered nodes); keyword arguments are mapped over axis 0. An unbatched
+    float or integer array (None) reaches f as a constant Variable. ``out_axes``: a
     prefix tree of ints and None over f's output (None: an output the same for every
     example). ``axis_size``: the batch size, needed when no argument is mapped.
     """
