@@ -311,11 +311,54 @@ def test_the_per_example_entries_print_their_example():
     np.testing.assert_allclose(out.value, 3 * X)
     np.testing.assert_allclose(op.grad(out.sum(), y).value, 2 * X.sum())
     calls = [line for line in _trace_lines(op) if "= f(" in line]
-    assert len(calls) == 3 and all(re.fullmatch(r"v\d+ = f\(y, example=\[v\d+\]\)", c.strip())
-                                   for c in calls), calls
+    shown = r"v\d+ = f\(y, closure=\[v\d+\], example=\[v\d+\]\)"     # x's example, its number
+    assert len(calls) == 3 and all(re.fullmatch(shown, c.strip()) for c in calls), calls
 
 
 def _trace_lines(op: sg.Ops) -> list:
     console = Console(file=io.StringIO(), width=200)
     op.print_trace(console)
     return console.file.getvalue().splitlines()
+
+
+# ---------------------------------------------------------------- recorded closures, replayed
+
+
+def _masked(mask):
+    """y * mask, the mask (x > 0) read through the closure."""
+    @sg.custom_vjp
+    def f(y):
+        return y * mask
+    f.defvjp(lambda g, out, y: g * mask)
+    return f
+
+
+def _relu_sum(x: np.ndarray) -> np.ndarray:
+    return (x * (x > 0)).sum(axis=-1)
+
+
+def test_a_recorded_value_read_through_a_closure_is_read_again_by_replays():
+    """The mask is an input of the entry (closure=[v0]): sg.jit and op.program replays read it
+    at their inputs, not as recorded."""
+    x1, x2 = np.array([1.0, -1.0]), np.array([-1.0, 2.0])
+    f = sg.jit(lambda x: _masked(x > 0)(x).sum())
+    assert [float(f(x1)), float(f(x2))] == [1.0, 2.0]
+    op = sg.Ops()
+    x = op.var(x1, name="x")
+    y = _masked(x > 0)(x).sum()
+    assert float(op.program(x, y)(x2)) == 2.0
+    assert any(re.fullmatch(r"v\d+ = f\(x, closure=\[v\d+\]\)", line.strip())
+               for line in _trace_lines(op))
+    X2 = np.array([[1.0, -1.0], [-2.0, 3.0]])
+    g = sg.jit(sg.vmap(lambda x: _masked(x > 0)(x).sum()))
+    np.testing.assert_array_equal(g(X2), _relu_sum(X2))
+    np.testing.assert_array_equal(g(-X2), _relu_sum(-X2))
+    per = sg.jit(sg.vmap(sg.grad(lambda x: _masked(x > 0)(x).sum())))
+    np.testing.assert_array_equal(per(-X2), (-X2 > 0).astype(float))
+
+
+def test_a_value_only_backward_reads_the_closure_as_the_forward_does():
+    op = sg.Ops()
+    x = op.var([1.0, -1.0, 3.0])
+    y = _masked(x > 0)(x).sum()
+    np.testing.assert_array_equal(op.grad(y, x, create_graph=False).value, [1.0, 0.0, 1.0])

@@ -18,16 +18,24 @@ Ops of Parameters. The forward and the rules run with their Ops around them (``r
 so transforms inside them may close over the function's arguments. The forward records on a
 scratch Ops (``ForwardOps``): a Variable that requires grad read through its closure (a
 Parameter, a Variable of the caller's Ops) is refused, the rule giving it no gradient; one
-that takes none is a constant. A forward that fails leaves the caller's tape as it was.
+that takes none is a constant, and an input of the entry when the Ops recording the call held
+it before the call (``Closures``: the forward raises ``ReadsClosureError`` on reading it, and
+the call is recorded again with it), so that a replay hands the forward its value at the
+replay's inputs. (A value the forward computes from the closure alone, on the closure's Ops,
+before it meets an argument, stays as recorded.) A forward that fails leaves the caller's
+tape as it was.
 
 Closures over vmapped values: under ``sg.vmap`` the function (made per example, JAX's
-``outer(x)``) may read the vmap's examples through its closure. The first forward that reads
-one raises ``ReadsBatchedError``, and the call is recorded again with one more input per vmap
-level, that level's example numbers (``Examples``): the entry, having no batching rule, is then
-recorded once per example with its inputs sliced, and its forward reads each batched value as
-its own example. The rules run on the recording Ops, where such a value is batched, so what
-they return for a closure's value is every example's; ``at_examples`` keeps the entry's own
-(a value-only rule runs on a scratch Ops that reads them as the forward does).
+``outer(x)``) may read the vmap's examples through its closure. The entry, having no batching
+rule, is recorded once per example with its inputs sliced; a batched value recorded before
+the call is one more input (``Closures``), and for every vmap level such a value is batched at
+the entry takes that level's example numbers as an input too (``Examples``: a forward reading
+a batched value at a level the entry has no numbers for raises ``ReadsBatchedError`` and the
+call is recorded again). The forward reads each batched value as its example: its input, or
+(computed in the forward) at the entry's example numbers. The rules run on the recording Ops,
+where such a value is batched, so what they return for it is every example's;
+``at_examples`` keeps the entry's own (a value-only rule runs on a scratch Ops that reads them
+as the forward does).
 
 Pytree arguments and outputs: the entry's inputs are the leaves of the arguments, a pytree
 output is raveled into its one output and sliced back, and the rule sees the call's
@@ -91,6 +99,7 @@ import copyreg
 import functools
 import inspect
 import sys
+import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -176,22 +185,39 @@ class CustomFunction:
         return ops
 
     def _record(self, ops: Ops, args: list, kwargs: dict, packing: Packing) -> Any:
+        closures: list = []     # Variables of ``ops`` the forward reads through its closure
         levels: Examples | None = None
-        while True:
-            inputs = args if levels is None else [*args, *levels.inputs(ops)]
-            attrs = dict(kwargs)
-            attrs["_vars"] = tuple(i for i, x in enumerate(inputs) if isinstance(x, Variable))
-            attrs["_wrt"] = tuple(i for i, x in enumerate(args)
-                                  if isinstance(x, Variable) and x.requires_grad)
-            attrs["_pack"] = packing
-            if levels is not None:
-                attrs["_levels"] = levels
-            try:
-                with _undone_on_failure(ops):   # the forward may record on a closure Variable
-                    y = ops.apply(self.primitive, inputs, attrs, None)
-                break
-            except ReadsBatchedError as e:   # again, with the example numbers at those levels
-                levels = Examples.adding(levels, e.levels, self._label)
+        calls = _recording()
+        calls.append((packing, ops, ops.tape.end))
+        try:
+            while True:
+                inputs = [*args, *closures, *(() if levels is None else levels.inputs(ops))]
+                attrs = dict(kwargs)
+                attrs["_vars"] = tuple(i for i, x in enumerate(inputs)
+                                       if isinstance(x, Variable))
+                attrs["_wrt"] = tuple(i for i, x in enumerate(args)
+                                      if isinstance(x, Variable) and x.requires_grad)
+                attrs["_pack"] = packing
+                if closures:
+                    attrs["_closures"] = Closures(closures)
+                if levels is not None:
+                    attrs["_levels"] = levels
+                try:
+                    with _undone_on_failure(ops):   # the forward may record on a closure's Ops
+                        y = ops.apply(self.primitive, inputs, attrs, None)
+                    break
+                except ReadsClosureError as e:  # again, with it as one more input
+                    if any(c is e.value for c in closures) or len(closures) >= _MOST_READS:
+                        raise GraphError(f"{self._label}: reads {e.value.name} through a "
+                                         "closure in a way that cannot be followed; pass it "
+                                         "as an argument") from None
+                    closures.append(e.value)
+                    if type(e.value) is Batched:    # (a rule computes every example of it)
+                        levels = Examples.adding(levels, levels_of(e.value), self._label, True)
+                except ReadsBatchedError as e:   # again, with the example numbers there
+                    levels = Examples.adding(levels, e.levels, self._label)
+        finally:
+            calls.pop()
         if packing.out is None:     # an equal entry recorded before (Ops(simplify=True)) holds it
             packing = (getattr(y, "attrs", None) or {}).get("_pack", packing)
         return packing.structured(y)
@@ -211,7 +237,13 @@ class CustomFunction:
             levels = attrs.get("_levels")
             if levels is not None:  # batched values read through a closure: this example's
                 values, scratch.examples = levels.split(values)
-                positions = tuple(i for i in positions if i < len(values))
+            closures = attrs.get("_closures")
+            if closures is not None:    # Variables read through a closure: their values here
+                values, scratch.given = closures.split(values)
+            positions = tuple(i for i in positions if i < len(values))
+            calls = _recording()
+            if calls and calls[-1][0] is packing:   # (recording this call, not replaying it)
+                scratch.caller, scratch.start = calls[-1][1:]
             with running(scratch):
                 y = self._fn(*packing.call_arguments(wrap_values(scratch, values, positions)),
                              **user_attrs(attrs))
@@ -256,12 +288,16 @@ class CustomFunction:
         return cts[i]
 
     def _fmt(self, args: list[str], attrs: dict, render: Callable) -> str:
-        levels = attrs.get("_levels")
-        numbers = [] if levels is None else args[len(args) - len(levels.levels):]
-        shown = args[:len(args) - len(numbers)] + [
-            f"{k}={render(v, k)}" for k, v in attrs.items() if not k.startswith("_")]
-        if numbers:     # (the example numbers of the vmaps it reads through its closure)
-            shown.append(f"example=[{', '.join(numbers)}]")
+        levels, closures = attrs.get("_levels"), attrs.get("_closures")
+        m = 0 if levels is None else len(levels.levels)
+        c = 0 if closures is None else len(closures.refs)
+        n = len(args) - m - c
+        shown = args[:n] + [f"{k}={render(v, k)}" for k, v in attrs.items()
+                            if not k.startswith("_")]
+        if c:           # (what it reads through its closure)
+            shown.append(f"closure=[{', '.join(args[n:n + c])}]")
+        if m:           # (the example numbers of the vmaps whose values it reads so)
+            shown.append(f"example=[{', '.join(args[n + c:])}]")
         return f"{self._label}({', '.join(shown)})"
 
     def _as_array(self, y: Any) -> np.ndarray:
@@ -396,14 +432,22 @@ class ForwardOps(Ops):
         super().__init__(borrow=True)
         self.made_in = around()     # (a forward inside a forward records on its own)
         self.examples: dict[int, int] = {}     # level -> the entry's example there
+        self.given: dict[int, Any] = {}     # id of a closure's Variable -> its value here
+        self.caller: Ops | None = None      # while the call is recorded: the Ops recording it
+        self.start = 0                      # and where its tape ended then
 
-    def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Variable:
-        """A closure's Variable that takes no gradient as a constant; refuse any other."""
+    def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Entry:
+        """A closure's Variable that takes no gradient as a constant (the entry's input for it
+        when the Ops recording the call holds it, ``Closures``); refuse any other."""
         if x.requires_grad:
             kind = "a Parameter" if x.rec is FREE else "a Variable of another Ops"
             raise GraphError(f"{prim.name}: reads {x.name} ({kind}) through a closure, and the "
                              "rule gives it no gradient")
-        return self.leaf(x.raw, None, False)
+        if id(x) in self.given:
+            return self._input(x).node
+        if self._could_be_input(x):
+            raise ReadsClosureError(x)
+        return self.leaf(x.raw, None, False).node
 
     def apply(self, prim: Primitive, inputs: Any, attrs: dict | None = None,
               name: str | None = None) -> Any:
@@ -422,26 +466,106 @@ class ForwardOps(Ops):
 
     def example(self, x: Batched, what: str) -> Variable:
         """A batched value of a vmap around the call as a constant holding the entry's example
-        of it (``Examples``)."""
+        of it: its input for it (``Closures``), else read at the entry's example numbers
+        (``Examples``)."""
         if x.requires_grad:
             raise GraphError(f"{what}: reads {x.name} (a batched Variable that requires grad) "
                              "through a closure, and the rule gives it no gradient: pass it as "
                              "an argument")
+        if id(x) in self.given:
+            return self._input(x)
+        if self._could_be_input(x):
+            raise ReadsClosureError(x)
         levels = levels_of(x)
         if any(level not in self.examples for level, _ in levels):
             raise ReadsBatchedError(levels)
         value = innermost(x).raw[tuple(self.examples[level] for level, _ in levels)]
         return self.leaf(np.asarray(value), None, False)
 
+    def _input(self, x: Variable) -> Variable:
+        got = self.given[id(x)]
+        if type(got) is not Variable:   # (made on first use)
+            got = self.given[id(x)] = self.leaf(np.asarray(got), None, False)
+        return got
 
-def scratch_ops(examples: tuple, borrow: bool = True) -> Ops:
-    """The scratch Ops a value-only rule runs on: for an entry at ``examples`` (``own_inputs``)
-    one reading batched values through closures as those examples (``ForwardOps``)."""
-    if not examples:
+    def _could_be_input(self, x: Variable) -> bool:
+        """Whether x, read through the closure while the call is recorded, was recorded before
+        it by the Ops recording it (so the entry can take it as an input)."""
+        if self.caller is None:
+            return False
+        inner = innermost(x)
+        at = inner.node
+        # (a leaf's position is the tape's end when it was made: nothing recorded since)
+        return inner.rec is self.caller and at is not None and (
+            at.position < self.start or at.prim is None and at.position == self.start)
+
+
+def scratch_ops(attrs: dict, borrow: bool = True) -> Ops:
+    """The scratch Ops a value-only rule runs on: for an entry with extra inputs
+    (``own_inputs``), one reading what the closure holds as the forward does
+    (``ForwardOps``)."""
+    examples, given = attrs.get("_examples", ()), attrs.get("_given", {})
+    if not examples and not given:
         return Ops(borrow=borrow)
     scratch = ForwardOps()
-    scratch.examples = dict(examples)
+    scratch.examples, scratch.given = dict(examples), dict(given)
     return scratch
+
+
+_CALLS = threading.local()      # .calls: the custom calls this thread is recording
+_MOST_READS = 256       # Variables a forward may read through its closure as inputs
+
+
+def _recording() -> list:
+    """This thread's custom calls being recorded, innermost last: (packing, the Ops recording
+    it, where its tape ended when the call began)."""
+    calls = getattr(_CALLS, "calls", None)
+    if calls is None:
+        calls = _CALLS.calls = []
+    return calls
+
+
+class ReadsClosureError(Exception):
+    """A custom function's forward, recorded, read through its closure a Variable that the Ops
+    recording the call held before it: the call is recorded again with it as an input."""
+
+    def __init__(self, value: Variable):
+        super().__init__("a recorded Variable read through a closure")
+        self.value = value
+
+
+class Closures:
+    """The Variables a custom function's forward reads through its closure that the Ops
+    recording the call holds (``mask = x > 0`` read by ``y * mask``), as extra inputs of the
+    entry: a replay (``sg.jit``, ``op.program``) hands the forward their values at its inputs,
+    not those they had when recorded, and a value-only rule reads them the same way. Held
+    weakly (the closure holds them), in reading order; compared by identity."""
+
+    __slots__ = ("refs",)
+
+    def __init__(self, values: list):
+        self.refs = tuple(weakref.ref(v) for v in values)
+
+    def split(self, values: tuple) -> tuple[tuple, dict]:
+        """The forward's values as the function's own and a map from the id of each Variable
+        read to its value here."""
+        n = len(values) - len(self.refs)
+        given = {}
+        for r, v in zip(self.refs, values[n:]):
+            x = r()
+            if x is not None:
+                given[id(x)] = v
+        return values[:n], given
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Closures) and len(self.refs) == len(other.refs) and all(
+            a() is b() for a, b in zip(self.refs, other.refs))
+
+    def __hash__(self) -> int:
+        return hash(tuple(id(r()) for r in self.refs))
+
+    def __repr__(self) -> str:
+        return f"Closures({len(self.refs)})"
 
 
 class ReadsBatchedError(Exception):
@@ -471,10 +595,13 @@ class Examples:
         self.levels = levels        # ((level, batch size), ...), lowest first
 
     @staticmethod
-    def adding(examples: Examples | None, levels: list, label: str) -> Examples:
-        """``examples`` with ``levels`` added."""
+    def adding(examples: Examples | None, levels: list, label: str,
+               known: bool = False) -> Examples | None:
+        """``examples`` with ``levels`` added (which must be new unless ``known``)."""
         have = dict(() if examples is None else examples.levels)
         if all(level in have for level, _ in levels):
+            if known:
+                return examples
             raise GraphError(f"{label}: reads a batched value through a closure in a way that "
                              "cannot be followed; pass it as an argument")
         have.update(levels)
@@ -502,15 +629,22 @@ class Examples:
 
 def own_inputs(inputs: tuple, attrs: dict) -> tuple[tuple, dict]:
     """The inputs of a custom entry that are the function's, and the attributes its rules
-    see: with ``_examples``, the entry's example at each level, when it has example numbers
-    among its inputs (``Examples``)."""
-    examples = attrs.get("_levels")
-    if examples is None:
+    see: with ``_examples``, the entry's example at each level (``Examples``), and with
+    ``_given``, the values of the Variables it reads through its closure (``Closures``), when
+    it has such extra inputs."""
+    examples, closures = attrs.get("_levels"), attrs.get("_closures")
+    if examples is None and closures is None:
         return inputs, attrs
-    n = len(inputs) - len(examples.levels)
-    numbers = tuple((level, int(np.asarray(value_of(k))))
-                    for (level, _), k in zip(examples.levels, inputs[n:]))
-    kept = dict(attrs, _vars=tuple(i for i in attrs["_vars"] if i < n), _examples=numbers)
+    m = 0 if examples is None else len(examples.levels)
+    c = 0 if closures is None else len(closures.refs)
+    n = len(inputs) - m - c
+    numbers = () if examples is None else tuple(
+        (level, int(np.asarray(value_of(k))))
+        for (level, _), k in zip(examples.levels, inputs[n + c:]))
+    given = {} if closures is None else {
+        id(r()): value_of(v) for r, v in zip(closures.refs, inputs[n:n + c]) if r() is not None}
+    kept = dict(attrs, _vars=tuple(i for i in attrs["_vars"] if i < n), _examples=numbers,
+                _given=given)
     return inputs[:n], kept
 
 
@@ -738,11 +872,11 @@ class JVPRule:
         self.rule = rule
 
     def tangent(self, o: PrimitiveMethods, ts: list, out: Any, inputs: tuple,
-                positions: tuple, kw: dict, examples: tuple = ()) -> Any:
-        """The tangent of the entry's output for the input tangents ``ts`` (``examples``: the
-        entry's, see ``own_inputs``)."""
+                positions: tuple, kw: dict, given: dict | None = None) -> Any:
+        """The tangent of the entry's output for the input tangents ``ts`` (``given``: the
+        entry's attributes for a value-only rule, see ``own_inputs``)."""
         recording = isinstance(o, Ops)
-        r = o if recording else scratch_ops(examples)
+        r = o if recording else scratch_ops(given or {})
         try:
             primals = list(inputs)
             if not recording:       # values: Variables of the scratch Ops where they were
@@ -802,8 +936,7 @@ def user_tangent(label: str, rule: Callable, o: Any, ts: list, out: Any, inputs:
             return got[0], packing.flat_output(tree_map(lambda t: at_examples(t, attrs), got[1]))
         return got
     kw = {k: v for k, v in attrs.items() if not k.startswith("_")}
-    return JVPRule(label, flat_rule).tangent(o, ts, out, inputs, attrs["_vars"], kw,
-                                             attrs.get("_examples", ()))
+    return JVPRule(label, flat_rule).tangent(o, ts, out, inputs, attrs["_vars"], kw, attrs)
 
 
 # ---------------------------------------------------------------- custom_vjp
@@ -846,7 +979,7 @@ class CustomVJP(CustomFunction):
 
     def _bwd_values(self, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
         """The rule's cotangents as arrays (None for none), run on a scratch Ops."""
-        scratch = scratch_ops(attrs.get("_examples", ()))
+        scratch = scratch_ops(attrs)
         try:
             cts = self._checked(self._run_bwd(scratch.unrecorded(g), scratch.unrecorded(out),
                                               wrap_values(scratch, inputs, attrs["_vars"]),
@@ -922,7 +1055,7 @@ class CustomVJP(CustomFunction):
         self._check_linear(out, inputs, attrs)
         if isinstance(o, Ops):
             return self._tangent(o, ts, out, inputs, attrs, True)
-        r = scratch_ops(attrs.get("_examples", ()), borrow=False)
+        r = scratch_ops(attrs, borrow=False)
         try:
             jt = self._tangent(r, ts, r.unrecorded(out), wrap_values(r, inputs, attrs["_vars"]),
                                attrs, False)
@@ -1099,7 +1232,7 @@ class CustomJVP(CustomFunction):
                     attrs: dict) -> list:
         rule = self._checked_rule()
         recording = isinstance(o, Ops)
-        r = o if recording else scratch_ops(attrs.get("_examples", ()))
+        r = o if recording else scratch_ops(attrs)
         try:
             if recording:
                 xs, gv, ov = list(inputs), g, out
