@@ -175,3 +175,51 @@ def test_spy_draws_a_large_pattern_in_blocks():
     assert sg.spy(p, format="svg", limit=50).count("<rect") == 1 + 50 + 2 * 49
     with pytest.raises(sg.ArgumentError, match="format"):
         sg.spy(p, format="png")
+
+
+def test_published_counts_of_asdex():
+    """asdex's documentation (adrianhill.de/asdex, the pages of asdex 0.5): the Rosenbrock
+    Hessian at n = 100 (100 x 100, 298 entries) in 3 colours (how-to/hessians, "Symmetric
+    Coloring"), and the Jacobian of the 2-D Brusselator on a 32 x 32 periodic grid (2048 x
+    2048, 12,288 entries) in 12 colours by JVP (how-to/brusselator). Their functions here."""
+    def rosenbrock(x):
+        return np.sum((1 - x[:-1]) ** 2 + 100 * (x[1:] - x[:-1] ** 2) ** 2)
+
+    h = sg.hessian_sparsity(rosenbrock)(np.zeros(100))
+    assert h.shape == (100, 100) and h.nnz == 298
+    c = sg.color(h, "star")
+    assert count(c) <= 3
+    assert is_star_coloring(h.toarray(), c)
+
+    n, alpha = 32, 10.0
+
+    def brusselator(uv):
+        u, v = uv[: n * n].reshape(n, n), uv[n * n:].reshape(n, n)
+
+        def laplacian(w):
+            return (np.roll(w, 1, axis=0) + np.roll(w, -1, axis=0) + np.roll(w, 1, axis=1)
+                    + np.roll(w, -1, axis=1) - 4 * w) * n ** 2
+        du = 1.0 + u ** 2 * v - 4.4 * u + alpha * laplacian(u)
+        dv = 3.4 * u - u ** 2 * v + alpha * laplacian(v)
+        return np.concatenate([du.ravel(), dv.ravel()])
+
+    p = sg.jacobian_sparsity(brusselator)(np.zeros(2 * n * n))
+    assert p.shape == (2048, 2048) and p.nnz == 12288
+    c = sg.color(p, "column")
+    assert count(c) <= 12
+    assert is_column_coloring(p.toarray(), c)
+
+
+@pytest.mark.parametrize("rho,star,acyclic", [(10, 11, 6), (20, 21, 11)])
+def test_published_counts_of_sparsematrixcolorings_on_bands(rho, star, acyclic):
+    """SparseMatrixColorings.jl's test/theory.jl (after Gebremedhin, Tarafdar, Pothen and
+    Walther, "Efficient computation of sparse Hessians using coloring and automatic
+    differentiation", INFORMS J. Computing 21(2), 2009): a symmetric band of rho off-diagonals
+    at n = 5,000 takes 2 floor(rho / 2) + 1 colours by star colouring and floor(rho / 2) + 1
+    by acyclic colouring: 11 and 6 for rho = 10, 21 and 11 for rho = 20."""
+    p = sparse.csr_array(sparse.diags_array([np.ones(5000 - abs(k)) for k in
+                                             range(-rho // 2, rho // 2 + 1)],
+                                            offsets=range(-rho // 2, rho // 2 + 1)))
+    assert p.nnz == 5000 * (rho + 1) - 2 * sum(range(1, rho // 2 + 1))
+    assert count(sg.color(p, "star")) <= star
+    assert count(sg.color(p, "acyclic")) <= acyclic

@@ -33,9 +33,11 @@ takes its products one after another.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import html
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any, Literal
 
 import numpy as np
@@ -193,31 +195,38 @@ def hessian_sparsity(f: Callable) -> Callable:
 Method = Literal["column", "row", "star", "acyclic"]
 
 
-def _neighbours(pattern: Any, method: str) -> list[list[int]]:
-    """Per vertex, its neighbours in the graph the method colours (itself excluded)."""
+def _neighbours(pattern: Any, method: str) -> tuple[list[list[int]], int]:
+    """Per vertex, its neighbours in the graph the method colours (itself excluded), and a
+    lower bound on the colours any colouring takes (the most entries in one row: a clique)."""
     sp = _scipy()
     p = sp.csr_array(pattern, dtype=np.float32)
     if method == "row":
         p = sp.csr_array(p.T)
     if method in ("column", "row"):
         g = sp.csr_array(p.T @ p)       # columns sharing a row
+        bound = int(np.diff(p.indptr).max(initial=0))
     else:
         if p.shape[0] != p.shape[1]:
             raise ShapeError(f"color: {method} colouring takes a square (Hessian) pattern, "
                              f"got shape {p.shape}")
         g = sp.csr_array(p + p.T)
+        bound = 0
     g.setdiag(0)
     g.eliminate_zeros()
+    if method in ("star", "acyclic"):
+        bound = 2 if g.nnz else int(p.shape[0] > 0)
     ends, flat = g.indptr.tolist(), g.indices.tolist()
-    return [flat[a:b] for a, b in zip(ends, ends[1:])]
+    return [flat[a:b] for a, b in zip(ends, ends[1:])], bound
 
 
-def _orders(adj: list[list[int]]) -> list[list[int]]:
+def _orders(adj: list[list[int]]) -> Iterator[list[int]]:
     """Natural, largest-first and smallest-last vertex orders (the last: take a vertex of
-    least degree among those left, and colour in the reverse of taking)."""
+    least degree among those left, and colour in the reverse of taking), each made when
+    asked for."""
     n = len(adj)
+    yield list(range(n))
     left = [len(a) for a in adj]
-    largest = sorted(range(n), key=lambda v: -left[v])
+    yield sorted(range(n), key=lambda v: -left[v])
     buckets: list[list[int]] = [[] for _ in range(max(left, default=0) + 1)]
     for v, d in enumerate(left):
         buckets[d].append(v)
@@ -237,7 +246,7 @@ def _orders(adj: list[list[int]]) -> list[list[int]]:
                 left[w] -= 1
                 buckets[left[w]].append(w)
         low = max(low - 1, 0)
-    return [list(range(n)), largest, taken[::-1]]
+    yield taken[::-1]
 
 
 def _first_free(banned: set[int]) -> int:
@@ -262,6 +271,7 @@ def _star(adj: list[list[int]], order: list[int]) -> list[int]:
     """A greedy star colouring: no two neighbours alike, and no path on four vertices in two
     colours (checked for the paths through each vertex as it is coloured)."""
     color = [-1] * len(adj)
+    seen: list[dict[int, int]] = [{} for _ in adj]     # per vertex: its neighbours per colour
     for v in order:
         banned: set[int] = set()
         by_color: dict[int, list[int]] = {}
@@ -273,15 +283,16 @@ def _star(adj: list[list[int]], order: list[int]) -> list[int]:
             by_color.setdefault(cw, []).append(w)
             for x in adj[w]:        # v - w - x - y: x's colour is v's, y's is w's
                 cx = color[x]
-                if x != v and cx >= 0 and cx not in banned and \
-                        any(color[y] == cw for y in adj[x] if y != w):
-                    banned.add(cx)
+                if x != v and cx >= 0 and cx not in banned and seen[x].get(cw, 0) > 1:
+                    banned.add(cx)  # x has a neighbour of w's colour besides w
         for ws in by_color.values():    # w - v - x - y, w and x alike: y's colour is v's
             if len(ws) > 1:
                 for x in ws:
                     banned.update(color[y] for y in adj[x] if y != v)
         banned.discard(-1)
-        color[v] = _first_free(banned)
+        c = color[v] = _first_free(banned)
+        for w in adj[v]:
+            seen[w][c] = seen[w].get(c, 0) + 1
     return color
 
 
@@ -345,14 +356,30 @@ def color(pattern: Any, method: Method = "column") -> np.ndarray:
     if method not in ("column", "row", "star", "acyclic"):
         raise ArgumentError(f"color: method must be 'column', 'row', 'star' or 'acyclic', not "
                             f"{method!r}")
-    adj = _neighbours(pattern, method)
     paint = {"column": _distance1, "row": _distance1, "star": _star, "acyclic": _acyclic}[method]
     best = None
-    for order in _orders(adj):
-        c = np.array(paint(adj, order), dtype=np.intp)
-        if best is None or c.max(initial=-1) < best.max(initial=-1):
-            best = c
+    with _collector_paused():
+        adj, bound = _neighbours(pattern, method)
+        for order in _orders(adj):
+            c = np.array(paint(adj, order), dtype=np.intp)
+            if best is None or c.max(initial=-1) < best.max(initial=-1):
+                best = c
+            if best.max(initial=-1) + 1 <= bound:  # no order can do better
+                break
     return best
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cycle collector off while the colourings build their lists of plain ints (which
+    hold no cycles, and which it would otherwise scan again and again)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 # ---------------------------------------------------------------- compressed products
