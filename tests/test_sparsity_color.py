@@ -223,3 +223,23 @@ def test_published_counts_of_sparsematrixcolorings_on_bands(rho, star, acyclic):
     assert p.nnz == 5000 * (rho + 1) - 2 * sum(range(1, rho // 2 + 1))
     assert count(sg.color(p, "star")) <= star
     assert count(sg.color(p, "acyclic")) <= acyclic
+
+
+@pytest.mark.parametrize("method", ["column", "row", "star", "acyclic"])
+def test_stopping_at_the_bound_keeps_the_colouring_of_all_three_orders(method, rng):
+    """sg.color stops trying orders once a colouring reaches the clique bound (the fullest
+    row): the colouring it returns is still the first of the fewest colours over the three
+    orders, tried in full here."""
+    from simplegrad.transforms import sparse as impl
+
+    paint = {"column": impl._distance1, "row": impl._distance1, "star": impl._star,
+             "acyclic": impl._acyclic}[method]
+    patterns = [band(30, 2), laplacian(6), arrow(12)] + \
+        [random_symmetric(n, rng, 0.1) for n in (10, 25, 40)]
+    if method in ("column", "row"):
+        patterns += [rng.random((20, 15)) < 0.2, rng.random((15, 30)) < 0.15]
+    for p in patterns:
+        adj, _ = impl._neighbours(p, method)
+        full = [np.array(paint(adj, order)) for order in impl._orders(adj)]
+        want = min(full, key=lambda c: c.max(initial=-1))     # the first of the fewest
+        np.testing.assert_array_equal(sg.color(p, method), want)
