@@ -19,15 +19,17 @@ colouring (every two-coloured subgraph a forest) needs fewer colours and recover
 substitution along those trees. Each is greedy over three orders (natural, largest degree first,
 smallest degree last) and keeps the fewest colours.
 
-**Products.** ``sparse_jacobian(f, mode)`` pushes one seed per colour through ``sg.vmap`` of
-``sg.jvp`` (mode ``"fwd"``: J S, column colours) or of ``sg.vjp`` (``"rev"``: W^T J, row
-colours; ``"auto"`` takes fewer products), ``sparse_hessian(f, method)`` through ``sg.vmap`` of
-``sg.hvp``; the pattern, colouring, seeds and decompression are computed once per input shape
-and dtype (and values of the other arguments), and the batched product is an ``sg.jit`` of its
-own, so a later call replays only the compressed products and one gather. A function that
-makes Python decisions on values (``if x[0] > 0:``) is planned again where a decision goes the
-other way (the pattern's program keeps them as guards), and, as vmap refuses such decisions,
-takes its products one after another.
+**Products.** ``sparse_jacobian(f, mode)`` pushes one seed per colour through one forward
+sweep with the seeds batched (mode ``"fwd"``: J S, column colours; the primal runs once) or
+through ``sg.vmap`` of ``sg.vjp`` (``"rev"``: W^T J, row colours; ``"auto"`` takes fewer
+products), ``sparse_hessian(f, method)`` through the same batched forward sweep over the
+recorded gradient (forward over reverse: H S); the pattern, colouring, seeds and
+decompression are computed once per input shape and dtype (and values of the other
+arguments), and the batched product is an ``sg.jit`` of its own, so a later call replays only
+the compressed products and one gather. A function that makes Python decisions on values
+(``if x[0] > 0:``) is planned again where a decision goes the other way (the pattern's program
+keeps them as guards); where vmap refuses such decisions (``"rev"``) it takes its products one
+after another.
 ``spy(pattern, colors)`` draws a pattern (text, or ``format="svg"``).
 """
 
@@ -42,13 +44,25 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..engine.batched import batched_jvp
 from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..errors import ArgumentError, MissingToolError, ReplayError, ShapeError
 from ..primitives.sparsity_rules import rule_for
 from ..program.core import extract
 from ..program.nodes import CONST, INPUT
-from .arguments import check_callable, running
+from .arguments import (
+    check_callable,
+    context,
+    flat,
+    output,
+    own,
+    primals,
+    results,
+    run_paused,
+    running,
+    scalar,
+)
 from .forward import jvp
 from .jacobians import hvp
 from .jit import jit
@@ -420,9 +434,11 @@ class _Plan:
                  "guarded")
 
     def __init__(self, pattern: Any, colors: np.ndarray, seeds: np.ndarray, one: Callable,
-                 source: np.ndarray | None, steps: tuple | None = None, prog: Any = None):
+                 source: np.ndarray | None, steps: tuple | None = None, prog: Any = None,
+                 every: Callable | None = None):
         self.pattern, self.colors, self.seeds, self.one = pattern, colors, seeds, one
-        self.product, self.batched = jit(self._batched), True
+        # every seed at once: ``every`` (one sweep with the seeds batched), else vmap of one
+        self.product, self.batched = jit(every or self._batched), True
         self.guarded = prog if prog is not None and prog.guards else None
         self.source = source        # flat positions into the compressed result (direct)
         self.steps = steps          # acyclic: the substitution order (v, c, w, at_vw, at_wv)
@@ -563,14 +579,49 @@ def sparse_jacobian(f: Callable, mode: Literal["fwd", "rev", "auto"] = "auto") -
 
             def column(x: Any, s: Any, *args: Any, **kwargs: Any) -> Any:
                 return jvp(lambda z: f(z, *args, **kwargs), (x,), (s,))[1]
+
+            def every(x: Any, s: Any, *args: Any, **kwargs: Any) -> Any:
+                return _compressed_jacobian(lambda z: f(z, *args, **kwargs), x, s)
             return _Plan(pattern, by_column, seeds, column, by_column[cols] * m + rows,
-                         prog=prog)
+                         prog=prog, every=every)
         seeds = _seeds(by_row, m, pattern.nnz).reshape(-1, *out_shape)
 
         def row(x: Any, w: Any, *args: Any, **kwargs: Any) -> Any:
             return vjp(lambda z: f(z, *args, **kwargs), x)[1](w)[0]
         return _Plan(pattern, by_row, seeds, row, by_row[rows] * n + cols, prog=prog)
     return _cached("sparse_jacobian", f, make)
+
+
+def _compressed_jacobian(f: Callable, x: Any, seeds: Any) -> Any:
+    """J(x) times each seed, stacked (K,) + f's output shape: one forward sweep with the
+    seeds batched (the primal runs once, not once per seed)."""
+    ops, nested = context("sparse_jacobian", (x, seeds))
+    if nested is None:
+        return run_paused(ops, lambda a, b: _compressed_jacobian(f, a, b), (x, seeds))
+    with own(ops, nested):
+        call, trees = primals(ops, (x,), (0,))
+        (xv,) = flat(trees)
+        y = output("sparse_jacobian", ops, f(*call))
+        s = seeds if isinstance(seeds, Variable) else ops.var(np.asarray(seeds),
+                                                                requires_grad=False)
+        return results(nested, [batched_jvp(ops, y, xv, s)])[0]
+
+
+def _compressed_hessian(f: Callable, x: Any, seeds: Any) -> Any:
+    """H(x) times each seed, stacked (K,) + x.shape: forward over reverse, the gradient
+    recorded once and every seed pushed through it in one batched-tangent sweep (so the
+    primal and the gradient run once, not once per seed)."""
+    ops, nested = context("sparse_hessian", (x, seeds))
+    if nested is None:
+        return run_paused(ops, lambda a, b: _compressed_hessian(f, a, b), (x, seeds))
+    with own(ops, nested):
+        call, trees = primals(ops, (x,), (0,))
+        (xv,) = flat(trees)
+        y = scalar("sparse_hessian", output("sparse_hessian", ops, f(*call)))
+        g = ops.grad(y.reshape(()) if y.ndim else y, xv, create_graph=True)
+        s = seeds if isinstance(seeds, Variable) else ops.var(np.asarray(seeds),
+                                                                requires_grad=False)
+        return results(nested, [batched_jvp(ops, g, xv, s)])[0]
 
 
 def sparse_hessian(f: Callable, method: Literal["star", "acyclic"] = "star") -> Callable:
@@ -588,10 +639,14 @@ def sparse_hessian(f: Callable, method: Literal["star", "acyclic"] = "star") -> 
 
         def column(x: Any, s: Any, *args: Any, **kwargs: Any) -> Any:
             return hvp(lambda z: f(z, *args, **kwargs), x, s)
+
+        def every(x: Any, s: Any, *args: Any, **kwargs: Any) -> Any:
+            return _compressed_hessian(lambda z: f(z, *args, **kwargs), x, s)
         if method == "star":
             return _Plan(pattern, colors, seeds, column, _star_source(pattern, colors),
-                         prog=prog)
-        return _Plan(pattern, colors, seeds, column, None, _substitution(pattern, colors), prog)
+                         prog=prog, every=every)
+        return _Plan(pattern, colors, seeds, column, None, _substitution(pattern, colors), prog,
+                     every=every)
     return _cached("sparse_hessian", f, make)
 
 
