@@ -271,11 +271,15 @@ def _first_free(banned: set[int]) -> int:
 
 
 def _distance1(adj: list[list[int]], order: list[int]) -> list[int]:
-    color = [-1] * len(adj)
+    """A greedy colouring: each vertex in turn takes the least colour none of its neighbours
+    has (marked with the vertex's number, so no set is built per vertex)."""
+    n = len(adj)
+    color, mark = [-1] * n, [-1] * (n + 2)     # mark[-1]: where the uncoloured ones mark
     for v in order:
-        used = {color[w] for w in adj[v]}
+        for w in adj[v]:
+            mark[color[w]] = v
         c = 0
-        while c in used:
+        while mark[c] == v:
             c += 1
         color[v] = c
     return color
