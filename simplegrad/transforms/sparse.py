@@ -35,9 +35,7 @@ after another.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import html
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any, Literal
@@ -209,7 +207,7 @@ def hessian_sparsity(f: Callable) -> Callable:
 Method = Literal["column", "row", "star", "acyclic"]
 
 
-def _neighbours(pattern: Any, method: str) -> tuple[list[list[int]], int]:
+def _neighbours(pattern: Any, method: str) -> tuple[list[tuple[int, ...]], int]:
     """Per vertex, its neighbours in the graph the method colours (itself excluded), and a
     lower bound on the colours any colouring takes (the most entries in one row: a clique)."""
     sp = _scipy()
@@ -230,7 +228,9 @@ def _neighbours(pattern: Any, method: str) -> tuple[list[list[int]], int]:
     if method in ("star", "acyclic"):
         bound = 2 if g.nnz else int(p.shape[0] > 0)
     ends, flat = g.indptr.tolist(), g.indices.tolist()
-    return [flat[a:b] for a, b in zip(ends, ends[1:])], bound
+    # tuples of ints: the cycle collector stops tracking them, so the lists of a 10^5-vertex
+    # graph cost it nothing (lists of lists it would scan again at every collection)
+    return [tuple(flat[a:b]) for a, b in zip(ends, ends[1:])], bound
 
 
 def _orders(adj: list[list[int]]) -> Iterator[list[int]]:
@@ -376,28 +376,14 @@ def color(pattern: Any, method: Method = "column") -> np.ndarray:
                             f"{method!r}")
     paint = {"column": _distance1, "row": _distance1, "star": _star, "acyclic": _acyclic}[method]
     best = None
-    with _collector_paused():
-        adj, bound = _neighbours(pattern, method)
-        for order in _orders(adj):
-            c = np.array(paint(adj, order), dtype=np.intp)
-            if best is None or c.max(initial=-1) < best.max(initial=-1):
-                best = c
-            if best.max(initial=-1) + 1 <= bound:  # no order can do better
-                break
+    adj, bound = _neighbours(pattern, method)
+    for order in _orders(adj):
+        c = np.array(paint(adj, order), dtype=np.intp)
+        if best is None or c.max(initial=-1) < best.max(initial=-1):
+            best = c
+        if best.max(initial=-1) + 1 <= bound:  # no order can do better
+            break
     return best
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cycle collector off while the colourings build their lists of plain ints (which
-    hold no cycles, and which it would otherwise scan again and again)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 # ---------------------------------------------------------------- compressed products
