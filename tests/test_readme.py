@@ -44,6 +44,14 @@ EXPECTED: dict[str, list[str]] = {
         "v4 = v3 * x    # d(v1 = v0 * x)/dv0 | known: ['L', 'v0', 'v1']\n",
         "True\n",                                               # sg.diff: outputs match
     ],
+    "step-by-step.md": [
+        "0 [0.4605 0.4061 0.9422 0.3946]\ninputs: a, b\nv0 = a + b\nv1 = v0 * b\n",
+        "v6 = v5 + v4    # accumulation of dL0/db\n",
+        "v3 = v2.expand([4])\nv4 = v3 * b\nv5 = v3 * v0\nv6 = v5 + v4\noutputs: v4, v6\n",
+        "'L1 = v9.sum()', 'outputs: L1']\n20\n[1.261  2.1306 5.8396 3.3868]\n",
+        "v25 = v18 + v14\noutputs: v14, v25\n",
+        "[array([6., 6., 6., 6.]), array([14., 14., 14., 14.])]\nTrue\n",  # closed forms
+    ],
     "transforms.md": [
         "[ 3. 12.]", str(-np.sin(0.5)), "[[2.71828183 0.         0.        ]",
         "[1.         0.41997434]", str(np.sin(0.5)), "(array([2., 2.]),)",
