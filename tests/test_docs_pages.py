@@ -53,3 +53,21 @@ def test_the_jargon_patterns_catch_what_they_are_for():
     said = "seed 003's exercise; the seed's trace; the seed program; seed=ones; the seed of ones"
     hits = [m.group(0) for pattern in JARGON for m in re.finditer(pattern, said, flags=re.I)]
     assert hits == ["seed 003", "seed's", "seed program"]
+
+
+def paragraphs(page: Path) -> list[list[str]]:
+    """The prose paragraphs of a page (code blocks, lists, tables and headings left out)."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    found = []
+    for block in re.split(r"\n\s*\n", text):
+        lines = block.strip().splitlines()
+        if lines and not lines[0].lstrip().startswith(("|", "-", "1.", "#", "<!--", "![")):
+            found.append(lines)
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_paragraphs_are_at_most_ten_lines(page):
+    long = [f"{page.name}: {len(p)} lines from {p[0][:50]!r}" for p in paragraphs(page)
+            if len(p) > 10]
+    assert not long, long
