@@ -17,6 +17,9 @@
    docs/notebook_view.png, the demo's derivation as a notebook shows it, rendered by
    headless Chromium.
 
+5. ``--notebook`` (needs the ``[notebook]`` extra): examples/derivations.ipynb executed in a
+   fresh kernel and saved with its outputs, as a reader first opens it.
+
 Every figure is printed as the docs word it. ``--quick`` uses fewer trials (the tests).
 
 Run: python benchmarks/readme_figures.py [--quick] [--pictures]
@@ -237,6 +240,23 @@ def data_model(path: Path) -> Path:
     return Path(path)
 
 
+def run_notebook(path: Path = DOCS.parent / "examples" / "derivations.ipynb") -> Path:
+    """Execute a notebook in a fresh kernel (this checkout's simplegrad) and save it with its
+    outputs."""
+    import os
+
+    import nbclient
+    import nbformat
+    root = str(path.resolve().parents[1])
+    nb = nbformat.read(path, as_version=4)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": root}}).execute(env=env)
+    nbformat.write(nb, path)
+    return path
+
+
 def browser() -> str | None:
     """A Chromium (or Chrome) executable on PATH, or None."""
     for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
@@ -264,7 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer trials, for the tests")
     parser.add_argument("--pictures", action="store_true", help="redraw docs/*.svg")
+    parser.add_argument("--notebook", action="store_true",
+                        help="execute examples/derivations.ipynb and save its outputs")
     args = parser.parse_args(argv)
+    if args.notebook:
+        print(f"executed {run_notebook()}")
     if args.pictures:
         for path in pictures():
             print(f"drew {path}")
