@@ -232,6 +232,18 @@ def test_readme_keeps_its_two_commands_at_the_top():
         "tests\n```")]
 
 
+def test_readme_shows_the_demos_derivation_right_after_its_commands():
+    from simplegrad.cli import seed_program
+    op, _, _ = seed_program(echo=False)
+    text = README.read_text()
+    after = text.split("```\n", 1)[1]         # past the block of the two commands
+    shown = re.search(r"```text\n(.*?)```", after, flags=re.S)
+    assert shown and shown.start() < after.index("## "), "the pruned derivation comes first"
+    assert shown[1] == op.format_trace(raw=False) + "\n"
+    picture = re.search(r"!\[[^\]]*\]\((docs/[\w.-]+\.svg)\)", after)
+    assert picture and picture.start() < after.index("## ") and (ROOT / picture[1]).is_file()
+
+
 def test_readme_links_every_page_and_its_picture_exists():
     text = README.read_text()
     linked = set(re.findall(r"\]\(docs/([\w.-]+\.md)\)", text))
