@@ -10,10 +10,15 @@
    and with 8 checkpointed blocks.
 3. The forward_vs_reverse table (docs/examples.md) comes from
    ``python examples/forward_vs_reverse.py``; its timings move with the machine.
-4. ``--pictures`` (needs Graphviz): the docs' pictures, docs/seed_program.svg (the seed's
-   grad-of-grad program) and docs/seed_derivation.svg (the same, simplified); with Chromium
-   installed, docs/notebook_view.png, the seed's derivation as a notebook shows it, rendered
-   by headless Chromium.
+4. ``--pictures`` (needs Graphviz): the docs' pictures, docs/demo_program.svg (the demo's
+   grad-of-grad program) and docs/demo_derivation.svg (the same, simplified); the pictures
+   of docs/step-by-step.md (the programs its code blocks end each step with) and one picture
+   for each transform page (``PAGE_PICTURES``); with Chromium installed,
+   docs/notebook_view.png, the demo's derivation as a notebook shows it, rendered by
+   headless Chromium.
+
+5. ``--notebook`` (needs the ``[notebook]`` extra): examples/derivations.ipynb executed in a
+   fresh kernel and saved with its outputs, as a reader first opens it.
 
 Every figure is printed as the docs word it. ``--quick`` uses fewer trials (the tests).
 
@@ -100,12 +105,81 @@ def pictures(folder: Path = DOCS) -> list[Path]:
     from simplegrad.cli import seed_program
     op, a, b = seed_program(echo=False)
     grad2 = op.program([a, b], [a.grad, b.grad])
-    drawn = [grad2.render(folder / "seed_program.svg"),
-             sg.simplify(grad2).render(folder / "seed_derivation.svg"),
+    drawn = [grad2.render(folder / "demo_program.svg"),
+             sg.simplify(grad2).render(folder / "demo_derivation.svg"),
              data_model(folder / "data_model.svg")]
+    drawn += [prog.render(folder / name) for name, prog in step_programs().items()]
+    drawn += [make().render(folder / name) for name, make in PAGE_PICTURES.items()]
     if browser() is not None:
         drawn.append(screenshot(op._repr_html_(), folder / "notebook_view.png", 760, 410))
     return drawn
+
+
+# ---------------------------------------------------------------- the pages' pictures
+
+STEP_PICTURES = {"step_forward.svg": "forward", "step_gradient.svg": "gradient",
+                 "step_second_forward.svg": "second_forward", "step_grad2.svg": "grad2",
+                 "step_derivation.svg": "derivation"}
+
+
+def step_programs() -> dict[str, sg.Program]:
+    """Picture file -> the program docs/step-by-step.md ends that step with (its code blocks
+    run in order, as the tests run them)."""
+    import contextlib
+    import io
+    import re
+    text = (DOCS / "step-by-step.md").read_text()
+    namespace: dict = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        for block in re.findall(r"```python\n(.*?)```", text, flags=re.S):
+            exec(compile(block, "step-by-step.md", "exec"), namespace)  # noqa: S102
+    return {name: namespace[var] for name, var in STEP_PICTURES.items()}
+
+
+def grad_picture() -> sg.Program:
+    """sg.grad of sum(sin(x^2)), recorded on the caller's tape (docs/transforms.md)."""
+    op = sg.Ops()
+    x = op.var(np.array([1.0, 2.0]), name="x")
+    return op.program([x], [sg.grad(lambda x: (x * x).sin().sum())(x)])
+
+
+def hessian_picture() -> sg.Program:
+    """sg.hessian of x0^2 x1 + x1^3 (docs/transforms.md)."""
+    op = sg.Ops()
+    x = op.var(np.array([0.5, 2.0]), name="x")
+    return op.program([x], [sg.hessian(lambda x: x[0] ** 2 * x[1] + x[1] ** 3)(x)])
+
+
+def jvp_picture() -> sg.Program:
+    """sg.jvp of tanh(x) x: the value and its tangent (docs/forward-taylor.md)."""
+    op = sg.Ops()
+    x, t = op.var(0.5, name="x"), op.var(1.0, name="t")
+    return op.program([x, t], list(sg.jvp(lambda x: x.tanh() * x, (x,), (t,))))
+
+
+def vmap_picture() -> sg.Program:
+    """Per-example gradients of tanh(w . x) in w, by sg.vmap(sg.grad) (docs/vmap.md)."""
+    op = sg.Ops()
+    w, X = op.var(np.full(3, 0.5), name="w"), op.var(np.arange(6.0).reshape(2, 3), name="X")
+    per = sg.vmap(sg.grad(lambda w, x: (w * x).sum().tanh()), in_axes=(None, 0))(w, X)
+    return op.program([w, X], [per])
+
+
+def custom_picture() -> sg.Program:
+    """The gradient of softplus(x) x with softplus's custom rule (docs/custom.md)."""
+    @sg.custom_vjp
+    def softplus(x):
+        return x.relu() + ((-x.abs()).exp() + 1).log()
+
+    softplus.defvjp(lambda g, out, x: g * x.sigmoid())
+    op = sg.Ops()
+    x = op.var(0.3, name="x")
+    return op.program([x], [sg.grad(lambda x: softplus(x) * x)(x)])
+
+
+PAGE_PICTURES = {"transforms_grad.svg": grad_picture, "transforms_hessian.svg": hessian_picture,
+                 "forward_jvp.svg": jvp_picture, "vmap_grad.svg": vmap_picture,
+                 "custom_softplus.svg": custom_picture}
 
 
 def data_model_dot() -> str:
@@ -166,6 +240,23 @@ def data_model(path: Path) -> Path:
     return Path(path)
 
 
+def run_notebook(path: Path = DOCS.parent / "examples" / "derivations.ipynb") -> Path:
+    """Execute a notebook in a fresh kernel (this checkout's simplegrad) and save it with its
+    outputs."""
+    import os
+
+    import nbclient
+    import nbformat
+    root = str(path.resolve().parents[1])
+    nb = nbformat.read(path, as_version=4)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": root}}).execute(env=env)
+    nbformat.write(nb, path)
+    return path
+
+
 def browser() -> str | None:
     """A Chromium (or Chrome) executable on PATH, or None."""
     for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
@@ -193,7 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer trials, for the tests")
     parser.add_argument("--pictures", action="store_true", help="redraw docs/*.svg")
+    parser.add_argument("--notebook", action="store_true",
+                        help="execute examples/derivations.ipynb and save its outputs")
     args = parser.parse_args(argv)
+    if args.notebook:
+        print(f"executed {run_notebook()}")
     if args.pictures:
         for path in pictures():
             print(f"drew {path}")

@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         for j in range(Xb.shape[1]):
             d["C"][Xb[k, j]] += d["emb"][k, j]
 
-    table = Table(title=f"seed 003: hand-derived backward vs simplegrad (batch {n}, "
+    table = Table(title=f"hand-derived backward vs simplegrad (batch {n}, "
                         f"loss {loss.item():.4f})")
     table.add_column("intermediate")
     table.add_column("shape", justify="right")

@@ -74,3 +74,17 @@ def test_every_html_output_holds_its_entries_and_links_land(executed):
         "".join(o.get("text", "")) for c in executed.cells if c.cell_type == "code"
         for o in c.get("outputs", []) if o.get("output_type") == "stream")
     assert "same outputs: True" in text and "accumulation of dL/dx" in text
+
+
+def test_the_saved_notebook_opens_with_its_outputs(executed):
+    saved = nbformat.read(NOTEBOOK, as_version=4)
+    code = [cell for cell in saved.cells if cell.cell_type == "code"]
+    assert code and all(cell.get("outputs") and cell.get("execution_count") for cell in code), \
+        "save it executed: python benchmarks/readme_figures.py --notebook"
+    assert not [o for cell in code for o in cell.outputs if o.get("output_type") == "error"]
+    # the same kinds of output as a fresh run, cell by cell (ids and values may differ; the
+    # pictures need Graphviz where the notebook runs)
+    def kinds(cells):
+        return [[sorted(set(o.get("data", {"stream": 1})) - {"image/svg+xml"})
+                 for o in cell.outputs] for cell in cells]
+    assert kinds(code) == kinds(c for c in executed.cells if c.cell_type == "code")

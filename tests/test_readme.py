@@ -42,7 +42,19 @@ EXPECTED: dict[str, list[str]] = {
         "dL_dW = v8\n------------------\ndW = v8\n",           # pruned, named by alias
         "v3 = v2.expand([2])    # d(L = v1.sum())/dv1 | known: ['L', 'v1']\n"
         "v4 = v3 * x    # d(v1 = v0 * x)/dv0 | known: ['L', 'v0', 'v1']\n",
-        "True\n",                                               # sg.diff: outputs match
+        "True\nsg.diff: sg.grad (left) against by hand (right)\n"
+        "equal: the same expressions of the inputs (by structure)\n",   # sg.diff: outputs match
+        *(["equal: SymPy simplifies each output's difference to 0\n"      # a right tanh''
+           "NOT equal: at random point 1 of 5: output 0 is -0.7659820127 (a)"]
+          if importlib.util.find_spec("sympy") is not None else []),
+    ],
+    "step-by-step.md": [
+        "0 [0.4605 0.4061 0.9422 0.3946]\ninputs: a, b\nv0 = a + b\nv1 = v0 * b\n",
+        "v6 = v5 + v4    # accumulation of dL0/db\n",
+        "v3 = v2.expand([4])\nv4 = v3 * b\nv5 = v3 * v0\nv6 = v5 + v4\noutputs: v4, v6\n",
+        "'L1 = v9.sum()', 'outputs: L1']\n20\n[1.261  2.1306 5.8396 3.3868]\n",
+        "v25 = v18 + v14\noutputs: v14, v25\n",
+        "[array([6., 6., 6., 6.]), array([14., 14., 14., 14.])]\nTrue\n",  # closed forms
     ],
     "transforms.md": [
         "[ 3. 12.]", str(-np.sin(0.5)), "[[2.71828183 0.         0.        ]",
@@ -218,6 +230,18 @@ def test_readme_keeps_its_two_commands_at_the_top():
         "program's trace\n"
         "pip install '.[test]' && python -m pytest      # install with test extras, run the "
         "tests\n```")]
+
+
+def test_readme_shows_the_demos_derivation_right_after_its_commands():
+    from simplegrad.cli import seed_program
+    op, _, _ = seed_program(echo=False)
+    text = README.read_text()
+    after = text.split("```\n", 1)[1]         # past the block of the two commands
+    shown = re.search(r"```text\n(.*?)```", after, flags=re.S)
+    assert shown and shown.start() < after.index("## "), "the pruned derivation comes first"
+    assert shown[1] == op.format_trace(raw=False) + "\n"
+    picture = re.search(r"!\[[^\]]*\]\((docs/[\w.-]+\.svg)\)", after)
+    assert picture and picture.start() < after.index("## ") and (ROOT / picture[1]).is_file()
 
 
 def test_readme_links_every_page_and_its_picture_exists():

@@ -240,8 +240,10 @@ def test_print_trace_with_rich_console() -> None:
     assert text.startswith(op.format_trace() + "\n")
     table = text[len(op.format_trace()) + 1:].splitlines()
     rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in table if "│" in line]
-    assert rows == [["0", "forward", "3"], ["1", "dL0", "4"], ["2", "dL1", "15"]]
-    assert table[-1].split() == ["colours:", "input", "forward", "order", "1", "order", "2"]
+    # raw: every recorded entry is printed, so the two counts agree
+    assert rows == [["0", "forward", "3", "3"], ["1", "dL0", "4", "4"], ["2", "dL1", "15", "15"]]
+    assert " ".join(table[-1].split()) == ("colours: input forward order 1 order 2 "
+                                           "accumulation (underlined, in its order's colour)")
     styled = console.export_text(styles=True)
     assert "\x1b[" in styled            # roles are coloured
 

@@ -6,7 +6,13 @@ each line in its order's colour with its value's shape and a short preview of th
 backward line is a link (``href="#..."``) to the forward entry it pulls back through, whose line
 carries that ``id``. Ids start with a prefix drawn fresh for each display, so two displays in
 one notebook never collide. The lines are the pruned derivation (derivation.py), as
-``op.print_trace`` prints it.
+``op.print_trace`` prints it, each with its explanation (what it differentiates) shown inline
+behind a checkbox.
+
+Colours are CSS variables set together with the text colour, so a display reads in light and
+dark themes: the light palette by default and under a light JupyterLab theme, the dark one
+under ``prefers-color-scheme: dark``, a dark JupyterLab theme (``data-jp-theme-light``) or
+VS Code's dark themes. The light fills are the pictures' and the rich trace's.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import numpy as np
 from ..errors import GraphError
 from .derivation import Derivation, Line
 from .explain import orders, origins
-from .render import LEAF_FILL, _items, comments, format_value, order_fill
+from .render import LEAF_FILL, ORDER_FILLS, _items, comments, format_value
 from .tape import BlockBegin, BlockEnd, Leaf
 from .variable import Entry, value_of
 
@@ -32,14 +38,42 @@ PREVIEW = 48        # characters of a value's preview
 MAX_LINES = 2000    # lines shown in one display (Jupyter displays every object it is given)
 MAX_PICTURE = 400   # entries drawn by _repr_svg_ (Graphviz on a larger tape takes long)
 
-STYLE = """<style>
-.sg-derivation {font-family: monospace; font-size: 12px}
-.sg-derivation details {margin: 2px 0; border-left: 4px solid #bbb; padding-left: 6px}
-.sg-derivation summary {cursor: pointer; font-weight: bold}
-.sg-derivation .sg-line {white-space: pre; padding: 0 4px}
-.sg-derivation .sg-meta {color: #777; padding-left: 1.5em}
-.sg-derivation a {color: inherit; text-decoration: underline dotted}
-.sg-derivation .sg-legend span {padding: 0 6px; margin-right: 4px; border: 1px solid #aaa}
+# the dark palette: the same hues as ORDER_FILLS (forward, order 1, 2, ...) and LEAF_FILL, dark
+DARK_FILLS = ("#1e1e1e", "#1f3b24", "#1e2b47", "#3d3619", "#47201f", "#33244a", "#47301a",
+              "#383838")
+DARK_LEAF = "#0f3a40"
+
+
+def _palette(fills: Sequence[str], leaf: str, text: str, muted: str, edge: str) -> str:
+    """The CSS variables of one palette."""
+    cells = "".join(f"--sg-o{k}: {f}; " for k, f in enumerate(fills))
+    return f"{cells}--sg-leaf: {leaf}; --sg-text: {text}; --sg-muted: {muted}; --sg-edge: {edge};"
+
+
+LIGHT = _palette(ORDER_FILLS, LEAF_FILL, "#1b1b1b", "#666666", "#bbbbbb")
+DARK = _palette(DARK_FILLS, DARK_LEAF, "#e8e8e8", "#a6a6a6", "#555555")
+ORDER_CLASSES = "\n".join(f".sg-derivation .sg-o{k} {{background: var(--sg-o{k})}}"
+                          for k in range(len(ORDER_FILLS)))
+
+STYLE = f"""<style>
+.sg-derivation {{{LIGHT}}}
+@media (prefers-color-scheme: dark) {{.sg-derivation {{{DARK}}}}}
+body[data-jp-theme-light="false"] .sg-derivation, body.vscode-dark .sg-derivation,
+body.vscode-high-contrast .sg-derivation {{{DARK}}}
+body[data-jp-theme-light="true"] .sg-derivation, body.vscode-light .sg-derivation {{{LIGHT}}}
+.sg-derivation {{font-family: monospace; font-size: 12px; color: var(--sg-text)}}
+.sg-derivation details {{margin: 2px 0; border-left: 4px solid var(--sg-edge);
+  padding-left: 6px; color: var(--sg-text)}}
+.sg-derivation summary {{cursor: pointer; font-weight: bold}}
+.sg-derivation .sg-line {{white-space: pre; padding: 0 4px}}
+.sg-derivation .sg-meta, .sg-derivation .sg-note {{color: var(--sg-muted); padding-left: 1.5em}}
+.sg-derivation .sg-note {{display: none}}
+.sg-derivation .sg-notes:checked ~ details .sg-note {{display: inline}}
+.sg-derivation a {{color: inherit; text-decoration: underline dotted}}
+.sg-derivation .sg-legend span {{padding: 0 6px; margin-right: 4px;
+  border: 1px solid var(--sg-edge)}}
+.sg-derivation .sg-leaf {{background: var(--sg-leaf)}}
+{ORDER_CLASSES}
 </style>"""
 
 
@@ -70,21 +104,35 @@ def _preview_of(v: Entry) -> str:
         return f"{tuple(v.shape)} <freed>"
 
 
+def order_class(k: int) -> str:
+    """The CSS class of derivative order k's fill (the last for every order beyond)."""
+    return f"sg-o{min(k, len(ORDER_FILLS) - 1)}"
+
+
 def legend(top: int) -> str:
     """A row of swatches: the inputs' colour and each order's, up to ``top``."""
-    cells = [("input", LEAF_FILL), ("forward", order_fill(0))]
-    cells += [(f"order {k}", order_fill(k)) for k in range(1, top + 1)]
-    spans = "".join(f'<span style="background:{fill}">{name}</span>' for name, fill in cells)
+    cells = [("input", "sg-leaf"), ("forward", order_class(0))]
+    cells += [(f"order {k}", order_class(k)) for k in range(1, top + 1)]
+    spans = "".join(f'<span class="{css}">{name}</span>' for name, css in cells)
     return f'<div class="sg-legend">colours: {spans}</div>'
 
 
-def page(p: str, groups: dict[int, list[str]], title: str) -> str:
-    """The display: a legend, then one ``<details>`` block per order with its lines."""
+def notes_toggle(p: str) -> str:
+    """The checkbox that shows (checked, the default) or hides the lines' explanations."""
+    return (f'<input type="checkbox" class="sg-notes" id="{p}-notes" checked>'
+            f'<label for="{p}-notes"> explanations</label>')
+
+
+def page(p: str, groups: dict[int, list[str]], title: str, notes: bool = False) -> str:
+    """The display: a legend, then one ``<details>`` block per order with its lines (and the
+    explanations' toggle when ``notes``)."""
     parts = [STYLE, f'<div class="sg-derivation" id="{p}">',
              f"<div>{html.escape(title)}</div>", legend(max(groups, default=0))]
+    if notes:
+        parts.append(notes_toggle(p))
     for k in sorted(groups):
         name = "forward" if k == 0 else f"order {k}"
-        parts.append(f'<details open style="background:{order_fill(k)}">'
+        parts.append(f'<details open class="{order_class(k)}">'
                      f"<summary>{name} ({len(groups[k])} lines)</summary>")
         parts += groups[k]
         parts.append("</details>")
@@ -95,15 +143,19 @@ def page(p: str, groups: dict[int, list[str]], title: str) -> str:
 def line_html(text: str, ident: str | None = None, href: str | None = None,
               meta: str = "", note: str = "", fill: str | None = None) -> str:
     """One line: its text (a link when ``href``), an id when ``ident``, the shape and value,
-    on a ``fill`` colour when given (the inputs')."""
+    its explanation ``note`` (inline, behind the page's toggle, and as the link's title), on
+    the inputs' colour when ``fill`` is given."""
     body = html.escape(text)
     if href is not None:
         body = f'<a href="#{href}" title="{html.escape(note)}">{body}</a>'
     ident_attr = f' id="{ident}"' if ident else ""
     if fill:
-        ident_attr += f' style="background:{fill}"'
+        ident_attr += ' class="sg-line sg-leaf"'
+    else:
+        ident_attr += ' class="sg-line"'
     meta_html = f'<span class="sg-meta">{html.escape(meta)}</span>' if meta else ""
-    return f'<div class="sg-line"{ident_attr}>{body}{meta_html}</div>'
+    note_html = f'<span class="sg-note"># {html.escape(note)}</span>' if note else ""
+    return f"<div{ident_attr}>{body}{meta_html}{note_html}</div>"
 
 
 def derivation_html(tape: Tape, outputs: Sequence[Entry] | None = None) -> str:
@@ -150,7 +202,7 @@ def derivation_html(tape: Tape, outputs: Sequence[Entry] | None = None) -> str:
                 groups[k] = lines[:keep] + [line_html(
                     f"... {left} more lines: op.format_trace(raw=False) prints them all")]
         title += f", the first {keep} of each order shown"
-    return page(p, groups, title)
+    return page(p, groups, title, notes=bool(notes))
 
 
 class Display:

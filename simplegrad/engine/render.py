@@ -31,7 +31,7 @@ STYLES = {
     "forward": "default",
     "header": "bold magenta",
     "grad": "green",
-    "accumulate": "bold yellow",
+    "accumulate": "underline",     # added to its order's colour: a marker, not a colour
     "map": "magenta",
     "footer": "bold magenta",
 }
@@ -269,17 +269,37 @@ def order_fill(k: int) -> str:
 
 
 def legend(top: int) -> list[tuple[str, str]]:
-    """(label, rich style) for the inputs and each derivative order up to ``top``."""
+    """(label, rich style) for the inputs, each derivative order up to ``top`` and the
+    accumulation marker (when there is a gradient order)."""
     names = ["forward"] + [f"order {k}" for k in range(1, top + 1)]
-    return [("input", STYLES["leaf"])] + [(n, order_style(k)) for k, n in enumerate(names)]
+    cells = [("input", STYLES["leaf"])] + [(n, order_style(k)) for k, n in enumerate(names)]
+    if top:
+        cells.append(("accumulation (underlined, in its order's colour)", STYLES["accumulate"]))
+    return cells
+
+
+def printed_counts(tape: Tape, positions: Sequence[int]) -> tuple[int, dict[int, int]]:
+    """(printed forward entries, block start -> printed entries of that block itself) for the
+    entries printed at ``positions``: each counts in the innermost block around it."""
+    spans = sorted(((b.start, b.stop) for b in blocks(tape)), key=lambda s: s[1] - s[0])
+    ords = orders(tape)
+    forward, inside = 0, {}
+    for p in positions:
+        start = next((s for s, stop in spans if s <= p < stop), None)
+        if start is not None:
+            inside[start] = inside.get(start, 0) + 1
+        elif ords.get(tape.entries[p], 0) == 0:
+            forward += 1
+    return forward, inside
 
 
 def print_rich(tape: Tape, console: Any = None, explain: bool = False,
                block: int | None = None, raw: bool = True,
                outputs: Sequence[Variable] | None = None) -> None:
-    """Print the trace to a rich console, gradient entries coloured by derivative order, then a
-    table of the derivative blocks grouped by order with their entry counts and a legend of
-    the colours (``raw=False``: the derivation pruned to what was asked)."""
+    """Print the trace to a rich console, gradient entries coloured by derivative order
+    (accumulations underlined in theirs), then a table of the derivative blocks grouped by
+    order with the lines printed and the entries recorded of each, and a legend of the colours
+    (``raw=False``: the derivation pruned to what was asked)."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -288,10 +308,17 @@ def print_rich(tape: Tape, console: Any = None, explain: bool = False,
     ords = orders(tape)
     view = None if raw else Derivation(tape, outputs)
     text = Text()
+    printed, headers = [], {}
     for role, line, item in _items(tape, explain, block, view):
         style = STYLES[role]
         if role == "grad":
             style = order_style(ords.get(item, 1))
+        elif role == "accumulate":
+            style = f"{order_style(ords.get(item, 1))} {style}"
+        if type(item) is Entry:
+            printed.append(item.position)
+        elif type(item) is BlockBegin and role == "header":
+            headers[item.position] = line.split(" ", 1)[0]       # the block as printed
         text.append(line + "\n", style=style)
     console.print(text, end="")
     shown = blocks(tape)
@@ -299,18 +326,22 @@ def print_rich(tape: Tape, console: Any = None, explain: bool = False,
         begins = sorted(b.start for b in shown)
         shown = [b for b in shown if b.start == begins[block]] if begins else []
     table = Table(title="derivative blocks by order")
-    for column in ("order", "block", "entries"):
-        table.add_column(column, justify="right" if column != "block" else "left")
+    for column in ("order", "block", "printed lines", "recorded entries"):
+        table.add_column(column, justify="left" if column == "block" else "right")
+    forward_printed, printed_in = printed_counts(tape, printed)
     forward = sum(1 for v in tape.entries if ords.get(v, 0) == 0)
     if block is None:
-        table.add_row("0", "forward", str(forward), style=ORDER_STYLES[0])
+        table.add_row("0", "forward", str(forward_printed), str(forward), style=ORDER_STYLES[0])
     for k in sorted({b.order for b in shown}):
         group = [b for b in shown if b.order == k]
         style = order_style(k)
         for b in group:
-            table.add_row(str(k), b.title, str(b.size), style=style)
+            table.add_row(str(k), headers.get(b.start, b.title), str(printed_in.get(b.start, 0)),
+                          str(b.size),
+                          style=style)
         if len(group) > 1:
-            table.add_row(str(k), "all", str(sum(b.size for b in group)), style="bold " + style)
+            table.add_row(str(k), "all", str(sum(printed_in.get(b.start, 0) for b in group)),
+                          str(sum(b.size for b in group)), style="bold " + style)
     console.print(table)
     key = Text("colours: ")
     for label, style in legend(max((b.order for b in shown), default=0)):

@@ -1,0 +1,87 @@
+"""The documentation site as a reader's browser shows it: headless Chromium (through
+Playwright) opens the home page, the derivations page and a transform page of the built site,
+served over HTTP, takes a screenshot of each and checks that it rendered with no console error,
+every picture loaded, the code blocks fit their boxes, and the palette toggle switches to the
+dark scheme. Marked slow; skipped cleanly where Playwright or its Chromium is not installed."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = ["", "derivations/", "transforms/"]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """The site built with `mkdocs build --strict`, served on a free local port."""
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("material")
+    site = tmp_path_factory.mktemp("screens") / "site"
+    built = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir",
+         str(site)], capture_output=True, text=True, cwd=ROOT, check=False, timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert built.returncode == 0, built.stdout + built.stderr
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium, or a skip naming what is missing."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    manager = sync_api.sync_playwright().start()
+    try:
+        chromium = manager.chromium.launch(headless=True)
+    except sync_api.Error as e:
+        manager.stop()
+        pytest.skip(f"Playwright's Chromium is not installed ({str(e).splitlines()[0]})")
+    yield chromium
+    chromium.close()
+    manager.stop()
+
+
+@pytest.mark.parametrize("page", PAGES, ids=["home", "derivations", "transforms"])
+def test_the_page_renders_without_console_errors(served, browser, page, tmp_path):
+    tab = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    tab.on("pageerror", lambda e: errors.append(str(e)))
+    tab.goto(served + page, wait_until="networkidle")
+    shot = tmp_path / "page.png"
+    tab.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 20_000            # a page, not a blank
+    assert not errors, errors
+    broken = tab.evaluate("Array.from(document.images)"
+                          ".filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)")
+    assert not broken, broken
+    # code blocks of at most 88 characters scroll nowhere at 1280 px
+    cut = tab.evaluate("Array.from(document.querySelectorAll('pre > code'))"
+                       ".filter(c => c.scrollWidth > c.clientWidth + 1).length")
+    assert cut == 0
+    tab.close()
+
+
+def test_the_palette_toggle_switches_to_dark(served, browser):
+    tab = browser.new_page(color_scheme="light")
+    tab.goto(served, wait_until="networkidle")
+    scheme = "document.body.getAttribute('data-md-color-scheme')"
+    assert tab.evaluate(scheme) == "default"
+    tab.click("label[for='__palette_1']")
+    assert tab.evaluate(scheme) == "slate"
+    tab.close()
