@@ -232,7 +232,7 @@ def fmt_loop(kind: str) -> Any:
 #
 # A variadic vjp rule is asked for one input's cotangent at a time, the calls for one entry
 # following each other with the same ``g``: the first computes every input's (one reverse
-# loop) and the others read them here.
+# loop) and the others read them here, until the sweep is done with the entry (``release``).
 
 _LAST = threading.local()
 
@@ -244,6 +244,11 @@ def _all_cotangents(compute: Any, o: PrimitiveMethods, g: Any, out: Any, i: int,
         cts = compute(o, g, out, xs, attrs)
         _LAST.held = held = (out, g, o, cts)
     return held[3][i]
+
+
+def release() -> None:
+    """Let go of the cotangents held for the entry just pulled back (and of its Ops)."""
+    _LAST.held = None
 
 
 # ---------------------------------------------------------------- cond
@@ -553,10 +558,12 @@ def scan_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
 
 
 COND.batch = cond_batch
+COND.release = release
 
 SCAN = Primitive(
     "scan", scan_forward, [scan_vjp], scan_jvp, fmt_loop("scan"), [], variadic=True,
     batch=scan_batch, saves=("inputs",))
+SCAN.release = release
 
 
 # ---------------------------------------------------------------- while_loop
@@ -689,3 +696,4 @@ def revolve(body: Any, xs: tuple, nc: int, g: np.ndarray, out: np.ndarray, layou
 WHILE = Primitive(
     "while_loop", while_forward, [while_vjp], while_jvp, fmt_loop("while_loop"), [],
     variadic=True, saves=("inputs", "out"))
+WHILE.release = release
