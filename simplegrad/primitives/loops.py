@@ -25,8 +25,9 @@ derivative of a loop is a loop and the next order is taken the same way:
 Under vmap a scan runs the body vmapped (``Body.batched``): one loop for the whole batch,
 every carry batched and batched xs with the steps first; a cond with a batched predicate runs
 every branch on the batch and selects each example's (as JAX does; a shared one: a cond of
-the vmapped branches). ``while_loop`` has no batching rule of its own: each example runs its
-own loop (engine/batching.py's loop over the examples), keeping its own trip count.
+the vmapped branches). a vmapped ``while_loop`` is one loop of the body vmapped, running until
+every example's condition fails, each example keeping its own trip count (one carried
+integer each; an example done carries its values unchanged).
 """
 
 from __future__ import annotations
@@ -697,3 +698,49 @@ WHILE = Primitive(
     "while_loop", while_forward, [while_vjp], while_jvp, fmt_loop("while_loop"), [],
     variadic=True, saves=("inputs", "out"))
 WHILE.release = release
+
+
+def while_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
+                **attrs: Any) -> Any:
+    """The body vmapped in one loop for the batch: it runs while any example's condition
+    holds, an example whose condition fails keeping its carry, and counts each example's
+    trips in a carry of its own (the packed outputs of the examples stacked)."""
+    body, test, nc = attrs["body"], attrs["test"], attrs["nc"]
+    nk = len(xs) - nc
+    size = next(shape_of(x)[0] for x, b in zip(xs, batched) if b)
+    carry = []
+    for x, b, (shape, _) in zip(xs[nc:], batched[nc:], body.ins[nc:]):
+        carry.append(x if b else o.expand(o.reshape(x, (1, *shape)), (size, *shape)))
+    flags = (*(bool(b) for b in batched[:nc]), *([True] * nk))
+    many, holds = body.batched(flags, size), test.batched(flags, size)
+    count = ((size,), np.dtype(np.int64))
+    ins = [*many.ins, count]
+    example = [*many.example, np.zeros(size, np.int64)]
+
+    def step(o2: Any, *a: Any) -> list:
+        live = holds.record(o2, *a[:-1])[0]
+        new = many.record(o2, *a[:-1])
+        kept = []
+        for y, old in zip(new, a[nc:nc + nk]):
+            m = o2.reshape(live, (size,) + (1,) * (len(shape_of(old)) - 1))
+            kept.append(o2.where(m, y, old))
+        return [*kept, o2.add(a[-1], o2.apply(ASTYPE, (live,), {"dtype": count[1]}, None))]
+
+    def any_holds(o2: Any, *a: Any) -> list:
+        return [o2.any(holds.record(o2, *a[:-1])[0])]
+
+    key = ("while_batched", flags, size)
+    loop_body = body.derive(key, ins, example, step)
+    loop_test = test.derive(key, ins, example, any_holds)
+    outs = [*many.outs[:nk], count]
+    offsets, width = layout_of([*outs, ((), np.dtype(np.int64))])
+    res = o.apply(WHILE, (*xs[:nc], *carry, np.zeros(size, np.int64)),
+                  dict(attrs, body=loop_body, test=loop_test, layout=offsets, width=width),
+                  None)
+    leaves = unpack(o, res, outs, offsets[:nk + 1], cast=False)
+    pieces = [(k, o.reshape(y, (size, 1, -1))) for k, y in zip(attrs["layout"], leaves)]
+    return stacked_packs(o, [pieces], attrs["width"],
+                         size, packed_dtype((*body.outs, ((), np.dtype(np.int64)))))
+
+
+WHILE.batch = while_batch
