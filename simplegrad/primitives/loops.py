@@ -19,7 +19,8 @@ derivative of a loop is a loop and the next order is taken the same way:
 - a while loop's vjp is the vjp of the scan of its body over its recorded trip count (an
   output of the entry): a replay with another input runs as many reverse steps as the
   forward took (``checkpoints="all"``: the history holds every carry);
-- a jvp rule is the loop of the body's jvp (the carry carries its tangent), a cond's rules
+- a jvp rule is the loop of the body's jvp (the carry carries its tangent), a Taylor rule
+  the loop of the body's Taylor rule (the carry carries its coefficients), a cond's rules
   the cond of the branches' rules.
 
 Under vmap a scan runs the body vmapped (``Body.batched``): one loop for the whole batch,
@@ -744,3 +745,163 @@ def while_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
 
 
 WHILE.batch = while_batch
+
+
+# ---------------------------------------------------------------- Taylor rules
+#
+# A loop's Taylor rule is the loop of the body's (Body.taylor: the body's outputs and their
+# coefficients 1..K from its inputs' and theirs). The packed output's coefficient k is the
+# block of columns (k - 1) * width .. k * width of the loop's result, the primal after them.
+
+
+def _moves(ss: Sequence[Any], j: int, aval: Aval) -> bool:
+    return is_float(aval) and any(c is not None for c in ss[j][1:])
+
+
+def _coefficients(ss: Sequence[Any], j: int, x: Any) -> list:
+    """Coefficients 1..K of input j's series, zeros where it has none."""
+    return [c if c is not None else np.zeros(shape_of(x), np.result_type(getattr(x, "dtype",
+                                                                           np.float64)))
+            for c in ss[j][1:]]
+
+
+def _blocks(o: PrimitiveMethods, out: Any, res: Any, order: int, width: int) -> list:
+    return [out, *(o.getitem(res, (slice(None), slice((k - 1) * width, k * width)))
+                   for k in range(1, order + 1))]
+
+
+def scan_taylor(o: PrimitiveMethods, ss: Sequence[Any], out: Any, *xs: Any,
+                **attrs: Any) -> list:
+    """The output's series: a scan of the body's Taylor rule, the carry carrying its
+    coefficients."""
+    body, nc, nk, counted = attrs["body"], attrs["nc"], attrs["nk"], attrs["counted"]
+    ins, outs = body.ins, body.outs
+    K = len(ss[0]) - 1
+    nx = len(xs) - nc - nk - counted
+    mc = [j for j in range(nc) if _moves(ss, j, ins[j])]
+    mx = [j for j in range(nx) if _moves(ss, nc + nk + j, ins[nc + nk + j])]
+    fk = [j for j in range(nk) if is_float(ins[nc + j])]
+    if not (mc or mx or any(_moves(ss, nc + j, ins[nc + j]) for j in fk)):
+        return [out] + [None] * K
+    moving = (*mc, *(nc + j for j in fk), *(nc + nk + j for j in mx))
+    series = body.taylor(moving, K)
+    ny = len(outs) - nk
+    fy = [j for j in range(ny) if is_float(outs[nk + j])]
+    nmc, nfk = len(mc) * K, len(fk) * K
+
+    def step(o2: Any, *a: Any) -> list:
+        consts, tc = a[:nc], a[nc:nc + nmc]
+        carry, tk = a[nc + nmc:nc + nmc + nk], a[nc + nmc + nk:nc + nmc + nk + nfk]
+        x, tx = a[nc + nmc + nk + nfk:nc + nmc + nk + nfk + nx], a[nc + nmc + nk + nfk + nx:]
+        got = series.record(o2, *consts, *carry, *x, *tc, *tk, *tx)
+        primal, coefs = got[:len(outs)], got[len(outs):]
+        return [*primal[:nk], *coefs[:nfk], *primal[nk:], *coefs[nfk:]]
+
+    def times(js: Sequence[int]) -> list:
+        return [ins[j] for j in js for _ in range(K)]
+    avals = [*ins[:nc], *times(mc), *ins[nc:nc + nk], *times([nc + j for j in fk]),
+             *ins[nc + nk:], *times([nc + nk + j for j in mx])]
+    example = [*body.example[:nc], *(np.ones(a[0], a[1]) for a in times(mc)),
+               *body.example[nc:nc + nk], *(np.ones(a[0], a[1]) for a in
+                                            times([nc + j for j in fk])),
+               *body.example[nc + nk:], *(np.ones(a[0], a[1]) for a in
+                                          times([nc + nk + j for j in mx]))]
+    loop = body.derive(("step_taylor", moving, K), avals, example, step)
+    layout, width = attrs["layout"], attrs["width"]
+    offsets = (*(K * width + k for k in layout[:nk]),
+               *((k - 1) * width + layout[j] for j in fk for k in range(1, K + 1)),
+               *(K * width + k for k in layout[nk:]),
+               *((k - 1) * width + layout[nk + j] for j in fy for k in range(1, K + 1)))
+    coefs = [c for j in mc for c in _coefficients(ss, j, xs[j])]
+    coefs_k = [c for j in fk for c in _coefficients(ss, nc + j, xs[nc + j])]
+    coefs_x = [c for j in mx for c in _coefficients(ss, nc + nk + j, xs[nc + nk + j])]
+    res = o.apply(SCAN, (*xs[:nc], *coefs, *xs[nc:nc + nk], *coefs_k,
+                         *xs[nc + nk:nc + nk + nx], *coefs_x, *xs[len(xs) - counted:]),
+                  dict(attrs, body=loop, nc=nc + nmc, nk=nk + nfk, layout=offsets,
+                       width=(K + 1) * width), None)
+    return _blocks(o, out, res, K, width)
+
+
+def while_taylor(o: PrimitiveMethods, ss: Sequence[Any], out: Any, *xs: Any,
+                 **attrs: Any) -> list:
+    """The output's series: a while loop of the body's Taylor rule on the same condition."""
+    body, test, nc = attrs["body"], attrs["test"], attrs["nc"]
+    ins = body.ins
+    K = len(ss[0]) - 1
+    nk = len(xs) - nc
+    mc = [j for j in range(nc) if _moves(ss, j, ins[j])]
+    fk = [j for j in range(nk) if is_float(ins[nc + j])]
+    if not (mc or any(_moves(ss, nc + j, ins[nc + j]) for j in fk)):
+        return [out] + [None] * K
+    moving = (*mc, *(nc + j for j in fk))
+    series = body.taylor(moving, K)
+    nmc = len(mc) * K
+
+    def step(o2: Any, *a: Any) -> list:
+        consts, tc = a[:nc], a[nc:nc + nmc]
+        carry, tk = a[nc + nmc:nc + nmc + nk], a[nc + nmc + nk:]
+        return series.record(o2, *consts, *carry, *tc, *tk)
+
+    def holds(o2: Any, *a: Any) -> list:
+        return test.record(o2, *a[:nc], *a[nc + nmc:nc + nmc + nk])
+
+    times = [ins[j] for j in mc for _ in range(K)]
+    times_k = [ins[nc + j] for j in fk for _ in range(K)]
+    avals = [*ins[:nc], *times, *ins[nc:], *times_k]
+    example = [*body.example[:nc], *(np.ones(a[0], a[1]) for a in times),
+               *body.example[nc:], *(np.ones(a[0], a[1]) for a in times_k)]
+    key = ("step_taylor", moving, K)
+    loop = body.derive(key, avals, example, step)
+    loop_test = test.derive(key, avals, example, holds)
+    layout, width = attrs["layout"], attrs["width"]
+    offsets = (*(K * width + k for k in layout[:nk]),
+               *((k - 1) * width + layout[j] for j in fk for k in range(1, K + 1)),
+               K * width + layout[nk])
+    coefs = [c for j in mc for c in _coefficients(ss, j, xs[j])]
+    coefs_k = [c for j in fk for c in _coefficients(ss, nc + j, xs[nc + j])]
+    res = o.apply(WHILE, (*xs[:nc], *coefs, *xs[nc:], *coefs_k),
+                  dict(attrs, body=loop, test=loop_test, nc=nc + nmc, layout=offsets,
+                       width=(K + 1) * width), None)
+    return _blocks(o, out, res, K, width)
+
+
+def cond_taylor(o: PrimitiveMethods, ss: Sequence[Any], out: Any, *xs: Any,
+                **attrs: Any) -> list:
+    """The output's series: the cond of the branches' Taylor rules."""
+    branches = attrs["branches"]
+    first = branches[0]
+    K = len(ss[0]) - 1
+    moving = tuple(j for j in range(len(xs) - 1) if _moves(ss, 1 + j, first.ins[j]))
+    if not moving:
+        return [out] + [None] * K
+    n = len(first.outs)
+    floats = [j for j, a in enumerate(first.outs) if is_float(a)]
+    times = [first.ins[j] for j in moving for _ in range(K)]
+    ins = [*first.ins, *times]
+    example = [*first.example, *(np.ones(a[0], a[1]) for a in times)]
+    series = tuple(b.derive(("cond_taylor", moving, K), ins, example,
+                            lambda o2, *a, b=b: b.taylor(moving, K).record(o2, *a)[n:])
+                   for b in branches)
+    width = attrs["width"]
+    offsets = tuple((k - 1) * width + attrs["layout"][j] for j in floats
+                    for k in range(1, K + 1))
+    coefs = [c for j in moving for c in _coefficients(ss, 1 + j, xs[1 + j])]
+    res = o.apply(COND, (*xs, *coefs), {"branches": series, "layout": offsets,
+                                        "width": K * width}, None)
+    return _blocks(o, out, res, K, width)
+
+
+def _linear_taylor(prim: Primitive) -> Any:
+    """A linear primitive's Taylor rule: its jvp, per coefficient."""
+    def rule(o: PrimitiveMethods, ss: Sequence[Any], out: Any, *xs: Any, **attrs: Any) -> list:
+        z = [out] + [None] * (len(ss[0]) - 1)
+        for k in range(1, len(z)):
+            ts = [s[k] for s in ss]
+            if any(t is not None for t in ts):
+                z[k] = prim.jvp(o, ts, out, *xs, **attrs)
+        return z
+    return rule
+
+
+SCAN.taylor, WHILE.taylor, COND.taylor = scan_taylor, while_taylor, cond_taylor
+PART.taylor, PLACED.taylor = _linear_taylor(PART), _linear_taylor(PLACED)

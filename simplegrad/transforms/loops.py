@@ -23,6 +23,7 @@ import numpy as np
 from ..engine.batching import Batched, innermost, new_level, wrap
 from ..engine.ops import Ops
 from ..engine.params import FREE
+from ..engine.taylor import carry
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
 from ..primitives.core import value_of
@@ -124,6 +125,31 @@ class Body:
         return self.derive(("jvp", moving), [*self.ins, *(self.ins[i] for i in moving)],
                            example, build)
 
+    def taylor(self, moving: tuple[int, ...], order: int) -> Body:
+        """(ins, coefficients 1..order of each input at ``moving``) -> (outs, coefficients
+        1..order of each float output): the body's truncated Taylor series."""
+        n = len(self.ins)
+
+        def build(o: Ops, *a: Any) -> list:
+            leaves = a[:n]
+            outs = self.record(o, *leaves)
+            known = {leaves[i]: [leaves[i], *a[n + j * order:n + (j + 1) * order]]
+                     for j, i in enumerate(moving)}
+            coefs = []
+            for (shape, dtype), y in zip(self.outs, outs):
+                if np.dtype(dtype).kind not in "fc":
+                    continue
+                series = [y] + [None] * order
+                if isinstance(y, Variable) and y.rec is o:
+                    given = [c for x, c in known.items() if x is y]
+                    series = given[0] if given else carry(o, y, known, order, True)
+                coefs += [np.zeros(shape, dtype) if c is None else c for c in series[1:]]
+            return [*outs, *coefs]
+
+        ins = [*self.ins, *(self.ins[i] for i in moving for _ in range(order))]
+        example = [*self.example, *(np.ones(self.ins[i][0], self.ins[i][1]) for i in moving
+                                    for _ in range(order))]
+        return self.derive(("taylor", moving, order), ins, example, build)
 
     def batched(self, flags: tuple[bool, ...], size: int) -> Body:
         """The body on ``size`` examples at once: inputs at ``flags`` carry them along a
