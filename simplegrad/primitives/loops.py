@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -253,6 +255,49 @@ def release() -> None:
     _LAST.held = None
 
 
+# ---------------------------------------------------------------- the carries' history
+#
+# A loop recorded where a gradient may follow (transforms/loops.py: an input requires grad)
+# keeps the carry before each step as its forward runs, beside its packed output and for as
+# long as that array lives; a reverse sweep on values reads it instead of running the body
+# again (a recorded sweep records the history scan: its derivatives need it as a program).
+
+_KEEP = threading.local()
+_HISTORY: dict[int, tuple] = {}
+
+
+@contextmanager
+def keeping_history() -> Iterator[None]:
+    """Scope in which the next loop forward run keeps its carries' history."""
+    _KEEP.on = True
+    try:
+        yield
+    finally:
+        _KEEP.on = False
+
+
+def _keeps() -> bool:
+    """Whether this forward keeps its history (once: loops inside its body keep none)."""
+    on = getattr(_KEEP, "on", False)
+    _KEEP.on = False
+    return on
+
+
+def _kept(out: np.ndarray, carries: list) -> None:
+    key = id(out)
+    _HISTORY[key] = (weakref.ref(out, lambda _: _HISTORY.pop(key, None)), carries)
+
+
+def history_of(out: Any, avals: Sequence[Aval], n: int) -> list | None:
+    """The carries before each step kept by the forward that made ``out``, stacked per
+    leaf, or None."""
+    got = _HISTORY.get(id(out))
+    if got is None or got[0]() is not out or len(got[1]) != n:
+        return None
+    return [np.stack([np.asarray(c[j], dtype) for c in got[1]]) if n else
+            np.zeros((0, *shape), dtype) for j, (shape, dtype) in enumerate(avals)]
+
+
 # ---------------------------------------------------------------- cond
 
 
@@ -334,13 +379,19 @@ def scan_forward(*xs: Any, body: Any, nc: int, nk: int, length: int | None, reve
     n = trips(xs, nc, nk, counted, length)
     ny = len(body.outs) - nk
     ys = [np.zeros((n, *shape), dtype) for shape, dtype in body.outs[nk:]]
+    before = [None] * n if _keeps() and nk else None
     for t in (range(n - 1, -1, -1) if reverse else range(n)):
+        if before is not None:
+            before[t] = carry
         res = body(*consts, *carry, *(s[t] for s in seqs))
         carry = res[:nk]
         for y, r in zip(ys, res[nk:]):
             y[t] = r
-    return pack(1 + (n if ny else 0), width, packed_dtype(body.outs), carry, layout[:nk],
-                ys, layout[nk:])
+    out = pack(1 + (n if ny else 0), width, packed_dtype(body.outs), carry, layout[:nk],
+               ys, layout[nk:])
+    if before is not None:
+        _kept(out, before)
+    return out
 
 
 def wanted(x: Any) -> bool:
@@ -366,8 +417,8 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
     count = (xs[-1],) if counted else ()
     static = {"length": n if not counted else None, "counted": counted}
     # the carry before each step, stacked (one more scan of the body)
-    hist = None
-    if nk:
+    hist = history_of(out, carry_avals, n) if nk and isinstance(o, ValueOps) else None
+    if nk and hist is None:
         hist_body = body.derive(("history",), body.ins, body.example,
                                 lambda o2, *a: [*body.record(o2, *a)[:nk], *a[nc:nc + nk]])
         offsets, width = layout_of(carry_avals, carry_avals)
@@ -576,11 +627,17 @@ def while_forward(*xs: Any, body: Any, test: Any, nc: int, max_steps: int | None
     """The packed final carry and trip count of the body run while ``test`` holds."""
     consts, carry = xs[:nc], list(xs[nc:])
     n = 0
+    before = [] if _keeps() and checkpoints == "all" and carry else None
     while (max_steps is None or n < max_steps) and bool(np.asarray(test(*consts, *carry)[0])):
+        if before is not None:
+            before.append(carry)
         carry = body(*consts, *carry)
         n += 1
     avals = (*body.outs, ((), np.dtype(np.int64)))
-    return pack(1, width, packed_dtype(avals), [*carry, n], layout)
+    out = pack(1, width, packed_dtype(avals), [*carry, n], layout)
+    if before is not None:
+        _kept(out, before)
+    return out
 
 
 def _while_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: dict) -> list:
@@ -714,9 +771,9 @@ def while_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
         carry.append(x if b else o.expand(o.reshape(x, (1, *shape)), (size, *shape)))
     flags = (*(bool(b) for b in batched[:nc]), *([True] * nk))
     many, holds = body.batched(flags, size), test.batched(flags, size)
-    count = ((size,), np.dtype(np.int64))
+    count = ((size,), np.dtype(np.float64))      # (a float: an entry's constants are)
     ins = [*many.ins, count]
-    example = [*many.example, np.zeros(size, np.int64)]
+    example = [*many.example, np.zeros(size)]
 
     def step(o2: Any, *a: Any) -> list:
         live = holds.record(o2, *a[:-1])[0]
@@ -735,7 +792,7 @@ def while_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
     loop_test = test.derive(key, ins, example, any_holds)
     outs = [*many.outs[:nk], count]
     offsets, width = layout_of([*outs, ((), np.dtype(np.int64))])
-    res = o.apply(WHILE, (*xs[:nc], *carry, np.zeros(size, np.int64)),
+    res = o.apply(WHILE, (*xs[:nc], *carry, np.zeros(size)),
                   dict(attrs, body=loop_body, test=loop_test, layout=offsets, width=width),
                   None)
     leaves = unpack(o, res, outs, offsets[:nk + 1], cast=False)

@@ -27,14 +27,17 @@ from ..engine.taylor import carry
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
 from ..primitives.core import value_of
-from ..primitives.loops import COND, SCAN, WHILE, Aval, is_float, layout_of, unpack
+from ..primitives.loops import COND, SCAN, WHILE, Aval, is_float, keeping_history, layout_of, unpack
 from ..primitives.methods import VALUES
+from ..program.compile import compile as compile_program
 from ..program.core import Program, extract
 from ..pytree import tree_flatten, tree_unflatten
 from .arguments import around, recording_ops, running
 from .checkpoint import _BlockOps
 
 __all__ = ["scan", "fori_loop", "while_loop", "cond", "switch"]
+
+COMPILE_AFTER = 16      # runs of a body after which it runs compiled
 
 
 # ---------------------------------------------------------------- bodies
@@ -53,17 +56,34 @@ class Body:
         self._derived: dict = {}
         # each step runs the program on values of the inputs' shapes and dtypes (the loop
         # keeps them so): the run without the checks of a call on new arrays, where the
-        # program offers one
+        # program offers one; a body run many times, compiled to numpy code (no per-entry
+        # dispatch) once it has run COMPILE_AFTER times
         self._run = getattr(program, "_run", None)
+        self._calls = 0
+        self._compiled: Any = None
 
     def __repr__(self) -> str:
         return self.name
 
     def __call__(self, *values: Any) -> list:
         """The outputs' values at these inputs."""
+        fast = self._compiled
+        if fast is not None:
+            return fast(*values)
+        self._calls += 1
+        if self._calls == COMPILE_AFTER:
+            self._compile()
         if self._run is not None:
             return self._run([v if type(v) is np.ndarray else np.asarray(v) for v in values])
         return self.program(*values)
+
+    def _compile(self) -> None:
+        """Run the body as compiled numpy code from now on (where it compiles)."""
+        try:
+            fn = compile_program(self.program, name="body")
+        except Exception:       # (a program the compiler does not take runs as it did)
+            return
+        self._compiled = (lambda *v: [fn(*v)]) if self.program.single else fn
 
     def lines(self) -> list[str]:
         """The body as text, one line per entry (as a program prints)."""
@@ -279,6 +299,9 @@ def _record(fname: str, prim: Any, inputs: Sequence[Any], attrs: dict) -> tuple[
     # arrays as leaves that take no gradient: an entry's constants would take its dtype
     inputs = [x if isinstance(x, Variable) else ops.leaf(np.asarray(x), None, False)
               for x in inputs]
+    if ops.recording and any(x.requires_grad for x in inputs):
+        with keeping_history():     # (a gradient may follow: the forward keeps the carries)
+            return ops.apply(prim, tuple(inputs), attrs, None), True
     return ops.apply(prim, tuple(inputs), attrs, None), True
 
 
