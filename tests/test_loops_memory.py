@@ -40,3 +40,27 @@ def test_no_ops_outlives_its_loops_gradient(make, values):
         assert ref() is None, "the loop's cotangents kept the Ops alive"
     finally:
         gc.enable()
+
+
+def test_a_scan_keeps_its_carries_only_where_a_gradient_may_follow():
+    from simplegrad.primitives.loops import _HISTORY
+    before = len(_HISTORY)
+    sg.scan(_rnn, np.ones(4), np.ones((50, 4)))                     # on arrays
+    op = sg.Ops()
+    h0 = op.leaf(np.ones(4), None, False)                           # nothing requires grad
+    sg.scan(_rnn, h0, np.ones((50, 4)))
+    assert len(_HISTORY) == before
+    op = sg.Ops()
+    h0 = op.var(np.ones(4))
+    h, _ = sg.scan(_rnn, h0, np.ones((50, 4)))
+    assert len(_HISTORY) == before + 1
+    expect = sg.grad(lambda h0: sg.scan(_rnn, h0, np.ones((50, 4)))[0].sum())(np.ones(4))
+    c, chain = np.ones(4), np.ones(4)     # d h_T / d h_0 = prod 0.9 (1 - h_{t+1}^2)
+    for _ in range(50):
+        c = np.tanh(c * 0.9 + 1)
+        chain = chain * 0.9 * (1 - c * c)
+    assert np.allclose(expect, chain, rtol=1e-12)
+    assert np.allclose(op.grad(h.sum(), h0).value, chain, rtol=1e-12)
+    del op, h0, h
+    gc.collect()
+    assert len(_HISTORY) == before
