@@ -169,3 +169,19 @@ def test_binomial_checkpoints_bound_the_reverse_sweeps_memory():
         tracemalloc.stop()
     assert peak <= 1.5 * (k + 2) * size * 8     # all carries: 1500 of them
     assert np.isfinite(g)
+
+
+@pytest.mark.slow
+def test_binomial_checkpoints_bound_a_10000_step_reverse_sweep():
+    import tracemalloc
+    size, k, n = 4000, 14, 10_000
+    sg.grad(relaxation(3, size, k))(0.3)
+    tracemalloc.start()
+    try:
+        g = sg.grad(relaxation(n, size, k))(0.3)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= 1.5 * (k + 2) * size * 8     # all carries: 10,000 of them
+    assert np.isfinite(g)
+    assert sg.grad(relaxation(n, 3, k))(0.3) == sg.grad(relaxation(n, 3, "all"))(0.3)

@@ -91,6 +91,12 @@ def is_float(aval: Aval) -> bool:
     return np.dtype(aval[1]).kind in "fc"
 
 
+def ones(shape: tuple, dtype: Any) -> np.ndarray:
+    """An example value of ones for tracing a derived body: a read-only view of one number
+    (a body keeps its examples; this one holds no array of the leaf's size)."""
+    return np.broadcast_to(np.ones((), dtype), shape)
+
+
 def size_of(aval: Aval) -> int:
     """The number of entries of a leaf."""
     return math.prod(aval[0])
@@ -344,7 +350,7 @@ def cond_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attrs
         return None
     n = len(first.outs)
     floats = [j for j, a in enumerate(first.outs) if is_float(a)]
-    example = [*first.example, *(np.ones(first.ins[j][0], first.ins[j][1]) for j in moving)]
+    example = [*first.example, *(ones(first.ins[j][0], first.ins[j][1]) for j in moving)]
     ins = [*first.ins, *(first.ins[j] for j in moving)]
     fwds = tuple(b.derive(("cond_jvp", moving), ins, example,
                           lambda o2, *a, b=b: b.jvp(moving).record(o2, *a)[n:])
@@ -445,9 +451,10 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
                 *(o2.add(s, c) for s, c in zip(acc, got[:len(fc)])),
                 *got[len(fc) + len(fk):]]
 
-    example = [*body.example[:nc], *(np.ones(carry_avals[j][0], carry_avals[j][1]) for j in fk),
-               *(np.zeros(ins[j][0], ins[j][1]) for j in fc), *body.example[nc:],
-               *(np.ones(y_avals[j][0], y_avals[j][1]) for j in fy)]
+    example = [*body.example[:nc], *(ones(carry_avals[j][0], carry_avals[j][1]) for j in fk),
+               *(np.broadcast_to(np.zeros((), ins[j][1]), ins[j][0]) for j in fc),
+               *body.example[nc:],
+               *(ones(y_avals[j][0], y_avals[j][1]) for j in fy)]
     rev_body = body.derive(("reverse", wrt), avals, example, step)
     k_avals = [*(carry_avals[j] for j in fk), *(ins[j] for j in fc)]
     x_avals = [ins[nc + nk + j] for j in fx]
@@ -501,9 +508,9 @@ def scan_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attrs
         primal, tangent = got[:len(outs)], got[len(outs):]
         return [*primal[:nk], *tangent[:nfk], *primal[nk:], *tangent[nfk:]]
 
-    example = [*body.example[:nc], *(np.ones(ins[j][0], ins[j][1]) for j in mc),
-               *body.example[nc:nc + nk], *(np.ones(ins[nc + j][0], ins[nc + j][1]) for j in fk),
-               *body.example[nc + nk:], *(np.ones(ins[nc + nk + j][0], ins[nc + nk + j][1])
+    example = [*body.example[:nc], *(ones(ins[j][0], ins[j][1]) for j in mc),
+               *body.example[nc:nc + nk], *(ones(ins[nc + j][0], ins[nc + j][1]) for j in fk),
+               *body.example[nc + nk:], *(ones(ins[nc + nk + j][0], ins[nc + nk + j][1])
                                           for j in mx)]
     jvp_body = body.derive(("step_jvp", moving), avals, example, step)
     layout, width = attrs["layout"], attrs["width"]
@@ -670,8 +677,8 @@ def while_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attr
     fwd = body.jvp(moving)
     nmc = len(mc)
     avals = [*ins[:nc], *(ins[j] for j in mc), *ins[nc:], *(ins[nc + j] for j in fk)]
-    example = [*body.example[:nc], *(np.ones(ins[j][0], ins[j][1]) for j in mc),
-               *body.example[nc:], *(np.ones(ins[nc + j][0], ins[nc + j][1]) for j in fk)]
+    example = [*body.example[:nc], *(ones(ins[j][0], ins[j][1]) for j in mc),
+               *body.example[nc:], *(ones(ins[nc + j][0], ins[nc + j][1]) for j in fk)]
 
     def step(o2: Any, *a: Any) -> list:
         consts, tc = a[:nc], a[nc:nc + nmc]
@@ -716,34 +723,37 @@ def revolve(body: Any, xs: tuple, nc: int, g: np.ndarray, out: np.ndarray, layou
             c = body(*consts, *c)
         return c
 
-    def pull(c: list, ct: list) -> list:
-        got = back(*consts, *c, *ct)
+    # the cotangent at the end of the segment being pulled back: one box, replaced in place,
+    # so no frame of the recursion keeps an older one alive
+    box = [ct]
+    del ct
+
+    def pull(c: list) -> None:
+        got = back(*consts, *c, *box[0])
+        box[0] = None
         for a, extra in zip(acc, got[:len(fc)]):
             a += extra
-        return list(got[len(fc):])
+        box[0] = list(got[len(fc):])
 
-    # (the carry at step l, the steps [l, r), free snapshots, the cotangent at r): an explicit
-    # stack of the segments still to pull back, the right part of each split first
-    def reverse(c: list, length: int, free: int, ct: list) -> list:
-        if length == 0:
-            return ct
-        if length == 1:
-            return pull(c, ct)
-        if free == 0:       # no snapshot left: recompute each step from c
-            for j in range(length - 1, -1, -1):
-                ct = pull(advance(c, j), ct)
-            return ct
-        t = 1
-        while math.comb(free + t, free) < length:
-            t += 1
-        right = min(math.comb(free - 1 + t, free - 1), length - 1)
-        left = length - right
-        mid = advance(c, left)
-        ct = reverse(mid, right, free - 1, ct)
-        del mid
-        return reverse(c, left, free, ct)
+    # (the carry at the segment's first step, its number of steps, free snapshots): the
+    # right part of each split pulled back first (from a snapshot at its start), then the
+    # left part from c, in this frame's loop
+    def reverse(c: list, length: int, free: int) -> None:
+        while length > 1 and free > 0:
+            t = 1
+            while math.comb(free + t, free) < length:
+                t += 1
+            right = min(math.comb(free - 1 + t, free - 1), length - 1)
+            length -= right
+            mid = advance(c, length)
+            reverse(mid, right, free - 1)
+            del mid
+        for j in range(length - 1, -1, -1):    # no snapshot left: each step from c
+            pull(advance(c, j))
 
-    ct = reverse(init, n, max(snapshots - 1, 0), ct)
+    reverse(init, n, max(snapshots - 1, 0))
+    del init
+    ct = box[0]
     cts: list = [None] * len(xs)
     for j, c in zip(fk, ct):
         cts[nc + j] = c
@@ -858,10 +868,10 @@ def scan_taylor(o: PrimitiveMethods, ss: Sequence[Any], out: Any, *xs: Any,
         return [ins[j] for j in js for _ in range(K)]
     avals = [*ins[:nc], *times(mc), *ins[nc:nc + nk], *times([nc + j for j in fk]),
              *ins[nc + nk:], *times([nc + nk + j for j in mx])]
-    example = [*body.example[:nc], *(np.ones(a[0], a[1]) for a in times(mc)),
-               *body.example[nc:nc + nk], *(np.ones(a[0], a[1]) for a in
+    example = [*body.example[:nc], *(ones(a[0], a[1]) for a in times(mc)),
+               *body.example[nc:nc + nk], *(ones(a[0], a[1]) for a in
                                             times([nc + j for j in fk])),
-               *body.example[nc + nk:], *(np.ones(a[0], a[1]) for a in
+               *body.example[nc + nk:], *(ones(a[0], a[1]) for a in
                                           times([nc + nk + j for j in mx]))]
     loop = body.derive(("step_taylor", moving, K), avals, example, step)
     layout, width = attrs["layout"], attrs["width"]
@@ -905,8 +915,8 @@ def while_taylor(o: PrimitiveMethods, ss: Sequence[Any], out: Any, *xs: Any,
     times = [ins[j] for j in mc for _ in range(K)]
     times_k = [ins[nc + j] for j in fk for _ in range(K)]
     avals = [*ins[:nc], *times, *ins[nc:], *times_k]
-    example = [*body.example[:nc], *(np.ones(a[0], a[1]) for a in times),
-               *body.example[nc:], *(np.ones(a[0], a[1]) for a in times_k)]
+    example = [*body.example[:nc], *(ones(a[0], a[1]) for a in times),
+               *body.example[nc:], *(ones(a[0], a[1]) for a in times_k)]
     key = ("step_taylor", moving, K)
     loop = body.derive(key, avals, example, step)
     loop_test = test.derive(key, avals, example, holds)
@@ -935,7 +945,7 @@ def cond_taylor(o: PrimitiveMethods, ss: Sequence[Any], out: Any, *xs: Any,
     floats = [j for j, a in enumerate(first.outs) if is_float(a)]
     times = [first.ins[j] for j in moving for _ in range(K)]
     ins = [*first.ins, *times]
-    example = [*first.example, *(np.ones(a[0], a[1]) for a in times)]
+    example = [*first.example, *(ones(a[0], a[1]) for a in times)]
     series = tuple(b.derive(("cond_taylor", moving, K), ins, example,
                             lambda o2, *a, b=b: b.taylor(moving, K).record(o2, *a)[n:])
                    for b in branches)

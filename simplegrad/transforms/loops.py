@@ -27,7 +27,17 @@ from ..engine.taylor import carry
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
 from ..primitives.core import value_of
-from ..primitives.loops import COND, SCAN, WHILE, Aval, is_float, keeping_history, layout_of, unpack
+from ..primitives.loops import (
+    COND,
+    SCAN,
+    WHILE,
+    Aval,
+    is_float,
+    keeping_history,
+    layout_of,
+    ones,
+    unpack,
+)
 from ..primitives.methods import VALUES
 from ..program.compile import compile as compile_program
 from ..program.core import Program, extract
@@ -121,7 +131,7 @@ class Body:
             grads = o.grad(total, targets, create_graph=True)
             return list(grads)
 
-        example = [*self.example, *(np.ones(self.outs[j][0], self.outs[j][1]) for j in floats)]
+        example = [*self.example, *(ones(self.outs[j][0], self.outs[j][1]) for j in floats)]
         return self.derive(("vjp", wrt), [*self.ins, *(self.outs[j] for j in floats)],
                            example, build)
 
@@ -141,7 +151,7 @@ class Body:
                 tangents.append(np.zeros(shape, dtype) if t is None else t)
             return [*outs, *tangents]
 
-        example = [*self.example, *(np.ones(self.ins[i][0], self.ins[i][1]) for i in moving)]
+        example = [*self.example, *(ones(self.ins[i][0], self.ins[i][1]) for i in moving)]
         return self.derive(("jvp", moving), [*self.ins, *(self.ins[i] for i in moving)],
                            example, build)
 
@@ -167,7 +177,7 @@ class Body:
             return [*outs, *coefs]
 
         ins = [*self.ins, *(self.ins[i] for i in moving for _ in range(order))]
-        example = [*self.example, *(np.ones(self.ins[i][0], self.ins[i][1]) for i in moving
+        example = [*self.example, *(ones(self.ins[i][0], self.ins[i][1]) for i in moving
                                     for _ in range(order))]
         return self.derive(("taylor", moving, order), ins, example, build)
 
