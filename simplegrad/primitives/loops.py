@@ -61,7 +61,8 @@ class Body(Protocol):
     ``outs`` then one tangent per float output; ``derive(key, ins, example, build)`` is the
     body traced from ``build(o, *leaves)`` (a list of outputs, computed with primitives);
     ``lines()`` its text, as a program prints; ``batched(flags, size)`` the body on ``size``
-    examples at once (inputs at ``flags`` batched along a leading axis, every output)."""
+    examples at once (inputs at ``flags`` batched along a leading axis, every output);
+    ``work()`` the entries one run of it computes (its loops' counted by their trips)."""
 
     ins: tuple[Aval, ...]
     outs: tuple[Aval, ...]
@@ -81,6 +82,8 @@ class Body(Protocol):
     def lines(self) -> list[str]: ...
 
     def batched(self, flags: tuple[bool, ...], size: int) -> Body: ...
+
+    def work(self) -> int: ...
 
 
 # ---------------------------------------------------------------- the packed output
@@ -972,3 +975,26 @@ def _linear_taylor(prim: Primitive) -> Any:
 
 SCAN.taylor, WHILE.taylor, COND.taylor = scan_taylor, while_taylor, cond_taylor
 PART.taylor, PLACED.taylor = _linear_taylor(PART), _linear_taylor(PLACED)
+
+
+# ---------------------------------------------------------------- work (Program.stats)
+
+
+def scan_work(attrs: dict) -> tuple[int, int | None]:
+    """A scan's entries run and trips: its body's times its length (one trip when the trips
+    are a recorded count, decided as it runs)."""
+    trips = None if attrs["counted"] else attrs["length"]
+    return attrs["body"].work() * (1 if trips is None else trips), trips
+
+
+def while_work(attrs: dict) -> tuple[int, None]:
+    """A while loop's entries per trip (its condition's and body's): the run decides them."""
+    return attrs["test"].work() + attrs["body"].work(), None
+
+
+def cond_work(attrs: dict) -> tuple[int, int]:
+    """A cond's entries: the largest branch's (one of them runs, once)."""
+    return max(b.work() for b in attrs["branches"]), 1
+
+
+SCAN.work, WHILE.work, COND.work = scan_work, while_work, cond_work

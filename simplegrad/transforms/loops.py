@@ -99,6 +99,10 @@ class Body:
         """The body as text, one line per entry (as a program prints)."""
         return self.program.format(raw=True).splitlines()
 
+    def work(self) -> int:
+        """The entries one run of the body computes (a loop inside: by its trips)."""
+        return self.program.stats().work
+
     def record(self, o: Any, *inputs: Any) -> list:
         """The outputs recorded on ``o`` (the Ops, or VALUES for values)."""
         if o is VALUES or not isinstance(o, Ops):
