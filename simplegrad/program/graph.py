@@ -188,7 +188,7 @@ class Stats:
         ords = ", ".join(f"order {k}: {n}" for k, n in sorted(self.by_order.items()))
         return (f"{self.entries} entries ({prims}); {ords}; depth {self.depth}, widest level "
                 f"{self.width}; peak live intermediates {self.peak_bytes} bytes" +
-                (f"; {self.work} entries run ({len(self.loops)} loops)" if self.loops else ""))
+                (f"; {self.work} entries run (loops by their trips)" if self.loops else ""))
 
 
 def stats(prog: Program) -> Stats:
@@ -202,8 +202,8 @@ def stats(prog: Program) -> Stats:
         if n.prim.work is None:
             work += 1
             continue
-        entries, loops[n.name] = n.prim.work(n.attrs or {})
-        work += entries
+        ran, loops[n.name] = n.prim.work(n.attrs or {})
+        work += ran
     return Stats(len(prog.nodes), dict(by_prim.most_common()),
                  dict(sorted(Counter(n.order for n in prog.nodes).items())),
                  len(levels), max(levels, default=0), _peak_bytes(prog), work, loops)
