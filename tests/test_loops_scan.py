@@ -189,3 +189,20 @@ def test_scan_carry_must_keep_its_shape():
         sg.scan(lambda c, x: (np.ones(2) * c, None), 1.0, np.ones(3))
     with pytest.raises(sg.ArgumentError, match="pair"):
         sg.scan(lambda c, x: c, 1.0, np.ones(3))
+
+
+def test_program_stats_count_a_loops_work_by_its_trips():
+    op = sg.Ops()
+    x = op.var(0.5, name="x")
+    inner = lambda i, c: sg.fori_loop(0, 3, lambda j, d: d * 0.5 + 0.25, c)   # 2 entries
+    y = sg.fori_loop(0, 100, inner, x)
+    s = op.program([x], [y]).stats()
+    # the outer body: the inner scan (3 trips of 2 entries) and the part taking its carry
+    assert s.entries == 2 and s.work == 100 * (3 * 2 + 1) + 1
+    assert list(s.loops.values()) == [100]
+    assert "701 entries run" in str(s)
+    w = sg.while_loop(lambda c: c < 10.0, lambda c: c * 2.0, x)
+    s = op.program([x], [w]).stats()
+    assert list(s.loops.values()) == [None] and s.work == 2 + 1    # one trip: test and body
+    plain = op.program([x], [x * 2.0]).stats()
+    assert plain.work == plain.entries and plain.loops == {} and "run" not in str(plain)

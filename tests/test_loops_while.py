@@ -1,6 +1,7 @@
 """sg.while_loop: reverse mode through the trip count recorded in the forward, a Newton
 iteration for sqrt(a) differentiated to order 3 at inputs needing different trip counts and
-replayed from one recorded program; max_steps; under vmap each example keeps its own count."""
+replayed from one recorded program; max_steps; under vmap one loop for the batch, each example
+keeping its own count."""
 
 import numpy as np
 import pytest
@@ -86,6 +87,42 @@ def test_vmapped_while_loop_keeps_each_examples_trip_count():
     assert np.allclose(d, 0.5 / np.sqrt(a), rtol=1e-9)
 
 
+def test_vmapped_while_loop_is_one_loop_for_the_batch():
+    a = np.array(INPUTS)
+    op = sg.Ops()
+    av = op.var(a, name="a")
+    x, n = sg.vmap(newton_sqrt)(av)
+    loops = [line for line in op.format_trace().splitlines() if " = while_loop(" in line]
+    assert len(loops) == 1
+    assert list(n.value) == [int(newton_sqrt(v)[1]) for v in INPUTS]
+    assert np.allclose(x.value, np.sqrt(a), rtol=1e-14)
+    # its derivatives of orders 1-3 in each example, through the one loop
+    d = x.sum()
+    for order in (1, 2, 3):
+        d = op.grad(d, av)
+        assert np.allclose(d.value, sqrt_derivatives(a)[order], rtol=1e-9), order
+        d = d.sum()
+
+
+def test_vmapped_while_loop_over_a_shared_operand_and_a_batched_bound():
+    w = 1.5
+    limits = np.array([1.0, 10.0, 100.0, 1e4])
+
+    def grow(limit):
+        return sg.while_loop(lambda c: c[0] < limit, lambda c: (c[0] * w + 0.5, c[1] + 1),
+                             (1.0, 0))
+    x, n = sg.vmap(grow)(limits)
+    for k, v in enumerate(limits):
+        xe, ne = grow(v)
+        assert x[k] == xe and n[k] == ne
+    jx = sg.vmap(sg.jit(lambda lim: grow(lim)[0]))(limits)
+    assert np.array_equal(jx, x)
+    scaled = sg.grad(lambda x0, lim: sg.while_loop(lambda c: c < lim, lambda c: c * w, x0))
+    dx = sg.vmap(scaled)(np.ones(4), limits)
+    trips = np.ceil(np.log(limits) / np.log(w))        # x0 w^n >= limit from x0 = 1
+    assert np.allclose(dx, w ** trips, rtol=1e-14)
+
+
 def test_while_loop_under_jit():
     f = sg.jit(sg.grad(sg.grad(lambda a: newton_sqrt(a)[0])))
     for v in INPUTS:
@@ -132,3 +169,19 @@ def test_binomial_checkpoints_bound_the_reverse_sweeps_memory():
         tracemalloc.stop()
     assert peak <= 1.5 * (k + 2) * size * 8     # all carries: 1500 of them
     assert np.isfinite(g)
+
+
+@pytest.mark.slow
+def test_binomial_checkpoints_bound_a_10000_step_reverse_sweep():
+    import tracemalloc
+    size, k, n = 4000, 14, 10_000
+    sg.grad(relaxation(3, size, k))(0.3)
+    tracemalloc.start()
+    try:
+        g = sg.grad(relaxation(n, size, k))(0.3)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= 1.5 * (k + 2) * size * 8     # all carries: 10,000 of them
+    assert np.isfinite(g)
+    assert sg.grad(relaxation(n, 3, k))(0.3) == sg.grad(relaxation(n, 3, "all"))(0.3)

@@ -572,6 +572,8 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
             if pullbacks is not None and len(entries) > start:
                 pullbacks.add(base + start, base + len(entries), out, i)
             cts.append((x, ct, mask))
+        if prim.release is not None:
+            prim.release()
         for x, ct, mask in cts:    # all cotangents first, then accumulate in input order
             old = get(x)
             if old is None:

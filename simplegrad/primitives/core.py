@@ -212,6 +212,7 @@ class Primitive:
                  "saves", "saved_inputs", "saves_out", "linear", "commutative", "associative",
                  "unit", "reduces", "rewrites", "simplifies", "on_stacks", "numpy_at", "numba",
                  "sympy", "alias", "accumulation", "sized", "counted", "scales", "sparsity",
+                 "release", "work",
                  "__weakref__")
 
     def __init__(self, name: str, forward: Forward,
@@ -316,6 +317,12 @@ class Primitive:
         # sparsity: its index-dependency rule (which input entries each output entry depends
         # on), set beside the other records' in sparsity_rules.py; None: its kind says it
         self.sparsity = None
+        # release(): called by the reverse sweep once an entry of it is pulled back (a variadic
+        # vjp computing every input's cotangent at once lets go of them there); None: nothing
+        self.release = None
+        # work(attrs): the entries one run of an entry of it computes and its trips (a loop:
+        # its body's entries times its trips, trips None when the run decides them); None: one
+        self.work = None
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

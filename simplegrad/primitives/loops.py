@@ -19,21 +19,25 @@ derivative of a loop is a loop and the next order is taken the same way:
 - a while loop's vjp is the vjp of the scan of its body over its recorded trip count (an
   output of the entry): a replay with another input runs as many reverse steps as the
   forward took (``checkpoints="all"``: the history holds every carry);
-- a jvp rule is the loop of the body's jvp (the carry carries its tangent), a cond's rules
+- a jvp rule is the loop of the body's jvp (the carry carries its tangent), a Taylor rule
+  the loop of the body's Taylor rule (the carry carries its coefficients), a cond's rules
   the cond of the branches' rules.
 
 Under vmap a scan runs the body vmapped (``Body.batched``): one loop for the whole batch,
 every carry batched and batched xs with the steps first; a cond with a batched predicate runs
 every branch on the batch and selects each example's (as JAX does; a shared one: a cond of
-the vmapped branches). ``while_loop`` has no batching rule of its own: each example runs its
-own loop (engine/batching.py's loop over the examples), keeping its own trip count.
+the vmapped branches). a vmapped ``while_loop`` is one loop of the body vmapped, running until
+every example's condition fails, each example keeping its own trip count (one carried
+integer each; an example done carries its values unchanged).
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -57,7 +61,8 @@ class Body(Protocol):
     ``outs`` then one tangent per float output; ``derive(key, ins, example, build)`` is the
     body traced from ``build(o, *leaves)`` (a list of outputs, computed with primitives);
     ``lines()`` its text, as a program prints; ``batched(flags, size)`` the body on ``size``
-    examples at once (inputs at ``flags`` batched along a leading axis, every output)."""
+    examples at once (inputs at ``flags`` batched along a leading axis, every output);
+    ``work()`` the entries one run of it computes (its loops' counted by their trips)."""
 
     ins: tuple[Aval, ...]
     outs: tuple[Aval, ...]
@@ -78,6 +83,8 @@ class Body(Protocol):
 
     def batched(self, flags: tuple[bool, ...], size: int) -> Body: ...
 
+    def work(self) -> int: ...
+
 
 # ---------------------------------------------------------------- the packed output
 
@@ -85,6 +92,12 @@ class Body(Protocol):
 def is_float(aval: Aval) -> bool:
     """Whether a leaf of this (shape, dtype) carries derivatives."""
     return np.dtype(aval[1]).kind in "fc"
+
+
+def ones(shape: tuple, dtype: Any) -> np.ndarray:
+    """An example value of ones for tracing a derived body: a read-only view of one number
+    (a body keeps its examples; this one holds no array of the leaf's size)."""
+    return np.broadcast_to(np.ones((), dtype), shape)
 
 
 def size_of(aval: Aval) -> int:
@@ -232,7 +245,7 @@ def fmt_loop(kind: str) -> Any:
 #
 # A variadic vjp rule is asked for one input's cotangent at a time, the calls for one entry
 # following each other with the same ``g``: the first computes every input's (one reverse
-# loop) and the others read them here.
+# loop) and the others read them here, until the sweep is done with the entry (``release``).
 
 _LAST = threading.local()
 
@@ -244,6 +257,54 @@ def _all_cotangents(compute: Any, o: PrimitiveMethods, g: Any, out: Any, i: int,
         cts = compute(o, g, out, xs, attrs)
         _LAST.held = held = (out, g, o, cts)
     return held[3][i]
+
+
+def release() -> None:
+    """Let go of the cotangents held for the entry just pulled back (and of its Ops)."""
+    _LAST.held = None
+
+
+# ---------------------------------------------------------------- the carries' history
+#
+# A loop recorded where a gradient may follow (transforms/loops.py: an input requires grad)
+# keeps the carry before each step as its forward runs, beside its packed output and for as
+# long as that array lives; a reverse sweep on values reads it instead of running the body
+# again (a recorded sweep records the history scan: its derivatives need it as a program).
+
+_KEEP = threading.local()
+_HISTORY: dict[int, tuple] = {}
+
+
+@contextmanager
+def keeping_history() -> Iterator[None]:
+    """Scope in which the next loop forward run keeps its carries' history."""
+    _KEEP.on = True
+    try:
+        yield
+    finally:
+        _KEEP.on = False
+
+
+def _keeps() -> bool:
+    """Whether this forward keeps its history (once: loops inside its body keep none)."""
+    on = getattr(_KEEP, "on", False)
+    _KEEP.on = False
+    return on
+
+
+def _kept(out: np.ndarray, carries: list) -> None:
+    key = id(out)
+    _HISTORY[key] = (weakref.ref(out, lambda _: _HISTORY.pop(key, None)), carries)
+
+
+def history_of(out: Any, avals: Sequence[Aval], n: int) -> list | None:
+    """The carries before each step kept by the forward that made ``out``, stacked per
+    leaf, or None."""
+    got = _HISTORY.get(id(out))
+    if got is None or got[0]() is not out or len(got[1]) != n:
+        return None
+    return [np.stack([np.asarray(c[j], dtype) for c in got[1]]) if n else
+            np.zeros((0, *shape), dtype) for j, (shape, dtype) in enumerate(avals)]
 
 
 # ---------------------------------------------------------------- cond
@@ -292,7 +353,7 @@ def cond_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attrs
         return None
     n = len(first.outs)
     floats = [j for j, a in enumerate(first.outs) if is_float(a)]
-    example = [*first.example, *(np.ones(first.ins[j][0], first.ins[j][1]) for j in moving)]
+    example = [*first.example, *(ones(first.ins[j][0], first.ins[j][1]) for j in moving)]
     ins = [*first.ins, *(first.ins[j] for j in moving)]
     fwds = tuple(b.derive(("cond_jvp", moving), ins, example,
                           lambda o2, *a, b=b: b.jvp(moving).record(o2, *a)[n:])
@@ -327,13 +388,19 @@ def scan_forward(*xs: Any, body: Any, nc: int, nk: int, length: int | None, reve
     n = trips(xs, nc, nk, counted, length)
     ny = len(body.outs) - nk
     ys = [np.zeros((n, *shape), dtype) for shape, dtype in body.outs[nk:]]
+    before = [None] * n if _keeps() and nk else None
     for t in (range(n - 1, -1, -1) if reverse else range(n)):
+        if before is not None:
+            before[t] = carry
         res = body(*consts, *carry, *(s[t] for s in seqs))
         carry = res[:nk]
         for y, r in zip(ys, res[nk:]):
             y[t] = r
-    return pack(1 + (n if ny else 0), width, packed_dtype(body.outs), carry, layout[:nk],
-                ys, layout[nk:])
+    out = pack(1 + (n if ny else 0), width, packed_dtype(body.outs), carry, layout[:nk],
+               ys, layout[nk:])
+    if before is not None:
+        _kept(out, before)
+    return out
 
 
 def wanted(x: Any) -> bool:
@@ -359,8 +426,8 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
     count = (xs[-1],) if counted else ()
     static = {"length": n if not counted else None, "counted": counted}
     # the carry before each step, stacked (one more scan of the body)
-    hist = None
-    if nk:
+    hist = history_of(out, carry_avals, n) if nk and isinstance(o, ValueOps) else None
+    if nk and hist is None:
         hist_body = body.derive(("history",), body.ins, body.example,
                                 lambda o2, *a: [*body.record(o2, *a)[:nk], *a[nc:nc + nk]])
         offsets, width = layout_of(carry_avals, carry_avals)
@@ -387,9 +454,10 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
                 *(o2.add(s, c) for s, c in zip(acc, got[:len(fc)])),
                 *got[len(fc) + len(fk):]]
 
-    example = [*body.example[:nc], *(np.ones(carry_avals[j][0], carry_avals[j][1]) for j in fk),
-               *(np.zeros(ins[j][0], ins[j][1]) for j in fc), *body.example[nc:],
-               *(np.ones(y_avals[j][0], y_avals[j][1]) for j in fy)]
+    example = [*body.example[:nc], *(ones(carry_avals[j][0], carry_avals[j][1]) for j in fk),
+               *(np.broadcast_to(np.zeros((), ins[j][1]), ins[j][0]) for j in fc),
+               *body.example[nc:],
+               *(ones(y_avals[j][0], y_avals[j][1]) for j in fy)]
     rev_body = body.derive(("reverse", wrt), avals, example, step)
     k_avals = [*(carry_avals[j] for j in fk), *(ins[j] for j in fc)]
     x_avals = [ins[nc + nk + j] for j in fx]
@@ -443,9 +511,9 @@ def scan_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attrs
         primal, tangent = got[:len(outs)], got[len(outs):]
         return [*primal[:nk], *tangent[:nfk], *primal[nk:], *tangent[nfk:]]
 
-    example = [*body.example[:nc], *(np.ones(ins[j][0], ins[j][1]) for j in mc),
-               *body.example[nc:nc + nk], *(np.ones(ins[nc + j][0], ins[nc + j][1]) for j in fk),
-               *body.example[nc + nk:], *(np.ones(ins[nc + nk + j][0], ins[nc + nk + j][1])
+    example = [*body.example[:nc], *(ones(ins[j][0], ins[j][1]) for j in mc),
+               *body.example[nc:nc + nk], *(ones(ins[nc + j][0], ins[nc + j][1]) for j in fk),
+               *body.example[nc + nk:], *(ones(ins[nc + nk + j][0], ins[nc + nk + j][1])
                                           for j in mx)]
     jvp_body = body.derive(("step_jvp", moving), avals, example, step)
     layout, width = attrs["layout"], attrs["width"]
@@ -553,10 +621,12 @@ def scan_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
 
 
 COND.batch = cond_batch
+COND.release = release
 
 SCAN = Primitive(
     "scan", scan_forward, [scan_vjp], scan_jvp, fmt_loop("scan"), [], variadic=True,
     batch=scan_batch, saves=("inputs",))
+SCAN.release = release
 
 
 # ---------------------------------------------------------------- while_loop
@@ -567,11 +637,17 @@ def while_forward(*xs: Any, body: Any, test: Any, nc: int, max_steps: int | None
     """The packed final carry and trip count of the body run while ``test`` holds."""
     consts, carry = xs[:nc], list(xs[nc:])
     n = 0
+    before = [] if _keeps() and checkpoints == "all" and carry else None
     while (max_steps is None or n < max_steps) and bool(np.asarray(test(*consts, *carry)[0])):
+        if before is not None:
+            before.append(carry)
         carry = body(*consts, *carry)
         n += 1
     avals = (*body.outs, ((), np.dtype(np.int64)))
-    return pack(1, width, packed_dtype(avals), [*carry, n], layout)
+    out = pack(1, width, packed_dtype(avals), [*carry, n], layout)
+    if before is not None:
+        _kept(out, before)
+    return out
 
 
 def _while_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: dict) -> list:
@@ -604,8 +680,8 @@ def while_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attr
     fwd = body.jvp(moving)
     nmc = len(mc)
     avals = [*ins[:nc], *(ins[j] for j in mc), *ins[nc:], *(ins[nc + j] for j in fk)]
-    example = [*body.example[:nc], *(np.ones(ins[j][0], ins[j][1]) for j in mc),
-               *body.example[nc:], *(np.ones(ins[nc + j][0], ins[nc + j][1]) for j in fk)]
+    example = [*body.example[:nc], *(ones(ins[j][0], ins[j][1]) for j in mc),
+               *body.example[nc:], *(ones(ins[nc + j][0], ins[nc + j][1]) for j in fk)]
 
     def step(o2: Any, *a: Any) -> list:
         consts, tc = a[:nc], a[nc:nc + nmc]
@@ -650,34 +726,37 @@ def revolve(body: Any, xs: tuple, nc: int, g: np.ndarray, out: np.ndarray, layou
             c = body(*consts, *c)
         return c
 
-    def pull(c: list, ct: list) -> list:
-        got = back(*consts, *c, *ct)
+    # the cotangent at the end of the segment being pulled back: one box, replaced in place,
+    # so no frame of the recursion keeps an older one alive
+    box = [ct]
+    del ct
+
+    def pull(c: list) -> None:
+        got = back(*consts, *c, *box[0])
+        box[0] = None
         for a, extra in zip(acc, got[:len(fc)]):
             a += extra
-        return list(got[len(fc):])
+        box[0] = list(got[len(fc):])
 
-    # (the carry at step l, the steps [l, r), free snapshots, the cotangent at r): an explicit
-    # stack of the segments still to pull back, the right part of each split first
-    def reverse(c: list, length: int, free: int, ct: list) -> list:
-        if length == 0:
-            return ct
-        if length == 1:
-            return pull(c, ct)
-        if free == 0:       # no snapshot left: recompute each step from c
-            for j in range(length - 1, -1, -1):
-                ct = pull(advance(c, j), ct)
-            return ct
-        t = 1
-        while math.comb(free + t, free) < length:
-            t += 1
-        right = min(math.comb(free - 1 + t, free - 1), length - 1)
-        left = length - right
-        mid = advance(c, left)
-        ct = reverse(mid, right, free - 1, ct)
-        del mid
-        return reverse(c, left, free, ct)
+    # (the carry at the segment's first step, its number of steps, free snapshots): the
+    # right part of each split pulled back first (from a snapshot at its start), then the
+    # left part from c, in this frame's loop
+    def reverse(c: list, length: int, free: int) -> None:
+        while length > 1 and free > 0:
+            t = 1
+            while math.comb(free + t, free) < length:
+                t += 1
+            right = min(math.comb(free - 1 + t, free - 1), length - 1)
+            length -= right
+            mid = advance(c, length)
+            reverse(mid, right, free - 1)
+            del mid
+        for j in range(length - 1, -1, -1):    # no snapshot left: each step from c
+            pull(advance(c, j))
 
-    ct = reverse(init, n, max(snapshots - 1, 0), ct)
+    reverse(init, n, max(snapshots - 1, 0))
+    del init
+    ct = box[0]
     cts: list = [None] * len(xs)
     for j, c in zip(fk, ct):
         cts[nc + j] = c
@@ -689,3 +768,233 @@ def revolve(body: Any, xs: tuple, nc: int, g: np.ndarray, out: np.ndarray, layou
 WHILE = Primitive(
     "while_loop", while_forward, [while_vjp], while_jvp, fmt_loop("while_loop"), [],
     variadic=True, saves=("inputs", "out"))
+WHILE.release = release
+
+
+def while_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
+                **attrs: Any) -> Any:
+    """The body vmapped in one loop for the batch: it runs while any example's condition
+    holds, an example whose condition fails keeping its carry, and counts each example's
+    trips in a carry of its own (the packed outputs of the examples stacked)."""
+    body, test, nc = attrs["body"], attrs["test"], attrs["nc"]
+    nk = len(xs) - nc
+    size = next(shape_of(x)[0] for x, b in zip(xs, batched) if b)
+    carry = []
+    for x, b, (shape, _) in zip(xs[nc:], batched[nc:], body.ins[nc:]):
+        carry.append(x if b else o.expand(o.reshape(x, (1, *shape)), (size, *shape)))
+    flags = (*(bool(b) for b in batched[:nc]), *([True] * nk))
+    many, holds = body.batched(flags, size), test.batched(flags, size)
+    count = ((size,), np.dtype(np.float64))      # (a float: an entry's constants are)
+    ins = [*many.ins, count]
+    example = [*many.example, np.zeros(size)]
+
+    def step(o2: Any, *a: Any) -> list:
+        live = holds.record(o2, *a[:-1])[0]
+        new = many.record(o2, *a[:-1])
+        kept = []
+        for y, old in zip(new, a[nc:nc + nk]):
+            m = o2.reshape(live, (size,) + (1,) * (len(shape_of(old)) - 1))
+            kept.append(o2.where(m, y, old))
+        return [*kept, o2.add(a[-1], o2.apply(ASTYPE, (live,), {"dtype": count[1]}, None))]
+
+    def any_holds(o2: Any, *a: Any) -> list:
+        return [o2.any(holds.record(o2, *a[:-1])[0])]
+
+    key = ("while_batched", flags, size)
+    loop_body = body.derive(key, ins, example, step)
+    loop_test = test.derive(key, ins, example, any_holds)
+    outs = [*many.outs[:nk], count]
+    offsets, width = layout_of([*outs, ((), np.dtype(np.int64))])
+    res = o.apply(WHILE, (*xs[:nc], *carry, np.zeros(size)),
+                  dict(attrs, body=loop_body, test=loop_test, layout=offsets, width=width),
+                  None)
+    leaves = unpack(o, res, outs, offsets[:nk + 1], cast=False)
+    pieces = [(k, o.reshape(y, (size, 1, -1))) for k, y in zip(attrs["layout"], leaves)]
+    return stacked_packs(o, [pieces], attrs["width"],
+                         size, packed_dtype((*body.outs, ((), np.dtype(np.int64)))))
+
+
+WHILE.batch = while_batch
+
+
+# ---------------------------------------------------------------- Taylor rules
+#
+# A loop's Taylor rule is the loop of the body's (Body.taylor: the body's outputs and their
+# coefficients 1..K from its inputs' and theirs). The packed output's coefficient k is the
+# block of columns (k - 1) * width .. k * width of the loop's result, the primal after them.
+
+
+def _moves(ss: Sequence[Any], j: int, aval: Aval) -> bool:
+    return is_float(aval) and any(c is not None for c in ss[j][1:])
+
+
+def _coefficients(ss: Sequence[Any], j: int, x: Any) -> list:
+    """Coefficients 1..K of input j's series, zeros where it has none."""
+    return [c if c is not None else np.zeros(shape_of(x), np.result_type(getattr(x, "dtype",
+                                                                           np.float64)))
+            for c in ss[j][1:]]
+
+
+def _blocks(o: PrimitiveMethods, out: Any, res: Any, order: int, width: int) -> list:
+    return [out, *(o.getitem(res, (slice(None), slice((k - 1) * width, k * width)))
+                   for k in range(1, order + 1))]
+
+
+def scan_taylor(o: PrimitiveMethods, ss: Sequence[Any], out: Any, *xs: Any,
+                **attrs: Any) -> list:
+    """The output's series: a scan of the body's Taylor rule, the carry carrying its
+    coefficients."""
+    body, nc, nk, counted = attrs["body"], attrs["nc"], attrs["nk"], attrs["counted"]
+    ins, outs = body.ins, body.outs
+    K = len(ss[0]) - 1
+    nx = len(xs) - nc - nk - counted
+    mc = [j for j in range(nc) if _moves(ss, j, ins[j])]
+    mx = [j for j in range(nx) if _moves(ss, nc + nk + j, ins[nc + nk + j])]
+    fk = [j for j in range(nk) if is_float(ins[nc + j])]
+    if not (mc or mx or any(_moves(ss, nc + j, ins[nc + j]) for j in fk)):
+        return [out] + [None] * K
+    moving = (*mc, *(nc + j for j in fk), *(nc + nk + j for j in mx))
+    series = body.taylor(moving, K)
+    ny = len(outs) - nk
+    fy = [j for j in range(ny) if is_float(outs[nk + j])]
+    nmc, nfk = len(mc) * K, len(fk) * K
+
+    def step(o2: Any, *a: Any) -> list:
+        consts, tc = a[:nc], a[nc:nc + nmc]
+        carry, tk = a[nc + nmc:nc + nmc + nk], a[nc + nmc + nk:nc + nmc + nk + nfk]
+        x, tx = a[nc + nmc + nk + nfk:nc + nmc + nk + nfk + nx], a[nc + nmc + nk + nfk + nx:]
+        got = series.record(o2, *consts, *carry, *x, *tc, *tk, *tx)
+        primal, coefs = got[:len(outs)], got[len(outs):]
+        return [*primal[:nk], *coefs[:nfk], *primal[nk:], *coefs[nfk:]]
+
+    def times(js: Sequence[int]) -> list:
+        return [ins[j] for j in js for _ in range(K)]
+    avals = [*ins[:nc], *times(mc), *ins[nc:nc + nk], *times([nc + j for j in fk]),
+             *ins[nc + nk:], *times([nc + nk + j for j in mx])]
+    example = [*body.example[:nc], *(ones(a[0], a[1]) for a in times(mc)),
+               *body.example[nc:nc + nk], *(ones(a[0], a[1]) for a in
+                                            times([nc + j for j in fk])),
+               *body.example[nc + nk:], *(ones(a[0], a[1]) for a in
+                                          times([nc + nk + j for j in mx]))]
+    loop = body.derive(("step_taylor", moving, K), avals, example, step)
+    layout, width = attrs["layout"], attrs["width"]
+    offsets = (*(K * width + k for k in layout[:nk]),
+               *((k - 1) * width + layout[j] for j in fk for k in range(1, K + 1)),
+               *(K * width + k for k in layout[nk:]),
+               *((k - 1) * width + layout[nk + j] for j in fy for k in range(1, K + 1)))
+    coefs = [c for j in mc for c in _coefficients(ss, j, xs[j])]
+    coefs_k = [c for j in fk for c in _coefficients(ss, nc + j, xs[nc + j])]
+    coefs_x = [c for j in mx for c in _coefficients(ss, nc + nk + j, xs[nc + nk + j])]
+    res = o.apply(SCAN, (*xs[:nc], *coefs, *xs[nc:nc + nk], *coefs_k,
+                         *xs[nc + nk:nc + nk + nx], *coefs_x, *xs[len(xs) - counted:]),
+                  dict(attrs, body=loop, nc=nc + nmc, nk=nk + nfk, layout=offsets,
+                       width=(K + 1) * width), None)
+    return _blocks(o, out, res, K, width)
+
+
+def while_taylor(o: PrimitiveMethods, ss: Sequence[Any], out: Any, *xs: Any,
+                 **attrs: Any) -> list:
+    """The output's series: a while loop of the body's Taylor rule on the same condition."""
+    body, test, nc = attrs["body"], attrs["test"], attrs["nc"]
+    ins = body.ins
+    K = len(ss[0]) - 1
+    nk = len(xs) - nc
+    mc = [j for j in range(nc) if _moves(ss, j, ins[j])]
+    fk = [j for j in range(nk) if is_float(ins[nc + j])]
+    if not (mc or any(_moves(ss, nc + j, ins[nc + j]) for j in fk)):
+        return [out] + [None] * K
+    moving = (*mc, *(nc + j for j in fk))
+    series = body.taylor(moving, K)
+    nmc = len(mc) * K
+
+    def step(o2: Any, *a: Any) -> list:
+        consts, tc = a[:nc], a[nc:nc + nmc]
+        carry, tk = a[nc + nmc:nc + nmc + nk], a[nc + nmc + nk:]
+        return series.record(o2, *consts, *carry, *tc, *tk)
+
+    def holds(o2: Any, *a: Any) -> list:
+        return test.record(o2, *a[:nc], *a[nc + nmc:nc + nmc + nk])
+
+    times = [ins[j] for j in mc for _ in range(K)]
+    times_k = [ins[nc + j] for j in fk for _ in range(K)]
+    avals = [*ins[:nc], *times, *ins[nc:], *times_k]
+    example = [*body.example[:nc], *(ones(a[0], a[1]) for a in times),
+               *body.example[nc:], *(ones(a[0], a[1]) for a in times_k)]
+    key = ("step_taylor", moving, K)
+    loop = body.derive(key, avals, example, step)
+    loop_test = test.derive(key, avals, example, holds)
+    layout, width = attrs["layout"], attrs["width"]
+    offsets = (*(K * width + k for k in layout[:nk]),
+               *((k - 1) * width + layout[j] for j in fk for k in range(1, K + 1)),
+               K * width + layout[nk])
+    coefs = [c for j in mc for c in _coefficients(ss, j, xs[j])]
+    coefs_k = [c for j in fk for c in _coefficients(ss, nc + j, xs[nc + j])]
+    res = o.apply(WHILE, (*xs[:nc], *coefs, *xs[nc:], *coefs_k),
+                  dict(attrs, body=loop, test=loop_test, nc=nc + nmc, layout=offsets,
+                       width=(K + 1) * width), None)
+    return _blocks(o, out, res, K, width)
+
+
+def cond_taylor(o: PrimitiveMethods, ss: Sequence[Any], out: Any, *xs: Any,
+                **attrs: Any) -> list:
+    """The output's series: the cond of the branches' Taylor rules."""
+    branches = attrs["branches"]
+    first = branches[0]
+    K = len(ss[0]) - 1
+    moving = tuple(j for j in range(len(xs) - 1) if _moves(ss, 1 + j, first.ins[j]))
+    if not moving:
+        return [out] + [None] * K
+    n = len(first.outs)
+    floats = [j for j, a in enumerate(first.outs) if is_float(a)]
+    times = [first.ins[j] for j in moving for _ in range(K)]
+    ins = [*first.ins, *times]
+    example = [*first.example, *(ones(a[0], a[1]) for a in times)]
+    series = tuple(b.derive(("cond_taylor", moving, K), ins, example,
+                            lambda o2, *a, b=b: b.taylor(moving, K).record(o2, *a)[n:])
+                   for b in branches)
+    width = attrs["width"]
+    offsets = tuple((k - 1) * width + attrs["layout"][j] for j in floats
+                    for k in range(1, K + 1))
+    coefs = [c for j in moving for c in _coefficients(ss, 1 + j, xs[1 + j])]
+    res = o.apply(COND, (*xs, *coefs), {"branches": series, "layout": offsets,
+                                        "width": K * width}, None)
+    return _blocks(o, out, res, K, width)
+
+
+def _linear_taylor(prim: Primitive) -> Any:
+    """A linear primitive's Taylor rule: its jvp, per coefficient."""
+    def rule(o: PrimitiveMethods, ss: Sequence[Any], out: Any, *xs: Any, **attrs: Any) -> list:
+        z = [out] + [None] * (len(ss[0]) - 1)
+        for k in range(1, len(z)):
+            ts = [s[k] for s in ss]
+            if any(t is not None for t in ts):
+                z[k] = prim.jvp(o, ts, out, *xs, **attrs)
+        return z
+    return rule
+
+
+SCAN.taylor, WHILE.taylor, COND.taylor = scan_taylor, while_taylor, cond_taylor
+PART.taylor, PLACED.taylor = _linear_taylor(PART), _linear_taylor(PLACED)
+
+
+# ---------------------------------------------------------------- work (Program.stats)
+
+
+def scan_work(attrs: dict) -> tuple[int, int | None]:
+    """A scan's entries run and trips: its body's times its length (one trip when the trips
+    are a recorded count, decided as it runs)."""
+    trips = None if attrs["counted"] else attrs["length"]
+    return attrs["body"].work() * (1 if trips is None else trips), trips
+
+
+def while_work(attrs: dict) -> tuple[int, None]:
+    """A while loop's entries per trip (its condition's and body's): the run decides them."""
+    return attrs["test"].work() + attrs["body"].work(), None
+
+
+def cond_work(attrs: dict) -> tuple[int, int]:
+    """A cond's entries: the largest branch's (one of them runs, once)."""
+    return max(b.work() for b in attrs["branches"]), 1
+
+
+SCAN.work, WHILE.work, COND.work = scan_work, while_work, cond_work

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -179,12 +179,16 @@ class Stats:
     depth: int              # entries on the longest chain of entries
     width: int              # entries in the widest level (entries whose longest chain ties)
     peak_bytes: int         # bytes of entries alive at once, at the peak, run in tape order
+    work: int = 0           # entries a run computes: a loop's body entries times its trips
+                            # (one trip where the run decides them: a while loop)
+    loops: dict = field(default_factory=dict)   # loop entry -> trips (None: decided as it runs)
 
     def __str__(self) -> str:
         prims = ", ".join(f"{k} {n}" for k, n in self.by_primitive.items())
         ords = ", ".join(f"order {k}: {n}" for k, n in sorted(self.by_order.items()))
         return (f"{self.entries} entries ({prims}); {ords}; depth {self.depth}, widest level "
-                f"{self.width}; peak live intermediates {self.peak_bytes} bytes")
+                f"{self.width}; peak live intermediates {self.peak_bytes} bytes" +
+                (f"; {self.work} entries run (loops by their trips)" if self.loops else ""))
 
 
 def stats(prog: Program) -> Stats:
@@ -193,9 +197,16 @@ def stats(prog: Program) -> Stats:
     entries = g.subgraph([k for k, d in g.nodes(data="role") if d in ("forward", "gradient")])
     levels = [len(level) for level in nx.topological_generations(entries)]
     by_prim = Counter(n.prim.name for n in prog.nodes)
+    work, loops = 0, {}
+    for n in prog.nodes:
+        if n.prim.work is None:
+            work += 1
+            continue
+        ran, loops[n.name] = n.prim.work(n.attrs or {})
+        work += ran
     return Stats(len(prog.nodes), dict(by_prim.most_common()),
                  dict(sorted(Counter(n.order for n in prog.nodes).items())),
-                 len(levels), max(levels, default=0), _peak_bytes(prog))
+                 len(levels), max(levels, default=0), _peak_bytes(prog), work, loops)
 
 
 def _peak_bytes(prog: Program) -> int:

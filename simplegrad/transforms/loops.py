@@ -23,17 +23,31 @@ import numpy as np
 from ..engine.batching import Batched, innermost, new_level, wrap
 from ..engine.ops import Ops
 from ..engine.params import FREE
+from ..engine.taylor import carry
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
 from ..primitives.core import value_of
-from ..primitives.loops import COND, SCAN, WHILE, Aval, is_float, layout_of, unpack
+from ..primitives.loops import (
+    COND,
+    SCAN,
+    WHILE,
+    Aval,
+    is_float,
+    keeping_history,
+    layout_of,
+    ones,
+    unpack,
+)
 from ..primitives.methods import VALUES
+from ..program.compile import compile as compile_program
 from ..program.core import Program, extract
 from ..pytree import tree_flatten, tree_unflatten
 from .arguments import around, recording_ops, running
 from .checkpoint import _BlockOps
 
 __all__ = ["scan", "fori_loop", "while_loop", "cond", "switch"]
+
+COMPILE_AFTER = 16      # runs of a body after which it runs compiled
 
 
 # ---------------------------------------------------------------- bodies
@@ -52,21 +66,42 @@ class Body:
         self._derived: dict = {}
         # each step runs the program on values of the inputs' shapes and dtypes (the loop
         # keeps them so): the run without the checks of a call on new arrays, where the
-        # program offers one
+        # program offers one; a body run many times, compiled to numpy code (no per-entry
+        # dispatch) once it has run COMPILE_AFTER times
         self._run = getattr(program, "_run", None)
+        self._calls = 0
+        self._compiled: Any = None
 
     def __repr__(self) -> str:
         return self.name
 
     def __call__(self, *values: Any) -> list:
         """The outputs' values at these inputs."""
+        fast = self._compiled
+        if fast is not None:
+            return fast(*values)
+        self._calls += 1
+        if self._calls == COMPILE_AFTER:
+            self._compile()
         if self._run is not None:
             return self._run([v if type(v) is np.ndarray else np.asarray(v) for v in values])
         return self.program(*values)
 
+    def _compile(self) -> None:
+        """Run the body as compiled numpy code from now on (where it compiles)."""
+        try:
+            fn = compile_program(self.program, name="body")
+        except Exception:       # (a program the compiler does not take runs as it did)
+            return
+        self._compiled = (lambda *v: [fn(*v)]) if self.program.single else fn
+
     def lines(self) -> list[str]:
         """The body as text, one line per entry (as a program prints)."""
         return self.program.format(raw=True).splitlines()
+
+    def work(self) -> int:
+        """The entries one run of the body computes (a loop inside: by its trips)."""
+        return self.program.stats().work
 
     def record(self, o: Any, *inputs: Any) -> list:
         """The outputs recorded on ``o`` (the Ops, or VALUES for values)."""
@@ -100,7 +135,7 @@ class Body:
             grads = o.grad(total, targets, create_graph=True)
             return list(grads)
 
-        example = [*self.example, *(np.ones(self.outs[j][0], self.outs[j][1]) for j in floats)]
+        example = [*self.example, *(ones(self.outs[j][0], self.outs[j][1]) for j in floats)]
         return self.derive(("vjp", wrt), [*self.ins, *(self.outs[j] for j in floats)],
                            example, build)
 
@@ -120,10 +155,35 @@ class Body:
                 tangents.append(np.zeros(shape, dtype) if t is None else t)
             return [*outs, *tangents]
 
-        example = [*self.example, *(np.ones(self.ins[i][0], self.ins[i][1]) for i in moving)]
+        example = [*self.example, *(ones(self.ins[i][0], self.ins[i][1]) for i in moving)]
         return self.derive(("jvp", moving), [*self.ins, *(self.ins[i] for i in moving)],
                            example, build)
 
+    def taylor(self, moving: tuple[int, ...], order: int) -> Body:
+        """(ins, coefficients 1..order of each input at ``moving``) -> (outs, coefficients
+        1..order of each float output): the body's truncated Taylor series."""
+        n = len(self.ins)
+
+        def build(o: Ops, *a: Any) -> list:
+            leaves = a[:n]
+            outs = self.record(o, *leaves)
+            known = {leaves[i]: [leaves[i], *a[n + j * order:n + (j + 1) * order]]
+                     for j, i in enumerate(moving)}
+            coefs = []
+            for (shape, dtype), y in zip(self.outs, outs):
+                if np.dtype(dtype).kind not in "fc":
+                    continue
+                series = [y] + [None] * order
+                if isinstance(y, Variable) and y.rec is o:
+                    given = [c for x, c in known.items() if x is y]
+                    series = given[0] if given else carry(o, y, known, order, True)
+                coefs += [np.zeros(shape, dtype) if c is None else c for c in series[1:]]
+            return [*outs, *coefs]
+
+        ins = [*self.ins, *(self.ins[i] for i in moving for _ in range(order))]
+        example = [*self.example, *(ones(self.ins[i][0], self.ins[i][1]) for i in moving
+                                    for _ in range(order))]
+        return self.derive(("taylor", moving, order), ins, example, build)
 
     def batched(self, flags: tuple[bool, ...], size: int) -> Body:
         """The body on ``size`` examples at once: inputs at ``flags`` carry them along a
@@ -253,6 +313,9 @@ def _record(fname: str, prim: Any, inputs: Sequence[Any], attrs: dict) -> tuple[
     # arrays as leaves that take no gradient: an entry's constants would take its dtype
     inputs = [x if isinstance(x, Variable) else ops.leaf(np.asarray(x), None, False)
               for x in inputs]
+    if ops.recording and any(x.requires_grad for x in inputs):
+        with keeping_history():     # (a gradient may follow: the forward keeps the carries)
+            return ops.apply(prim, tuple(inputs), attrs, None), True
     return ops.apply(prim, tuple(inputs), attrs, None), True
 
 
