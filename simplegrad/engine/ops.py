@@ -731,6 +731,7 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
         # one or two inputs, each a Variable of this Ops, an entry or a Python number (the
         # common calls): read into x0, x1 (as recorded) and v0, v1 (their values), no lists
         x0 = x1 = _OTHER
+        like = None     # an input entry whose shape an elementwise output has (no new tuple)
         if n == 2:
             a, b = inputs
             ta = type(a)
@@ -754,16 +755,17 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
             elif (tb is float or tb is int) and type(x0) is Entry:
                 x1 = v1 = b
                 requires = x0.requires_grad
+                like = x0
         elif n == 1:
             a = inputs[0]
             ta = type(a)
             if ta is Variable and a.rec is self:
-                x0 = a.node
+                x0 = like = a.node
                 v0 = a.raw
                 x1 = UNARY
                 requires = x0.requires_grad
             elif ta is Entry:
-                x0 = a
+                x0 = like = a
                 v0 = a.raw
                 x1 = UNARY
                 requires = a.requires_grad
@@ -845,7 +847,8 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
         elif type(name) is not str:
             name = check_name(name)
         e.label = name
-        e.shape = value.shape
+        e.shape = like.shape if like is not None and prim.elementwise and not attrs else \
+            value.shape
         e.dtype = value.dtype
         e.requires_grad = requires and prim.differentiable
         if self.keep_values:
