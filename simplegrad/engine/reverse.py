@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -379,19 +380,24 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
         except Exception as e:
             _failed(e)
             raise
-        for v, g in grads.items():      # a constant seed stands for itself as a leaf
-            if not isinstance(g, (Variable, Entry)):
-                grads[v] = ops.leaf(g, None, False, "leaf")
+        try:        # (every cotangent a Variable, the common case: their entries at once)
+            found = dict(zip(grads, map(_NODE, grads.values())))
+        except AttributeError:
+            for v, g in grads.items():      # a constant seed stands for itself as a leaf
+                if not isinstance(g, (Variable, Entry)):
+                    grads[v] = ops.leaf(g, None, False, "leaf")
+            found = {v: g.node if type(g) is Variable else g for v, g in grads.items()}
         if tape.keep or tape.listeners:
-            tape.add(BlockEnd(tape.end, "grad", target,     # (entries: no cycle)
-                              {v: g.node if type(g) is Variable else g
-                               for v, g in grads.items()}))
+            tape.add(BlockEnd(tape.end, "grad", target, found))     # (entries: no cycle)
     except BaseException:
         tape.restore(snap)
         raise
     tape.settle(snap)
     tape.last_pass_end = tape.end
     return grads
+
+
+_NODE = attrgetter("node")
 
 
 def _failed(e: Exception) -> None:
