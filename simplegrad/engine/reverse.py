@@ -523,7 +523,7 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                 for x, ct in cts:
                     old = get(x)
                     grads[x] = ct if old is None else accumulate(o, tape, x, old, ct)
-            g = ct = old = cts = outv = a = c = x0 = b = None     # (see the end of the loop)
+            g = ct = old = cts = outv = a = c = None    # (see the end of the loop)
             if last:
                 out.forget()
             continue
