@@ -744,14 +744,16 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
             elif ta is float or ta is int:
                 x0 = v0 = a
             tb = type(b)
-            if tb is Variable and b.rec is self:
-                x1 = b.node
+            if tb is Variable and b.rec is self or tb is Entry:
+                x1 = b.node if tb is Variable else b
                 v1 = b.raw
-                requires = x1.requires_grad or type(x0) is Entry and x0.requires_grad
-            elif tb is Entry:
-                x1 = b
-                v1 = b.raw
-                requires = b.requires_grad or type(x0) is Entry and x0.requires_grad
+                if type(x0) is Entry:
+                    requires = x0.requires_grad or x1.requires_grad
+                    if x0.shape is x1.shape:
+                        like = x0
+                elif x0 is not _OTHER:      # (a number)
+                    requires = x1.requires_grad
+                    like = x1
             elif (tb is float or tb is int) and type(x0) is Entry:
                 x1 = v1 = b
                 requires = x0.requires_grad
