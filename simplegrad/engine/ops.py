@@ -350,7 +350,7 @@ def _fresh(ops: Any, wrt: Sequence[Any]) -> bool:
 
 _new = object.__new__
 _thread = threading.get_ident
-_OTHER = object()     # (apply: an input that is neither a Variable of the Ops nor a number)
+_OTHER = object()     # (apply: an input not read as a Variable of the Ops, an entry or a number)
 
 # ---------------------------------------------------------------- Variables of other Ops
 
