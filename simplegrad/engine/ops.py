@@ -357,7 +357,7 @@ def _fresh(ops: Any, wrt: Sequence[Any]) -> bool:
 
 _new = object.__new__
 _thread = threading.get_ident
-_OTHER = object()     # (apply: an input that is neither a Variable of the Ops nor a number)
+_OTHER = object()     # (apply: an input not read as a Variable of the Ops, an entry or a number)
 
 # ---------------------------------------------------------------- Variables of other Ops
 
@@ -735,50 +735,54 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
         if type(inputs) is not tuple:
             inputs = tuple(inputs)
         n = len(inputs)
-        values = None   # one or two inputs, each a Variable, an entry or a Python number
-        if n == 2:      # (the common calls): read without a value list
+        # one or two inputs, each a Variable of this Ops, an entry or a Python number (the
+        # common calls): read into x0, x1 (as recorded) and v0, v1 (their values), no lists
+        x0 = x1 = _OTHER
+        like = None     # an input entry whose shape an elementwise output has (no new tuple)
+        if n == 2:
             a, b = inputs
-            ta, tb = type(a), type(b)
+            ta = type(a)
             if ta is Variable and a.rec is self:
-                na = a.node
-                if tb is Variable and b.rec is self:
-                    nb = b.node
-                    nodes, values = (na, nb), (a.raw, b.raw)
-                    requires = na.requires_grad or nb.requires_grad
-                elif tb is Entry:
-                    nodes, values = (na, b), (a.raw, b.raw)
-                    requires = na.requires_grad or b.requires_grad
-                elif tb is float or tb is int:
-                    nodes, values, requires = (na, b), (a.raw, b), na.requires_grad
+                x0 = a.node
+                v0 = a.raw
             elif ta is Entry:
-                if tb is Variable and b.rec is self:
-                    nb = b.node
-                    nodes, values = (a, nb), (a.raw, b.raw)
-                    requires = a.requires_grad or nb.requires_grad
-                elif tb is Entry:
-                    nodes, values = inputs, (a.raw, b.raw)
-                    requires = a.requires_grad or b.requires_grad
-                elif tb is float or tb is int:
-                    nodes, values, requires = inputs, (a.raw, b), a.requires_grad
+                x0 = a
+                v0 = a.raw
             elif ta is float or ta is int:
-                if tb is Variable and b.rec is self:
-                    nb = b.node
-                    nodes, values, requires = (a, nb), (a, b.raw), nb.requires_grad
-                elif tb is Entry:
-                    nodes, values, requires = inputs, (a, b.raw), b.requires_grad
+                x0 = v0 = a
+            tb = type(b)
+            if tb is Variable and b.rec is self or tb is Entry:
+                x1 = b.node if tb is Variable else b
+                v1 = b.raw
+                if type(x0) is Entry:
+                    requires = x0.requires_grad or x1.requires_grad
+                    if x0.shape is x1.shape:
+                        like = x0
+                elif x0 is not _OTHER:      # (a number)
+                    requires = x1.requires_grad
+                    like = x1
+            elif (tb is float or tb is int) and type(x0) is Entry:
+                x1 = v1 = b
+                requires = x0.requires_grad
+                like = x0
         elif n == 1:
             a = inputs[0]
             ta = type(a)
             if ta is Variable and a.rec is self:
-                na = a.node
-                nodes, values, requires = (na,), (a.raw,), na.requires_grad
+                x0 = like = a.node
+                v0 = a.raw
+                x1 = UNARY
+                requires = x0.requires_grad
             elif ta is Entry:
-                nodes, values, requires = inputs, (a.raw,), a.requires_grad
-        convert = False
-        if values is None:
+                x0 = like = a
+                v0 = a.raw
+                x1 = UNARY
+                requires = a.requires_grad
+        if x0 is _OTHER or x1 is _OTHER:    # any other call: lists
             values = []
             nodes = []
             requires = None         # None until an input is a Variable of this Ops
+            convert = False
             for x in inputs:
                 tx = type(x)
                 if tx is Variable and x.rec is self or tx is Entry:
@@ -793,26 +797,35 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
                     convert = True
                     values.append(x)
                     nodes.append(x)
-        if convert:
-            for x in inputs:
-                if type(x) is Variable and x.rec is not self and x.rec.absorbs and \
-                        not self.within(x.rec):
-                    # a block recording on an Ops of its own reads this Variable through a
-                    # closure (``w * x``, w of this Ops): the block's Ops records it
-                    return x.rec.apply(prim, inputs, attrs, name)
-            for x in inputs:
-                if type(x) is Batched:      # inside vmap: batching.py
-                    return apply_batched(self, prim, inputs, attrs, name)
-            nodes, values, requires = recordable(self, prim, inputs)
-        if requires is None:    # constants only: fold, record nothing
-            return prim.forward(*values, **attrs) if attrs else prim.forward(*values)
-        try:
-            if attrs:
-                value = prim.forward(*values, **attrs)
-            elif n == 2:        # (no argument tuple to build: the common call)
-                value = prim.forward(values[0], values[1])
+            if convert:
+                for x in inputs:
+                    if type(x) is Variable and x.rec is not self and x.rec.absorbs and \
+                            not self.within(x.rec):
+                        # a block recording on an Ops of its own reads this Variable through
+                        # a closure (``w * x``, w of this Ops): the block's Ops records it
+                        return x.rec.apply(prim, inputs, attrs, name)
+                for x in inputs:
+                    if type(x) is Batched:      # inside vmap: batching.py
+                        return apply_batched(self, prim, inputs, attrs, name)
+                nodes, values, requires = recordable(self, prim, inputs)
+            if requires is None:    # constants only: fold, record nothing
+                return prim.forward(*values, **attrs) if attrs else prim.forward(*values)
+            if n == 2:
+                x0, x1 = nodes
+                v0, v1 = values
+            elif n == 1:
+                x0 = nodes[0]
+                v0 = values[0]
+                x1 = UNARY
             else:
-                value = prim.forward(*values)
+                x0 = x1 = None
+        try:
+            if n == 2:              # (no argument tuple to build: the common calls)
+                value = prim.forward(v0, v1, **attrs) if attrs else prim.forward(v0, v1)
+            elif n == 1:
+                value = prim.forward(v0, **attrs) if attrs else prim.forward(v0)
+            else:
+                value = prim.forward(*values, **attrs) if attrs else prim.forward(*values)
         except Exception as e:  # numpy's message, with our names and shapes
             err = translate(prim, inputs, e)
             if err is e:
@@ -829,18 +842,11 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
             out.node.attrs = UNRECORDED
             return out
         tape = self.tape
-        e = _new(Entry)             # leaf_entry's work inlined: this is the hot path
+        e = _new(Entry)             # leaf_entry's and set_inputs' work inlined: the hot path
         e.prim = prim
-        if n == 2:                  # set_inputs, inlined: this is the hot path
-            e.in0, e.in1 = nodes
-            e.more = None
-        elif n == 1:
-            e.in0 = nodes[0]
-            e.in1 = UNARY
-            e.more = None
-        else:
-            e.in0 = e.in1 = None
-            e.more = tuple(nodes)
+        e.in0 = x0
+        e.in1 = x1
+        e.more = None if n < 3 else tuple(nodes)
         e.attrs = attrs
         entries = tape.entries
         e.position = tape.base + len(entries)
@@ -850,32 +856,35 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
         elif type(name) is not str:
             name = check_name(name)
         e.label = name
-        e.shape = value.shape
+        e.shape = like.shape if like is not None and prim.elementwise and not attrs else \
+            value.shape
         e.dtype = value.dtype
         e.requires_grad = requires and prim.differentiable
-        if self.keep_values or prim.saves_out:
+        if self.keep_values:
             e.raw = value
         else:                       # only what the rules read (Primitive.saves)
-            e.raw = None
-        if not self.keep_values:
+            e.raw = value if prim.saves_out else None
             kept = prim.saved_inputs
             if kept is None:        # (every input: the inputs' values are kept with them)
-                if n == 2:
-                    x, y = nodes
-                    if type(x) is Entry and x.raw is None:
-                        x.raw = values[0]
-                    if type(y) is Entry and y.raw is None:
-                        y.raw = values[1]
+                if n < 3:
+                    if type(x0) is Entry and x0.raw is None:
+                        x0.raw = v0
+                    if type(x1) is Entry and x1.raw is None:
+                        x1.raw = v1
                 else:
                     for i, x in enumerate(nodes):
                         if type(x) is Entry and x.raw is None:
                             x.raw = values[i]
             elif kept:
                 for i in kept:
-                    if i < n:       # (an input held as an attribute instead is kept there)
-                        x = nodes[i]
-                        if type(x) is Entry and x.raw is None:
-                            x.raw = values[i]
+                    if i >= n:      # (an input held as an attribute instead is kept there)
+                        continue
+                    if n > 2:
+                        x, v = nodes[i], values[i]
+                    else:
+                        x, v = (x0, v0) if i == 0 else (x1, v1)
+                    if type(x) is Entry and x.raw is None:
+                        x.raw = v
         entries.append(e)
         if tape.listeners:
             for listen in tape.listeners:

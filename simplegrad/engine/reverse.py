@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -380,19 +381,26 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
         except Exception as e:
             _failed(e)
             raise
-        for v, g in grads.items():      # a constant seed stands for itself as a leaf
-            if not isinstance(g, (Variable, Entry)):
-                grads[v] = ops.leaf(g, None, False, "leaf")
+        kinds = set(map(type, grads.values()))
+        if kinds == {Variable}:     # (every cotangent a Variable, the common case: at once)
+            found = dict(zip(grads, map(_NODE, grads.values())))
+        else:
+            for v, g in grads.items():      # a constant seed stands for itself as a leaf
+                if not isinstance(g, (Variable, Entry)):
+                    grads[v] = ops.leaf(g, None, False, "leaf")
+            found = {v: g.node if type(g) is Variable else innermost(g).node
+                     if type(g) is Batched else g for v, g in grads.items()}
         if tape.keep or tape.listeners:
-            tape.add(BlockEnd(tape.end, "grad", target,     # (entries: no cycle)
-                              {v: g.node if type(g) is Variable else innermost(g).node
-                               if type(g) is Batched else g for v, g in grads.items()}))
+            tape.add(BlockEnd(tape.end, "grad", target, found))     # (entries: no cycle)
     except BaseException:
         tape.restore(snap)
         raise
     tape.settle(snap)
     tape.last_pass_end = tape.end
     return grads
+
+
+_NODE = attrgetter("node")
 
 
 def _failed(e: Exception) -> None:
@@ -459,47 +467,37 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
             continue
         prim = out.prim
         attrs = out.attrs
-        # the inputs (Entry.inputs, inlined: the sweep's hot path) and, for values, what the
-        # rules get: their values; an entry whose value is gone stands for itself (its shape
-        # and dtype: no rule reads more of it, Primitive.saves)
-        inputs = out.more
-        if inputs is None:
-            x = out.in0
-            b = out.in1
-            if b is UNARY:
-                inputs = (x,)
-                if recording:
-                    args = inputs
-                else:
-                    a = x.raw
-                    args = (x if a is None else a,)
-            else:
-                inputs = (x, b)
-                if recording:
-                    args = inputs
-                else:
-                    a = x.raw if type(x) is Entry else x
-                    c = b.raw if type(b) is Entry else b
-                    args = (x if a is None else a, b if c is None else c)
-        elif recording:
-            args = inputs
-        else:
-            args = [x if type(x) is not Entry or x.raw is None else x.raw for x in inputs]
+        # what the rules get: the entries themselves (recorded), or their values; an entry
+        # whose value is gone stands for itself (its shape and dtype: no rule reads more of
+        # it, Primitive.saves)
         if recording:
             outv = out
         else:
             outv = out.raw
             if outv is None:
                 outv = out
-        if len(args) < 3 and not (masks or prim.sparse_vjp or prim.variadic or
-                                  prim.mask_source):
+        if out.more is None and not (masks or prim.sparse_vjp or prim.variadic or
+                                     prim.mask_source):
             # one or two inputs and no structural zeros (the common entry): the loop below
-            # without what it never needs here
+            # without what it never needs here, the inputs read from their slots (the input
+            # of a unary entry is an entry)
+            x0 = out.in0
+            b = out.in1
+            unary = b is UNARY
+            if recording:
+                a, c = x0, b
+            else:
+                a = x0.raw if type(x0) is Entry else x0
+                if a is None:
+                    a = x0
+                if not unary:
+                    c = b.raw if type(b) is Entry else b
+                    if c is None:
+                        c = b
             rules = prim.vjp
-            unary = len(args) == 1
             cts = [] if recording else None
             i = -1
-            for x in inputs:
+            for x in (x0,) if unary else (x0, b):
                 i += 1
                 rule = rules[i]
                 if rule is None or type(x) is not Entry or not x.requires_grad or \
@@ -509,10 +507,9 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                 if pullbacks is not None:
                     start = len(entries)
                 if unary:
-                    ct = rule(o, g, outv, args[0], **attrs) if attrs else rule(o, g, outv, args[0])
+                    ct = rule(o, g, outv, a, **attrs) if attrs else rule(o, g, outv, a)
                 else:
-                    ct = rule(o, g, outv, args[0], args[1], **attrs) if attrs else \
-                        rule(o, g, outv, args[0], args[1])
+                    ct = rule(o, g, outv, a, c, **attrs) if attrs else rule(o, g, outv, a, c)
                 if ct is None:
                     continue
                 dtype = x.dtype
@@ -529,10 +526,18 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                 for x, ct in cts:
                     old = get(x)
                     grads[x] = ct if old is None else accumulate(o, tape, x, old, ct)
-            g = ct = old = cts = args = outv = a = c = None     # (see the end of the loop)
+            g = ct = old = cts = outv = a = c = None    # (see the end of the loop)
             if last:
                 out.forget()
             continue
+        inputs = out.more
+        if inputs is None:
+            b = out.in1
+            inputs = (out.in0,) if b is UNARY else (out.in0, b)
+        if recording:
+            args = inputs
+        else:
+            args = [x if type(x) is not Entry or x.raw is None else x.raw for x in inputs]
         cts = []
         m = masks.get(out) if masks else None
         special = prim.mask is not None and (m is not None or prim.mask_source)
@@ -588,7 +593,7 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                     masks[x] = before if before is mask else o.logical_and(before, mask)
         # the loop's names would hold the last cotangents and the totals they replaced until
         # the next entry's: free them now (arrays of the peak, in a value-only sweep)
-        g = ct = old = cts = args = outv = a = c = None
+        g = ct = old = cts = args = outv = None
         if last:
             out.forget()
     for v, g in grads.items():

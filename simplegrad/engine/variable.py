@@ -17,9 +17,23 @@ import numpy as np
 
 from ..errors import ArgumentError, ConversionWarning, DTypeError, GraphError, warn
 from ..primitives import VariableMethods
-from ..primitives.elementwise import ADD, DIV, MUL, SUB
+from ..primitives.elementwise import (
+    ADD,
+    COS,
+    DIV,
+    EXP,
+    LOG,
+    MUL,
+    NEG,
+    SIGMOID,
+    SIN,
+    SQRT,
+    SUB,
+    TANH,
+)
 from ..primitives.numpy_api import array_refusal, ufunc_refusal, ufuncs
 from ..primitives.numpy_arrays import ENTRIES as NUMPY_FORMS
+from ..primitives.piecewise import ABS, RELU, SIGN
 from .guards import note as note_decision
 
 if TYPE_CHECKING:
@@ -73,13 +87,13 @@ class Operators:
         return self.rec.matmul(other, self)
 
     def __neg__(self) -> Variable:
-        return self.rec.neg(self)
+        return self.rec.apply(NEG, (self,), None, None)
 
     def __pos__(self) -> Variable:
         return self
 
     def __abs__(self) -> Variable:
-        return self.rec.abs(self)
+        return self.rec.apply(ABS, (self,), None, None)
 
     def __getitem__(self, index: Any) -> Variable:
         return self.rec.getitem(self, index)
@@ -155,7 +169,7 @@ class Operators:
 
     def sign(self) -> Variable:
         """Elementwise -1, 0 or 1 (derivative 0)."""
-        return self.rec.sign(self)
+        return self.rec.apply(SIGN, (self,), None, None)
 
     def logsumexp(self, axis: Any = None, keepdims: bool = False) -> Variable:
         """log(sum(exp(self))) over ``axis``, without overflow."""
@@ -171,39 +185,39 @@ class Operators:
 
     def exp(self) -> Variable:
         """Elementwise e ** self."""
-        return self.rec.exp(self)
+        return self.rec.apply(EXP, (self,), None, None)
 
     def log(self) -> Variable:
         """Elementwise natural logarithm."""
-        return self.rec.log(self)
+        return self.rec.apply(LOG, (self,), None, None)
 
     def sqrt(self) -> Variable:
         """Elementwise square root."""
-        return self.rec.sqrt(self)
+        return self.rec.apply(SQRT, (self,), None, None)
 
     def sin(self) -> Variable:
         """Elementwise sine."""
-        return self.rec.sin(self)
+        return self.rec.apply(SIN, (self,), None, None)
 
     def cos(self) -> Variable:
         """Elementwise cosine."""
-        return self.rec.cos(self)
+        return self.rec.apply(COS, (self,), None, None)
 
     def tanh(self) -> Variable:
         """Elementwise hyperbolic tangent."""
-        return self.rec.tanh(self)
+        return self.rec.apply(TANH, (self,), None, None)
 
     def sigmoid(self) -> Variable:
         """Elementwise logistic function."""
-        return self.rec.sigmoid(self)
+        return self.rec.apply(SIGMOID, (self,), None, None)
 
     def relu(self) -> Variable:
         """Elementwise max(self, 0)."""
-        return self.rec.relu(self)
+        return self.rec.apply(RELU, (self,), None, None)
 
     def abs(self) -> Variable:
         """Elementwise absolute value."""
-        return self.rec.abs(self)
+        return self.rec.apply(ABS, (self,), None, None)
 
     def expand(self, *shape: Any) -> Variable:
         """Broadcast to ``shape`` (given as a sequence or as separate ints)."""
