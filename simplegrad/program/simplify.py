@@ -6,7 +6,8 @@ the entry is folded (all arguments constant), reduced to an input (an identity),
 key; last, entries and constants no output needs are dropped. An output with a given name (an
 alias such as ``dW = v12``) is kept, so the simplified program still names its outputs. One
 pass suffices: a rule looks only at an entry's arguments and at the entries that computed
-them, which are final by the time the entry is reached.
+them, which are final by the time the entry is reached. The step for one entry is
+``rewrites.simplified``, the one the derivation and a simplifying Ops take too.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..primitives.core import Primitive
-from ..primitives.rewrites import Operand, cse_key, reduces_to, rewrite
+from ..primitives.rewrites import FOLD, Operand, Same, simplified
 from .builder import Builder
 from .nodes import CONST, INPUT, NODE, Ref
 
@@ -56,6 +57,9 @@ def simplify(prog: Program) -> Program:
         known[r] = d
         return d
 
+    def argument(x: Any) -> Ref:
+        return x if isinstance(x, Ref) else b.constant(x)
+
     def new(r: Ref) -> Ref:
         return r if r.kind == INPUT else consts[r.index] if r.kind == CONST else nodes[r.index]
 
@@ -66,52 +70,23 @@ def simplify(prog: Program) -> Program:
         if i in named:          # an output with a given name (dW) keeps it
             nodes.append(b.node(node._replace(args=args)))
             continue
-        if all(r.kind == CONST for r in args):
+        step = simplified(prim, args, attrs, describe, argument)
+        if step is FOLD:
             nodes.append(_fold(b, prim, args, attrs, node.name))
-            continue
-        same = None
-        for _ in range(3):      # a rewrite may open a fold, a fold an identity
-            if prim.associative:    # (x * 2.0) * 0.5 is x * 1.0, which the rules see next
-                args = _fold_scale(b, prim, args)
-            same = reduces_to(prim, args, attrs, describe)
-            simpler = None if same is not None else rewrite(prim, args, attrs, describe)
-            if simpler is None:
-                break
-            prim, args, attrs = simpler
-            args = tuple(a if isinstance(a, Ref) else b.constant(a) for a in args)
-        if same is not None:
-            nodes.append(same)
-            continue
-        key = cse_key(prim, args, attrs)
-        r = table.get(key)
-        if r is None:
-            r = table[key] = b.node(node._replace(prim=prim, args=args, attrs=attrs))
-        nodes.append(r)
+        elif type(step) is Same:
+            nodes.append(step.input)
+        else:
+            prim, args, attrs, key = step
+            r = table.get(key)
+            if r is None:
+                r = table[key] = b.node(node._replace(prim=prim, args=args, attrs=attrs))
+            nodes.append(r)
     guards = [g._replace(ref=new(g.ref)) for g in prog.guards]
     out = _without_dead(type(prog), b, [new(r) for r in prog.outputs], prog.single,
                         [g for g in guards if g.ref.kind != CONST])  # (folded: always holds)
     if prog.origin is not None or prog.counts is not None:
         out.origin = prog.origin or prog        # other sizes: that one resized, simplified
     return out
-
-
-def _fold_scale(b: Builder, prim: Primitive, args: tuple) -> tuple:
-    """``(x * c1) * c2`` as ``x * (c1 * c2)`` when c1 and c2 are Python numbers (for any
-    ``associative`` primitive)."""
-    def number(r: Ref) -> Any:
-        value = b.constants[r.index].value if r.kind == CONST else None
-        return value if type(value) in (int, float) else None
-
-    for i in (0, 1):
-        inner, c2 = args[i], number(args[1 - i])
-        if inner.kind != NODE or c2 is None or b.nodes[inner.index].prim is not prim:
-            continue
-        inner_args = b.nodes[inner.index].args
-        for j in (0, 1):
-            c1 = number(inner_args[1 - j])
-            if c1 is not None and inner_args[j].kind != CONST:
-                return (inner_args[j], b.constant(prim.associative(c1, c2)))
-    return args
 
 
 def _fold(b: Builder, prim: Primitive, args: tuple, attrs: dict | None, name: str) -> Ref:
