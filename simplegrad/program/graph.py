@@ -32,7 +32,7 @@ from ..engine.tape import Leaf, ancestors
 from ..engine.variable import Entry, Variable
 from ..errors import ArgumentError, GraphError
 from ..primitives.rewrites import constant_key
-from .nodes import CONST, INPUT, NODE
+from .nodes import CONST, INPUT, NODE, ref_of
 
 if TYPE_CHECKING:     # (Program's methods call here: no runtime import back)
     from ..engine.ops import Ops
@@ -80,13 +80,13 @@ def program_graph(prog: Program) -> nx.DiGraph:
                    dtype=_dtype(c.value), order=0, role="constant",
                    label=text if c.name is None else f"{c.name} = {format_value(c.value)}",
                    output=(CONST, i) in outputs)
-    for i, node in enumerate(prog.nodes):
+    for i, (node, k) in enumerate(zip(prog.entries, prog.orders)):
         key = ref_key[(NODE, i)] = keys(node.name)
         g.add_node(key, name=node.name, primitive=node.prim.name, attrs=node.attrs,
-                   shape=node.shape, dtype=node.dtype, order=node.order, role=_role(node.order),
-                   label=prog.format_node(node), output=(NODE, i) in outputs)
-        for p, r in enumerate(node.args):
-            _edge(g, ref_key[(r.kind, r.index)], key, p)
+                   shape=node.shape, dtype=node.dtype, order=k, role=_role(k),
+                   label=prog.format_entry(node), output=(NODE, i) in outputs)
+        for p, x in enumerate(node.inputs):
+            _edge(g, ref_key[ref_of(x)], key, p)
     g.graph["outputs"] = [ref_key[(r.kind, r.index)] for r in prog.outputs]
     return g
 
@@ -192,9 +192,9 @@ def stats(prog: Program) -> Stats:
     g = program_graph(prog)
     entries = g.subgraph([k for k, d in g.nodes(data="role") if d in ("forward", "gradient")])
     levels = [len(level) for level in nx.topological_generations(entries)]
-    by_prim = Counter(n.prim.name for n in prog.nodes)
-    return Stats(len(prog.nodes), dict(by_prim.most_common()),
-                 dict(sorted(Counter(n.order for n in prog.nodes).items())),
+    by_prim = Counter(n.prim.name for n in prog.entries)
+    return Stats(len(prog.entries), dict(by_prim.most_common()),
+                 dict(sorted(Counter(prog.orders).items())),
                  len(levels), max(levels, default=0), _peak_bytes(prog))
 
 
@@ -203,9 +203,9 @@ def _peak_bytes(prog: Program) -> int:
     last (outputs are kept to the end); inputs and constants are not counted."""
     frees = prog.dead_after()
     size = [int(np.prod(n.shape, dtype=np.int64)) * np.dtype(n.dtype).itemsize
-            for n in prog.nodes]
+            for n in prog.entries]
     live = peak = 0
-    for i in range(len(prog.nodes)):
+    for i in range(len(prog.entries)):
         live += size[i]
         peak = max(peak, live)
         live -= sum(size[j] for j in frees[i])
