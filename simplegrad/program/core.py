@@ -72,12 +72,40 @@ class Program:
             for r in node.args:
                 self._check_ref(r, i, node.name)
         self._entries(nodes)
+        self._finish(counts, alike, guards)
+
+    @classmethod
+    def of_entries(cls, slots: Sequence[Any], fixed: Sequence[Any], entries: Sequence[Any],
+                   orders: Sequence[int], outputs: Sequence[Ref], single: bool = False,
+                   counts: Sequence[Count] | None = None, alike: Sequence[tuple] = (),
+                   guards: Sequence[Guard] = ()) -> Program:
+        """The program of these entries (``slots``: input leaves, ``fixed``: constant leaves,
+        ``entries``: the nodes, each reading earlier ones; every ``position`` its index), as
+        ``nodes.program_entries`` makes them; it holds them as they are."""
+        prog = cls.__new__(cls)
+        prog.slots, prog.fixed, prog.entries = tuple(slots), tuple(fixed), tuple(entries)
+        prog.orders = tuple(orders)
+        prog._nodes = None
+        prog.inputs = tuple(Input(e.label, tuple(e.shape), np.dtype(e.dtype)) for e in slots)
+        prog.constants = tuple(Constant(e.raw, e.label) for e in fixed)
+        prog.outputs = tuple(outputs)
+        prog.single = bool(single)
+        if prog.single and len(prog.outputs) != 1:
+            raise ArgumentError(f"program: single=True needs one output, got "
+                                f"{len(prog.outputs)}")
+        prog._finish(counts, alike, guards)
+        return prog
+
+    def _finish(self, counts: Sequence[Count] | None, alike: Sequence[tuple],
+                guards: Sequence[Guard]) -> None:
+        """Check the outputs, hold the guards, counts and pairs of one shape."""
+        n = len(self.entries)
         for r in self.outputs:
-            self._check_ref(r, len(nodes), "an output")
+            self._check_ref(r, n, "an output")
         # the Python decisions it was recorded through, checked when it replays
         self.guards = tuple(Guard(Ref(*g.ref), *g[1:]) for g in guards)
         for g in self.guards:
-            self._check_ref(g.ref, len(nodes), "a guard")
+            self._check_ref(g.ref, n, "a guard")
         # None: sizes fixed as recorded; a tuple (empty included): the program replays at
         # other input sizes (sizes.py), these constants being counts that follow them
         self.counts = None if counts is None else tuple(Count(*k) for k in counts)
@@ -103,6 +131,11 @@ class Program:
         if nodes is None:
             nodes = self._nodes = tuple(node_of(e, k) for e, k in zip(self.entries, self.orders))
         return nodes
+
+    def at(self, r: Ref) -> Any:
+        """The entry a Ref of this program names: an input slot, a constant or a node."""
+        return (self.slots if r.kind == INPUT else self.fixed if r.kind == CONST
+                else self.entries)[r.index]
 
     def _check_ref(self, r: Any, limit: int, where: str) -> None:
         sizes = {INPUT: len(self.inputs), CONST: len(self.constants), NODE: limit}

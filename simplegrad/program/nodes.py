@@ -79,8 +79,10 @@ def refs_of(e: Entry) -> tuple:
     return tuple(Ref(NODE if x.prim is not None else x.attrs, x.position) for x in e.inputs)
 
 
-def _leaf(kind: str, index: int, name: str | None, shape: tuple, dtype: Any,
-          value: Any = None) -> Entry:
+def slot_entry(kind: str, index: int, name: str | None, shape: tuple, dtype: Any,
+               value: Any = None) -> Entry:
+    """A leaf of a program: input slot ``index`` (``INPUT``, no value) or constant ``index``
+    (``CONST``, holding ``value``)."""
     e = object.__new__(Entry)
     e.prim = None
     e.in0 = e.in1 = None
@@ -106,25 +108,36 @@ def program_entries(inputs: Sequence[Input], constants: Sequence[Constant],
                     nodes: Sequence[Node]) -> tuple[tuple, tuple, tuple]:
     """The entries of a program given as parts: its input slots, its constants and its nodes
     (see the module docstring); each node's Refs must point at earlier parts."""
-    slots = tuple(_leaf(INPUT, i, x.name, tuple(x.shape), np.dtype(x.dtype))
+    slots = tuple(slot_entry(INPUT, i, x.name, tuple(x.shape), np.dtype(x.dtype))
                   for i, x in enumerate(inputs))
-    fixed = tuple(_leaf(CONST, i, c.name, np.shape(c.value), constant_dtype(c.value), c.value)
-                  for i, c in enumerate(constants))
+    fixed = tuple(constant_entry(c.value, c.name, i) for i, c in enumerate(constants))
     made: list[Entry] = []
     parts = {INPUT: slots, CONST: fixed, NODE: made}
     for i, n in enumerate(nodes):
-        e = object.__new__(Entry)
-        e.prim = n.prim
-        set_inputs(e, tuple(parts[r.kind][r.index] for r in n.args))
-        e.attrs = n.attrs
-        e.position = i
-        e.label = n.name
-        e.shape = n.shape
-        e.dtype = n.dtype
-        e.requires_grad = False
-        e.raw = None
-        made.append(e)
+        made.append(node_entry(n.prim, tuple(parts[r.kind][r.index] for r in n.args),
+                               n.attrs, n.name, n.shape, n.dtype, i))
     return slots, fixed, tuple(made)
+
+
+def constant_entry(value: Any, name: str | None, index: int) -> Entry:
+    """Constant ``index`` of a program as a leaf holding ``value``."""
+    return slot_entry(CONST, index, name, np.shape(value), constant_dtype(value), value)
+
+
+def node_entry(prim: Primitive, inputs: tuple, attrs: dict | None, name: str, shape: tuple,
+               dtype: Any, index: int) -> Entry:
+    """Node ``index`` of a program: ``prim`` of ``inputs`` (entries of the program)."""
+    e = object.__new__(Entry)
+    e.prim = prim
+    set_inputs(e, inputs)
+    e.attrs = attrs
+    e.position = index
+    e.label = name
+    e.shape = shape
+    e.dtype = dtype
+    e.requires_grad = False
+    e.raw = None
+    return e
 
 
 def node_of(e: Entry, order: int) -> Node:
