@@ -355,10 +355,10 @@ class Program:
         return "\n".join(lines)
 
     def format_node(self, node: Node) -> str:
-        """One node as ``name = expression``, in the trace's style."""
+        """One node (of this program's Refs) as ``name = expression``, in the trace's style."""
         args = [self._operand(r) for r in node.args]
         if len(node.args) == 1 and render.is_alias(node.prim, not re.fullmatch(r"v\d+", node.name),
-                                                    self._shape(node.args[0]), node.shape):
+                                                    self.at(node.args[0]).shape, node.shape):
             return f"{node.name} = {args[0]}"
         return render.format_line(node.name, node.prim, args, node.attrs)
 
@@ -371,20 +371,8 @@ class Program:
             return f"{name} = {args[0]}"
         return render.format_line(name, e.prim, args, e.attrs)
 
-    def _shape(self, r: Ref) -> tuple:
-        if r.kind == INPUT:
-            return self.inputs[r.index].shape
-        if r.kind == NODE:
-            return self.nodes[r.index].shape
-        return np.shape(self.constants[r.index].value)
-
     def _operand(self, r: Ref) -> str:
-        if r.kind == INPUT:
-            return self.inputs[r.index].name
-        if r.kind == NODE:
-            return self.nodes[r.index].name
-        c = self.constants[r.index]
-        return c.name if c.name is not None else render.format_operand(c.value)
+        return _entry_operand(self.at(r))
 
     def duplicates(self) -> list[tuple[str, str]]:
         """Pairs of node names that share a common-subexpression key (empty when simplified)."""

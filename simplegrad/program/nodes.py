@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..engine.variable import Entry, set_inputs
+from ..engine.variable import UNARY, Entry, set_inputs
 from ..errors import ReplayError
 from ..primitives.core import Primitive
 
@@ -113,9 +113,28 @@ def program_entries(inputs: Sequence[Input], constants: Sequence[Constant],
     fixed = tuple(constant_entry(c.value, c.name, i) for i, c in enumerate(constants))
     made: list[Entry] = []
     parts = {INPUT: slots, CONST: fixed, NODE: made}
-    for i, n in enumerate(nodes):
-        made.append(node_entry(n.prim, tuple(parts[r.kind][r.index] for r in n.args),
-                               n.attrs, n.name, n.shape, n.dtype, i))
+    new = object.__new__
+    for i, n in enumerate(nodes):       # (node_entry, inline: a program has many)
+        e = new(Entry)
+        e.prim = n.prim
+        args = n.args
+        if len(args) == 2:
+            a, b = args
+            e.in0, e.in1, e.more = parts[a.kind][a.index], parts[b.kind][b.index], None
+        elif len(args) == 1:
+            a = args[0]
+            e.in0, e.in1, e.more = parts[a.kind][a.index], UNARY, None
+        else:
+            e.in0 = e.in1 = None
+            e.more = tuple(parts[r.kind][r.index] for r in args)
+        e.attrs = n.attrs
+        e.position = i
+        e.label = n.name
+        e.shape = n.shape
+        e.dtype = n.dtype
+        e.requires_grad = False
+        e.raw = None
+        made.append(e)
     return slots, fixed, tuple(made)
 
 
