@@ -104,6 +104,15 @@ def test_softmax_along_an_empty_axis_is_empty(name, shape, axis):
         shape + shape
 
 
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", [np.int64, np.int8, np.float32])
+def test_softmax_of_an_empty_array_has_the_dtype_of_a_full_one(name, dtype):
+    # numpy's rule for exp: int64 -> float64, int8 -> float16, float32 stays
+    from simplegrad.primitives import REGISTRY
+    prim = REGISTRY[name]
+    assert prim.forward(np.zeros(0, dtype)).dtype == prim.forward(np.zeros(2, dtype)).dtype
+
+
 def test_logsumexp_along_an_empty_axis_is_minus_inf():
     # JAX, torch and scipy.special.logsumexp: log(sum of no exps) = log 0 = -inf
     op = sg.Ops()

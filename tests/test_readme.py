@@ -59,6 +59,8 @@ EXPECTED: dict[str, list[str]] = {
         "(array([-3., -3., -3.]),)",                            # A.T @ [1, -1]
         "[ 0.479426  0.877583 -0.479426 -0.877583  0.479426]",
         "1360230.720779263", "3.72248581661372", "-3.365883939231586",
+        "[array(10.), array(40.), array(80.), array(0.)]\n"
+        "[array(0.), array(0.), array(80.), array(480.)]\n",   # closures: JAX's jet terms
         "[[ 1.05263158 -0.35087719]",                           # 2 inv(m22), by nested jvps
     ],
     "linalg.md": [

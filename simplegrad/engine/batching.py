@@ -20,7 +20,10 @@ A sweep (``Ops.grad``, ``Ops.jvp``, ``batched_jvp``, Taylor's ``propagate``) giv
 values runs on those stacks: examples are independent, so the sweep of the stacked program
 with a stacked seed gives every example's derivative at once. ``stacked`` gives a value's
 stack at some levels (a level it is not batched at expanded along that batch, a zero-stride
-view), ``unstack`` wraps a stack back.
+view; a level of batch size 1 is an axis all the same), ``unstack`` wraps a stack back. A seed
+or tangent may be batched at levels the differentiated values are not (a pullback made inside
+a vmap, called under another vmap inside it, as NTK-vector products do): the sweep, linear in
+it, carries it as a batched value through the rules, whose batching rules do the rest.
 """
 
 from __future__ import annotations
@@ -192,10 +195,15 @@ def union(*groups: list[Level]) -> list[Level]:
     return sorted(set().union(*groups)) if len(groups) > 1 else list(groups[0])
 
 
-def stacked(ops: Any, a: Any, levels: list[Level], what: str) -> Any:
+def stacked(ops: Any, a: Any, levels: list[Level], what: str, carried: bool = False) -> Any:
     """``a``'s stack at ``levels`` (outermost first, holding ``a``'s own): one leading axis per
     level, a level ``a`` is not batched at expanded along its batch (a zero-stride view).
-    Arrays stay arrays; Variables are expanded by recorded primitives of ``ops``."""
+    Arrays stay arrays; Variables are expanded by recorded primitives of ``ops``.
+
+    ``carried``: ``a`` is something a sweep is linear in (a seed, a tangent), and may be
+    batched at levels beyond ``levels`` (a pullback made inside a vmap, called inside another
+    one within it): it stays batched there, one example of those levels being the stack at
+    ``levels`` (the sweep carries it through the rules, whose batching rules do the rest)."""
     if type(a) is not Batched:
         if not levels:
             return a
@@ -205,13 +213,28 @@ def stacked(ops: Any, a: Any, levels: list[Level], what: str) -> Any:
         if own == levels:
             return inner
     mine = {level for level, _ in own}
-    if not mine <= {level for level, _ in levels}:
+    asked = {level for level, _ in levels}
+    beyond = [lv for lv in own if lv[0] not in asked]
+    if beyond and not carried:
         raise ArgumentError(f"{what} is batched by a vmap that the values it is differentiated "
                             "in are not; call the transform (sg.grad, sg.jvp, ...) inside that "
                             "vmap's function, which gives each example its own derivative")
+    full = union(own, levels) if beyond else levels
     per = tuple(np.shape(getattr(inner, "raw", inner)))[len(own):]
-    ones = tuple(n if level in mine else 1 for level, n in levels) + per
-    return spread(ops, inner, ones, tuple(n for _, n in levels) + per)
+    ones = tuple(n if level in mine else 1 for level, n in full) + per
+    out = spread(ops, inner, ones, tuple(n for _, n in full) + per)
+    if not beyond:
+        return out
+    return unstack(_ordered(ops, out, full, beyond + levels), beyond)
+
+
+def _ordered(ops: Any, v: Any, have: list[Level], want: list[Level]) -> Any:
+    """A stack whose leading axes are the batches of ``have`` with those axes in the order of
+    ``want`` (the same levels)."""
+    if have == want:
+        return v
+    axes = [have.index(lv) for lv in want]
+    return ops.transpose(v, axes + list(range(len(axes), len(v.shape))))
 
 
 def lifted(ops: Any, a: Any, levels: list[Level]) -> Variable:
@@ -226,14 +249,24 @@ def spread(ops: Any, v: Any, ones: tuple, full: tuple) -> Any:
     """``v`` reshaped to ``ones`` (its axes, with singletons where it has none) and expanded to
     ``full``."""
     if isinstance(v, Variable):
+        if v.shape == full:
+            return v
         if v.shape != ones[len(ones) - v.ndim:] or any(n != 1 for n in ones[:len(ones) - v.ndim]):
             v = ops.reshape(v, ones)        # (expand prepends the leading axes)
-        return v if ones == full else ops.expand(v, full)
+        # (even where ones is full: a level of batch size 1 is an axis v lacks, not a broadcast)
+        return v if v.shape == full else ops.expand(v, full)
     return np.broadcast_to(np.reshape(v, ones), full)
 
 
 def unstack(v: Any, levels: list[Level]) -> Any:
-    """A stack at ``levels`` wrapped back as one example (``v`` itself at no level)."""
+    """A stack at ``levels`` wrapped back as one example (``v`` itself at no level). ``v`` may
+    be batched at other levels still (what a sweep carried, see ``stacked``): the result is
+    then batched at both, its levels in order."""
+    if type(v) is Batched:
+        beyond = levels_of(v)
+        full = union(beyond, levels)
+        v = _ordered(v.rec, innermost(v), beyond + levels, full)
+        levels = full
     for level, _ in levels:
         v = wrap(v, level)
     return v

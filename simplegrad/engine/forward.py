@@ -55,7 +55,8 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
     check_target(ops, "jvp", y)
     if len(xs) != len(tangents):
         raise ArgumentError(f"jvp: {len(xs)} inputs but {len(tangents)} tangents")
-    recording = bool(create_graph) and ops.recording
+    recording = bool(create_graph or any(type(t) is Batched for t in tangents)) and \
+        ops.recording       # (a tangent batched by a vmap x is not: its batch rules record)
     for x in xs:
         check_wrt(ops, "jvp", x)
     check_history("jvp", y, xs)
@@ -95,7 +96,7 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
             return ops.zeros_like(y, recording)
         if recording:
             if tape.keep or tape.listeners:
-                tape.add(BlockEnd(tape.end, "jvp", y.node, {y.node: entry_of(t)}))
+                tape.add(BlockEnd(tape.end, "jvp", y.node, {y.node: entry_of(innermost(t))}))
             return as_variable(ops, t)
     return ops.unrecorded(np.asarray(t), f"t{y.name}")
 
@@ -109,7 +110,7 @@ def _on_stacks(ops: Ops, y: Variable, xs: list, tangents: list, create_graph: bo
             raise ArgumentError(f"jvp: {xs[0].name} and {x.name} are batched by different "
                                 "vmaps; push tangents of values of the same ones")
     full = union(levels, levels_of(y))
-    ts = [stacked(ops, t, levels, "the tangent") for t in tangents]
+    ts = [stacked(ops, t, levels, "the tangent", carried=True) for t in tangents]
     t = jvp(ops, stacked(ops, y, full, y.name), [innermost(x) for x in xs], ts, create_graph)
     return unstack(t, full)
 

@@ -210,7 +210,7 @@ def apply_simplified(self: Any, prim: Primitive, inputs: Sequence[Any],
     for x in inputs:
         tx = type(x)
         if tx is Variable and x.rec is self:
-            nodes.append(x.node)
+            nodes.append(x.node if x.node.raw is not None else _held(x))
         elif tx is Entry:
             nodes.append(x)
         else:
@@ -237,7 +237,7 @@ def _mixed(self: Any, prim: Primitive, inputs: tuple, attrs: dict | None) -> Any
     for i, x in enumerate(inputs):
         tx = type(x)
         if tx is Variable and x.rec is self:
-            nodes[i] = x.node
+            nodes[i] = x.node if x.node.raw is not None else _held(x)
             mine = True
         elif tx is Entry:
             mine = True
@@ -282,6 +282,13 @@ def _mixed(self: Any, prim: Primitive, inputs: tuple, attrs: dict | None) -> Any
     if not shareable:
         return self.record_exactly(prim, inputs, attrs)
     return _shared(self, key or rewrites.cse_key(prim, inputs, attrs), prim, inputs, attrs)
+
+
+def _held(x: Variable) -> Entry:
+    """x's entry, given x's value: one recorded before its Ops began to simplify keeps only
+    what its rules read, but the rules here hand entries to primitives that read them."""
+    x.node.raw = x.raw
+    return x.node
 
 
 def _shared(self: Any, key: tuple, prim: Primitive, inputs: tuple,

@@ -214,10 +214,10 @@ def grad(ops: Ops, L: Variable, wrt: Variable | Sequence[Variable], seed: Any = 
     """Gradients of L with respect to ``wrt``; sets ``.grad`` on each (see ``Ops.grad``)."""
     single = isinstance(wrt, Variable) or not isinstance(wrt, Iterable)
     asked = [wrt] if single else list(wrt)
-    if type(L) is Batched or type(seed) is Batched or any(type(w) is Batched for w in asked):
+    if type(L) is Batched or any(type(w) is Batched for w in asked):
         out = _on_stacks(ops, L, asked, seed, create_graph)
         return out[0] if single else out
-    recording = bool(create_graph) and ops.recording
+    recording = bool(create_graph or type(seed) is Batched) and ops.recording   # (batch rules)
     targets, grads = _gradients(ops, L, asked, seed, recording)
     out = []
     for a, w in zip(asked, targets):
@@ -248,7 +248,7 @@ def _on_stacks(ops: Ops, L: Variable, asked: list, seed: Any, create_graph: bool
                              "pass seed= of that shape or reduce it with .sum()")
         seed = np.ones(Ls.shape, dtype=Ls.dtype)
     else:
-        seed = stacked(ops, seed, levels, "the seed")
+        seed = stacked(ops, seed, levels, "the seed", carried=True)
     gs = grad(ops, Ls, [innermost(w) for w in asked], seed, create_graph)
     out = []
     for w, g in zip(asked, gs):
@@ -350,7 +350,8 @@ def as_variable(ops: Ops, x: Any) -> Variable:
 
 def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep: set,
              only: set | None, last: bool = False) -> dict:
-    seed_array = seed_value(ops, "grad", L, seed)
+    seed_array = seed if recording and type(seed) is Batched and seed.shape == L.shape else \
+        seed_value(ops, "grad", L, seed)    # (a seed batched by a vmap L is not: carried)
     tape = ops.tape
     target = L.node
     if not tape.keep:               # a step on free parameters ends with its backward pass
@@ -384,8 +385,8 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
                 grads[v] = ops.leaf(g, None, False, "leaf")
         if tape.keep or tape.listeners:
             tape.add(BlockEnd(tape.end, "grad", target,     # (entries: no cycle)
-                              {v: g.node if type(g) is Variable else g
-                               for v, g in grads.items()}))
+                              {v: g.node if type(g) is Variable else innermost(g).node
+                               if type(g) is Batched else g for v, g in grads.items()}))
     except BaseException:
         tape.restore(snap)
         raise
@@ -490,13 +491,13 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
             outv = out.raw
             if outv is None:
                 outv = out
-        cts = []
         if len(args) < 3 and not (masks or prim.sparse_vjp or prim.variadic or
                                   prim.mask_source):
             # one or two inputs and no structural zeros (the common entry): the loop below
             # without what it never needs here
             rules = prim.vjp
             unary = len(args) == 1
+            cts = [] if recording else None
             i = -1
             for x in inputs:
                 i += 1
@@ -505,7 +506,8 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                         only is not None and x not in only or \
                         older and x.position < stop and x not in keep:
                     continue
-                start = len(entries)
+                if pullbacks is not None:
+                    start = len(entries)
                 if unary:
                     ct = rule(o, g, outv, args[0], **attrs) if attrs else rule(o, g, outv, args[0])
                 else:
@@ -516,48 +518,60 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                 dtype = x.dtype
                 if ct.dtype is not dtype and ct.dtype != dtype:
                     ct = o.cast(ct, dtype)
-                if pullbacks is not None and len(entries) > start:
-                    pullbacks.add(base + start, base + len(entries), out, i)
-                cts.append((x, ct, None))
-        else:
-            m = masks.get(out) if masks else None
-            special = prim.mask is not None and (m is not None or prim.mask_source)
-            masked = m is not None and prim.vjp_masked is not None
-            rules = prim.vjp_masked if masked else prim.vjp
-            i = -1
-            for x in inputs:
-                i += 1
-                if type(x) is not Entry or not x.requires_grad or \
-                        only is not None and x not in only or \
-                        older and x.position < stop and x not in keep:
-                    continue    # (older than every wrt and not asked for: nothing to reach)
-                start = len(entries)
-                if prim.sparse_vjp:    # indexing: same dtype, added up later
-                    ct = Sparse(g, attrs["index"], x.shape)
-                elif prim.variadic:
-                    ct = prim.vjp[0](o, g, outv, i, *args, **(attrs or {}))
-                    if ct is HELD:
-                        check_held(out, x, wanted, stop)
-                        continue
-                else:
-                    rule = rules[i]
-                    if rule is None:
-                        continue
-                    if masked:
-                        ct = rule(o, g, outv, m, *args, **attrs) if attrs else \
-                            rule(o, g, outv, m, *args)
-                    elif attrs:
-                        ct = rule(o, g, outv, *args, **attrs)
-                    else:
-                        ct = rule(o, g, outv, *args)
-                if ct is None:
+                if cts is None:     # values: added up at once (no rule reads ``grads``)
+                    old = get(x)
+                    grads[x] = ct if old is None else accumulate(o, tape, x, old, ct)
                     continue
-                if type(ct) is not Sparse and ct.dtype is not x.dtype and ct.dtype != x.dtype:
-                    ct = o.cast(ct, x.dtype)
-                mask = prim.mask(o, m, i, outv, *args, **(attrs or {})) if special else None
                 if pullbacks is not None and len(entries) > start:
                     pullbacks.add(base + start, base + len(entries), out, i)
-                cts.append((x, ct, mask))
+                cts.append((x, ct))
+            if cts:         # recorded: all cotangents first, then accumulated in input order
+                for x, ct in cts:
+                    old = get(x)
+                    grads[x] = ct if old is None else accumulate(o, tape, x, old, ct)
+            g = ct = old = cts = args = outv = a = c = None     # (see the end of the loop)
+            if last:
+                out.forget()
+            continue
+        cts = []
+        m = masks.get(out) if masks else None
+        special = prim.mask is not None and (m is not None or prim.mask_source)
+        masked = m is not None and prim.vjp_masked is not None
+        rules = prim.vjp_masked if masked else prim.vjp
+        i = -1
+        for x in inputs:
+            i += 1
+            if type(x) is not Entry or not x.requires_grad or \
+                    only is not None and x not in only or \
+                    older and x.position < stop and x not in keep:
+                continue    # (older than every wrt and not asked for: nothing to reach)
+            start = len(entries)
+            if prim.sparse_vjp:    # indexing: same dtype, added up later
+                ct = Sparse(g, attrs["index"], x.shape)
+            elif prim.variadic:
+                ct = prim.vjp[0](o, g, outv, i, *args, **(attrs or {}))
+                if ct is HELD:
+                    check_held(out, x, wanted, stop)
+                    continue
+            else:
+                rule = rules[i]
+                if rule is None:
+                    continue
+                if masked:
+                    ct = rule(o, g, outv, m, *args, **attrs) if attrs else \
+                        rule(o, g, outv, m, *args)
+                elif attrs:
+                    ct = rule(o, g, outv, *args, **attrs)
+                else:
+                    ct = rule(o, g, outv, *args)
+            if ct is None:
+                continue
+            if type(ct) is not Sparse and ct.dtype is not x.dtype and ct.dtype != x.dtype:
+                ct = o.cast(ct, x.dtype)
+            mask = prim.mask(o, m, i, outv, *args, **(attrs or {})) if special else None
+            if pullbacks is not None and len(entries) > start:
+                pullbacks.add(base + start, base + len(entries), out, i)
+            cts.append((x, ct, mask))
         for x, ct, mask in cts:    # all cotangents first, then accumulate in input order
             old = get(x)
             if old is None:

@@ -230,7 +230,7 @@ class Primitive:
                  numba: str | None = None, sympy: SymPyForm | None = None,
                  alias: bool = False,
                  accumulation: str | None = None, sized: str | None = None,
-                 counted: bool = False, scales: str | None = None,
+                 counted: bool | float = False, scales: str | None = None,
                  saves: Sequence[str | int] = ("inputs", "out")):
         self.name = name
         self.forward = forward
@@ -307,7 +307,9 @@ class Primitive:
         # with it), "scatter" (the output's, its ``indices`` pin the axes they address),
         # "scatter_along" (the output's, every axis pinned), "reshape" (a target with -1)
         self.sized = sized
-        self.counted = counted      # its vjp divides by the count of the entries it reduces
+        # counted: its vjp (and a jvp using it) scales by times / count of the entries it
+        # reduces (less ddof), times being the number given (True: 1), and by no other number
+        self.counted = counted
         # scales: "times" (x * c) or "over" (x / c) when input 1 is a number scaling input 0
         self.scales = scales
 

@@ -123,7 +123,7 @@ def _moment(name: str, method: str, forward: Callable, direction: Callable,
 
 
 # op.var makes a leaf, so the variance is op.variance (and x.var(), np.var(x) as in numpy)
-VAR = _moment("variance", "var", _var, _var_dir, _variance_taylor, counted=True, saves=("inputs",))
+VAR = _moment("variance", "var", _var, _var_dir, _variance_taylor, counted=2.0, saves=("inputs",))
 STD = _moment("std", "std", _std, _std_dir, _std_taylor, counted=True, saves=("inputs", "out"))
 
 

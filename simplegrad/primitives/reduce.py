@@ -262,8 +262,8 @@ SOFTMAX = register(Primitive(
 
 def _log_softmax(x, axis=-1):
     m = _shift(x, axis)
-    if math.prod(np.shape(x)) == 0:
-        return x - m
+    if math.prod(np.shape(x)) == 0:     # (empty: exp's result type, as softmax's)
+        return (x - m).astype(np.result_type(np.exp(np.zeros(0, np.result_type(x)))))
     if not is_lazy(m) and _all_finite(m):   # (x - m) - log(sum(exp(x - m))): no guard
         shifted = x - m
         return shifted - np.log(np.add.reduce(np.exp(shifted), axis=axis, keepdims=True))

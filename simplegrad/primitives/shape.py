@@ -254,7 +254,8 @@ STACK = register(Primitive(
 
 
 def _cast(x, dtype):
-    return x.astype(dtype)
+    # (a constant folded on Python numbers: recorded constants of shape () are Python scalars)
+    return x.astype(dtype) if hasattr(x, "astype") else np.array(x, dtype=dtype)
 
 
 def _cast_reduces(prim: Primitive, inputs: Sequence[Any], attrs: dict, describe: Any) -> Any:

@@ -293,9 +293,7 @@ def stacked(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tupl
 
 
 def cast(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
-    """cast: the input's shape, the ``dtype`` attribute (of an array: ``x.astype``)."""
-    if dtypes[0] is int or dtypes[0] is float:
-        raise ShapeRuleError("cast takes an array or a numpy scalar, not a Python number")
+    """cast: the input's shape, the ``dtype`` attribute (a Python number: shape ())."""
     return tuple(shapes[0]), attrs["dtype"]
 
 

@@ -6,7 +6,9 @@ what a reverse sweep spreads from its seed (the seed over the batch, the mean's 
 zeros of an unreached gradient: those stay entries, so that they follow the inputs' sizes
 (sizes.py). From the tape's events it also reads which constants are a reduction's count
 (``Count``: the mean's 1/N) and which values have one shape by construction (a gradient and
-its variable).
+its variable). A count is known by where it was recorded, not by its value: a number that
+an entry of a counted reduction's pullback scales by (the tape's ``pullbacks``) is that
+reduction's count, its multiple and ddof read from the reduction's record and attributes.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ def collect(inputs: Any, outputs: Any, ops: Any = None) -> tuple:
     origins = explain.origins(tape) if tape.keep else None
     counts: list | None = [] if tape.keep else None
     counted: dict[int, tuple] = {}      # entries that divide by a count -> how
+    reached: dict[int, tuple] = {}      # counted reductions pulled back through -> inputs
     positions: list[int] = []       # per node, its tape position
     refs: dict[int, Ref] = {k: Ref(INPUT, i) for k, i in slots.items()}
     def visit(v: Entry) -> None:
@@ -82,7 +85,10 @@ def collect(inputs: Any, outputs: Any, ops: Any = None) -> tuple:
         if not computed and id(v) not in seeded:
             refs[id(v)] = builder.capture(v)      # not computed from the inputs: a constant
             return
-        count = None if origins is None else _count(v, origins.get(v.position), counted)
+        origin = None if origins is None else origins.get(v.position)
+        if origin is not None and origin[0].prim.counted:
+            reached.setdefault(id(origin[0]), (origin[0], set()))[1].add(origin[1])
+        count = None if origin is None else _count(v, origin, counted)
         for i, r in enumerate(args):
             if r is None:
                 x = v.inputs[i]
@@ -113,6 +119,8 @@ def collect(inputs: Any, outputs: Any, ops: Any = None) -> tuple:
              if type(d) is Entry and type(x) is Entry and id(d) in refs and
              id(x) in refs and d.shape == x.shape and refs[id(d)] != refs[id(x)]]
     guards = _guards(tape, refs, visit, stop) if tape.guards else []
+    if counts is not None:
+        counts += _uncounted(reached, counted)
     return (builder, out_refs, single, _counted(counts, builder.nodes, positions, origins),
             alike, guards)
 
@@ -147,45 +155,55 @@ def _zeros(builder: Builder, z: Variable) -> Ref:
                              z.dtype))
 
 
-def _count(v: Variable, origin: tuple | None, counted: dict) -> tuple | None:
-    """For an entry of a mean's (variance's, std's) pullback that divides by its count (or
-    multiplies by a multiple of 1 / count), how: (x's shape, axes, ddof, times, the mean);
-    also for the entry that pulls back through such an entry by the same number (a second
-    order). Noted in ``counted``."""
-    x = v.inputs[1] if v.prim.scales is not None and len(v.inputs) == 2 else None
-    if origin is None or type(x) not in (int, float):
+def _count(v: Entry, origin: tuple | None, counted: dict) -> tuple | None:
+    """For an entry of a counted reduction's pullback (or tangent) that scales by a number,
+    how that number is its count: (x's shape, axes, ddof, times, the reduction), read from the
+    reduction's record and attributes (its vjp scales by no other number); also for the entry
+    that pulls back through such an entry (a second order: through what it scales, it scales
+    by the same number). Noted in ``counted``."""
+    if origin is None or v.prim.scales is None or len(v.inputs) != 2 or \
+            type(v.inputs[1]) not in (int, float):
         return None
     m, _ = origin
     if id(m) in counted:
-        y = m.inputs[1]
-        if type(y) is type(x) and y == x and m.prim is v.prim:
-            counted[id(v)] = counted[id(m)]
-            return counted[id(v)]
+        if m.prim is not v.prim:
+            return None
+        counted[id(v)] = counted[id(m)]
+        return counted[id(v)]
+    if not m.prim.counted:
         return None
-    if not m.prim.counted:      # a reduction whose vjp divides by its count (the record says)
-        return None
-    how = _counting(v, m, x)
-    if how is not None:
-        counted[id(v)] = how
+    src, axes, ddof, times = _reduced(m)
+    how = (src.shape, axes, ddof, None if v.prim.scales == "over" else times, m)
+    counted[id(v)] = how
     return how
 
 
-def _counting(v: Variable, m: Variable, x: int | float) -> tuple | None:
-    """Whether ``v`` divides by the count of the reduction ``m`` (or multiplies by a multiple
-    of its inverse), and how."""
+def _reduced(m: Entry) -> tuple:
+    """A counted reduction's input, axes (None: all), ddof and times (its record's)."""
     src = m.inputs[0]
     attrs = m.attrs or {}
     axis = attrs.get("axis")
     axes = None if axis is None else normalize_axes(axis, len(src.shape))
-    ddof = attrs.get("ddof", 0)
-    n = math.prod(src.shape[a] for a in (range(len(src.shape)) if axes is None else axes))
-    dof = n - ddof
-    if v.prim.scales == "over" and x == dof != 1:
-        return (src.shape, axes, ddof, None, m)
-    for times in (1.0, 2.0):
-        if v.prim.scales == "times" and dof > 0 and x == times / dof:
-            return (src.shape, axes, ddof, times, m)
-    return None
+    times = 1.0 if m.prim.counted is True else float(m.prim.counted)
+    return src, axes, attrs.get("ddof", 0), times
+
+
+def _uncounted(reached: dict, counted: dict) -> list:
+    """The counted reductions whose pullback is in the program without its count: the count
+    (less ddof) was 1, so the rule recorded no division (or the division is an entry recorded
+    before the sweep, shared): their sizes are pinned, as ``Count``s with no constant."""
+    have = {id(how[-1]) for how in counted.values()}
+    out = []
+    for m, through in reached.values():
+        if id(m) in have:
+            continue
+        src, axes, ddof, times = _reduced(m)
+        n = math.prod(src.shape[a] for a in (range(len(src.shape)) if axes is None else axes))
+        # a vjp divides by the count (per_count records none for 1); a jvp may not (mean's
+        # is a mean)
+        if n - ddof == 1 and times == 1.0 or 0 in through:
+            out.append((None, src.shape, axes, ddof, times, m))
+    return out
 
 
 def _counted(counts: list | None, nodes: list, positions: list, origins: dict | None

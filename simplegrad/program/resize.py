@@ -76,6 +76,8 @@ def resize(prog: Program, shapes: Sequence[tuple], who: str = "program") -> Prog
                                                                               shapes)]
     constants = list(prog.constants)
     for k in prog.counts:
+        if k.const is None:     # a pin (sizes.py), checked above
+            continue
         old = constants[k.const]
         shape = shape_of(sz.nodes[k.node])
         if Count(*k[:4]).value(shape) <= 0:

@@ -2,17 +2,19 @@
 
 A program recorded with a batch of 32 holds that 32 in places: node shapes, the ``shape`` of
 an ``expand`` (a seed spread over the batch) or a ``reshape``, and the count a mean divides
-its cotangent by (``Count``, found by ``extract`` in the mean's pullback). ``analyze`` finds
-which of them follow which input axis: every axis of an input, a constant and a node is a
-dimension, and dimensions are joined into classes that must have one size. Shape primitives
-join by their attributes (``expand`` aligns its input from the right, ``reshape`` matches a
-prefix and a suffix); every other entry is probed, its forward run on stand-ins of its inputs
-with one class changed from n to n + 1: the output axes that become n + 1 join that class
+its cotangent by (``Count``, found by ``extract`` in the mean's pullback from the reduction's
+record). ``analyze`` finds which of them follow which input axis: every axis of an input, a
+constant and a node is a dimension, and dimensions are joined into classes that must have one
+size. Shape primitives join by their attributes (``expand`` aligns its input from the right,
+``reshape`` matches a prefix and a suffix); every other entry is probed, its forward run on
+stand-ins of its inputs with one class changed from n to n + 1 (from 0 to 2: a 1 would
+broadcast against the other 0s): the output axes that become that size join that class
 (and a class that cannot change alone tries with another of its size, as a matmul's
 contracted axes must; an entry whose ``shape`` attribute is its output's, a scatter, is probed
 with that shape changed too). A class a recorded entry fixes (the axis of a constant, the part
 of a reshape that mixes axes, an entry that fails the probe, an axis a scatter adds into at
-recorded positions) is pinned by that entry.
+recorded positions, the axes a pullback recorded no division for as their count was 1) is
+pinned by that entry.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ if TYPE_CHECKING:
 
 class Count(NamedTuple):
     """Constant ``const`` is the number of entries of node ``node`` along ``axes`` (all when
-    None) less ``ddof``, or ``times`` divided by that number."""
+    None) less ``ddof``, or ``times`` divided by that number. ``const`` None: that number was
+    1 when recorded, so no division by it was recorded and those axes keep their sizes."""
 
-    const: int
+    const: int | None
     node: int
     axes: tuple | None
     ddof: int | float = 0
@@ -70,6 +73,9 @@ class Sizes:
                     self.pins.append((d, f"the constant {name} has shape {np.shape(c.value)}"))
         self.nodes = [self._new_dims(node.shape) for node in prog.nodes]
         self.prog = prog
+        for k in prog.counts or ():
+            if k.const is None:
+                self._pin_uncounted(k)
         for a, b in prog.alike:
             for d, e in zip(self.dims(a), self.dims(b)):
                 self.union(d, e)
@@ -107,6 +113,17 @@ class Sizes:
         return (self.inputs if r.kind == INPUT else self.consts if r.kind == CONST
                 else self.nodes)[r.index]
 
+    def _pin_uncounted(self, k: Count) -> None:
+        """A reduction's pullback recorded with no division by its count (1 when recorded)
+        pins the axes it reduces."""
+        dims = self.nodes[k.node]
+        for a in range(len(dims)) if k.axes is None else k.axes:
+            if self.size[dims[a]] != 1:
+                self.pins.append((dims[a], f"the gradient {self.prog.nodes[k.node].name} "
+                                           "would divide by the count of entries along this "
+                                           f"axis less ddof {k.ddof}, which was 1 (so no "
+                                           "division was recorded)"))
+
     # ------------------------------------------------------------ one entry
 
     def _node(self, node: Node, out: tuple) -> None:
@@ -139,15 +156,23 @@ class Sizes:
     def _reshape(self, node: Node, x: tuple, out: tuple) -> None:
         size = self.size
         x, out = self._factors(x), self._factors(out)
+        target = tuple(node.attrs["shape"])
+        # the prefix and suffix stop at the -1 numpy infers (of an empty array, a 0 there
+        # equals another 0 by chance)
+        j = target.index(-1) if len(out) == len(target) and -1 in target else None
         p = 0
-        while p < min(len(x), len(out)) and size[x[p]] == size[out[p]]:
-            self.union(x[p], out[p])
+        while p < min(len(x), len(out) if j is None else j) and size[x[p]] == size[out[p]]:
             p += 1
         q = 0
-        while q < min(len(x), len(out)) - p and size[x[-1 - q]] == size[out[-1 - q]]:
-            self.union(x[-1 - q], out[-1 - q])
+        last = min(len(x), len(out)) - p if j is None else \
+            min(min(len(x), len(out)) - p, len(out) - 1 - j)
+        while q < last and size[x[-1 - q]] == size[out[-1 - q]]:
             q += 1
-        target = node.attrs["shape"]
+        if math.prod(size[d] for d in x[p:len(x) - q]) != \
+                math.prod(size[d] for d in out[p:len(out) - q]):
+            p = q = 0       # an empty array's: its 0s matched by chance
+        for k in [*range(p), *range(-q, 0)]:
+            self.union(x[k], out[k])
         middle = x[p:len(x) - q]
         if len(out) == len(target) and tuple(target[p:len(out) - q]) == (-1,):
             # numpy infers it: the product of the input's middle
@@ -174,7 +199,7 @@ class Sizes:
 
     def _probe_all(self, node: Node, args: list, out: tuple) -> None:
         classes = list(dict.fromkeys(self.find(d) for dims in args for d in dims
-                                     if self.size[d] > 1))
+                                     if self.size[d] != 1))
         for c in classes:
             c = self.find(c)
             follow = self._probe(node, args, {c})
@@ -200,25 +225,26 @@ class Sizes:
                 self.union(out[o], c)
 
     def _probe(self, node: Node, args: list, group: set) -> list | None:
-        """The output axes that follow ``group`` when its size n becomes n + 1 (None when the
-        entry fails or changes otherwise)."""
+        """The output axes that follow ``group`` when its size n becomes n + 1, or 2 from 0 (1
+        would broadcast) (None when the entry fails or changes otherwise)."""
         n = self.size[next(iter(group))]
+        m = n + 1 if n else 2
         values = []
         for r, dims in zip(node.args, args):
-            shape = tuple(n + 1 if self.find(d) in group else self.size[d] for d in dims)
+            shape = tuple(m if self.find(d) in group else self.size[d] for d in dims)
             changed = any(self.find(d) in group for d in dims)
             if r.kind == CONST and not changed:
                 values.append(self.prog.constants[r.index].value)
             else:
                 values.append(stand_in(shape, self._dtype(r)))
-        for attrs in _attr_variants(node, n):
+        for attrs in _attr_variants(node, n, m):
             try:
                 with np.errstate(all="ignore"):
                     shape = np.shape(node.prim.forward(*values, **attrs))
             except Exception:       # any failure: the entry does not take that size
                 continue
             follow = [o for o, (new, old) in enumerate(zip(shape, node.shape)) if new != old]
-            ok = len(shape) == len(node.shape) and all(shape[o] == n + 1 == node.shape[o] + 1
+            ok = len(shape) == len(node.shape) and all(shape[o] == m and node.shape[o] == n
                                                        for o in follow)
             return follow if ok else None
         return None
@@ -251,17 +277,17 @@ def _addressed(index: tuple, ndim: int) -> set[int]:
     return axes
 
 
-def _attr_variants(node: Node, n: int) -> Iterator[dict]:
-    """The attributes to probe ``node`` with when a size n becomes n + 1: its own, or for an
-    ``OUTPUT_SHAPE`` entry its shape with some of its n's made n + 1 (fewest first)."""
+def _attr_variants(node: Node, n: int, m: int) -> Iterator[dict]:
+    """The attributes to probe ``node`` with when a size n becomes m: its own, or for an
+    ``OUTPUT_SHAPE`` entry its shape with some of its n's made m (fewest first)."""
     attrs = node.attrs or {}
     if node.prim.sized not in OUTPUT_SHAPE:
         yield attrs
         return
-    at = [k for k, m in enumerate(attrs["shape"]) if m == n][:4]
+    at = [k for k, size in enumerate(attrs["shape"]) if size == n][:4]
     for r in range(1, len(at) + 1):
         for chosen in itertools.combinations(at, r):
-            yield dict(attrs, shape=tuple(m + (k in chosen) for k, m in
+            yield dict(attrs, shape=tuple(m if k in chosen else size for k, size in
                                           enumerate(attrs["shape"])))
 
 
@@ -293,15 +319,17 @@ def read_counts(x: Any, constants: list, nodes: list, fail: Callable) -> list | 
         raise fail("counts", "must be null or a list, one item per counted constant")
     out = []
     for i, k in enumerate(x):
-        ok = isinstance(k, list) and len(k) == 5 and type(k[0]) is int and \
-            type(k[1]) is int and 0 <= k[0] < len(constants) and 0 <= k[1] < len(nodes)
+        ok = isinstance(k, list) and len(k) == 5 and (k[0] is None or type(k[0]) is int and
+                                                      0 <= k[0] < len(constants)) and \
+            type(k[1]) is int and 0 <= k[1] < len(nodes)
         ok = ok and (k[2] is None or isinstance(k[2], list) and all(
             type(a) is int and 0 <= a < len(nodes[k[1]].shape) for a in k[2]))
         ok = ok and type(k[3]) in (int, float) and 0 <= k[3] < 2**31 and \
             (k[4] is None or type(k[4]) is float and math.isfinite(k[4]))
-        if not ok or type(constants[k[0]].value) not in (int, float):
-            raise fail(f"counts {i}", "must be [constant (a number), node, axes of that node "
-                                      f"or null, ddof, times or null], got {str(k)[:80]}")
+        if not ok or k[0] is not None and type(constants[k[0]].value) not in (int, float):
+            raise fail(f"counts {i}", "must be [constant (a number) or null, node, axes of "
+                                      f"that node or null, ddof, times or null], got "
+                                      f"{str(k)[:80]}")
         out.append((k[0], k[1], None if k[2] is None else tuple(k[2]), k[3], k[4]))
     return out
 

@@ -61,7 +61,8 @@ _OPEN = _Gate()
 _ENTER = Primitive(
     "checkpoint_input", lambda x, gate: x,
     [lambda o, g, out, x, gate: None if gate.closed else g],
-    lambda o, ts, out, x, gate: ts[0], "{0}", [])
+    lambda o, ts, out, x, gate: ts[0], "{0}", [],
+    taylor=lambda o, ss, out, x, gate: [out, *ss[0][1:]])     # (Taylor mode passes through)
 
 
 class _BlockOps(Ops):
