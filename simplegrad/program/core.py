@@ -469,5 +469,5 @@ def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
     """The entries between ``inputs`` and ``outputs`` (Variables or entries) of one tape (that
     of ``ops``, or of the Variables given), as a Program."""
     b, outs, single, counts, alike, guards = collect(inputs, outputs, ops)
-    return Program(b.inputs, b.constants, b.nodes, outs, single, check=False, counts=counts,
-                   alike=alike, guards=guards)
+    return Program.of_entries(b.slots, b.fixed, b.nodes, b.orders, outs, single,
+                              counts=counts, alike=alike, guards=guards)
