@@ -37,7 +37,7 @@ from ..primitives.core import REGISTRY
 from ..primitives.lazy import is_lazy
 from .core import Program
 from .inputs import RESIZED, input_value
-from .nodes import CONST, INPUT, NODE, Guard, Names, ref_of, refs_of
+from .nodes import CONST, INPUT, NODE, Guard, Names, refs_of
 
 RESERVED = {"np", "F", "slice"}
 
@@ -191,13 +191,14 @@ def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable, 
                       f"{_describe(value)})")
     known: dict[tuple, Any] = {(CONST, i): c.value for i, c in enumerate(prog.constants)}
     folded = set()
+    args = [refs_of(node) for node in prog.entries]     # each entry's inputs, as Refs
     for i, node in enumerate(prog.entries):
-        value = _fold(node, known)
+        value = _fold(node, args[i], known)
         if value is not None:
             known[(NODE, i)] = value
             folded.add(i)
-    used = {ref_of(x) for i, n in enumerate(prog.entries) if i not in folded
-            for x in n.inputs} | {(r.kind, r.index) for r in prog.outputs} | \
+    used = {r for i, refs in enumerate(args) if i not in folded
+            for r in refs} | {(r.kind, r.index) for r in prog.outputs} | \
         {(g.ref.kind, g.ref.index) for g in prog.guards}
     for i, c in enumerate(prog.constants):
         text = _number(c.value) if c.name is None else None
@@ -224,7 +225,7 @@ def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable, 
         if i in folded:
             continue
         target = names.take(node.name)
-        expr = _expression(node, [refs[ref_of(x)] for x in node.inputs], namespace,
+        expr = _expression(node, [refs[r] for r in args[i]], namespace,
                            names, [_shape(x) for x in node.inputs], dispatch)
         refs[(NODE, i)] = target
         gone = [refs[(NODE, j)] for j in dead[i] if j not in folded]
@@ -270,10 +271,9 @@ def _guard_failed(g: Guard, value: Any) -> None:
         raise g.error(value)
 
 
-def _fold(node: Entry, known: dict) -> Any:
-    """The value of an entry of constants alone (None when it has an input or fails); only
-    registered primitives (a fused kernel is compiled when called)."""
-    refs = refs_of(node)
+def _fold(node: Entry, refs: tuple, known: dict) -> Any:
+    """The value of an entry (its inputs' Refs ``refs``) of constants alone (None when it has
+    an input or fails); only registered primitives (a fused kernel is compiled when called)."""
     if not refs or REGISTRY.get(node.prim.name) is not node.prim or \
             any(r not in known for r in refs):
         return None

@@ -32,7 +32,7 @@ from ..engine.tape import Leaf, ancestors
 from ..engine.variable import Entry, Variable
 from ..errors import ArgumentError, GraphError
 from ..primitives.rewrites import constant_key
-from .nodes import CONST, INPUT, NODE, ref_of
+from .nodes import CONST, INPUT, NODE
 
 if TYPE_CHECKING:     # (Program's methods call here: no runtime import back)
     from ..engine.ops import Ops
@@ -66,28 +66,28 @@ def program_graph(prog: Program) -> nx.DiGraph:
     """The program as a DiGraph: inputs, constants and entries as nodes, arguments as edges."""
     g = nx.DiGraph(kind="program")
     keys = _Keys()
-    ref_key: dict[tuple, str] = {}
+    key_of: dict[Entry, str] = {}       # an entry of the program -> its graph node
     outputs = {(r.kind, r.index) for r in prog.outputs}
     for i, spec in enumerate(prog.inputs):
-        key = ref_key[(INPUT, i)] = keys(spec.name)
+        key = key_of[prog.slots[i]] = keys(spec.name)
         g.add_node(key, name=spec.name, primitive=None, attrs=None, shape=spec.shape,
                    dtype=spec.dtype, order=0, role="input", label=spec.name,
                    output=(INPUT, i) in outputs)
     for i, c in enumerate(prog.constants):
         text = format_operand(c.value)
-        key = ref_key[(CONST, i)] = keys(c.name if c.name is not None else text)
+        key = key_of[prog.fixed[i]] = keys(c.name if c.name is not None else text)
         g.add_node(key, name=c.name, primitive=None, attrs=None, shape=np.shape(c.value),
                    dtype=_dtype(c.value), order=0, role="constant",
                    label=text if c.name is None else f"{c.name} = {format_value(c.value)}",
                    output=(CONST, i) in outputs)
     for i, (node, k) in enumerate(zip(prog.entries, prog.orders)):
-        key = ref_key[(NODE, i)] = keys(node.name)
+        key = key_of[node] = keys(node.name)
         g.add_node(key, name=node.name, primitive=node.prim.name, attrs=node.attrs,
                    shape=node.shape, dtype=node.dtype, order=k, role=_role(k),
                    label=prog.format_entry(node), output=(NODE, i) in outputs)
         for p, x in enumerate(node.inputs):
-            _edge(g, ref_key[ref_of(x)], key, p)
-    g.graph["outputs"] = [ref_key[(r.kind, r.index)] for r in prog.outputs]
+            _edge(g, key_of[x], key, p)
+    g.graph["outputs"] = [key_of[prog.at(r)] for r in prog.outputs]
     return g
 
 
