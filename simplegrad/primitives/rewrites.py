@@ -188,10 +188,10 @@ def simplified(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
 
     ``recording``: tape inputs (entries, Variables, numbers, arrays) as an Ops records them,
     some of them entries, with the values plain recording gives, to the bit: the record's quick
-    test first (None: no rule applies), no scale folded (reassociating rounds differently),
-    and the rewrite before the identities, once (``-y + 0`` is ``0 - y``, +0.0 at y = 0 as
-    recorded plainly, where the identity first gives -0.0); the key is left to the Ops (None),
-    which keys only what it may share."""
+    test first, no scale folded (reassociating rounds differently), and the rewrite before the
+    identities, once (``-y + 0`` is ``0 - y``, +0.0 at y = 0 as recorded plainly, where the
+    identity first gives -0.0); None when no rule changes the entry, and the key is left to
+    the Ops (None), which keys only what it may share."""
     if recording:
         quick = prim.simplifies
         if quick is None or not quick(prim, inputs, attrs):
@@ -200,7 +200,9 @@ def simplified(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
         if simpler is not None:
             prim, inputs, attrs = simpler
         same = reduces_to(prim, inputs, attrs, describe)
-        return Same(same) if same is not None else (prim, inputs, attrs, None)
+        if same is not None:
+            return Same(same)
+        return None if simpler is None else (prim, inputs, attrs, None)
     if fold and all(describe(x).constant for x in inputs):
         return FOLD
     for _ in range(3):      # a rewrite may open a fold, a fold an identity
