@@ -1,10 +1,12 @@
-"""Simplification rules, one set for ``sg.simplify`` and for simplifying while recording.
+"""Simplification rules, one set for ``sg.simplify``, the printed derivation and simplifying
+while recording.
 
 Each rule looks at one entry: its primitive, its inputs and its attributes, and, through a
 ``describe`` function, at what is known about each input (an ``Operand``: shape, dtype, the
 value when it is a constant, and the entry that computed it). The inputs are whatever the
-caller uses to refer to values: ``Ref``s in a ``Program``, Variables (and Python numbers or
-arrays for constants) on a tape. ``describe_variable`` describes tape inputs.
+caller uses to refer to values: a ``Program``'s entries (constants as leaf entries), the
+derivation's Lines, entries and Variables (and Python numbers or arrays for constants) on a
+tape. ``describe_variable`` describes tape inputs.
 
 - ``cse_key(prim, inputs, attrs)``: two entries with equal keys compute the same value. Inputs
   of commutative primitives (``Primitive.commutative``: add, mul, maximum, minimum, equal,
