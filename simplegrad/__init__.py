@@ -55,8 +55,18 @@ from .transforms.forward import derivative, jvp
 from .transforms.jacobians import hessian, hvp, jacfwd, jacobian, jacrev
 from .transforms.jit import jit
 from .transforms.linearize import linearize
+from .transforms.loops import cond, fori_loop, scan, switch, while_loop
+from .transforms.odeint import odeint
 from .transforms.ravel import ravel_pytree
 from .transforms.reverse import elementwise_grad, grad, value_and_grad, vjp
+from .transforms.sparse import (
+    color,
+    hessian_sparsity,
+    jacobian_sparsity,
+    sparse_hessian,
+    sparse_jacobian,
+    spy,
+)
 from .transforms.taylor import taylor, taylor_derivative
 from .transforms.tracing import trace
 from .transforms.transpose import linear_transpose
@@ -80,4 +90,6 @@ __all__ = [
     "FormatError", "MissingToolError", "MaterializeError", "load_program", "jacobian_cost", "vmap",
     "map_chunks", "jit", "nn", "optim",
     "step", "Step", "diff", "Diff", "check_closed_form",
+    "jacobian_sparsity", "hessian_sparsity", "color", "sparse_jacobian", "sparse_hessian", "spy",
+    "scan", "fori_loop", "while_loop", "cond", "switch", "odeint",
 ]

@@ -18,6 +18,8 @@ CASES = [
     ("forward_vs_reverse.py", "all checks passed"),
     ("higher_order.py", "all checks passed"),
     ("lanczos_hessian.py", "all checks passed"),
+    ("ode_fit.py", "all checks passed"),
+    ("newton_solve.py", "all checks passed"),
     pytest.param("hutchinson.py", "all checks passed", marks=pytest.mark.slow),
     pytest.param("train_digits.py", "largest gradient error seen", marks=pytest.mark.slow),
     pytest.param("train_digits.py --habit jax", "jax habit", marks=pytest.mark.slow),

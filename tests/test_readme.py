@@ -53,6 +53,9 @@ EXPECTED: dict[str, list[str]] = {
         "[0.         1.38177329]",                              # linearize: sin x + x cos x
         "[3. 3.]\n[2. 2.]\n",                                   # composed transforms
     ],
+    "loops.md": ["2.143588810000001 15.589736800000008 2459.688000000001\nx = 1.1000\n",
+                 "    body square.reverse:\n", "10000.0 11 [ 1.0e+02  5.0e-03 -2.5e-07  3.8e-11]",
+                 "[-0.52490662  0.78735994 -1.1810399   1.77155985]\n" * 2],
     "forward-taylor.md": [
         "[1.         0.41997434]",                              # jvp of tanh: 1 - tanh^2
         "(array([0.91821682, 1.38177329]),)",                   # linear_transpose: sin x + x cos x
@@ -135,6 +138,9 @@ EXPECTED: dict[str, list[str]] = {
         "[ 2.692   4.9204 13.6568  8.0724]",
         "5.0\nReplayError True\n",                               # a compiled program's guard
     ],
+    "sparse.md": ["csr_array (8, 8) 22\n##......\n###.....", "9 9\n#...#\n.#.#.\n..#..",
+                  "[0 1 2 0 1 2 0 1] [0 1 0 2 0 1 0 2] [0 1 0 1 0 1 0 1]\n01......\n010.....",
+                  "(2000, 2000) 5998 True\n(3, 2000)\n", "True 0.1645\nTrue True\n"],
     "performance.md": [
         "[0.96402758 0.9993293 ] [0.99998771 0.96402758] 1\n"
         "[0.36787944 0.13533528] 2\n",                          # sg.jit: a guard re-records

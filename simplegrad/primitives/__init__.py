@@ -21,6 +21,7 @@ from .products import ProductMethods
 from .rearrange import RearrangeMethods
 from .running import RunningVariable
 from .scans import ScanVariable
+from .sparsity_rules import attach_rules
 from .special_functions import SpecialFunctionVariable
 from .unary import UnaryVariable
 from .updates import UpdateMethods
@@ -40,3 +41,6 @@ class VariableMethods(ProductMethods, LayoutMethods, RearrangeMethods, GatherMet
     """
 
     __slots__ = ()
+
+
+attach_rules()      # every record now exists: each gets its index-dependency rule

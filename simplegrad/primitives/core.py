@@ -211,7 +211,8 @@ class Primitive:
                  "differentiable", "vjp_masked", "batch", "taylor", "numpy", "schema",
                  "saves", "saved_inputs", "saves_out", "linear", "commutative", "associative",
                  "unit", "reduces", "rewrites", "simplifies", "on_stacks", "numpy_at", "numba",
-                 "sympy", "alias", "accumulation", "sized", "counted", "scales", "__weakref__")
+                 "sympy", "alias", "accumulation", "sized", "counted", "scales", "sparsity",
+                 "__weakref__")
 
     def __init__(self, name: str, forward: Forward,
                  vjp: Sequence[VjpRule | None] | Sequence[VariadicVjpRule],
@@ -312,6 +313,9 @@ class Primitive:
         self.counted = counted
         # scales: "times" (x * c) or "over" (x / c) when input 1 is a number scaling input 0
         self.scales = scales
+        # sparsity: its index-dependency rule (which input entries each output entry depends
+        # on), set beside the other records' in sparsity_rules.py; None: its kind says it
+        self.sparsity = None
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

@@ -6,12 +6,17 @@ becomes a gather along its axis (``op.take`` with recorded indices: a ``take_alo
 entry), so the recorded program reads the position at replay time, gradients scatter back to
 it, and under vmap each example reads its own position (take_along_axis's batching rule).
 
+Integer arrays together (recorded ones with constant ones, integers or each other) follow
+numpy's rules for advanced indexing (``_advanced``): the basic part of the index first, then
+the indexed axes moved last and flattened into one, gathered at the flat position the indices
+broadcast to, and the gathered axes put where numpy puts them (where the first of them was
+when they are adjacent in the index, else first).
+
 A dynamic slice has a static length, as JAX's ``lax.dynamic_slice``: ``stop - start`` is read
 from the values when recorded (it must be the same for every example under vmap), and the
 entry gathers ``start + step * arange(length)``; the slice must lie inside the axis at
-recording time. Several recorded integer indices must be 0-d (each picks one position); one
-recorded integer array may stand alone among slices, None and Ellipsis, as numpy places its
-axes then.
+recording time; it cannot be mixed with integer arrays (index in two steps), nor can a
+constant bool mask be mixed with recorded indices.
 """
 
 from __future__ import annotations
@@ -72,13 +77,15 @@ def traced_getitem(ops: PrimitiveMethods, x: Any, index: Any, name: str | None) 
     constants = [i for i in items if not _traced(i) and isinstance(i, (list, np.ndarray))]
     if arrays and (len(arrays) > 1 or constants or any(
             _traced(i) and not len(shape_of(i)) or isinstance(i, (int, np.integer))
-            for i in items)):
-        raise error("getitem", (x, *arrays), "a recorded integer array must be the only "
-                    "integer index (with slices, None, Ellipsis); index in two steps",
-                    ArgumentError)
-    if constants:
-        raise error("getitem", (x,), "constant integer arrays cannot be mixed with recorded "
-                    "indices; index in two steps", ArgumentError)
+            for i in items)) or constants:
+        if any(isinstance(i, slice) and any(_traced(b) for b in (i.start, i.stop, i.step))
+               for i in items):
+            raise error("getitem", (x,), "a dynamic slice cannot be mixed with integer arrays; "
+                        "index in two steps", ArgumentError)
+        if any(np.asarray(i).dtype == bool for i in constants):
+            raise error("getitem", (x,), "a constant bool mask cannot be mixed with recorded "
+                        "indices; index in two steps", ArgumentError)
+        return _advanced(ops, x, items, name)
     # checked first (nothing recorded on an error); then the constant part, recorded parts kept
     # as full slices; then one gather per recorded part
     plain, later, axis, src = [], [], 0, 0
@@ -132,3 +139,59 @@ def _slice_plan(x: Any, s: slice, n: int) -> tuple[Any, np.ndarray]:
                     f"lie inside an axis of size {n}", OutOfBoundsError)
     return (int(start) if is_constant(start) else start,
             np.arange(length, dtype=np.int64) * step)
+
+
+def _advanced(ops: PrimitiveMethods, x: Any, items: list, name: str | None) -> Any:
+    """x[items] (Ellipsis expanded, every axis covered) by numpy's rules for advanced indices
+    when they hold a recorded integer and an integer array (see the module docstring)."""
+    shape = shape_of(x)
+    basic, adv = [], []     # adv: (position in the index, axis of the basic result, size, index)
+    src = 0
+    for k, i in enumerate(items):
+        if i is not None and not isinstance(i, slice):
+            n = shape[src]
+            adv.append((k, len(basic), n, _in_axis(ops, x, i, n)))
+            i = slice(None)
+        basic.append(i)
+        if i is not None:
+            src += 1
+    full = all(isinstance(b, slice) and b == slice(None) for b in basic)
+    y = x if full else ops.getitem(x, tuple(basic))
+    axes = [a for _, a, _, _ in adv]
+    rest = [a for a in range(len(shape_of(y))) if a not in axes]
+    order = tuple(rest + axes)
+    if order != tuple(range(len(order))):
+        y = ops.transpose(y, order)
+    kept = shape_of(y)[:len(rest)]
+    y = ops.reshape(y, kept + (int(np.prod([n for _, _, n, _ in adv])),))
+    flat, stride = None, 1
+    for _, _, n, i in reversed(adv):    # the position in the flattened indexed axes
+        term = i * stride if is_constant(i) else i if stride == 1 else ops.mul(i, stride)
+        flat = term if flat is None else flat + term if is_constant(flat) and is_constant(
+            term) else ops.add(flat, term)
+        stride *= n
+    out = ops.take(y, flat, axis=len(rest))
+    r, b = len(rest), len(shape_of(flat))
+    ks = [k for k, _, _, _ in adv]
+    at = axes[0] if ks == list(range(ks[0], ks[0] + len(ks))) else 0
+    order = tuple(range(at)) + tuple(range(r, r + b)) + tuple(range(at, r))
+    if order != tuple(range(r + b)):
+        out = ops.transpose(out, order, name=name)
+    elif name is not None:
+        out.name = name
+    return out
+
+
+def _in_axis(ops: PrimitiveMethods, x: Any, i: Any, n: int) -> Any:
+    """An integer index into an axis of size n as positions 0..n-1 (a recorded one recorded
+    as ``i mod n``, after its values are checked to lie in [-n, n))."""
+    if _traced(i):
+        return ops.mod(_int_entry(x, i, "an index", n), n)
+    arr = np.asarray(i)
+    if arr.dtype.kind not in "iu":
+        raise error("getitem", (x,), f"index arrays must hold integers, not {arr.dtype}",
+                    ArgumentError)
+    if arr.size and (arr.min() < -n or arr.max() >= n):
+        raise error("getitem", (x,), f"an index is out of bounds for an axis of size {n}",
+                    OutOfBoundsError)
+    return np.where(arr < 0, arr + n, arr).astype(np.int64)

@@ -18,7 +18,24 @@ Ops of Parameters. The forward and the rules run with their Ops around them (``r
 so transforms inside them may close over the function's arguments. The forward records on a
 scratch Ops (``ForwardOps``): a Variable that requires grad read through its closure (a
 Parameter, a Variable of the caller's Ops) is refused, the rule giving it no gradient; one
-that takes none is a constant. A forward that fails leaves the caller's tape as it was.
+that takes none is a constant, and an input of the entry when the Ops recording the call held
+it before the call (``Closures``: the forward raises ``ReadsClosureError`` on reading it, and
+the call is recorded again with it), so that a replay hands the forward its value at the
+replay's inputs. (A value the forward computes from the closure alone, on the closure's Ops,
+before it meets an argument, stays as recorded.) A forward that fails leaves the caller's
+tape as it was.
+
+Closures over vmapped values: under ``sg.vmap`` the function (made per example, JAX's
+``outer(x)``) may read the vmap's examples through its closure. The entry, having no batching
+rule, is recorded once per example with its inputs sliced; a batched value recorded before
+the call is one more input (``Closures``), and for every vmap level such a value is batched at
+the entry takes that level's example numbers as an input too (``Examples``: a forward reading
+a batched value at a level the entry has no numbers for raises ``ReadsBatchedError`` and the
+call is recorded again). The forward reads each batched value as its example: its input, or
+(computed in the forward) at the entry's example numbers. The rules run on the recording Ops,
+where such a value is batched, so what they return for it is every example's;
+``at_examples`` keeps the entry's own (a value-only rule runs on a scratch Ops that reads them
+as the forward does).
 
 Pytree arguments and outputs: the entry's inputs are the leaves of the arguments, a pytree
 output is raveled into its one output and sliced back, and the rule sees the call's
@@ -82,6 +99,7 @@ import copyreg
 import functools
 import inspect
 import sys
+import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -89,6 +107,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.batching import Batched, innermost, levels_of, wrap
 from ..engine.ops import Ops
 from ..engine.params import FREE
 from ..engine.reverse import as_variable
@@ -166,13 +185,39 @@ class CustomFunction:
         return ops
 
     def _record(self, ops: Ops, args: list, kwargs: dict, packing: Packing) -> Any:
-        attrs = dict(kwargs)
-        attrs["_vars"] = tuple(i for i, x in enumerate(args) if isinstance(x, Variable))
-        attrs["_wrt"] = tuple(i for i, x in enumerate(args)
-                              if isinstance(x, Variable) and x.requires_grad)
-        attrs["_pack"] = packing
-        with _undone_on_failure(ops):   # the forward may have recorded on a closure Variable
-            y = ops.apply(self.primitive, args, attrs, None)
+        closures: list = []     # Variables of ``ops`` the forward reads through its closure
+        levels: Examples | None = None
+        calls = _recording()
+        calls.append((packing, ops, ops.tape.end))
+        try:
+            while True:
+                inputs = [*args, *closures, *(() if levels is None else levels.inputs(ops))]
+                attrs = dict(kwargs)
+                attrs["_vars"] = tuple(i for i, x in enumerate(inputs)
+                                       if isinstance(x, Variable))
+                attrs["_wrt"] = tuple(i for i, x in enumerate(args)
+                                      if isinstance(x, Variable) and x.requires_grad)
+                attrs["_pack"] = packing
+                if closures:
+                    attrs["_closures"] = Closures(closures)
+                if levels is not None:
+                    attrs["_levels"] = levels
+                try:
+                    with _undone_on_failure(ops):   # the forward may record on a closure's Ops
+                        y = ops.apply(self.primitive, inputs, attrs, None)
+                    break
+                except ReadsClosureError as e:  # again, with it as one more input
+                    if any(c is e.value for c in closures) or len(closures) >= _MOST_READS:
+                        raise GraphError(f"{self._label}: reads {e.value.name} through a "
+                                         "closure in a way that cannot be followed; pass it "
+                                         "as an argument") from None
+                    closures.append(e.value)
+                    if type(e.value) is Batched:    # (a rule computes every example of it)
+                        levels = Examples.adding(levels, levels_of(e.value), self._label, True)
+                except ReadsBatchedError as e:   # again, with the example numbers there
+                    levels = Examples.adding(levels, e.levels, self._label)
+        finally:
+            calls.pop()
         if packing.out is None:     # an equal entry recorded before (Ops(simplify=True)) holds it
             packing = (getattr(y, "attrs", None) or {}).get("_pack", packing)
         return packing.structured(y)
@@ -188,9 +233,23 @@ class CustomFunction:
         scratch = ForwardOps()
         try:
             packing = attrs["_pack"]
+            positions = attrs["_vars"]
+            levels = attrs.get("_levels")
+            if levels is not None:  # batched values read through a closure: this example's
+                values, scratch.examples = levels.split(values)
+            closures = attrs.get("_closures")
+            if closures is not None:    # Variables read through a closure: their values here
+                values, scratch.given = closures.split(values)
+            positions = tuple(i for i in positions if i < len(values))
+            calls = _recording()
+            if calls and calls[-1][0] is packing:   # (recording this call, not replaying it)
+                scratch.caller, scratch.start = calls[-1][1:]
             with running(scratch):
-                y = self._fn(*packing.call_arguments(wrap_values(scratch, values, attrs["_vars"])),
+                y = self._fn(*packing.call_arguments(wrap_values(scratch, values, positions)),
                              **user_attrs(attrs))
+            # (an output computed from batched values alone, on their Ops: its example)
+            y = tree_map(lambda v: scratch.example(v, "its output")
+                         if type(v) is Batched and scratch._outer(v) else v, y)
             return packing.output_value(y)
         except GraphError as e:
             raise GraphError(f"{self._label}: {e}. The function sees its arguments as "
@@ -217,7 +276,9 @@ class CustomFunction:
         if cts is None:         # first request (or a recorded cotangent no longer held)
             for k in [k for k, e in memo.items() if e.cotangents(o) is None]:
                 del memo[k]     # left by a recorded sweep that stopped early: only weak refs
-            cts = self._cotangents(o, *handles(o, g, out, inputs), attrs)
+            own, kept = own_inputs(inputs, attrs)
+            cts = self._cotangents(o, *handles(o, g, out, own), kept)
+            cts = list(cts) + [None] * (len(inputs) - len(own))
             entry = memo[key] = Pending(cts, attrs["_wrt"], (g, out, inputs), recording)
         entry.waiting.discard(i)
         if not entry.waiting:
@@ -227,7 +288,16 @@ class CustomFunction:
         return cts[i]
 
     def _fmt(self, args: list[str], attrs: dict, render: Callable) -> str:
-        shown = args + [f"{k}={render(v, k)}" for k, v in attrs.items() if not k.startswith("_")]
+        levels, closures = attrs.get("_levels"), attrs.get("_closures")
+        m = 0 if levels is None else len(levels.levels)
+        c = 0 if closures is None else len(closures.refs)
+        n = len(args) - m - c
+        shown = args[:n] + [f"{k}={render(v, k)}" for k, v in attrs.items()
+                            if not k.startswith("_")]
+        if c:           # (what it reads through its closure)
+            shown.append(f"closure=[{', '.join(args[n:n + c])}]")
+        if m:           # (the example numbers of the vmaps whose values it reads so)
+            shown.append(f"example=[{', '.join(args[n + c:])}]")
         return f"{self._label}({', '.join(shown)})"
 
     def _as_array(self, y: Any) -> np.ndarray:
@@ -351,18 +421,247 @@ def _float_dtype(x: Any) -> np.dtype:
 class ForwardOps(Ops):
     """The scratch Ops a custom function's forward records on: a Variable that requires grad
     read through a closure is refused (the rule gives gradients for the arguments only); one
-    that does not is a constant."""
+    that does not is a constant. A batched value of a vmap around the call read through a
+    closure is the entry's example of it when the entry has its example numbers among its
+    inputs (``Examples``), else the call is recorded again with them
+    (``ReadsBatchedError``)."""
+
+    absorbs = True      # an operator on a closure's Variable and one of ours records here
 
     def __init__(self) -> None:
         super().__init__(borrow=True)
+        self.made_in = around()     # (a forward inside a forward records on its own)
+        self.examples: dict[int, int] = {}     # level -> the entry's example there
+        self.given: dict[int, Any] = {}     # id of a closure's Variable -> its value here
+        self.caller: Ops | None = None      # while the call is recorded: the Ops recording it
+        self.start = 0                      # and where its tape ended then
 
-    def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Variable:
-        """A closure's Variable that takes no gradient as a constant; refuse any other."""
+    def join(self, prim: Primitive, inputs: tuple, x: Variable) -> Entry:
+        """A closure's Variable that takes no gradient as a constant (the entry's input for it
+        when the Ops recording the call holds it, ``Closures``); refuse any other."""
         if x.requires_grad:
             kind = "a Parameter" if x.rec is FREE else "a Variable of another Ops"
             raise GraphError(f"{prim.name}: reads {x.name} ({kind}) through a closure, and the "
                              "rule gives it no gradient")
-        return self.leaf(x.raw, None, False)
+        if id(x) in self.given:
+            return self._input(x).node
+        if self._could_be_input(x):
+            raise ReadsClosureError(x)
+        return self.leaf(x.raw, None, False).node
+
+    def apply(self, prim: Primitive, inputs: Any, attrs: dict | None = None,
+              name: str | None = None) -> Any:
+        """As ``Ops.apply``, a batched value read through a closure as its example's value."""
+        for x in inputs:
+            if type(x) is Batched and self._outer(x):
+                inputs = tuple(self.example(x, prim.name) if type(x) is Batched and
+                               self._outer(x) else x for x in inputs)
+                break
+        return Ops.apply(self, prim, inputs, attrs, name)
+
+    def _outer(self, x: Batched) -> bool:
+        """Whether x is batched by a vmap around the call (not one the forward runs)."""
+        rec = innermost(x).rec
+        return rec is not self and not (isinstance(rec, Ops) and rec.within(self))
+
+    def example(self, x: Batched, what: str) -> Variable:
+        """A batched value of a vmap around the call as a constant holding the entry's example
+        of it: its input for it (``Closures``), else read at the entry's example numbers
+        (``Examples``)."""
+        if x.requires_grad:
+            raise GraphError(f"{what}: reads {x.name} (a batched Variable that requires grad) "
+                             "through a closure, and the rule gives it no gradient: pass it as "
+                             "an argument")
+        if id(x) in self.given:
+            return self._input(x)
+        if self._could_be_input(x):
+            raise ReadsClosureError(x)
+        levels = levels_of(x)
+        if any(level not in self.examples for level, _ in levels):
+            raise ReadsBatchedError(levels)
+        value = innermost(x).raw[tuple(self.examples[level] for level, _ in levels)]
+        return self.leaf(np.asarray(value), None, False)
+
+    def _input(self, x: Variable) -> Variable:
+        got = self.given[id(x)]
+        if type(got) is not Variable:   # (made on first use)
+            got = self.given[id(x)] = self.leaf(np.asarray(got), None, False)
+        return got
+
+    def _could_be_input(self, x: Variable) -> bool:
+        """Whether x, read through the closure while the call is recorded, was recorded before
+        it by the Ops recording it (so the entry can take it as an input)."""
+        if self.caller is None:
+            return False
+        inner = innermost(x)
+        at = inner.node
+        # (a leaf's position is the tape's end when it was made: nothing recorded since)
+        return inner.rec is self.caller and at is not None and (
+            at.position < self.start or at.prim is None and at.position == self.start)
+
+
+def scratch_ops(attrs: dict, borrow: bool = True) -> Ops:
+    """The scratch Ops a value-only rule runs on: for an entry with extra inputs
+    (``own_inputs``), one reading what the closure holds as the forward does
+    (``ForwardOps``)."""
+    examples, given = attrs.get("_examples", ()), attrs.get("_given", {})
+    if not examples and not given:
+        return Ops(borrow=borrow)
+    scratch = ForwardOps()
+    scratch.examples, scratch.given = dict(examples), dict(given)
+    return scratch
+
+
+_CALLS = threading.local()      # .calls: the custom calls this thread is recording
+_MOST_READS = 256       # Variables a forward may read through its closure as inputs
+
+
+def _recording() -> list:
+    """This thread's custom calls being recorded, innermost last: (packing, the Ops recording
+    it, where its tape ended when the call began)."""
+    calls = getattr(_CALLS, "calls", None)
+    if calls is None:
+        calls = _CALLS.calls = []
+    return calls
+
+
+class ReadsClosureError(Exception):
+    """A custom function's forward, recorded, read through its closure a Variable that the Ops
+    recording the call held before it: the call is recorded again with it as an input."""
+
+    def __init__(self, value: Variable):
+        super().__init__("a recorded Variable read through a closure")
+        self.value = value
+
+
+class Closures:
+    """The Variables a custom function's forward reads through its closure that the Ops
+    recording the call holds (``mask = x > 0`` read by ``y * mask``), as extra inputs of the
+    entry: a replay (``sg.jit``, ``op.program``) hands the forward their values at its inputs,
+    not those they had when recorded, and a value-only rule reads them the same way. Held
+    weakly (the closure holds them), in reading order; compared by identity."""
+
+    __slots__ = ("refs",)
+
+    def __init__(self, values: list):
+        self.refs = tuple(weakref.ref(v) for v in values)
+
+    def split(self, values: tuple) -> tuple[tuple, dict]:
+        """The forward's values as the function's own and a map from the id of each Variable
+        read to its value here."""
+        n = len(values) - len(self.refs)
+        given = {}
+        for r, v in zip(self.refs, values[n:]):
+            x = r()
+            if x is not None:
+                given[id(x)] = v
+        return values[:n], given
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Closures) and len(self.refs) == len(other.refs) and all(
+            a() is b() for a, b in zip(self.refs, other.refs))
+
+    def __hash__(self) -> int:
+        return hash(tuple(id(r()) for r in self.refs))
+
+    def __repr__(self) -> str:
+        return f"Closures({len(self.refs)})"
+
+
+class ReadsBatchedError(Exception):
+    """A custom function's forward read a value batched at vmap levels its entry has no
+    example numbers for: the call is recorded again with them."""
+
+    def __init__(self, levels: list):
+        super().__init__("a batched value read through a closure")
+        self.levels = levels
+
+
+class Examples:
+    """The levels of the vmaps around a custom call whose batched values its forward reads
+    through a closure (``x * y`` with ``x`` a vmap's example): the entry takes, per level, the
+    number of its example (a batched ``arange``) as an extra input.
+
+    The entry has no batching rule, so the vmap records one entry per example (batching.py's
+    loop), each input sliced to that example, the numbers too. The forward then reads each
+    batched value as that example of it (``ForwardOps.example``), and a rule, which runs on
+    the recording Ops where such a value is batched and so computes every example at once,
+    gives this entry's example of what it returns (``at_examples``).
+    """
+
+    __slots__ = ("levels",)
+
+    def __init__(self, levels: tuple):
+        self.levels = levels        # ((level, batch size), ...), lowest first
+
+    @staticmethod
+    def adding(examples: Examples | None, levels: list, label: str,
+               known: bool = False) -> Examples | None:
+        """``examples`` with ``levels`` added (which must be new unless ``known``)."""
+        have = dict(() if examples is None else examples.levels)
+        if all(level in have for level, _ in levels):
+            if known:
+                return examples
+            raise GraphError(f"{label}: reads a batched value through a closure in a way that "
+                             "cannot be followed; pass it as an argument")
+        have.update(levels)
+        return Examples(tuple(sorted(have.items())))
+
+    def inputs(self, ops: Ops) -> list:
+        """The entry's extra inputs: each level's example numbers."""
+        return [wrap(ops.leaf(np.arange(n), None, False), level) for level, n in self.levels]
+
+    def split(self, values: tuple) -> tuple[tuple, dict]:
+        """The forward's values as the function's own and the entry's example at each level."""
+        n = len(values) - len(self.levels)
+        return values[:n], {level: int(np.asarray(k))
+                            for (level, _), k in zip(self.levels, values[n:])}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Examples) and self.levels == other.levels
+
+    def __hash__(self) -> int:
+        return hash(self.levels)
+
+    def __repr__(self) -> str:
+        return f"Examples({self.levels})"
+
+
+def own_inputs(inputs: tuple, attrs: dict) -> tuple[tuple, dict]:
+    """The inputs of a custom entry that are the function's, and the attributes its rules
+    see: with ``_examples``, the entry's example at each level (``Examples``), and with
+    ``_given``, the values of the Variables it reads through its closure (``Closures``), when
+    it has such extra inputs."""
+    examples, closures = attrs.get("_levels"), attrs.get("_closures")
+    if examples is None and closures is None:
+        return inputs, attrs
+    m = 0 if examples is None else len(examples.levels)
+    c = 0 if closures is None else len(closures.refs)
+    n = len(inputs) - m - c
+    numbers = () if examples is None else tuple(
+        (level, int(np.asarray(value_of(k))))
+        for (level, _), k in zip(examples.levels, inputs[n + c:]))
+    given = {} if closures is None else {
+        id(r()): value_of(v) for r, v in zip(closures.refs, inputs[n:n + c]) if r() is not None}
+    kept = dict(attrs, _vars=tuple(i for i in attrs["_vars"] if i < n), _examples=numbers,
+                _given=given)
+    return inputs[:n], kept
+
+
+def at_examples(c: Any, attrs: dict) -> Any:
+    """What a rule returned, at the entry's examples (``own_inputs``): a value batched at one
+    of their levels (computed from a batched value read through a closure) as that example."""
+    for level, k in attrs.get("_examples", ()):
+        c = _example_at(c, level, k)
+    return c
+
+
+def _example_at(c: Any, level: int, k: int) -> Any:
+    if type(c) is not Batched or c.level < level:   # (the highest level is outermost)
+        return c
+    if c.level == level:
+        return c.inner[k]
+    return wrap(_example_at(c.inner, level, k), c.level)
 
 
 # ---------------------------------------------------------------- a sweep's cotangents
@@ -573,10 +872,11 @@ class JVPRule:
         self.rule = rule
 
     def tangent(self, o: PrimitiveMethods, ts: list, out: Any, inputs: tuple,
-                positions: tuple, kw: dict) -> Any:
-        """The tangent of the entry's output for the input tangents ``ts``."""
+                positions: tuple, kw: dict, given: dict | None = None) -> Any:
+        """The tangent of the entry's output for the input tangents ``ts`` (``given``: the
+        entry's attributes for a value-only rule, see ``own_inputs``)."""
         recording = isinstance(o, Ops)
-        r = o if recording else Ops(borrow=True)
+        r = o if recording else scratch_ops(given or {})
         try:
             primals = list(inputs)
             if not recording:       # values: Variables of the scratch Ops where they were
@@ -633,10 +933,10 @@ def user_tangent(label: str, rule: Callable, o: Any, ts: list, out: Any, inputs:
         got = rule(*packing.held(), tuple(packing.arguments(list(primals))),
                    tuple(packing.arguments(list(tangents))), **kw)
         if isinstance(got, (tuple, list)) and len(got) == 2:
-            return got[0], packing.flat_output(got[1])
+            return got[0], packing.flat_output(tree_map(lambda t: at_examples(t, attrs), got[1]))
         return got
     kw = {k: v for k, v in attrs.items() if not k.startswith("_")}
-    return JVPRule(label, flat_rule).tangent(o, ts, out, inputs, attrs["_vars"], kw)
+    return JVPRule(label, flat_rule).tangent(o, ts, out, inputs, attrs["_vars"], kw, attrs)
 
 
 # ---------------------------------------------------------------- custom_vjp
@@ -679,7 +979,7 @@ class CustomVJP(CustomFunction):
 
     def _bwd_values(self, g: Any, out: Any, inputs: tuple, attrs: dict) -> list:
         """The rule's cotangents as arrays (None for none), run on a scratch Ops."""
-        scratch = Ops(borrow=True)
+        scratch = scratch_ops(attrs)
         try:
             cts = self._checked(self._run_bwd(scratch.unrecorded(g), scratch.unrecorded(out),
                                               wrap_values(scratch, inputs, attrs["_vars"]),
@@ -702,7 +1002,8 @@ class CustomVJP(CustomFunction):
         if not isinstance(ops, Ops):
             return packing.cotangents(self._bwd(*args, **user_attrs(attrs)))
         with running(ops):      # transforms in the rule record on its Ops
-            return packing.cotangents(self._bwd(*args, **user_attrs(attrs)))
+            cts = packing.cotangents(self._bwd(*args, **user_attrs(attrs)))
+        return [at_examples(c, attrs) for c in cts]
 
     def _call_bwd(self, r: Ops, g: Variable, out: Variable, inputs: Any, attrs: dict,
                   strict: bool = True) -> list:
@@ -747,13 +1048,14 @@ class CustomVJP(CustomFunction):
         # value does not matter, but a nonzero one shows a cotangent that ignores u)
         if all(t is None for t in ts):
             return None
-        ts, out, inputs = handles(o, None, out, inputs, ts)
+        inputs, attrs = own_inputs(inputs, attrs)
+        ts, out, inputs = handles(o, None, out, inputs, ts[:len(inputs)])
         if self._jvp_rule is not None:
             return user_tangent(self._label, self._jvp_rule, o, ts, out, inputs, attrs)
         self._check_linear(out, inputs, attrs)
         if isinstance(o, Ops):
             return self._tangent(o, ts, out, inputs, attrs, True)
-        r = Ops()
+        r = scratch_ops(attrs, borrow=False)
         try:
             jt = self._tangent(r, ts, r.unrecorded(out), wrap_values(r, inputs, attrs["_vars"]),
                                attrs, False)
@@ -922,14 +1224,15 @@ class CustomJVP(CustomFunction):
     def _jvp(self, o: PrimitiveMethods, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
         if all(t is None for t in ts):
             return None
-        ts, out, inputs = handles(o, None, out, inputs, ts)
+        inputs, attrs = own_inputs(inputs, attrs)
+        ts, out, inputs = handles(o, None, out, inputs, ts[:len(inputs)])
         return user_tangent(self._label, self._checked_rule(), o, ts, out, inputs, attrs)
 
     def _cotangents(self, o: PrimitiveMethods, g: Any, out: Any, inputs: tuple,
                     attrs: dict) -> list:
         rule = self._checked_rule()
         recording = isinstance(o, Ops)
-        r = o if recording else Ops(borrow=True)
+        r = o if recording else scratch_ops(attrs)
         try:
             if recording:
                 xs, gv, ov = list(inputs), g, out

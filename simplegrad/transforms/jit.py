@@ -585,10 +585,13 @@ class Jitted:
 
 def jit(f: Callable, static_argnums: int | Sequence[int] | None = None,
         static_argnames: str | Sequence[str] | None = None, max_programs: int = 8,
-        backend: str = "numpy") -> Jitted:
+        backend: str = "numpy") -> Jitted | Callable:
     """``f`` recorded on its first call per signature, compiled (``sg.compile``'s ``backend``),
-    replayed; Python decisions on recorded values become guards that record it again."""
+    replayed; Python decisions on recorded values become guards that record it again. A
+    function that already does so (``compiles_itself``: ``sg.sparse_hessian(f)``) is itself."""
     check_callable("jit", f)
+    if getattr(f, "compiles_itself", False) is True:
+        return f
     nums = () if static_argnums is None else (static_argnums,) if is_int(static_argnums) \
         else tuple(static_argnums) if isinstance(static_argnums, (tuple, list)) else None
     if nums is None or not all(is_int(i) for i in nums):

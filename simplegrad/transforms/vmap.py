@@ -25,7 +25,9 @@ of the stacked program gives every example's derivative at once.
 Axes follow JAX: ``in_axes`` is one prefix tree per positional argument (an int or None covers
 a whole subtree; ``pytree.prefix_leaves``), keyword arguments are mapped over axis 0,
 ``out_axes`` is a prefix tree of the output, and ``axis_size`` gives the batch size when no
-argument is mapped.
+argument is mapped. An unbatched float or integer array (in_axes None) reaches f as a
+constant Variable (``_unbatched``), so that batched indices and the batch rules reach it as
+they reach the batched arguments.
 
 Batched values also serve the engine's ``batched_jvp``, which pushes many tangents
 through one forward sweep of a recorded program (each jvp rule runs once, on Batched
@@ -63,7 +65,8 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0,
 
     ``in_axes``: an int or None for every argument, or a tuple with one entry per positional
     argument, each a prefix tree of ints and None over that argument (tuples, lists, dicts,
-    namedtuples, registered nodes); keyword arguments are mapped over axis 0. ``out_axes``: a
+    namedtuples, registered nodes); keyword arguments are mapped over axis 0. An unbatched
+    float or integer array (None) reaches f as a constant Variable. ``out_axes``: a
     prefix tree of ints and None over f's output (None: an output the same for every
     example). ``axis_size``: the batch size, needed when no argument is mapped.
     """
@@ -88,7 +91,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0,
         frame = running(ops, (level, n), final=not nested)
         try:
             def batched(ls: list, axs: list, treedef: TreeDef) -> Any:
-                xs = [x if ax is None else wrap(_leading(ops, x, ax), level)
+                xs = [_unbatched(ops, x) if ax is None else wrap(_leading(ops, x, ax), level)
                       for x, ax in zip(ls, axs)]
                 return xs[0] if treedef is LEAF else tree_unflatten(treedef, xs)
             call = [batched(ls, axs, d) for (ls, d), axs in zip(flat, axes)]
@@ -171,6 +174,20 @@ def _leading(ops: Ops, a: Any, ax: int) -> Any:
     a = ops.leaf_for(a) if isinstance(a, Variable) else _constant(ops, a)
     ax = ax % a.ndim
     return a if ax == 0 else ops.moveaxis(a, ax, 0)
+
+
+_NUMBERS = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int8, np.int16,
+                                        np.int32, np.int64, np.uint8, np.uint16, np.uint32))
+
+
+def _unbatched(ops: Ops, a: Any) -> Any:
+    """An argument at in_axes None as f sees it: a float or integer array as a constant of
+    ``ops``, so that a batched index can index it (``a[:, i]``: numpy's own indexing cannot
+    take a Variable) and numpy functions dispatch on it, as they do on the batched arguments;
+    bool arrays (masks), 0-d arrays, numbers and Variables as they are."""
+    if type(a) is np.ndarray and a.ndim and a.dtype in _NUMBERS:
+        return _constant(ops, a)
+    return a
 
 
 def _unbatch(ops: Ops, y: Any, level: int, n: int, ax: Any, nested: bool) -> Any:

@@ -1,0 +1,691 @@
+"""Loops and branches as primitives: ``cond`` (``sg.cond``, ``sg.switch``), ``scan``
+(``sg.scan``, ``sg.fori_loop``) and ``while_loop`` (``sg.while_loop``).
+
+Each is ONE entry whose attributes hold the body (and a ``while_loop``'s condition, a
+``cond``'s branches) as a sub-program recorded once: an object of the ``Body`` protocol below
+(transforms/loops.py builds them from the user's functions). The entry's inputs are the
+leaves of the operands, in the order ``consts | carry | xs`` (a scan; ``[trip count]`` last
+when its length is a recorded value), ``index | operands`` (a cond) or ``consts | carry`` (a
+while loop); its output is ONE array holding every output leaf ("the packed output"): row 0
+holds the final carry (a branch's outputs), each leaf raveled at its column offset
+(``layout``), rows 1.. the per-step outputs ``ys`` of a scan, one row per step. Recorded
+``getitem`` and ``reshape`` entries take the leaves out of it.
+
+The rules are loops of the body's rules, recorded through these same primitives, so the
+derivative of a loop is a loop and the next order is taken the same way:
+
+- a scan's vjp records a scan that keeps the carry before each step (the history), then a
+  reverse scan of the body's vjp over it, the consts' cotangents summed in its carry;
+- a while loop's vjp is the vjp of the scan of its body over its recorded trip count (an
+  output of the entry): a replay with another input runs as many reverse steps as the
+  forward took (``checkpoints="all"``: the history holds every carry);
+- a jvp rule is the loop of the body's jvp (the carry carries its tangent), a cond's rules
+  the cond of the branches' rules.
+
+Under vmap a scan runs the body vmapped (``Body.batched``): one loop for the whole batch,
+every carry batched and batched xs with the steps first; a cond with a batched predicate runs
+every branch on the batch and selects each example's (as JAX does; a shared one: a cond of
+the vmapped branches). ``while_loop`` has no batching rule of its own: each example runs its
+own loop (engine/batching.py's loop over the examples), keeping its own trip count.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from .core import Primitive, shape_of, value_of
+from .methods import ValueOps
+
+if TYPE_CHECKING:
+    from . import PrimitiveMethods
+
+Aval = tuple[tuple, np.dtype]       # (shape, dtype) of one leaf
+
+
+class Body(Protocol):
+    """A sub-program with flat inputs and outputs (transforms/loops.py makes them).
+
+    ``ins`` and ``outs`` are the leaves' (shape, dtype); ``example`` values for ``ins`` (what
+    it was traced at). Derived bodies are traced once and kept: ``vjp(wrt)`` takes ``ins``
+    then one cotangent per float output and returns the cotangents of the inputs at ``wrt``;
+    ``jvp(moving)`` takes ``ins`` then one tangent per input at ``moving`` and returns
+    ``outs`` then one tangent per float output; ``derive(key, ins, example, build)`` is the
+    body traced from ``build(o, *leaves)`` (a list of outputs, computed with primitives);
+    ``lines()`` its text, as a program prints; ``batched(flags, size)`` the body on ``size``
+    examples at once (inputs at ``flags`` batched along a leading axis, every output)."""
+
+    ins: tuple[Aval, ...]
+    outs: tuple[Aval, ...]
+    example: tuple
+
+    def __call__(self, *values: Any) -> list: ...
+
+    def record(self, o: PrimitiveMethods, *inputs: Any) -> list: ...
+
+    def vjp(self, wrt: tuple[int, ...]) -> Body: ...
+
+    def jvp(self, moving: tuple[int, ...]) -> Body: ...
+
+    def derive(self, key: tuple, ins: Sequence[Aval], example: Sequence[Any],
+               build: Any) -> Body: ...
+
+    def lines(self) -> list[str]: ...
+
+    def batched(self, flags: tuple[bool, ...], size: int) -> Body: ...
+
+
+# ---------------------------------------------------------------- the packed output
+
+
+def is_float(aval: Aval) -> bool:
+    """Whether a leaf of this (shape, dtype) carries derivatives."""
+    return np.dtype(aval[1]).kind in "fc"
+
+
+def size_of(aval: Aval) -> int:
+    """The number of entries of a leaf."""
+    return math.prod(aval[0])
+
+
+def layout_of(*groups: Sequence[Aval]) -> tuple[tuple[int, ...], int]:
+    """Column offsets of each group's leaves packed side by side (every group from column 0:
+    the carry in row 0, the ys in the rows after), and the width."""
+    offsets, width = [], 1
+    for group in groups:
+        col = 0
+        for aval in group:
+            offsets.append(col)
+            col += size_of(aval)
+        width = max(width, col)
+    return tuple(offsets), width
+
+
+def packed_dtype(avals: Sequence[Aval]) -> np.dtype:
+    """The dtype of a packed output: float64, or complex128 when a leaf is complex."""
+    return np.result_type(np.float64, *(np.dtype(a[1]) for a in avals))
+
+
+def pack(rows: int, width: int, dtype: np.dtype, carry: Sequence[Any], offsets: Sequence[int],
+         ys: Sequence[Any] = (), ys_offsets: Sequence[int] = ()) -> np.ndarray:
+    """The packed output (numpy): ``carry`` in row 0, ``ys`` (stacked, one row per step) after."""
+    out = np.zeros((rows, width), dtype)
+    for c, k in zip(carry, offsets):
+        flat = np.ravel(c)
+        out[0, k:k + flat.size] = flat
+    for y, k in zip(ys, ys_offsets):
+        flat = np.reshape(y, (rows - 1, -1))
+        out[1:, k:k + flat.shape[1]] = flat
+    return out
+
+
+def unpack(o: PrimitiveMethods, out: Any, avals: Sequence[Aval], offsets: Sequence[int],
+           stacked: bool = False, cast: bool = True) -> list:
+    """The leaves of a packed output, by recorded ``part`` entries: the carry's from row 0,
+    or (``stacked``) the ys' from the rows after, with a leading step axis."""
+    leaves = []
+    for (shape, dtype), k in zip(avals, offsets):
+        part = o.apply(PART, (out,), {"offset": int(k), "shape": tuple(shape),
+                                      "stacked": bool(stacked)}, None)
+        if cast and np.dtype(dtype) != part.dtype:
+            part = o.apply(ASTYPE, (part,), {"dtype": np.dtype(dtype)}, None) \
+                if np.dtype(dtype).kind in "biu" else o.cast(part, np.dtype(dtype))
+        leaves.append(part)
+    return leaves
+
+
+# A leaf of a packed output and its adjoint (the cotangent placed in zeros of the packed
+# output's shape, read from it when the entry runs): a pair of linear primitives, each the
+# other's vjp, whose shapes follow a replay's number of steps.
+
+def _index(offset: int, n: int, stacked: bool, lead: int) -> tuple:
+    return (slice(None),) * lead + (slice(1, None) if stacked else 0, slice(offset, offset + n))
+
+
+def _part(x: Any, offset: int, shape: tuple, stacked: bool, lead: int = 0) -> Any:
+    n = math.prod(shape)
+    part = x[_index(offset, n, stacked, lead)]
+    rows = (x.shape[lead] - 1,) if stacked else ()
+    return np.reshape(part, (*x.shape[:lead], *rows, *shape))
+
+
+def _placed(g: Any, like: Any, offset: int, shape: tuple, stacked: bool, lead: int = 0) -> Any:
+    out = np.zeros(np.shape(like), np.result_type(g, like))
+    n = math.prod(shape)
+    rows = (out.shape[lead] - 1,) if stacked else ()
+    out[_index(offset, n, stacked, lead)] = np.reshape(g, (*out.shape[:lead], *rows, n))
+    return out
+
+
+def _fmt_part(args: list[str], attrs: dict, render: Any) -> str:
+    k, n, lead = attrs["offset"], math.prod(attrs["shape"]), attrs.get("lead", 0)
+    axes = ":, " * lead
+    if attrs["stacked"]:
+        return f"{args[0]}[{axes}1:, {k}:{k + n}].reshape({[-1, *attrs['shape']]})"
+    return f"{args[0]}[{axes}0, {k}:{k + n}].reshape({list(attrs['shape'])})"
+
+
+def _deeper(attrs: dict) -> dict:
+    return dict(attrs, lead=attrs.get("lead", 0) + 1)
+
+
+def _both_batched(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool]) -> list:
+    size = next(shape_of(x)[0] for x, b in zip(xs, batched) if b)
+    return [x if b else o.expand(o.reshape(x, (1, *shape_of(x))), (size, *shape_of(x)))
+            for x, b in zip(xs, batched)]
+
+
+PART = Primitive(
+    "loop_part", _part,
+    [lambda o, g, out, x, **a: o.apply(PLACED, (g, x), a, None)],
+    lambda o, ts, out, x, **a: o.apply(PART, (ts[0],), a, None), _fmt_part, [],
+    batch=lambda o, xs, batched, **a: o.apply(PART, tuple(xs), _deeper(a), None),
+    saves=(0,))
+
+PLACED = Primitive(
+    "loop_placed", _placed,
+    [lambda o, g, out, y, like, **a: o.apply(PART, (g,), a, None), None],
+    lambda o, ts, out, y, like, **a: None if ts[0] is None else
+    o.apply(PLACED, (ts[0], like), a, None),
+    lambda args, attrs, render: f"placed({args[0]}, like={args[1]})", [],
+    batch=lambda o, xs, batched, **a: o.apply(PLACED, tuple(_both_batched(o, xs, batched)),
+                                              _deeper(a), None),
+    saves=(1,))
+
+
+# an integer or bool leaf taken out of a packed output: no gradient or tangent flows
+ASTYPE = Primitive(
+    "astype", lambda x, dtype: np.asarray(x).astype(dtype), [None],
+    lambda o, ts, out, x, dtype: None, "{0}.astype({dtype})", [], differentiable=False,
+    batch=lambda o, xs, batched, **a: o.apply(ASTYPE, tuple(xs), a, None), saves=())
+
+
+def fmt_loop(kind: str) -> Any:
+    """Print rule: ``kind(inputs...)`` with the trip count when it is fixed (``# x 100``), the
+    body (and a cond's branches, a while loop's condition) printed once below, indented."""
+    def fmt(args: list[str], attrs: dict, render: Any) -> str:
+        extra = ""
+        if attrs.get("reverse"):
+            extra += ", reverse=True"
+        if attrs.get("max_steps") is not None:
+            extra += f", max_steps={attrs['max_steps']}"
+        head = f"{kind}({', '.join(args)}{extra})"
+        if kind == "scan" and not attrs.get("counted") and attrs.get("length") is not None:
+            head += f"  # x {attrs['length']}"
+        parts = [("body", attrs["body"])] if "body" in attrs else []
+        if "test" in attrs:
+            parts.append(("cond", attrs["test"]))
+        parts += [(f"branch {k}", b) for k, b in enumerate(attrs.get("branches", ()))]
+        lines = [head]
+        for title, body in parts:
+            lines.append(f"    {title} {body!r}:")
+            lines += [f"        {line}" for line in body.lines()]
+        return "\n".join(lines)
+    return fmt
+
+
+# ---------------------------------------------------------------- all cotangents at once
+#
+# A variadic vjp rule is asked for one input's cotangent at a time, the calls for one entry
+# following each other with the same ``g``: the first computes every input's (one reverse
+# loop) and the others read them here.
+
+_LAST = threading.local()
+
+
+def _all_cotangents(compute: Any, o: PrimitiveMethods, g: Any, out: Any, i: int,
+                    xs: tuple, attrs: dict) -> Any:
+    held = getattr(_LAST, "held", None)
+    if held is None or held[0] is not out or held[1] is not g or held[2] is not o:
+        cts = compute(o, g, out, xs, attrs)
+        _LAST.held = held = (out, g, o, cts)
+    return held[3][i]
+
+
+# ---------------------------------------------------------------- cond
+
+
+def cond_forward(index: Any, *operands: Any, branches: tuple, layout: tuple, width: int) -> Any:
+    """The packed outputs of the branch ``index`` picks (clamped to the branches)."""
+    k = min(max(int(np.asarray(index)), 0), len(branches) - 1)
+    res = branches[k](*operands)
+    return pack(1, width, packed_dtype(branches[0].outs), res, layout)
+
+
+def _cond_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: dict) -> list:
+    branches = attrs["branches"]
+    first = branches[0]
+    index, operands = xs[0], xs[1:]
+    wrt = tuple(j for j, a in enumerate(first.ins) if is_float(a))
+    if not wrt:
+        return [None] * len(xs)
+    floats = [j for j, a in enumerate(first.outs) if is_float(a)]
+    gs = unpack(o, g, [first.outs[j] for j in floats], [attrs["layout"][j] for j in floats])
+    backs = tuple(b.vjp(wrt) for b in branches)
+    avals = [first.ins[j] for j in wrt]
+    offsets, width = layout_of(avals)
+    ct = o.apply(COND, (index, *operands, *gs),
+                 {"branches": backs, "layout": offsets, "width": width}, None)
+    cts: list = [None] * len(xs)
+    for j, c in zip(wrt, unpack(o, ct, avals, offsets)):
+        cts[1 + j] = c
+    return cts
+
+
+def cond_vjp(o: PrimitiveMethods, g: Any, out: Any, i: int, *xs: Any, **attrs: Any) -> Any:
+    """The cotangent of operand i: the cond of the branches' vjps."""
+    if i == 0:
+        return None
+    return _all_cotangents(_cond_cotangents, o, g, out, i, xs, attrs)
+
+
+def cond_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attrs: Any) -> Any:
+    """The output's tangent: the cond of the branches' jvps."""
+    branches = attrs["branches"]
+    first = branches[0]
+    moving = tuple(j for j, t in enumerate(ts[1:]) if t is not None and is_float(first.ins[j]))
+    if not moving:
+        return None
+    n = len(first.outs)
+    floats = [j for j, a in enumerate(first.outs) if is_float(a)]
+    example = [*first.example, *(np.ones(first.ins[j][0], first.ins[j][1]) for j in moving)]
+    ins = [*first.ins, *(first.ins[j] for j in moving)]
+    fwds = tuple(b.derive(("cond_jvp", moving), ins, example,
+                          lambda o2, *a, b=b: b.jvp(moving).record(o2, *a)[n:])
+                 for b in branches)
+    tangents = [ts[1 + j] for j in moving]
+    return o.apply(COND, (xs[0], *xs[1:], *tangents),
+                   {"branches": fwds, "layout": tuple(attrs["layout"][j] for j in floats),
+                    "width": attrs["width"]}, None)
+
+
+COND = Primitive(
+    "cond", cond_forward, [cond_vjp], cond_jvp, fmt_loop("cond"), [], variadic=True,
+    batch=None, saves=("inputs",))
+
+
+# ---------------------------------------------------------------- scan
+
+
+def trips(xs: Sequence[Any], nc: int, nk: int, counted: bool, length: int | None) -> int:
+    """A scan's number of steps: its recorded trip count, its xs' length, or ``length``."""
+    if counted:
+        return int(np.asarray(value_of(xs[-1])))
+    seqs = xs[nc + nk:]
+    return shape_of(seqs[0])[0] if seqs else int(length)
+
+
+def scan_forward(*xs: Any, body: Any, nc: int, nk: int, length: int | None, reverse: bool,
+                 counted: bool, layout: tuple, width: int) -> Any:
+    """The packed final carry and stacked ys of the body run over the steps."""
+    consts, carry = xs[:nc], list(xs[nc:nc + nk])
+    seqs = xs[nc + nk:len(xs) - counted]
+    n = trips(xs, nc, nk, counted, length)
+    ny = len(body.outs) - nk
+    ys = [np.zeros((n, *shape), dtype) for shape, dtype in body.outs[nk:]]
+    for t in (range(n - 1, -1, -1) if reverse else range(n)):
+        res = body(*consts, *carry, *(s[t] for s in seqs))
+        carry = res[:nk]
+        for y, r in zip(ys, res[nk:]):
+            y[t] = r
+    return pack(1 + (n if ny else 0), width, packed_dtype(body.outs), carry, layout[:nk],
+                ys, layout[nk:])
+
+
+def wanted(x: Any) -> bool:
+    """Whether an input may take a cotangent (a recorded one that requires no grad may not)."""
+    return getattr(x, "requires_grad", True)
+
+
+def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: dict) -> list:
+    body, nc, nk = attrs["body"], attrs["nc"], attrs["nk"]
+    counted, reverse = attrs["counted"], attrs["reverse"]
+    layout = attrs["layout"]
+    seqs = xs[nc + nk:len(xs) - counted]
+    nx = len(seqs)
+    n = trips(xs, nc, nk, counted, attrs["length"])
+    carry_avals, y_avals = body.outs[:nk], body.outs[nk:]
+    fc = [j for j in range(nc) if is_float(body.ins[j]) and wanted(xs[j])]
+    fk = [j for j in range(nk) if is_float(carry_avals[j])]
+    fx = [j for j in range(nx) if is_float(body.ins[nc + nk + j]) and wanted(seqs[j])]
+    fy = [j for j in range(len(y_avals)) if is_float(y_avals[j])]
+    cts: list = [None] * len(xs)
+    if not (fc or fk or fx) or not (fk or fy):
+        return cts
+    count = (xs[-1],) if counted else ()
+    static = {"length": n if not counted else None, "counted": counted}
+    # the carry before each step, stacked (one more scan of the body)
+    hist = None
+    if nk:
+        hist_body = body.derive(("history",), body.ins, body.example,
+                                lambda o2, *a: [*body.record(o2, *a)[:nk], *a[nc:nc + nk]])
+        offsets, width = layout_of(carry_avals, carry_avals)
+        h = o.apply(SCAN, xs, dict(attrs, body=hist_body, layout=offsets, width=width), None)
+        hist = unpack(o, h, carry_avals, offsets[nk:], stacked=True)
+    gk = unpack(o, g, [carry_avals[j] for j in fk], [layout[j] for j in fk])
+    gy = unpack(o, g, [y_avals[j] for j in fy], [layout[nk + j] for j in fy], stacked=True) \
+        if fy and n else []
+    # the reverse scan of the body's vjp: carry (ct of the carry, the consts' cts summed)
+    wrt = (*fc, *(nc + j for j in fk), *(nc + nk + j for j in fx))
+    back = body.vjp(wrt)
+    ins = body.ins
+    avals = [*ins[:nc], *(carry_avals[j] for j in fk), *(ins[j] for j in fc),
+             *ins[nc:nc + nk], *ins[nc + nk:], *(y_avals[j] for j in fy)]
+
+    def step(o2: Any, *a: Any) -> list:
+        consts = a[:nc]
+        ck = a[nc:nc + len(fk)]
+        acc = a[nc + len(fk):nc + len(fk) + len(fc)]
+        rest = a[nc + len(fk) + len(fc):]
+        carry, x, y = rest[:nk], rest[nk:nk + nx], rest[nk + nx:]
+        got = back.record(o2, *consts, *carry, *x, *ck, *y)
+        return [*got[len(fc):len(fc) + len(fk)],
+                *(o2.add(s, c) for s, c in zip(acc, got[:len(fc)])),
+                *got[len(fc) + len(fk):]]
+
+    example = [*body.example[:nc], *(np.ones(carry_avals[j][0], carry_avals[j][1]) for j in fk),
+               *(np.zeros(ins[j][0], ins[j][1]) for j in fc), *body.example[nc:],
+               *(np.ones(y_avals[j][0], y_avals[j][1]) for j in fy)]
+    rev_body = body.derive(("reverse", wrt), avals, example, step)
+    k_avals = [*(carry_avals[j] for j in fk), *(ins[j] for j in fc)]
+    x_avals = [ins[nc + nk + j] for j in fx]
+    offsets, width = layout_of(k_avals, x_avals)
+    zeros = [np.zeros(ins[j][0], ins[j][1]) for j in fc]
+    gy_full = gy if fy else []
+    hist_in = hist if hist is not None else []
+    if fy and not n:
+        gy_full = [np.zeros((0, *y_avals[j][0]), y_avals[j][1]) for j in fy]
+    rev = o.apply(SCAN, (*xs[:nc], *gk, *zeros, *hist_in, *seqs, *gy_full, *count),
+                  dict(static, body=rev_body, nc=nc, nk=len(k_avals), reverse=not reverse,
+                       layout=offsets, width=width), None)
+    got = unpack(o, rev, k_avals, offsets[:len(k_avals)])
+    for j, c in zip(fk, got[:len(fk)]):
+        cts[nc + j] = c
+    for j, c in zip(fc, got[len(fk):]):
+        cts[j] = c
+    if fx:
+        for j, c in zip(fx, unpack(o, rev, x_avals, offsets[len(k_avals):], stacked=True)):
+            cts[nc + nk + j] = c
+    return cts
+
+
+def scan_vjp(o: PrimitiveMethods, g: Any, out: Any, i: int, *xs: Any, **attrs: Any) -> Any:
+    """The cotangent of input i: a reverse scan of the body's vjp over the carries' history."""
+    return _all_cotangents(_scan_cotangents, o, g, out, i, xs, attrs)
+
+
+def scan_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attrs: Any) -> Any:
+    """The output's tangent: a scan of the body's jvp, the carry carrying its tangent."""
+    body, nc, nk, counted = attrs["body"], attrs["nc"], attrs["nk"], attrs["counted"]
+    ins, outs = body.ins, body.outs
+    nx = len(xs) - nc - nk - counted
+    mc = [j for j in range(nc) if ts[j] is not None and is_float(ins[j])]
+    mx = [j for j in range(nx) if ts[nc + nk + j] is not None and is_float(ins[nc + nk + j])]
+    fk = [j for j in range(nk) if is_float(ins[nc + j])]
+    if not (mc or mx or any(ts[nc + j] is not None for j in fk)):
+        return None
+    moving = (*mc, *(nc + j for j in fk), *(nc + nk + j for j in mx))
+    fwd = body.jvp(moving)
+    fy = [j for j in range(len(outs) - nk) if is_float(outs[nk + j])]
+    nmc, nfk = len(mc), len(fk)
+    avals = [*ins[:nc], *(ins[j] for j in mc), *ins[nc:nc + nk], *(ins[nc + j] for j in fk),
+             *ins[nc + nk:], *(ins[nc + nk + j] for j in mx)]
+
+    def step(o2: Any, *a: Any) -> list:
+        consts, tc = a[:nc], a[nc:nc + nmc]
+        carry, tk = a[nc + nmc:nc + nmc + nk], a[nc + nmc + nk:nc + nmc + nk + nfk]
+        x, tx = a[nc + nmc + nk + nfk:nc + nmc + nk + nfk + nx], a[nc + nmc + nk + nfk + nx:]
+        got = fwd.record(o2, *consts, *carry, *x, *tc, *tk, *tx)
+        primal, tangent = got[:len(outs)], got[len(outs):]
+        return [*primal[:nk], *tangent[:nfk], *primal[nk:], *tangent[nfk:]]
+
+    example = [*body.example[:nc], *(np.ones(ins[j][0], ins[j][1]) for j in mc),
+               *body.example[nc:nc + nk], *(np.ones(ins[nc + j][0], ins[nc + j][1]) for j in fk),
+               *body.example[nc + nk:], *(np.ones(ins[nc + nk + j][0], ins[nc + nk + j][1])
+                                          for j in mx)]
+    jvp_body = body.derive(("step_jvp", moving), avals, example, step)
+    layout, width = attrs["layout"], attrs["width"]
+    # tangents where the primal's leaves are (the packed tangent is the first ``width``
+    # columns), the primal after them
+    offsets = (*(width + k for k in layout[:nk]), *(layout[j] for j in fk),
+               *(width + k for k in layout[nk:]), *(layout[nk + j] for j in fy))
+    tk = [ts[nc + j] if ts[nc + j] is not None else np.zeros(ins[nc + j][0], ins[nc + j][1])
+          for j in fk]
+    res = o.apply(SCAN, (*xs[:nc], *(ts[j] for j in mc), *xs[nc:nc + nk], *tk,
+                         *xs[nc + nk:nc + nk + nx], *(ts[nc + nk + j] for j in mx),
+                         *xs[len(xs) - counted:]),
+                  dict(attrs, body=jvp_body, nc=nc + nmc, nk=nk + nfk, layout=offsets,
+                       width=2 * width), None)
+    return o.getitem(res, (slice(None), slice(0, width)))
+
+
+def stacked_packs(o: PrimitiveMethods, rows: list, width: int, size: int,
+                  dtype: np.dtype) -> Any:
+    """The packed outputs of ``size`` examples, (examples, rows, width), from blocks of rows
+    (row 0, then the ys' rows), each a list of (column offset, leaves (examples, rows, n))."""
+    blocks = []
+    for pieces in rows:
+        height = shape_of(pieces[0][1])[1] if pieces else 1
+        parts, col = [], 0
+        for k, piece in sorted(pieces, key=lambda p: p[0]):
+            if k > col:
+                parts.append(np.zeros((size, height, k - col), dtype))
+            parts.append(piece)
+            col = k + shape_of(piece)[2]
+        if col < width:
+            parts.append(np.zeros((size, height, width - col), dtype))
+        blocks.append(parts[0] if len(parts) == 1 else o.concatenate(parts, axis=2))
+    return blocks[0] if len(blocks) == 1 else o.concatenate(blocks, axis=1)
+
+
+def cond_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
+               **attrs: Any) -> Any:
+    """The branches vmapped: a cond of them for a shared index; for a batched one, every
+    branch on the batch, each example's output selected by its index (as JAX does)."""
+    branches = attrs["branches"]
+    size = next(shape_of(x)[0] for x, b in zip(xs, batched) if b)
+    flags = tuple(bool(b) for b in batched[1:])
+    many = [b.batched(flags, size) for b in branches]
+    outs = many[0].outs
+    if not batched[0]:
+        offsets, width = layout_of(outs)
+        res = o.apply(COND, tuple(xs), {"branches": tuple(many), "layout": offsets,
+                                        "width": width}, None)
+        leaves = unpack(o, res, outs, offsets, cast=False)
+    else:
+        index = xs[0]
+        leaves = [o.cast(y, np.float64) if np.dtype(y.dtype).kind in "biu" else y
+                  for y in many[0].record(o, *xs[1:])]
+        for k, b in enumerate(many[1:], 1):
+            taken = o.greater_equal(index, k)       # clamped: the last branch k <= index
+            for j, y in enumerate(b.record(o, *xs[1:])):
+                y = o.cast(y, np.float64) if np.dtype(y.dtype).kind in "biu" else y
+                m = o.reshape(taken, (size,) + (1,) * (len(shape_of(y)) - 1))
+                leaves[j] = o.where(m, y, leaves[j])
+    pieces = [(k, o.reshape(y, (size, 1, -1))) for k, y in zip(attrs["layout"], leaves)]
+    return stacked_packs(o, [pieces], attrs["width"], size, packed_dtype(branches[0].outs))
+
+
+def per_example(prim: Primitive, o: PrimitiveMethods, xs: Sequence[Any],
+                batched: Sequence[bool], attrs: dict) -> Any:
+    """The entry once per example, stacked (each example its own loop)."""
+    size = next(shape_of(x)[0] for x, b in zip(xs, batched) if b)
+    return o.stack([o.apply(prim, [o.getitem(x, (k,)) if b else x for x, b in zip(xs, batched)],
+                            attrs, None) for k in range(size)], axis=0)
+
+
+def scan_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
+               **attrs: Any) -> Any:
+    """A scan of the body vmapped: every carry batched, batched xs with the steps first; the
+    packed outputs of the examples stacked (a batched trip count: one loop per example)."""
+    body, nc, nk, counted = attrs["body"], attrs["nc"], attrs["nk"], attrs["counted"]
+    if counted and batched[-1]:
+        return per_example(SCAN, o, xs, batched, attrs)
+    size = next(shape_of(x)[0] for x, b in zip(xs, batched) if b)
+    nx = len(xs) - nc - nk - counted
+    carry = []
+    for x, b, (shape, _) in zip(xs[nc:nc + nk], batched[nc:nc + nk], body.ins[nc:nc + nk]):
+        carry.append(x if b else o.expand(o.reshape(x, (1, *shape)), (size, *shape)))
+    seqs = []
+    for x, b in zip(xs[nc + nk:nc + nk + nx], batched[nc + nk:nc + nk + nx]):
+        seqs.append(o.transpose(x, (1, 0, *range(2, len(shape_of(x))))) if b else x)
+    flags = (*batched[:nc], *([True] * nk), *batched[nc + nk:nc + nk + nx])
+    many = body.batched(tuple(bool(f) for f in flags), size)
+    offsets, width = layout_of(many.outs[:nk], many.outs[nk:])
+    res = o.apply(SCAN, (*xs[:nc], *carry, *seqs, *xs[nc + nk + nx:]),
+                  dict(attrs, body=many, layout=offsets, width=width), None)
+    # the packed outputs of the examples: (examples, rows, width), leaves where they were
+    ny = len(body.outs) - nk
+    rows = [[(k, o.reshape(c, (size, 1, -1))) for k, c in
+             zip(attrs["layout"][:nk], unpack(o, res, many.outs[:nk], offsets[:nk],
+                                             cast=False))]]
+    if ny:
+        ys = unpack(o, res, many.outs[nk:], offsets[nk:], stacked=True, cast=False)
+        steps = shape_of(ys[0])[0]
+        rows.append([(k, o.reshape(o.transpose(y, (1, 0, *range(2, len(shape_of(y))))),
+                                   (size, steps, -1)))
+                     for k, y in zip(attrs["layout"][nk:], ys)])
+    return stacked_packs(o, rows, attrs["width"], size, packed_dtype(body.outs))
+
+
+COND.batch = cond_batch
+
+SCAN = Primitive(
+    "scan", scan_forward, [scan_vjp], scan_jvp, fmt_loop("scan"), [], variadic=True,
+    batch=scan_batch, saves=("inputs",))
+
+
+# ---------------------------------------------------------------- while_loop
+
+
+def while_forward(*xs: Any, body: Any, test: Any, nc: int, max_steps: int | None,
+                  layout: tuple, width: int, checkpoints: Any = "all") -> Any:
+    """The packed final carry and trip count of the body run while ``test`` holds."""
+    consts, carry = xs[:nc], list(xs[nc:])
+    n = 0
+    while (max_steps is None or n < max_steps) and bool(np.asarray(test(*consts, *carry)[0])):
+        carry = body(*consts, *carry)
+        n += 1
+    avals = (*body.outs, ((), np.dtype(np.int64)))
+    return pack(1, width, packed_dtype(avals), [*carry, n], layout)
+
+
+def _while_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: dict) -> list:
+    body, nc = attrs["body"], attrs["nc"]
+    nk = len(xs) - nc
+    keep = attrs.get("checkpoints", "all")
+    if keep != "all" and isinstance(o, ValueOps):
+        return revolve(body, xs, nc, np.asarray(g), np.asarray(out), attrs["layout"], int(keep))
+    count = unpack(o, out, [((), np.dtype(np.int64))], attrs["layout"][nk:])[0]
+    scan_attrs = {"body": body, "nc": nc, "nk": nk, "length": None, "reverse": False,
+                  "counted": True, "layout": attrs["layout"][:nk], "width": attrs["width"]}
+    return _scan_cotangents(o, g, out, (*xs, count), scan_attrs)[:len(xs)]
+
+
+def while_vjp(o: PrimitiveMethods, g: Any, out: Any, i: int, *xs: Any, **attrs: Any) -> Any:
+    """The cotangent of input i: the vjp of the scan of the body over the trip count."""
+    return _all_cotangents(_while_cotangents, o, g, out, i, xs, attrs)
+
+
+def while_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attrs: Any) -> Any:
+    """The output's tangent: a while loop of the body's jvp on the same condition."""
+    body, test, nc = attrs["body"], attrs["test"], attrs["nc"]
+    ins = body.ins
+    nk = len(xs) - nc
+    mc = [j for j in range(nc) if ts[j] is not None and is_float(ins[j])]
+    fk = [j for j in range(nk) if is_float(ins[nc + j])]
+    if not (mc or any(ts[nc + j] is not None for j in fk)):
+        return None
+    moving = (*mc, *(nc + j for j in fk))
+    fwd = body.jvp(moving)
+    nmc = len(mc)
+    avals = [*ins[:nc], *(ins[j] for j in mc), *ins[nc:], *(ins[nc + j] for j in fk)]
+    example = [*body.example[:nc], *(np.ones(ins[j][0], ins[j][1]) for j in mc),
+               *body.example[nc:], *(np.ones(ins[nc + j][0], ins[nc + j][1]) for j in fk)]
+
+    def step(o2: Any, *a: Any) -> list:
+        consts, tc = a[:nc], a[nc:nc + nmc]
+        carry, tk = a[nc + nmc:nc + nmc + nk], a[nc + nmc + nk:]
+        got = fwd.record(o2, *consts, *carry, *tc, *tk)
+        return [*got[:nk], *got[nk:]]
+
+    def holds(o2: Any, *a: Any) -> list:
+        return test.record(o2, *a[:nc], *a[nc + nmc:nc + nmc + nk])
+
+    jvp_body = body.derive(("step_jvp", moving), avals, example, step)
+    jvp_test = test.derive(("test_jvp", moving), avals, example, holds)
+    layout, width = attrs["layout"], attrs["width"]
+    offsets = (*(width + k for k in layout[:nk]), *(layout[j] for j in fk), width + layout[nk])
+    tk = [ts[nc + j] if ts[nc + j] is not None else np.zeros(ins[nc + j][0], ins[nc + j][1])
+          for j in fk]
+    res = o.apply(WHILE, (*xs[:nc], *(ts[j] for j in mc), *xs[nc:], *tk),
+                  dict(attrs, body=jvp_body, test=jvp_test, nc=nc + nmc, layout=offsets,
+                       width=2 * width), None)
+    return o.getitem(res, (slice(None), slice(0, width)))
+
+
+def revolve(body: Any, xs: tuple, nc: int, g: np.ndarray, out: np.ndarray, layout: tuple,
+            snapshots: int) -> list:
+    """A while loop's cotangents on values, keeping at most ``snapshots`` carries besides the
+    one being pulled back (binomial checkpointing, Griewank's revolve: the steps between two
+    kept carries are recomputed from the earlier one, in O(n log n) steps for k ~ log n)."""
+    nk = len(xs) - nc
+    consts = [value_of(x) for x in xs[:nc]]
+    init = [value_of(x) for x in xs[nc:]]
+    n = int(round(float(out[0, layout[nk]].real)))
+    fc = [j for j in range(nc) if is_float(body.ins[j])]
+    fk = [j for j in range(nk) if is_float(body.outs[j])]
+    back = body.vjp((*fc, *(nc + j for j in fk)))
+    shapes = [body.outs[j] for j in fk]
+    ct = [np.reshape(g[0, layout[j]:layout[j] + size_of(a)], a[0]).astype(a[1])
+          for j, a in zip(fk, shapes)]
+    acc = [np.zeros(body.ins[j][0], body.ins[j][1]) for j in fc]
+
+    def advance(c: list, steps: int) -> list:
+        for _ in range(steps):
+            c = body(*consts, *c)
+        return c
+
+    def pull(c: list, ct: list) -> list:
+        got = back(*consts, *c, *ct)
+        for a, extra in zip(acc, got[:len(fc)]):
+            a += extra
+        return list(got[len(fc):])
+
+    # (the carry at step l, the steps [l, r), free snapshots, the cotangent at r): an explicit
+    # stack of the segments still to pull back, the right part of each split first
+    def reverse(c: list, length: int, free: int, ct: list) -> list:
+        if length == 0:
+            return ct
+        if length == 1:
+            return pull(c, ct)
+        if free == 0:       # no snapshot left: recompute each step from c
+            for j in range(length - 1, -1, -1):
+                ct = pull(advance(c, j), ct)
+            return ct
+        t = 1
+        while math.comb(free + t, free) < length:
+            t += 1
+        right = min(math.comb(free - 1 + t, free - 1), length - 1)
+        left = length - right
+        mid = advance(c, left)
+        ct = reverse(mid, right, free - 1, ct)
+        del mid
+        return reverse(c, left, free, ct)
+
+    ct = reverse(init, n, max(snapshots - 1, 0), ct)
+    cts: list = [None] * len(xs)
+    for j, c in zip(fk, ct):
+        cts[nc + j] = c
+    for j, a in zip(fc, acc):
+        cts[j] = a
+    return cts
+
+
+WHILE = Primitive(
+    "while_loop", while_forward, [while_vjp], while_jvp, fmt_loop("while_loop"), [],
+    variadic=True, saves=("inputs", "out"))
