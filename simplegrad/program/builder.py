@@ -6,14 +6,16 @@ can print itself simplified.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..engine.tape import value_of
 from ..engine.variable import UNARY, Entry
+from ..primitives.core import Primitive
 from ..primitives.rewrites import constant_key
-from .nodes import CONST, INPUT, NODE, Constant, Input, Node, Ref, constant_entry, slot_entry
+from .nodes import CONST, INPUT, NODE, Constant, Input, Ref, constant_entry, slot_entry
 
 
 class Builder:
@@ -50,12 +52,13 @@ class Builder:
         unrecorded one prints inline)."""
         return self.constant(value_of(v), None if v.label is None else v.name, ("var", id(v)))
 
-    def node(self, node: Node) -> Ref:
-        """Add a node (its ``args`` Refs to parts added before); its ref."""
+    def node(self, prim: Primitive, args: Sequence[Ref], attrs: dict | None, name: str,
+             shape: tuple, dtype: Any, order: int = 0) -> Ref:
+        """Add a node: ``prim`` of ``args`` (Refs to parts added before), with its attributes,
+        name, shape, dtype and derivative order; its ref."""
         parts = self._parts
         e = object.__new__(Entry)
-        e.prim = node.prim
-        args = node.args
+        e.prim = prim
         if len(args) == 2:
             a, b = args
             e.in0, e.in1, e.more = parts[a.kind][a.index], parts[b.kind][b.index], None
@@ -65,13 +68,13 @@ class Builder:
         else:
             e.in0 = e.in1 = None
             e.more = tuple(parts[r.kind][r.index] for r in args)
-        e.attrs = node.attrs
+        e.attrs = attrs
         e.position = len(self.nodes)
-        e.label = node.name
-        e.shape = node.shape
-        e.dtype = node.dtype
+        e.label = name
+        e.shape = shape
+        e.dtype = dtype
         e.requires_grad = False
         e.raw = None
         self.nodes.append(e)
-        self.orders.append(node.order)
+        self.orders.append(order)
         return Ref(NODE, e.position)

@@ -37,7 +37,7 @@ from ..primitives.core import REGISTRY
 from ..primitives.lazy import is_lazy
 from .core import Program
 from .inputs import RESIZED, input_value
-from .nodes import CONST, INPUT, NODE, Guard, Names, refs_of
+from .nodes import CONST, INPUT, NODE, Guard, Names
 
 RESERVED = {"np", "F", "slice"}
 
@@ -182,35 +182,34 @@ def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable, 
     names = Names(RESERVED)
     namespace: dict[str, Any] = {"np": np, "F": {}, "__builtins__": dict(BUILTINS)}
     params = [names.take(i.name) for i in prog.inputs]
-    refs: dict[tuple, str] = {(INPUT, i): p for i, p in enumerate(params)}
+    text_of: dict[Entry, str] = dict(zip(prog.slots, params))   # an entry -> its name here
     header = [f"def {name}({', '.join(params)}):"]
 
     def bind(text: str, value: Any) -> None:
         namespace[text] = value
         header.append(f"    # {_comment(text)} = {format_operand(value)}  (constant, "
                       f"{_describe(value)})")
-    known: dict[tuple, Any] = {(CONST, i): c.value for i, c in enumerate(prog.constants)}
+    known: dict[Entry, Any] = {c: c.raw for c in prog.fixed}
     folded = set()
-    args = [refs_of(node) for node in prog.entries]     # each entry's inputs, as Refs
     for i, node in enumerate(prog.entries):
-        value = _fold(node, args[i], known)
+        value = _fold(node, known)
         if value is not None:
-            known[(NODE, i)] = value
+            known[node] = value
             folded.add(i)
-    used = {r for i, refs in enumerate(args) if i not in folded
-            for r in refs} | {(r.kind, r.index) for r in prog.outputs} | \
-        {(g.ref.kind, g.ref.index) for g in prog.guards}
-    for i, c in enumerate(prog.constants):
+    used = {x for i, n in enumerate(prog.entries) if i not in folded for x in n.inputs} | \
+        {prog.at(r) for r in prog.outputs} | {prog.at(g.ref) for g in prog.guards}
+    for i, (c, leaf) in enumerate(zip(prog.constants, prog.fixed)):
         text = _number(c.value) if c.name is None else None
         if text is None:
             text = names.take(c.name or f"c{i}")
-            if (CONST, i) in used:
+            if leaf in used:
                 bind(text, c.value)
-        refs[(CONST, i)] = text
+        text_of[leaf] = text
     for i in sorted(folded):
-        refs[(NODE, i)] = text = names.take(prog.entries[i].name)
-        if (NODE, i) in used:
-            bind(text, known[(NODE, i)])
+        e = prog.entries[i]
+        text_of[e] = text = names.take(e.name)
+        if e in used:
+            bind(text, known[e])
     # each dead intermediate's name is deleted on the line of its last use, so its buffer goes
     # back to the allocator then (as in hand-written numpy); a view still holding the buffer
     # keeps it alive, so values cannot change
@@ -219,22 +218,22 @@ def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable, 
     for k, g in enumerate(prog.guards):
         checks.setdefault((g.ref.kind, g.ref.index), []).append((k, g))
     lines = [line for i in range(len(prog.inputs))
-             for line in _guard_lines(checks.get((INPUT, i), ()), refs[(INPUT, i)], namespace,
-                                      dispatch)]
+             for line in _guard_lines(checks.get((INPUT, i), ()), text_of[prog.slots[i]],
+                                      namespace, dispatch)]
     for i, node in enumerate(prog.entries):
         if i in folded:
             continue
         target = names.take(node.name)
-        expr = _expression(node, [refs[r] for r in args[i]], namespace,
+        expr = _expression(node, [text_of[x] for x in node.inputs], namespace,
                            names, [_shape(x) for x in node.inputs], dispatch)
-        refs[(NODE, i)] = target
-        gone = [refs[(NODE, j)] for j in dead[i] if j not in folded]
+        text_of[node] = target
+        gone = [text_of[prog.entries[j]] for j in dead[i] if j not in folded]
         drop = f"; del {', '.join(gone)}" if gone else ""
         lines.append((f"    {target} = {expr}{drop}", prog.format_entry(node)))
         lines += _guard_lines(checks.get((NODE, i), ()), target, namespace, dispatch)
     width = min(max((len(code) for code, _ in lines), default=0), 60)
     body = [f"{code.ljust(width)}  # {_comment(comment)}" for code, comment in lines]
-    outs = [refs[(r.kind, r.index)] for r in prog.outputs]
+    outs = [text_of[prog.at(r)] for r in prog.outputs]
     ret = outs[0] if prog.single else "[" + ", ".join(outs) + "]"
     source = "\n".join(header + body + [f"    return {ret}"]) + "\n"
     code = builtins.compile(source, f"<simplegrad compiled {name}>", "exec")
@@ -271,15 +270,16 @@ def _guard_failed(g: Guard, value: Any) -> None:
         raise g.error(value)
 
 
-def _fold(node: Entry, refs: tuple, known: dict) -> Any:
-    """The value of an entry (its inputs' Refs ``refs``) of constants alone (None when it has
-    an input or fails); only registered primitives (a fused kernel is compiled when called)."""
-    if not refs or REGISTRY.get(node.prim.name) is not node.prim or \
-            any(r not in known for r in refs):
+def _fold(node: Entry, known: dict) -> Any:
+    """The value of an entry of constants alone (None when it has an input or fails); only
+    registered primitives (a fused kernel is compiled when called)."""
+    inputs = node.inputs
+    if not inputs or REGISTRY.get(node.prim.name) is not node.prim or \
+            any(x not in known for x in inputs):
         return None
     try:
         with np.errstate(all="ignore"):
-            value = node.prim.forward(*[known[r] for r in refs], **(node.attrs or {}))
+            value = node.prim.forward(*[known[x] for x in inputs], **(node.attrs or {}))
     except Exception:       # left to the function, which raises it as before
         return None
     if isinstance(value, np.ndarray) and value.flags.writeable:

@@ -52,7 +52,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..primitives.core import REGISTRY
 from ..primitives.schema import DTYPES, ShapeRuleError
-from .nodes import CONST, INPUT, NODE, Names, refs_of
+from .nodes import CONST, INPUT, NODE, Names
 
 if TYPE_CHECKING:     # (prog.save calls here: no runtime import back)
     from .core import Program
@@ -129,7 +129,8 @@ def encode(prog: Program) -> tuple[dict, dict[str, np.ndarray]]:
         "constants": [{"name": name, "value": _encode(c.value, arrays, f"constant {k}")}
                       for k, (name, c) in enumerate(zip(consts, prog.constants))],
         "nodes": [{"name": name, "primitive": n.prim.name,
-                   "args": [[r.kind, r.index] for r in refs_of(n)],
+                   "args": [[NODE if x.prim is not None else x.attrs, x.position]
+                            for x in n.inputs],
                    "attrs": None if n.attrs is None else
                    {k: _encode(v, arrays, f"{n.name}'s attribute {k}")
                     for k, v in n.attrs.items()},
