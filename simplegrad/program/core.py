@@ -153,7 +153,8 @@ class Program:
         for key in ("_sizes", "slots", "fixed", "entries", "orders", "_nodes"):
             state.pop(key, None)
         state["nodes"] = tuple(n._replace(prim=_Registered(n.prim.name))
-                               if REGISTRY.get(n.prim.name) is n.prim else n for n in self.nodes)
+                               if REGISTRY.get(n.prim.name) is n.prim else n
+                               for n in map(node_of, self.entries, self.orders))
         return state
 
     def __setstate__(self, state: dict) -> None:
