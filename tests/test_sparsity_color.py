@@ -175,3 +175,71 @@ def test_spy_draws_a_large_pattern_in_blocks():
     assert sg.spy(p, format="svg", limit=50).count("<rect") == 1 + 50 + 2 * 49
     with pytest.raises(sg.ArgumentError, match="format"):
         sg.spy(p, format="png")
+
+
+def test_published_counts_of_asdex():
+    """asdex's documentation (adrianhill.de/asdex, the pages of asdex 0.5): the Rosenbrock
+    Hessian at n = 100 (100 x 100, 298 entries) in 3 colours (how-to/hessians, "Symmetric
+    Coloring"), and the Jacobian of the 2-D Brusselator on a 32 x 32 periodic grid (2048 x
+    2048, 12,288 entries) in 12 colours by JVP (how-to/brusselator). Their functions here."""
+    def rosenbrock(x):
+        return np.sum((1 - x[:-1]) ** 2 + 100 * (x[1:] - x[:-1] ** 2) ** 2)
+
+    h = sg.hessian_sparsity(rosenbrock)(np.zeros(100))
+    assert h.shape == (100, 100) and h.nnz == 298
+    c = sg.color(h, "star")
+    assert count(c) <= 3
+    assert is_star_coloring(h.toarray(), c)
+
+    n, alpha = 32, 10.0
+
+    def brusselator(uv):
+        u, v = uv[: n * n].reshape(n, n), uv[n * n:].reshape(n, n)
+
+        def laplacian(w):
+            return (np.roll(w, 1, axis=0) + np.roll(w, -1, axis=0) + np.roll(w, 1, axis=1)
+                    + np.roll(w, -1, axis=1) - 4 * w) * n ** 2
+        du = 1.0 + u ** 2 * v - 4.4 * u + alpha * laplacian(u)
+        dv = 3.4 * u - u ** 2 * v + alpha * laplacian(v)
+        return np.concatenate([du.ravel(), dv.ravel()])
+
+    p = sg.jacobian_sparsity(brusselator)(np.zeros(2 * n * n))
+    assert p.shape == (2048, 2048) and p.nnz == 12288
+    c = sg.color(p, "column")
+    assert count(c) <= 12
+    assert is_column_coloring(p.toarray(), c)
+
+
+@pytest.mark.parametrize("rho,star,acyclic", [(10, 11, 6), (20, 21, 11)])
+def test_published_counts_of_sparsematrixcolorings_on_bands(rho, star, acyclic):
+    """SparseMatrixColorings.jl's test/theory.jl (after Gebremedhin, Tarafdar, Pothen and
+    Walther, "Efficient computation of sparse Hessians using coloring and automatic
+    differentiation", INFORMS J. Computing 21(2), 2009): a symmetric band of rho off-diagonals
+    at n = 5,000 takes 2 floor(rho / 2) + 1 colours by star colouring and floor(rho / 2) + 1
+    by acyclic colouring: 11 and 6 for rho = 10, 21 and 11 for rho = 20."""
+    p = sparse.csr_array(sparse.diags_array([np.ones(5000 - abs(k)) for k in
+                                             range(-rho // 2, rho // 2 + 1)],
+                                            offsets=range(-rho // 2, rho // 2 + 1)))
+    assert p.nnz == 5000 * (rho + 1) - 2 * sum(range(1, rho // 2 + 1))
+    assert count(sg.color(p, "star")) <= star
+    assert count(sg.color(p, "acyclic")) <= acyclic
+
+
+@pytest.mark.parametrize("method", ["column", "row", "star", "acyclic"])
+def test_stopping_at_the_bound_keeps_the_colouring_of_all_three_orders(method, rng):
+    """sg.color stops trying orders once a colouring reaches the clique bound (the fullest
+    row): the colouring it returns is still the first of the fewest colours over the three
+    orders, tried in full here."""
+    from simplegrad.transforms import sparse as impl
+
+    paint = {"column": impl._distance1, "row": impl._distance1, "star": impl._star,
+             "acyclic": impl._acyclic}[method]
+    patterns = [band(30, 2), laplacian(6), arrow(12)] + \
+        [random_symmetric(n, rng, 0.1) for n in (10, 25, 40)]
+    if method in ("column", "row"):
+        patterns += [rng.random((20, 15)) < 0.2, rng.random((15, 30)) < 0.15]
+    for p in patterns:
+        adj, _ = impl._neighbours(p, method)
+        full = [np.array(paint(adj, order)) for order in impl._orders(adj)]
+        want = min(full, key=lambda c: c.max(initial=-1))     # the first of the fewest
+        np.testing.assert_array_equal(sg.color(p, method), want)

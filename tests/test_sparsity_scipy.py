@@ -70,3 +70,21 @@ def test_trust_constr_on_a_bratu_residual_with_the_sparse_jacobian():
     assert np.abs(residual(u)).max() < 1e-9
     np.testing.assert_allclose(res.x, u, atol=1e-6)
     assert u.max() > 0.05              # the lower branch of the Bratu solutions, not zero
+
+
+def test_the_example_script_runs_quick(tmp_path):
+    """examples/sparse_optimisation.py (both clients, with their checks) exits 0."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}   # this simplegrad
+    done = subprocess.run([sys.executable, str(root / "examples" / "sparse_optimisation.py"),
+                           "--quick"], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "all checks passed" in done.stdout
+    assert "3 products per call" in done.stdout and "5 colours" in done.stdout

@@ -19,15 +19,17 @@ colouring (every two-coloured subgraph a forest) needs fewer colours and recover
 substitution along those trees. Each is greedy over three orders (natural, largest degree first,
 smallest degree last) and keeps the fewest colours.
 
-**Products.** ``sparse_jacobian(f, mode)`` pushes one seed per colour through ``sg.vmap`` of
-``sg.jvp`` (mode ``"fwd"``: J S, column colours) or of ``sg.vjp`` (``"rev"``: W^T J, row
-colours; ``"auto"`` takes fewer products), ``sparse_hessian(f, method)`` through ``sg.vmap`` of
-``sg.hvp``; the pattern, colouring, seeds and decompression are computed once per input shape
-and dtype (and values of the other arguments), and the batched product is an ``sg.jit`` of its
-own, so a later call replays only the compressed products and one gather. A function that
-makes Python decisions on values (``if x[0] > 0:``) is planned again where a decision goes the
-other way (the pattern's program keeps them as guards), and, as vmap refuses such decisions,
-takes its products one after another.
+**Products.** ``sparse_jacobian(f, mode)`` pushes one seed per colour through one forward
+sweep with the seeds batched (mode ``"fwd"``: J S, column colours; the primal runs once) or
+through ``sg.vmap`` of ``sg.vjp`` (``"rev"``: W^T J, row colours; ``"auto"`` takes fewer
+products), ``sparse_hessian(f, method)`` through the same batched forward sweep over the
+recorded gradient (forward over reverse: H S); the pattern, colouring, seeds and
+decompression are computed once per input shape and dtype (and values of the other
+arguments), and the batched product is an ``sg.jit`` of its own, so a later call replays only
+the compressed products and one gather. A function that makes Python decisions on values
+(``if x[0] > 0:``) is planned again where a decision goes the other way (the pattern's program
+keeps them as guards); where vmap refuses such decisions (``"rev"``) it takes its products one
+after another.
 ``spy(pattern, colors)`` draws a pattern (text, or ``format="svg"``).
 """
 
@@ -35,18 +37,30 @@ from __future__ import annotations
 
 import functools
 import html
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any, Literal
 
 import numpy as np
 
+from ..engine.batched import batched_jvp
 from ..engine.ops import Ops
 from ..engine.variable import Variable
 from ..errors import ArgumentError, MissingToolError, ReplayError, ShapeError
 from ..primitives.sparsity_rules import rule_for
 from ..program.core import extract
 from ..program.nodes import CONST, INPUT
-from .arguments import check_callable, running
+from .arguments import (
+    check_callable,
+    context,
+    flat,
+    output,
+    own,
+    primals,
+    results,
+    run_paused,
+    running,
+    scalar,
+)
 from .forward import jvp
 from .jacobians import hvp
 from .jit import jit
@@ -193,31 +207,40 @@ def hessian_sparsity(f: Callable) -> Callable:
 Method = Literal["column", "row", "star", "acyclic"]
 
 
-def _neighbours(pattern: Any, method: str) -> list[list[int]]:
-    """Per vertex, its neighbours in the graph the method colours (itself excluded)."""
+def _neighbours(pattern: Any, method: str) -> tuple[list[tuple[int, ...]], int]:
+    """Per vertex, its neighbours in the graph the method colours (itself excluded), and a
+    lower bound on the colours any colouring takes (the most entries in one row: a clique)."""
     sp = _scipy()
     p = sp.csr_array(pattern, dtype=np.float32)
     if method == "row":
         p = sp.csr_array(p.T)
     if method in ("column", "row"):
         g = sp.csr_array(p.T @ p)       # columns sharing a row
+        bound = int(np.diff(p.indptr).max(initial=0))
     else:
         if p.shape[0] != p.shape[1]:
             raise ShapeError(f"color: {method} colouring takes a square (Hessian) pattern, "
                              f"got shape {p.shape}")
         g = sp.csr_array(p + p.T)
+        bound = 0
     g.setdiag(0)
     g.eliminate_zeros()
+    if method in ("star", "acyclic"):
+        bound = 2 if g.nnz else int(p.shape[0] > 0)
     ends, flat = g.indptr.tolist(), g.indices.tolist()
-    return [flat[a:b] for a, b in zip(ends, ends[1:])]
+    # tuples of ints: the cycle collector stops tracking them, so the lists of a 10^5-vertex
+    # graph cost it nothing (lists of lists it would scan again at every collection)
+    return [tuple(flat[a:b]) for a, b in zip(ends, ends[1:])], bound
 
 
-def _orders(adj: list[list[int]]) -> list[list[int]]:
+def _orders(adj: list[list[int]]) -> Iterator[list[int]]:
     """Natural, largest-first and smallest-last vertex orders (the last: take a vertex of
-    least degree among those left, and colour in the reverse of taking)."""
+    least degree among those left, and colour in the reverse of taking), each made when
+    asked for."""
     n = len(adj)
+    yield list(range(n))
     left = [len(a) for a in adj]
-    largest = sorted(range(n), key=lambda v: -left[v])
+    yield sorted(range(n), key=lambda v: -left[v])
     buckets: list[list[int]] = [[] for _ in range(max(left, default=0) + 1)]
     for v, d in enumerate(left):
         buckets[d].append(v)
@@ -237,7 +260,7 @@ def _orders(adj: list[list[int]]) -> list[list[int]]:
                 left[w] -= 1
                 buckets[left[w]].append(w)
         low = max(low - 1, 0)
-    return [list(range(n)), largest, taken[::-1]]
+    yield taken[::-1]
 
 
 def _first_free(banned: set[int]) -> int:
@@ -248,11 +271,15 @@ def _first_free(banned: set[int]) -> int:
 
 
 def _distance1(adj: list[list[int]], order: list[int]) -> list[int]:
-    color = [-1] * len(adj)
+    """A greedy colouring: each vertex in turn takes the least colour none of its neighbours
+    has (marked with the vertex's number, so no set is built per vertex)."""
+    n = len(adj)
+    color, mark = [-1] * n, [-1] * (n + 2)     # mark[-1]: where the uncoloured ones mark
     for v in order:
-        used = {color[w] for w in adj[v]}
+        for w in adj[v]:
+            mark[color[w]] = v
         c = 0
-        while c in used:
+        while mark[c] == v:
             c += 1
         color[v] = c
     return color
@@ -262,6 +289,7 @@ def _star(adj: list[list[int]], order: list[int]) -> list[int]:
     """A greedy star colouring: no two neighbours alike, and no path on four vertices in two
     colours (checked for the paths through each vertex as it is coloured)."""
     color = [-1] * len(adj)
+    seen: list[dict[int, int]] = [{} for _ in adj]     # per vertex: its neighbours per colour
     for v in order:
         banned: set[int] = set()
         by_color: dict[int, list[int]] = {}
@@ -273,15 +301,16 @@ def _star(adj: list[list[int]], order: list[int]) -> list[int]:
             by_color.setdefault(cw, []).append(w)
             for x in adj[w]:        # v - w - x - y: x's colour is v's, y's is w's
                 cx = color[x]
-                if x != v and cx >= 0 and cx not in banned and \
-                        any(color[y] == cw for y in adj[x] if y != w):
-                    banned.add(cx)
+                if x != v and cx >= 0 and cx not in banned and seen[x].get(cw, 0) > 1:
+                    banned.add(cx)  # x has a neighbour of w's colour besides w
         for ws in by_color.values():    # w - v - x - y, w and x alike: y's colour is v's
             if len(ws) > 1:
                 for x in ws:
                     banned.update(color[y] for y in adj[x] if y != v)
         banned.discard(-1)
-        color[v] = _first_free(banned)
+        c = color[v] = _first_free(banned)
+        for w in adj[v]:
+            seen[w][c] = seen[w].get(c, 0) + 1
     return color
 
 
@@ -345,13 +374,15 @@ def color(pattern: Any, method: Method = "column") -> np.ndarray:
     if method not in ("column", "row", "star", "acyclic"):
         raise ArgumentError(f"color: method must be 'column', 'row', 'star' or 'acyclic', not "
                             f"{method!r}")
-    adj = _neighbours(pattern, method)
     paint = {"column": _distance1, "row": _distance1, "star": _star, "acyclic": _acyclic}[method]
     best = None
+    adj, bound = _neighbours(pattern, method)
     for order in _orders(adj):
         c = np.array(paint(adj, order), dtype=np.intp)
         if best is None or c.max(initial=-1) < best.max(initial=-1):
             best = c
+        if best.max(initial=-1) + 1 <= bound:  # no order can do better
+            break
     return best
 
 
@@ -393,9 +424,11 @@ class _Plan:
                  "guarded")
 
     def __init__(self, pattern: Any, colors: np.ndarray, seeds: np.ndarray, one: Callable,
-                 source: np.ndarray | None, steps: tuple | None = None, prog: Any = None):
+                 source: np.ndarray | None, steps: tuple | None = None, prog: Any = None,
+                 every: Callable | None = None):
         self.pattern, self.colors, self.seeds, self.one = pattern, colors, seeds, one
-        self.product, self.batched = jit(self._batched), True
+        # every seed at once: ``every`` (one sweep with the seeds batched), else vmap of one
+        self.product, self.batched = jit(every or self._batched), True
         self.guarded = prog if prog is not None and prog.guards else None
         self.source = source        # flat positions into the compressed result (direct)
         self.steps = steps          # acyclic: the substitution order (v, c, w, at_vw, at_wv)
@@ -536,14 +569,49 @@ def sparse_jacobian(f: Callable, mode: Literal["fwd", "rev", "auto"] = "auto") -
 
             def column(x: Any, s: Any, *args: Any, **kwargs: Any) -> Any:
                 return jvp(lambda z: f(z, *args, **kwargs), (x,), (s,))[1]
+
+            def every(x: Any, s: Any, *args: Any, **kwargs: Any) -> Any:
+                return _compressed_jacobian(lambda z: f(z, *args, **kwargs), x, s)
             return _Plan(pattern, by_column, seeds, column, by_column[cols] * m + rows,
-                         prog=prog)
+                         prog=prog, every=every)
         seeds = _seeds(by_row, m, pattern.nnz).reshape(-1, *out_shape)
 
         def row(x: Any, w: Any, *args: Any, **kwargs: Any) -> Any:
             return vjp(lambda z: f(z, *args, **kwargs), x)[1](w)[0]
         return _Plan(pattern, by_row, seeds, row, by_row[rows] * n + cols, prog=prog)
     return _cached("sparse_jacobian", f, make)
+
+
+def _compressed_jacobian(f: Callable, x: Any, seeds: Any) -> Any:
+    """J(x) times each seed, stacked (K,) + f's output shape: one forward sweep with the
+    seeds batched (the primal runs once, not once per seed)."""
+    ops, nested = context("sparse_jacobian", (x, seeds))
+    if nested is None:
+        return run_paused(ops, lambda a, b: _compressed_jacobian(f, a, b), (x, seeds))
+    with own(ops, nested):
+        call, trees = primals(ops, (x,), (0,))
+        (xv,) = flat(trees)
+        y = output("sparse_jacobian", ops, f(*call))
+        s = seeds if isinstance(seeds, Variable) else ops.var(np.asarray(seeds),
+                                                                requires_grad=False)
+        return results(nested, [batched_jvp(ops, y, xv, s)])[0]
+
+
+def _compressed_hessian(f: Callable, x: Any, seeds: Any) -> Any:
+    """H(x) times each seed, stacked (K,) + x.shape: forward over reverse, the gradient
+    recorded once and every seed pushed through it in one batched-tangent sweep (so the
+    primal and the gradient run once, not once per seed)."""
+    ops, nested = context("sparse_hessian", (x, seeds))
+    if nested is None:
+        return run_paused(ops, lambda a, b: _compressed_hessian(f, a, b), (x, seeds))
+    with own(ops, nested):
+        call, trees = primals(ops, (x,), (0,))
+        (xv,) = flat(trees)
+        y = scalar("sparse_hessian", output("sparse_hessian", ops, f(*call)))
+        g = ops.grad(y.reshape(()) if y.ndim else y, xv, create_graph=True)
+        s = seeds if isinstance(seeds, Variable) else ops.var(np.asarray(seeds),
+                                                                requires_grad=False)
+        return results(nested, [batched_jvp(ops, g, xv, s)])[0]
 
 
 def sparse_hessian(f: Callable, method: Literal["star", "acyclic"] = "star") -> Callable:
@@ -561,10 +629,14 @@ def sparse_hessian(f: Callable, method: Literal["star", "acyclic"] = "star") -> 
 
         def column(x: Any, s: Any, *args: Any, **kwargs: Any) -> Any:
             return hvp(lambda z: f(z, *args, **kwargs), x, s)
+
+        def every(x: Any, s: Any, *args: Any, **kwargs: Any) -> Any:
+            return _compressed_hessian(lambda z: f(z, *args, **kwargs), x, s)
         if method == "star":
             return _Plan(pattern, colors, seeds, column, _star_source(pattern, colors),
-                         prog=prog)
-        return _Plan(pattern, colors, seeds, column, None, _substitution(pattern, colors), prog)
+                         prog=prog, every=every)
+        return _Plan(pattern, colors, seeds, column, None, _substitution(pattern, colors), prog,
+                     every=every)
     return _cached("sparse_hessian", f, make)
 
 
