@@ -11,7 +11,16 @@ import pytest
 
 import simplegrad as sg
 from simplegrad.cli import seed_program
-from simplegrad.primitives.rewrites import cse_key, describe_variable, reduces_to, rewrite
+from simplegrad.primitives.elementwise import ADD, MUL, SUB
+from simplegrad.primitives.rewrites import (
+    FOLD,
+    Same,
+    cse_key,
+    describe_variable,
+    reduces_to,
+    rewrite,
+    simplified,
+)
 from simplegrad.program.core import Program
 from simplegrad.program.nodes import CONST, INPUT, NODE, Constant, Input, Node, Ref
 
@@ -398,3 +407,38 @@ def test_nested_derivatives_of_the_simplified_graph_are_right():
         g = op.grad(g.sum(), x)
     t = np.tanh([0.3, -1.2])
     np.testing.assert_allclose(g.value, -2 * (1 - t**2) * (1 - 3 * t**2), rtol=1e-13)
+
+
+# ---------------------------------------------------------------- the one step, three callers
+
+def test_the_step_folds_a_scale_then_sees_the_identity():
+    op = sg.Ops()
+    x = op.var(np.array([1.0, 2.0]), name="x")
+    y = x * 2.0
+    step = simplified(MUL, (y.node, 0.5), None)
+    assert type(step) is Same and step.input is x.node      # (x * 2.0) * 0.5 is x * 1.0: x
+    assert simplified(MUL, (y.node, 0.5), None, recording=True) is None   # no reassociation
+    assert simplified(MUL, (2.0, 3.0), None) is FOLD
+
+
+def test_recording_rewrites_before_the_identity():
+    op = sg.Ops()
+    y = op.var(np.array([0.0, 1.0]), name="y")
+    n = -y
+    prim, inputs, attrs, key = simplified(ADD, (n.node, 0), None, recording=True)
+    assert (prim, inputs, attrs, key) == (SUB, (0, y.node), None, None)
+    assert np.signbit(SUB.forward(0, y.raw)[0]) == np.signbit(np.add(-y.raw, 0)[0])  # +0.0
+    step = simplified(ADD, (n.node, 0), None)     # sg.simplify and the derivation: the identity
+    assert type(step) is Same and step.input is n.node
+
+
+def test_sg_simplify_and_a_simplifying_ops_agree_on_a_rewrite():
+    op = sg.Ops(simplify=True)
+    x = op.var(np.array([1.0, -2.0]), name="x")
+    recorded = x + x
+    assert recorded.prim is MUL and recorded.inputs == (x.node, 2.0)
+    plain = sg.Ops()
+    px = plain.var(np.array([1.0, -2.0]), name="x")
+    prog = sg.simplify(plain.program([px], [px + px]))
+    assert [n.prim for n in prog.nodes] == [MUL]
+    assert [c.value for c in prog.constants] == [2.0]

@@ -10,7 +10,8 @@ of multiplications by numbers folded into one (``a * 2.0 * 2.0`` is ``a * 4.0``)
 applied (``x * 1``, a reshape to the same shape), and the gradient lines of each block kept
 to the ``wrt`` it was asked for. Nothing here changes the tape; entries keep their names.
 
-The rules are those of ``sg.simplify`` (``primitives.rewrites``), applied to tape entries.
+The rules are those of ``sg.simplify``, through the same step (``rewrites.simplified``),
+applied to tape entries and to the Lines made of them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..primitives.rewrites import Operand, cse_key, describe_variable, reduces_to, rewrite
+from ..primitives.rewrites import FOLD, Operand, Same, describe_variable, simplified
 from .tape import Asked, BlockBegin, BlockEnd, Leaf
 from .variable import Entry, Variable, entry_of
 
@@ -84,12 +85,9 @@ class Line:
 
 def _describe(x: Any) -> Operand:
     if type(x) is Line:
-        return Operand(x.shape, x.dtype, False, None, x.prim, x.args, x.attrs)
+        return Operand(x.shape, x.dtype, False, None, x.prim, x.args, x.attrs,
+                       type(x.entry.label) is str)
     return describe_variable(x)
-
-
-def _scalar(x: Any) -> bool:
-    return type(x) in (int, float)
 
 
 class Derivation:
@@ -173,25 +171,19 @@ class Derivation:
             if named:           # a given name is printed as recorded
                 self.sub[v] = self.lines.setdefault(v.position, Line(v, prim, args, attrs))
                 continue
-            if all(type(a) not in (Entry, Line) for a in args) and foldable(value_of(v)):
-                if v not in keep_as_is:
-                    self.sub[v] = v.raw     # constants only: fold to the value
-                    continue
-                self.sub[v] = self.lines[v.position] = Line(v, None, (v.raw,), None)
-                continue                # asked for: a line of its value
-            same = None
-            for _ in range(3):      # a rewrite may open a fold, a fold an identity
-                if prim.associative:    # (x * 2.0) * 0.5 is x * 1.0: the rules see it
-                    args = _fold_scale(prim, args)
-                same = reduces_to(prim, args, attrs, _describe)
-                simpler = None if same is not None else rewrite(prim, args, attrs, _describe)
-                if simpler is None:
-                    break
-                prim, args, attrs = simpler
-            if same is not None:
-                self.sub[v] = same
+            step = simplified(prim, args, attrs, _describe)
+            if step is FOLD:
+                if foldable(value_of(v)):
+                    if v not in keep_as_is:
+                        self.sub[v] = v.raw     # constants only: fold to the value
+                        continue
+                    self.sub[v] = self.lines[v.position] = Line(v, None, (v.raw,), None)
+                    continue                # asked for: a line of its value
+                step = simplified(prim, args, attrs, _describe, fold=False)
+            if type(step) is Same:
+                self.sub[v] = step.input
                 continue
-            key = cse_key(prim, args, attrs)
+            prim, args, attrs, key = step
             line = table.get(key)
             if line is None:
                 line = table[key] = self.lines[v.position] = Line(v, prim, args, attrs)
@@ -230,18 +222,3 @@ class Derivation:
         found = event.derivatives
         return [(w, self.value(g)) for w, g in zip(asked.wrt, asked.grads)
                 if found.get(w) is g]
-
-
-def _fold_scale(prim: Primitive, args: tuple) -> tuple:
-    """``(x * c1) * c2`` as ``x * (c1 * c2)`` for numbers c1, c2 (x unnamed; any
-    ``associative`` primitive)."""
-    for i in (0, 1):
-        inner, c2 = args[i], args[1 - i]
-        if type(inner) is not Line or inner.prim is not prim or \
-                not _scalar(c2) or type(inner.entry.label) is str:
-            continue
-        for j in (0, 1):
-            x, c1 = inner.args[j], inner.args[1 - j]
-            if _scalar(c1) and type(x) in (Entry, Line):
-                return (x, prim.associative(c1, c2))
-    return args

@@ -186,8 +186,9 @@ def translate(prim: Primitive, inputs: tuple, e: Exception) -> Exception:
 # tape with the same primitive, inputs and attributes is that entry (hash-consing, through the
 # Ops's table ``_cse``, which ``release`` clears). ``record_exactly`` is the
 # plain ``apply`` of ``cls``: what a named result and a transform's identity entry record with.
-# The rules are in ``primitives/rewrites.py``; ``rules_for_pass`` says when a transform's Ops
-# starts using them.
+# The rules are in ``primitives/rewrites.py`` (the step: ``simplified``, as ``sg.simplify``
+# and the derivation take it, with ``recording=True``); ``rules_for_pass`` says when a
+# transform's Ops starts using them.
 
 _HASHED = 256   # constant arrays up to this many entries are compared by value when sharing
 
@@ -259,26 +260,28 @@ def _mixed(self: Any, prim: Primitive, inputs: tuple, attrs: dict | None) -> Any
                                       for c in inputs)
     if not mine:            # constants only: folded
         return self.record_exactly(prim, inputs, attrs)
-    if rewrites.may_simplify(prim, inputs, attrs):
-        rewritten = rewrites.rewrite(prim, inputs, attrs)
-        if rewritten is not None:   # (its inputs may be entries inside others: their values)
-            prim, inputs, attrs = rewritten
-            for x in inputs:
+    key = None
+    step = rewrites.simplified(prim, inputs, attrs, recording=True)
+    if step is not None:
+        if type(step) is rewrites.Same:
+            same = step.input
+            if type(same) is Entry:
+                for x in given:
+                    if type(x) is Variable and x.node is same:
+                        return x
+                ref = self._leaves.get(same)    # a leaf's Variable, while it lives (--x is x)
+                x = None if ref is None else ref()
+                return x if x is not None else handle(value_of(same), same, self)
+            if type(same) is Variable and same.rec is self:
+                return same
+        else:
+            prim, inputs, attrs, key = step
+            for x in inputs:    # (its inputs may be entries inside others: their values)
                 if type(x) is Entry and x.raw is None:
                     value_of(x)
-        same = rewrites.reduces_to(prim, inputs, attrs)
-        if type(same) is Entry:
-            for x in given:
-                if type(x) is Variable and x.node is same:
-                    return x
-            ref = self._leaves.get(same)    # a leaf's Variable, while it lives (--x is x)
-            x = None if ref is None else ref()
-            return x if x is not None else handle(value_of(same), same, self)
-        if type(same) is Variable and same.rec is self:
-            return same
     if not shareable:
         return self.record_exactly(prim, inputs, attrs)
-    return _shared(self, rewrites.cse_key(prim, inputs, attrs), prim, inputs, attrs)
+    return _shared(self, key or rewrites.cse_key(prim, inputs, attrs), prim, inputs, attrs)
 
 
 def _held(x: Variable) -> Entry:

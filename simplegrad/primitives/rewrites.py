@@ -1,10 +1,12 @@
-"""Simplification rules, one set for ``sg.simplify`` and for simplifying while recording.
+"""Simplification rules, one set for ``sg.simplify``, the printed derivation and simplifying
+while recording.
 
 Each rule looks at one entry: its primitive, its inputs and its attributes, and, through a
 ``describe`` function, at what is known about each input (an ``Operand``: shape, dtype, the
 value when it is a constant, and the entry that computed it). The inputs are whatever the
-caller uses to refer to values: ``Ref``s in a ``Program``, Variables (and Python numbers or
-arrays for constants) on a tape. ``describe_variable`` describes tape inputs.
+caller uses to refer to values: a ``Program``'s entries (constants as leaf entries), the
+derivation's Lines, entries and Variables (and Python numbers or arrays for constants) on a
+tape. ``describe_variable`` describes tape inputs.
 
 - ``cse_key(prim, inputs, attrs)``: two entries with equal keys compute the same value. Inputs
   of commutative primitives (``Primitive.commutative``: add, mul, maximum, minimum, equal,
@@ -20,6 +22,12 @@ arrays for constants) on a tape. ``describe_variable`` describes tape inputs.
 - ``rewrite(prim, inputs, attrs, describe)``: an equal entry in a simpler form: ``x + x`` is
   ``x * 2.0``, ``x * -1`` is ``-x``, ``x + -y`` and ``-y + x`` are ``x - y``, ``x - -y`` is
   ``x + y``.
+- ``simplified(prim, inputs, attrs, describe)``: the one simplifier step all three callers
+  take (``sg.simplify`` over a Program, the derivation at print time, an Ops that simplifies
+  while recording): ``FOLD`` when every input is a constant, ``Same(x)`` when the entry is x,
+  else the entry to record and its CSE key. Over an associative primitive it first folds a
+  scale (``(x * 2.0) * 0.5`` is ``x * 1.0``, which the identities see next), except while
+  recording, which keeps the values of plain recording to the bit.
 
 IEEE arithmetic stays: ``x * 0`` and ``x - x`` are not zero (x may be inf or nan). The one
 rule that can change a bit is ``x + 0`` -> ``x``: -0.0 + 0 is +0.0.
@@ -51,6 +59,7 @@ class Operand(NamedTuple):
     prim: Primitive | None = None   # the primitive that computed it, if any
     inputs: tuple = ()              # ... its inputs
     attrs: dict | None = None       # ... and its attributes
+    named: bool = False             # printed under a given name: no scale is folded into it
 
 
 # ---------------------------------------------------------------- keys
@@ -152,8 +161,91 @@ def describe_variable(x: Any) -> Operand:
         return Operand(np.shape(x), np.asarray(x).dtype, True, x)
     if isinstance(x, bool | int | float):
         return Operand((), None, True, x)
-    raw = x.raw         # a Variable: its stored value
-    return Operand(raw.shape, raw.dtype, False, None, x.prim, x.inputs, x.attrs)
+    # an entry (its value may be freed: its shape and dtype stay) or a Variable
+    return Operand(x.shape, x.dtype, False, None, x.prim, x.inputs, x.attrs)
+
+
+# ---------------------------------------------------------------- the step
+
+
+class Same(NamedTuple):
+    """``simplified``'s answer for an entry equal to ``input`` (one of its inputs, or an input
+    of the entry that computed one)."""
+
+    input: Any
+
+
+FOLD = "fold"   # ``simplified``'s answer for an entry of constants only: compute it once, now
+
+
+def simplified(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
+               describe: Callable[[Any], Operand] = describe_variable,
+               argument: Callable[[Any], Any] | None = None, fold: bool = True,
+               recording: bool = False) -> Any:
+    """One entry through the rules: ``FOLD`` (every input a constant; only with ``fold``),
+    ``Same(x)`` (the entry equals x), or ``(prim, inputs, attrs, key)``, the equal entry to
+    record and its CSE key. ``describe`` says what each input is; ``argument`` turns each
+    input of a rewritten entry into the caller's kind (a Program's constant Ref for a value the
+    rules made).
+
+    ``recording``: tape inputs (entries, Variables, numbers, arrays) as an Ops records them,
+    some of them entries, with the values plain recording gives, to the bit: the record's quick
+    test first, no scale folded (reassociating rounds differently), and the rewrite before the
+    identities, once (``-y + 0`` is ``0 - y``, +0.0 at y = 0 as recorded plainly, where the
+    identity first gives -0.0); None when no rule changes the entry, and the key is left to
+    the Ops (None), which keys only what it may share."""
+    if recording:
+        quick = prim.simplifies
+        if quick is None or not quick(prim, inputs, attrs):
+            return None
+        simpler = rewrite(prim, inputs, attrs, describe)
+        if simpler is not None:
+            prim, inputs, attrs = simpler
+        same = reduces_to(prim, inputs, attrs, describe)
+        if same is not None:
+            return Same(same)
+        return None if simpler is None else (prim, inputs, attrs, None)
+    if fold and all(describe(x).constant for x in inputs):
+        return FOLD
+    for _ in range(3):      # a rewrite may open a fold, a fold an identity
+        if prim.associative is not None:
+            inputs = _fold_scale(prim, inputs, describe, argument)
+        same = reduces_to(prim, inputs, attrs, describe)
+        if same is not None:
+            return Same(same)
+        simpler = rewrite(prim, inputs, attrs, describe)
+        if simpler is None:
+            break
+        prim, inputs, attrs = simpler
+        if argument is not None:
+            inputs = tuple(argument(x) for x in inputs)
+    return prim, inputs, attrs, cse_key(prim, inputs, attrs)
+
+
+def _fold_scale(prim: Primitive, inputs: Sequence[Any], describe: Callable,
+                argument: Callable | None) -> Sequence[Any]:
+    """``(x * c1) * c2`` as ``x * (c1 * c2)`` when c1 and c2 are Python numbers and x is not a
+    constant (for any ``associative`` primitive; not into a named entry)."""
+    if len(inputs) != 2:
+        return inputs
+    for i in (0, 1):
+        c2 = _number(describe(inputs[1 - i]))
+        if c2 is None:
+            continue
+        inner = describe(inputs[i])
+        if inner.prim is not prim or inner.named:
+            continue
+        for j in (0, 1):
+            c1 = _number(describe(inner.inputs[1 - j]))
+            if c1 is not None and not describe(inner.inputs[j]).constant:
+                c = prim.associative(c1, c2)
+                return (inner.inputs[j], c if argument is None else argument(c))
+    return inputs
+
+
+def _number(d: Operand) -> Any:
+    """The value of a constant that is a Python float or int, else None."""
+    return d.value if d.constant and type(d.value) in (int, float) else None
 
 
 # ---------------------------------------------------------------- identities

@@ -34,7 +34,7 @@ from ..engine.variable import Variable
 from ..errors import ArgumentError, SimplegradError
 from ..primitives import VALUES
 from .core import Program
-from .nodes import CONST, INPUT, NODE
+from .nodes import CONST, INPUT, NODE, refs_of
 
 # jacobian(mode="auto") counts only graphs of at most LIMIT vertices and jvp columns and
 # 4 * LIMIT edges (a few milliseconds of counting); beyond that the sizes decide
@@ -132,8 +132,9 @@ def linearise(prog: Program, *values: Any, limit: int | None = None) -> Linearis
     inputs = list(range(count))
     pred: dict[int, dict[int, float]] = {v: {} for v in inputs}
     columns = edges = 0
-    for j, node in enumerate(prog.nodes):
-        args = [env[(r.kind, r.index)] for r in node.args]
+    for j, node in enumerate(prog.entries):
+        refs = refs_of(node)
+        args = [env[r] for r in refs]
         out = node.prim.forward(*args, **(node.attrs or {}))
         out = np.asarray(out)
         env[(NODE, j)] = out
@@ -145,10 +146,10 @@ def linearise(prog: Program, *values: Any, limit: int | None = None) -> Linearis
             raise _TooBigError
         for v in range(base, count):
             pred[v] = {}
-        for p, r in enumerate(node.args):
-            if r.kind == CONST or (r.kind, r.index) not in first:
+        for p, r in enumerate(refs):
+            if r.kind == CONST or r not in first:
                 continue
-            src = first[(r.kind, r.index)]
+            src = first[r]
             rows, cols, vals = _local(node, args, out, p)
             columns += 1 if node.prim.elementwise else np.size(args[p])
             if limit is not None and columns > limit:

@@ -1,27 +1,37 @@
-"""``Builder``: what ``extract`` and ``sg.simplify`` collect a Program's parts with (inputs,
-constants each once, nodes); it imports no Program, so the Program can print itself simplified.
+"""``Builder``: what ``extract`` collects a Program's parts with (inputs, constants each once,
+nodes), as the entries the Program holds (``nodes.program_entries``): each part is added by its
+``Ref``s and kept as an entry reading the earlier ones. It imports no Program, so the Program
+can print itself simplified.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..engine.tape import value_of
-from ..engine.variable import Entry
+from ..engine.variable import UNARY, Entry
+from ..primitives.core import Primitive
 from ..primitives.rewrites import constant_key
-from .nodes import CONST, NODE, Constant, Input, Node, Ref
+from .nodes import CONST, INPUT, NODE, Constant, Input, Ref, constant_entry, slot_entry
 
 
 class Builder:
     """Collects inputs, constants (each once) and nodes for a Program
-    (``Program(b.inputs, b.constants, b.nodes, outputs, single)``)."""
+    (``Program.of_entries(b.slots, b.fixed, b.nodes, b.orders, outputs, single)``); ``nodes``
+    are entries."""
 
     def __init__(self, inputs: list[Input]):
         self.inputs = inputs
+        self.slots = [slot_entry(INPUT, i, x.name, tuple(x.shape), np.dtype(x.dtype))
+                      for i, x in enumerate(inputs)]
         self.constants: list[Constant] = []
-        self.nodes: list[Node] = []
+        self.fixed: list[Entry] = []
+        self.nodes: list[Entry] = []
+        self.orders: list[int] = []
+        self._parts = {INPUT: self.slots, CONST: self.fixed, NODE: self.nodes}
         self._by_key: dict = {}
 
     def constant(self, value: Any, name: str | None = None, key: Any = None) -> Ref:
@@ -34,6 +44,7 @@ class Builder:
                 value.flags.writeable = False
             r = self._by_key[key] = Ref(CONST, len(self.constants))
             self.constants.append(Constant(value, name))
+            self.fixed.append(constant_entry(value, name, r.index))
         return r
 
     def capture(self, v: Entry) -> Ref:
@@ -41,8 +52,29 @@ class Builder:
         unrecorded one prints inline)."""
         return self.constant(value_of(v), None if v.label is None else v.name, ("var", id(v)))
 
-    def node(self, node: Node) -> Ref:
-        """Add a node; its ref."""
-        self.nodes.append(node)
-        return Ref(NODE, len(self.nodes) - 1)
-
+    def node(self, prim: Primitive, args: Sequence[Ref], attrs: dict | None, name: str,
+             shape: tuple, dtype: Any, order: int = 0) -> Ref:
+        """Add a node: ``prim`` of ``args`` (Refs to parts added before), with its attributes,
+        name, shape, dtype and derivative order; its ref."""
+        parts = self._parts
+        e = object.__new__(Entry)
+        e.prim = prim
+        if len(args) == 2:
+            a, b = args
+            e.in0, e.in1, e.more = parts[a.kind][a.index], parts[b.kind][b.index], None
+        elif len(args) == 1:
+            a = args[0]
+            e.in0, e.in1, e.more = parts[a.kind][a.index], UNARY, None
+        else:
+            e.in0 = e.in1 = None
+            e.more = tuple(parts[r.kind][r.index] for r in args)
+        e.attrs = attrs
+        e.position = len(self.nodes)
+        e.label = name
+        e.shape = shape
+        e.dtype = dtype
+        e.requires_grad = False
+        e.raw = None
+        self.nodes.append(e)
+        self.orders.append(order)
+        return Ref(NODE, e.position)

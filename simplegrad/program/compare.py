@@ -36,7 +36,7 @@ from ..engine.variable import Entry
 from ..errors import ArgumentError, MissingToolError, SimplegradError
 from ..primitives.rewrites import LARGE, attrs_key, constant_key
 from .core import Program
-from .nodes import CONST, INPUT
+from .nodes import CONST, INPUT, refs_of
 
 
 @dataclass
@@ -123,10 +123,10 @@ def _lines(x: Any, ids: dict) -> tuple[list[tuple[Any, str]], list[Any]]:
                 return ("const", _value_key(x.constants[r.index].value))
             return keys[r.index]
 
-        for node in x.nodes:
-            k = intern(_key(node.prim, [ref_key(r) for r in node.args], node.attrs))
+        for node in x.entries:
+            k = intern(_key(node.prim, [ref_key(r) for r in refs_of(node)], node.attrs))
             keys.append(k)
-            out.append((k, x.format_node(node)))
+            out.append((k, x.format_entry(node)))
         return out, [ref_key(r) for r in x.outputs]
     if hasattr(x, "tape") and hasattr(x, "format_trace"):
         view = Derivation(x.tape, x.outputs)

@@ -31,12 +31,13 @@ from typing import Any
 import numpy as np
 
 from ..engine.render import format_operand
+from ..engine.variable import Entry
 from ..errors import ArgumentError, MaterializeError
 from ..primitives.core import REGISTRY
 from ..primitives.lazy import is_lazy
 from .core import Program
 from .inputs import RESIZED, input_value
-from .nodes import CONST, INPUT, NODE, Guard, Names, Node
+from .nodes import CONST, INPUT, NODE, Guard, Names
 
 RESERVED = {"np", "F", "slice"}
 
@@ -129,7 +130,7 @@ class Compiled:
                 for spec, a in zip(self.program.inputs, arrays)]
 
     def __repr__(self) -> str:
-        return f"<compiled program: {len(self.program.nodes)} entries>"
+        return f"<compiled program: {len(self.program.entries)} entries>"
 
 
 def compile(prog: Program, name: str = "program",  # noqa: A001 (sg.compile)
@@ -181,35 +182,34 @@ def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable, 
     names = Names(RESERVED)
     namespace: dict[str, Any] = {"np": np, "F": {}, "__builtins__": dict(BUILTINS)}
     params = [names.take(i.name) for i in prog.inputs]
-    refs: dict[tuple, str] = {(INPUT, i): p for i, p in enumerate(params)}
+    text_of: dict[Entry, str] = dict(zip(prog.slots, params))   # an entry -> its name here
     header = [f"def {name}({', '.join(params)}):"]
 
     def bind(text: str, value: Any) -> None:
         namespace[text] = value
         header.append(f"    # {_comment(text)} = {format_operand(value)}  (constant, "
                       f"{_describe(value)})")
-    known: dict[tuple, Any] = {(CONST, i): c.value for i, c in enumerate(prog.constants)}
+    known: dict[Entry, Any] = {c: c.raw for c in prog.fixed}
     folded = set()
-    for i, node in enumerate(prog.nodes):
+    for i, node in enumerate(prog.entries):
         value = _fold(node, known)
         if value is not None:
-            known[(NODE, i)] = value
+            known[node] = value
             folded.add(i)
-    used = {(r.kind, r.index) for i, n in enumerate(prog.nodes) if i not in folded
-            for r in n.args} | {(r.kind, r.index) for r in prog.outputs} | \
-        {(g.ref.kind, g.ref.index) for g in prog.guards}
-    for i, c in enumerate(prog.constants):
+    used = {x for i, n in enumerate(prog.entries) if i not in folded for x in n.inputs} | \
+        {prog.at(r) for r in prog.outputs} | {prog.at(g.ref) for g in prog.guards}
+    for i, (c, leaf) in enumerate(zip(prog.constants, prog.fixed)):
         text = _number(c.value) if c.name is None else None
         if text is None:
             text = names.take(c.name or f"c{i}")
-            if (CONST, i) in used:
+            if leaf in used:
                 bind(text, c.value)
-        refs[(CONST, i)] = text
+        text_of[leaf] = text
     for i in sorted(folded):
-        refs[(NODE, i)] = text = names.take(prog.nodes[i].name)
-        if (NODE, i) in used:
-            bind(text, known[(NODE, i)])
-    shapes = _Shapes(prog)
+        e = prog.entries[i]
+        text_of[e] = text = names.take(e.name)
+        if e in used:
+            bind(text, known[e])
     # each dead intermediate's name is deleted on the line of its last use, so its buffer goes
     # back to the allocator then (as in hand-written numpy); a view still holding the buffer
     # keeps it alive, so values cannot change
@@ -218,27 +218,27 @@ def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable, 
     for k, g in enumerate(prog.guards):
         checks.setdefault((g.ref.kind, g.ref.index), []).append((k, g))
     lines = [line for i in range(len(prog.inputs))
-             for line in _guard_lines(checks.get((INPUT, i), ()), refs[(INPUT, i)], namespace,
-                                      dispatch)]
-    for i, node in enumerate(prog.nodes):
+             for line in _guard_lines(checks.get((INPUT, i), ()), text_of[prog.slots[i]],
+                                      namespace, dispatch)]
+    for i, node in enumerate(prog.entries):
         if i in folded:
             continue
         target = names.take(node.name)
-        expr = _expression(node, [refs[(r.kind, r.index)] for r in node.args], namespace,
-                           names, [shapes(r) for r in node.args], dispatch)
-        refs[(NODE, i)] = target
-        gone = [refs[(NODE, j)] for j in dead[i] if j not in folded]
+        expr = _expression(node, [text_of[x] for x in node.inputs], namespace,
+                           names, [_shape(x) for x in node.inputs], dispatch)
+        text_of[node] = target
+        gone = [text_of[prog.entries[j]] for j in dead[i] if j not in folded]
         drop = f"; del {', '.join(gone)}" if gone else ""
-        lines.append((f"    {target} = {expr}{drop}", prog.format_node(node)))
+        lines.append((f"    {target} = {expr}{drop}", prog.format_entry(node)))
         lines += _guard_lines(checks.get((NODE, i), ()), target, namespace, dispatch)
     width = min(max((len(code) for code, _ in lines), default=0), 60)
     body = [f"{code.ljust(width)}  # {_comment(comment)}" for code, comment in lines]
-    outs = [refs[(r.kind, r.index)] for r in prog.outputs]
+    outs = [text_of[prog.at(r)] for r in prog.outputs]
     ret = outs[0] if prog.single else "[" + ", ".join(outs) + "]"
     source = "\n".join(header + body + [f"    return {ret}"]) + "\n"
     code = builtins.compile(source, f"<simplegrad compiled {name}>", "exec")
     exec(code, namespace)  # noqa: S102 -- source generated above from registry records
-    return source, namespace[name], tuple(prog.nodes[i].name for i in sorted(folded))
+    return source, namespace[name], tuple(prog.entries[i].name for i in sorted(folded))
 
 
 def _guard_lines(guards: Any, name: str, namespace: dict, dispatch: bool) -> list[tuple]:
@@ -270,16 +270,16 @@ def _guard_failed(g: Guard, value: Any) -> None:
         raise g.error(value)
 
 
-def _fold(node: Node, known: dict) -> Any:
+def _fold(node: Entry, known: dict) -> Any:
     """The value of an entry of constants alone (None when it has an input or fails); only
     registered primitives (a fused kernel is compiled when called)."""
-    if not node.args or REGISTRY.get(node.prim.name) is not node.prim or \
-            any((r.kind, r.index) not in known for r in node.args):
+    inputs = node.inputs
+    if not inputs or REGISTRY.get(node.prim.name) is not node.prim or \
+            any(x not in known for x in inputs):
         return None
     try:
         with np.errstate(all="ignore"):
-            value = node.prim.forward(*[known[(r.kind, r.index)] for r in node.args],
-                                      **(node.attrs or {}))
+            value = node.prim.forward(*[known[x] for x in inputs], **(node.attrs or {}))
     except Exception:       # left to the function, which raises it as before
         return None
     if isinstance(value, np.ndarray) and value.flags.writeable:
@@ -306,7 +306,7 @@ def _describe(x: Any) -> str:
     return f"{arr.dtype}, shape {arr.shape}"
 
 
-def _expression(node: Node, args: list[str], namespace: dict, names: Names,
+def _expression(node: Entry, args: list[str], namespace: dict, names: Names,
                 shapes: list[tuple | None], dispatch: bool = False) -> str:
     """The numpy expression of one entry (``dispatch``: one arrays of other libraries take)."""
     prim = node.prim
@@ -337,20 +337,12 @@ def _expression(node: Node, args: list[str], namespace: dict, names: Names,
     return f'F[{key!r}]({", ".join(args)}{keywords})'
 
 
-class _Shapes:
-    """The static shape of an argument: inputs are checked on every call, nodes are recorded,
-    constants are fixed (None when unknown)."""
-
-    def __init__(self, prog: Program):
-        self.prog = prog
-
-    def __call__(self, ref: Any) -> tuple | None:
-        if ref.kind == INPUT:
-            return self.prog.inputs[ref.index].shape
-        if ref.kind == NODE:
-            return tuple(self.prog.nodes[ref.index].shape)
-        value = self.prog.constants[ref.index].value
-        return value.shape if isinstance(value, np.ndarray) else None
+def _shape(x: Entry) -> tuple | None:
+    """The static shape of an input of an entry: inputs are checked on every call, entries are
+    recorded, constants are fixed (None when unknown)."""
+    if x.prim is None and x.attrs == CONST:
+        return x.raw.shape if isinstance(x.raw, np.ndarray) else None
+    return tuple(x.shape)
 
 
 def _fill(template: str, args: list[str], attrs: dict, literal: dict) -> str:

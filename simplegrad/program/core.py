@@ -1,11 +1,13 @@
 """Programs: part of a tape as data of its own, run again at new inputs, simplified.
 
 ``extract(inputs, outputs)`` (``op.program``) takes the entries between some Variables (the
-inputs) and the outputs, in tape order, and keeps them as ``Node``s: a primitive, arguments
-(``Ref``s to an input slot, an earlier node or a constant), attributes and the tape's name.
-Leaves that are not inputs, and entries not computed from the inputs, become constants holding
-their recorded values. Nothing refers back to the tape, so a Program can be simplified, saved
-and compiled; calling it runs each primitive's numpy forward on new values.
+inputs) and the outputs, in tape order, and keeps them as entries of its own (``entries``, the
+tape's type: a primitive, input entries, attributes and the tape's name), reading input slots
+(``slots``, leaf entries without values) and constants (``fixed``, leaf entries holding their
+values; ``nodes.program_entries``). Leaves that are not inputs, and entries not computed from
+the inputs, become constants holding their recorded values. Nothing refers back to the tape,
+so a Program can be simplified, saved and compiled; calling it runs each primitive's numpy
+forward on new values. ``prog.nodes`` shows the entries as ``Node``s (inputs as ``Ref``s).
 
 A Program is fixed at recording time: Python control flow on values (``if x > 0:``)
 took one branch when the tape was recorded, and the program keeps that branch (as
@@ -39,7 +41,7 @@ from ..primitives.rewrites import cse_key
 from .builder import Builder
 from .extraction import collect
 from .inputs import RESIZED, as_array, input_value
-from .nodes import CONST, INPUT, NODE, Constant, Guard, Input, Node, Ref
+from .nodes import CONST, INPUT, NODE, Constant, Guard, Input, Node, Ref, node_of, program_entries
 from .resize import resize
 from .sizes import Count
 
@@ -58,23 +60,52 @@ class Program:
                  alike: Sequence[tuple[Ref, Ref]] = (), guards: Sequence[Guard] = ()):
         self.inputs = tuple(Input(i.name, tuple(i.shape), np.dtype(i.dtype)) for i in inputs)
         self.constants = tuple(constants)
-        self.nodes = tuple(nodes)
+        nodes = tuple(nodes)
         self.outputs = tuple(outputs)
         self.single = bool(single)
         if self.single and len(self.outputs) != 1:
             raise ArgumentError(f"program: single=True needs one output, got "
                                 f"{len(self.outputs)}")
-        for i, node in enumerate(self.nodes if check else ()):
+        for i, node in enumerate(nodes if check else ()):
             if not isinstance(node.prim, Primitive):
                 raise ArgumentError(f"program: node {i} ({node.name}) has no Primitive")
             for r in node.args:
                 self._check_ref(r, i, node.name)
+        self._entries(nodes)
+        self._finish(counts, alike, guards)
+
+    @classmethod
+    def of_entries(cls, slots: Sequence[Any], fixed: Sequence[Any], entries: Sequence[Any],
+                   orders: Sequence[int], outputs: Sequence[Ref], single: bool = False,
+                   counts: Sequence[Count] | None = None, alike: Sequence[tuple] = (),
+                   guards: Sequence[Guard] = ()) -> Program:
+        """The program of these entries (``slots``: input leaves, ``fixed``: constant leaves,
+        ``entries``: the nodes, each reading earlier ones; every ``position`` its index), as
+        ``nodes.program_entries`` makes them; it holds them as they are."""
+        prog = cls.__new__(cls)
+        prog.slots, prog.fixed, prog.entries = tuple(slots), tuple(fixed), tuple(entries)
+        prog.orders = tuple(orders)
+        prog._nodes = None
+        prog.inputs = tuple(Input(e.label, tuple(e.shape), np.dtype(e.dtype)) for e in slots)
+        prog.constants = tuple(Constant(e.raw, e.label) for e in fixed)
+        prog.outputs = tuple(outputs)
+        prog.single = bool(single)
+        if prog.single and len(prog.outputs) != 1:
+            raise ArgumentError(f"program: single=True needs one output, got "
+                                f"{len(prog.outputs)}")
+        prog._finish(counts, alike, guards)
+        return prog
+
+    def _finish(self, counts: Sequence[Count] | None, alike: Sequence[tuple],
+                guards: Sequence[Guard]) -> None:
+        """Check the outputs, hold the guards, counts and pairs of one shape."""
+        n = len(self.entries)
         for r in self.outputs:
-            self._check_ref(r, len(self.nodes), "an output")
+            self._check_ref(r, n, "an output")
         # the Python decisions it was recorded through, checked when it replays
         self.guards = tuple(Guard(Ref(*g.ref), *g[1:]) for g in guards)
         for g in self.guards:
-            self._check_ref(g.ref, len(self.nodes), "a guard")
+            self._check_ref(g.ref, n, "a guard")
         # None: sizes fixed as recorded; a tuple (empty included): the program replays at
         # other input sizes (sizes.py), these constants being counts that follow them
         self.counts = None if counts is None else tuple(Count(*k) for k in counts)
@@ -85,6 +116,27 @@ class Program:
         self._plan: list | None = None
         self._resized: dict = {}
 
+    def _entries(self, nodes: tuple) -> None:
+        """Hold the parts as entries (``nodes.program_entries``) and the derivative orders."""
+        self.slots, self.fixed, self.entries = program_entries(self.inputs, self.constants,
+                                                               nodes)
+        self.orders = tuple(n.order for n in nodes)
+        self._nodes: tuple | None = None
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """The entries as ``Node``s: primitive, input Refs, attributes, name, shape, dtype and
+        derivative order."""
+        nodes = self._nodes
+        if nodes is None:
+            nodes = self._nodes = tuple(node_of(e, k) for e, k in zip(self.entries, self.orders))
+        return nodes
+
+    def at(self, r: Ref) -> Any:
+        """The entry a Ref of this program names: an input slot, a constant or a node."""
+        return (self.slots if r.kind == INPUT else self.fixed if r.kind == CONST
+                else self.entries)[r.index]
+
     def _check_ref(self, r: Any, limit: int, where: str) -> None:
         sizes = {INPUT: len(self.inputs), CONST: len(self.constants), NODE: limit}
         if not isinstance(r, Ref) or r.kind not in sizes or not 0 <= r.index < sizes[r.kind]:
@@ -92,15 +144,17 @@ class Program:
                              "constant or an earlier node")
 
     def __len__(self) -> int:
-        return len(self.nodes)
+        return len(self.entries)
 
     def __getstate__(self) -> dict:
         """Pickled with registered primitives by name (their rules hold local functions), so
         ``pickle`` and ``cloudpickle`` can ship a program to another process."""
         state = dict(self.__dict__, _plan=None, _resized={})
-        state.pop("_sizes", None)
+        for key in ("_sizes", "slots", "fixed", "entries", "orders", "_nodes"):
+            state.pop(key, None)
         state["nodes"] = tuple(n._replace(prim=_Registered(n.prim.name))
-                               if REGISTRY.get(n.prim.name) is n.prim else n for n in self.nodes)
+                               if REGISTRY.get(n.prim.name) is n.prim else n
+                               for n in map(node_of, self.entries, self.orders))
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -112,7 +166,10 @@ class Program:
                                      f"{n.prim.name!r} this simplegrad does not register")
                 n = n._replace(prim=REGISTRY[n.prim.name])
             nodes.append(n)
-        self.__dict__.update(state, nodes=tuple(nodes))
+        state = dict(state)
+        del state["nodes"]
+        self.__dict__.update(state)
+        self._entries(tuple(nodes))
         self.__dict__.setdefault("counts", None)       # pickled before programs resized
         self.__dict__.setdefault("alike", ())
         self.__dict__.setdefault("guards", ())
@@ -120,7 +177,7 @@ class Program:
         self.__dict__.setdefault("_resized", {})
 
     def __repr__(self) -> str:
-        return (f"<Program: {len(self.inputs)} inputs, {len(self.nodes)} entries, "
+        return (f"<Program: {len(self.inputs)} inputs, {len(self.entries)} entries, "
                 f"{len(self.outputs)} outputs>")
 
     # ------------------------------------------------------------ running
@@ -164,7 +221,7 @@ class Program:
 
     def _run(self, inputs: list) -> list:
         env = [*inputs, *(c.value for c in self.constants)]
-        env.extend([None] * len(self.nodes))
+        env.extend([None] * len(self.entries))
         k = len(self.inputs) + len(self.constants)
         ndarray, generic, asarray = np.ndarray, np.generic, np.asarray
         try:
@@ -184,10 +241,10 @@ class Program:
                 for s in frees:
                     env[s] = None
         except np.linalg.LinAlgError as e:
-            name = self.nodes[k - len(self.inputs) - len(self.constants)].name
+            name = self.entries[k - len(self.inputs) - len(self.constants)].name
             raise LinAlgError(f"program: computing {name}: {e}") from e
         except MaterializeError as e:
-            name = self.nodes[k - len(self.inputs) - len(self.constants)].name
+            name = self.entries[k - len(self.inputs) - len(self.constants)].name
             raise MaterializeError(f"program: computing {name}: {e}") from e
         for g in self.guards:
             value = env[self._slot(g.ref)]
@@ -198,8 +255,9 @@ class Program:
     def _run_materializing(self, inputs: list) -> list:
         """The run where an entry that would compute a lazy input gets it computed."""
         env = [*inputs, *(c.value for c in self.constants)]
-        for node in self.nodes:
-            args = [env[self._slot(r)] for r in node.args]
+        slot = self._entry_slot
+        for node in self.entries:
+            args = [env[slot(x)] for x in node.inputs]
             try:
                 env.append(node.prim.forward(*args, **(node.attrs or {})))
             except MaterializeError:
@@ -217,8 +275,9 @@ class Program:
         if len(inputs) != len(self.inputs):
             raise ArgumentError(f"program: takes {len(self.inputs)} input(s), got {len(inputs)}")
         env = [*inputs, *(_operand(ops, c.value) for c in self.constants)]
-        for node in self.nodes:
-            env.append(ops.apply(node.prim, [env[self._slot(r)] for r in node.args],
+        slot = self._entry_slot
+        for node in self.entries:
+            env.append(ops.apply(node.prim, [env[slot(x)] for x in node.inputs],
                                  node.attrs or None))
         outs = [env[self._slot(r)] for r in self.outputs]
         return outs[0] if self.single else outs
@@ -247,26 +306,33 @@ class Program:
             return len(self.inputs) + r.index
         return len(self.inputs) + len(self.constants) + r.index
 
+    def _entry_slot(self, x: Any) -> int:
+        """Where an entry of the program is in a run's list of values (``_slot`` of its Ref)."""
+        if x.prim is not None:
+            return len(self.inputs) + len(self.constants) + x.position
+        return x.position if x.attrs == INPUT else len(self.inputs) + x.position
+
     def _steps(self) -> list:
         """Per node: forward, argument slots, attrs, and the node slots no later node reads."""
         if self._plan is None:
             base = len(self.inputs) + len(self.constants)
-            self._plan = [(n.prim.forward, tuple(self._slot(r) for r in n.args), n.attrs,
+            slot = self._entry_slot
+            self._plan = [(n.prim.forward, tuple(slot(x) for x in n.inputs), n.attrs,
                            tuple(base + j for j in dead))
-                          for n, dead in zip(self.nodes, self.dead_after())]
+                          for n, dead in zip(self.entries, self.dead_after())]
         return self._plan
 
     def dead_after(self) -> list[list[int]]:
         """Per node, the nodes whose values no later node reads and no output is, once it has
         run (a node nobody reads is dead after itself)."""
-        last = list(range(len(self.nodes)))
-        for i, node in enumerate(self.nodes):
-            for r in node.args:
-                if r.kind == NODE:
-                    last[r.index] = i
+        last = list(range(len(self.entries)))
+        for i, node in enumerate(self.entries):
+            for x in node.inputs:
+                if x.prim is not None:
+                    last[x.position] = i
         kept = {r.index for r in (*self.outputs, *(g.ref for g in self.guards))
                 if r.kind == NODE}
-        dead: list[list[int]] = [[] for _ in self.nodes]
+        dead: list[list[int]] = [[] for _ in self.entries]
         for j, i in enumerate(last):
             if j not in kept:
                 dead[i].append(j)
@@ -283,45 +349,42 @@ class Program:
         lines = [f"inputs: {', '.join(i.name for i in self.inputs)}"]
         lines += [f"{c.name} = {render.format_value(c.value)}" for c in self.constants
                   if c.name is not None]
-        lines += [self.format_node(n) for n in self.nodes]
+        lines += [self.format_entry(e) for e in self.entries]
         lines.append(f"outputs: {', '.join(self._operand(r) for r in self.outputs)}")
         lines += [f"guard: {self._operand(g.ref)} was {g.seen!r} ({g.kind}, at "
                   f"{os.path.basename(g.file)}:{g.line})" for g in self.guards]
         return "\n".join(lines)
 
     def format_node(self, node: Node) -> str:
-        """One node as ``name = expression``, in the trace's style."""
+        """One node (of this program's Refs) as ``name = expression``, in the trace's style."""
         args = [self._operand(r) for r in node.args]
         if len(node.args) == 1 and render.is_alias(node.prim, not re.fullmatch(r"v\d+", node.name),
-                                                    self._shape(node.args[0]), node.shape):
+                                                    self.at(node.args[0]).shape, node.shape):
             return f"{node.name} = {args[0]}"
         return render.format_line(node.name, node.prim, args, node.attrs)
 
-    def _shape(self, r: Ref) -> tuple:
-        if r.kind == INPUT:
-            return self.inputs[r.index].shape
-        if r.kind == NODE:
-            return self.nodes[r.index].shape
-        return np.shape(self.constants[r.index].value)
+    def format_entry(self, e: Any) -> str:
+        """One entry of the program as ``name = expression``, in the trace's style."""
+        args = [_entry_operand(x) for x in e.inputs]
+        name = e.label
+        if len(args) == 1 and render.is_alias(e.prim, not re.fullmatch(r"v\d+", name),
+                                              e.in0.shape, e.shape):
+            return f"{name} = {args[0]}"
+        return render.format_line(name, e.prim, args, e.attrs)
 
     def _operand(self, r: Ref) -> str:
-        if r.kind == INPUT:
-            return self.inputs[r.index].name
-        if r.kind == NODE:
-            return self.nodes[r.index].name
-        c = self.constants[r.index]
-        return c.name if c.name is not None else render.format_operand(c.value)
+        return _entry_operand(self.at(r))
 
     def duplicates(self) -> list[tuple[str, str]]:
         """Pairs of node names that share a common-subexpression key (empty when simplified)."""
         seen: dict = {}
         pairs = []
-        for node in self.nodes:
-            key = cse_key(node.prim, node.args, node.attrs)
+        for node in self.entries:
+            key = cse_key(node.prim, node.inputs, node.attrs)
             if key in seen:
-                pairs.append((seen[key], node.name))
+                pairs.append((seen[key], node.label))
             else:
-                seen[key] = node.name
+                seen[key] = node.label
         return pairs
 
     # ------------------------------------------------------------ out (graph.py, serialize.py)
@@ -366,7 +429,7 @@ class Program:
         """The program drawn by Graphviz (None without it or beyond ``MAX_PICTURE`` nodes)."""
         from ..engine.html import MAX_PICTURE
         from ..engine.pictures import has_dot, run_dot
-        if not has_dot() or len(self.nodes) > MAX_PICTURE:
+        if not has_dot() or len(self.entries) > MAX_PICTURE:
             return None
         return run_dot(self.to_dot(), "svg", "a program").decode()
 
@@ -375,6 +438,14 @@ class Program:
         them); returns the two paths."""
         from .serialize import save
         return save(self, path)
+
+
+def _entry_operand(x: Any) -> str:
+    """An input of an entry of a program as the text shows it: a name, or a constant's value
+    when it has none."""
+    if x.prim is None and x.attrs == CONST and x.label is None:
+        return render.format_operand(x.raw)
+    return x.label
 
 
 def _operand(ops: Any, value: Any) -> Any:
@@ -399,5 +470,5 @@ def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
     """The entries between ``inputs`` and ``outputs`` (Variables or entries) of one tape (that
     of ``ops``, or of the Variables given), as a Program."""
     b, outs, single, counts, alike, guards = collect(inputs, outputs, ops)
-    return Program(b.inputs, b.constants, b.nodes, outs, single, check=False, counts=counts,
-                   alike=alike, guards=guards)
+    return Program.of_entries(b.slots, b.fixed, b.nodes, b.orders, outs, single,
+                              counts=counts, alike=alike, guards=guards)

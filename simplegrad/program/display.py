@@ -35,16 +35,16 @@ def program_html(prog: Program) -> str:
             defined.add(c.name)
             groups[0].append(line_html(f"{c.name} = {format_value(c.value)}", anchor(p, c.name),
                                        meta=f"{np.shape(c.value)} constant"))
-    for node in prog.nodes:
-        text = prog.format_node(node)
+    for node, order in zip(prog.entries, prog.orders):
+        text = prog.format_entry(node)
         name, _, expr = text.partition(" = ")
         linked = NAME.sub(lambda m: f'<a href="#{anchor(p, m[0])}">{m[0]}</a>'
                           if m[0] in defined else m[0], html.escape(expr))
         meta = f'<span class="sg-meta">{node.shape} {np.dtype(node.dtype).name}</span>'
-        groups.setdefault(node.order, []).append(
+        groups.setdefault(order, []).append(
             f'<div class="sg-line" id="{anchor(p, node.name)}">{html.escape(name)} = {linked}'
             f"{meta}</div>")
         defined.add(node.name)
     outs = ", ".join(prog._operand(r) for r in prog.outputs)
-    return page(p, groups, f"program: {len(prog.inputs)} inputs, {len(prog.nodes)} entries; "
+    return page(p, groups, f"program: {len(prog.inputs)} inputs, {len(prog.entries)} entries; "
                            f"outputs {outs}")

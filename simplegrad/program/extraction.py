@@ -27,7 +27,7 @@ from ..errors import ArgumentError, GraphError
 from ..primitives.core import normalize_axes
 from ..primitives.shape import EXPAND
 from .builder import Builder
-from .nodes import CONST, INPUT, Guard, Input, Node, Ref
+from .nodes import CONST, INPUT, Guard, Input, Ref
 from .sizes import Count
 
 
@@ -98,8 +98,8 @@ def collect(inputs: Any, outputs: Any, ops: Any = None) -> tuple:
                 else:
                     args[i] = builder.capture(x) if type(x) is Entry else \
                         builder.constant(x)
-        refs[id(v)] = builder.node(Node(v.prim, tuple(args), v.attrs, v.name, v.shape, v.dtype,
-                                          order.get(v, 0)))
+        refs[id(v)] = builder.node(v.prim, args, v.attrs, v.name, v.shape, v.dtype,
+                                   order.get(v, 0))
         positions.append(v.position)
 
     stop = set(ins)
@@ -151,8 +151,7 @@ def _zeros(builder: Builder, z: Variable) -> Ref:
     """A zero gradient (or tangent) as an entry spreading 0 over its shape, so that the
     shape follows its variable's."""
     zero = builder.constant(np.zeros((), z.dtype))
-    return builder.node(Node(EXPAND, (zero,), {"shape": tuple(z.shape)}, z.name, z.shape,
-                             z.dtype))
+    return builder.node(EXPAND, (zero,), {"shape": tuple(z.shape)}, z.name, z.shape, z.dtype)
 
 
 def _count(v: Entry, origin: tuple | None, counted: dict) -> tuple | None:

@@ -66,28 +66,28 @@ def program_graph(prog: Program) -> nx.DiGraph:
     """The program as a DiGraph: inputs, constants and entries as nodes, arguments as edges."""
     g = nx.DiGraph(kind="program")
     keys = _Keys()
-    ref_key: dict[tuple, str] = {}
+    key_of: dict[Entry, str] = {}       # an entry of the program -> its graph node
     outputs = {(r.kind, r.index) for r in prog.outputs}
     for i, spec in enumerate(prog.inputs):
-        key = ref_key[(INPUT, i)] = keys(spec.name)
+        key = key_of[prog.slots[i]] = keys(spec.name)
         g.add_node(key, name=spec.name, primitive=None, attrs=None, shape=spec.shape,
                    dtype=spec.dtype, order=0, role="input", label=spec.name,
                    output=(INPUT, i) in outputs)
     for i, c in enumerate(prog.constants):
         text = format_operand(c.value)
-        key = ref_key[(CONST, i)] = keys(c.name if c.name is not None else text)
+        key = key_of[prog.fixed[i]] = keys(c.name if c.name is not None else text)
         g.add_node(key, name=c.name, primitive=None, attrs=None, shape=np.shape(c.value),
                    dtype=_dtype(c.value), order=0, role="constant",
                    label=text if c.name is None else f"{c.name} = {format_value(c.value)}",
                    output=(CONST, i) in outputs)
-    for i, node in enumerate(prog.nodes):
-        key = ref_key[(NODE, i)] = keys(node.name)
+    for i, (node, k) in enumerate(zip(prog.entries, prog.orders)):
+        key = key_of[node] = keys(node.name)
         g.add_node(key, name=node.name, primitive=node.prim.name, attrs=node.attrs,
-                   shape=node.shape, dtype=node.dtype, order=node.order, role=_role(node.order),
-                   label=prog.format_node(node), output=(NODE, i) in outputs)
-        for p, r in enumerate(node.args):
-            _edge(g, ref_key[(r.kind, r.index)], key, p)
-    g.graph["outputs"] = [ref_key[(r.kind, r.index)] for r in prog.outputs]
+                   shape=node.shape, dtype=node.dtype, order=k, role=_role(k),
+                   label=prog.format_entry(node), output=(NODE, i) in outputs)
+        for p, x in enumerate(node.inputs):
+            _edge(g, key_of[x], key, p)
+    g.graph["outputs"] = [key_of[prog.at(r)] for r in prog.outputs]
     return g
 
 
@@ -196,16 +196,16 @@ def stats(prog: Program) -> Stats:
     g = program_graph(prog)
     entries = g.subgraph([k for k, d in g.nodes(data="role") if d in ("forward", "gradient")])
     levels = [len(level) for level in nx.topological_generations(entries)]
-    by_prim = Counter(n.prim.name for n in prog.nodes)
+    by_prim = Counter(n.prim.name for n in prog.entries)
     work, loops = 0, {}
-    for n in prog.nodes:
+    for n in prog.entries:
         if n.prim.work is None:
             work += 1
             continue
         ran, loops[n.name] = n.prim.work(n.attrs or {})
         work += ran
-    return Stats(len(prog.nodes), dict(by_prim.most_common()),
-                 dict(sorted(Counter(n.order for n in prog.nodes).items())),
+    return Stats(len(prog.entries), dict(by_prim.most_common()),
+                 dict(sorted(Counter(prog.orders).items())),
                  len(levels), max(levels, default=0), _peak_bytes(prog), work, loops)
 
 
@@ -214,9 +214,9 @@ def _peak_bytes(prog: Program) -> int:
     last (outputs are kept to the end); inputs and constants are not counted."""
     frees = prog.dead_after()
     size = [int(np.prod(n.shape, dtype=np.int64)) * np.dtype(n.dtype).itemsize
-            for n in prog.nodes]
+            for n in prog.entries]
     live = peak = 0
-    for i in range(len(prog.nodes)):
+    for i in range(len(prog.entries)):
         live += size[i]
         peak = max(peak, live)
         live -= sum(size[j] for j in frees[i])

@@ -2,6 +2,14 @@
 ``Constant``, ``Node`` (a primitive, its argument Refs, attributes, name, shape, dtype) and
 ``Guard`` (a Python decision the program was recorded through, checked when it replays).
 
+A Program holds its entries as tape entries (``engine.variable.Entry``, the type a tape
+records): each node an entry whose inputs are other entries of the program, each input slot a
+leaf entry without a value, each constant a leaf entry holding it (``program_entries``). A
+leaf's ``attrs`` says which it is (``INPUT`` or ``CONST``) and an entry's ``position`` is its
+index among its kind, so ``ref_of`` gives back the ``Ref`` that source generation and the
+saved format index by. ``Node`` is the same entry as a tuple of Refs: what a Program is built
+from by hand or by a loader, and what ``prog.nodes`` shows.
+
 ``Names`` makes the names of a program unique as ``sg.compile``, ``prog.save`` and
 ``sg.load_program`` all do (``weight``, ``weight_2``). The Program that holds them, and
 ``extract``, are in core.py.
@@ -11,11 +19,12 @@ from __future__ import annotations
 
 import keyword
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..engine.variable import UNARY, Entry, set_inputs
 from ..errors import ReplayError
 from ..primitives.core import Primitive
 
@@ -58,6 +67,101 @@ class Node(NamedTuple):
     shape: tuple
     dtype: np.dtype
     order: int = 0
+
+
+def ref_of(e: Entry) -> Ref:
+    """The Ref of an entry of a program: its input slot, its constant or its node."""
+    return Ref(NODE if e.prim is not None else e.attrs, e.position)
+
+
+def refs_of(e: Entry) -> tuple:
+    """The Refs of an entry's inputs (a ``Node``'s ``args``)."""
+    return tuple(Ref(NODE if x.prim is not None else x.attrs, x.position) for x in e.inputs)
+
+
+def slot_entry(kind: str, index: int, name: str | None, shape: tuple, dtype: Any,
+               value: Any = None) -> Entry:
+    """A leaf of a program: input slot ``index`` (``INPUT``, no value) or constant ``index``
+    (``CONST``, holding ``value``)."""
+    e = object.__new__(Entry)
+    e.prim = None
+    e.in0 = e.in1 = None
+    e.more = ()
+    e.attrs = kind
+    e.position = index
+    e.label = name
+    e.shape = shape
+    e.dtype = dtype
+    e.requires_grad = False
+    e.raw = value
+    return e
+
+
+def constant_dtype(value: Any) -> np.dtype | None:
+    """A constant's dtype; None for a Python number (it takes the other operand's)."""
+    if isinstance(value, bool | int | float) and not isinstance(value, np.generic):
+        return None
+    return np.asarray(value).dtype
+
+
+def program_entries(inputs: Sequence[Input], constants: Sequence[Constant],
+                    nodes: Sequence[Node]) -> tuple[tuple, tuple, tuple]:
+    """The entries of a program given as parts: its input slots, its constants and its nodes
+    (see the module docstring); each node's Refs must point at earlier parts."""
+    slots = tuple(slot_entry(INPUT, i, x.name, tuple(x.shape), np.dtype(x.dtype))
+                  for i, x in enumerate(inputs))
+    fixed = tuple(constant_entry(c.value, c.name, i) for i, c in enumerate(constants))
+    made: list[Entry] = []
+    parts = {INPUT: slots, CONST: fixed, NODE: made}
+    new = object.__new__
+    for i, n in enumerate(nodes):       # (node_entry, inline: a program has many)
+        e = new(Entry)
+        e.prim = n.prim
+        args = n.args
+        if len(args) == 2:
+            a, b = args
+            e.in0, e.in1, e.more = parts[a.kind][a.index], parts[b.kind][b.index], None
+        elif len(args) == 1:
+            a = args[0]
+            e.in0, e.in1, e.more = parts[a.kind][a.index], UNARY, None
+        else:
+            e.in0 = e.in1 = None
+            e.more = tuple(parts[r.kind][r.index] for r in args)
+        e.attrs = n.attrs
+        e.position = i
+        e.label = n.name
+        e.shape = n.shape
+        e.dtype = n.dtype
+        e.requires_grad = False
+        e.raw = None
+        made.append(e)
+    return slots, fixed, tuple(made)
+
+
+def constant_entry(value: Any, name: str | None, index: int) -> Entry:
+    """Constant ``index`` of a program as a leaf holding ``value``."""
+    return slot_entry(CONST, index, name, np.shape(value), constant_dtype(value), value)
+
+
+def node_entry(prim: Primitive, inputs: tuple, attrs: dict | None, name: str, shape: tuple,
+               dtype: Any, index: int) -> Entry:
+    """Node ``index`` of a program: ``prim`` of ``inputs`` (entries of the program)."""
+    e = object.__new__(Entry)
+    e.prim = prim
+    set_inputs(e, inputs)
+    e.attrs = attrs
+    e.position = index
+    e.label = name
+    e.shape = shape
+    e.dtype = dtype
+    e.requires_grad = False
+    e.raw = None
+    return e
+
+
+def node_of(e: Entry, order: int) -> Node:
+    """An entry of a program as a ``Node`` (its inputs as Refs)."""
+    return Node(e.prim, refs_of(e), e.attrs, e.label, e.shape, e.dtype, order)
 
 
 class Guard(NamedTuple):

@@ -28,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.variable import Entry
 from ..errors import MissingToolError
 from ..primitives.core import REGISTRY, Primitive
 from .core import Program
-from .nodes import NODE, Node, Ref
+from .nodes import NODE, Node, Ref, refs_of
 from .numba_kernels import Kernel, arg_meta, is_call
 
 MIN_ENTRIES = 2     # a kernel for fewer entries only adds numba's call overhead
@@ -73,7 +74,7 @@ def plan(prog: Program, excluded: set[int]) -> tuple[list, list[_Group]]:
             opened.pop(g.shape, None)
             order.append(("group", groups.index(g)))
 
-    for j, node in enumerate(prog.nodes):
+    for j, node in enumerate(prog.entries):
         shape = tuple(node.shape)
         joined = None
         if j not in excluded and _fusable(prog, node):
@@ -82,13 +83,13 @@ def plan(prog: Program, excluded: set[int]) -> tuple[list, list[_Group]]:
                 joined = opened[shape] = _Group(shape)
                 groups.append(joined)
         elif _full_sum(prog, node):
-            src = owner.get(node.args[0].index)
+            src = owner.get(node.in0.position)
             if src is not None and src.open:
                 src.sums.append(j)
                 owner[j] = src
                 continue
-        for r in node.args:     # a value of another open group is read: that group runs first
-            g = owner.get(r.index) if r.kind == NODE else None
+        for x in node.inputs:   # a value of another open group is read: that group runs first
+            g = owner.get(x.position) if x.prim is not None else None
             if g is not None and g is not joined and g.open:
                 close(g)
         if joined is None:
@@ -101,7 +102,7 @@ def plan(prog: Program, excluded: set[int]) -> tuple[list, list[_Group]]:
     return order, groups
 
 
-def _fusable(prog: Program, node: Node) -> bool:
+def _fusable(prog: Program, node: Entry) -> bool:
     prim = node.prim
     if node.attrs or np.dtype(node.dtype).kind not in _KINDS or \
             REGISTRY.get(prim.name) is not prim:
@@ -110,7 +111,7 @@ def _fusable(prog: Program, node: Node) -> bool:
         return False        # (a function call keeps a loop scalar: numpy's own loops are SIMD)
     if np.dtype(node.dtype).kind == "f" and np.dtype(node.dtype) != np.float64:
         return False
-    for r in node.args:
+    for r in refs_of(node):
         shape, dtype = arg_meta(prog, r)
         if dtype is None:
             continue                    # a Python number: a literal
@@ -122,11 +123,11 @@ def _fusable(prog: Program, node: Node) -> bool:
     return True
 
 
-def _full_sum(prog: Program, node: Node) -> bool:
+def _full_sum(prog: Program, node: Entry) -> bool:
     attrs = node.attrs or {}
     return (node.prim.numba == "+=" and REGISTRY.get(node.prim.name) is node.prim and
-            len(node.args) == 1 and
-            node.args[0].kind == NODE and attrs.get("axis") is None and
+            len(node.inputs) == 1 and
+            node.in0.prim is not None and attrs.get("axis") is None and
             tuple(node.shape) == () and np.dtype(node.dtype) == np.float64)
 
 
@@ -155,10 +156,10 @@ def fuse(prog: Program) -> tuple[Program, list[Kernel], list[str]]:
     and the names of the entries that fell back to numpy."""
     numba = numba_or_error()
     readers: dict[int, set] = {}
-    for j, node in enumerate(prog.nodes):
-        for r in node.args:
-            if r.kind == NODE:
-                readers.setdefault(r.index, set()).add(j)
+    for j, node in enumerate(prog.entries):
+        for x in node.inputs:
+            if x.prim is not None:
+                readers.setdefault(x.position, set()).add(j)
     outputs = {r.index for r in (*prog.outputs, *(g.ref for g in prog.guards))
                if r.kind == NODE}       # (a guard reads its value as an output is read)
     excluded: set[int] = set()
@@ -173,17 +174,17 @@ def fuse(prog: Program) -> tuple[Program, list[Kernel], list[str]]:
             if fn is None:      # one member of each primitive alone: which cannot compile
                 first: dict[str, int] = {}
                 for j in g.members:
-                    first.setdefault(prog.nodes[j].prim.name, j)
+                    first.setdefault(prog.entries[j].prim.name, j)
                 bad = {name for name, j in first.items() if _built(
                     Kernel(prog, _single(prog, j), readers, {j}), numba, prog) is None}
-                excluded.update([j for j in g.members if prog.nodes[j].prim.name in bad]
+                excluded.update([j for j in g.members if prog.entries[j].prim.name in bad]
                                 or g.members)
                 break
             built[k] = (kernel, fn)
         else:
             break
     return _assemble(prog, order, groups, built), [k for k, _ in built.values()], \
-        [prog.nodes[j].name for j in sorted(excluded)]
+        [prog.entries[j].name for j in sorted(excluded)]
 
 
 def _built(kernel: Kernel, numba: Any, prog: Program) -> Callable | None:
@@ -194,7 +195,7 @@ def _built(kernel: Kernel, numba: Any, prog: Program) -> Callable | None:
 
 
 def _single(prog: Program, j: int) -> _Group:
-    g = _Group(tuple(prog.nodes[j].shape))
+    g = _Group(tuple(prog.entries[j].shape))
     g.members.append(j)
     return g
 
@@ -208,8 +209,9 @@ def _assemble(prog: Program, order: list, groups: list[_Group], built: dict) -> 
         return where[r.index] if r.kind == NODE else r
 
     def plain(j: int) -> None:
-        n = prog.nodes[j]
-        nodes.append(n._replace(args=tuple(remap(r) for r in n.args)))
+        n = prog.entries[j]
+        nodes.append(Node(n.prim, tuple(remap(r) for r in refs_of(n)), n.attrs, n.label,
+                          n.shape, n.dtype, prog.orders[j]))
         where[j] = Ref(NODE, len(nodes) - 1)
 
     for kind, k in order:
@@ -219,7 +221,7 @@ def _assemble(prog: Program, order: list, groups: list[_Group], built: dict) -> 
             continue
         g = groups[k]
         kernel, fn = built[k]
-        shapes = [None if j in g.sums else tuple(prog.nodes[j].shape) for j in kernel.outputs]
+        shapes = [None if j in g.sums else tuple(prog.entries[j].shape) for j in kernel.outputs]
         name = f"fused{next(count)}"
         entries = len(g.members) + len(g.sums)
         prim = Primitive(name, _caller(fn, shapes), [None], None,
@@ -229,8 +231,8 @@ def _assemble(prog: Program, order: list, groups: list[_Group], built: dict) -> 
                           np.dtype(object)))
         at = len(nodes) - 1
         for i, j in enumerate(kernel.outputs):
-            n = prog.nodes[j]
-            nodes.append(Node(PART, (Ref(NODE, at),), {"index": i}, n.name, n.shape, n.dtype))
+            n = prog.entries[j]
+            nodes.append(Node(PART, (Ref(NODE, at),), {"index": i}, n.label, n.shape, n.dtype))
             where[j] = Ref(NODE, len(nodes) - 1)
     return Program(prog.inputs, prog.constants, nodes, [remap(r) for r in prog.outputs],
                    prog.single, check=False,

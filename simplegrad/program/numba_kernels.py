@@ -21,7 +21,7 @@ import numpy as np
 
 from ..primitives.core import Primitive
 from .core import Program
-from .nodes import CONST, INPUT, NODE, Ref
+from .nodes import CONST, INPUT, NODE, Ref, refs_of
 
 BLOCK = 1024        # values per partial sum
 CHAINS = 2          # independent elements per iteration (each a vector): latency overlapped
@@ -33,7 +33,7 @@ def arg_meta(prog: Program, r: Ref) -> tuple[tuple, np.dtype | None]:
         spec = prog.inputs[r.index]
         return tuple(spec.shape), spec.dtype
     if r.kind == NODE:
-        n = prog.nodes[r.index]
+        n = prog.entries[r.index]
         return tuple(n.shape), n.dtype
     value = prog.constants[r.index].value
     if type(value) in (int, float, bool):
@@ -170,9 +170,9 @@ class Kernel:
         # each member as a statement with {c} for the chain's suffix and {i} for its index
         body: list[str] = []
         for j in group.members:
-            node = prog.nodes[j]
+            node = prog.entries[j]
             args = []
-            for r in node.args:
+            for r in refs_of(node):
                 if r.kind == NODE and r.index in members:
                     args.append(f"t{r.index}{{c}}")
                     continue
@@ -193,7 +193,7 @@ class Kernel:
         params = ", ".join(names[(r.kind, r.index)] for r in self.inputs)
         lines = [f"def kernel({params}):", f"    n = {size}"]
         for j in self.outputs[:len(self.outputs) - len(group.sums)]:
-            kind = "np.bool_" if np.dtype(prog.nodes[j].dtype).kind == "b" else "np.float64"
+            kind = "np.bool_" if np.dtype(prog.entries[j].dtype).kind == "b" else "np.float64"
             lines.append(f"    o{j} = np.empty(n, {kind})")
         lines += [f"    acc{j} = 0.0" for j in group.sums]
         lines += [f"    for b in range(0, n, {BLOCK}):", f"        m = min({BLOCK}, n - b)",
@@ -210,7 +210,7 @@ class Kernel:
             lines += [f"            {line.format(c=f'_{c}' if c else '', i=f'u{c}')}"
                       for c in range(CHAINS)]
         for j in group.sums:
-            term, acc = f"t{prog.nodes[j].args[0].index}", prog.nodes[j].prim.numba   # "+="
+            term, acc = f"t{prog.entries[j].in0.position}", prog.entries[j].prim.numba   # "+="
             lines.append(f"            s{j} {acc} {term}")
             # an element two chains cover (at the end of a block) is summed once
             lines += [f"            s{j} {acc} {term}_{c} if i + f{c} >= {starts[c]} else 0.0"
@@ -235,7 +235,7 @@ class Kernel:
                                            readonly=True))
         outs = []
         for j in self.outputs:
-            dtype = np.dtype(prog.nodes[j].dtype)
+            dtype = np.dtype(prog.entries[j].dtype)
             outs.append(numba.from_dtype(dtype) if j in self.group.sums else
                         numba.from_dtype(dtype)[::1])
         sig = numba.types.Tuple(outs)(*types)

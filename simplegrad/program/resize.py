@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import ShapeError
-from .nodes import Constant, Input
+from .nodes import INPUT, Constant, Input, constant_entry, node_entry, slot_entry
 from .sizes import OUTPUT_SHAPE, Count, analyze, stand_in
 
 if TYPE_CHECKING:
@@ -81,15 +81,19 @@ def resize(prog: Program, shapes: Sequence[tuple], who: str = "program") -> Prog
         old = constants[k.const]
         shape = shape_of(sz.nodes[k.node])
         if Count(*k[:4]).value(shape) <= 0:
-            raise ShapeError(f"{who}: {prog.nodes[k.node].name} has shape {shape}: the count "
+            raise ShapeError(f"{who}: {prog.entries[k.node].name} has shape {shape}: the count "
                              f"its reduction divides by (less ddof {k.ddof}) would be "
                              f"{Count(*k[:4]).value(shape)}")
         value = k.value(shape)
         constants[k.const] = Constant(type(old.value)(value) if isinstance(old.value, int | float)
                                       else np.asarray(value, np.result_type(old.value)),
                                       old.name)
+    slots = [slot_entry(INPUT, i, spec.name, spec.shape, spec.dtype)
+             for i, spec in enumerate(inputs)]
+    fixed = [constant_entry(c.value, c.name, i) for i, c in enumerate(constants)]
+    moved = {**dict(zip(prog.slots, slots)), **dict(zip(prog.fixed, fixed))}  # old -> new
     nodes = []
-    for node, dims in zip(prog.nodes, sz.nodes):
+    for node, dims in zip(prog.entries, sz.nodes):
         shape = shape_of(dims)
         attrs = node.attrs
         if node.prim.sized in OUTPUT_SHAPE:
@@ -97,9 +101,11 @@ def resize(prog: Program, shapes: Sequence[tuple], who: str = "program") -> Prog
         elif node.prim.sized == "reshape":
             attrs = dict(attrs, shape=tuple(-1 if m == -1 else n
                                             for m, n in zip(attrs["shape"], shape)))
-        nodes.append(node._replace(shape=shape, attrs=attrs))
-    out = type(prog)(inputs, constants, nodes, prog.outputs, prog.single, check=False,
-                     counts=prog.counts, guards=prog.guards)
+        moved[node] = e = node_entry(node.prim, tuple(moved[x] for x in node.inputs), attrs,
+                                   node.label, shape, node.dtype, len(nodes))
+        nodes.append(e)
+    out = type(prog).of_entries(slots, fixed, nodes, prog.orders, prog.outputs, prog.single,
+                                counts=prog.counts, guards=prog.guards)
     _check_shapes(out, who)
     return out
 
@@ -108,8 +114,8 @@ def _check_shapes(prog: Program, who: str) -> None:
     """Run ``prog`` once on stand-ins; every entry must give the shape it declares."""
     env: list = [stand_in(i.shape, i.dtype) for i in prog.inputs]
     env += [c.value for c in prog.constants]
-    for node in prog.nodes:
-        args = [env[prog._slot(r)] for r in node.args]
+    for node in prog.entries:
+        args = [env[prog._entry_slot(x)] for x in node.inputs]
         try:
             with np.errstate(all="ignore"):
                 shape = np.shape(node.prim.forward(*args, **(node.attrs or {})))

@@ -99,13 +99,13 @@ def _dumps(doc: dict) -> str:
 def encode(prog: Program) -> tuple[dict, dict[str, np.ndarray]]:
     """The JSON document and the arrays of a program."""
     arrays: dict[str, np.ndarray] = {}
-    for node in prog.nodes:
+    for node in prog.entries:
         if REGISTRY.get(node.prim.name) is not node.prim:
             raise ArgumentError(
                 f"save: {node.name} is computed by {node.prim.name!r}, a custom primitive "
                 "(custom_vjp or checkpoint) that is not in sg.REGISTRY; only programs of "
                 "registered primitives can be saved")
-    for node, (shapes, dtypes) in zip(prog.nodes, prog_specs(prog)):
+    for node, (shapes, dtypes) in zip(prog.entries, prog_specs(prog)):
         why = attr_problem(node.prim, node.attrs, shapes)
         if why is None:
             why = rule_problem(node, shapes, dtypes)
@@ -113,7 +113,7 @@ def encode(prog: Program) -> tuple[dict, dict[str, np.ndarray]]:
             raise ArgumentError(f"save: {node.name} = {node.prim.name}(...): {why}, which a "
                                 "saved program cannot hold")
     names = unique_names([i.name for i in prog.inputs], [c.name for c in prog.constants],
-                         [n.name for n in prog.nodes], "save")
+                         [n.name for n in prog.entries], "save")
     if isinstance(names, str):
         raise ArgumentError(names)
     ins, consts, nodes = names
@@ -129,12 +129,13 @@ def encode(prog: Program) -> tuple[dict, dict[str, np.ndarray]]:
         "constants": [{"name": name, "value": _encode(c.value, arrays, f"constant {k}")}
                       for k, (name, c) in enumerate(zip(consts, prog.constants))],
         "nodes": [{"name": name, "primitive": n.prim.name,
-                   "args": [[r.kind, r.index] for r in n.args],
+                   "args": [[NODE if x.prim is not None else x.attrs, x.position]
+                            for x in n.inputs],
                    "attrs": None if n.attrs is None else
                    {k: _encode(v, arrays, f"{n.name}'s attribute {k}")
                     for k, v in n.attrs.items()},
-                   "shape": list(n.shape), "dtype": np.dtype(n.dtype).name, "order": n.order}
-                  for name, n in zip(nodes, prog.nodes)],
+                   "shape": list(n.shape), "dtype": np.dtype(n.dtype).name, "order": order}
+                  for name, n, order in zip(nodes, prog.entries, prog.orders)],
         "outputs": [[r.kind, r.index] for r in prog.outputs],
         "single": prog.single,
         "counts": None if prog.counts is None else
@@ -210,15 +211,13 @@ def value_spec(value: Any) -> tuple[tuple, Any]:
 
 def prog_specs(prog: Program) -> list[tuple[list, list]]:
     """Per node, the shapes and the dtypes of its arguments."""
-    def spec(r: Any) -> tuple:
-        if r.kind == INPUT:
-            return tuple(prog.inputs[r.index].shape), prog.inputs[r.index].dtype
-        if r.kind == CONST:
-            return value_spec(prog.constants[r.index].value)
-        return tuple(prog.nodes[r.index].shape), prog.nodes[r.index].dtype
+    def spec(x: Any) -> tuple:
+        if x.prim is None and x.attrs == CONST:
+            return value_spec(x.raw)
+        return tuple(x.shape), x.dtype
     out = []
-    for n in prog.nodes:
-        specs = [spec(r) for r in n.args]
+    for n in prog.entries:
+        specs = [spec(x) for x in n.inputs]
         out.append(([s for s, _ in specs], [d for _, d in specs]))
     return out
 

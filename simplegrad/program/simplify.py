@@ -6,7 +6,8 @@ the entry is folded (all arguments constant), reduced to an input (an identity),
 key; last, entries and constants no output needs are dropped. An output with a given name (an
 alias such as ``dW = v12``) is kept, so the simplified program still names its outputs. One
 pass suffices: a rule looks only at an entry's arguments and at the entries that computed
-them, which are final by the time the entry is reached.
+them, which are final by the time the entry is reached. The step for one entry is
+``rewrites.simplified``, the one the derivation and a simplifying Ops take too.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..engine.variable import Entry
 from ..errors import ArgumentError
 from ..primitives.core import Primitive
-from ..primitives.rewrites import Operand, cse_key, reduces_to, rewrite
-from .builder import Builder
-from .nodes import CONST, INPUT, NODE, Ref
+from ..primitives.rewrites import FOLD, Operand, Same, constant_key, simplified
+from .nodes import CONST, INPUT, NODE, constant_entry, node_entry, ref_of, slot_entry
 
 if TYPE_CHECKING:
     from .core import Program
@@ -31,133 +32,113 @@ def simplify(prog: Program) -> Program:
     and entries no output needs removed (see ``primitives/rewrites.py``)."""
     if not any(c.__name__ == "Program" for c in type(prog).__mro__):     # (core imports us)
         raise ArgumentError(f"simplify: expected a Program, got {type(prog).__name__}")
-    b = Builder(list(prog.inputs))
-    consts = [b.constant(c.value, c.name) for c in prog.constants]
-    nodes: list[Ref] = []       # old node index -> its ref in the new program
+    slots = [slot_entry(INPUT, i, e.label, e.shape, e.dtype) for i, e in enumerate(prog.slots)]
+    constants = _Constants()
+    new: dict[Entry, Entry] = dict(zip(prog.slots, slots))      # old entry -> what it became
+    new.update((c, constants.add(c.raw, c.label)) for c in prog.fixed)
+    made: list[Entry] = []      # the new program's entries, in order
+    orders: list[int] = []
     table: dict = {}
 
-    known: dict[Ref, Operand] = {}
+    def argument(x: Any) -> Entry:
+        return x if type(x) is Entry else constants.add(x)
 
-    def describe(r: Ref) -> Operand:
-        d = known.get(r)
-        if d is not None:
-            return d
-        if r.kind == CONST:
-            value = b.constants[r.index].value
-            dtype = None if isinstance(value, bool | int | float) and not isinstance(
-                value, np.generic) else np.asarray(value).dtype
-            d = Operand(np.shape(value), dtype, True, value)
-        elif r.kind == INPUT:
-            spec = b.inputs[r.index]
-            d = Operand(spec.shape, spec.dtype, False)
-        else:
-            n = b.nodes[r.index]
-            d = Operand(n.shape, n.dtype, False, None, n.prim, n.args, n.attrs)
-        known[r] = d
-        return d
-
-    def new(r: Ref) -> Ref:
-        return r if r.kind == INPUT else consts[r.index] if r.kind == CONST else nodes[r.index]
+    def node(e: Entry, prim: Primitive, args: tuple, attrs: dict | None, order: int) -> Entry:
+        out = node_entry(prim, args, attrs, e.label, e.shape, e.dtype, len(made))
+        made.append(out)
+        orders.append(order)
+        return out
 
     named = {r.index for r in prog.outputs if r.kind == NODE and
-             not re.fullmatch(r"v\d+", prog.nodes[r.index].name)}
-    for i, node in enumerate(prog.nodes):
-        prim, args, attrs = node.prim, tuple(new(r) for r in node.args), node.attrs
+             not re.fullmatch(r"v\d+", prog.entries[r.index].label)}
+    for i, (e, order) in enumerate(zip(prog.entries, prog.orders)):
+        prim, args, attrs = e.prim, tuple(new[x] for x in e.inputs), e.attrs
         if i in named:          # an output with a given name (dW) keeps it
-            nodes.append(b.node(node._replace(args=args)))
+            new[e] = node(e, prim, args, attrs, order)
             continue
-        if all(r.kind == CONST for r in args):
-            nodes.append(_fold(b, prim, args, attrs, node.name))
-            continue
-        same = None
-        for _ in range(3):      # a rewrite may open a fold, a fold an identity
-            if prim.associative:    # (x * 2.0) * 0.5 is x * 1.0, which the rules see next
-                args = _fold_scale(b, prim, args)
-            same = reduces_to(prim, args, attrs, describe)
-            simpler = None if same is not None else rewrite(prim, args, attrs, describe)
-            if simpler is None:
-                break
-            prim, args, attrs = simpler
-            args = tuple(a if isinstance(a, Ref) else b.constant(a) for a in args)
-        if same is not None:
-            nodes.append(same)
-            continue
-        key = cse_key(prim, args, attrs)
-        r = table.get(key)
-        if r is None:
-            r = table[key] = b.node(node._replace(prim=prim, args=args, attrs=attrs))
-        nodes.append(r)
-    guards = [g._replace(ref=new(g.ref)) for g in prog.guards]
-    out = _without_dead(type(prog), b, [new(r) for r in prog.outputs], prog.single,
-                        [g for g in guards if g.ref.kind != CONST])  # (folded: always holds)
+        step = simplified(prim, args, attrs, _describe, argument)
+        if step is FOLD:
+            new[e] = constants.add(_fold(prim, args, attrs), e.label)
+        elif type(step) is Same:
+            new[e] = step.input
+        else:
+            prim, args, attrs, key = step
+            out = table.get(key)
+            if out is None:
+                out = table[key] = node(e, prim, args, attrs, order)
+            new[e] = out
+    outputs = [new[prog.at(r)] for r in prog.outputs]
+    guards = [(g, new[prog.at(g.ref)]) for g in prog.guards]
+    guards = [(g, x) for g, x in guards if not _is_constant(x)]     # (folded: always holds)
+    fixed, kept, orders = _without_dead(constants.entries, made, orders,
+                                        [*outputs, *(x for _, x in guards)])
+    out = type(prog).of_entries(slots, fixed, kept, orders, [ref_of(x) for x in outputs],
+                                prog.single, guards=[g._replace(ref=ref_of(x))
+                                                     for g, x in guards])
     if prog.origin is not None or prog.counts is not None:
         out.origin = prog.origin or prog        # other sizes: that one resized, simplified
     return out
 
 
-def _fold_scale(b: Builder, prim: Primitive, args: tuple) -> tuple:
-    """``(x * c1) * c2`` as ``x * (c1 * c2)`` when c1 and c2 are Python numbers (for any
-    ``associative`` primitive)."""
-    def number(r: Ref) -> Any:
-        value = b.constants[r.index].value if r.kind == CONST else None
-        return value if type(value) in (int, float) else None
-
-    for i in (0, 1):
-        inner, c2 = args[i], number(args[1 - i])
-        if inner.kind != NODE or c2 is None or b.nodes[inner.index].prim is not prim:
-            continue
-        inner_args = b.nodes[inner.index].args
-        for j in (0, 1):
-            c1 = number(inner_args[1 - j])
-            if c1 is not None and inner_args[j].kind != CONST:
-                return (inner_args[j], b.constant(prim.associative(c1, c2)))
-    return args
+def _is_constant(x: Entry) -> bool:
+    return x.prim is None and x.attrs == CONST
 
 
-def _fold(b: Builder, prim: Primitive, args: tuple, attrs: dict | None, name: str) -> Ref:
-    """Compute an entry whose arguments are all constants, once, now."""
-    values = [b.constants[r.index].value for r in args]
+def _describe(x: Entry) -> Operand:
+    """What the rules know about an entry of the program being built."""
+    if x.prim is None:
+        if x.attrs == CONST:
+            return Operand(x.shape, x.dtype, True, x.raw)
+        return Operand(x.shape, x.dtype, False)
+    return Operand(x.shape, x.dtype, False, None, x.prim, x.inputs, x.attrs)
+
+
+class _Constants:
+    """The constants of the program being built, each value once (the first name it came
+    with); their positions are set when the unused ones are dropped."""
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self._by_key: dict = {}
+
+    def add(self, value: Any, name: str | None = None) -> Entry:
+        """The constant leaf holding ``value``, shared with an equal one added before."""
+        key = constant_key(value)
+        e = self._by_key.get(key)
+        if e is None:
+            if isinstance(value, np.ndarray) and value.flags.writeable:
+                value = value.copy()
+                value.flags.writeable = False
+            e = self._by_key[key] = constant_entry(value, name, len(self.entries))
+            self.entries.append(e)
+        return e
+
+
+def _fold(prim: Primitive, args: tuple, attrs: dict | None) -> Any:
+    """The value of an entry whose arguments are all constants, computed once, now."""
+    values = [x.raw for x in args]
     with np.errstate(all="ignore"):     # the plain program gives the same value (and warnings)
         value = prim.forward(*values, **attrs) if attrs else prim.forward(*values)
     if type(value) is not np.ndarray and isinstance(value, np.generic):
         value = np.asarray(value)
-    return b.constant(value, name)
+    return value
 
 
-def _without_dead(cls: type, b: Builder, outputs: list[Ref], single: bool,
-                  guards: list) -> Program:
-    """The builder's program keeping only the nodes and constants the outputs and guards
-    need."""
-    need = [False] * len(b.nodes)
-    used = [False] * len(b.constants)
-    for r in [*outputs, *(g.ref for g in guards)]:
-        if r.kind == NODE:
-            need[r.index] = True
-        elif r.kind == CONST:
-            used[r.index] = True
-    for i in range(len(b.nodes) - 1, -1, -1):
-        if need[i]:
-            for r in b.nodes[i].args:
-                if r.kind == NODE:
-                    need[r.index] = True
-                elif r.kind == CONST:
-                    used[r.index] = True
-    const_map = {}
-    constants = []
-    for i, c in enumerate(b.constants):
-        if used[i]:
-            const_map[i] = Ref(CONST, len(constants))
-            constants.append(c)
-    node_map: dict[int, Ref] = {}
-    kept = []
-
-    def moved(r: Ref) -> Ref:
-        return r if r.kind == INPUT else const_map[r.index] if r.kind == CONST else node_map[
-            r.index]
-
-    for i, n in enumerate(b.nodes):
-        if need[i]:
-            node_map[i] = Ref(NODE, len(kept))
-            kept.append(n._replace(args=tuple(moved(r) for r in n.args)))
-    return cls(b.inputs, constants, kept, [moved(r) for r in outputs], single, check=False,
-               guards=[g._replace(ref=moved(g.ref)) for g in guards])
+def _without_dead(constants: list[Entry], made: list[Entry], orders: list[int],
+                  roots: list[Entry]) -> tuple[list, list, list]:
+    """The constants, entries and orders that ``roots`` need, each entry's position set to its
+    new index."""
+    need: set[Entry] = set(roots)
+    for e in reversed(made):
+        if e in need:
+            need.update(e.inputs)
+    fixed = [c for c in constants if c in need]
+    for k, c in enumerate(fixed):
+        c.position = k
+    kept, kept_orders = [], []
+    for e, order in zip(made, orders):
+        if e in need:
+            e.position = len(kept)
+            kept.append(e)
+            kept_orders.append(order)
+    return fixed, kept, kept_orders

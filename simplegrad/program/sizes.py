@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from .nodes import CONST, INPUT, NODE, Node, Ref
+from ..engine.variable import Entry
+from .nodes import CONST, INPUT, NODE, Ref, ref_of, refs_of
 
 if TYPE_CHECKING:
     from .core import Program
@@ -71,7 +72,7 @@ class Sizes:
             for d, n in zip(dims, np.shape(c.value)):
                 if n != 1:
                     self.pins.append((d, f"the constant {name} has shape {np.shape(c.value)}"))
-        self.nodes = [self._new_dims(node.shape) for node in prog.nodes]
+        self.nodes = [self._new_dims(node.shape) for node in prog.entries]
         self.prog = prog
         for k in prog.counts or ():
             if k.const is None:
@@ -80,9 +81,9 @@ class Sizes:
             for d, e in zip(self.dims(a), self.dims(b)):
                 self.union(d, e)
         reshapes = []       # after every other join: a flattened batch can be unflattened
-        for node, out in zip(prog.nodes, self.nodes):
+        for node, out in zip(prog.entries, self.nodes):
             if node.prim.sized == "reshape":
-                reshapes.append((node, self.dims(node.args[0]), out))
+                reshapes.append((node, self.dims(ref_of(node.in0)), out))
             else:
                 self._node(node, out)
         for node, x, out in reshapes:
@@ -119,15 +120,15 @@ class Sizes:
         dims = self.nodes[k.node]
         for a in range(len(dims)) if k.axes is None else k.axes:
             if self.size[dims[a]] != 1:
-                self.pins.append((dims[a], f"the gradient {self.prog.nodes[k.node].name} "
+                self.pins.append((dims[a], f"the gradient {self.prog.entries[k.node].name} "
                                            "would divide by the count of entries along this "
                                            f"axis less ddof {k.ddof}, which was 1 (so no "
                                            "division was recorded)"))
 
     # ------------------------------------------------------------ one entry
 
-    def _node(self, node: Node, out: tuple) -> None:
-        args = [self.dims(r) for r in node.args]
+    def _node(self, node: Entry, out: tuple) -> None:
+        args = [self.dims(r) for r in refs_of(node)]
         sized = node.prim.sized
         if sized == "broadcast":
             x = args[0]
@@ -140,7 +141,7 @@ class Sizes:
             if sized in ("scatter", "scatter_along"):
                 self._pin_scattered(node, out)
 
-    def _pin_scattered(self, node: Node, out: tuple) -> None:
+    def _pin_scattered(self, node: Entry, out: tuple) -> None:
         """A scatter adds at recorded positions: every axis of its output that an index does
         not take whole (``:``) keeps its size (a gradient's shape follows its variable's, the
         positions do not)."""
@@ -153,7 +154,7 @@ class Sizes:
                 self.pins.append((out[a], f"{node.name} = {node.prim.name}(...) adds at "
                                           "recorded positions along this axis"))
 
-    def _reshape(self, node: Node, x: tuple, out: tuple) -> None:
+    def _reshape(self, node: Entry, x: tuple, out: tuple) -> None:
         size = self.size
         x, out = self._factors(x), self._factors(out)
         target = tuple(node.attrs["shape"])
@@ -197,7 +198,7 @@ class Sizes:
                 flat.append(d)
         return tuple(flat)
 
-    def _probe_all(self, node: Node, args: list, out: tuple) -> None:
+    def _probe_all(self, node: Entry, args: list, out: tuple) -> None:
         classes = list(dict.fromkeys(self.find(d) for dims in args for d in dims
                                      if self.size[d] != 1))
         for c in classes:
@@ -224,13 +225,13 @@ class Sizes:
             for o in follow:
                 self.union(out[o], c)
 
-    def _probe(self, node: Node, args: list, group: set) -> list | None:
+    def _probe(self, node: Entry, args: list, group: set) -> list | None:
         """The output axes that follow ``group`` when its size n becomes n + 1, or 2 from 0 (1
         would broadcast) (None when the entry fails or changes otherwise)."""
         n = self.size[next(iter(group))]
         m = n + 1 if n else 2
         values = []
-        for r, dims in zip(node.args, args):
+        for r, dims in zip(refs_of(node), args):
             shape = tuple(m if self.find(d) in group else self.size[d] for d in dims)
             changed = any(self.find(d) in group for d in dims)
             if r.kind == CONST and not changed:
@@ -253,7 +254,7 @@ class Sizes:
         if r.kind == INPUT:
             return self.prog.inputs[r.index].dtype
         if r.kind == NODE:
-            return np.dtype(self.prog.nodes[r.index].dtype)
+            return np.dtype(self.prog.entries[r.index].dtype)
         return np.result_type(self.prog.constants[r.index].value)
 
 
@@ -277,7 +278,7 @@ def _addressed(index: tuple, ndim: int) -> set[int]:
     return axes
 
 
-def _attr_variants(node: Node, n: int, m: int) -> Iterator[dict]:
+def _attr_variants(node: Entry, n: int, m: int) -> Iterator[dict]:
     """The attributes to probe ``node`` with when a size n becomes m: its own, or for an
     ``OUTPUT_SHAPE`` entry its shape with some of its n's made m (fewest first)."""
     attrs = node.attrs or {}

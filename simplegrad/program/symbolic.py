@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ArgumentError, MissingToolError
-from .nodes import CONST, INPUT
+from .nodes import CONST, INPUT, ref_of
 
 if TYPE_CHECKING:
     from .core import Program
@@ -49,9 +49,9 @@ def _number(sp: Any, value: Any, where: str) -> Any:
 def to_sympy(prog: Program) -> list:
     """The program's outputs as SymPy expressions (one per output) in one symbol per input."""
     sp = _sympy()
-    matrix_inputs = {r.index for n in prog.nodes if n.prim.sympy is not None and
-                     n.prim.sympy.matrices for r in n.args
-                     if r.kind == INPUT and len(prog.inputs[r.index].shape) == 2}
+    matrix_inputs = {x.position for n in prog.entries if n.prim.sympy is not None and
+                     n.prim.sympy.matrices for x in n.inputs
+                     if x.prim is None and x.attrs == INPUT and len(x.shape) == 2}
     symbols = [sp.MatrixSymbol(spec.name, *spec.shape) if i in matrix_inputs
                else sp.Symbol(spec.name, real=True) for i, spec in enumerate(prog.inputs)]
     values: list[Any] = []
@@ -63,10 +63,10 @@ def to_sympy(prog: Program) -> list:
             return _number(sp, prog.constants[r.index].value, where)
         return values[r.index]
 
-    for node in prog.nodes:
-        where = prog.format_node(node)
-        args = [arg(r, where) for r in node.args]
-        one = all(int(np.prod(prog._shape(r))) == 1 for r in node.args)
+    for node in prog.entries:
+        where = prog.format_entry(node)
+        args = [arg(ref_of(x), where) for x in node.inputs]
+        one = all(int(np.prod(x.shape)) == 1 for x in node.inputs)
         values.append(_entry(sp, node, args, where, one))
     return [arg(r, "an output") for r in prog.outputs]
 
