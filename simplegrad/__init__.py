@@ -57,6 +57,7 @@ from .transforms.jit import jit
 from .transforms.linearize import linearize
 from .transforms.loops import cond, fori_loop, scan, switch, while_loop
 from .transforms.odeint import odeint
+from .transforms.operators import laplacian
 from .transforms.ravel import ravel_pytree
 from .transforms.reverse import elementwise_grad, grad, value_and_grad, vjp
 from .transforms.sparse import (
@@ -91,5 +92,5 @@ __all__ = [
     "map_chunks", "jit", "nn", "optim",
     "step", "Step", "diff", "Diff", "check_closed_form",
     "jacobian_sparsity", "hessian_sparsity", "color", "sparse_jacobian", "sparse_hessian", "spy",
-    "scan", "fori_loop", "while_loop", "cond", "switch", "odeint",
+    "scan", "fori_loop", "while_loop", "cond", "switch", "odeint", "laplacian",
 ]
