@@ -52,6 +52,7 @@ from .pytree import (
 from .transforms.checkpoint import checkpoint
 from .transforms.custom import custom_jvp, custom_vjp
 from .transforms.forward import derivative, jvp
+from .transforms.implicit import custom_root, fixed_point
 from .transforms.jacobians import hessian, hvp, jacfwd, jacobian, jacrev
 from .transforms.jit import jit
 from .transforms.linearize import linearize
@@ -93,4 +94,5 @@ __all__ = [
     "step", "Step", "diff", "Diff", "check_closed_form",
     "jacobian_sparsity", "hessian_sparsity", "color", "sparse_jacobian", "sparse_hessian", "spy",
     "scan", "fori_loop", "while_loop", "cond", "switch", "odeint", "laplacian",
+    "custom_root", "fixed_point",
 ]
