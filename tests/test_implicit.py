@@ -150,3 +150,11 @@ def test_fixed_point_errors():
         sg.fixed_point(lambda z: np.zeros(3), 0.0)
     with pytest.raises(ArgumentError, match="solve"):
         sg.custom_root(lambda z: z, 0.0, None, None)
+
+
+def test_taylor_mode_through_the_root():
+    """sg.taylor pushes the series through the root's rule: Kepler to order 4 as nested
+    derivatives give it."""
+    got = sg.taylor(kepler, 1.1, 1.0, 4)
+    for n in range(1, 5):
+        np.testing.assert_allclose(got[n], sg.derivative(kepler, n)(1.1), rtol=1e-11)
