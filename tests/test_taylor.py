@@ -334,7 +334,7 @@ def test_rule_matches_nested_jvps(prim, case, rng):
 # ---------------------------------------------------------------- errors
 
 
-def test_missing_rule_names_the_primitive():
+def test_missing_rule_names_the_primitive(monkeypatch):
     @sg.custom_vjp
     def square(x):
         return x * x
@@ -343,8 +343,13 @@ def test_missing_rule_names_the_primitive():
     def _(g, out, x):
         return (g * 2 * x,)
 
-    with pytest.raises(sg.NotDifferentiableError, match="no Taylor rule"):
-        sg.taylor(lambda x: square(x), X, np.ones_like(X), 2)
+    # a custom function's series goes through its rule (nested jvps): x^2, 2x, 2
+    got = sg.taylor(lambda x: square(x), X, np.ones_like(X), 2)
+    np.testing.assert_allclose(got[1], 2 * X, rtol=1e-12)
+    np.testing.assert_allclose(got[2], 2.0, rtol=1e-12)
+    monkeypatch.setattr(sg.REGISTRY["sin"], "taylor", None)
+    with pytest.raises(sg.NotDifferentiableError, match="primitive 'sin'.*no Taylor rule"):
+        sg.taylor(lambda x: x.sin(), X, np.ones_like(X), 2)
 
 
 @pytest.mark.parametrize("order", [-1, 1.5, True, "2"])
