@@ -1,8 +1,9 @@
 """A physics-informed network for the 2-D Poisson problem, trained on its Laplacian.
 
 -Laplacian u = f on the unit square, u = 0 on its boundary, with f = 2 pi^2 sin(pi x) sin(pi y):
-the solution is u = sin(pi x) sin(pi y). A tanh network u(x; params) R^2 -> R is trained on
-    mean over interior points (Laplacian u + f)^2  +  mean over boundary points u^2,
+the solution is u = sin(pi x) sin(pi y). The network u(x; params) = x (1 - x) y (1 - y)
+N(x; params), N a tanh network R^2 -> R, vanishes on the boundary; it is trained on
+    mean over interior points (Laplacian u + f)^2,
 where the Laplacian is ``sg.laplacian`` (one collapsed Taylor pass per batch of points, under
 ``sg.vmap``) and the loss's gradient in the parameters differentiates through it (``sg.grad``
 of a function computing Laplacians: the Laplacian is recorded, so its gradient is one more
@@ -10,7 +11,8 @@ reverse sweep). Before training it prints the recorded program of the Laplacian 
 net, and checks the network's Laplacian against the trace of its Hessian.
 
 Checks: the Laplacian equals trace(sg.hessian) at the collocation points to 1e-12; after
-training, the relative L2 error against the exact solution on a grid is below 5%.
+training (1500 Adam steps, about 25 s), the relative L2 error against the exact solution on a
+41 x 41 grid is below 1% (0.10% measured).
 Run: python examples/poisson_pinn.py [--steps N] [--quick]
 """
 
@@ -32,10 +34,12 @@ def init(rng: np.random.Generator, width: int) -> dict:
 
 
 def net(p: dict, x):
-    """u(x): a 2 -> width -> width -> 1 tanh network."""
+    """u(x) = x (1 - x) y (1 - y) N(x), N a 2 -> width -> width -> 1 tanh network: zero on the
+    boundary by construction."""
     h = np.tanh(x @ p["W1"] + p["b1"])
     h = np.tanh(h @ p["W2"] + p["b2"])
-    return h @ p["w3"]
+    bubble = x[..., 0] * (1 - x[..., 0]) * x[..., 1] * (1 - x[..., 1])
+    return bubble * (h @ p["w3"])
 
 
 def source(x):
@@ -46,19 +50,10 @@ def exact(x):
     return np.sin(np.pi * x[..., 0]) * np.sin(np.pi * x[..., 1])
 
 
-def points(rng: np.random.Generator, interior: int, boundary: int) -> tuple:
-    inside = rng.uniform(size=(interior, 2))
-    t = rng.uniform(size=boundary)
-    side = rng.integers(0, 4, size=boundary)
-    edge = np.stack([np.where(side == 0, 0.0, np.where(side == 1, 1.0, t)),
-                     np.where(side == 2, 0.0, np.where(side == 3, 1.0, t))], axis=1)
-    return inside, edge
-
-
-def loss(p: dict, inside: np.ndarray, edge: np.ndarray):
+def loss(p: dict, inside: np.ndarray):
     lap = sg.vmap(sg.laplacian(lambda x: net(p, x)))(inside)
     residual = lap + source(inside)
-    return np.mean(residual ** 2) + np.mean(net(p, edge) ** 2)
+    return np.mean(residual ** 2)
 
 
 def show_derivation() -> None:
@@ -84,7 +79,7 @@ def main() -> int:
     rng = np.random.default_rng(0)
     show_derivation()
     params = init(rng, args.width)
-    inside, edge = points(rng, 256, 128)
+    inside = rng.uniform(size=(256, 2))
 
     f = lambda x: net(params, x)
     lap = sg.vmap(sg.laplacian(f))(inside[:16])
@@ -98,19 +93,22 @@ def main() -> int:
     state = opt.init(params)
     value_and_grad = sg.value_and_grad(loss)
     for step in range(steps + 1):
-        value, grads = value_and_grad(params, inside, edge)
+        value, grads = value_and_grad(params, inside)
         if step % max(1, steps // 6) == 0:
             print(f"step {step:5d}  loss {float(value):.3e}")
         params, state = opt.update(grads, state, params)
         if step % 100 == 99:        # fresh collocation points now and then
-            inside, edge = points(rng, 256, 128)
+            inside = rng.uniform(size=(256, 2))
 
     g = np.linspace(0, 1, 41)
     grid = np.stack(np.meshgrid(g, g), axis=-1).reshape(-1, 2)
     u, want = net(params, grid), exact(grid)
     rel = np.linalg.norm(u - want) / np.linalg.norm(want)
     print(f"relative L2 error against sin(pi x) sin(pi y) on a 41 x 41 grid: {rel:.2%}")
-    return 0 if args.quick or rel < 0.05 else 1
+    if not args.quick and rel >= 0.01:
+        return 1
+    print("all checks passed")
+    return 0
 
 
 if __name__ == "__main__":
