@@ -52,11 +52,13 @@ from .pytree import (
 from .transforms.checkpoint import checkpoint
 from .transforms.custom import custom_jvp, custom_vjp
 from .transforms.forward import derivative, jvp
+from .transforms.implicit import custom_root, fixed_point
 from .transforms.jacobians import hessian, hvp, jacfwd, jacobian, jacrev
 from .transforms.jit import jit
 from .transforms.linearize import linearize
 from .transforms.loops import cond, fori_loop, scan, switch, while_loop
 from .transforms.odeint import odeint
+from .transforms.operators import laplacian
 from .transforms.ravel import ravel_pytree
 from .transforms.reverse import elementwise_grad, grad, value_and_grad, vjp
 from .transforms.sparse import (
@@ -91,5 +93,6 @@ __all__ = [
     "map_chunks", "jit", "nn", "optim",
     "step", "Step", "diff", "Diff", "check_closed_form",
     "jacobian_sparsity", "hessian_sparsity", "color", "sparse_jacobian", "sparse_hessian", "spy",
-    "scan", "fori_loop", "while_loop", "cond", "switch", "odeint",
+    "scan", "fori_loop", "while_loop", "cond", "switch", "odeint", "laplacian",
+    "custom_root", "fixed_point",
 ]

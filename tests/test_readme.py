@@ -28,6 +28,8 @@ MKDOCS = ROOT / "mkdocs.yml"
 # the page. A page that gains its first Python block needs an entry here.
 EXPECTED: dict[str, list[str]] = {
     "README.md": ["[1.261  2.1306 5.8396 3.3868]\n26\n"],
+    "operators.md": ["True\nTrue\nTrue\nTrue\n(5,)\nTrue\n1.0\n[-0.347107, 0.277614, 0.03669]\n"
+                     "True\nTrue\n"],
     "using.md": [
         "[1.261  2.1306 5.8396 3.3868]",
         "[ 1.5 -2.   0.5] 0.3",                                  # Parameters, by SGD

@@ -186,9 +186,10 @@ def test_derivative_takes_taylor_mode_when_every_entry_has_a_rule(monkeypatch):
 
 
 def test_derivative_falls_back_to_nested_jvps_without_a_rule(monkeypatch):
-    """pinv has no Taylor rule: d^n/dx^n pinv(A + x B) for a regular A + x B is the inverse's,
-    (-1)^n n! M^-1 (B M^-1)^n with M = A + x B, here by n nested jvps."""
-    assert sg.REGISTRY["pinv"].taylor is None
+    """pinv's Taylor rule is nested jvps (no recurrence), so sg.derivative nests them directly:
+    d^n/dx^n pinv(A + x B) for a regular A + x B is the inverse's, (-1)^n n! M^-1 (B M^-1)^n
+    with M = A + x B, here by n nested jvps."""
+    assert sg.REGISTRY["pinv"].taylor.recorded
     calls = _counting_jvps(monkeypatch)
     A = np.array([[2.0, 0.5, 0.0], [0.3, 1.5, 0.2], [0.1, 0.0, 1.0]])
     B = np.array([[0.2, -0.1, 0.0], [0.4, 0.1, 0.3], [0.0, 0.2, -0.5]])
@@ -264,13 +265,7 @@ def test_inside_grad():
 # the differentiable primitives without a Taylor rule (``taylor=None`` in their records), and
 # why; every other differentiable primitive must have one, found on its record by the registry
 # walk below, so a new primitive with a rule is tested here without editing this file
-NO_TAYLOR = {
-    "eigh": "no series recurrence for eigenvalues and eigenvectors yet (nested jvps serve)",
-    "svd": "no series recurrence for singular values and vectors yet (nested jvps serve)",
-    "qr": "no series recurrence for the QR factors yet (nested jvps serve)",
-    "pinv": "no series recurrence for the pseudo-inverse yet (nested jvps serve)",
-    "lstsq": "no series recurrence for least squares yet (nested jvps serve)",
-}
+NO_TAYLOR: dict[str, str] = {}     # (eigh, svd, qr, pinv, lstsq: by nested jvps)
 
 
 def _registry_params(with_rule: bool) -> list:
@@ -339,7 +334,7 @@ def test_rule_matches_nested_jvps(prim, case, rng):
 # ---------------------------------------------------------------- errors
 
 
-def test_missing_rule_names_the_primitive():
+def test_missing_rule_names_the_primitive(monkeypatch):
     @sg.custom_vjp
     def square(x):
         return x * x
@@ -348,8 +343,13 @@ def test_missing_rule_names_the_primitive():
     def _(g, out, x):
         return (g * 2 * x,)
 
-    with pytest.raises(sg.NotDifferentiableError, match="no Taylor rule"):
-        sg.taylor(lambda x: square(x), X, np.ones_like(X), 2)
+    # a custom function's series goes through its rule (nested jvps): x^2, 2x, 2
+    got = sg.taylor(lambda x: square(x), X, np.ones_like(X), 2)
+    np.testing.assert_allclose(got[1], 2 * X, rtol=1e-12)
+    np.testing.assert_allclose(got[2], 2.0, rtol=1e-12)
+    monkeypatch.setattr(sg.REGISTRY["sin"], "taylor", None)
+    with pytest.raises(sg.NotDifferentiableError, match="primitive 'sin'.*no Taylor rule"):
+        sg.taylor(lambda x: x.sin(), X, np.ones_like(X), 2)
 
 
 @pytest.mark.parametrize("order", [-1, 1.5, True, "2"])

@@ -35,15 +35,15 @@ if TYPE_CHECKING:
 
 def missing_rule(y: Variable, x: Variable) -> Variable | None:
     """The first entry between x and y that carries a tangent but whose primitive has no
-    Taylor rule; None when every one has a rule."""
+    Taylor rule of its own (none, or one by nested jvps); None when every one has one."""
     y, x = innermost(y), innermost(x)
     moving = {x.node}
     for out in ancestors(y, x.position if x.prim is None else x.position + 1):
         if not out.prim.differentiable:
             continue
         if any(type(i) is Entry and i in moving for i in out.inputs):
-            if out.prim.taylor is None:
-                return out
+            if out.prim.taylor is None or getattr(out.prim.taylor, "recorded", False):
+                return out      # (a rule by nested jvps: sg.derivative nests them directly)
             moving.add(out)
     return None
 
@@ -79,7 +79,10 @@ def carry(o: PrimitiveMethods, y: Variable, known: dict, order: int, recording: 
                 "use sg.derivative (nested jvps) for this function")
         xs = [i if recording or type(i) is not Entry else i.raw for i in out.inputs]
         ss = [s if s is not None else [xi] + [None] * order for s, xi in zip(ss, xs)]
-        res = rule(o, ss, out if recording else out.raw, *xs, **(out.attrs or {}))
+        if recording or not getattr(rule, "recorded", False):
+            res = rule(o, ss, out if recording else out.raw, *xs, **(out.attrs or {}))
+        else:
+            res = _on_scratch(rule, ss, out.raw, xs, out.attrs or {})
         shape, dtype = out.shape, out.dtype
         for k in range(1, order + 1):
             c = res[k]
@@ -100,3 +103,15 @@ def carry(o: PrimitiveMethods, y: Variable, known: dict, order: int, recording: 
         return [y if recording else y.raw] + [None] * order
     s[0] = y if recording else y.raw
     return s
+
+
+def _on_scratch(rule: Any, ss: list, out: Any, xs: list, attrs: dict) -> Series:
+    """A rule that records (nested jvps: ``recorded``) run on a scratch Ops for a value-only
+    walk: the values become its leaves, the coefficients come back as values."""
+    from .ops import Ops
+    w = Ops()
+
+    def leaf(a: Any) -> Any:
+        return a if a is None or not hasattr(a, "shape") else w.var(a, requires_grad=False)
+    res = rule(w, [[leaf(c) for c in s] for s in ss], out, *[leaf(x) for x in xs], **attrs)
+    return [c if c is None else getattr(c, "raw", c) for c in res]

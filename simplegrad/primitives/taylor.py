@@ -16,7 +16,10 @@ engine/taylor.py walks the tape calling them.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from .core import REGISTRY, TaylorRule
 from .series import Series, new, plus
@@ -64,3 +67,37 @@ def multilinear(name: str) -> TaylorRule:
                     z[k] = plus(o, z[k], o.apply(prim, parts, attrs))
         return z
     return rule
+
+# ---------------------------------------------------------------- by nested jvps
+
+
+def nested_jvps(name: str) -> TaylorRule:
+    """A primitive with no series recurrence but a jvp written with primitives (the
+    decompositions: eigh, svd, qr, pinv, lstsq): ``series_by_jvps`` of its record."""
+    def rule(o, ss, out, *xs, **attrs):
+        return series_by_jvps(REGISTRY[name], o, ss, out, *xs, **attrs)
+    rule.recorded = True
+    return rule
+
+
+def series_by_jvps(prim, o, ss, out, *xs, **attrs):
+    """The output series of ``prim``: the derivatives of t -> prim(sum_k c_k t^k) at t = 0 by
+    nested jvps in a scalar t, divided by k!. It records (``o`` must be an Ops: engine/taylor.py
+    hands a value-only walk a scratch one), so where the jvp raises (eigenvectors at repeated
+    eigenvalues) the series raises too."""
+    order = order_of(ss)
+    dtype = out.dtype
+    t = o.var(np.zeros((), dtype=dtype))
+    moved = []
+    for s in ss:        # Horner: c0 + t (c1 + t (c2 + ...))
+        acc = None
+        for k in range(order, 0, -1):
+            acc = plus(o, s[k], None if acc is None else o.mul(t, acc))
+        moved.append(s[0] if acc is None else o.add(s[0], o.mul(t, acc)))
+    d = o.apply(prim, moved, attrs or None)
+    z = new(out, order)
+    one = np.ones((), dtype=dtype)
+    for k in range(1, order + 1):
+        d = o.jvp(d, t, one, create_graph=True)
+        z[k] = o.mul(d, 1.0 / math.factorial(k))
+    return z

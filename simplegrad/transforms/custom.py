@@ -116,6 +116,7 @@ from ..engine.variable import Entry, Variable, entry_of, handle
 from ..errors import ArgumentError, GraphError, NotDifferentiableError, ShapeError
 from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive, shape_of, value_of
+from ..primitives.taylor import series_by_jvps
 from ..pytree import LEAF, TreeDef, prefix_leaves, tree_flatten, tree_map, tree_unflatten
 from .arguments import around, recording_ops, running
 from .ravel import ravel_pytree
@@ -140,7 +141,7 @@ class CustomFunction:
         self._memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._nondiff: tuple[int, ...] = ()     # argument positions never differentiated
         self.primitive = Primitive(label, self._forward, [self._vjp], self._jvp, self._fmt, [],
-                                   variadic=True, saves=self.saves)
+                                   variadic=True, saves=self.saves, taylor=self._taylor)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         """Pickled by name where its module holds it, else by value without its memo."""
@@ -313,6 +314,13 @@ class CustomFunction:
 
     def _jvp(self, o: PrimitiveMethods, ts: list, out: Any, *inputs: Any, **attrs: Any) -> Any:
         raise NotImplementedError
+
+    def _taylor(self, o: PrimitiveMethods, ss: list, out: Any, *inputs: Any,
+                **attrs: Any) -> list:
+        """Taylor mode through the entry: the series pushed through its derivative rule by
+        nested jvps (primitives/taylor.py), so it holds as far as the rule differentiates."""
+        return series_by_jvps(self.primitive, o, ss, out, *inputs, **attrs)
+    _taylor.recorded = True     # (it records: a value-only walk runs it on a scratch Ops)
 
 
 @contextmanager

@@ -23,6 +23,7 @@ from ..core import Case, Primitive, error, mapped, register
 from ..lazy import per_block
 from ..schema import attrs, need, one_of
 from ..shape_rules import eigh
+from ..taylor import nested_jvps
 from .decomposition import (
     NUMPY_SIGNS,
     column_signs,
@@ -101,7 +102,7 @@ EIGH = register(Primitive(
      Case(((3, 3),), {"part": "eigenvectors", **NUMPY_SIGNS}),
      Case(((2, 3, 3),), {"part": "eigenvectors", **NUMPY_SIGNS, "UPLO": "U"}),
      Case(((3, 3),), {"part": "eigenvalues", **NUMPY_SIGNS, "UPLO": "U"})],
-    domain=(symmetric_spread,), plain=False, batch=mapped("eigh"),
+    domain=(symmetric_spread,), plain=False, batch=mapped("eigh"), taylor=nested_jvps("eigh"),
     schema=attrs(shape_rule=eigh, part=need(one_of("eigenvalues", "eigenvectors")),
                  signs=one_of("numpy"), UPLO=one_of("L", "U")), saves=("inputs", "out")))
 

@@ -26,6 +26,7 @@ from ..core import (
 from ..lazy import per_block
 from ..schema import attrs
 from ..shape_rules import lstsq, pinv
+from ..taylor import nested_jvps
 from .matrices import as_column, check_matrices, matmuls, swap_last
 from .samplers import spread_singular
 
@@ -60,7 +61,8 @@ def _pinv_jvp(o: PrimitiveMethods, ts, out, a):
 PINV = register(Primitive(
     "pinv", _pinv, [_pinv_vjp], _pinv_jvp, "pinv({0})",
     [Case(((3, 3),)), Case(((4, 2),)), Case(((2, 4),)), Case(((2, 3, 2),))],
-    domain=(spread_singular,), batch=mapped("pinv"), schema=attrs(shape_rule=pinv),
+    domain=(spread_singular,), batch=mapped("pinv"), taylor=nested_jvps("pinv"),
+    schema=attrs(shape_rule=pinv),
     saves=("inputs", "out")))
 
 # ---------------------------------------------------------------- lstsq
@@ -121,7 +123,7 @@ LSTSQ = register(Primitive(
     linear=Linear(JOINT, (1,)),
     domain=(spread_singular, lambda rng, shape: rng.uniform(-2.0, 2.0, shape)),
     plain=False,         # op.lstsq returns numpy's 4-tuple, the forward only x
-    batch=lambda o, xs, batched: _batch_lstsq(o, xs, batched),
+    batch=lambda o, xs, batched: _batch_lstsq(o, xs, batched), taylor=nested_jvps("lstsq"),
     schema=attrs(shape_rule=lstsq), saves=("inputs", "out")))
 
 

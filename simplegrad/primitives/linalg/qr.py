@@ -17,6 +17,7 @@ from ..core import Case, Primitive, error, mapped, register, shape_of
 from ..lazy import per_block
 from ..schema import attrs, need, one_of
 from ..shape_rules import qr
+from ..taylor import nested_jvps
 from .decomposition import (
     NUMPY_SIGNS,
     decompose,
@@ -148,7 +149,7 @@ QR = register(Primitive(
      Case(((3, 3),), {"part": "Q", **NUMPY_SIGNS}), Case(((4, 2),), {"part": "R", **NUMPY_SIGNS}),
      Case(((2, 4),), {"part": "Q", **NUMPY_SIGNS}),
      Case(((2, 3, 2),), {"part": "R", **NUMPY_SIGNS})],
-    domain=(spread_singular,), plain=False, batch=mapped("qr"),
+    domain=(spread_singular,), plain=False, batch=mapped("qr"), taylor=nested_jvps("qr"),
     schema=attrs(shape_rule=qr, part=need(one_of("Q", "R")), signs=one_of("numpy")),
     saves=("inputs", "out")))
 

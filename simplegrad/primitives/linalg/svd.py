@@ -17,6 +17,7 @@ from ..core import Case, Primitive, error, mapped, register, shape_of, value_of
 from ..lazy import per_block
 from ..schema import attrs, need, one_of
 from ..shape_rules import svd
+from ..taylor import nested_jvps
 from .decomposition import (
     NUMPY_SIGNS,
     column_signs,
@@ -128,7 +129,7 @@ SVD = register(Primitive(
      Case(((3, 2),), {"part": "U", **NUMPY_SIGNS}), Case(((2, 3),), {"part": "Vh", **NUMPY_SIGNS}),
      Case(((2, 3, 3),), {"part": "Vh", **NUMPY_SIGNS}),
      Case(((2, 3),), {"part": "S", **NUMPY_SIGNS})],
-    domain=(spread_singular,), plain=False, batch=mapped("svd"),
+    domain=(spread_singular,), plain=False, batch=mapped("svd"), taylor=nested_jvps("svd"),
     schema=attrs(shape_rule=svd, part=need(one_of("U", "S", "Vh")),
                  signs=one_of("numpy")), saves=("inputs", "out")))
 

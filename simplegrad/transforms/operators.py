@@ -1,0 +1,271 @@
+"""Differential operators: ``laplacian``, the sum of second derivatives (or a weighted sum
+sum_ij W_ij d2f/dx_i dx_j). (The divergence, the trace of a Jacobian, is estimators.py's.)
+
+The exact Laplacian is computed by collapsed Taylor mode (the forward Laplacian): one forward
+walk from x to f(x) in which every entry carries its value, its first-order tangents along the
+d directions (a batch, as ``batched_jvp`` carries them) and ONE second-order coefficient, the
+sum over the directions of its second-order Taylor coefficients. The sum can be carried
+instead of the d coefficients because an entry's second-order coefficient is linear in its
+inputs' second-order coefficients plus a quadratic form of their first-order ones,
+    c2 = f'(x) x2 + 1/2 f''(x)[x1, x1],
+so the sum over directions is f'(x) (sum x2) + 1/2 sum_k f''(x)[x1_k, x1_k]: each primitive's
+Taylor rule is run once on the summed coefficient (unbatched) and once on the batched
+first-order tangents, whose second-order results are summed at once. Every coefficient is
+computed by calling primitives on the Ops, so the Laplacian is recorded and differentiates
+again (a PINN's loss in the network's weights). Hutchinson's estimator runs the same walk
+along random Rademacher directions.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, Literal
+
+import numpy as np
+
+from ..engine.batching import (
+    Batched,
+    innermost,
+    levels_of,
+    new_level,
+    stacked,
+    union,
+    unstack,
+    wrap,
+)
+from ..engine.forward import forward_sweep
+from ..engine.ops import Ops
+from ..engine.variable import Entry, Variable
+from ..errors import ArgumentError, NotDifferentiableError, ShapeError
+from ..primitives.core import dtype_of, shape_of
+from .arguments import (
+    check_callable,
+    context,
+    disconnected,
+    everything,
+    output,
+    own,
+    paused,
+    primals,
+    result,
+)
+from .jacobians import hessian
+
+Method = Literal["taylor", "hessian", "hutchinson"]
+
+
+def laplacian(f: Callable, method: Method = "taylor", weights: Any = None,
+              samples: int | None = None, rng: np.random.Generator | None = None) -> Callable:
+    """The function computing the Laplacian of ``f`` in its first argument (of each entry of
+    its output): sum_i d2f/dx_i2, or with ``weights=W`` (symmetric PSD, x.size x x.size)
+    sum_ij W_ij d2f/dx_i dx_j.
+
+    ``taylor`` (exact) is one collapsed Taylor pass, ``hessian`` the trace of ``sg.hessian``,
+    ``hutchinson`` an unbiased estimate from ``samples`` Rademacher directions drawn from
+    ``rng`` (a numpy Generator).
+    """
+    check_callable("laplacian", f)
+    method = _check_method("laplacian", method, ("taylor", "hessian", "hutchinson"))
+    samples = _check_samples("laplacian", method, samples)
+
+    @functools.wraps(f)
+    def laplacian_f(*args: Any, **kwargs: Any) -> Any:
+        if not args:
+            raise ArgumentError("laplacian: call the function with the point x")
+        if method == "hessian":
+            return _by_hessian(f, args, kwargs, weights)
+        ops, nested = context("laplacian", everything(args, kwargs))
+        if nested is None:
+            return paused(ops, laplacian(f, method, weights, samples, rng), args, kwargs)
+        with own(ops, nested):
+            call, trees = primals(ops, args, (0,))
+            x = _one_leaf("laplacian", trees)
+            y = output("laplacian", ops, f(*call, **kwargs))
+            disconnected("laplacian", f, None, [y])
+            dirs = _directions("laplacian", x, method, weights, samples, rng)
+            lap = collapsed(ops, y, x, dirs)
+            if method == "hutchinson":
+                lap = ops.mul(lap, 1.0 / samples)
+            return result(nested, lap)
+    return laplacian_f
+
+
+# ---------------------------------------------------------------- collapsed Taylor sweep
+
+
+def collapsed(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
+    """sum_k D2_k: the second derivatives of y along the directions ``dirs`` (K,) + x.shape,
+    summed, from one collapsed Taylor walk (recorded on ``ops``). Values batched by vmap are
+    walked on their stacks, every example along the same directions."""
+    if type(y) is Batched or type(x) is Batched:
+        levels = levels_of(x)
+        full = union(levels, levels_of(y))
+        k = dirs.shape[0]
+        per = tuple(x.shape)
+        seed = np.broadcast_to(dirs.reshape((k,) + (1,) * len(levels) + per),
+                               (k,) + tuple(n for _, n in levels) + per)
+        out = collapsed(ops, stacked(ops, y, full, "the output"), innermost(x), seed)
+        return unstack(out, full)
+    return ops.mul(_second(ops, y, x, dirs), 2.0)
+
+
+def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
+    """The summed second-order Taylor coefficient of y (recorded), x moving along each of the
+    directions ``dirs`` with no second-order coefficient of its own."""
+    level = new_level()
+    k = dirs.shape[0]
+    seed = wrap(ops.var(np.ascontiguousarray(dirs, dtype=x.dtype), requires_grad=False), level)
+
+    def total(c: Any) -> Any:
+        """The sum over the directions of a batched coefficient."""
+        if type(c) is Batched and c.level == level:
+            return ops.sum(c.inner, axis=0)
+        return ops.mul(c, float(k))     # the same for every direction
+
+    def step(out: Entry, ts: list) -> tuple | None:
+        if not out.prim.differentiable:
+            return None
+        rule = out.prim.taylor
+        if rule is None:
+            raise NotDifferentiableError(
+                f"laplacian: primitive {out.prim.name!r} (entry {out.name}) has no Taylor "
+                "rule; use method='hessian' for this function")
+        xs = out.inputs
+        attrs = out.attrs or {}
+        t1 = [None if t is None else t[0] for t in ts]
+        s2 = [None if t is None else t[1] for t in ts]
+        moving = [i for i, t in enumerate(ts) if t is not None]
+        if out.prim.elementwise and len(moving) == 1 and t1[moving[0]] is not None:
+            return _elementwise(ops, rule, out, xs, attrs, moving[0], t1[moving[0]],
+                                s2[moving[0]], level, k)
+        y1 = y2 = None
+        if any(t is not None for t in t1):
+            res = rule(ops, [[xi, t, None] for xi, t in zip(xs, t1)], out, *xs, **attrs)
+            y1 = _fit(ops, res[1], out)
+            if res[2] is not None:
+                y2 = total(_fit(ops, res[2], out))
+        if any(s is not None for s in s2):
+            res = rule(ops, [[xi, None, s] for xi, s in zip(xs, s2)], out, *xs, **attrs)
+            if res[2] is not None:
+                lin = _fit(ops, res[2], out)
+                y2 = lin if y2 is None else ops.add(y2, lin)
+        if y1 is None and y2 is None:
+            return None
+        return (y1, y2)
+
+    got = forward_sweep(ops.tape, y, (x,), {x.node: (seed, None)}, step,
+                        what="collapsed Taylor coefficient").get(y.node)
+    s = None if got is None else got[1]
+    if s is None:
+        return ops.var(np.zeros(y.shape, dtype=y.dtype), requires_grad=False)
+    return s
+
+
+def _elementwise(ops: Ops, rule: Any, out: Entry, xs: list, attrs: dict, i: int, t1: Any,
+                 s2: Any, level: int, k: int) -> tuple | None:
+    """An elementwise primitive moving in one input: its first and half second derivatives from
+    one unbatched Taylor rule call (along ones), then y1 = f' x1 and
+    y2 = f' s2 + f''/2 sum_k x1_k^2, where the sum of squares is the only batched work."""
+    x = xs[i]
+    ones = np.ones(x.shape, dtype=out.dtype)
+    res = rule(ops, [[xj, ones, None] if j == i else [xj, None, None]
+                     for j, xj in enumerate(xs)], out, *xs, **attrs)
+    d1, c2 = res[1], res[2]
+    if d1 is None:
+        return None
+    y1 = _fit(ops, ops.mul(d1, t1), out)
+    y2 = None if s2 is None else ops.mul(d1, s2)
+    if c2 is not None:
+        if type(t1) is Batched and t1.level == level:
+            sq = ops.sum(ops.mul(t1.inner, t1.inner), axis=0)
+        else:
+            sq = ops.mul(ops.mul(t1, t1), float(k))      # the same for every direction
+        q = ops.mul(c2, sq)
+        y2 = q if y2 is None else ops.add(y2, q)
+    return (y1, None if y2 is None else _fit(ops, y2, out))
+
+
+def _fit(ops: Ops, c: Any, out: Entry) -> Any:
+    """A rule's coefficient with its entry's shape and dtype (per direction when batched)."""
+    if c is None:
+        return None
+    if shape_of(c) != out.shape:
+        c = ops.expand(c, out.shape)
+    if dtype_of(c) != out.dtype:
+        c = ops.cast(c, out.dtype)
+    return c
+
+# ---------------------------------------------------------------- helpers
+
+
+def _by_hessian(f: Callable, args: tuple, kwargs: dict, weights: Any) -> Any:
+    """The (weighted) trace of ``sg.hessian`` of f in its first argument, per output entry."""
+    h = hessian(f)(*args, **kwargs)
+    xshape, hshape = (tuple(a.shape) if isinstance(a, Variable) else np.shape(a)
+                      for a in (args[0], h))
+    n = int(np.prod(xshape))
+    h = np.reshape(h, hshape[:len(hshape) - 2 * len(xshape)] + (n, n))
+    w = np.eye(n) if weights is None else _weights("laplacian", weights, n)
+    return np.sum(h * w, axis=(-2, -1))
+
+
+def _one_leaf(fname: str, trees: list) -> Variable:
+    """The single array argument a differential operator differentiates in."""
+    leaves = trees[0][1]
+    if len(leaves) != 1:
+        raise ArgumentError(f"{fname}: x must be one array, not a pytree of {len(leaves)} "
+                            "leaves (ravel it with sg.ravel_pytree)")
+    return leaves[0]
+
+
+def _check_method(fname: str, method: Any, allowed: tuple) -> str:
+    if method not in allowed:
+        names = ", ".join(repr(m) for m in allowed)
+        raise ArgumentError(f"{fname}: method must be one of {names}, not {method!r}")
+    return method
+
+
+def _check_samples(fname: str, method: str, samples: Any) -> int | None:
+    if method != "hutchinson":
+        return samples
+    if samples is None or isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) \
+            or samples < 1:
+        raise ArgumentError(f"{fname}: method='hutchinson' needs samples=, a positive number "
+                            f"of random directions, not {samples!r}")
+    return int(samples)
+
+
+def _weights(fname: str, weights: Any, n: int) -> np.ndarray:
+    w = np.asarray(getattr(weights, "raw", weights), dtype=float)
+    if w.shape != (n, n):
+        raise ShapeError(f"{fname}: weights has shape {w.shape} but x has {n} entries; pass "
+                         f"an {n} x {n} matrix")
+    if not np.allclose(w, w.T, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(w).max())):
+        raise ArgumentError(f"{fname}: weights must be symmetric")
+    return w
+
+
+def _directions(fname: str, x: Variable, method: str, weights: Any, samples: int | None,
+                rng: np.random.Generator | None) -> np.ndarray:
+    """The directions of the walk, (K,) + x.shape: the basis, or columns of a square root of
+    the weights (W = sum_k u_k u_k^T), or Rademacher samples (times that root)."""
+    n, shape = x.size, tuple(x.shape)
+    dtype = x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64
+    root = None
+    if weights is not None:
+        w = _weights(fname, weights, n)
+        lam, vecs = np.linalg.eigh(w)
+        if lam.min() < -1e-10 * max(1.0, abs(lam).max()):
+            raise ArgumentError(f"{fname}: weights must be positive semidefinite (smallest "
+                                f"eigenvalue {lam.min():.3g})")
+        keep = lam > 1e-14 * max(1.0, abs(lam).max())
+        root = vecs[:, keep] * np.sqrt(lam[keep])       # W = root @ root.T
+    if method == "hutchinson":
+        gen = np.random.default_rng() if rng is None else rng
+        z = gen.choice(np.array([-1.0, 1.0]), size=(samples, n if root is None else
+                                                    root.shape[1]))
+        dirs = z if root is None else z @ root.T
+    else:
+        dirs = np.eye(n) if root is None else root.T
+    return np.ascontiguousarray(dirs.reshape((dirs.shape[0],) + shape), dtype=dtype)
