@@ -14,6 +14,11 @@ fails with a message naming "order 2". Each mode is
 checked on both paths of the sweeps: recorded (create_graph=True) and value-only
 (create_graph=False). Cotangents u and tangents v are standard normal draws from
 ``rng`` (a generator seeded with 0 when none is given, so failures reproduce).
+
+Complex arguments and outputs are checked in JAX's convention (transforms/conventions.py):
+the pairing is ``Re(sum(u * y))`` and the gradient of that real pairing in a complex argument
+is compared with ``d/dx - i d/dy``, central differences in both real directions; cotangents
+and tangents of complex values are complex normal draws.
 """
 
 from __future__ import annotations
@@ -58,11 +63,11 @@ def check_jvp_vjp_consistency(f: Callable[..., Any], args: Sequence[Any],
     op = Ops()
     ws = [op.var(x) for x in xs]
     outs = _run(f, ws)
-    us = [_normal(rng, y.shape) for y in outs]
-    vs = [_normal(rng, x.shape) for x in xs]
+    us = [_normal(rng, y.shape, y.dtype) for y in outs]
+    vs = [_normal(rng, x.shape, x.dtype) for x in xs]
     grads = op.grad(_pairing(op, outs, us), ws, create_graph=False)
-    vjp_side = sum(float(np.sum(g.value * v)) for g, v in zip(grads, vs))
-    jvp_side = sum(float(np.sum(u * op.jvp(y, ws, vs, create_graph=False).value))
+    vjp_side = sum(float(np.real(np.sum(g.value * v))) for g, v in zip(grads, vs))
+    jvp_side = sum(float(np.real(np.sum(u * op.jvp(y, ws, vs, create_graph=False).value)))
                    for y, u in zip(outs, us))
     if abs(jvp_side - vjp_side) > atol + rtol * abs(vjp_side):
         raise GradientCheckError(
@@ -92,12 +97,12 @@ def _check(f: Callable, xs: list[np.ndarray], labels: list[str], order: int, mod
     n = len(xs)
     for mode in modes:
         if mode == "rev":
-            us = [_normal(rng, y.shape) for y in outs]
+            us = [_normal(rng, y.shape, y.dtype) for y in outs]
             _check_rev(f, xs, labels, us, tol, path)
             derivative = _vjp_function(f, n)
             extra, extra_labels = us, [f"the cotangent of output {k}" for k in range(len(us))]
         else:
-            vs = [_normal(rng, x.shape) for x in xs]
+            vs = [_normal(rng, x.shape, x.dtype) for x in xs]
             _check_fwd(f, xs, labels, vs, tol, path)
             derivative = _jvp_function(f, n)
             extra, extra_labels = vs, [f"the tangent of argument {i}" for i in range(n)]
@@ -136,12 +141,14 @@ def _check_rev(f: Callable, xs: list[np.ndarray], labels: list[str], us: list[np
     plain = [g.value for g in op.grad(s, ws, create_graph=False)]
 
     def pairing(arrays: list[np.ndarray]) -> float:
-        return sum(float(np.sum(y * u)) for y, u in zip(_evaluate(f, arrays), us))
+        return sum(float(np.real(np.sum(y * u))) for y, u in zip(_evaluate(f, arrays), us))
 
     for i, x in enumerate(xs):
-        numeric = np.zeros(x.shape)
+        numeric = np.zeros(x.shape, x.dtype)
         for j in np.ndindex(x.shape):
             numeric[j] = _central(pairing, xs, i, _unit(x.shape, j), tol.eps)[0]
+            if x.dtype.kind == "c":     # JAX's convention: d/dx - i d/dy
+                numeric[j] -= 1j * _central(pairing, xs, i, 1j * _unit(x.shape, j), tol.eps)[0]
         for mode, analytic in (("rev", recorded[i]), ("rev, create_graph=False", plain[i])):
             _compare(analytic, numeric, tol, path, mode,
                      f"{labels[i]} with shape {x.shape}", xs, outs)
@@ -205,7 +212,12 @@ def _arrays(who: str, args: Sequence[Any]) -> list[np.ndarray]:
                             f"of f, got {type(args).__name__}")
     if not args:
         raise ArgumentError(f"{who}: f needs at least one argument to differentiate")
-    return [np.array(a, dtype=np.float64) for a in args]
+    return [np.array(a, dtype=_dtype(a)) for a in args]
+
+
+def _dtype(a: Any) -> type:
+    """float64, or complex128 for complex values."""
+    return np.complex128 if np.iscomplexobj(a) else np.float64
 
 
 def _run(f: Callable, ws: list[Variable]) -> list[Variable]:
@@ -227,7 +239,8 @@ def _outputs(out: Any) -> list[Variable]:
 def _evaluate(f: Callable, arrays: list[np.ndarray]) -> list[np.ndarray]:
     """Values of f's outputs at ``arrays``, on a fresh Ops."""
     op = Ops()
-    return [np.array(y.value, dtype=np.float64) for y in _run(f, [op.var(a) for a in arrays])]
+    return [np.array(y.value, dtype=_dtype(y.value))
+            for y in _run(f, [op.var(a) for a in arrays])]
 
 
 def _pairing(op: Ops, outs: list[Variable], us: list[np.ndarray]) -> Variable:
@@ -235,6 +248,8 @@ def _pairing(op: Ops, outs: list[Variable], us: list[np.ndarray]) -> Variable:
     s = None
     for y, u in zip(outs, us):
         term = op.sum(op.mul(y, u))
+        if term.dtype.kind == "c":
+            term = op.real(term)
         s = term if s is None else op.add(s, term)
     return s
 
@@ -257,15 +272,18 @@ def _unit(shape: tuple, j: tuple) -> np.ndarray:
     return e
 
 
-def _normal(rng: np.random.Generator, shape: tuple) -> np.ndarray:
+def _normal(rng: np.random.Generator, shape: tuple, dtype: Any = None) -> np.ndarray:
+    if dtype is not None and np.dtype(dtype).kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)) / np.sqrt(2)
     return np.asarray(rng.standard_normal(shape), dtype=np.float64)
 
 
 def _compare(analytic: Any, numeric: np.ndarray, tol: _Tol, path: tuple, mode: str,
              where: str, xs: list[np.ndarray], outs: list[Variable]) -> None:
     """Raise GradientCheckError naming order, mode and position when the two disagree."""
-    analytic = np.asarray(analytic, dtype=np.float64)
-    numeric = np.asarray(numeric, dtype=np.float64)
+    dtype = _dtype(numeric) if np.iscomplexobj(numeric) else _dtype(analytic)
+    analytic = np.asarray(analytic, dtype=dtype)
+    numeric = np.asarray(numeric, dtype=dtype)
     if analytic.shape != numeric.shape:
         raise GradientCheckError(
             f"{_order_text(path, mode)}: {where}: the derivative has shape {analytic.shape} "

@@ -40,7 +40,8 @@ class GraphError(SimplegradError, ValueError):
 
 
 class DTypeError(SimplegradError, TypeError):
-    """A value whose dtype simplegrad cannot differentiate (complex, object, strings)."""
+    """A value whose dtype simplegrad cannot differentiate (object, strings), or a complex value
+    given to a primitive that takes only real ones (floor, arctan2, comparisons)."""
 
 
 class ArgumentError(SimplegradError, TypeError):

@@ -97,13 +97,16 @@ CASES: dict[str, Bad] = {
     # writing into a recorded value
     "setitem-recorded": Bad(_write_into, sg.GraphError, ("v0",)),
     # constants and names that cannot be taken
-    "constant-complex": Bad(lambda e: e.x * np.ones(3, complex), sg.DTypeError, ("mul", "x")),
+    "constant-str-array": Bad(lambda e: e.x * np.array(["a", "b", "c"]), sg.DTypeError,
+                              ("mul", "x")),
     "constant-str": Bad(lambda e: e.x + "a", sg.ArgumentError, ("add", "str")),
     "constant-none": Bad(lambda e: e.op.mul(e.x, None), sg.ArgumentError, ("NoneType",)),
     "name-not-str": Bad(lambda e: e.op.add(e.x, e.x, name=3), sg.ArgumentError),
-    "var-complex": Bad(lambda e: e.op.var(np.ones(2, complex)), sg.DTypeError, ("complex",)),
+    "var-object": Bad(lambda e: e.op.var(np.array([1, None], dtype=object)), sg.DTypeError,
+                      ("object",)),
     "cast-to-int": Bad(lambda e: e.x.astype(np.int32), sg.DTypeError, ("int32",)),
-    "cast-to-complex": Bad(lambda e: e.x.astype(complex), sg.DTypeError, ("complex",)),
+    "cast-to-complex256": Bad(lambda e: e.x.astype(np.clongdouble), sg.DTypeError,
+                              (np.dtype(np.clongdouble).name,)),
     "singular-solve": Bad(lambda e: e.op.solve(e.Z, e.x), sg.LinAlgError, ("solve", "Z", "(3, 3)")),
 }
 

@@ -37,9 +37,11 @@ def samplers(prim: sg.Primitive, case: sg.Case) -> tuple:
 
 
 def sample(prim: sg.Primitive, case: sg.Case, rng: np.random.Generator) -> list[np.ndarray]:
-    """Float64 inputs for ``case``, each drawn from its sampler."""
-    return [np.asarray(draw(rng, shape), dtype=np.float64)
-            for draw, shape in zip(samplers(prim, case), case.shapes)]
+    """Float64 (or complex128) inputs for ``case``, each drawn from its sampler."""
+    draws = [np.asarray(draw(rng, shape)) for draw, shape in zip(samplers(prim, case),
+                                                                  case.shapes)]
+    return [np.asarray(a, dtype=np.complex128 if np.iscomplexobj(a) else np.float64)
+            for a in draws]
 
 
 def applying(prim: sg.Primitive, case: sg.Case) -> Callable[..., sg.Variable]:

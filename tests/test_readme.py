@@ -155,6 +155,13 @@ EXPECTED: dict[str, list[str]] = {
     "sparse.md": ["csr_array (8, 8) 22\n##......\n###.....", "9 9\n#...#\n.#.#.\n..#..",
                   "[0 1 2 0 1 2 0 1] [0 1 0 2 0 1 0 2] [0 1 0 1 0 1 0 1]\n01......\n010.....",
                   "(2000, 2000) 5998 True\n(3, 2000)\n", "True 0.1645\nTrue True\n"],
+    "complex.md": [
+        "(6-8j)\n(6+8j)\nTrue\n(6+12j)\n",                # the cookbook's values, both conventions
+        "dv2 2 dL/dz = dL/dx - i dL/dy (JAX convention) ----",
+        "v7 = z.conj()    # d(v0 = z.abs())/dz",
+        "True\n(4, 4) True\n",                             # the quantum example
+        "[-3.4286  0.4734  0.4734  1.1429 -1.1429 -0.4734 -0.4734  3.4286]",
+    ],
     "performance.md": [
         "[0.96402758 0.9993293 ] [0.99998771 0.96402758] 1\n"
         "[0.36787944 0.13533528] 2\n",                          # sg.jit: a guard re-records

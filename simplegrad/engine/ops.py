@@ -61,7 +61,7 @@ from .variable import (
 # within one call: nothing recorded outlives the call, so the caller cannot write to an array
 # while a tape that reads it is alive.
 
-_SCALAR = {"b": bool, "i": int, "u": int}
+_SCALAR = {"b": bool, "i": int, "u": int, "c": complex}
 
 
 def constant(prim: Primitive, inputs: tuple, x: Any, dtype: np.dtype | None,
@@ -79,15 +79,17 @@ def constant(prim: Primitive, inputs: tuple, x: Any, dtype: np.dtype | None,
         return bool(x)
     if isinstance(x, np.ma.MaskedArray):
         raise error(prim.name, inputs, MASKED, ArgumentError)
-    if not isinstance(x, (np.ndarray, np.generic, list, tuple, float, int)):
+    if not isinstance(x, (np.ndarray, np.generic, list, tuple, float, int, complex)):
         raise error(prim.name, inputs, f"cannot take a {type(x).__name__} as an operand",
                     ArgumentError)
     arr = np.asarray(x)
-    if arr.dtype.kind not in "biuf":
+    if arr.dtype.kind not in "biufc":
         raise error(prim.name, inputs, f"constant of dtype {arr.dtype} is not supported",
                     DTypeError)
     if arr.ndim == 0:
         return _SCALAR.get(arr.dtype.kind, float)(arr)
+    if arr.dtype.kind == "c" and dtype is not None and dtype.kind == "f":
+        dtype = np.result_type(dtype, arr.dtype)    # a complex constant beside real Variables
     same = dtype is None or arr.dtype == dtype or arr.dtype.kind == "b"
     if same and frozen(arr):
         return arr          # read-only all the way down (a Variable's value): no copy
@@ -169,6 +171,8 @@ def translate(prim: Primitive, inputs: tuple, e: Exception) -> Exception:
         kind = ShapeError
     elif isinstance(e, TypeError):
         kind = ArgumentError
+        if any(getattr(getattr(x, "dtype", None), "kind", None) == "c" for x in inputs):
+            kind, e = DTypeError, f"{prim.name} does not take complex values ({e})"
     else:
         return e
     reason = str(e).strip()     # numpy's message may already name the function

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from .tape import Tape
 
 HEADER_DASHES = "-" * 14
+# the heading of a gradient block with complex values: which derivative it computes
+# (transforms/conventions.py; PyTorch's convention conjugates JAX's after the block)
+COMPLEX_HEADINGS = {"real": "2 dL/dz = dL/dx - i dL/dy (JAX convention)",
+                    "holomorphic": "df/dz (holomorphic)"}
 FOOTER = "-" * 18
 SMALL = 8           # constants with at most this many entries print their values
 
@@ -212,6 +216,7 @@ def _items(tape: Tape, explain: bool, block: int | None, view: Derivation | None
         last += 1
     m = first
     depth = 0
+    headed = _complex_blocks(events)
     for v in tape.entries:
         if v is None:       # freed (a tape that keeps no trace)
             continue
@@ -222,7 +227,7 @@ def _items(tape: Tape, explain: bool, block: int | None, view: Derivation | None
             event = events[m]
             depth += 1 if type(event) is BlockBegin else -1 if type(event) is BlockEnd else 0
             for role, text in lines_of(event):
-                yield role, text, event
+                yield role, _headed(text, headed.get(m)) if role == "header" else text, event
             m += 1
         if view is not None and not view.shows(v):
             continue
@@ -230,9 +235,37 @@ def _items(tape: Tape, explain: bool, block: int | None, view: Derivation | None
         line = format_entry(v) if view is None else derivation_line(view.lines[pos])
         note = notes.get(pos)
         yield role, line if note is None else f"{line}    # {note}", v
-    for event in events[m:last]:
+    for k in range(m, last):
+        event = events[k]
         for role, text in lines_of(event):
-            yield role, text, event
+            yield role, _headed(text, headed.get(k)) if role == "header" else text, event
+
+
+def _complex_blocks(events: Sequence[Any]) -> dict[int, str]:
+    """Index of each grad block's BlockBegin whose sweep met complex values -> its heading."""
+    out: dict[int, str] = {}
+    begins: list[int] = []
+    for k, event in enumerate(events):
+        if type(event) is BlockBegin:
+            begins.append(k)
+        elif type(event) is BlockEnd and begins:
+            k0 = begins.pop()
+            if event.kind != "grad":
+                continue
+            if event.target.dtype.kind == "c":
+                out[k0] = COMPLEX_HEADINGS["holomorphic"]
+            elif any(getattr(v, "dtype", None) is not None and v.dtype.kind == "c"
+                     for v in event.derivatives):
+                out[k0] = COMPLEX_HEADINGS["real"]
+    return out
+
+
+def _headed(text: str, heading: str | None) -> str:
+    """A block's header line with its complex heading after the target's name."""
+    if heading is None:
+        return text
+    name, _, rest = text.partition(" ")
+    return f"{name} {heading} {rest}"
 
 
 def lines(tape: Tape, explain: bool = False, block: int | None = None, raw: bool = True,

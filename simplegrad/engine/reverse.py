@@ -133,8 +133,9 @@ def seed_value(ops: Ops, op: str, L: Variable, seed: Any) -> np.ndarray:
     arr = np.asarray(value_of(seed))
     if arr.shape != L.shape:
         raise ShapeError(f"{op}: seed has shape {arr.shape} but {L.name} has shape {L.shape}")
-    if arr.dtype.kind not in "biuf":
-        raise DTypeError(f"{op}: seed of dtype {arr.dtype} is not supported")
+    if arr.dtype.kind not in "biufc" or arr.dtype.kind == "c" and L.dtype.kind != "c":
+        raise DTypeError(f"{op}: seed of dtype {arr.dtype} is not supported for "
+                         f"{L.name} of dtype {L.dtype}")
     return np.array(arr, dtype=L.dtype)
 
 

@@ -271,7 +271,8 @@ def _shape_args(args: Sequence[Any]) -> tuple:
 MASKED = ("masked arrays are not supported (the mask would be dropped): pass "
           "np.ma.filled(m, fill), or pass m.data and apply the mask inside with "
           "np.where(np.ma.getmaskarray(m), fill, x)")
-_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64),
+           np.dtype(np.complex64), np.dtype(np.complex128))
 
 
 def float_array(value: Any, name: str | None, borrow: bool = False) -> np.ndarray:
@@ -293,7 +294,7 @@ def float_array(value: Any, name: str | None, borrow: bool = False) -> np.ndarra
     if arr.dtype.kind in "biu":
         return arr.astype(np.float64)
     raise DTypeError(f"var {name or ''}: values of dtype {arr.dtype} cannot be differentiated; "
-                     "use real floats (float16, float32 or float64)")
+                     "use floats (float16, float32, float64) or complex64/complex128")
 
 
 # ---------------------------------------------------------------- entries

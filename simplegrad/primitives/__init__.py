@@ -9,6 +9,7 @@ Both share ``PrimitiveMethods`` (methods.py): every primitive as a method, plus 
 from __future__ import annotations
 
 from .binary import BinaryVariable
+from .complex import ComplexVariable, refuse_complex
 from .core import HELD, REGISTRY, Case, Primitive, register
 from .gamma_functions import GammaVariable
 from .gather import GatherMethods
@@ -33,7 +34,7 @@ __all__ = ["HELD", "REGISTRY", "Case", "Primitive", "register", "PrimitiveMethod
 class VariableMethods(ProductMethods, LayoutMethods, RearrangeMethods, GatherMethods,
                       UnaryVariable, BinaryVariable, ScanVariable, MomentVariable,
                       SpecialFunctionVariable, RunningVariable, ArrayVariable, GammaVariable,
-                      NumpyFunctions, UpdateMethods):
+                      NumpyFunctions, UpdateMethods, ComplexVariable):
     """Methods that primitive families add to ``Variable`` (``x.cumsum()``, ...).
 
     A family keeps its Variable methods in a mixin with ``__slots__ = ()`` beside its records
@@ -44,3 +45,4 @@ class VariableMethods(ProductMethods, LayoutMethods, RearrangeMethods, GatherMet
 
 
 attach_rules()      # every record now exists: each gets its index-dependency rule
+refuse_complex(PrimitiveMethods)

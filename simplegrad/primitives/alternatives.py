@@ -34,7 +34,6 @@ NEAREST = {
     "fliplr": "np.flip(x, axis=1)",
     "flipud": "np.flip(x, axis=0)",
     "eig": "np.linalg.eigh for symmetric matrices",
-    "conjugate": "x itself (Variables are real; np.real(x) is x)",
     "add.reduce": "np.sum(x, axis)",
     "multiply.reduce": "np.prod(x, axis)",
     "maximum.reduce": "np.max(x, axis)",

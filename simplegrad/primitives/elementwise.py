@@ -84,14 +84,15 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
                 mask_source: bool = False, masked: bool = True,
                 taylor: TaylorRule | None = None, numpy: str | None = None,
                 schema: Schema | None = None,
-                saves: Sequence[str | int] = ("inputs", "out"), **facts: Any) -> Primitive:
+                saves: Sequence[str | int] = ("inputs", "out"), registered: bool = True,
+                **facts: Any) -> Primitive:
     """Register an elementwise primitive from its forward and per-input derivative rules
     (``facts``: the record's other fields, as ``Primitive`` takes them).
 
     A derivative rule ``d(o, g, out, *xs)`` is linear in ``g`` (so it has a vjp rule's
     signature); None means no gradient flows to that input (a derivative that is zero
     everywhere it exists, or an input that is not differentiable). ``saves``: what the rules
-    read (``Primitive``).
+    read (``Primitive``); ``registered=False`` keeps it out of the registry (complex.py).
     """
     nin = len(d)
     if schema is None:      # a ufunc forward: numpy's broadcasting and loop dtype
@@ -110,7 +111,7 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
         numpy=numpy, schema=schema, saves=saves)
     if masked:
         prim.vjp_masked = tuple(masked_vjp(r, i, nin) for i, r in enumerate(d))
-    return register(prim)
+    return register(prim) if registered else prim
 
 
 # ---------------------------------------------------------------- arithmetic

@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from .binary import BinaryOps
+from .complex import ComplexOps
 from .core import REGISTRY, Primitive
 from .cross import CrossOps
 from .elementwise import ElementwiseOps
+from .fft import FFTOps
 from .gamma_functions import GammaOps
 from .gather import GatherOps
 from .indexing import IndexingOps
@@ -46,7 +48,8 @@ class PrimitiveMethods(ElementwiseOps, PiecewiseOps, LogicOps, ReduceOps, ShapeO
                        MatmulOps, SolveOps, DeterminantOps, CholeskyOps, NormOps, ProductOps,
                        LayoutOps, RearrangeOps, GatherOps, UnaryOps, BinaryOps, ScanOps,
                        MomentOps, EighOps, SVDOps, QROps, PseudoInverseOps, MatrixPowerOps,
-                       SpecialFunctionOps, RunningOps, CrossOps, GammaOps, UpdateOps):
+                       SpecialFunctionOps, RunningOps, CrossOps, GammaOps, UpdateOps, ComplexOps,
+                       FFTOps):
     """Every primitive as a method; subclasses say what ``apply`` (the generic form) does."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,

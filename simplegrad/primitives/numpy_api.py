@@ -187,7 +187,7 @@ def _build() -> dict[Callable, Handler]:
     out: dict[Callable, Handler] = {}
     names = _method_names()
     for name in names:
-        for space in (np, np.linalg):
+        for space in (np, np.linalg, np.fft):
             fn = getattr(space, name, None)
             if fn is None or isinstance(fn, np.ufunc) or not callable(fn):
                 continue

@@ -1,5 +1,5 @@
 """numpy's array builders and a few elementwise functions on Variables, recorded as
-compositions of primitives: ``np.copy``, ``np.real`` and ``np.imag`` (of real values),
+compositions of primitives: ``np.copy``, ``np.real`` and ``np.imag``,
 ``np.atleast_1d/2d/3d``, ``np.block``, ``np.append``, ``np.meshgrid`` (reshapes, expands
 and concatenations), ``np.nan_to_num`` (``where`` on recorded ``isnan``/``isfinite`` tests:
 the gradient flows where x is finite), ``np.sinc``, and ``np.sum`` / ``np.max`` / ``np.min``
@@ -42,17 +42,15 @@ def copy(ops: Any, a, order="K", subok=False):
 
 
 def real(ops: Any, val):
-    """np.real of a Variable: the Variable itself (Variables are real)."""
-    return val
+    """np.real of a Variable: its real part (a real Variable itself)."""
+    return ops.real(val)
 
 
 def imag(ops: Any, val):
-    """np.imag of a Variable: zeros of its shape and dtype, recorded from it (so the shape
-    follows under vmap and at a replay) and through which no gradient flows."""
-    kind = dtype_of(val).kind
-    if kind == "f":         # x < -inf holds nowhere, nan and inf included
-        return ops.cast(ops.less(val, -np.inf), dtype_of(val))
-    return ops.less(val, val) if kind == "b" else ops.mul(val, 0)
+    """np.imag of a Variable: its imaginary part; for a real Variable zeros of its shape and
+    dtype, recorded from it (so the shape follows under vmap and at a replay) and through
+    which no gradient flows."""
+    return ops.imag(val)
 
 
 def _atleast(fn: Callable[[tuple], tuple]) -> Callable:

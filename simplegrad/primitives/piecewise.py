@@ -59,8 +59,16 @@ RELU = elementwise("relu", _relu, "{0}.relu()", (
 SIGN = elementwise("sign", np.sign, "{0}.sign()", (None,),
     sympy=sympy_call("sign"), taylor=linear("sign"), saves=())
 
+def _abs_d(o: PrimitiveMethods, g: Any, out: Any, x: Any) -> Any:
+    """g sign(x); for a complex x, g conj(x) / |x| (JAX's convention, complex.py), whose
+    second derivative is not zero as sign's is."""
+    if getattr(x, "dtype", None) is not None and x.dtype.kind == "c":
+        return o.mul(g, o.div(o.conj(x), o.abs(x)))
+    return o.mul(g, o.sign(x))
+
+
 ABS = elementwise("abs", np.abs, "{0}.abs()", (
-    lambda o, g, out, x: o.mul(g, o.sign(x)),),
+    _abs_d,),
     sympy=sympy_call("Abs"), domain=NONZERO, taylor=linear("abs"), saves=("inputs",))
 
 

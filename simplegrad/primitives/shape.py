@@ -255,6 +255,9 @@ STACK = register(Primitive(
 
 def _cast(x, dtype):
     # (a constant folded on Python numbers: recorded constants of shape () are Python scalars)
+    # (complex to real keeps the real part, as np.real does: the cast is real-linear)
+    if np.iscomplexobj(x) and np.dtype(dtype).kind != "c":
+        x = np.real(x)
     return x.astype(dtype) if hasattr(x, "astype") else np.array(x, dtype=dtype)
 
 
@@ -320,11 +323,13 @@ class ShapeOps:
         return self.apply(STACK, tuple(xs), {"axis": int(axis)}, name)
 
     def cast(self, x: Any, dtype: Any, name: str | None = None) -> Variable:
-        """x converted to a floating ``dtype`` (float16, float32 or float64)."""
+        """x converted to a floating ``dtype`` (float16, float32, float64) or a complex one
+        (complex64, complex128; complex to real keeps the real part)."""
         dtype = np.dtype(dtype)
-        if dtype.kind != "f" or dtype.itemsize > 8:
+        if dtype.kind not in "fc" or dtype.itemsize > 16 or dtype.kind == "f" and \
+                dtype.itemsize > 8:
             hint = instead("index") if dtype.kind in "biu" else \
-                "; use float16, float32 or float64"
+                "; use float16, float32, float64, complex64 or complex128"
             raise error("cast", (x,), f"cannot differentiate values of dtype {dtype}{hint}",
                         DTypeError)
         return self.apply(CAST, (x,), {"dtype": dtype}, name)

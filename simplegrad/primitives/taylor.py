@@ -35,10 +35,11 @@ def order_of(ss: list[Series]) -> int:
 # ---------------------------------------------------------------- linear and multilinear
 
 
-def linear(name: str) -> TaylorRule:
-    """A primitive linear in its inputs jointly, or piecewise linear: its jvp, per coefficient."""
+def linear(name: str, table: dict | None = None) -> TaylorRule:
+    """A primitive linear in its inputs jointly, or piecewise linear: its jvp, per coefficient
+    (the record named ``name`` in ``table``, the registry by default)."""
     def rule(o: PrimitiveMethods, ss, out, *xs, **attrs):
-        jvp = REGISTRY[name].jvp
+        jvp = (REGISTRY if table is None else table)[name].jvp
         z = new(out, order_of(ss))
         for k in range(1, len(z)):
             ts = [s[k] for s in ss]

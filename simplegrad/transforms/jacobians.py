@@ -47,19 +47,23 @@ from .arguments import (
     scalar,
     split_aux,
 )
+from .conventions import check_forward_inputs, check_inputs, check_output, is_complex
 
 
 def jacobian(f: Callable, argnums: ArgNums = 0,
-             mode: Literal["auto", "rev", "fwd"] = "auto", has_aux: bool = False) -> Callable:
+             mode: Literal["auto", "rev", "fwd"] = "auto", has_aux: bool = False,
+             holomorphic: bool = False) -> Callable:
     """The function computing the Jacobian of ``f``, shaped ``out.shape + in.shape`` per input
     (with ``has_aux``: ``(jacobian, aux)``).
 
     ``rev`` builds it a row at a time with vjps, ``fwd`` every column in one batched forward
     sweep; ``auto`` takes the one its cost model (``prefers_forward``) says is faster. With pytrees
     the result is the output's structure holding, for each output leaf, the input's structure
-    (as ``jax.jacobian``).
+    (as ``jax.jacobian``). Complex inputs: with ``holomorphic=True`` (complex inputs and
+    outputs) ``df/dz``; without, real outputs only, rows in JAX's convention (conventions.py).
     """
     check_callable("jacobian", f)
+    holomorphic = bool(holomorphic)
     single = argnums_kind("jacobian", argnums)
     has_aux = check_has_aux("jacobian", has_aux)
     if mode not in ("auto", "rev", "fwd"):
@@ -69,15 +73,21 @@ def jacobian(f: Callable, argnums: ArgNums = 0,
     def jacobian_f(*args: Any, **kwargs: Any) -> Any:
         ops, nested = context("jacobian", everything(args, kwargs))
         if nested is None:
-            return paused(ops, jacobian(f, argnums, mode, has_aux), args, kwargs)
+            return paused(ops, jacobian(f, argnums, mode, has_aux, holomorphic), args, kwargs)
         with own(ops, nested):
             nums = resolve("jacobian", argnums, len(args))
             call, trees = primals(ops, args, nums)
             xs = flat(trees)
             out, aux = split_aux("jacobian", f(*call, **kwargs), has_aux)
             ys, out_def = outputs("jacobian", ops, out)
+            check_inputs("jacobian", xs, holomorphic)
+            for y in ys:
+                check_output("jacobian", y, holomorphic)
+            if mode == "fwd":
+                check_forward_inputs("jacobian", xs, holomorphic)
             disconnected("jacobian", f, None, ys)
-            forward = mode == "fwd" or (mode == "auto" and prefers_forward(
+            complex_rev = not holomorphic and any(is_complex(x) for x in xs)
+            forward = mode == "fwd" or (mode == "auto" and not complex_rev and prefers_forward(
                 [innermost(x) for x in xs], [innermost(y) for y in ys]))
             per_output = []
             for y in ys:
@@ -97,26 +107,32 @@ def jacobian(f: Callable, argnums: ArgNums = 0,
     return jacobian_f
 
 
-def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable:
     """The Jacobian of ``f`` by forward mode (``jax.jacfwd``): ``jacobian(mode="fwd")``."""
-    return jacobian(f, argnums, "fwd", has_aux)
+    return jacobian(f, argnums, "fwd", has_aux, holomorphic)
 
 
-def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable:
     """The Jacobian of ``f`` by reverse mode (``jax.jacrev``): ``jacobian(mode="rev")``."""
-    return jacobian(f, argnums, "rev", has_aux)
+    return jacobian(f, argnums, "rev", has_aux, holomorphic)
 
 
-def hessian(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+def hessian(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
+            holomorphic: bool = False) -> Callable:
     """The function computing the Hessian of ``f``, shaped ``out.shape + x.shape + x.shape``
     per output leaf (with ``has_aux``: ``(hessian, aux)``).
 
     Forward-over-reverse: every basis tangent pushed through the recorded gradient (or
     Jacobian, for an output that is not a scalar) in one batched jvp sweep. For pytree
     arguments block ``[i][j]`` has shape ``out.shape + x_i.shape + x_j.shape``, nested as
-    ``jax.hessian``; a pytree output holds one such structure per leaf.
+    ``jax.hessian``; a pytree output holds one such structure per leaf. Complex inputs need
+    ``holomorphic=True`` (complex outputs too; the result is ``d2f/dz2``), as for
+    ``jax.hessian``.
     """
     check_callable("hessian", f)
+    holomorphic = bool(holomorphic)
     single = argnums_kind("hessian", argnums)
     has_aux = check_has_aux("hessian", has_aux)
 
@@ -124,13 +140,17 @@ def hessian(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callabl
     def hessian_f(*args: Any, **kwargs: Any) -> Any:
         ops, nested = context("hessian", everything(args, kwargs))
         if nested is None:
-            return paused(ops, hessian(f, argnums, has_aux), args, kwargs)
+            return paused(ops, hessian(f, argnums, has_aux, holomorphic), args, kwargs)
         with own(ops, nested):
             nums = resolve("hessian", argnums, len(args))
             call, trees = primals(ops, args, nums)
             xs = flat(trees)
             out, aux = split_aux("hessian", f(*call, **kwargs), has_aux)
             ys, out_def = outputs("hessian", ops, out)
+            check_inputs("hessian", xs, holomorphic)
+            check_forward_inputs("hessian", xs, holomorphic)
+            for y in ys:
+                check_output("hessian", y, holomorphic)
             if len(ys) > 1 or ys[0].ndim:
                 disconnected("hessian", f, None, ys)
             per_output = []

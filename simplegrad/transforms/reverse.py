@@ -49,14 +49,23 @@ from .arguments import (
     split_aux,
     values_only,
 )
+from .conventions import (
+    Convention,
+    check_convention,
+    check_inputs,
+    check_output,
+    conjugated,
+    is_complex,
+)
 
 # ---------------------------------------------------------------- public transforms
 
 
-def grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+def grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False, holomorphic: bool = False,
+         convention: Convention = "jax") -> Callable:
     """The function computing the gradient of scalar-valued ``f`` in the ``argnums`` arguments
-    (with ``has_aux``: ``(gradient, aux)``)."""
-    value_and_grad_f = value_and_grad(f, argnums, has_aux)
+    (with ``has_aux``: ``(gradient, aux)``; complex inputs: conventions.py)."""
+    value_and_grad_f = value_and_grad(f, argnums, has_aux, holomorphic, convention)
 
     @functools.wraps(f)
     def grad_f(*args: Any, **kwargs: Any) -> Any:
@@ -65,10 +74,15 @@ def grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
     return grad_f
 
 
-def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
+                   holomorphic: bool = False, convention: Convention = "jax") -> Callable:
     """The function computing ``(f(*args), gradient of f in the argnums arguments)``
-    (with ``has_aux``: ``((value, aux), gradient)``)."""
+    (with ``has_aux``: ``((value, aux), gradient)``; complex inputs: conventions.py, JAX's
+    ``dL/dx - i dL/dy`` by default, PyTorch's ``dL/dx + i dL/dy`` with ``convention="torch"``,
+    ``f'(z)`` with ``holomorphic=True``)."""
     check_callable("value_and_grad", f)
+    convention = check_convention("grad", convention)
+    holomorphic = bool(holomorphic)
     single = argnums_kind("value_and_grad", argnums)
     has_aux = check_has_aux("value_and_grad", has_aux)
 
@@ -76,7 +90,8 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> 
     def value_and_grad_f(*args: Any, **kwargs: Any) -> tuple[Result, Any]:
         ops, nested = context("grad", everything(args, kwargs), keep_values=False)
         if nested is None:
-            return paused(ops, value_and_grad(f, argnums, has_aux), args, kwargs)
+            return paused(ops, value_and_grad(f, argnums, has_aux, holomorphic, convention),
+                          args, kwargs)
         final = nested and values_only(ops)
         with own(ops, nested):
             nums = resolve("grad", argnums, len(args))
@@ -84,6 +99,8 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> 
             out, aux = split_aux("grad", f(*call, **kwargs), has_aux)
             y = scalar("grad", output("grad", ops, out))
             xs = flat(trees)
+            check_inputs("grad", xs, holomorphic)
+            check_output("grad", y, holomorphic)
             if not xs:
                 gs = []
             elif nested:        # (values only: nothing can differentiate the gradient)
@@ -92,6 +109,7 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> 
                 gs = gradient_values(ops, y, xs, last=True)     # (its own Ops, done after)
             if xs:
                 disconnected("grad", f, ops, [y])
+            gs = conjugated(ops, nested, list(gs), convention)
             y, *gs = results(nested, [y, *gs])
             gs = regroup(trees, gs)
             if has_aux:
@@ -112,18 +130,22 @@ def elementwise_grad(fun: Callable, argnum: ArgNums = 0) -> Callable:
     return grad(summed, argnum)
 
 
-def vjp(f: Callable, *xs: Any, has_aux: bool = False) -> tuple:
+def vjp(f: Callable, *xs: Any, has_aux: bool = False, convention: Convention = "jax") -> tuple:
     """``(f(*xs), vjp_fn)`` where ``vjp_fn(u)`` gives one cotangent ``u^T J`` per primal
     (with ``has_aux``: ``(out, vjp_fn, aux)``).
 
-    Primals, the output and ``u`` may be pytrees; ``u`` has the output's structure.
+    Primals, the output and ``u`` may be pytrees; ``u`` has the output's structure. Complex
+    values: ``u J`` unconjugated (JAX's), or with ``convention="torch"`` PyTorch's
+    ``conj(conj(u) J)`` (conventions.py).
     """
     check_callable("vjp", f)
+    convention = check_convention("vjp", convention)
     has_aux = check_has_aux("vjp", has_aux)
     ops, nested = context("vjp", xs, borrow=False,   # its tape lives as long as vjp_fn
                           keep_values=False)
     if nested is None:
-        return run_paused(ops, lambda *a: vjp(f, *a, has_aux=has_aux), xs)
+        return run_paused(ops, lambda *a: vjp(f, *a, has_aux=has_aux, convention=convention),
+                          xs)
     call, trees = primals(ops, xs, range(len(xs)))
     prims = flat(trees)
     with running(ops):
@@ -135,6 +157,8 @@ def vjp(f: Callable, *xs: Any, has_aux: bool = False) -> tuple:
     def vjp_fn(u: Any) -> tuple:
         """The cotangents of the primals for the output cotangent ``u``."""
         us = leaves_like("vjp", "the cotangent", "f's output", out_def, u)
+        if convention == "torch":       # conj(jax_vjp(conj(u)))
+            us = [np.conj(uk) if is_complex(uk) else uk for uk in us]
         for y, uk in zip(ys, us):
             shape = uk.shape if isinstance(uk, Variable) else leaf_shape(uk)
             if shape != y.shape:
@@ -146,10 +170,13 @@ def vjp(f: Callable, *xs: Any, has_aux: bool = False) -> tuple:
             # u, is replayed there, f's values at the primals held as constants
             if not pulled:
                 pulled.append(_pullback(ops, ys, prims))
-            return regroup(trees, pulled[0].record(elsewhere, *us))
-        swept, gs = _pulled(ops, ys, us, prims, nested)
-        disconnected("vjp", f, ops, [swept])
-        return regroup(trees, results(nested, gs))
+            gs = pulled[0].record(elsewhere, *us)
+        else:
+            swept, gs = _pulled(ops, ys, us, prims, nested)
+            disconnected("vjp", f, ops, [swept])
+            gs = results(nested, gs)
+        return regroup(trees, conjugated(ops, False, list(gs), convention))
+
     if not nested:      # our own tape lives as long as vjp_fn does, then is released
         weakref.finalize(vjp_fn, ops.release)
     # (copies: the tape that vjp_fn sweeps keeps these arrays)

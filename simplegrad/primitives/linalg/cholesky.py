@@ -1,4 +1,5 @@
-"""cholesky: the lower triangular L with L L^T = (a + a^T) / 2.
+"""cholesky: the lower triangular L with L L^T = (a + a^T) / 2, for a complex a L L^H =
+(a + a^H) / 2 (the Hermitian part; rules in JAX's convention, complex.py).
 
 Its rules are written with primitives only (matmul, solve, transpose, a constant mask), so
 every order works. Matrices are the last two axes; leading axes are a batch.
@@ -10,13 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..complex import is_complex
 from ..core import Case, Primitive, mapped, register, shape_of
 from ..lazy import per_block
 from ..schema import attrs
 from ..series import Series, minus, new, plus
 from ..shape_rules import square
 from ..taylor import order_of
-from .matrices import swap_last, sym
+from .matrices import hermitian, swap_last, sym
 from .samplers import positive_definite
 
 if TYPE_CHECKING:
@@ -27,7 +29,8 @@ if TYPE_CHECKING:
 
 
 def _cholesky_numpy(a):
-    return np.linalg.cholesky((a + np.swapaxes(a, -1, -2)) / 2)
+    at = np.swapaxes(a, -1, -2)
+    return np.linalg.cholesky((a + (np.conj(at) if np.iscomplexobj(a) else at)) / 2)
 
 
 def _cholesky(a):
@@ -44,6 +47,9 @@ def _cholesky_vjp(o: PrimitiveMethods, g, out, a):
     # Murray (2016): abar = sym(L^-T Phi(L^T gL) L^-1); here z = (L^-T Phi L^-1)^T
     lt = swap_last(o, out)
     p = o.mul(o.matmul(lt, g), _phi(out))
+    if is_complex(out):     # z^T = L^-T Phi conj(L)^-1, made Hermitian
+        z = o.solve(o.conj(lt), swap_last(o, o.solve(lt, p)))
+        return o.mul(o.add(swap_last(o, z), o.conj(z)), 0.5)
     z = o.solve(lt, swap_last(o, o.solve(lt, p)))
     return sym(o, z)
 
@@ -51,6 +57,9 @@ def _cholesky_vjp(o: PrimitiveMethods, g, out, a):
 def _cholesky_jvp(o: PrimitiveMethods, ts, out, a):
     # dL = L Phi(L^-1 sym(t) L^-T); sym(t) is symmetric, so solve(L, (L^-1 sym(t))^T) is the
     # symmetric middle factor
+    if is_complex(out):     # dL = L Phi(L^-1 herm(t) L^-H)
+        x = o.solve(out, o.conj(swap_last(o, o.solve(out, hermitian(o, ts[0])))))
+        return o.matmul(out, o.mul(x, _phi(out)))
     x = o.solve(out, swap_last(o, o.solve(out, sym(o, ts[0]))))
     return o.matmul(out, o.mul(x, _phi(out)))
 
@@ -81,5 +90,6 @@ class CholeskyOps:
     """cholesky as a method of an Ops."""
 
     def cholesky(self, a: Any, name: str | None = None) -> Variable:
-        """Lower Cholesky factor L of (a + a^T) / 2, which must be positive definite."""
+        """Lower Cholesky factor L of (a + a^T) / 2 ((a + a^H) / 2 for a complex a), which
+        must be positive definite."""
         return self.apply(CHOLESKY, (a,), None, name)

@@ -41,6 +41,11 @@ def sym(o: PrimitiveMethods, x: Any) -> Any:
     return o.mul(o.add(x, swap_last(o, x)), 0.5)
 
 
+def hermitian(o: PrimitiveMethods, x: Any) -> Any:
+    """The Hermitian part (x + x^H) / 2 of each matrix (the symmetric part of a real one)."""
+    return o.mul(o.add(x, o.conj(swap_last(o, x))), 0.5)
+
+
 def matmuls(o: PrimitiveMethods, *ms: Any) -> Any:
     """The product of the matrices ms, left to right."""
     out = ms[0]
