@@ -134,7 +134,7 @@ def _outputs(program: Program) -> list[tuple[tuple, np.dtype]]:
             value = program.constants[r.index].value
             out.append((np.shape(value), np.result_type(value)))
         else:
-            node = program.nodes[r.index]
+            node = program.entries[r.index]
             out.append((tuple(node.shape), np.dtype(node.dtype)))
     return out
 

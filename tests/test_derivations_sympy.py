@@ -123,3 +123,14 @@ def test_derivative_n_on_the_command_line_is_sympys(expr, capsys):
         last = capsys.readouterr().out.splitlines()[-1]
         want = float(sp.diff(formula, X, n).subs(X, 0.7))
         assert last == f"{'dx' if n == 1 else f'd{n}x'} = {format_value(want)}", (n, last)
+
+
+def test_a_program_shows_its_closed_form_in_a_notebook():
+    # Jupyter's _repr_latex_: the closed form between dollars, None where there is none
+    op = sg.Ops()
+    x = op.var(np.array(0.5), name="x")
+    prog = op.program([x], [(x * x).sin()])
+    assert prog._repr_latex_() == "$" + prog.to_latex() + "$"
+    assert "\\sin" in prog._repr_latex_()
+    m = op.var(np.ones((2, 2)), name="m")
+    assert op.program([m], [(m @ m).sum()])._repr_latex_() is None

@@ -420,6 +420,14 @@ class Program:
         from .symbolic import to_latex
         return to_latex(self)
 
+    def _repr_latex_(self) -> str | None:
+        """The closed forms for a notebook (None where SymPy or a closed form is missing)."""
+        from ..errors import SimplegradError
+        try:
+            return "$" + self.to_latex() + "$"
+        except SimplegradError:     # (no SymPy, or an entry with no closed form: no view)
+            return None
+
     def _repr_html_(self) -> str:
         """The program as HTML for notebooks: one collapsible block per derivative order."""
         from .display import program_html

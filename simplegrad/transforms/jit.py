@@ -474,7 +474,7 @@ def shared_output(compiled: Compiled, s: int) -> bool:
     ref = compiled.program.outputs[s]
     if ref.kind in (INPUT, CONST):
         return True
-    return compiled.program.nodes[ref.index].name in compiled.folded
+    return compiled.program.entries[ref.index].name in compiled.folded
 
 
 def _build(src: _Source, d: TreeDef, outs: Any, depth: int) -> str:

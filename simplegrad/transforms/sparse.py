@@ -48,7 +48,7 @@ from ..engine.variable import Variable
 from ..errors import ArgumentError, MissingToolError, ReplayError, ShapeError
 from ..primitives.sparsity_rules import rule_for
 from ..program.core import extract
-from ..program.nodes import CONST, INPUT
+from ..program.nodes import CONST, INPUT, refs_of
 from .arguments import (
     check_callable,
     context,
@@ -126,13 +126,14 @@ def propagate(prog: Any, x: np.ndarray) -> Any:
 
     def at(r: Any) -> int:
         return r.index + (0 if r.kind == INPUT else 1 if r.kind == CONST else base)
-    for node in prog.nodes:
-        args = [values[at(r)] for r in node.args]
+    for node in prog.entries:
+        refs = refs_of(node)
+        args = [values[at(r)] for r in refs]
         attrs = node.attrs or {}
         values.append(node.prim.forward(*args, **attrs))
-        fixed = [not varies[at(r)] for r in node.args]
+        fixed = [not varies[at(r)] for r in refs]
         varies.append(not all(fixed))
-        ins = [patterns[at(r)] for r in node.args]
+        ins = [patterns[at(r)] for r in refs]
         if all(p is None for p in ins):
             patterns.append(None)
             continue
