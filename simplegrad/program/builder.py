@@ -12,10 +12,20 @@ from typing import Any
 import numpy as np
 
 from ..engine.tape import value_of
-from ..engine.variable import UNARY, Entry
+from ..engine.variable import Entry
 from ..primitives.core import Primitive
 from ..primitives.rewrites import constant_key
-from .nodes import CONST, INPUT, NODE, Constant, Input, Ref, constant_entry, slot_entry
+from .nodes import (
+    CONST,
+    INPUT,
+    NODE,
+    Constant,
+    Input,
+    Ref,
+    constant_entry,
+    fill_inputs,
+    slot_entry,
+)
 
 
 class Builder:
@@ -56,18 +66,9 @@ class Builder:
              shape: tuple, dtype: Any, order: int = 0) -> Ref:
         """Add a node: ``prim`` of ``args`` (Refs to parts added before), with its attributes,
         name, shape, dtype and derivative order; its ref."""
-        parts = self._parts
         e = object.__new__(Entry)
         e.prim = prim
-        if len(args) == 2:
-            a, b = args
-            e.in0, e.in1, e.more = parts[a.kind][a.index], parts[b.kind][b.index], None
-        elif len(args) == 1:
-            a = args[0]
-            e.in0, e.in1, e.more = parts[a.kind][a.index], UNARY, None
-        else:
-            e.in0 = e.in1 = None
-            e.more = tuple(parts[r.kind][r.index] for r in args)
+        fill_inputs(e, args, self._parts)
         e.attrs = attrs
         e.position = len(self.nodes)
         e.label = name

@@ -104,6 +104,19 @@ def constant_dtype(value: Any) -> np.dtype | None:
     return np.asarray(value).dtype
 
 
+def fill_inputs(e: Entry, args: Sequence[Ref], parts: dict) -> None:
+    """Set ``e``'s inputs to the entries ``args`` refer to (``parts``: kind -> its entries)."""
+    if len(args) == 2:
+        a, b = args
+        e.in0, e.in1, e.more = parts[a.kind][a.index], parts[b.kind][b.index], None
+    elif len(args) == 1:
+        a = args[0]
+        e.in0, e.in1, e.more = parts[a.kind][a.index], UNARY, None
+    else:
+        e.in0 = e.in1 = None
+        e.more = tuple(parts[r.kind][r.index] for r in args)
+
+
 def program_entries(inputs: Sequence[Input], constants: Sequence[Constant],
                     nodes: Sequence[Node]) -> tuple[tuple, tuple, tuple]:
     """The entries of a program given as parts: its input slots, its constants and its nodes
@@ -117,16 +130,7 @@ def program_entries(inputs: Sequence[Input], constants: Sequence[Constant],
     for i, n in enumerate(nodes):       # (node_entry, inline: a program has many)
         e = new(Entry)
         e.prim = n.prim
-        args = n.args
-        if len(args) == 2:
-            a, b = args
-            e.in0, e.in1, e.more = parts[a.kind][a.index], parts[b.kind][b.index], None
-        elif len(args) == 1:
-            a = args[0]
-            e.in0, e.in1, e.more = parts[a.kind][a.index], UNARY, None
-        else:
-            e.in0 = e.in1 = None
-            e.more = tuple(parts[r.kind][r.index] for r in args)
+        fill_inputs(e, n.args, parts)
         e.attrs = n.attrs
         e.position = i
         e.label = n.name
