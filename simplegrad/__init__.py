@@ -35,6 +35,7 @@ from .errors import (
 )
 from .estimators import divergence, hutchinson_trace, hutchpp_trace
 from .primitives import REGISTRY, Case, Primitive
+from .primitives.conv import conv
 from .primitives.reduce import logsumexp
 from .primitives.unary import stop_gradient
 from .program.accumulation import jacobian_cost
@@ -114,5 +115,5 @@ __all__ = [
     "map_chunks", "jit", "nn", "optim",
     "step", "Step", "diff", "Diff", "check_closed_form",
     "jacobian_sparsity", "hessian_sparsity", "color", "sparse_jacobian", "sparse_hessian", "spy",
-    "scan", "fori_loop", "while_loop", "cond", "switch", "odeint",
+    "scan", "fori_loop", "while_loop", "cond", "switch", "odeint", "conv",
 ]

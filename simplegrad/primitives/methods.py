@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .binary import BinaryOps
+from .conv import ConvOps
 from .core import REGISTRY, Primitive
 from .cross import CrossOps
 from .elementwise import ElementwiseOps
@@ -46,7 +47,7 @@ class PrimitiveMethods(ElementwiseOps, PiecewiseOps, LogicOps, ReduceOps, ShapeO
                        MatmulOps, SolveOps, DeterminantOps, CholeskyOps, NormOps, ProductOps,
                        LayoutOps, RearrangeOps, GatherOps, UnaryOps, BinaryOps, ScanOps,
                        MomentOps, EighOps, SVDOps, QROps, PseudoInverseOps, MatrixPowerOps,
-                       SpecialFunctionOps, RunningOps, CrossOps, GammaOps, UpdateOps):
+                       SpecialFunctionOps, RunningOps, CrossOps, GammaOps, UpdateOps, ConvOps):
     """Every primitive as a method; subclasses say what ``apply`` (the generic form) does."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
