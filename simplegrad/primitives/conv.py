@@ -298,12 +298,13 @@ def conv(x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
          groups: int = 1) -> Any:
     """``torch.nn.functional.conv1d/2d/3d`` on arrays and Variables: x (N, C, spatial...), w
     (O, C / groups, kernel...); padding an int, one per spatial axis, "same" or "valid"."""
-    from .methods import VALUES  # (methods.py imports this family)
     for v in (x, w):
         if dtype_of(v).kind not in "biuf":
             raise DTypeError(f"conv: values of dtype {dtype_of(v)} (real values only)")
     rec = next((v.rec for v in (x, w) if hasattr(v, "rec") and hasattr(v, "node")), None)
-    o = VALUES if rec is None else rec
-    if rec is None:
-        x, w = np.asarray(x, dtype=np.result_type(x, w, np.float16)), np.asarray(w)
-    return o.conv(x, w, stride, padding, dilation, groups)
+    if rec is not None:
+        return rec.conv(x, w, stride, padding, dilation, groups)
+    x, w = np.asarray(x), np.asarray(w)
+    at = conv_attrs(x.shape, w.shape, stride, padding, dilation, groups)
+    _shape_rule([x.shape, w.shape], [x.dtype, w.dtype], at)     # (errors as when recorded)
+    return _conv(x, w, **at)
