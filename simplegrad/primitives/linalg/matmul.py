@@ -95,7 +95,7 @@ def _matmul(x, y):
         # a stack of rows times one matrix broadcast along the stack (a shared weight under
         # vmap, as per-example gradients of a dense layer record it): one matrix product
         # instead of one per example
-        return np.matmul(np.reshape(x, (-1, xs[2])), y[0]).reshape(xs[:2] + y.shape[2:])
+        return np.matmul(np.reshape(x, (xs[0] * xs[1], xs[2])), y[0]).reshape(xs[:2] + y.shape[2:])
     return np.matmul(x, y)
 
 
