@@ -1,8 +1,14 @@
-"""simplegrad: reverse-mode autodiff on numpy in which gradients are recorded programs."""
+"""simplegrad: reverse-mode autodiff on numpy in which gradients are recorded programs.
 
-from . import nn, optim  # sg.nn and sg.optim without a separate import
+The applications (``sg.nn``, ``sg.optim``, ``sg.map_chunks``) and the program tools few
+sessions use (loading, comparing, closed forms, sparse derivatives, ``odeint``) are imported
+on first use (``__getattr__``), so that ``import simplegrad`` costs only the core.
+"""
+
+import importlib
+from typing import Any
+
 from .checks import check_grads, check_jvp_vjp_consistency
-from .distributed import map_chunks
 from .engine.ops import Ops
 from .engine.params import Parameter
 from .engine.steps import Step, step
@@ -29,17 +35,15 @@ from .errors import (
 )
 from .estimators import divergence, hutchinson_trace, hutchpp_trace
 from .primitives import REGISTRY, Case, Primitive
+from .primitives.conv import conv
 from .primitives.reduce import logsumexp
 from .primitives.unary import stop_gradient
 from .program.accumulation import jacobian_cost
-from .program.compare import Diff, diff
 from .program.compile import (
     compile as compile,  # sg.compile; kept out of __all__ (shadows a builtin)
 )
 from .program.core import Program
-from .program.load import load_program
 from .program.simplify import simplify
-from .program.symbolic import check_closed_form
 from .pytree import (
     TreeDef,
     register_pytree_node,
@@ -57,24 +61,44 @@ from .transforms.jacobians import hessian, hvp, jacfwd, jacobian, jacrev
 from .transforms.jit import jit
 from .transforms.linearize import linearize
 from .transforms.loops import cond, fori_loop, scan, switch, while_loop
-from .transforms.odeint import odeint
 from .transforms.operators import laplacian
 from .transforms.ravel import ravel_pytree
 from .transforms.reverse import elementwise_grad, grad, value_and_grad, vjp
-from .transforms.sparse import (
-    color,
-    hessian_sparsity,
-    jacobian_sparsity,
-    sparse_hessian,
-    sparse_jacobian,
-    spy,
-)
 from .transforms.taylor import taylor, taylor_derivative
 from .transforms.tracing import trace
 from .transforms.transpose import linear_transpose
 from .transforms.vmap import vmap
 
 __version__ = "0.1.0"
+
+# the names imported on first use: name -> (module, attribute; None for the module itself)
+_LAZY = {
+    "nn": (".nn", None), "optim": (".optim", None),
+    "map_chunks": (".distributed", "map_chunks"),
+    "Diff": (".program.compare", "Diff"), "diff": (".program.compare", "diff"),
+    "load_program": (".program.load", "load_program"),
+    "check_closed_form": (".program.symbolic", "check_closed_form"),
+    "odeint": (".transforms.odeint", "odeint"),
+    **{name: (".transforms.sparse", name) for name in (
+        "color", "hessian_sparsity", "jacobian_sparsity", "sparse_hessian", "sparse_jacobian",
+        "spy")},
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of ``_LAZY``, imported now and kept as an attribute of the package."""
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'simplegrad' has no attribute {name!r}")
+    module = importlib.import_module(where[0], __name__)
+    value = module if where[1] is None else getattr(module, where[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "Ops", "Entry", "Variable", "Tape", "Parameter", "Primitive", "Case", "REGISTRY",
@@ -94,5 +118,5 @@ __all__ = [
     "step", "Step", "diff", "Diff", "check_closed_form",
     "jacobian_sparsity", "hessian_sparsity", "color", "sparse_jacobian", "sparse_hessian", "spy",
     "scan", "fori_loop", "while_loop", "cond", "switch", "odeint", "laplacian",
-    "custom_root", "fixed_point",
+    "custom_root", "fixed_point", "conv",
 ]

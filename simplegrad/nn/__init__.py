@@ -3,6 +3,7 @@
 from .layers import (
            MLP,
            BatchNorm1d,
+           Conv2d,
            Dropout,
            Embedding,
            Identity,
@@ -17,7 +18,9 @@ from .layers import (
 )
 from .losses import cross_entropy, mse, nll
 from .module import Module, functional_call, ops_of, value_of
+from .pooling import avg_pool2d, max_pool2d
 
 __all__ = ["Module", "functional_call", "ops_of", "value_of", "Linear", "Sequential", "MLP",
            "Embedding", "BatchNorm1d", "LayerNorm", "Dropout", "ReLU", "Tanh", "Sigmoid",
-           "LeakyReLU", "Softplus", "Identity", "cross_entropy", "nll", "mse"]
+           "LeakyReLU", "Softplus", "Identity", "cross_entropy", "nll", "mse", "Conv2d",
+           "max_pool2d", "avg_pool2d"]

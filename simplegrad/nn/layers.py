@@ -303,3 +303,59 @@ class Identity(Module):
     def forward(self, x: Any) -> Any:
         """The activation applied to ``x`` (a Variable or an array)."""
         return x
+
+
+def _pair(what: str, v: Any) -> tuple:
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return (int(v), int(v))
+    if isinstance(v, (tuple, list)) and len(v) == 2 and all(
+            isinstance(e, (int, np.integer)) and not isinstance(e, bool) for e in v):
+        return (int(v[0]), int(v[1]))
+    raise ArgumentError(f"{what} must be an int or a pair of ints, not {v!r}")
+
+
+class Conv2d(Module):
+    """``torch.nn.Conv2d``: ``sg.conv`` of (N, C, H, W) or (C, H, W) inputs with a weight of
+    shape (out, in / groups, kh, kw), PyTorch's initialisation, and a bias per out channel."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 rng: np.random.Generator | None = None):
+        super().__init__()
+        rng = _rng(rng)
+        if in_channels % groups or out_channels % groups:
+            raise ArgumentError(f"Conv2d: in_channels ({in_channels}) and out_channels "
+                                f"({out_channels}) must be divisible by groups ({groups})")
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        self.kernel_size = _pair("Conv2d: kernel_size", kernel_size)
+        self.stride = _pair("Conv2d: stride", stride)
+        self.padding = padding if isinstance(padding, str) else _pair("Conv2d: padding", padding)
+        self.dilation = _pair("Conv2d: dilation", dilation)
+        self.groups = int(groups)
+        bound = 1.0 / np.sqrt(in_channels // groups * self.kernel_size[0] * self.kernel_size[1])
+        self.register_parameter("weight", rng.uniform(
+            -bound, bound, (out_channels, in_channels // groups) + self.kernel_size))
+        if bias:
+            self.register_parameter("bias", rng.uniform(-bound, bound, (out_channels,)))
+
+    def forward(self, x: Any) -> Any:
+        """The convolution of ``x`` (N, C, H, W), or of one image (C, H, W)."""
+        shape = shape_of(x)
+        if len(shape) not in (3, 4) or shape[-3] != self.in_channels:
+            raise ShapeError(f"Conv2d: expected (N, {self.in_channels}, H, W) or "
+                             f"({self.in_channels}, H, W), got {shape}")
+        w = self.weight
+        b = self._parameters.get("bias")
+        o = ops_of(x, w, b)
+        one = len(shape) == 3
+        y = o.conv(o.reshape(x, (1,) + shape) if one else x, w, self.stride, self.padding,
+                   self.dilation, self.groups)
+        if b is not None:
+            y = o.add(y, o.reshape(b, (self.out_channels, 1, 1)))
+        return o.reshape(y, shape_of(y)[1:]) if one else y
+
+    def extra_repr(self) -> str:
+        """The layer's settings, as its repr shows them."""
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, padding={self.padding}, dilation={self.dilation}, "
+                f"groups={self.groups}, bias={'bias' in self._parameters}")

@@ -12,6 +12,7 @@ from typing import Any
 
 from .binary import BinaryOps
 from .complex import ComplexOps
+from .conv import ConvOps
 from .core import REGISTRY, Primitive
 from .cross import CrossOps
 from .elementwise import ElementwiseOps
@@ -49,7 +50,7 @@ class PrimitiveMethods(ElementwiseOps, PiecewiseOps, LogicOps, ReduceOps, ShapeO
                        LayoutOps, RearrangeOps, GatherOps, UnaryOps, BinaryOps, ScanOps,
                        MomentOps, EighOps, SVDOps, QROps, PseudoInverseOps, MatrixPowerOps,
                        SpecialFunctionOps, RunningOps, CrossOps, GammaOps, UpdateOps, ComplexOps,
-                       FFTOps):
+                       FFTOps, ConvOps):
     """Every primitive as a method; subclasses say what ``apply`` (the generic form) does."""
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,

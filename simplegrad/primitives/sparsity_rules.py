@@ -346,6 +346,7 @@ RULES: dict[str, Rule] = {
     **{name: Rule(_blocked(_to_number), False, "dense block") for name in ("det", "slogdet")},
     "solve": Rule(_blocked(_solving), False, "dense block"),
     "lstsq": DENSE,
+    "conv": DENSE,      # (conservative: every output on every input entry)
 }
 
 

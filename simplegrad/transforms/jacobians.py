@@ -1,4 +1,4 @@
-"""Whole derivatives: jacobian (rows by reverse sweeps, or columns by one batched forward
+"""Whole derivatives: jacobian (rows by one batched reverse sweep, or columns by one batched forward
 sweep), hessian (forward over reverse) and hvp (reverse over forward); and
 ``jacobian_fwd_batched`` and ``hessian_batched`` of an output already recorded.
 
@@ -14,12 +14,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..engine.batched import batched_jvp, batched_jvp_values
-from ..engine.batching import innermost
+from ..engine.batched import STACKS, Stack, batched_jvp, batched_jvp_values
+from ..engine.batching import Batched, innermost, new_level, wrap
 from ..engine.ops import Ops
+from ..engine.reverse import sweep
 from ..engine.tape import ancestors
 from ..engine.variable import UNARY, Entry, Variable
 from ..errors import ArgumentError, NotDifferentiableError, ShapeError
+from ..primitives.core import REGISTRY
 from ..pytree import tree_flatten, tree_unflatten
 from .arguments import (
     ArgNums,
@@ -56,11 +58,12 @@ def jacobian(f: Callable, argnums: ArgNums = 0,
     """The function computing the Jacobian of ``f``, shaped ``out.shape + in.shape`` per input
     (with ``has_aux``: ``(jacobian, aux)``).
 
-    ``rev`` builds it a row at a time with vjps, ``fwd`` every column in one batched forward
-    sweep; ``auto`` takes the one its cost model (``prefers_forward``) says is faster. With pytrees
-    the result is the output's structure holding, for each output leaf, the input's structure
-    (as ``jax.jacobian``). Complex inputs: with ``holomorphic=True`` (complex inputs and
-    outputs) ``df/dz``; without, real outputs only, rows in JAX's convention (conventions.py).
+    ``rev`` builds every row in one reverse sweep of a batch of cotangents, ``fwd`` every
+    column in one batched forward sweep; ``auto`` takes the one its cost model
+    (``prefers_forward``) says is faster. With pytrees the result is the output's structure
+    holding, for each output leaf, the input's structure (as ``jax.jacobian``). Complex
+    inputs: with ``holomorphic=True`` (complex inputs and outputs) ``df/dz``; without, real
+    outputs only, rows in JAX's convention (conventions.py).
     """
     check_callable("jacobian", f)
     holomorphic = bool(holomorphic)
@@ -224,32 +227,30 @@ def _hvp(f: Callable, x: Any, v: Any) -> Any:
 
 # ---------------------------------------------------------------- Jacobians
 
-# jacobian(mode="auto")'s cost model, fitted on one core (benchmarks/jacobian_modes.py): the
-# seconds of Python per recorded entry and per sweep (reverse mode runs one sweep per output
-# entry; forward mode one batched sweep, whose entries cost more), and the seconds per unit of
-# work (an entry's output size, or its inputs' when larger: a matmul's m * n) of one reverse
-# sweep and of one tangent of the batched sweep (vectorised across tangents, so cheaper)
-ENTRY_REV, ENTRY_FWD = 6e-6, 15e-6
-WORK_REV, WORK_FWD = 1e-9, 0.5e-9
+# jacobian(mode="auto")'s cost model, fitted on one core (benchmarks/jacobian_modes.py): both
+# modes run one sweep of stacked seeds (the m rows of the identity as cotangents, or the n
+# columns as tangents), so each costs Python per recorded entry plus, per unit of work (an
+# entry's output size, or its inputs' when larger: a matmul's m * n), the seconds of one seed
+# (vectorised across the seeds). The forward sweep costs less in both (its identity seed
+# stays structured for longer)
+ENTRY_REV, ENTRY_FWD = 25e-6, 15e-6
+WORK_REV, WORK_FWD = 0.65e-9, 0.5e-9
 
 
 def prefers_forward(xs: Sequence[Variable], ys: Sequence[Variable]) -> bool:
     """For ``jacobian(mode="auto")``: whether one batched forward sweep of every input
-    direction is expected to be faster than one reverse sweep per output entry."""
+    direction is expected to be faster than one batched reverse sweep of every output row."""
     n = sum(x.size for x in xs)
     m = sum(y.size for y in ys)
-    # forward - reverse = W per_work - E per_entry for E entries of total work W: where both
-    # terms have one sign the sizes alone decide, with no walk of the graph (E = 0, an output
-    # that is an input or a leaf, gives the same Jacobian either way)
-    per_entry = m * ENTRY_REV - ENTRY_FWD
-    per_work = n * WORK_FWD - m * WORK_REV
-    if per_entry > 0 and per_work <= 0:
+    # reverse - forward = E (ENTRY_REV - ENTRY_FWD) + W (m WORK_REV - n WORK_FWD) for E entries
+    # of total work W: with the work term >= 0 the sizes alone decide, with no walk of the graph
+    # (E = 0, an output that is an input or a leaf, gives the same Jacobian either way)
+    per_entry = ENTRY_REV - ENTRY_FWD
+    per_work = m * WORK_REV - n * WORK_FWD
+    if per_work >= 0:
         return True
-    if per_entry <= 0 and per_work > 0:
-        return False
     start = min(x.position for x in xs)
-    tape = xs[0].rec.tape
-    if len(xs) == 1 and per_entry > 0 and n * per_work >= (tape.end - start) * per_entry:
+    if len(xs) == 1 and (xs[0].rec.tape.end - start) * per_entry + n * per_work < 0:
         # wide: an entry reads x (W >= n, or x is disconnected and the Jacobian zero) and E
         # is at most the entries recorded since x, so reverse is faster whatever the graph
         return False
@@ -264,9 +265,7 @@ def prefers_forward(xs: Sequence[Variable], ys: Sequence[Variable]) -> bool:
             s += a.size if type(a) is Entry or type(a) is np.ndarray else getattr(a, "size", 1)
         size = v.size
         work += s if s > size else size
-    reverse = m * (len(entries) * ENTRY_REV + work * WORK_REV)
-    forward = len(entries) * ENTRY_FWD + n * work * WORK_FWD
-    return forward < reverse
+    return len(entries) * per_entry + work * per_work > 0
 
 
 def concat_flat(ops: Ops, gs: Sequence[Variable]) -> Variable:
@@ -285,15 +284,62 @@ def split_rows(ops: Ops, nested: bool, m: Any, xs: list[Variable], i: int, tail:
 
 
 def _jac_rev(ops: Ops, y: Variable, xs: list[Variable], nested: bool) -> list[Result]:
-    """One reverse sweep per output entry; row k is the gradient of y[k]."""
+    """Every row in one reverse sweep of a batch of cotangents (the identity, row k the
+    gradient of y[k]); under vmap, one sweep per output entry."""
     if y.size == 0 or any(x.size == 0 for x in xs):
         return [_zeros(ops, nested, y.shape + x.shape, y.dtype) for x in xs]
+    if _stackable(y, xs):
+        m = y.size
+        if not nested:
+            return _rev_values(ops, y, xs)
+        basis = ops.var(identity(m, y.dtype).reshape((m,) + y.shape), requires_grad=False)
+        gs = ops.grad(y, xs, seed=wrap(basis, new_level()), create_graph=nested)
+        return [_rows(ops, nested, g, m, y.shape + x.shape) for g, x in zip(gs, xs)]
     rows: list[list[Variable]] = [[] for _ in xs]
     for k in range(y.size):
         seed = _unit(k, y.shape, y.dtype)
         for row, g in zip(rows, ops.grad(y, xs, seed=seed, create_graph=nested)):
             row.append(g)
     return [_assemble(ops, nested, row, 0, y.shape + x.shape) for row, x in zip(rows, xs)]
+
+
+def _rev_values(ops: Ops, y: Variable, xs: list[Variable]) -> list[np.ndarray]:
+    """dy/dxs as new arrays from one value-only reverse sweep of the identity's stacked rows
+    (each vjp rule run once on the stacks, nothing recorded)."""
+    m = y.size
+    seed = Stack(identity(m, y.dtype).reshape((m,) + y.shape), eye=y.ndim == 1)
+    stop = min(x.position for x in xs)
+    grads = sweep(STACKS, ops.tape, y.node, seed, stop, None, {x.node for x in xs}, False)
+    out = []
+    for x in xs:
+        g, shape = grads.get(x.node), y.shape + x.shape
+        if type(g) is Stack:
+            out.append(g.inner.reshape(shape) if g.fresh else g.inner.reshape(shape).copy())
+        else:   # no path from x (None), or the same for every row
+            out.append(np.zeros(shape, y.dtype) if g is None else
+                       np.broadcast_to(g, (m,) + x.shape).reshape(shape).copy())
+    return out
+
+
+def _stackable(y: Variable, xs: list[Variable]) -> bool:
+    """Whether one sweep of stacked cotangents gives dy/dxs: no value is batched by a vmap and
+    every entry between them is a registered primitive (a custom rule may sweep on its own)."""
+    if type(y) is Batched or any(type(x) is Batched for x in xs):
+        return False
+    entries = ancestors([y], start=min(x.position for x in xs), stop={x.node for x in xs})
+    return all(e.prim is None or REGISTRY.get(e.prim.name) is e.prim for e in entries)
+
+
+def _rows(ops: Ops, nested: bool, g: Variable, m: int, shape: tuple) -> Result:
+    """The batched sweep's gradient (m rows first) shaped as the Jacobian; one that is no
+    batch (the zeros of an input the output does not reach) is the same in every row."""
+    if type(g) is Batched:
+        g = g.inner
+    elif nested:
+        g = ops.broadcast_to(g, (m,) + g.shape)
+    else:
+        return np.broadcast_to(g.raw, (m,) + g.shape).reshape(shape).copy()
+    return ops.reshape(g, shape) if nested else np.array(g.raw).reshape(shape)
 
 
 def _jac_fwd(ops: Ops, y: Variable, xs: list[Variable], nested: bool) -> list[Result]:

@@ -90,6 +90,12 @@ def _matmul(x, y):
         # stack of columns, as the batched jvp of a matrix-vector vjp records it: a single
         # matrix product instead of one per column (measured 1.9x faster at 100x100x100)
         return np.matmul(y[..., 0], (x if x.ndim == 2 else x[0]).T)[..., None]
+    if type(y) is np.ndarray and y.ndim == 3 and y.strides[0] == 0 and len(xs) == 3 and \
+            xs[0] == y.shape[0] > 0:
+        # a stack of rows times one matrix broadcast along the stack (a shared weight under
+        # vmap, as per-example gradients of a dense layer record it): one matrix product
+        # instead of one per example
+        return np.matmul(np.reshape(x, (xs[0] * xs[1], xs[2])), y[0]).reshape(xs[:2] + y.shape[2:])
     return np.matmul(x, y)
 
 
