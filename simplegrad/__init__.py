@@ -6,7 +6,7 @@ on first use (``__getattr__``), so that ``import simplegrad`` costs only the cor
 """
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .checks import check_grads, check_jvp_vjp_consistency
 from .engine.ops import Ops
@@ -70,6 +70,22 @@ from .transforms.transpose import linear_transpose
 from .transforms.vmap import vmap
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:    # (static readers, the API reference among them: where the lazy names live)
+    from . import nn, optim
+    from .distributed import map_chunks
+    from .program.compare import Diff, diff
+    from .program.load import load_program
+    from .program.symbolic import check_closed_form
+    from .transforms.odeint import odeint
+    from .transforms.sparse import (
+        color,
+        hessian_sparsity,
+        jacobian_sparsity,
+        sparse_hessian,
+        sparse_jacobian,
+        spy,
+    )
 
 # the names imported on first use: name -> (module, attribute; None for the module itself)
 _LAZY = {
