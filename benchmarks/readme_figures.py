@@ -105,7 +105,7 @@ def pictures(folder: Path = DOCS) -> list[Path]:
     from simplegrad.cli import seed_program
     op, a, b = seed_program(echo=False)
     grad2 = op.program([a, b], [a.grad, b.grad])
-    drawn = [grad2.render(folder / "demo_program.svg"),
+    drawn = [grad2.render(folder / "demo_program.svg", raw=True),
              sg.simplify(grad2).render(folder / "demo_derivation.svg"),
              data_model(folder / "data_model.svg")]
     drawn += [prog.render(folder / name) for name, prog in step_programs().items()]

@@ -236,9 +236,9 @@ def _trace(ns: argparse.Namespace) -> int:
         print(f"{label} = {format_value(g.value)}")
     if ns.dot:
         with open(ns.dot, "w", encoding="utf-8") as f:
-            f.write(prog.to_dot())
+            f.write(prog.to_dot(raw=ns.raw))
     if ns.svg:
-        prog.render(ns.svg)
+        prog.render(ns.svg, raw=ns.raw)
     if ns.save:
         prog.save(ns.save)
     for v in [l0, *grads]:

@@ -98,7 +98,7 @@ def test_stats_of_a_chain_and_peak_memory():
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")     # pydot's use of pyparsing
 def test_dot_text(seed):
     _, _, _, prog = seed
-    dot = prog.to_dot()
+    dot = prog.to_dot(raw=True)
     assert dot.startswith("digraph program {") and dot.rstrip().endswith("}")
     nodes = re.findall(r'^  "([^"]+)" \[label=', dot, flags=re.M)
     edges = re.findall(r'^  "([^"]+)" -> "([^"]+)" \[label="([\d,]+)"\];', dot, flags=re.M)
@@ -128,7 +128,7 @@ def test_dot_escapes_quotes():
 @pytest.mark.parametrize("suffix", [".svg", ".png"])
 def test_render(seed, tmp_path, suffix):
     _, _, _, prog = seed
-    path = prog.render(tmp_path / f"seed{suffix}")
+    path = prog.render(tmp_path / f"seed{suffix}", raw=True)
     data = path.read_bytes()
     assert data.startswith(b"\x89PNG") if suffix == ".png" else b"<svg" in data
     if suffix == ".svg":

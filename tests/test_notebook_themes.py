@@ -2,7 +2,8 @@
 
 Oracles: WCAG 2 contrast ratios computed here from the palettes' hex colours (text against
 every fill of its own palette), the pictures' fills (the light palette must be them), and the
-explained trace (`op.format_trace(explain=True)`), whose comments the inline notes must be.
+explained derivation (`op.format_trace(explain=True, raw=False)`), whose comments the inline
+notes must be.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def test_explanations_are_inline_behind_a_toggle_and_are_the_explained_trace():
     assert page.count('class="sg-notes"') == 1 and "checked" in page.split('class="sg-notes"')[1]
     assert ".sg-notes:checked ~ details .sg-note {display: inline}" in page
     notes = [html.unescape(n) for n in re.findall(r'<span class="sg-note">([^<]*)</span>', page)]
-    explained = [line.split("    ", 1)[1] for line in op.format_trace(explain=True).splitlines()
-                 if "    # " in line]
+    pruned = op.format_trace(explain=True, raw=False).splitlines()
+    explained = [line.split("    ", 1)[1] for line in pruned if "    # " in line]
     assert notes and set(notes) <= set(explained)
     assert "# accumulation of dL0/db" in notes
 

@@ -101,12 +101,18 @@ def origins(tape: Tape) -> dict[int, tuple[Entry, int]]:
 
 def block_target(tape: Tape, position: int) -> str | None:
     """The name of what the innermost block open at ``position`` differentiates."""
+    target = block_target_entry(tape, position)
+    return None if target is None else target.name
+
+
+def block_target_entry(tape: Tape, position: int) -> Entry | None:
+    """What the innermost block open at ``position`` differentiates, as its entry."""
     stack = []
     for event in tape.events:
         if event.position > position:
             break
         if type(event) is BlockBegin:
-            stack.append(event.target.name)
+            stack.append(event.target)
         elif type(event) is BlockEnd and stack:
             stack.pop()
     return stack[-1] if stack else None

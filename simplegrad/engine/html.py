@@ -164,7 +164,7 @@ def derivation_html(tape: Tape, outputs: Sequence[Entry] | None = None) -> str:
     view = Derivation(tape, outputs)
     ords = orders(tape)
     pulls = origins(tape)
-    notes = comments(tape)
+    notes = comments(tape, view)
     groups: dict[int, list[str]] = {}
     open_blocks: list[int] = []         # the orders of the blocks open at each line
     for role, text, item in _items(tape, False, None, view):

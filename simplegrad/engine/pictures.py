@@ -39,8 +39,9 @@ def _legend(top: int) -> str:
     return f'<<table border="0" cellspacing="4"><tr><td>legend:</td>{row}</tr></table>>'
 
 
-def dot_text(g: Any) -> str:
-    """Graphviz DOT text of a simplegrad graph (node attributes as ``program_graph`` sets)."""
+def dot_text(g: Any, plain: Any = ()) -> str:
+    """Graphviz DOT text of a simplegrad graph (node attributes as ``program_graph`` sets);
+    the edges into the nodes ``plain`` carry no argument-position label."""
     outputs = {key: i for i, key in enumerate(g.graph.get("outputs", []))}
     top = max((d for _, d in g.nodes(data="order")), default=0)
     lines = ["digraph program {", "  rankdir=TB;",
@@ -60,6 +61,9 @@ def dot_text(g: Any) -> str:
         lines.append(f"  {_quote(key)} [label={_quote(label)}, "
                      f"fillcolor={_quote(fill_colour(d['role'], d['order']))}{extra}];")
     for src, dst, d in g.edges(data=True):
+        if dst in plain:
+            lines.append(f"  {_quote(src)} -> {_quote(dst)};")
+            continue
         label = ",".join(str(p) for p in d["positions"])
         lines.append(f"  {_quote(src)} -> {_quote(dst)} [label={_quote(label)}];")
     inputs = [k for k, role in g.nodes(data="role") if role == "input"]

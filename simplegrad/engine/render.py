@@ -14,7 +14,7 @@ import numpy as np
 
 from ..primitives.indexing import render_index
 from .derivation import Derivation, Line
-from .explain import block_target, blocks, orders, origins
+from .explain import block_target_entry, blocks, orders, origins
 from .tape import Asked, BlockBegin, BlockEnd, Event, Leaf
 from .variable import Entry, Variable
 
@@ -121,22 +121,65 @@ def format_event(event: Event) -> list[tuple[str, str]]:
     return [("map", f"t{y.name} = {t.name}") for y, t in event.pairs] + [("footer", FOOTER)]
 
 
-def comments(tape: Tape) -> dict[int, str]:
-    """position -> the explanation appended to that entry's line by explained traces."""
+def comments(tape: Tape, view: Derivation | None = None) -> dict[int, str]:
+    """position -> the explanation appended to that entry's line by explained traces; with
+    ``view``, written in the pruned derivation's own lines and names."""
+    entry_text = format_entry if view is None else lambda e: _view_entry(e, view)
+    name = (lambda x: x.name) if view is None else lambda x: _view_name(x, view)
     out = {}
     for p, (entry, i) in origins(tape).items():
         if i < 0:
-            out[p] = f"jvp of ({format_entry(entry)})"
+            out[p] = f"jvp of ({entry_text(entry)})"
         else:
-            out[p] = f"d({format_entry(entry)})/d{entry.inputs[i].name}"
+            out[p] = f"d({entry_text(entry)})/d{name(entry.inputs[i])}"
     for p, x in tape.accumulations.items():
         entry = tape.at(p) if tape.base <= p < tape.end else None
         if entry is None:
             continue
-        target = f"d{block_target(tape, p)}/d{x.name}"
+        target = block_target_entry(tape, p)
+        target_name = target.name if view is None else _view_name(target, view)
         what = entry.prim.accumulation or "accumulation of"
-        out[p] = f"{what} {target}"
+        out[p] = f"{what} d{target_name}/d{name(x)}"
     return out
+
+
+def _printed(x: Any, view: Derivation) -> bool:
+    """Whether an operand of the pruned view has a line (or a leaf line) of its own."""
+    if type(x) is Line:
+        return view.lines.get(x.entry.position) is x
+    return type(x) is Entry and x in view.leaves
+
+
+def _view_text(x: Any, view: Derivation, depth: int = 0) -> str:
+    """An operand as the pruned view shows it: a printed name, a constant, or the expression
+    of a line the view does not print (in parentheses)."""
+    if type(x) is Line and not _printed(x, view):
+        if x.prim is None:
+            return format_value(x.args[0])
+        if depth > 2:
+            return "..."
+        args = [_view_text(a, view, depth + 1) for a in x.args]
+        return "(" + format_line("", x.prim, args, x.attrs)[3:] + ")"
+    if type(x) is Entry and x not in view.leaves:
+        return format_value(x.raw) if x.raw is not None else "..."
+    return _operand(x)
+
+
+def _view_name(x: Any, view: Derivation) -> str:
+    """A tape entry named as the pruned view prints it (``d`` is put before the result)."""
+    text = _view_text(view.value(x), view)
+    return text if text.isidentifier() else f"({text})"
+
+
+def _view_entry(entry: Entry, view: Derivation) -> str:
+    """A forward entry as the pruned view shows it: its printed line when the view prints
+    one for its value, else its expression in the view's operands."""
+    line = view.value(entry)
+    if type(line) is Line and _printed(line, view) and \
+            (line.entry is entry or (line.prim is entry.prim and line.attrs == entry.attrs)):
+        return derivation_line(line)
+    args = [_view_text(view.value(x), view) for x in entry.inputs]
+    return format_line("", entry.prim, args, entry.attrs)[3:]
 
 
 def roles(tape: Tape, explain: bool = False, block: int | None = None, raw: bool = True,
@@ -198,7 +241,7 @@ def _items(tape: Tape, explain: bool, block: int | None, view: Derivation | None
     """(role, text, the entry or event it comes from) for every line, in recording order."""
     events = tape.events
     accumulations = tape.accumulations
-    notes = comments(tape) if explain else {}
+    notes = comments(tape, view) if explain else {}
     lines_of = format_event if view is None else lambda e: _view_event(e, view)
     first, last, lo, hi = 0, len(events), None, None
     if block is not None:

@@ -399,15 +399,17 @@ class Program:
         from .graph import stats
         return stats(self)
 
-    def to_dot(self) -> str:
-        """The program as Graphviz DOT text, coloured as the rich trace is."""
+    def to_dot(self, raw: bool = False) -> str:
+        """The program as Graphviz DOT text, one box per line ``format()`` prints (``raw``:
+        per entry recorded), coloured as the rich trace is."""
         from .graph import to_dot
-        return to_dot(self)
+        return to_dot(self, raw)
 
-    def render(self, path: Any) -> Any:
-        """Draw the program to an .svg or .png file with Graphviz's ``dot``; returns the path."""
+    def render(self, path: Any, raw: bool = False) -> Any:
+        """Draw the program as ``format()`` prints it (``raw``: as recorded) to an .svg or
+        .png file with Graphviz's ``dot``; returns the path."""
         from .graph import render as draw
-        return draw(self, path)
+        return draw(self, path, raw)
 
     def to_sympy(self) -> list:
         """The outputs as SymPy expressions, one per output, in one symbol per input (needs

@@ -225,17 +225,38 @@ def _peak_bytes(prog: Program) -> int:
 # ---------------------------------------------------------------- DOT and pictures
 
 
-def to_dot(prog: Program) -> str:
-    """Graphviz DOT text of the program: one box per node, coloured by role and order, outputs
-    labelled by name, and a legend of the colours."""
-    return dot_text(program_graph(prog))
+def to_dot(prog: Program, raw: bool = False) -> str:
+    """Graphviz DOT text of the program as ``prog.format()`` prints it (``raw``: as recorded):
+    one box per printed line, coloured by role and order, outputs labelled by name, and a
+    legend of the colours."""
+    if raw:
+        return dot_text(program_graph(prog))
+    g, plain = derivation_graph(prog)
+    return dot_text(g, plain)
 
 
-def render(prog: Program, path: str | Path) -> Path:
-    """Draw the program to ``path`` (.svg or .png) with Graphviz's ``dot`` program."""
+def derivation_graph(prog: Program) -> tuple[nx.DiGraph, set[str]]:
+    """The graph of the program simplified as ``prog.format()`` prints it, without the
+    constants its lines print inline, and the entries whose edges need no argument-position
+    label (a commutative primitive, or one drawn argument)."""
+    from .simplify import simplify
+    g = program_graph(simplify(prog))
+    outputs = set(g.graph["outputs"])
+    g.remove_nodes_from([k for k, d in g.nodes(data=True)
+                         if d["role"] == "constant" and d["name"] is None and k not in outputs])
+    prims = {n.prim.name: n.prim for n in prog.entries}
+    prims.update({n.prim.name: n.prim for n in simplify(prog).entries})
+    plain = {k for k, d in g.nodes(data=True) if d["primitive"] is not None and (
+        g.in_degree(k) < 2 or getattr(prims.get(d["primitive"]), "commutative", False))}
+    return g, plain
+
+
+def render(prog: Program, path: str | Path, raw: bool = False) -> Path:
+    """Draw the program to ``path`` (.svg or .png) with Graphviz's ``dot`` program, as
+    ``prog.format()`` prints it (``raw``: as recorded)."""
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in ("svg", "png"):
         raise ArgumentError(f"render: {path.name} must end in .svg or .png")
-    path.write_bytes(run_dot(to_dot(prog), fmt, path.name))
+    path.write_bytes(run_dot(to_dot(prog, raw), fmt, path.name))
     return path
