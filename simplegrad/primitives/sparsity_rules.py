@@ -43,12 +43,16 @@ Sparsity = Callable[[Primitive, Sequence[Any], tuple, dict], list]
 class Rule:
     """A sparsity rule and whether its pattern is exact (not only a superset); ``constants``:
     it also takes ``fixed``, per input whether it is a constant of the program, and leaves out
-    what a constant's zeros multiply (a product with a constant matrix holding zeros)."""
+    what a constant's zeros multiply (a product with a constant matrix holding zeros);
+    ``reads``: its pattern may change with its inputs' values, not only their shapes (an
+    index, a loop's trips), so a loop whose integer input reaches it reads it every trip."""
 
-    __slots__ = ("fn", "exact", "name", "constants")
+    __slots__ = ("fn", "exact", "name", "constants", "reads")
 
-    def __init__(self, fn: Sparsity, exact: bool, name: str, constants: bool = False):
+    def __init__(self, fn: Sparsity, exact: bool, name: str, constants: bool = False,
+                 reads: bool = False):
         self.fn, self.exact, self.name, self.constants = fn, exact, name, constants
+        self.reads = reads
 
     def __call__(self, prim: Primitive, xs: Sequence[Any], out_shape: tuple, attrs: dict,
                  fixed: Sequence[bool] | None = None) -> list:
@@ -315,7 +319,7 @@ def _solving(xs: Sequence[Any], out_shape: tuple, attrs: dict) -> tuple:
 
 POINTWISE = Rule(_pointwise, True, "pointwise")
 FOLDING = Rule(_folding(), True, "folding")
-MOVING = Rule(_moving, True, "moving")
+MOVING = Rule(_moving, True, "moving", reads=True)
 NONE = Rule(lambda prim, xs, out_shape, attrs: [None] * len(xs), True, "none")
 DENSE = Rule(_dense, False, "dense")
 
@@ -524,9 +528,9 @@ def _cond_rule(prim: Primitive, xs: Sequence[Any], out_shape: tuple, attrs: dict
                       _rows(outs, sizes))
 
 
-LOOP_RULES = {"scan": Rule(_scan_rule, False, "a scan of its body's"),
-              "while_loop": Rule(_while_rule, False, "a while loop of its body's"),
-              "cond": Rule(_cond_rule, False, "the union of the branches'"),
+LOOP_RULES = {"scan": Rule(_scan_rule, False, "a scan of its body's", reads=True),
+              "while_loop": Rule(_while_rule, False, "a while loop of its body's", reads=True),
+              "cond": Rule(_cond_rule, False, "the union of the branches'", reads=True),
               "loop_part": MOVING, "loop_placed": MOVING}
 
 

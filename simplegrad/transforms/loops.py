@@ -546,12 +546,6 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init: Any, max_steps: int
 # ---------------------------------------------------------------- sparsity (the loops' rules)
 
 
-# the rules that read only their inputs' shapes (and a constant factor's zeros)
-_SHAPES_ONLY = ("pointwise", "folding", "folding a selection", "none", "dense", "product",
-                "matmul", "einsum", "along all", "along prefix", "along prefix, a selection",
-                "cross", "dense block")
-
-
 def reads_integers(program: Program) -> bool:
     """Whether a value computed from an integer input of ``program`` reaches a sparsity rule
     that reads values (not only shapes)."""
@@ -562,7 +556,7 @@ def reads_integers(program: Program) -> bool:
     for k, node in enumerate(program.entries):
         refs = [(r.kind, r.index) for r in refs_of(node)]
         if any(r in tainted for r in refs):
-            if rule_for(node.prim).name not in _SHAPES_ONLY:
+            if rule_for(node.prim).reads:
                 return True
             tainted.add((NODE, k))
     return False
