@@ -62,7 +62,10 @@ class Body(Protocol):
     body traced from ``build(o, *leaves)`` (a list of outputs, computed with primitives);
     ``lines()`` its text, as a program prints; ``batched(flags, size)`` the body on ``size``
     examples at once (inputs at ``flags`` batched along a leading axis, every output);
-    ``work()`` the entries one run of it computes (its loops' counted by their trips)."""
+    ``work()`` the entries one run of it computes (its loops' counted by their trips);
+    ``dependence(*values)`` its Jacobian pattern at these inputs (a boolean csr_array, its
+    outputs' entries by its float inputs', each concatenated) and ``reads_integers()``
+    whether that pattern may change with its integer inputs' values."""
 
     ins: tuple[Aval, ...]
     outs: tuple[Aval, ...]
@@ -84,6 +87,10 @@ class Body(Protocol):
     def batched(self, flags: tuple[bool, ...], size: int) -> Body: ...
 
     def work(self) -> int: ...
+
+    def dependence(self, *values: Any) -> Any: ...
+
+    def reads_integers(self) -> bool: ...
 
 
 # ---------------------------------------------------------------- the packed output

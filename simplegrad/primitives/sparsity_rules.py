@@ -43,12 +43,16 @@ Sparsity = Callable[[Primitive, Sequence[Any], tuple, dict], list]
 class Rule:
     """A sparsity rule and whether its pattern is exact (not only a superset); ``constants``:
     it also takes ``fixed``, per input whether it is a constant of the program, and leaves out
-    what a constant's zeros multiply (a product with a constant matrix holding zeros)."""
+    what a constant's zeros multiply (a product with a constant matrix holding zeros);
+    ``reads``: its pattern may change with its inputs' values, not only their shapes (an
+    index, a loop's trips), so a loop whose integer input reaches it reads it every trip."""
 
-    __slots__ = ("fn", "exact", "name", "constants")
+    __slots__ = ("fn", "exact", "name", "constants", "reads")
 
-    def __init__(self, fn: Sparsity, exact: bool, name: str, constants: bool = False):
+    def __init__(self, fn: Sparsity, exact: bool, name: str, constants: bool = False,
+                 reads: bool = False):
         self.fn, self.exact, self.name, self.constants = fn, exact, name, constants
+        self.reads = reads
 
     def __call__(self, prim: Primitive, xs: Sequence[Any], out_shape: tuple, attrs: dict,
                  fixed: Sequence[bool] | None = None) -> list:
@@ -315,7 +319,7 @@ def _solving(xs: Sequence[Any], out_shape: tuple, attrs: dict) -> tuple:
 
 POINTWISE = Rule(_pointwise, True, "pointwise")
 FOLDING = Rule(_folding(), True, "folding")
-MOVING = Rule(_moving, True, "moving")
+MOVING = Rule(_moving, True, "moving", reads=True)
 NONE = Rule(lambda prim, xs, out_shape, attrs: [None] * len(xs), True, "none")
 DENSE = Rule(_dense, False, "dense")
 
@@ -350,6 +354,187 @@ RULES: dict[str, Rule] = {
 }
 
 
+# ---------------------------------------------------------------- loops and branches
+#
+# A loop's rule propagates its body's pattern (``Body.dependence``: the body's own rules over
+# its sub-program) through the trips: the carry's pattern on the loop's inputs, step after
+# step. The body's pattern is read at its inputs' values; where an integer input reaches a
+# rule that reads values (an index, a nested loop), at each step's (the forward run beside),
+# else once for every step, and then a scan stops where the carry's pattern stops changing.
+
+
+def _sparse() -> Any:
+    import scipy.sparse
+    return scipy.sparse
+
+
+def _binary(m: Any) -> Any:
+    m = _sparse().csr_array(m, dtype=np.float32)
+    m.sum_duplicates()
+    m.eliminate_zeros()
+    m.data[:] = 1
+    return m
+
+
+class _Columns:
+    """The loop's inputs as the columns of a pattern (concatenated, C order)."""
+
+    def __init__(self, prim: Primitive, xs: Sequence[Any]):
+        self.prim, self.xs = prim, xs
+        self.start = np.concatenate([[0], np.cumsum([np.size(x) for x in xs])]).astype(int)
+        self.total = int(self.start[-1])
+
+    def eye(self, i: int, first: int = 0, size: int | None = None) -> Any:
+        """Rows for entries first.. of input i, each on itself (none where nothing flows)."""
+        sp = _sparse()
+        size = int(np.size(self.xs[i])) if size is None else size
+        if not flows(self.prim, i, self.xs[i]):
+            return sp.csr_array((size, self.total), dtype=np.float32)
+        k = np.arange(size)
+        return sp.csr_array((np.ones(size, np.float32), (k, self.start[i] + first + k)),
+                            shape=(size, self.total))
+
+    def stack(self, blocks: Sequence[Any]) -> Any:
+        sp = _sparse()
+        blocks = [b for b in blocks if b.shape[0]]
+        return sp.csr_array(sp.vstack(blocks, format="csr")) if blocks else \
+            sp.csr_array((0, self.total), dtype=np.float32)
+
+    def split(self, positions: list, patterns: list) -> list:
+        """The deps per input of an output whose flat ``positions`` have these patterns."""
+        rows, cols = [], []
+        for where, pat in zip(positions, patterns):
+            coo = pat.tocoo()
+            rows.append(np.asarray(where)[coo.row])
+            cols.append(coo.col)
+        rows = np.concatenate(rows) if rows else np.zeros(0, np.intp)
+        cols = np.concatenate(cols) if cols else np.zeros(0, np.intp)
+        deps = []
+        for i, x in enumerate(self.xs):
+            if not flows(self.prim, i, x):
+                deps.append(None)
+                continue
+            keep = (cols >= self.start[i]) & (cols < self.start[i + 1])
+            deps.append(_pairs(rows[keep], cols[keep] - self.start[i]))
+        return deps
+
+
+def _at(row: int, width: int, offset: int, size: int) -> np.ndarray:
+    return row * width + offset + np.arange(size)
+
+
+def _key(body: Any, values: Sequence[Any]) -> tuple:
+    """What the body's pattern depends on among these values: its integer inputs' where one
+    reaches a rule that reads values, else nothing."""
+    if not body.reads_integers():
+        return ()
+    return tuple((np.asarray(v).dtype.str, np.asarray(v).tobytes()) for v in values
+                 if np.asarray(v).dtype.kind not in "fc")
+
+
+def _local(body: Any, values: Sequence[Any], memo: dict) -> Any:
+    key = _key(body, values)
+    got = memo.get(key)
+    if got is None:
+        got = memo[key] = _binary(body.dependence(*values))
+    return got
+
+
+def _rows(pattern: Any, sizes: Sequence[int]) -> list:
+    edges = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    return [pattern[edges[j]:edges[j + 1]] for j in range(len(sizes))]
+
+
+def _scan_rule(prim: Primitive, xs: Sequence[Any], out_shape: tuple, attrs: dict) -> list:
+    from .loops import size_of, trips
+    body, nc, nk, counted = attrs["body"], attrs["nc"], attrs["nk"], attrs["counted"]
+    layout, width = attrs["layout"], out_shape[-1]
+    xs = [np.asarray(x) for x in xs]
+    n = trips(xs, nc, nk, counted, attrs["length"])
+    cols = _Columns(prim, xs)
+    seqs = range(nc + nk, len(xs) - counted)
+    consts = cols.stack([cols.eye(i) for i in range(nc)])
+    carry = cols.stack([cols.eye(nc + j) for j in range(nk)])
+    values = list(xs[nc:nc + nk])
+    sizes = [size_of(a) for a in body.outs]
+    steady = body.reads_integers() is False and not any(flows(prim, i, xs[i]) for i in seqs)
+    memo: dict = {}
+    positions, patterns = [], []
+    order = list(range(n - 1, -1, -1) if attrs["reverse"] else range(n))
+    for step, t in enumerate(order):
+        step_x = [xs[i][t] for i in seqs]
+        local = _local(body, [*xs[:nc], *values, *step_x], memo)
+        ins = cols.stack([consts, carry, *(cols.eye(i, t * (xs[i].size // n),
+                                                    xs[i].size // n) for i in seqs)])
+        outs = _rows(_binary(local @ ins), sizes)
+        ys = [(j, y) for j, y in enumerate(outs[nk:])]
+        new = cols.stack(outs[:nk])
+        done = steady and step > 0 and (new != carry).nnz == 0
+        rest = order[step:] if done else [t]
+        for j, y in ys:
+            for u in rest:
+                positions.append(_at(1 + u, width, layout[nk + j], sizes[nk + j]))
+                patterns.append(y)
+        carry = new
+        if done:
+            break
+        if body.reads_integers():
+            values = list(body(*xs[:nc], *values, *step_x)[:nk])
+    for j, c in enumerate(_rows(carry, sizes[:nk])):
+        positions.append(_at(0, width, layout[j], sizes[j]))
+        patterns.append(c)
+    return cols.split(positions, patterns)
+
+
+def _while_rule(prim: Primitive, xs: Sequence[Any], out_shape: tuple, attrs: dict) -> list:
+    """Every trip count's pattern at once: the carry's, grown by the body's until it stops."""
+    from .loops import size_of
+    body, test, nc = attrs["body"], attrs["test"], attrs["nc"]
+    layout, width = attrs["layout"], out_shape[-1]
+    xs = [np.asarray(x) for x in xs]
+    nk = len(xs) - nc
+    cols = _Columns(prim, xs)
+    memo: dict = {}
+    values = list(xs[nc:])
+    _local(body, [*xs[:nc], *values], memo)
+    if body.reads_integers():       # each trip's, as the forward runs
+        steps, limit = 0, attrs.get("max_steps")
+        while (limit is None or steps < limit) and bool(np.asarray(test(*xs[:nc], *values)[0])):
+            _local(body, [*xs[:nc], *values], memo)
+            values = list(body(*xs[:nc], *values))
+            steps += 1
+    local = _binary(sum(memo.values()))
+    consts = cols.stack([cols.eye(i) for i in range(nc)])
+    carry = cols.stack([cols.eye(nc + j) for j in range(nk)])
+    while True:
+        grown = _binary(carry + local @ cols.stack([consts, carry]))
+        if (grown != carry).nnz == 0:
+            break
+        carry = grown
+    sizes = [size_of(a) for a in body.outs]
+    return cols.split([_at(0, width, layout[j], sizes[j]) for j in range(nk)],
+                      _rows(carry, sizes))
+
+
+def _cond_rule(prim: Primitive, xs: Sequence[Any], out_shape: tuple, attrs: dict) -> list:
+    """The union of the branches' patterns (the index carries no derivative)."""
+    from .loops import size_of
+    branches, layout, width = attrs["branches"], attrs["layout"], out_shape[-1]
+    xs = [np.asarray(x) for x in xs]
+    cols = _Columns(prim, xs)
+    local = _binary(sum(_binary(b.dependence(*xs[1:])) for b in branches))
+    outs = _binary(local @ cols.stack([cols.eye(i) for i in range(1, len(xs))]))
+    sizes = [size_of(a) for a in branches[0].outs]
+    return cols.split([_at(0, width, layout[j], sizes[j]) for j in range(len(sizes))],
+                      _rows(outs, sizes))
+
+
+LOOP_RULES = {"scan": Rule(_scan_rule, False, "a scan of its body's", reads=True),
+              "while_loop": Rule(_while_rule, False, "a while loop of its body's", reads=True),
+              "cond": Rule(_cond_rule, False, "the union of the branches'", reads=True),
+              "loop_part": MOVING, "loop_placed": MOVING}
+
+
 def rule_for(prim: Primitive) -> Rule:
     """The sparsity rule of ``prim``: the one on its record, else by its kind (not
     differentiable: none; elementwise: pointwise), else the dense rule."""
@@ -365,3 +550,6 @@ def attach_rules() -> None:
     """Put each rule of ``RULES`` on the record it describes (once every record exists)."""
     for name, rule in RULES.items():
         REGISTRY[name].sparsity = rule
+    from . import loops
+    for prim in (loops.SCAN, loops.WHILE, loops.COND, loops.PART, loops.PLACED):
+        prim.sparsity = LOOP_RULES[prim.name]

@@ -103,6 +103,19 @@ class Body:
         """The entries one run of the body computes (a loop inside: by its trips)."""
         return self.program.stats().work
 
+    def dependence(self, *values: Any) -> Any:
+        """The body's Jacobian pattern at these input values: a boolean csr_array, its
+        outputs' entries (concatenated) by its float inputs' (concatenated, C order)."""
+        return dependence(self.program, values)
+
+    def reads_integers(self) -> bool:
+        """Whether the body's pattern may depend on its integer inputs' values (one reaches
+        a rule that reads values: an index, a loop)."""
+        got = self._derived.get(("reads_integers",))
+        if got is None:
+            got = self._derived[("reads_integers",)] = reads_integers(self.program)
+        return got
+
     def record(self, o: Any, *inputs: Any) -> list:
         """The outputs recorded on ``o`` (the Ops, or VALUES for values)."""
         if o is VALUES or not isinstance(o, Ops):
@@ -528,3 +541,87 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init: Any, max_steps: int
     if not recorded:
         carry = [np.asarray(v) for v in carry]
     return tree_unflatten(cdef, carry)
+
+
+# ---------------------------------------------------------------- sparsity (the loops' rules)
+
+
+def reads_integers(program: Program) -> bool:
+    """Whether a value computed from an integer input of ``program`` reaches a sparsity rule
+    that reads values (not only shapes)."""
+    from ..primitives.sparsity_rules import rule_for
+    from ..program.nodes import INPUT, NODE, refs_of
+    tainted = {(INPUT, k) for k, i in enumerate(program.inputs)
+               if np.dtype(i.dtype).kind not in "fc"}
+    for k, node in enumerate(program.entries):
+        refs = [(r.kind, r.index) for r in refs_of(node)]
+        if any(r in tainted for r in refs):
+            if rule_for(node.prim).reads:
+                return True
+            tainted.add((NODE, k))
+    return False
+
+
+def dependence(program: Program, values: Sequence[Any]) -> Any:
+    """Which entries of the inputs (float ones, concatenated in C order) each entry of the
+    outputs (concatenated) may depend on, at these input values: a boolean csr_array, the
+    program's Jacobian pattern (the inputs taken as varying; the rules of
+    primitives/sparsity_rules.py propagated over its entries)."""
+    from ..primitives.sparsity_rules import rule_for
+    from ..program.nodes import CONST, INPUT, refs_of
+    from .sparse import _scipy
+    sp = _scipy()
+    values = [np.asarray(v) for v in values]
+    total = sum(v.size for v in values)
+    vals: list = [*values, *(c.value for c in program.constants)]
+    pats: list = []
+    col = 0
+    for v in values:
+        if v.dtype.kind in "fc":
+            pats.append(sp.csr_array((np.ones(v.size, np.float32),
+                                      (np.arange(v.size), col + np.arange(v.size))),
+                                     shape=(v.size, total)))
+        else:
+            pats.append(None)
+        col += v.size
+    pats += [None] * len(program.constants)
+    varies = [True] * len(values) + [False] * len(program.constants)
+    base = len(values) + len(program.constants)
+
+    def at(r: Any) -> int:
+        return r.index + (0 if r.kind == INPUT else len(values) if r.kind == CONST else base)
+    for node in program.entries:
+        refs = refs_of(node)
+        args = [vals[at(r)] for r in refs]
+        attrs = node.attrs or {}
+        with np.errstate(all="ignore"):
+            vals.append(node.prim.forward(*args, **attrs))
+        fixed = [not varies[at(r)] for r in refs]
+        varies.append(not all(fixed))
+        ins = [pats[at(r)] for r in refs]
+        if all(p is None for p in ins):
+            pats.append(None)
+            continue
+        size = int(np.prod(node.shape))
+        deps = rule_for(node.prim)(node.prim, args, tuple(node.shape), attrs, fixed=fixed)
+        acc = None
+        for p, a, dep in zip(ins, args, deps):
+            if p is None or dep is None:
+                continue
+            rows, cols = dep
+            local = sp.csr_array((np.ones(rows.size, np.float32), (rows, cols)),
+                                 shape=(size, int(np.size(a))))
+            term = local @ p
+            acc = term if acc is None else acc + term
+        if acc is not None:
+            acc = sp.csr_array(acc)
+            acc.sum_duplicates()
+            acc.eliminate_zeros()
+            acc.data[:] = 1
+        pats.append(acc)
+    blocks = []
+    for r in program.outputs:
+        p = pats[at(r)]
+        n = int(np.size(vals[at(r)]))
+        blocks.append(sp.csr_array((n, total), dtype=np.float32) if p is None else p)
+    return sp.csr_array(sp.vstack(blocks, format="csr"), dtype=bool)
