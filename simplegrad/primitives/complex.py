@@ -135,7 +135,7 @@ class ComplexVariable:
 REAL_ONLY = ("maximum", "minimum", "fmax", "fmin", "clip", "relu", "max", "min", "cummax",
              "cummin", "sign", "sigmoid", "round", "less", "less_equal", "greater",
              "greater_equal", "argmax", "argmin", "argsort", "cumargmax", "cumargmin", "erfinv",
-             "polygamma", "betainc", "variance", "std", "norm", "eigh", "svd", "qr",
+             "polygamma", "betainc", "variance", "std", "norm", "qr",
              "pinv", "lstsq")
 
 
