@@ -349,3 +349,22 @@ def test_explained_trace_shows_where_a_conjugate_enters():
         op.grad(np.sum(np.abs(z) ** 2), z)
         lines = op.format_trace(explain=True).splitlines()
     assert any(line.startswith("v7 = z.conj()    # d(v0 = z.abs())/dz") for line in lines)
+
+
+def test_abs_taylor_of_complex_inputs():
+    # |z + t v| is not piecewise linear in t for complex z: its series is sqrt of z conj(z)'s
+    z = np.array([1 + 2j, -0.5 + 0.3j])
+    v = np.array([0.3 - 0.1j, 0.2 + 0.7j])
+    series = sg.taylor(abs, z, v, 4)
+    nested = lambda t: abs(z + t * v).sum()      # noqa: E731
+    for k in range(1, 5):
+        nested = sg.derivative(nested)
+        np.testing.assert_allclose(series[k].sum(), nested(0.0), rtol=1e-10)
+    f = lambda t: np.abs(z + t * v)       # noqa: E731
+    h = 1e-3
+    np.testing.assert_allclose(series[2], (f(h) - 2 * f(0) + f(-h)) / h ** 2, rtol=1e-5)
+    np.testing.assert_allclose(series[3], (f(2 * h) - 2 * f(h) + 2 * f(-h) - f(-2 * h))
+                               / (2 * h ** 3), rtol=1e-4, atol=1e-5)
+    real = sg.taylor(abs, np.array([-1.5, 2.0]), np.array([0.5, -1.0]), 2)
+    np.testing.assert_array_equal(real[1], [-0.5, -1.0])
+    assert not real[2].any()

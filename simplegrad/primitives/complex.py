@@ -130,12 +130,12 @@ class ComplexVariable:
 # numpy orders complex numbers lexicographically (maximum, sort, comparisons) or drops their
 # imaginary parts with a warning (erfinv); neither has a complex derivative. These records
 # refuse complex inputs instead, naming themselves, in their Ops methods (numpy refuses floor,
-# arctan2, ... itself, and Ops.apply reports that as a DTypeError too). The decompositions wait
-# for their complex rules.
+# arctan2, ... itself, and Ops.apply reports that as a DTypeError too). qr, pinv and lstsq wait
+# for their complex rules (eigh and svd have theirs: linalg/eigh.py, linalg/svd.py).
 REAL_ONLY = ("maximum", "minimum", "fmax", "fmin", "clip", "relu", "max", "min", "cummax",
              "cummin", "sign", "sigmoid", "round", "less", "less_equal", "greater",
              "greater_equal", "argmax", "argmin", "argsort", "cumargmax", "cumargmin", "erfinv",
-             "polygamma", "betainc", "variance", "std", "norm", "eigh", "svd", "qr",
+             "polygamma", "betainc", "variance", "std", "norm", "qr",
              "pinv", "lstsq")
 
 

@@ -32,6 +32,7 @@ from .core import (
 from .elementwise import elementwise
 from .rewrites import repeated_choice
 from .schema import attrs
+from .series import Series, cauchy, sqrt_series
 from .shape_rules import CHOSEN, RECTIFIED, broadcasting
 from .taylor import linear
 
@@ -67,9 +68,23 @@ def _abs_d(o: PrimitiveMethods, g: Any, out: Any, x: Any) -> Any:
     return o.mul(g, o.sign(x))
 
 
+def _abs_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
+    """|x|: piecewise linear on reals (its jvp per coefficient); for a complex x the square
+    root of the real series z conj(z), whose k-th coefficient is the sum of Re(z_j conj(z_k-j))."""
+    if getattr(x, "dtype", None) is None or x.dtype.kind != "c":
+        return _abs_linear(o, ss, out, x)
+    zs = ss[0]
+    bars = [None if c is None else o.conj(c) for c in zs]
+    squares = [None] + [cauchy(o, o.mul, zs, bars, k) for k in range(1, len(zs))]
+    part = out.dtype      # the real dtype of x's parts
+    squares = [None if c is None else o.cast(c, part) for c in squares]
+    return sqrt_series(o, squares, out)
+
+
+_abs_linear = linear("abs")
 ABS = elementwise("abs", np.abs, "{0}.abs()", (
     _abs_d,),
-    sympy=sympy_call("Abs"), domain=NONZERO, taylor=linear("abs"), saves=("inputs",))
+    sympy=sympy_call("Abs"), domain=NONZERO, taylor=_abs_taylor, saves=("inputs",))
 
 
 def _share(o: PrimitiveMethods, x: Any, y: Any, sense: float) -> Any:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import ArgumentError, LinAlgError
+from ..complex import is_complex
 from ..core import REGISTRY, Primitive, shape_of, value_of
 from .matrices import as_column, as_row
 
@@ -77,11 +78,16 @@ def decompose(kind: str, compute: Any, a: np.ndarray) -> tuple:
 
 
 def column_signs(u: np.ndarray) -> np.ndarray:
-    """Per column of u, the sign (+1 or -1) that makes its largest-magnitude entry positive."""
+    """Per column of u, the sign (+1 or -1) that makes its largest-magnitude entry positive (for
+    a complex u, the unit phase that makes it real and positive)."""
     if u.shape[-2] == 0:        # columns of no entries (a 0 x 0 matrix's): nothing to sign
         return np.ones(u.shape[:-2] + (1, u.shape[-1]), u.dtype)
     i = np.argmax(np.abs(u), axis=-2)[..., None, :]
-    s = np.sign(np.take_along_axis(u, i, axis=-2))
+    top = np.take_along_axis(u, i, axis=-2)
+    if u.dtype.kind == "c":     # the unit phase that makes that entry real and positive
+        size = np.abs(top)
+        return np.where(size == 0, 1, np.conj(top) / np.where(size == 0, 1, size)).astype(u.dtype)
+    s = np.sign(top)
     return np.where(s == 0, 1.0, s).astype(u.dtype)
 
 # ---------------------------------------------------------------- rule pieces
@@ -149,6 +155,8 @@ def with_numpy_signs(name: str, vjp: Any, jvp: Any) -> tuple:
         if axis is None:                # values: no signs, the same as the fixed part's
             return out, None
         f = o.apply(REGISTRY[name], (a,), {"part": part})
+        if is_complex(out):         # the unit phase of each column (row) against f's
+            return f, o.sum(o.mul(o.conj(f), out), axis=axis, keepdims=True)
         return f, o.sign(o.sum(o.mul(f, out), axis=axis, keepdims=True))
 
     def signed_vjp(o: PrimitiveMethods, g: Any, out: Any, a: Any, part: str,

@@ -10,6 +10,13 @@ one triangle numpy reads (the lower for ``UPLO="L"``, the upper for ``"U"``), re
 (eigvalsh's values are eigh's, equal to numpy's eigvalsh to rounding). So the other triangle
 gets a gradient of exactly 0, and each strict entry of the triangle read gets the sum of the
 two mirrored entries of the (symmetric) gradient on the mirrored matrix: twice its own.
+
+A complex matrix decomposes as its Hermitian part (a + a^H) / 2, mirrored with conjugates from
+numpy's triangle; its eigenvalues are real, dw_i = v_i^H dS v_i. Its eigenvectors are fixed
+only up to a unit phase each (the forward makes each column's largest entry real and
+positive); their derivatives take JAX's gauge, v_i^H dv_i = 0, so they are the derivatives of
+every function the phases leave unchanged (|V|, V diag(w) V^H, the eigenvalues' own second
+derivatives), not of the phase-fixed columns themselves.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from ...errors import ArgumentError
+from ..complex import is_complex
 from ..core import Case, Primitive, error, mapped, register
 from ..lazy import per_block
 from ..schema import attrs, need, one_of
@@ -33,7 +41,7 @@ from .decomposition import (
     record_parts,
     with_numpy_signs,
 )
-from .matrices import as_row, check_square, matmuls, swap_last, sym
+from .matrices import as_row, check_square, hermitian, matmuls, swap_last, sym
 from .samplers import symmetric_spread
 
 if TYPE_CHECKING:
@@ -44,7 +52,8 @@ if TYPE_CHECKING:
 
 
 def _eigh_numpy(a: np.ndarray, uplo: str = "L") -> tuple:
-    s = (a + np.swapaxes(a, -1, -2)) / 2        # a itself, bit for bit, when a is symmetric
+    mirror = np.swapaxes(a, -1, -2)
+    s = (a + (np.conj(mirror) if a.dtype.kind == "c" else mirror)) / 2   # a itself when it is
     return tuple(np.linalg.eigh(s) if uplo == "L" else np.linalg.eigh(s, UPLO=uplo))
 
 
@@ -76,19 +85,28 @@ def _eig_vectors(o: PrimitiveMethods, a):
 
 
 def _eigh_vjp(o: PrimitiveMethods, g, out, a, part):
-    if part == "eigenvalues":       # V diag(g) V^T
+    if part == "eigenvalues":       # conj(V) diag(g) V^T (V diag(g) V^T on reals)
         v = _eig_vectors(o, a)
-        return o.matmul(o.mul(v, as_row(o, g)), swap_last(o, v))
+        return o.matmul(o.mul(o.conj(v), as_row(o, g)), swap_last(o, v))
     f = inverse_gaps(o, _eig_values(o, a), a, "eigh", "eigenvectors")
+    if is_complex(a):               # the adjoint of the jvp's JAX gauge
+        vt = swap_last(o, out)
+        return hermitian(o, matmuls(o, o.conj(out), o.mul(f, o.matmul(vt, g)), vt))
     return sym(o, matmuls(o, out, o.mul(f, o.matmul(swap_last(o, out), g)), swap_last(o, out)))
 
 
 def _eigh_jvp(o: PrimitiveMethods, ts, out, a, part):
-    ds = sym(o, ts[0])
-    if part == "eigenvalues":       # dw_i = v_i^T dS v_i
+    if part == "eigenvalues":       # dw_i = v_i^H dS v_i, real
         v = _eig_vectors(o, a)
-        return o.sum(o.mul(v, o.matmul(ds, v)), axis=-2)
+        if is_complex(a):
+            dw = o.sum(o.mul(o.conj(v), o.matmul(hermitian(o, ts[0]), v)), axis=-2)
+            return o.cast(dw, out.dtype)
+        return o.sum(o.mul(v, o.matmul(sym(o, ts[0]), v)), axis=-2)
     f = inverse_gaps(o, _eig_values(o, a), a, "eigh", "eigenvectors")
+    if is_complex(a):   # dV = V (F o (V^H dS V)): JAX's gauge, v_i^H dv_i = 0 (see docstring)
+        ds = hermitian(o, ts[0])
+        return o.matmul(out, o.mul(f, matmuls(o, o.conj(swap_last(o, out)), ds, out)))
+    ds = sym(o, ts[0])
     return o.matmul(out, o.mul(f, matmuls(o, swap_last(o, out), ds, out)))
 
 
@@ -138,10 +156,11 @@ class EighOps:
 
 
 def _triangle_read(ops: PrimitiveMethods, a: Any, uplo: str) -> Any:
-    """The symmetric matrix numpy's eigh decomposes: a's lower (or upper) triangle, mirrored."""
+    """The symmetric (Hermitian) matrix numpy's eigh decomposes: a's lower (or upper)
+    triangle, mirrored (and conjugated)."""
     if uplo == "L":
-        return ops.add(ops.tril(a), swap_last(ops, ops.tril(a, -1)))
-    return ops.add(ops.triu(a), swap_last(ops, ops.triu(a, 1)))
+        return ops.add(ops.tril(a), ops.conj(swap_last(ops, ops.tril(a, -1))))
+    return ops.add(ops.triu(a), ops.conj(swap_last(ops, ops.triu(a, 1))))
 
 
 def _numpy_attrs(uplo: str) -> dict:

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ...errors import ArgumentError, LinAlgError
+from ...errors import ArgumentError, DTypeError, LinAlgError
+from ..complex import is_complex
 from ..core import Case, Primitive, error, mapped, register, shape_of, value_of
 from ..lazy import per_block
 from ..schema import attrs, need, one_of
@@ -47,7 +48,7 @@ def _svd_numpy(a: np.ndarray) -> tuple:
 def _svd_fixed(a: np.ndarray) -> tuple:
     u, s, vh = decompose("np.linalg.svd", _svd_numpy, a)
     signs = column_signs(u)
-    return u * signs, s, vh * np.swapaxes(signs, -1, -2)
+    return u * signs, s, vh * np.conj(np.swapaxes(signs, -1, -2))
 
 
 def _svd(a, part, signs=None):
@@ -71,6 +72,16 @@ def _check_nonzero(s: Any, a: Any) -> None:
                           "functions of the singular values alone differentiate at any matrix")
 
 
+def _refuse_complex_vectors(a: Any) -> None:
+    """Raise DTypeError: complex singular vectors are fixed only up to a phase per pair, so
+    their derivatives depend on the gauge that fixes it."""
+    if is_complex(a):
+        raise DTypeError("svd: the singular vectors of a complex matrix are fixed only up to a "
+                         "unit phase per pair (the phase gauge), so their derivatives are not "
+                         "defined; differentiate the singular values, or a function of U and "
+                         "Vh that the phase leaves unchanged")
+
+
 def _svd_factors(o: PrimitiveMethods, out, a, part):
     """(U, S, Vh): ``out`` for the entry's own part, the others recorded from one svd."""
     with shared_decompositions():
@@ -80,8 +91,9 @@ def _svd_factors(o: PrimitiveMethods, out, a, part):
 
 def _svd_vjp(o: PrimitiveMethods, g, out, a, part):
     u, s, vh = _svd_factors(o, out, a, part)
-    if part == "S":                 # U diag(g) Vh
-        return o.matmul(o.mul(u, as_row(o, g)), vh)
+    if part == "S":                 # conj(U diag(g) Vh) (U diag(g) Vh on reals)
+        return o.conj(o.matmul(o.mul(u, as_row(o, g)), vh))
+    _refuse_complex_vectors(a)
     _check_nonzero(s, a)
     f = inverse_gaps(o, o.mul(s, s), a, "svd", "singular vectors")
     if part == "U":                 # (U (F o (Y - Y^T)) S - U U^T G S^-1 + G S^-1) Vh, Y = U^T G
@@ -100,10 +112,14 @@ def _svd_vjp(o: PrimitiveMethods, g, out, a, part):
 def _svd_jvp(o: PrimitiveMethods, ts, out, a, part):
     t = ts[0]
     u, s, vh = _svd_factors(o, out, a, part)
+    if part == "S" and is_complex(a):   # ds_i = Re(u_i^H dA v_i)
+        ds = o.sum(o.mul(o.conj(u), o.matmul(t, o.conj(swap_last(o, vh)))), axis=-2)
+        return o.cast(ds, out.dtype)
     v = swap_last(o, vh)
     tv = o.matmul(t, v)
     if part == "S":                 # ds_i = u_i^T dA v_i
         return o.sum(o.mul(u, tv), axis=-2)
+    _refuse_complex_vectors(a)
     _check_nonzero(s, a)
     f = inverse_gaps(o, o.mul(s, s), a, "svd", "singular vectors")
     srow, scol = as_row(o, s), as_column(o, s)
