@@ -121,3 +121,21 @@ def test_polynomial_and_broadcasting():
     # d2/dx0^2 = 12 x0^2 ... f = x0^4 + x0 (x1^3 + x2^3) + 2 x1^2
     want = 12 * x[0] ** 2 + 6 * x[0] * x[1] + 4 + 6 * x[0] * x[2]
     np.testing.assert_allclose(sg.laplacian(f)(x), want, rtol=1e-13)
+
+
+def test_gradient_in_the_first_layer_under_vmap():
+    # the directions meet the first layer's weights at every point alike (the shared path)
+    params = mlp(5, seed=12)
+    X = np.random.default_rng(13).normal(size=(6, 5))
+
+    def loss(method):
+        def of(W1):
+            f = lambda x: net((W1, params[1], params[2]), x)
+            return np.sum(sg.vmap(sg.laplacian(f, method=method))(X) ** 2)
+        return of
+    np.testing.assert_allclose(sg.grad(loss("taylor"))(params[0]),
+                               sg.grad(loss("hessian"))(params[0]), atol=1e-12)
+    f = lambda x: net(params, x)
+    W = np.diag(np.arange(1.0, 6.0))
+    want = [np.sum(sg.hessian(f)(x) * W) for x in X]
+    np.testing.assert_allclose(sg.vmap(sg.laplacian(f, weights=W))(X), want, atol=1e-12)

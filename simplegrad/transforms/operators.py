@@ -39,6 +39,7 @@ from ..engine.ops import Ops
 from ..engine.variable import Entry, Variable
 from ..errors import ArgumentError, NotDifferentiableError, ShapeError
 from ..primitives.core import dtype_of, shape_of
+from ..primitives.linalg.matmul import MATMUL
 from .arguments import (
     check_callable,
     context,
@@ -115,7 +116,9 @@ def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
     directions ``dirs`` with no second-order coefficient of its own."""
     level = new_level()
     k = dirs.shape[0]
-    seed = wrap(ops.var(np.ascontiguousarray(dirs, dtype=x.dtype), requires_grad=False), level)
+    # (a broadcast seed stays a view: _shared reads the directions from it once)
+    seed = wrap(ops.leaf(dirs if dirs.dtype == x.dtype else dirs.astype(x.dtype), None,
+                         False), level)
 
     def total(c: Any) -> Any:
         """The sum over the directions of a batched coefficient."""
@@ -136,6 +139,11 @@ def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
         t1 = [None if t is None else t[0] for t in ts]
         s2 = [None if t is None else t[1] for t in ts]
         moving = [i for i, t in enumerate(ts) if t is not None]
+        if out.prim is MATMUL and moving == [0] and s2[0] is None and len(xs[1].shape) == 2:
+            c = _shared(t1[0], level)
+            if c is not None:       # the directions, the same at every point, times y
+                y1 = ops.matmul(ops.leaf(c, None, False), xs[1])
+                return (wrap(ops.expand(y1, (k,) + out.shape), level), None)
         if out.prim.elementwise and len(moving) == 1 and t1[moving[0]] is not None:
             return _elementwise(ops, rule, out, xs, attrs, moving[0], t1[moving[0]],
                                 s2[moving[0]], level, k)
@@ -177,13 +185,31 @@ def _elementwise(ops: Ops, rule: Any, out: Entry, xs: list, attrs: dict, i: int,
     y1 = _fit(ops, ops.mul(d1, t1), out)
     y2 = None if s2 is None else ops.mul(d1, s2)
     if c2 is not None:
-        if type(t1) is Batched and t1.level == level:
+        c = _shared(t1, level)
+        if c is not None:       # the same at every point: summed once, then broadcast
+            sq = ops.expand(ops.leaf(np.einsum("k...,k...->...", c, c), None, False),
+                            tuple(x.shape))
+        elif type(t1) is Batched and t1.level == level:
             sq = ops.sum(ops.mul(t1.inner, t1.inner), axis=0)
         else:
             sq = ops.mul(ops.mul(t1, t1), float(k))      # the same for every direction
         q = ops.mul(c2, sq)
         y2 = q if y2 is None else ops.add(y2, q)
     return (y1, None if y2 is None else _fit(ops, y2, out))
+
+
+def _shared(t: Any, level: int) -> np.ndarray | None:
+    """The constant batched tangent ``t``'s values with its zero-stride (broadcast) axes cut to
+    length 1, when it has any: the directions of the seed before they meet a varying value, the
+    same at every point. None when t is recorded (requires_grad) or has no broadcast axis."""
+    if type(t) is not Batched or t.level != level or t.inner.requires_grad:
+        return None
+    v = t.inner.raw
+    if type(v) is not np.ndarray or not any(s == 0 and n > 1 for s, n in
+                                             zip(v.strides[1:], v.shape[1:])):
+        return None
+    return v[(slice(None),) + tuple(slice(0, 1) if s == 0 else slice(None)
+                                    for s in v.strides[1:])]
 
 
 def _fit(ops: Ops, c: Any, out: Entry) -> Any:
