@@ -190,12 +190,18 @@ def _elementwise(ops: Ops, rule: Any, out: Entry, xs: list, attrs: dict, i: int,
             sq = ops.expand(ops.leaf(np.einsum("k...,k...->...", c, c), None, False),
                             tuple(x.shape))
         elif type(t1) is Batched and t1.level == level:
-            sq = ops.sum(ops.mul(t1.inner, t1.inner), axis=0)
+            sq = _squares(ops, t1.inner)
         else:
             sq = ops.mul(ops.mul(t1, t1), float(k))      # the same for every direction
         q = ops.mul(c2, sq)
         y2 = q if y2 is None else ops.add(y2, q)
     return (y1, None if y2 is None else _fit(ops, y2, out))
+
+
+def _squares(ops: Ops, t: Any) -> Any:
+    """sum_k t[k]**2 over the leading axis, in one pass (an einsum: no stack of squares)."""
+    letters = "abcdefghijklmnopqrstuvwxyz"[:len(t.shape) - 1]
+    return ops.einsum(f"z{letters},z{letters}->{letters}", t, t)
 
 
 def _shared(t: Any, level: int) -> np.ndarray | None:
