@@ -36,9 +36,10 @@ from ..engine.batching import (
 )
 from ..engine.forward import forward_sweep
 from ..engine.ops import Ops
+from ..engine.tape import ancestors
 from ..engine.variable import Entry, Variable
 from ..errors import ArgumentError, NotDifferentiableError, ShapeError
-from ..primitives.core import dtype_of, shape_of
+from ..primitives.core import JOINT, dtype_of, shape_of
 from ..primitives.linalg.matmul import MATMUL
 from .arguments import (
     check_callable,
@@ -126,6 +127,8 @@ def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
             return ops.sum(c.inner, axis=0)
         return ops.mul(c, float(k))     # the same for every direction
 
+    needed, squeeze = _plan(ops, y, x)
+
     def step(out: Entry, ts: list) -> tuple | None:
         if not out.prim.differentiable:
             return None
@@ -142,15 +145,21 @@ def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
         if out.prim is MATMUL and moving == [0] and s2[0] is None and len(xs[1].shape) == 2:
             c = _shared(t1[0], level)
             if c is not None:       # the directions, the same at every point, times y
-                y1 = ops.matmul(ops.leaf(c, None, False), xs[1])
-                return (wrap(ops.expand(y1, (k,) + out.shape), level), None)
+                r = _fewer(c, xs[1]) if out is squeeze else None
+                if r is not None:   # the products themselves, fewer of them
+                    y1 = ops.leaf(r.reshape((r.shape[0],) + (1,) * (len(out.shape) - 1) +
+                                            r.shape[1:]), None, False)
+                else:
+                    y1 = ops.matmul(ops.leaf(c, None, False), xs[1])
+                return (wrap(ops.expand(y1, (shape_of(y1)[0],) + out.shape), level), None)
+        keep = out in needed
         if out.prim.elementwise and len(moving) == 1 and t1[moving[0]] is not None:
             return _elementwise(ops, rule, out, xs, attrs, moving[0], t1[moving[0]],
-                                s2[moving[0]], level, k)
+                                s2[moving[0]], level, k, keep)
         y1 = y2 = None
-        if any(t is not None for t in t1):
+        if any(t is not None for t in t1) and (keep or not _linear(out, moving)):
             res = rule(ops, [[xi, t, None] for xi, t in zip(xs, t1)], out, *xs, **attrs)
-            y1 = _fit(ops, res[1], out)
+            y1 = _fit(ops, res[1], out) if keep else None
             if res[2] is not None:
                 y2 = total(_fit(ops, res[2], out))
         if any(s is not None for s in s2):
@@ -171,7 +180,7 @@ def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
 
 
 def _elementwise(ops: Ops, rule: Any, out: Entry, xs: list, attrs: dict, i: int, t1: Any,
-                 s2: Any, level: int, k: int) -> tuple | None:
+                 s2: Any, level: int, k: int, keep: bool = True) -> tuple | None:
     """An elementwise primitive moving in one input: its first and half second derivatives from
     one unbatched Taylor rule call (along ones), then y1 = f' x1 and
     y2 = f' s2 + f''/2 sum_k x1_k^2, where the sum of squares is the only batched work."""
@@ -182,7 +191,7 @@ def _elementwise(ops: Ops, rule: Any, out: Entry, xs: list, attrs: dict, i: int,
     d1, c2 = res[1], res[2]
     if d1 is None:
         return None
-    y1 = _fit(ops, ops.mul(d1, t1), out)
+    y1 = _fit(ops, ops.mul(d1, t1), out) if keep else None
     y2 = None if s2 is None else ops.mul(d1, s2)
     if c2 is not None:
         c = _shared(t1, level)
@@ -196,6 +205,64 @@ def _elementwise(ops: Ops, rule: Any, out: Entry, xs: list, attrs: dict, i: int,
         q = ops.mul(c2, sq)
         y2 = q if y2 is None else ops.add(y2, q)
     return (y1, None if y2 is None else _fit(ops, y2, out))
+
+
+def _plan(ops: Ops, y: Variable, x: Variable) -> tuple[set, Entry | None]:
+    """What the walk from x to y needs: the entries whose first-order tangents are read (by a
+    consumer nonlinear in them, or needed itself: y's are not), and the product with a constant
+    matrix that every tangent passes through (x reshaped into it and into nothing else), where
+    the directions may be replaced by fewer with the same sum of outer products."""
+    xn = x.node
+    start = max(xn.position if xn.prim is None else xn.position + 1, ops.tape.base)
+    path = ancestors(y, start)
+    moving, users = {xn}, {}
+    for e in path:
+        ins = [i for i, a in enumerate(e.inputs) if type(a) is Entry and a in moving]
+        if ins:
+            moving.add(e)
+            for i in ins:
+                users.setdefault(e.inputs[i], []).append((e, i))
+    needed: set = set()
+    for e in reversed(path):
+        if e not in moving:
+            continue
+        ins = [i for i, a in enumerate(e.inputs) if type(a) is Entry and a in moving]
+        if e in needed or not _linear(e, ins):
+            needed.update(e.inputs[i] for i in ins)
+    squeeze, at = None, xn
+    while len(users.get(at, ())) == 1:
+        e, i = users[at][0]
+        if e.prim.name == "reshape":
+            at = e
+            continue
+        w = e.inputs[1] if e.prim is MATMUL and i == 0 else None
+        if w is not None and w is not at and len(shape_of(w)) == 2 and \
+                not (type(w) is Entry and (w in moving or w.requires_grad)):
+            squeeze = e
+        break
+    return needed, squeeze
+
+
+def _linear(e: Entry, ins: list) -> bool:
+    """Whether entry e is linear in its inputs at positions ``ins`` together (its second-order
+    coefficient then reads no first-order tangent)."""
+    lin = e.prim.linear.at(len(e.inputs), e.attrs) if e.prim.linear is not None else None
+    if lin is None:
+        return False
+    kind, positions = lin
+    return set(ins) <= positions and (kind == JOINT or len(ins) == 1)
+
+
+def _fewer(c: np.ndarray, w: Any) -> np.ndarray | None:
+    """The products c_k w of K directions c (K, 1, ..., n), the same at every point, with a
+    constant w (n, m), replaced by m < K rows of the same sum of outer products: only
+    sum_k (c_k w)(c_k w)^T reaches a summed second-order coefficient, and the R of a QR of the
+    (K, m) products has it (R^T R). None when K <= m (nothing to gain)."""
+    wv = np.asarray(getattr(w, "raw", w))
+    k, n, m = c.shape[0], c.shape[-1], wv.shape[1]
+    if k <= m or any(a != 1 for a in c.shape[1:-1]) or wv.shape[0] != n:
+        return None
+    return np.linalg.qr(c.reshape(k, n) @ wv, mode="r")
 
 
 def _squares(ops: Ops, t: Any) -> Any:
