@@ -128,6 +128,20 @@ def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
         return ops.mul(c, float(k))     # the same for every direction
 
     needed, squeeze = _plan(ops, y, x)
+    seen: dict[int, tuple] = {}     # id of a batched tangent -> (it, its sum of squares)
+
+    def squares(t: Batched) -> Any:
+        """sum_k t_k**2 of a tangent batched at this walk's level, once per tangent."""
+        got = seen.get(id(t))
+        if got is None:
+            c = _shared(t, level)
+            if c is not None:       # the same at every point: summed once, then broadcast
+                sq = ops.expand(ops.leaf(np.einsum("k...,k...->...", c, c), None, False),
+                                tuple(t.shape))
+            else:
+                sq = _squares(ops, t.inner)
+            got = seen[id(t)] = (t, sq)
+        return got[1]
 
     def step(out: Entry, ts: list) -> tuple | None:
         if not out.prim.differentiable:
@@ -142,6 +156,9 @@ def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
         t1 = [None if t is None else t[0] for t in ts]
         s2 = [None if t is None else t[1] for t in ts]
         moving = [i for i, t in enumerate(ts) if t is not None]
+        lazy = out.prim.elementwise and len(moving) == 1 and t1[moving[0]] is not None
+        if not lazy:
+            t1 = [_full(ops, t) for t in t1]
         if out.prim is MATMUL and moving == [0] and s2[0] is None and len(xs[1].shape) == 2:
             c = _shared(t1[0], level)
             if c is not None:       # the directions, the same at every point, times y
@@ -153,9 +170,9 @@ def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
                     y1 = ops.matmul(ops.leaf(c, None, False), xs[1])
                 return (wrap(ops.expand(y1, (shape_of(y1)[0],) + out.shape), level), None)
         keep = out in needed
-        if out.prim.elementwise and len(moving) == 1 and t1[moving[0]] is not None:
+        if lazy:
             return _elementwise(ops, rule, out, xs, attrs, moving[0], t1[moving[0]],
-                                s2[moving[0]], level, k, keep)
+                                s2[moving[0]], level, k, keep, squares)
         y1 = y2 = None
         if any(t is not None for t in t1) and (keep or not _linear(out, moving)):
             res = rule(ops, [[xi, t, None] for xi, t in zip(xs, t1)], out, *xs, **attrs)
@@ -180,10 +197,13 @@ def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
 
 
 def _elementwise(ops: Ops, rule: Any, out: Entry, xs: list, attrs: dict, i: int, t1: Any,
-                 s2: Any, level: int, k: int, keep: bool = True) -> tuple | None:
+                 s2: Any, level: int, k: int, keep: bool, squares: Callable) -> tuple | None:
     """An elementwise primitive moving in one input: its first and half second derivatives from
     one unbatched Taylor rule call (along ones), then y1 = f' x1 and
-    y2 = f' s2 + f''/2 sum_k x1_k^2, where the sum of squares is the only batched work."""
+    y2 = f' s2 + f''/2 sum_k x1_k^2, where the sum of squares is the only batched work. A
+    batched x1 of y's shape is kept as f' times it (``_Scaled``, made when a consumer reads it):
+    its sum of squares is then f'^2 times that of the batch, which a chain of elementwise
+    primitives computes once."""
     x = xs[i]
     ones = np.ones(x.shape, dtype=out.dtype)
     res = rule(ops, [[xj, ones, None] if j == i else [xj, None, None]
@@ -191,20 +211,47 @@ def _elementwise(ops: Ops, rule: Any, out: Entry, xs: list, attrs: dict, i: int,
     d1, c2 = res[1], res[2]
     if d1 is None:
         return None
-    y1 = _fit(ops, ops.mul(d1, t1), out) if keep else None
+    scaled = type(t1) is _Scaled
+    base = t1.base if scaled else t1
+    y1 = None
+    if keep:
+        if type(base) is Batched and base.level == level and tuple(base.shape) == out.shape \
+                and base.dtype == out.dtype:
+            d = _fit(ops, d1, out)
+            y1 = _Scaled(ops.mul(d, t1.scale) if scaled else d, base)
+        else:
+            y1 = _fit(ops, ops.mul(d1, _full(ops, t1)), out)
     y2 = None if s2 is None else ops.mul(d1, s2)
     if c2 is not None:
-        c = _shared(t1, level)
-        if c is not None:       # the same at every point: summed once, then broadcast
-            sq = ops.expand(ops.leaf(np.einsum("k...,k...->...", c, c), None, False),
-                            tuple(x.shape))
-        elif type(t1) is Batched and t1.level == level:
-            sq = _squares(ops, t1.inner)
+        if type(base) is Batched and base.level == level:
+            sq = squares(base)
+            if scaled:
+                sq = ops.mul(ops.mul(t1.scale, t1.scale), sq)
         else:
             sq = ops.mul(ops.mul(t1, t1), float(k))      # the same for every direction
         q = ops.mul(c2, sq)
         y2 = q if y2 is None else ops.add(y2, q)
     return (y1, None if y2 is None else _fit(ops, y2, out))
+
+
+class _Scaled:
+    """A batched first-order tangent held as ``scale * base`` (scale unbatched, of the entry's
+    shape; base batched): the product is taken once, when a consumer other than an elementwise
+    primitive reads it."""
+
+    __slots__ = ("scale", "base", "full")
+
+    def __init__(self, scale: Any, base: Batched):
+        self.scale, self.base, self.full = scale, base, None
+
+
+def _full(ops: Ops, t: Any) -> Any:
+    """The tangent itself (a ``_Scaled``'s product, taken once)."""
+    if type(t) is not _Scaled:
+        return t
+    if t.full is None:
+        t.full = ops.mul(t.scale, t.base)
+    return t.full
 
 
 def _plan(ops: Ops, y: Variable, x: Variable) -> tuple[set, Entry | None]:
