@@ -14,6 +14,14 @@ first-order tangents, whose second-order results are summed at once. Every coeff
 computed by calling primitives on the Ops, so the Laplacian is recorded and differentiates
 again (a PINN's loss in the network's weights). Hutchinson's estimator runs the same walk
 along random Rademacher directions.
+
+Under vmap every point moves along the same directions, so the walk does the per-point work
+only where it must (``_plan`` reads the program once before it): the directions stay one
+broadcast copy until they meet a value that differs between points (the first layer's
+product is taken once, and past a constant one only m rows with the same sum of outer
+products travel, m its width); a tangent through elementwise primitives is carried as a scale
+times its batch, whose sum of squares is taken once; and a first-order tangent no consumer
+reads (the output's, the last layer's) is not computed. All of it is exact.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from ..engine.batching import (
 from ..engine.forward import forward_sweep
 from ..engine.ops import Ops
 from ..engine.tape import ancestors
-from ..engine.variable import Entry, Variable
+from ..engine.variable import Entry, Variable, value_of
 from ..errors import ArgumentError, NotDifferentiableError, ShapeError
 from ..primitives.core import JOINT, dtype_of, shape_of
 from ..primitives.linalg.matmul import MATMUL
@@ -305,7 +313,7 @@ def _fewer(c: np.ndarray, w: Any) -> np.ndarray | None:
     constant w (n, m), replaced by m < K rows of the same sum of outer products: only
     sum_k (c_k w)(c_k w)^T reaches a summed second-order coefficient, and the R of a QR of the
     (K, m) products has it (R^T R). None when K <= m (nothing to gain)."""
-    wv = np.asarray(getattr(w, "raw", w))
+    wv = np.asarray(value_of(w))
     k, n, m = c.shape[0], c.shape[-1], wv.shape[1]
     if k <= m or any(a != 1 for a in c.shape[1:-1]) or wv.shape[0] != n:
         return None
