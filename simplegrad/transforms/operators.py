@@ -135,7 +135,7 @@ def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
             return ops.sum(c.inner, axis=0)
         return ops.mul(c, float(k))     # the same for every direction
 
-    needed, squeeze = _plan(ops, y, x)
+    needed, products, squeeze = _plan(ops, y, x)
     seen: dict[int, tuple] = {}     # id of a batched tangent -> (it, its sum of squares)
 
     def squares(t: Batched) -> Any:
@@ -167,7 +167,7 @@ def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
         lazy = out.prim.elementwise and len(moving) == 1 and t1[moving[0]] is not None
         if not lazy:
             t1 = [_full(ops, t) for t in t1]
-        if out.prim is MATMUL and moving == [0] and s2[0] is None and len(xs[1].shape) == 2:
+        if out in products and s2[0] is None:
             c = _shared(t1[0], level)
             if c is not None:       # the directions, the same at every point, times y
                 r = _fewer(c, xs[1]) if out is squeeze else None
@@ -262,21 +262,24 @@ def _full(ops: Ops, t: Any) -> Any:
     return t.full
 
 
-def _plan(ops: Ops, y: Variable, x: Variable) -> tuple[set, Entry | None]:
+def _plan(ops: Ops, y: Variable, x: Variable) -> tuple[set, set, Entry | None]:
     """What the walk from x to y needs: the entries whose first-order tangents are read (by a
-    consumer nonlinear in them, or needed itself: y's are not), and the product with a constant
-    matrix that every tangent passes through (x reshaped into it and into nothing else), where
-    the directions may be replaced by fewer with the same sum of outer products."""
+    consumer nonlinear in them, or needed itself: y's are not), the products of a moving value
+    with a matrix, and the one of those with a constant matrix that every tangent passes through
+    (x viewed into it and into nothing else), where the directions may be replaced by fewer
+    with the same sum of outer products."""
     xn = x.node
     start = max(xn.position if xn.prim is None else xn.position + 1, ops.tape.base)
     path = ancestors(y, start)
-    moving, users = {xn}, {}
+    moving, users, products = {xn}, {}, set()
     for e in path:
         ins = [i for i, a in enumerate(e.inputs) if type(a) is Entry and a in moving]
         if ins:
             moving.add(e)
             for i in ins:
                 users.setdefault(e.inputs[i], []).append((e, i))
+            if e.prim is MATMUL and ins == [0] and len(shape_of(e.inputs[1])) == 2:
+                products.add(e)     # a product with a matrix, mapping over leading axes
     needed: set = set()
     for e in reversed(path):
         if e not in moving:
@@ -287,15 +290,14 @@ def _plan(ops: Ops, y: Variable, x: Variable) -> tuple[set, Entry | None]:
     squeeze, at = None, xn
     while len(users.get(at, ())) == 1:
         e, i = users[at][0]
-        if e.prim.name == "reshape":
+        if e.prim.alias and _linear(e, [i]):       # a view of it (a reshape)
             at = e
             continue
-        w = e.inputs[1] if e.prim is MATMUL and i == 0 else None
-        if w is not None and w is not at and len(shape_of(w)) == 2 and \
-                not (type(w) is Entry and (w in moving or w.requires_grad)):
+        w = e.inputs[1]
+        if e in products and not (type(w) is Entry and w.requires_grad):
             squeeze = e
         break
-    return needed, squeeze
+    return needed, products, squeeze
 
 
 def _linear(e: Entry, ins: list) -> bool:
