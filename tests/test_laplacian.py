@@ -121,3 +121,47 @@ def test_polynomial_and_broadcasting():
     # d2/dx0^2 = 12 x0^2 ... f = x0^4 + x0 (x1^3 + x2^3) + 2 x1^2
     want = 12 * x[0] ** 2 + 6 * x[0] * x[1] + 4 + 6 * x[0] * x[2]
     np.testing.assert_allclose(sg.laplacian(f)(x), want, rtol=1e-13)
+
+
+def test_gradient_in_the_first_layer_under_vmap():
+    # the directions meet the first layer's weights at every point alike (the shared path)
+    params = mlp(5, seed=12)
+    X = np.random.default_rng(13).normal(size=(6, 5))
+
+    def loss(method):
+        def of(W1):
+            f = lambda x: net((W1, params[1], params[2]), x)
+            return np.sum(sg.vmap(sg.laplacian(f, method=method))(X) ** 2)
+        return of
+    np.testing.assert_allclose(sg.grad(loss("taylor"))(params[0]),
+                               sg.grad(loss("hessian"))(params[0]), atol=1e-12)
+    f = lambda x: net(params, x)
+    W = np.diag(np.arange(1.0, 6.0))
+    want = [np.sum(sg.hessian(f)(x) * W) for x in X]
+    np.testing.assert_allclose(sg.vmap(sg.laplacian(f, weights=W))(X), want, atol=1e-12)
+
+
+@pytest.mark.parametrize("d", [12, 100])
+def test_more_directions_than_width_under_vmap(d):
+    # d directions meet a first layer of width 8 at every point alike: the walk carries 8
+    # rows with the same sum of outer products instead, and stays exact
+    params = mlp(d, seed=d + 1)
+    X = np.random.default_rng(14).normal(size=(3, d))
+    f = lambda x: net(params, x)
+    H = [sg.hessian(f)(x) for x in X]
+    np.testing.assert_allclose(sg.vmap(sg.laplacian(f))(X), [np.trace(h) for h in H],
+                               rtol=0, atol=1e-12)
+    A = np.random.default_rng(15).normal(size=(d, d))
+    W = A @ A.T / d
+    np.testing.assert_allclose(sg.vmap(sg.laplacian(f, weights=W))(X),
+                               [np.sum(h * W) for h in H], rtol=0, atol=1e-12)
+    z = np.random.default_rng(16).choice([-1.0, 1.0], size=(10, d))
+    est = sg.vmap(sg.laplacian(f, method="hutchinson", samples=10,
+                               rng=np.random.default_rng(16)))(X)
+    np.testing.assert_allclose(est, [np.mean(np.einsum("si,ij,sj->s", z, h, z)) for h in H],
+                               rtol=0, atol=1e-12)
+    # x read elsewhere too: the directions are kept (the sum of cubes' Laplacian is 6 sum x)
+    g = lambda x: net(params, x) + np.sum(x ** 3)
+    np.testing.assert_allclose(sg.vmap(sg.laplacian(g))(X),
+                               [np.trace(h) + 6 * np.sum(x) for h, x in zip(H, X)],
+                               rtol=0, atol=1e-11)

@@ -14,6 +14,14 @@ first-order tangents, whose second-order results are summed at once. Every coeff
 computed by calling primitives on the Ops, so the Laplacian is recorded and differentiates
 again (a PINN's loss in the network's weights). Hutchinson's estimator runs the same walk
 along random Rademacher directions.
+
+Under vmap every point moves along the same directions, so the walk does the per-point work
+only where it must (``_plan`` reads the program once before it): the directions stay one
+broadcast copy until they meet a value that differs between points (the first layer's
+product is taken once, and past a constant one only m rows with the same sum of outer
+products travel, m its width); a tangent through elementwise primitives is carried as a scale
+times its batch, whose sum of squares is taken once; and a first-order tangent no consumer
+reads (the output's, the last layer's) is not computed. All of it is exact.
 """
 
 from __future__ import annotations
@@ -36,9 +44,11 @@ from ..engine.batching import (
 )
 from ..engine.forward import forward_sweep
 from ..engine.ops import Ops
-from ..engine.variable import Entry, Variable
+from ..engine.tape import ancestors
+from ..engine.variable import Entry, Variable, value_of
 from ..errors import ArgumentError, NotDifferentiableError, ShapeError
-from ..primitives.core import dtype_of, shape_of
+from ..primitives.core import JOINT, dtype_of, shape_of
+from ..primitives.linalg.matmul import MATMUL
 from .arguments import (
     check_callable,
     context,
@@ -115,13 +125,31 @@ def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
     directions ``dirs`` with no second-order coefficient of its own."""
     level = new_level()
     k = dirs.shape[0]
-    seed = wrap(ops.var(np.ascontiguousarray(dirs, dtype=x.dtype), requires_grad=False), level)
+    # (a broadcast seed stays a view: _shared reads the directions from it once)
+    seed = wrap(ops.leaf(dirs if dirs.dtype == x.dtype else dirs.astype(x.dtype), None,
+                         False), level)
 
     def total(c: Any) -> Any:
         """The sum over the directions of a batched coefficient."""
         if type(c) is Batched and c.level == level:
             return ops.sum(c.inner, axis=0)
         return ops.mul(c, float(k))     # the same for every direction
+
+    needed, products, squeeze = _plan(ops, y, x)
+    seen: dict[int, tuple] = {}     # id of a batched tangent -> (it, its sum of squares)
+
+    def squares(t: Batched) -> Any:
+        """sum_k t_k**2 of a tangent batched at this walk's level, once per tangent."""
+        got = seen.get(id(t))
+        if got is None:
+            c = _shared(t, level)
+            if c is not None:       # the same at every point: summed once, then broadcast
+                sq = ops.expand(ops.leaf(np.einsum("k...,k...->...", c, c), None, False),
+                                tuple(t.shape))
+            else:
+                sq = _squares(ops, t.inner)
+            got = seen[id(t)] = (t, sq)
+        return got[1]
 
     def step(out: Entry, ts: list) -> tuple | None:
         if not out.prim.differentiable:
@@ -136,13 +164,27 @@ def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
         t1 = [None if t is None else t[0] for t in ts]
         s2 = [None if t is None else t[1] for t in ts]
         moving = [i for i, t in enumerate(ts) if t is not None]
-        if out.prim.elementwise and len(moving) == 1 and t1[moving[0]] is not None:
+        lazy = out.prim.elementwise and len(moving) == 1 and t1[moving[0]] is not None
+        if not lazy:
+            t1 = [_full(ops, t) for t in t1]
+        if out in products and s2[0] is None:
+            c = _shared(t1[0], level)
+            if c is not None:       # the directions, the same at every point, times y
+                r = _fewer(c, xs[1]) if out is squeeze else None
+                if r is not None:   # the products themselves, fewer of them
+                    y1 = ops.leaf(r.reshape((r.shape[0],) + (1,) * (len(out.shape) - 1) +
+                                            r.shape[1:]), None, False)
+                else:
+                    y1 = ops.matmul(ops.leaf(c, None, False), xs[1])
+                return (wrap(ops.expand(y1, (shape_of(y1)[0],) + out.shape), level), None)
+        keep = out in needed
+        if lazy:
             return _elementwise(ops, rule, out, xs, attrs, moving[0], t1[moving[0]],
-                                s2[moving[0]], level, k)
+                                s2[moving[0]], level, k, keep, squares)
         y1 = y2 = None
-        if any(t is not None for t in t1):
+        if any(t is not None for t in t1) and (keep or not _linear(out, moving)):
             res = rule(ops, [[xi, t, None] for xi, t in zip(xs, t1)], out, *xs, **attrs)
-            y1 = _fit(ops, res[1], out)
+            y1 = _fit(ops, res[1], out) if keep else None
             if res[2] is not None:
                 y2 = total(_fit(ops, res[2], out))
         if any(s is not None for s in s2):
@@ -163,10 +205,13 @@ def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
 
 
 def _elementwise(ops: Ops, rule: Any, out: Entry, xs: list, attrs: dict, i: int, t1: Any,
-                 s2: Any, level: int, k: int) -> tuple | None:
+                 s2: Any, level: int, k: int, keep: bool, squares: Callable) -> tuple | None:
     """An elementwise primitive moving in one input: its first and half second derivatives from
     one unbatched Taylor rule call (along ones), then y1 = f' x1 and
-    y2 = f' s2 + f''/2 sum_k x1_k^2, where the sum of squares is the only batched work."""
+    y2 = f' s2 + f''/2 sum_k x1_k^2, where the sum of squares is the only batched work. A
+    batched x1 of y's shape is kept as f' times it (``_Scaled``, made when a consumer reads it):
+    its sum of squares is then f'^2 times that of the batch, which a chain of elementwise
+    primitives computes once."""
     x = xs[i]
     ones = np.ones(x.shape, dtype=out.dtype)
     res = rule(ops, [[xj, ones, None] if j == i else [xj, None, None]
@@ -174,16 +219,127 @@ def _elementwise(ops: Ops, rule: Any, out: Entry, xs: list, attrs: dict, i: int,
     d1, c2 = res[1], res[2]
     if d1 is None:
         return None
-    y1 = _fit(ops, ops.mul(d1, t1), out)
+    scaled = type(t1) is _Scaled
+    base = t1.base if scaled else t1
+    y1 = None
+    if keep:
+        if type(base) is Batched and base.level == level and tuple(base.shape) == out.shape \
+                and base.dtype == out.dtype:
+            d = _fit(ops, d1, out)
+            y1 = _Scaled(ops.mul(d, t1.scale) if scaled else d, base)
+        else:
+            y1 = _fit(ops, ops.mul(d1, _full(ops, t1)), out)
     y2 = None if s2 is None else ops.mul(d1, s2)
     if c2 is not None:
-        if type(t1) is Batched and t1.level == level:
-            sq = ops.sum(ops.mul(t1.inner, t1.inner), axis=0)
+        if type(base) is Batched and base.level == level:
+            sq = squares(base)
+            if scaled:
+                sq = ops.mul(ops.mul(t1.scale, t1.scale), sq)
         else:
             sq = ops.mul(ops.mul(t1, t1), float(k))      # the same for every direction
         q = ops.mul(c2, sq)
         y2 = q if y2 is None else ops.add(y2, q)
     return (y1, None if y2 is None else _fit(ops, y2, out))
+
+
+class _Scaled:
+    """A batched first-order tangent held as ``scale * base`` (scale unbatched, of the entry's
+    shape; base batched): the product is taken once, when a consumer other than an elementwise
+    primitive reads it."""
+
+    __slots__ = ("scale", "base", "full")
+
+    def __init__(self, scale: Any, base: Batched):
+        self.scale, self.base, self.full = scale, base, None
+
+
+def _full(ops: Ops, t: Any) -> Any:
+    """The tangent itself (a ``_Scaled``'s product, taken once)."""
+    if type(t) is not _Scaled:
+        return t
+    if t.full is None:
+        t.full = ops.mul(t.scale, t.base)
+    return t.full
+
+
+def _plan(ops: Ops, y: Variable, x: Variable) -> tuple[set, set, Entry | None]:
+    """What the walk from x to y needs: the entries whose first-order tangents are read (by a
+    consumer nonlinear in them, or needed itself: y's are not), the products of a moving value
+    with a matrix, and the one of those with a constant matrix that every tangent passes through
+    (x viewed into it and into nothing else), where the directions may be replaced by fewer
+    with the same sum of outer products."""
+    xn = x.node
+    start = max(xn.position if xn.prim is None else xn.position + 1, ops.tape.base)
+    path = ancestors(y, start)
+    moving, users, products = {xn}, {}, set()
+    for e in path:
+        ins = [i for i, a in enumerate(e.inputs) if type(a) is Entry and a in moving]
+        if ins:
+            moving.add(e)
+            for i in ins:
+                users.setdefault(e.inputs[i], []).append((e, i))
+            if e.prim is MATMUL and ins == [0] and len(shape_of(e.inputs[1])) == 2:
+                products.add(e)     # a product with a matrix, mapping over leading axes
+    needed: set = set()
+    for e in reversed(path):
+        if e not in moving:
+            continue
+        ins = [i for i, a in enumerate(e.inputs) if type(a) is Entry and a in moving]
+        if e in needed or not _linear(e, ins):
+            needed.update(e.inputs[i] for i in ins)
+    squeeze, at = None, xn
+    while len(users.get(at, ())) == 1:
+        e, i = users[at][0]
+        if e.prim.alias and _linear(e, [i]):       # a view of it (a reshape)
+            at = e
+            continue
+        w = e.inputs[1]
+        if e in products and not (type(w) is Entry and w.requires_grad):
+            squeeze = e
+        break
+    return needed, products, squeeze
+
+
+def _linear(e: Entry, ins: list) -> bool:
+    """Whether entry e is linear in its inputs at positions ``ins`` together (its second-order
+    coefficient then reads no first-order tangent)."""
+    lin = e.prim.linear.at(len(e.inputs), e.attrs) if e.prim.linear is not None else None
+    if lin is None:
+        return False
+    kind, positions = lin
+    return set(ins) <= positions and (kind == JOINT or len(ins) == 1)
+
+
+def _fewer(c: np.ndarray, w: Any) -> np.ndarray | None:
+    """The products c_k w of K directions c (K, 1, ..., n), the same at every point, with a
+    constant w (n, m), replaced by m < K rows of the same sum of outer products: only
+    sum_k (c_k w)(c_k w)^T reaches a summed second-order coefficient, and the R of a QR of the
+    (K, m) products has it (R^T R). None when K <= m (nothing to gain)."""
+    wv = np.asarray(value_of(w))
+    k, n, m = c.shape[0], c.shape[-1], wv.shape[1]
+    if k <= m or any(a != 1 for a in c.shape[1:-1]) or wv.shape[0] != n:
+        return None
+    return np.linalg.qr(c.reshape(k, n) @ wv, mode="r")
+
+
+def _squares(ops: Ops, t: Any) -> Any:
+    """sum_k t[k]**2 over the leading axis, in one pass (an einsum: no stack of squares)."""
+    letters = "abcdefghijklmnopqrstuvwxyz"[:len(t.shape) - 1]
+    return ops.einsum(f"z{letters},z{letters}->{letters}", t, t)
+
+
+def _shared(t: Any, level: int) -> np.ndarray | None:
+    """The constant batched tangent ``t``'s values with its zero-stride (broadcast) axes cut to
+    length 1, when it has any: the directions of the seed before they meet a varying value, the
+    same at every point. None when t is recorded (requires_grad) or has no broadcast axis."""
+    if type(t) is not Batched or t.level != level or t.inner.requires_grad:
+        return None
+    v = t.inner.raw
+    if type(v) is not np.ndarray or not any(s == 0 and n > 1 for s, n in
+                                             zip(v.strides[1:], v.shape[1:])):
+        return None
+    return v[(slice(None),) + tuple(slice(0, 1) if s == 0 else slice(None)
+                                    for s in v.strides[1:])]
 
 
 def _fit(ops: Ops, c: Any, out: Entry) -> Any:
