@@ -211,9 +211,8 @@ class Primitive:
                  "differentiable", "vjp_masked", "batch", "taylor", "numpy", "schema",
                  "saves", "saved_inputs", "saves_out", "linear", "commutative", "associative",
                  "unit", "reduces", "rewrites", "simplifies", "on_stacks", "numpy_at", "numba",
-                 "sympy", "alias", "accumulation", "sized", "counted", "scales", "sparsity",
-                 "release", "work",
-                 "__weakref__")
+                 "sympy", "alias", "accumulation", "sized", "counted", "scales", "maps_rows",
+                 "sparsity", "release", "work", "__weakref__")
 
     def __init__(self, name: str, forward: Forward,
                  vjp: Sequence[VjpRule | None] | Sequence[VariadicVjpRule],
@@ -233,7 +232,7 @@ class Primitive:
                  alias: bool = False,
                  accumulation: str | None = None, sized: str | None = None,
                  counted: bool | float = False, scales: str | None = None,
-                 saves: Sequence[str | int] = ("inputs", "out")):
+                 maps_rows: bool = False, saves: Sequence[str | int] = ("inputs", "out")):
         self.name = name
         self.forward = forward
         # one VjpRule per input (None: no gradient flows to it); variadic: one VariadicVjpRule
@@ -314,6 +313,9 @@ class Primitive:
         self.counted = counted
         # scales: "times" (x * c) or "over" (x / c) when input 1 is a number scaling input 0
         self.scales = scales
+        # maps_rows: with a 2-D input 1, each row of input 0 goes through the same linear map
+        # (``x @ W``): rows shared by many points can be mapped once (transforms/operators.py)
+        self.maps_rows = maps_rows
         # sparsity: its index-dependency rule (which input entries each output entry depends
         # on), set beside the other records' in sparsity_rules.py; None: its kind says it
         self.sparsity = None

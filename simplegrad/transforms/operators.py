@@ -48,7 +48,6 @@ from ..engine.tape import ancestors
 from ..engine.variable import Entry, Variable, value_of
 from ..errors import ArgumentError, NotDifferentiableError, ShapeError
 from ..primitives.core import JOINT, dtype_of, shape_of
-from ..primitives.linalg.matmul import MATMUL
 from .arguments import (
     check_callable,
     context,
@@ -278,7 +277,7 @@ def _plan(ops: Ops, y: Variable, x: Variable) -> tuple[set, set, Entry | None]:
             moving.add(e)
             for i in ins:
                 users.setdefault(e.inputs[i], []).append((e, i))
-            if e.prim is MATMUL and ins == [0] and len(shape_of(e.inputs[1])) == 2:
+            if e.prim.maps_rows and ins == [0] and len(shape_of(e.inputs[1])) == 2:
                 products.add(e)     # a product with a matrix, mapping over leading axes
     needed: set = set()
     for e in reversed(path):
