@@ -567,9 +567,7 @@ def dependence(program: Program, values: Sequence[Any]) -> Any:
     outputs (concatenated) may depend on, at these input values: a boolean csr_array, the
     program's Jacobian pattern (the inputs taken as varying; the rules of
     primitives/sparsity_rules.py propagated over its entries)."""
-    from ..primitives.sparsity_rules import rule_for
-    from ..program.nodes import CONST, INPUT, refs_of
-    from .sparse import _scipy
+    from .sparse import _scipy, walk_dependence
     sp = _scipy()
     values = [np.asarray(v) for v in values]
     total = sum(v.size for v in values)
@@ -586,39 +584,7 @@ def dependence(program: Program, values: Sequence[Any]) -> Any:
         col += v.size
     pats += [None] * len(program.constants)
     varies = [True] * len(values) + [False] * len(program.constants)
-    base = len(values) + len(program.constants)
-
-    def at(r: Any) -> int:
-        return r.index + (0 if r.kind == INPUT else len(values) if r.kind == CONST else base)
-    for node in program.entries:
-        refs = refs_of(node)
-        args = [vals[at(r)] for r in refs]
-        attrs = node.attrs or {}
-        with np.errstate(all="ignore"):
-            vals.append(node.prim.forward(*args, **attrs))
-        fixed = [not varies[at(r)] for r in refs]
-        varies.append(not all(fixed))
-        ins = [pats[at(r)] for r in refs]
-        if all(p is None for p in ins):
-            pats.append(None)
-            continue
-        size = int(np.prod(node.shape))
-        deps = rule_for(node.prim)(node.prim, args, tuple(node.shape), attrs, fixed=fixed)
-        acc = None
-        for p, a, dep in zip(ins, args, deps):
-            if p is None or dep is None:
-                continue
-            rows, cols = dep
-            local = sp.csr_array((np.ones(rows.size, np.float32), (rows, cols)),
-                                 shape=(size, int(np.size(a))))
-            term = local @ p
-            acc = term if acc is None else acc + term
-        if acc is not None:
-            acc = sp.csr_array(acc)
-            acc.sum_duplicates()
-            acc.eliminate_zeros()
-            acc.data[:] = 1
-        pats.append(acc)
+    at = walk_dependence(program, vals, pats, varies)
     blocks = []
     for r in program.outputs:
         p = pats[at(r)]

@@ -122,15 +122,30 @@ def propagate(prog: Any, x: np.ndarray) -> Any:
     patterns: list = [sp.identity(n, dtype=np.float32, format="csr"),
                       *[None] * len(prog.constants)]
     varies: list = [True, *[False] * len(prog.constants)]
-    base = 1 + len(prog.constants)
+    at = walk_dependence(prog, values, patterns, varies)
+    out = patterns[at(prog.outputs[0])]
+    size = int(np.size(values[at(prog.outputs[0])]))
+    if out is None:
+        return sp.csr_array((size, n), dtype=bool)
+    return sp.csr_array(out, dtype=bool)
+
+
+def walk_dependence(prog: Any, values: list, patterns: list, varies: list) -> Callable:
+    """Run ``prog``'s entries, appending each one's value, dependence pattern (None: on none of
+    the inputs the patterns start from) and whether it varies, to the lists that hold its
+    inputs' then its constants'; the index of a Ref in those lists is what it returns."""
+    sp = _scipy()
+    first = len(prog.inputs)
+    base = first + len(prog.constants)
 
     def at(r: Any) -> int:
-        return r.index + (0 if r.kind == INPUT else 1 if r.kind == CONST else base)
+        return r.index + (0 if r.kind == INPUT else first if r.kind == CONST else base)
     for node in prog.entries:
         refs = refs_of(node)
         args = [values[at(r)] for r in refs]
         attrs = node.attrs or {}
-        values.append(node.prim.forward(*args, **attrs))
+        with np.errstate(all="ignore"):     # (a pattern is read at any point, nan included)
+            values.append(node.prim.forward(*args, **attrs))
         fixed = [not varies[at(r)] for r in refs]
         varies.append(not all(fixed))
         ins = [patterns[at(r)] for r in refs]
@@ -158,11 +173,7 @@ def propagate(prog: Any, x: np.ndarray) -> Any:
             acc.eliminate_zeros()
             acc.data[:] = 1
         patterns.append(acc)
-    out = patterns[at(prog.outputs[0])]
-    size = int(np.size(values[at(prog.outputs[0])]))
-    if out is None:
-        return sp.csr_array((size, n), dtype=bool)
-    return sp.csr_array(out, dtype=bool)
+    return at
 
 
 def _pattern(fname: str, f: Callable, x: np.ndarray, args: tuple, kwargs: dict,
