@@ -262,3 +262,16 @@ def test_rules_on_random_attributes_and_inputs(data):
     attrs_ = {k: data.draw(_VALUES) for k in sorted(prim.schema.checks)
               if data.draw(st.booleans())}
     _check(prim, args, attrs_, f"{prim.name} {[_spec(a) for a in args]} {attrs_}")
+
+
+def test_pad_refuses_a_fill_its_dtype_cannot_hold_as_numpy_does():
+    # numpy: 300 overflows int8 (OverflowError), -1 wraps into uint8 (255)
+    pad = sg.primitives.REGISTRY["pad"]
+    attrs_ = {"constant_values": 300, "pad_width": ((1, 1),)}
+    with pytest.raises(OverflowError):
+        pad.forward(np.zeros(2, np.int8), **attrs_)
+    with pytest.raises(ShapeRuleError):
+        pad.schema.abstract([(2,)], [np.dtype(np.int8)], attrs_)
+    attrs_["constant_values"] = -1
+    assert pad.forward(np.zeros(2, np.uint8), **attrs_).dtype == np.uint8
+    assert pad.schema.abstract([(2,)], [np.dtype(np.uint8)], attrs_) == ((4,), np.uint8)

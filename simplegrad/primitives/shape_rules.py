@@ -314,8 +314,14 @@ def padded(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple
     """pad: each dimension (at least one) widened by its (before, after)."""
     if not shapes[0]:
         raise ShapeRuleError("np.pad takes an array of at least one dimension")
-    return tuple(n + b + a for n, (b, a) in zip(shapes[0], attrs["pad_width"])), \
-        strong(dtypes[0])
+    dtype = strong(dtypes[0])
+    fill = attrs.get("constant_values", 0)
+    if type(fill) is int and dtype.kind in "iu":    # numpy's own conversion decides (a
+        try:                                         # -1 wraps into uint8, 300 overflows int8)
+            np.pad(np.zeros(1, dtype), 1, constant_values=fill)
+        except OverflowError as e:
+            raise ShapeRuleError(f"np.pad: constant_values {fill}: {e}") from None
+    return tuple(n + b + a for n, (b, a) in zip(shapes[0], attrs["pad_width"])), dtype
 
 
 def repeated(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
