@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..engine.variable import UNARY, Entry, set_inputs
+from ..engine.variable import UNARY, Entry, leaf_entry, set_inputs
 from ..errors import ReplayError
 from ..primitives.core import Primitive
 
@@ -83,17 +83,8 @@ def slot_entry(kind: str, index: int, name: str | None, shape: tuple, dtype: Any
                value: Any = None) -> Entry:
     """A leaf of a program: input slot ``index`` (``INPUT``, no value) or constant ``index``
     (``CONST``, holding ``value``)."""
-    e = object.__new__(Entry)
-    e.prim = None
-    e.in0 = e.in1 = None
-    e.more = ()
-    e.attrs = kind
-    e.position = index
-    e.label = name
-    e.shape = shape
-    e.dtype = dtype
-    e.requires_grad = False
-    e.raw = value
+    e = leaf_entry(value, name, False, index, kind)
+    e.shape, e.dtype = shape, dtype     # (an input slot has no value to read them from)
     return e
 
 
@@ -126,18 +117,9 @@ def program_entries(inputs: Sequence[Input], constants: Sequence[Constant],
     fixed = tuple(constant_entry(c.value, c.name, i) for i, c in enumerate(constants))
     made: list[Entry] = []
     parts = {INPUT: slots, CONST: fixed, NODE: made}
-    new = object.__new__
-    for i, n in enumerate(nodes):       # (node_entry, inline: a program has many)
-        e = new(Entry)
-        e.prim = n.prim
+    for i, n in enumerate(nodes):
+        e = node_entry(n.prim, (), n.attrs, n.name, n.shape, n.dtype, i)
         fill_inputs(e, n.args, parts)
-        e.attrs = n.attrs
-        e.position = i
-        e.label = n.name
-        e.shape = n.shape
-        e.dtype = n.dtype
-        e.requires_grad = False
-        e.raw = None
         made.append(e)
     return slots, fixed, tuple(made)
 
