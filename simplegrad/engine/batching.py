@@ -128,7 +128,7 @@ class Batched(Variable):
 
 def wrap(inner: Any, level: int) -> Batched:
     """A Batched at ``level`` standing for the batch ``inner`` (examples along axis 0)."""
-    b = object.__new__(Batched)
+    b = Batched()     # (a class call with no arguments: no argument tuple)
     b.inner, b.level = inner, level
     b.raw, b.rec, b.grad = inner.raw, inner.rec, None
     # (a leaf entry of its own: a Batched is no entry of the tape; its stack's is)

@@ -362,7 +362,6 @@ def _fresh(ops: Any, wrt: Sequence[Any]) -> bool:
     return all(type(w) is Variable and w.rec is ops and w.position >= last for w in wrt)
 
 
-_new = object.__new__
 _thread = threading.get_ident
 _OTHER = object()     # (apply: an input not read as a Variable of the Ops, an entry or a number)
 
@@ -849,7 +848,9 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
             out.node.attrs = UNRECORDED
             return out
         tape = self.tape
-        e = _new(Entry)             # leaf_entry's and set_inputs' work inlined: the hot path
+        # leaf_entry's and set_inputs' work inlined: the hot path (and ``Entry()``, not
+        # ``object.__new__(Entry)``: a class call with no arguments builds no argument tuple)
+        e = Entry()
         e.prim = prim
         e.in0 = x0
         e.in1 = x1
@@ -858,30 +859,28 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
         entries = tape.entries
         e.position = tape.base + len(entries)
         if name is None:
-            name = tape.counter
+            e.label = name = tape.counter
             tape.counter = name + 1
-        elif type(name) is not str:
-            name = check_name(name)
-        e.label = name
-        e.shape = like.shape if like is not None and prim.elementwise and not attrs else \
-            value.shape
+        else:
+            e.label = name if type(name) is str else check_name(name)
+        e.shape = value.shape if like is None or attrs or not prim.elementwise else like.shape
         e.dtype = value.dtype
         e.requires_grad = requires and prim.differentiable
+        kept = prim.saved_inputs
         if self.keep_values:
             e.raw = value
+        elif kept is None and n < 3:    # (every input, of one or two: the common rules)
+            e.raw = value if prim.saves_out else None
+            if type(x0) is Entry and x0.raw is None:
+                x0.raw = v0
+            if type(x1) is Entry and x1.raw is None:
+                x1.raw = v1
         else:                       # only what the rules read (Primitive.saves)
             e.raw = value if prim.saves_out else None
-            kept = prim.saved_inputs
             if kept is None:        # (every input: the inputs' values are kept with them)
-                if n < 3:
-                    if type(x0) is Entry and x0.raw is None:
-                        x0.raw = v0
-                    if type(x1) is Entry and x1.raw is None:
-                        x1.raw = v1
-                else:
-                    for i, x in enumerate(nodes):
-                        if type(x) is Entry and x.raw is None:
-                            x.raw = values[i]
+                for i, x in enumerate(nodes):
+                    if type(x) is Entry and x.raw is None:
+                        x.raw = values[i]
             elif kept:
                 for i in kept:
                     if i >= n:      # (an input held as an attribute instead is kept there)
@@ -898,7 +897,7 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
                 listen(e)
             if e.raw is not None:       # (a listener may have wrapped it: sg.jit watches)
                 value = e.raw
-        out = _new(Variable)        # handle()'s work inlined
+        out = Variable()            # handle()'s work inlined
         out.raw = value
         out.node = e
         out.rec = self

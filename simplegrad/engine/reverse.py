@@ -448,6 +448,8 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
     entries = tape.entries
     base = tape.base
     pullbacks = tape.pullbacks if recording and tape.keep else None
+    if pullbacks is not None:       # (Pullbacks.add, inlined below: once per rule call)
+        spans, pulled = pullbacks.spans, pullbacks.entries
     keep = wanted or ()
     older = wanted is not None and stop > base  # (whether an input can be older than every wrt)
     # the entries from L back to ``stop``, newest first
@@ -521,15 +523,17 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                     grads[x] = ct if old is None else accumulate(o, tape, x, old, ct)
                     continue
                 if pullbacks is not None and len(entries) > start:
-                    pullbacks.add(base + start, base + len(entries), out, i)
+                    spans += (base + start, base + len(entries), i)
+                    pulled.append(out)
                 cts.append((x, ct))
             if cts:         # recorded: all cotangents first, then accumulated in input order
                 for x, ct in cts:
                     old = get(x)
                     grads[x] = ct if old is None else accumulate(o, tape, x, old, ct)
-            g = ct = old = cts = outv = a = c = None    # (see the end of the loop)
-            if last:
-                out.forget()
+            elif not recording:
+                g = ct = old = outv = a = c = None      # (see the end of the loop)
+                if last:
+                    out.forget()
             continue
         inputs = out.more
         if inputs is None:
@@ -576,7 +580,8 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                 ct = o.cast(ct, x.dtype)
             mask = prim.mask(o, m, i, outv, *args, **(attrs or {})) if special else None
             if pullbacks is not None and len(entries) > start:
-                pullbacks.add(base + start, base + len(entries), out, i)
+                spans += (base + start, base + len(entries), i)
+                pulled.append(out)
             cts.append((x, ct, mask))
         if prim.release is not None:
             prim.release()

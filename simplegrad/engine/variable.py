@@ -11,6 +11,7 @@ value, its entry and its Ops, with its Python operators and array methods (``x +
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -474,15 +475,9 @@ class Variable(Operators, VariableMethods):
     def requires_grad(self, on: bool) -> None:
         self.node.requires_grad = on
 
-    @property
-    def shape(self) -> tuple:
-        """Shape of the value."""
-        return self.raw.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        """dtype of the value."""
-        return self.raw.dtype
+    # (read in every rule: C-level getters, no Python frame per read)
+    shape = property(attrgetter("raw.shape"), doc="Shape of the value.")
+    dtype = property(attrgetter("raw.dtype"), doc="dtype of the value.")
 
     @property
     def ndim(self) -> int:
@@ -636,7 +631,7 @@ def set_inputs(v: Entry, inputs: tuple) -> None:
 def leaf_entry(value: Any, label: int | str | None, requires_grad: bool, position: int,
                attrs: Any = None) -> Entry:
     """An entry computed by no primitive (a leaf, a seed, an unrecorded or free value)."""
-    e = object.__new__(Entry)
+    e = Entry()      # (a class call with no arguments: no argument tuple)
     e.prim = None
     e.in0 = e.in1 = None
     e.more = ()
@@ -652,7 +647,7 @@ def leaf_entry(value: Any, label: int | str | None, requires_grad: bool, positio
 
 def handle(value: Any, node: Entry, ops: Any, cls: type | None = None) -> Variable:
     """The Variable holding ``value`` for ``node`` on ``ops``."""
-    v = object.__new__(cls or Variable)
+    v = Variable() if cls is None else object.__new__(cls)
     v.raw = value
     v.node = node
     v.rec = ops

@@ -66,7 +66,7 @@ class Builder:
              shape: tuple, dtype: Any, order: int = 0) -> Ref:
         """Add a node: ``prim`` of ``args`` (Refs to parts added before), with its attributes,
         name, shape, dtype and derivative order; its ref."""
-        e = object.__new__(Entry)
+        e = Entry()
         e.prim = prim
         fill_inputs(e, args, self._parts)
         e.attrs = attrs

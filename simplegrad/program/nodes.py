@@ -132,7 +132,7 @@ def constant_entry(value: Any, name: str | None, index: int) -> Entry:
 def node_entry(prim: Primitive, inputs: tuple, attrs: dict | None, name: str, shape: tuple,
                dtype: Any, index: int) -> Entry:
     """Node ``index`` of a program: ``prim`` of ``inputs`` (entries of the program)."""
-    e = object.__new__(Entry)
+    e = Entry()
     e.prim = prim
     set_inputs(e, inputs)
     e.attrs = attrs
