@@ -489,16 +489,19 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
             unary = b is UNARY
             if recording:
                 a, c = x0, b
+                cts = []
             else:
-                a = x0.raw if type(x0) is Entry else x0
-                if a is None:
-                    a = x0
-                if not unary:
+                cts = None
+                if unary:
+                    a = x0.raw
+                else:
+                    a = x0.raw if type(x0) is Entry else x0
                     c = b.raw if type(b) is Entry else b
                     if c is None:
                         c = b
+                if a is None:
+                    a = x0
             rules = prim.vjp
-            cts = [] if recording else None
             i = -1
             for x in (x0,) if unary else (x0, b):
                 i += 1
@@ -531,8 +534,9 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                     old = get(x)
                     grads[x] = ct if old is None else accumulate(o, tape, x, old, ct)
             elif not recording:
-                g = ct = old = outv = a = c = None      # (see the end of the loop)
+                g = ct = old = None     # (see the end of the loop)
                 if last:
+                    outv = a = c = None
                     out.forget()
             continue
         inputs = out.more
