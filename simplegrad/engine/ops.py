@@ -738,9 +738,7 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
         rules), or a constant; the result is a Variable holding the value, whose entry keeps
         the values the primitive's rules read.
         """
-        if type(inputs) is not tuple:
-            inputs = tuple(inputs)
-        n = len(inputs)
+        n = len(inputs)             # (a tuple, or a list: the lists below take any sequence)
         # one or two inputs, each a Variable of this Ops, an entry or a Python number (the
         # common calls): read into x0, x1 (as recorded) and v0, v1 (their values), no lists
         x0 = x1 = _OTHER
@@ -785,6 +783,8 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
                 x1 = UNARY
                 requires = a.requires_grad
         if x0 is _OTHER or x1 is _OTHER:    # any other call: lists
+            if type(inputs) is not tuple:
+                inputs = tuple(inputs)
             values = []
             nodes = []
             requires = None         # None until an input is a Variable of this Ops

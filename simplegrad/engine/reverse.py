@@ -489,9 +489,8 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
             unary = b is UNARY
             if recording:
                 a, c = x0, b
-                cts = []
+                ct0 = ct1 = None    # (the cotangents of the two inputs, added up after both)
             else:
-                cts = None
                 if unary:
                     a = x0.raw
                 else:
@@ -521,19 +520,25 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                 dtype = x.dtype
                 if ct.dtype is not dtype and ct.dtype != dtype:
                     ct = o.cast(ct, dtype)
-                if cts is None:     # values: added up at once (no rule reads ``grads``)
+                if not recording:   # values: added up at once (no rule reads ``grads``)
                     old = get(x)
                     grads[x] = ct if old is None else accumulate(o, tape, x, old, ct)
                     continue
                 if pullbacks is not None and len(entries) > start:
                     spans += (base + start, base + len(entries), i)
                     pulled.append(out)
-                cts.append((x, ct))
-            if cts:         # recorded: all cotangents first, then accumulated in input order
-                for x, ct in cts:
-                    old = get(x)
-                    grads[x] = ct if old is None else accumulate(o, tape, x, old, ct)
-            elif not recording:
+                if i:
+                    ct1 = ct
+                else:
+                    ct0 = ct
+            if recording:   # all cotangents first, then accumulated in input order
+                if ct0 is not None:
+                    old = get(x0)
+                    grads[x0] = ct0 if old is None else accumulate(o, tape, x0, old, ct0)
+                if ct1 is not None:
+                    old = get(b)
+                    grads[b] = ct1 if old is None else accumulate(o, tape, b, old, ct1)
+            else:
                 g = ct = old = None     # (see the end of the loop)
                 if last:
                     outv = a = c = None
