@@ -279,3 +279,33 @@ def test_step_into_a_while_loop_takes_its_recorded_trips():
         assert sorted({s.trip for s in steps if s.loop == name}) == list(range(n))
     last = [s for s in steps if not s.loop][-1]
     np.testing.assert_allclose(last.cotangents["a"].raw, 1 / (2 * np.sqrt(2.0)), rtol=1e-12)
+
+
+def test_explain_of_a_jvp_body_and_of_a_loop_inside_a_body():
+    op = sg.Ops()
+    x = op.var(1.1, name="x")
+    y = sg.fori_loop(0, 3, square, x)
+    t = op.jvp(y, x, 1.0)
+    np.testing.assert_allclose(t.value, 8 * 1.1 ** 7, rtol=1e-14)
+    body = next(b for b in loop_blocks(op.format_trace(explain=True)) if "step_jvp" in b[0])
+    assert body[0].endswith("# jvp of (v1 = scan(square, x, v0))")
+    assert "        v4 = v1 * v0    # jvp of (v2 = v0 * v0) in square" in body
+
+    def inner(i, c):
+        return c * 1.5 + np.sin(c)
+
+    def outer(i, c):
+        return sg.fori_loop(0, 2, inner, c) * c
+
+    op = sg.Ops()
+    x = op.var(0.3, name="x")
+    d = op.grad(sg.fori_loop(0, 2, outer, x), x)
+    f = lambda v: sg.fori_loop(0, 2, outer, v)      # noqa: E731
+    np.testing.assert_allclose(d.value, (f(0.3 + 1e-6) - f(0.3 - 1e-6)) / 2e-6, rtol=1e-8)
+    text = op.format_trace(explain=True).splitlines()
+    # the inner loop's reverse body, printed inside the outer's, its lines explained in turn
+    k = text.index("            body inner.reverse:")
+    assert text[k - 1].startswith("        v12 = scan(inner.reverse, ")
+    assert text[k - 1].endswith("# d(v3 = scan(inner, v0, v2))/dv0 in outer")
+    assert text[k + 2] == "                v3 = v1.cos()    # d(v3 = v0.sin())/dv0 in inner"
+    assert text[k + 4] == "                v5 = v0 * 1.5    # d(v2 = v0 * 1.5)/dv0 in inner"

@@ -321,6 +321,9 @@ def _notes(build: Callable, ins: Sequence[Aval], example: Sequence[Any],
         body, line = seen.get(id(entry), (None, None))
         if name not in kept or body is None or type(line) is str:
             continue
+        if i < 0:       # a tangent pushed through the line
+            notes[name] = f"jvp of ({head(body.program.format_entry(line))}) in {body!r}"
+            continue
         wrt = seen.get(id(entry.inputs[i]), (None, None))[1]
         if wrt is None:
             continue
