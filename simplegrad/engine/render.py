@@ -141,30 +141,22 @@ def format_event(event: Event) -> list[tuple[str, str]]:
     return [("map", f"t{y.name} = {t.name}") for y, t in event.pairs] + [("footer", FOOTER)]
 
 
-def comments(tape: Tape, view: Derivation | None = None,
-             kept: set[str] | None = None) -> dict[int, str]:
+def comments(tape: Tape, view: Derivation | None = None) -> dict[int, str]:
     """position -> the explanation appended to that entry's line by explained traces; with
-    ``view``, written in the pruned derivation's own lines and names; with ``kept`` (the
-    names a loop's body prints), an entry not among them as its expression."""
-    if view is not None:
-        def entry_text(e: Entry) -> str:
-            return head(_view_entry(e, view))
-
-        def name(x: Any) -> str:
-            return _view_name(x, view)
-    elif kept is not None:
-        def entry_text(e: Entry) -> str:
-            return head(format_entry(e)) if e.name in kept else _expression(e, kept)
-
-        def name(x: Any) -> str:
-            return x.name if type(x) is not Entry or x.name in kept or x.prim is None \
-                else f"({_expression(x, kept)})"
-    else:
+    ``view``, written in the pruned derivation's own lines and names (an entry named by its
+    first line: a loop without its body)."""
+    if view is None:
         def entry_text(e: Entry) -> str:
             return head(format_entry(e))
 
         def name(x: Any) -> str:
             return x.name
+    else:
+        def entry_text(e: Entry) -> str:
+            return head(_view_entry(e, view))
+
+        def name(x: Any) -> str:
+            return _view_name(x, view)
     out = {}
     for p, (entry, i) in origins(tape).items():
         if i < 0:
@@ -180,16 +172,6 @@ def comments(tape: Tape, view: Derivation | None = None,
         what = entry.prim.accumulation or "accumulation of"
         out[p] = f"{what} d{target_name}/d{name(x)}"
     return out
-
-
-def _expression(e: Entry, kept: set[str], depth: int = 0) -> str:
-    """An entry as the expression of its operands, those not ``kept`` expanded in turn (a few
-    levels deep)."""
-    def operand(x: Any) -> str:
-        if type(x) is Entry and x.prim is not None and x.name not in kept:
-            return "..." if depth > 1 else f"({_expression(x, kept, depth + 1)})"
-        return format_operand(x)
-    return head(format_line("", e.prim, [operand(x) for x in e.inputs], e.attrs))[3:]
 
 
 def _printed(x: Any, view: Derivation) -> bool:
