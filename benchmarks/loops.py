@@ -2,8 +2,10 @@
 
 Workloads (float64, same-run medians measured round-robin):
 1. a 1,000-step scan of a 32-unit tanh RNN (h <- tanh(W h + U x_t), loss sum(h_T^2)): the
-   entries the gradient records (``op.grad`` on an Ops) and the eager gradient's time
-   (``sg.grad`` on arrays: a sweep on values), ``sg.scan`` against the Python loop unrolled;
+   entries the gradient records (``op.grad`` on an Ops) against the body's, and the eager
+   gradient's time (``sg.grad`` on arrays: a sweep on values), ``sg.scan`` against the Python
+   loop unrolled and against PyTorch eager unrolled (when installed); ``sg.jit`` of the
+   gradient against ``jax.jit(jax.grad)`` of ``lax.scan`` (when JAX is installed);
 2. the Hessian in 3 parameters of a 100-step RK4 solve of a damped pendulum
    (``sg.odeint(method="rk4")``) against the same steps unrolled: entries recorded by the
    Hessian (two recorded reverse sweeps on an Ops) and ``sg.hessian``'s time.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from peers import jax_or_none, torch_or_none
 from timing import interleaved_medians
 
 import simplegrad as sg
@@ -37,6 +40,58 @@ def rnn(steps: int, units: int):
             h = np.tanh(W @ h + U @ xs[t])
         return (h * h).sum()
     return W, scanned, unrolled
+
+
+def rnn_peers(steps: int, units: int) -> dict:
+    """The same RNN's gradient in W by PyTorch eager (unrolled) and by jax.jit(jax.grad) of
+    lax.scan, as functions of no arguments (those installed), with the gradients they give."""
+    rng = np.random.default_rng(0)
+    W = rng.normal(size=(units, units)) / np.sqrt(units)
+    U = rng.normal(size=(units, 8)) / np.sqrt(8)
+    xs = rng.normal(size=(steps, 8))
+    found = {}
+    jax = jax_or_none()
+    if jax is not None:
+        import jax.numpy as jnp
+
+        def loss(W):
+            def cell(h, x):
+                return jnp.tanh(W @ h + U @ x), None
+            h, _ = jax.lax.scan(cell, jnp.zeros(units), xs)
+            return (h * h).sum()
+        jitted = jax.jit(jax.grad(loss))
+        Wj = jnp.asarray(W)
+        jitted(Wj).block_until_ready()
+        found["jax.jit(grad(lax.scan))"] = (lambda: jitted(Wj).block_until_ready(),
+                                            np.asarray(jitted(Wj)))
+    torch = torch_or_none()
+    if torch is not None:
+        Ut, xt = torch.tensor(U), torch.tensor(xs)
+
+        def torch_grad():
+            Wt = torch.tensor(W, requires_grad=True)
+            h = torch.zeros(units, dtype=torch.float64)
+            for t in range(steps):
+                h = torch.tanh(Wt @ h + Ut @ xt[t])
+            (h * h).sum().backward()
+            return Wt.grad.numpy()
+        found["torch eager unrolled"] = (torch_grad, torch_grad())
+    return found
+
+
+LOOP_ENTRIES = ("scan", "while_loop", "loop_part", "loop_placed")
+
+
+def body_entries(scanned, W) -> tuple[int, int]:
+    """The entries of the scan's body (one step of the loop), and those the loop itself
+    records with its gradient (its entries, the parts of its packed outputs, their adjoints:
+    the loss around it left out)."""
+    op = sg.Ops()
+    v = op.var(W)
+    op.grad(scanned(v), v)
+    loops = [e for e in op.tape.entries if e is not None and e.prim.name in LOOP_ENTRIES]
+    body = next(e for e in loops if e.prim.name == "scan").attrs["body"]
+    return len(body.program.entries), len(loops)
 
 
 def pendulum(steps: int):
@@ -76,14 +131,34 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     repeat = 3 if args.quick else 7
-    W, scanned, unrolled = rnn(200 if args.quick else 1000, 32)
-    assert np.allclose(sg.grad(scanned)(W), sg.grad(unrolled)(W), rtol=1e-12, atol=1e-14)
+    steps = 200 if args.quick else 1000
+    W, scanned, unrolled = rnn(steps, 32)
+    want = sg.grad(scanned)(W)
+    assert np.allclose(want, sg.grad(unrolled)(W), rtol=1e-12, atol=1e-14)
     e_scan, e_unrolled = entries(scanned, W, 1), entries(unrolled, W, 1)
+    e_body, e_loop = body_entries(scanned, W)
+    jitted = sg.jit(sg.grad(scanned))
+    assert np.allclose(jitted(W), want, rtol=1e-12, atol=1e-14)
+    peers = rnn_peers(steps, 32)
+    for name, (_, got) in peers.items():
+        assert np.allclose(got, want, rtol=1e-10, atol=1e-12), name
     t = interleaved_medians({"scan": lambda: sg.grad(scanned)(W),
-                             "unrolled": lambda: sg.grad(unrolled)(W)}, repeat)
-    print(f"RNN gradient: entries scan {e_scan}, unrolled {e_unrolled} "
-          f"({e_unrolled / e_scan:.0f}x); eager time scan {t['scan'] * 1e3:.1f} ms, unrolled "
-          f"{t['unrolled'] * 1e3:.1f} ms (scan / unrolled {t['scan'] / t['unrolled']:.2f})")
+                             "unrolled": lambda: sg.grad(unrolled)(W),
+                             "sg.jit": lambda: jitted(W),
+                             **{name: run for name, (run, _) in peers.items()}}, repeat)
+    print(f"RNN gradient ({steps} steps): entries scan {e_scan}, body {e_body} (scan / body "
+          f"{e_scan / e_body:.1f}; target <= 3; the loop's own {e_loop}, "
+          f"{e_loop / e_body:.1f}x the body), unrolled {e_unrolled} "
+          f"({e_unrolled / e_body:.0f}x the body)")
+    print(f"  eager time scan {t['scan'] * 1e3:.1f} ms, unrolled {t['unrolled'] * 1e3:.1f} ms "
+          f"(scan / unrolled {t['scan'] / t['unrolled']:.2f}; target <= 1.0)")
+    if "torch eager unrolled" in t:
+        print(f"  torch eager unrolled {t['torch eager unrolled'] * 1e3:.1f} ms (scan / torch "
+              f"{t['scan'] / t['torch eager unrolled']:.2f}; target <= 1.0)")
+    jax_name = "jax.jit(grad(lax.scan))"
+    print(f"  sg.jit(sg.grad) {t['sg.jit'] * 1e3:.1f} ms" + (
+        f", {jax_name} {t[jax_name] * 1e3:.2f} ms (sg.jit / jax {t['sg.jit'] / t[jax_name]:.1f};"
+        " target <= 2)" if jax_name in t else ""))
     p, scanned, unrolled = pendulum(100)
     assert np.allclose(sg.hessian(scanned)(p), sg.hessian(unrolled)(p), rtol=1e-10)
     e_scan, e_unrolled = entries(scanned, p, 2), entries(unrolled, p, 2)

@@ -177,9 +177,22 @@ def custom_picture() -> sg.Program:
     return op.program([x], [sg.grad(lambda x: softplus(x) * x)(x)])
 
 
+def loop_picture() -> sg.Program:
+    """A fori_loop of squarings (x -> x^8) and its gradient, each loop one box holding its
+    body (docs/loops.md)."""
+    def square(i, c):
+        return c * c
+
+    op = sg.Ops()
+    x = op.var(1.1, name="x")
+    y = sg.fori_loop(0, 3, square, x)
+    dy = op.grad(y, x, name="dy")
+    return op.program([x], [y, dy])
+
+
 PAGE_PICTURES = {"transforms_grad.svg": grad_picture, "transforms_hessian.svg": hessian_picture,
                  "forward_jvp.svg": jvp_picture, "vmap_grad.svg": vmap_picture,
-                 "custom_softplus.svg": custom_picture}
+                 "custom_softplus.svg": custom_picture, "loop_program.svg": loop_picture}
 
 
 def data_model_dot() -> str:

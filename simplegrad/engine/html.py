@@ -66,6 +66,7 @@ body[data-jp-theme-light="true"] .sg-derivation, body.vscode-light .sg-derivatio
   padding-left: 6px; color: var(--sg-text)}}
 .sg-derivation summary {{cursor: pointer; font-weight: bold}}
 .sg-derivation .sg-line {{white-space: pre; padding: 0 4px}}
+.sg-derivation .sg-body {{color: var(--sg-muted)}}
 .sg-derivation .sg-meta, .sg-derivation .sg-note {{color: var(--sg-muted); padding-left: 1.5em}}
 .sg-derivation .sg-note {{display: none}}
 .sg-derivation .sg-notes:checked ~ details .sg-note {{display: inline}}
@@ -144,7 +145,9 @@ def line_html(text: str, ident: str | None = None, href: str | None = None,
               meta: str = "", note: str = "", fill: str | None = None) -> str:
     """One line: its text (a link when ``href``), an id when ``ident``, the shape and value,
     its explanation ``note`` (inline, behind the page's toggle, and as the link's title), on
-    the inputs' colour when ``fill`` is given."""
+    the inputs' colour when ``fill`` is given. A loop's line shows its shape, value and
+    explanation on its first line, its body's lines below (``body_html``)."""
+    text, _, rest = text.partition("\n")
     body = html.escape(text)
     if href is not None:
         body = f'<a href="#{href}" title="{html.escape(note)}">{body}</a>'
@@ -155,7 +158,13 @@ def line_html(text: str, ident: str | None = None, href: str | None = None,
         ident_attr += ' class="sg-line"'
     meta_html = f'<span class="sg-meta">{html.escape(meta)}</span>' if meta else ""
     note_html = f'<span class="sg-note"># {html.escape(note)}</span>' if note else ""
-    return f"<div{ident_attr}>{body}{meta_html}{note_html}</div>"
+    return f"<div{ident_attr}>{body}{meta_html}{note_html}{body_html(rest)}</div>"
+
+
+def body_html(rest: str) -> str:
+    """The lines printed below a loop's line (its body), indented as the trace prints them;
+    their names are the body's own, so nothing in them links to the lines around."""
+    return f'<div class="sg-body">{html.escape(rest)}</div>' if rest else ""
 
 
 def derivation_html(tape: Tape, outputs: Sequence[Entry] | None = None) -> str:

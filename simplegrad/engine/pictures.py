@@ -27,8 +27,12 @@ def fill_colour(role: str, order: int) -> str:
     return LEAF_FILL if role == "input" else order_fill(order)
 
 
-def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+def _quote(text: str, left: bool = False) -> str:
+    """A DOT string; ``left``: its lines left-justified (``\\l``), as a loop's line and its
+    indented body print."""
+    end = "\\l" if left else "\\n"
+    text = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", end)
+    return '"' + text + (end if left else "") + '"'
 
 
 def _legend(top: int) -> str:
@@ -58,7 +62,7 @@ def dot_text(g: Any, plain: Any = ()) -> str:
             extra += ", shape=ellipse"
         elif d["role"] == "constant":
             extra += ', style="rounded,filled,dashed"'
-        lines.append(f"  {_quote(key)} [label={_quote(label)}, "
+        lines.append(f"  {_quote(key)} [label={_quote(label, left=chr(10) in label)}, "
                      f"fillcolor={_quote(fill_colour(d['role'], d['order']))}{extra}];")
     for src, dst, d in g.edges(data=True):
         if dst in plain:

@@ -60,8 +60,11 @@ def format_operand(x: Any) -> str:
     return f"<{arr.dtype} {'x'.join(map(str, arr.shape))}>"
 
 
-def format_attr(key: str, value: Any) -> str:
-    """An attribute value as it would be written in Python."""
+def format_attr(key: str, value: Any, explain: bool = False) -> str:
+    """An attribute value as it would be written in Python (a loop's ``body``: its lines,
+    explained with ``explain``)."""
+    if key == "body":
+        return "\n".join(value.lines(explain))
     if isinstance(value, np.ndarray):
         return format_operand(value)
     if isinstance(value, np.dtype):
@@ -73,12 +76,14 @@ def format_attr(key: str, value: Any) -> str:
     return repr(value)
 
 
-def format_line(name: str, prim: Primitive, args: list[str], attrs: dict | None) -> str:
-    """One entry as ``name = expression``, given its printed arguments."""
+def format_line(name: str, prim: Primitive, args: list[str], attrs: dict | None,
+                explain: bool = False) -> str:
+    """One entry as ``name = expression``, given its printed arguments (a loop's body lines
+    explained with ``explain``)."""
     attrs = attrs or {}
     fmt = prim.fmt
     if callable(fmt):
-        expr = fmt(args, attrs, lambda a, key="": format_attr(key, a))
+        expr = fmt(args, attrs, lambda a, key="": format_attr(key, a, explain))
     else:
         expr = fmt.format(*args, **{k: format_attr(k, a) for k, a in attrs.items()})
     return f"{name} = {expr}"
@@ -91,12 +96,27 @@ def is_alias(prim: Primitive, named: bool, in_shape: tuple, out_shape: tuple) ->
     return named and prim.alias and tuple(in_shape) == tuple(out_shape)
 
 
-def format_entry(v: Entry | Variable) -> str:
+def format_entry(v: Entry | Variable, explain: bool = False) -> str:
     """One recorded entry as ``name = expression`` (an alias as ``name = other``)."""
     args = [format_operand(x) for x in v.inputs]
     if type(v.label) is str and is_alias(v.prim, True, np.shape(v.inputs[0]), v.shape):
         return f"{v.name} = {args[0]}"
-    return format_line(v.name, v.prim, args, v.attrs)
+    return format_line(v.name, v.prim, args, v.attrs, explain)
+
+
+def head(text: str) -> str:
+    """The first line of an entry's text without its comment: a loop's line as an
+    explanation names it (``v7 = scan(body, v3, xs)``, its body and trip count left out)."""
+    return text.split("\n", 1)[0].split("  # ", 1)[0]
+
+
+def noted(text: str, note: str | None) -> str:
+    """An entry's text with its explanation at the end of its first line (a loop's body
+    lines follow it)."""
+    if not note:
+        return text
+    first, sep, rest = text.partition("\n")
+    return f"{first}    # {note}{sep}{rest}"
 
 
 def format_event(event: Event) -> list[tuple[str, str]]:
@@ -123,9 +143,20 @@ def format_event(event: Event) -> list[tuple[str, str]]:
 
 def comments(tape: Tape, view: Derivation | None = None) -> dict[int, str]:
     """position -> the explanation appended to that entry's line by explained traces; with
-    ``view``, written in the pruned derivation's own lines and names."""
-    entry_text = format_entry if view is None else lambda e: _view_entry(e, view)
-    name = (lambda x: x.name) if view is None else lambda x: _view_name(x, view)
+    ``view``, written in the pruned derivation's own lines and names (an entry named by its
+    first line: a loop without its body)."""
+    if view is None:
+        def entry_text(e: Entry) -> str:
+            return head(format_entry(e))
+
+        def name(x: Any) -> str:
+            return x.name
+    else:
+        def entry_text(e: Entry) -> str:
+            return head(_view_entry(e, view))
+
+        def name(x: Any) -> str:
+            return _view_name(x, view)
     out = {}
     for p, (entry, i) in origins(tape).items():
         if i < 0:
@@ -159,7 +190,7 @@ def _view_text(x: Any, view: Derivation, depth: int = 0) -> str:
         if depth > 2:
             return "..."
         args = [_view_text(a, view, depth + 1) for a in x.args]
-        return "(" + format_line("", x.prim, args, x.attrs)[3:] + ")"
+        return "(" + head(format_line("", x.prim, args, x.attrs))[3:] + ")"
     if type(x) is Entry and x not in view.leaves:
         return format_value(x.raw) if x.raw is not None else "..."
     return _operand(x)
@@ -179,7 +210,7 @@ def _view_entry(entry: Entry, view: Derivation) -> str:
             (line.entry is entry or (line.prim is entry.prim and line.attrs == entry.attrs)):
         return derivation_line(line)
     args = [_view_text(view.value(x), view) for x in entry.inputs]
-    return format_line("", entry.prim, args, entry.attrs)[3:]
+    return head(format_line("", entry.prim, args, entry.attrs))[3:]
 
 
 def roles(tape: Tape, explain: bool = False, block: int | None = None, raw: bool = True,
@@ -204,7 +235,7 @@ def _operand(x: Any) -> str:
     return format_operand(x)
 
 
-def derivation_line(line: Line) -> str:
+def derivation_line(line: Line, explain: bool = False) -> str:
     """One line of a pruned derivation as ``name = expression``."""
     if line.prim is None:
         return f"{line.name} = {format_value(line.args[0])}"
@@ -212,7 +243,7 @@ def derivation_line(line: Line) -> str:
     if is_alias(line.prim, type(line.entry.label) is str, np.shape(line.entry.inputs[0]),
                 line.shape):
         return f"{line.name} = {args[0]}"
-    return format_line(line.name, line.prim, args, line.attrs)
+    return format_line(line.name, line.prim, args, line.attrs, explain)
 
 
 def _view_event(event: Event, view: Derivation) -> list[tuple[str, str]]:
@@ -275,9 +306,9 @@ def _items(tape: Tape, explain: bool, block: int | None, view: Derivation | None
         if view is not None and not view.shows(v):
             continue
         role = "accumulate" if pos in accumulations else ("grad" if depth else "forward")
-        line = format_entry(v) if view is None else derivation_line(view.lines[pos])
-        note = notes.get(pos)
-        yield role, line if note is None else f"{line}    # {note}", v
+        line = format_entry(v, explain) if view is None else \
+            derivation_line(view.lines[pos], explain)
+        yield role, noted(line, notes.get(pos)), v
     for k in range(m, last):
         event = events[k]
         for role, text in lines_of(event):

@@ -212,7 +212,7 @@ class Primitive:
                  "saves", "saved_inputs", "saves_out", "linear", "commutative", "associative",
                  "unit", "reduces", "rewrites", "simplifies", "on_stacks", "numpy_at", "numba",
                  "sympy", "alias", "accumulation", "sized", "counted", "scales", "maps_rows",
-                 "sparsity", "release", "work", "__weakref__")
+                 "sparsity", "release", "work", "trips", "__weakref__")
 
     def __init__(self, name: str, forward: Forward,
                  vjp: Sequence[VjpRule | None] | Sequence[VariadicVjpRule],
@@ -325,6 +325,9 @@ class Primitive:
         # work(attrs): the entries one run of an entry of it computes and its trips (a loop:
         # its body's entries times its trips, trips None when the run decides them); None: one
         self.work = None
+        # trips(values, out, attrs): a loop's runs of its bodies, one (trip, body, inputs) per
+        # run, each run's outputs sent back (sg.step steps into them); None: not a loop
+        self.trips = None
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

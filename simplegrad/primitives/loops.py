@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from .core import Primitive, shape_of, value_of
+from .lazy import is_lazy, refuse
 from .methods import ValueOps
 
 if TYPE_CHECKING:
@@ -60,8 +61,10 @@ class Body(Protocol):
     ``jvp(moving)`` takes ``ins`` then one tangent per input at ``moving`` and returns
     ``outs`` then one tangent per float output; ``derive(key, ins, example, build)`` is the
     body traced from ``build(o, *leaves)`` (a list of outputs, computed with primitives);
-    ``lines()`` its text, as a program prints; ``batched(flags, size)`` the body on ``size``
-    examples at once (inputs at ``flags`` batched along a leading axis, every output);
+    ``lines(explain)`` its text, as a program prints (explained: each line that
+    differentiates a line of the body it was derived from says which, ``notes()``);
+    ``batched(flags, size)`` the body on ``size`` examples at once (inputs at ``flags``
+    batched along a leading axis, every output);
     ``work()`` the entries one run of it computes (its loops' counted by their trips);
     ``dependence(*values)`` its Jacobian pattern at these inputs (a boolean csr_array, its
     outputs' entries by its float inputs', each concatenated) and ``reads_integers()``
@@ -82,7 +85,9 @@ class Body(Protocol):
     def derive(self, key: tuple, ins: Sequence[Aval], example: Sequence[Any],
                build: Any) -> Body: ...
 
-    def lines(self) -> list[str]: ...
+    def lines(self, explain: bool = False) -> list[str]: ...
+
+    def notes(self) -> dict[str, str]: ...
 
     def batched(self, flags: tuple[bool, ...], size: int) -> Body: ...
 
@@ -132,7 +137,15 @@ def packed_dtype(avals: Sequence[Aval]) -> np.dtype:
 
 def pack(rows: int, width: int, dtype: np.dtype, carry: Sequence[Any], offsets: Sequence[int],
          ys: Sequence[Any] = (), ys_offsets: Sequence[int] = ()) -> np.ndarray:
-    """The packed output (numpy): ``carry`` in row 0, ``ys`` (stacked, one row per step) after."""
+    """The packed output (numpy): ``carry`` in row 0, ``ys`` (stacked, one row per step) after
+    (a lazy array among them: a lazy packed output, nothing computed)."""
+    if any(is_lazy(x) for x in (*carry, *ys)):
+        top = _columns([np.reshape(c, (1, -1)) for c in carry], offsets, 1, width, dtype)
+        if rows == 1:
+            return top
+        rest = _columns([np.reshape(y, (rows - 1, -1)) for y in ys], ys_offsets, rows - 1,
+                        width, dtype)
+        return np.concatenate([top, rest], axis=0)
     out = np.zeros((rows, width), dtype)
     for c, k in zip(carry, offsets):
         flat = np.ravel(c)
@@ -141,6 +154,21 @@ def pack(rows: int, width: int, dtype: np.dtype, carry: Sequence[Any], offsets: 
         flat = np.reshape(y, (rows - 1, -1))
         out[1:, k:k + flat.shape[1]] = flat
     return out
+
+
+def _columns(flats: Sequence[Any], offsets: Sequence[int], rows: int, width: int,
+             dtype: np.dtype) -> Any:
+    """Rows of a packed output made by concatenation (each leaf's columns at its offset,
+    zeros between): how a lazy one is built."""
+    pieces, col = [], 0
+    for flat, k in sorted(zip(flats, offsets), key=lambda p: p[1]):
+        if k > col:
+            pieces.append(np.zeros((rows, k - col), dtype))
+        pieces.append(flat.astype(dtype))
+        col = k + flat.shape[1]
+    if col < width:
+        pieces.append(np.zeros((rows, width - col), dtype))
+    return np.concatenate(pieces, axis=1)
 
 
 def unpack(o: PrimitiveMethods, out: Any, avals: Sequence[Aval], offsets: Sequence[int],
@@ -174,8 +202,17 @@ def _part(x: Any, offset: int, shape: tuple, stacked: bool, lead: int = 0) -> An
 
 
 def _placed(g: Any, like: Any, offset: int, shape: tuple, stacked: bool, lead: int = 0) -> Any:
-    out = np.zeros(np.shape(like), np.result_type(g, like))
     n = math.prod(shape)
+    if is_lazy(g) or is_lazy(like):      # zeros around g, by padding (nothing computed)
+        full = tuple(np.shape(like))
+        rows = full[lead] - 1 if stacked else 1
+        block = np.reshape(g, (*full[:lead], rows, n))
+        pad = [(0, 0)] * lead + [(1, 0) if stacked else (0, full[lead] - 1),
+                                 (offset, full[lead + 1] - offset - n)]
+        dtype = np.result_type(getattr(g, "dtype", np.float64), getattr(like, "dtype",
+                                                                         np.float64))
+        return np.pad(block.astype(dtype), pad)
+    out = np.zeros(np.shape(like), np.result_type(g, like))
     rows = (out.shape[lead] - 1,) if stacked else ()
     out[_index(offset, n, stacked, lead)] = np.reshape(g, (*out.shape[:lead], *rows, n))
     return out
@@ -225,25 +262,32 @@ ASTYPE = Primitive(
 
 
 def fmt_loop(kind: str) -> Any:
-    """Print rule: ``kind(inputs...)`` with the trip count when it is fixed (``# x 100``), the
-    body (and a cond's branches, a while loop's condition) printed once below, indented."""
+    """Print rule: ``kind(bodies, inputs...)`` with the trip count when it is fixed
+    (``v7 = scan(body, v3, xs)  # x 100``), the body (and a cond's branches, a while loop's
+    condition) printed once below, indented (``render(body, "body")``: its lines, as the
+    trace around prints them)."""
     def fmt(args: list[str], attrs: dict, render: Any) -> str:
         extra = ""
         if attrs.get("reverse"):
             extra += ", reverse=True"
         if attrs.get("max_steps") is not None:
             extra += f", max_steps={attrs['max_steps']}"
-        head = f"{kind}({', '.join(args)}{extra})"
+        parts = [("cond", attrs["test"])] if "test" in attrs else []
+        if "body" in attrs:
+            parts.append(("body", attrs["body"]))
+        parts += [(f"branch {k}", b) for k, b in enumerate(attrs.get("branches", ()))]
+        names = [f"{body!r}" for _, body in parts]
+        if "branches" in attrs:         # cond(index, [branches], operands...)
+            head = f"{kind}({', '.join([args[0], '[' + ', '.join(names) + ']', *args[1:]])}"
+        else:
+            head = f"{kind}({', '.join([*names, *args])}"
+        head += f"{extra})"
         if kind == "scan" and not attrs.get("counted") and attrs.get("length") is not None:
             head += f"  # x {attrs['length']}"
-        parts = [("body", attrs["body"])] if "body" in attrs else []
-        if "test" in attrs:
-            parts.append(("cond", attrs["test"]))
-        parts += [(f"branch {k}", b) for k, b in enumerate(attrs.get("branches", ()))]
         lines = [head]
         for title, body in parts:
             lines.append(f"    {title} {body!r}:")
-            lines += [f"        {line}" for line in body.lines()]
+            lines += [f"        {line}" for line in render(body, "body").split("\n")]
         return "\n".join(lines)
     return fmt
 
@@ -394,8 +438,10 @@ def scan_forward(*xs: Any, body: Any, nc: int, nk: int, length: int | None, reve
     seqs = xs[nc + nk:len(xs) - counted]
     n = trips(xs, nc, nk, counted, length)
     ny = len(body.outs) - nk
-    ys = [np.zeros((n, *shape), dtype) for shape, dtype in body.outs[nk:]]
-    before = [None] * n if _keeps() and nk else None
+    lazy = any(is_lazy(x) for x in xs)      # (dask: the steps' ys stacked, nothing computed)
+    ys: list = [[None] * n if lazy else np.zeros((n, *shape), dtype)
+                for shape, dtype in body.outs[nk:]]
+    before = [None] * n if _keeps() and nk and not lazy else None
     for t in (range(n - 1, -1, -1) if reverse else range(n)):
         if before is not None:
             before[t] = carry
@@ -403,6 +449,8 @@ def scan_forward(*xs: Any, body: Any, nc: int, nk: int, length: int | None, reve
         carry = res[:nk]
         for y, r in zip(ys, res[nk:]):
             y[t] = r
+    if lazy and n:
+        ys = [np.stack(y) for y in ys]
     out = pack(1 + (n if ny else 0), width, packed_dtype(body.outs), carry, layout[:nk],
                ys, layout[nk:])
     if before is not None:
@@ -645,7 +693,7 @@ def while_forward(*xs: Any, body: Any, test: Any, nc: int, max_steps: int | None
     consts, carry = xs[:nc], list(xs[nc:])
     n = 0
     before = [] if _keeps() and checkpoints == "all" and carry else None
-    while (max_steps is None or n < max_steps) and bool(np.asarray(test(*consts, *carry)[0])):
+    while (max_steps is None or n < max_steps) and _holds(test(*consts, *carry)[0]):
         if before is not None:
             before.append(carry)
         carry = body(*consts, *carry)
@@ -655,6 +703,13 @@ def while_forward(*xs: Any, body: Any, test: Any, nc: int, max_steps: int | None
     if before is not None:
         _kept(out, before)
     return out
+
+
+def _holds(value: Any) -> bool:
+    """A while loop's condition as a bool; a lazy one raises MaterializeError (it decides
+    the number of trips, so the loop cannot stay lazy)."""
+    refuse("while_loop", value, reason="its condition decides the number of trips")
+    return bool(np.asarray(value))
 
 
 def _while_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: dict) -> list:
@@ -1005,3 +1060,37 @@ def cond_work(attrs: dict) -> tuple[int, int]:
 
 
 SCAN.work, WHILE.work, COND.work = scan_work, while_work, cond_work
+
+
+# ---------------------------------------------------------------- trips (sg.step)
+
+
+def scan_trips(xs: Sequence[Any], out: Any, attrs: dict) -> Iterator[tuple]:
+    """A scan's runs of its body on values, in the order it runs them: (trip, body, inputs),
+    each run's outputs sent back."""
+    body, nc, nk, counted = attrs["body"], attrs["nc"], attrs["nk"], attrs["counted"]
+    consts, carry = list(xs[:nc]), list(xs[nc:nc + nk])
+    seqs = xs[nc + nk:len(xs) - counted]
+    n = trips(xs, nc, nk, counted, attrs["length"])
+    for t in (range(n - 1, -1, -1) if attrs["reverse"] else range(n)):
+        res = yield t, body, [*consts, *carry, *(s[t] for s in seqs)]
+        carry = list(res[:nk])
+
+
+def while_trips(xs: Sequence[Any], out: Any, attrs: dict) -> Iterator[tuple]:
+    """A while loop's runs of its body on values, as many as the recorded trip count."""
+    body, nc = attrs["body"], attrs["nc"]
+    consts, carry = list(xs[:nc]), list(xs[nc:])
+    n = int(round(float(np.real(np.asarray(out)[0, attrs["layout"][len(carry)]]))))
+    for t in range(n):
+        carry = list((yield t, body, [*consts, *carry]))
+
+
+def cond_trips(xs: Sequence[Any], out: Any, attrs: dict) -> Iterator[tuple]:
+    """A cond's one run: the branch its index picks."""
+    branches = attrs["branches"]
+    k = min(max(int(np.asarray(xs[0])), 0), len(branches) - 1)
+    yield 0, branches[k], list(xs[1:])
+
+
+SCAN.trips, WHILE.trips, COND.trips = scan_trips, while_trips, cond_trips

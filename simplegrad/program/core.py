@@ -269,9 +269,10 @@ class Program:
                 raise g.error(value)
         return [env[self._slot(r)] for r in self.outputs]
 
-    def record(self, ops: Ops, *inputs: Any) -> Any:
+    def record(self, ops: Ops, *inputs: Any, seen: dict | None = None) -> Any:
         """Run the program by recording each node on ``ops`` (inputs may be its Variables,
-        batched ones included, or arrays): the result is differentiable there."""
+        batched ones included, or arrays): the result is differentiable there. ``seen``
+        collects, by the id of each entry recorded, the program's entry it stands for."""
         if len(inputs) != len(self.inputs):
             raise ArgumentError(f"program: takes {len(self.inputs)} input(s), got {len(inputs)}")
         env = [*inputs, *(_operand(ops, c.value) for c in self.constants)]
@@ -279,6 +280,8 @@ class Program:
         for node in self.entries:
             env.append(ops.apply(node.prim, [env[slot(x)] for x in node.inputs],
                                  node.attrs or None))
+            if seen is not None and isinstance(env[-1], Variable):
+                seen.setdefault(id(env[-1].node), node)
         outs = [env[self._slot(r)] for r in self.outputs]
         return outs[0] if self.single else outs
 
@@ -340,16 +343,21 @@ class Program:
 
     # ------------------------------------------------------------ text
 
-    def format(self, raw: bool = False) -> str:
+    def format(self, raw: bool = False, explain: bool = False,
+               notes: dict[str, str] | None = None) -> str:
         """The program as text: inputs, named constants, one line per entry, outputs; as a
-        person reads it (simplified: constants folded, duplicates merged) unless ``raw``."""
+        person reads it (simplified: constants folded, duplicates merged) unless ``raw``;
+        ``notes`` (entry name -> explanation) appended to their lines, and the bodies of its
+        loops explained, with ``explain``."""
         if not raw:
             from .simplify import simplify
-            return simplify(self).format(raw=True)
+            return simplify(self).format(raw=True, explain=explain, notes=notes)
+        notes = notes or {}
         lines = [f"inputs: {', '.join(i.name for i in self.inputs)}"]
         lines += [f"{c.name} = {render.format_value(c.value)}" for c in self.constants
                   if c.name is not None]
-        lines += [self.format_entry(e) for e in self.entries]
+        lines += [render.noted(self.format_entry(e, explain), notes.get(e.label))
+                  for e in self.entries]
         lines.append(f"outputs: {', '.join(self._operand(r) for r in self.outputs)}")
         lines += [f"guard: {self._operand(g.ref)} was {g.seen!r} ({g.kind}, at "
                   f"{os.path.basename(g.file)}:{g.line})" for g in self.guards]
@@ -363,14 +371,14 @@ class Program:
             return f"{node.name} = {args[0]}"
         return render.format_line(node.name, node.prim, args, node.attrs)
 
-    def format_entry(self, e: Any) -> str:
+    def format_entry(self, e: Any, explain: bool = False) -> str:
         """One entry of the program as ``name = expression``, in the trace's style."""
         args = [_entry_operand(x) for x in e.inputs]
         name = e.label
         if len(args) == 1 and render.is_alias(e.prim, not re.fullmatch(r"v\d+", name),
                                               e.in0.shape, e.shape):
             return f"{name} = {args[0]}"
-        return render.format_line(name, e.prim, args, e.attrs)
+        return render.format_line(name, e.prim, args, e.attrs, explain)
 
     def _operand(self, r: Ref) -> str:
         return _entry_operand(self.at(r))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..engine.html import anchor, line_html, page, prefix
+from ..engine.html import anchor, body_html, line_html, page, prefix
 from ..engine.render import format_value
 
 if TYPE_CHECKING:
@@ -36,14 +36,14 @@ def program_html(prog: Program) -> str:
             groups[0].append(line_html(f"{c.name} = {format_value(c.value)}", anchor(p, c.name),
                                        meta=f"{np.shape(c.value)} constant"))
     for node, order in zip(prog.entries, prog.orders):
-        text = prog.format_entry(node)
+        text, _, rest = prog.format_entry(node).partition("\n")    # (a loop's body: rest)
         name, _, expr = text.partition(" = ")
         linked = NAME.sub(lambda m: f'<a href="#{anchor(p, m[0])}">{m[0]}</a>'
                           if m[0] in defined else m[0], html.escape(expr))
         meta = f'<span class="sg-meta">{node.shape} {np.dtype(node.dtype).name}</span>'
         groups.setdefault(order, []).append(
             f'<div class="sg-line" id="{anchor(p, node.name)}">{html.escape(name)} = {linked}'
-            f"{meta}</div>")
+            f"{meta}{body_html(rest)}</div>")
         defined.add(node.name)
     outs = ", ".join(prog._operand(r) for r in prog.outputs)
     return page(p, groups, f"program: {len(prog.inputs)} inputs, {len(prog.entries)} entries; "

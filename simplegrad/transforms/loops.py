@@ -15,18 +15,22 @@ values); given Variables, or inside a transform, they record.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..engine.batching import Batched, innermost, new_level, wrap
+from ..engine.explain import origins
 from ..engine.ops import Ops
 from ..engine.params import FREE
+from ..engine.render import head
 from ..engine.taylor import carry
 from ..engine.variable import Variable
 from ..errors import ArgumentError, ShapeError
 from ..primitives.core import value_of
+from ..primitives.lazy import is_lazy
 from ..primitives.loops import (
     COND,
     SCAN,
@@ -64,6 +68,7 @@ class Body:
         self.example = tuple(example)
         self.name = name
         self._derived: dict = {}
+        self._build: Callable | None = None     # how a derived body was traced (notes)
         # each step runs the program on values of the inputs' shapes and dtypes (the loop
         # keeps them so): the run without the checks of a call on new arrays, where the
         # program offers one; a body run many times, compiled to numpy code (no per-entry
@@ -76,7 +81,12 @@ class Body:
         return self.name
 
     def __call__(self, *values: Any) -> list:
-        """The outputs' values at these inputs."""
+        """The outputs' values at these inputs (lazy ones: the program run on them, lazily
+        where its entries are)."""
+        for v in values:
+            if type(v) is not np.ndarray and is_lazy(v):
+                got = self.program(*values)
+                return [got] if self.program.single else got
         fast = self._compiled
         if fast is not None:
             return fast(*values)
@@ -95,9 +105,22 @@ class Body:
             return
         self._compiled = (lambda *v: [fn(*v)]) if self.program.single else fn
 
-    def lines(self) -> list[str]:
-        """The body as text, one line per entry (as a program prints)."""
-        return self.program.format(raw=True).splitlines()
+    def lines(self, explain: bool = False) -> list[str]:
+        """The body as text, one line per entry (as a program prints); ``explain``: each line
+        of a derived body with what it differentiates (``notes``), its loops explained."""
+        notes = self.notes() if explain else None
+        return self.program.format(raw=True, explain=explain, notes=notes).splitlines()
+
+    def notes(self) -> dict[str, str]:
+        """Entry name -> what it differentiates, for a body derived by differentiating one
+        (a vjp or jvp body): read off a second trace of it, made when first asked."""
+        got = self._derived.get(("notes",))
+        if got is None:
+            build = self._build
+            got = {} if build is None else _notes(build, self.ins, self.example,
+                                                   {e.label for e in self.program.entries})
+            self._derived[("notes",)] = got
+        return got
 
     def work(self) -> int:
         """The entries one run of the body computes (a loop inside: by its trips)."""
@@ -120,7 +143,17 @@ class Body:
         """The outputs recorded on ``o`` (the Ops, or VALUES for values)."""
         if o is VALUES or not isinstance(o, Ops):
             return self.program(*[value_of(x) for x in inputs])
-        return self.program.record(o, *inputs)
+        stack = getattr(_SEEN, "stack", None)
+        if not stack:
+            return self.program.record(o, *inputs)
+        seen, recorded = stack[-1], {}      # (traced again for notes: who recorded what)
+        for x, spec in zip(inputs, self.program.inputs):
+            if isinstance(x, Variable):
+                seen.setdefault(id(x.node), (self, spec.name))
+        outs = self.program.record(o, *inputs, seen=recorded)
+        for k, line in recorded.items():
+            seen.setdefault(k, (self, line))
+        return outs
 
     def derive(self, key: tuple, ins: Sequence[Aval], example: Sequence[Any],
                build: Callable) -> Body:
@@ -243,16 +276,74 @@ class _LoopOps(_BlockOps):
         return Ops.apply(self, prim, inputs, attrs, name)
 
 
-def _trace(build: Callable, ins: Sequence[Aval], example: Sequence[Any], name: str) -> Body:
-    """A derived body: ``build(o, *leaves)`` recorded once on a scratch Ops."""
+def _traced(build: Callable, ins: Sequence[Aval], example: Sequence[Any]) -> tuple:
+    """``build(o, *leaves)`` recorded on a scratch Ops: the Ops, the leaves, the outputs."""
     s = Ops(simplify=True)
     leaves = [s.leaf(np.array(v, dtype=d).reshape(shape), None, is_float((shape, d)))
               for (shape, d), v in zip(ins, example)]
     with np.errstate(all="ignore"):
         outs = build(s, *leaves)
-    outs = [_settled(s, y) for y in outs]
+    return s, leaves, [_settled(s, y) for y in outs]
+
+
+def _trace(build: Callable, ins: Sequence[Aval], example: Sequence[Any], name: str) -> Body:
+    """A derived body: ``build(o, *leaves)`` recorded once on a scratch Ops."""
+    s, leaves, outs = _traced(build, ins, example)
     program = extract(leaves, outs, s)
-    return Body(program, ins, [(y.shape, y.dtype) for y in outs], example, name)
+    body = Body(program, ins, [(y.shape, y.dtype) for y in outs], example, name)
+    body._build = build
+    return body
+
+
+_SEEN = threading.local()     # while a derived body is traced again for its notes
+
+
+def _notes(build: Callable, ins: Sequence[Aval], example: Sequence[Any],
+           kept: set[str]) -> dict[str, str]:
+    """What each entry of a derived body differentiates, by name: the same trace made again
+    (it names its entries as the first did), noting which body recorded each entry. An entry
+    the sweep recorded pulling back through a body's line says which line and input
+    (``d(v2 = v0 * v0)/dv0 in square``); one recorded by running a derived body keeps that
+    body's note."""
+    seen: dict[int, tuple] = {}     # id of an entry -> (the body, its entry or input name)
+    stack = getattr(_SEEN, "stack", None)
+    if stack is None:
+        stack = _SEEN.stack = []
+    stack.append(seen)
+    try:
+        s, _, _ = _traced(build, ins, example)
+    finally:
+        stack.pop()
+    tape = s.tape
+    notes: dict[str, str] = {}
+    for p, (entry, i) in origins(tape).items():
+        name = tape.at(p).name
+        body, line = seen.get(id(entry), (None, None))
+        if name not in kept or body is None or type(line) is str:
+            continue
+        if i < 0:       # a tangent pushed through the line
+            notes[name] = f"jvp of ({head(body.program.format_entry(line))}) in {body!r}"
+            continue
+        wrt = seen.get(id(entry.inputs[i]), (None, None))[1]
+        if wrt is None:
+            continue
+        wrt = wrt if type(wrt) is str else wrt.label
+        notes[name] = f"d({head(body.program.format_entry(line))})/d{wrt} in {body!r}"
+    for p, x in tape.accumulations.items():
+        name = tape.at(p).name
+        body, line = seen.get(id(x), (None, None))
+        if name in kept and body is not None and name not in notes:
+            what = tape.at(p).prim.accumulation or "accumulation of"
+            of = line if type(line) is str else line.label
+            notes[name] = f"{what} the cotangents of {of} in {body!r}"
+    for v in tape.entries:
+        body, line = seen.get(id(v), (None, None))
+        if body is not None and type(line) is not str and v.name in kept and \
+                v.name not in notes:
+            note = body.notes().get(line.label)
+            if note is not None:
+                notes[v.name] = note
+    return notes
 
 
 def _settled(s: Ops, y: Any) -> Variable:
