@@ -1,7 +1,8 @@
 """eigh and svd of complex matrices: the eigenvalues of the Hermitian part (a + a^H) / 2 and the
 singular values, against JAX's gradients and tangents (computed once with jax.grad and jax.jvp
-in float64 and written here), finite differences in both real directions, and the refusal of
-the vectors' derivatives (the phase gauge)."""
+in float64 and written here) and finite differences in both real directions; the singular
+values at order 2, and the vectors' derivatives (JAX's phase gauge) through functions the
+phases leave unchanged."""
 
 import numpy as np
 import pytest
@@ -127,13 +128,53 @@ def test_taylor_of_the_eigenvalues():
     np.testing.assert_allclose(series[2], (f(h) - 2 * f(0) + f(-h)) / h ** 2, atol=1e-5)
 
 
-@pytest.mark.parametrize("what", ["U", "Vh"])
-def test_singular_vector_derivatives_name_the_phase_gauge(what):
-    f = lambda a: getattr(a.rec.svd(a, full_matrices=False), what).abs().sum()  # noqa: E731
-    with pytest.raises(sg.DTypeError, match="phase gauge"):
-        sg.grad(f)(A)
-    with pytest.raises(sg.DTypeError, match="phase gauge"):
-        sg.jvp(f, (A,), (np.ones_like(A),))
-    with pytest.raises(sg.DTypeError, match="phase gauge"):      # S's second derivative
-        sg.jvp(sg.grad(lambda a: a.rec.svdvals(a).sum()), (A,), (TA,))
-    sg.grad(f)(A.real)          # real matrices keep their vector derivatives
+CU = np.array([[0.5 - 1j, 2.0, 0.3j], [1.0, -0.7 + 0.2j, 1.5]])
+WU = np.array([[0.2, -1.0], [0.7, 0.4]])
+WV = np.array([[1.0, 0.3, -0.5], [0.1, 0.8, 2.0]])
+
+
+def singular_gauge_free(a):
+    """u_i v_i^H weighted, |U|^2 and |Vh|^2 weighted: functions the pairs' phases leave alone."""
+    u, s, vh = (a.rec.svd if hasattr(a, "rec") else np.linalg.svd)(a, full_matrices=False)
+    return np.real(np.sum(((u * D) @ vh) * CU)) + np.sum(np.abs(u) ** 2 * WU) + \
+        np.sum(np.abs(vh) ** 2 * WV)
+
+
+def test_singular_vector_derivatives_of_phase_free_functions():
+    np.testing.assert_allclose(sg.grad(singular_gauge_free)(A),
+                               finite_difference_grad(singular_gauge_free, A), atol=1e-7)
+    _, t = sg.jvp(singular_gauge_free, (A,), (TA,))
+    h = 1e-6
+    want = (singular_gauge_free(A + h * TA) - singular_gauge_free(A - h * TA)) / (2 * h)
+    np.testing.assert_allclose(t, want, atol=1e-7)
+    wide = A.T.conj() @ np.array([[1.0, 0.5j], [0.2, -1.0]])          # a (3, 2) matrix
+    f = lambda a: np.sum(np.abs(a.rec.svd(a, full_matrices=False).U) ** 2 * WV.T)  # noqa: E731
+    plain = lambda a: np.sum(np.abs(np.linalg.svd(a, full_matrices=False)[0]) ** 2 * WV.T)  # noqa: E731
+    np.testing.assert_allclose(sg.grad(f)(wide), finite_difference_grad(plain, wide), atol=1e-7)
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (3, 2), (3, 3), (2, 2, 3)])
+def test_singular_values_at_order_two(shape, rng):
+    """The checker's complex differences (both real directions) at orders 1 and 2, reverse and
+    forward, on wide, tall, square and stacked complex matrices."""
+    a = rng.normal(size=shape) + 1j * rng.normal(size=shape)
+    sg.check_grads(lambda a: a.rec.svdvals(a), [a], order=2, modes=("rev", "fwd"), rng=rng,
+                   atol=1e-5, rtol=1e-5)
+
+
+def test_singular_value_hessian_against_second_differences():
+    """d2/dt2 L(A + t T) = Re(sum(T * d/dt grad L(A + t T))) in JAX's convention, against the
+    central second difference of L; and d/dt grad against differences of the gradient."""
+    grad = sg.grad(singular_value_loss)
+    _, hv = sg.jvp(grad, (A,), (TA,))
+    h = 1e-4
+    second = (singular_value_loss(A + h * TA) - 2 * singular_value_loss(A) +
+              singular_value_loss(A - h * TA)) / h ** 2
+    np.testing.assert_allclose(np.real(np.sum(TA * hv)), second, atol=1e-6)
+    h = 1e-6
+    np.testing.assert_allclose(hv, (grad(A + h * TA) - grad(A - h * TA)) / (2 * h), atol=1e-7)
+    hessian_of_real = sg.hessian(lambda t: singular_value_loss(t[0] + 1j * t[1]))(
+        np.stack([A.real, A.imag]))
+    direction = np.stack([TA.real, TA.imag])
+    np.testing.assert_allclose(np.tensordot(hessian_of_real, direction, 3).ravel() @
+                               direction.ravel(), second, atol=1e-6)

@@ -30,7 +30,7 @@ FORWARD = {
     "neg": -X, "pow": X ** Y, "reciprocal": 1 / X, "relu": sp.Max(X, 0),
     "sigmoid": 1 / (1 + sp.exp(-X)), "sin": sp.sin(X), "sinh": sp.sinh(X),
     "sqrt": sp.sqrt(X), "square": X ** 2, "sub": X - Y, "tan": sp.tan(X), "tanh": sp.tanh(X),
-    "arccosh": sp.acosh(X), "sign": sp.sign(X),
+    "arccosh": sp.acosh(X), "sign": sp.sign(X), "conj": sp.conjugate(X),
     "erf": sp.erf(X), "erfc": sp.erfc(X), "erfinv": sp.erfinv(X),
     "gammaln": sp.loggamma(X), "polygamma": sp.polygamma(0, X),
 }

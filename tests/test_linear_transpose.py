@@ -24,13 +24,20 @@ RTOL = 1e-12
 
 
 def close(a, b, rtol: float = RTOL) -> bool:
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    a, b = np.asarray(a), np.asarray(b)
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=rtol * max(
         1.0, float(np.max(np.abs(b), initial=0.0)))))
 
 
 def inner(a, b) -> float:
-    return float(np.sum(np.asarray(a) * np.asarray(b)))
+    """The pairing of a cotangent with a tangent: Re(sum(a * b)) (JAX's, no conjugate)."""
+    return float(np.real(np.sum(np.asarray(a) * np.asarray(b))))
+
+
+def like(rng, a) -> np.ndarray:
+    """A random array of a's shape, complex (both parts drawn) when a is."""
+    x = rng.normal(size=np.shape(a))
+    return x + 1j * rng.normal(size=np.shape(a)) if np.iscomplexobj(a) else x
 
 
 @dataclass(frozen=True)
@@ -186,7 +193,7 @@ def test_values_equal_the_pullback_for_every_primitive(prim, case, rng):
         y0, jvp_fn = sg.linearize(f, xs[i])
         f_t = sg.linear_transpose(jvp_fn, xs[i])
         _, vjp_fn = sg.vjp(f, xs[i])
-        u = rng.normal(size=np.shape(y0))
+        u = like(rng, y0)
         assert close(f_t(u)[0], vjp_fn(u)[0], 1e-10), f"{prim.name} input {i}"
 
 
@@ -198,7 +205,8 @@ A_, B_ = 0.7, 1.9        # a + b != 1, so that an affine map is caught too
 def forward(prim, case, xs, values: dict) -> np.ndarray:
     """The primitive's numpy forward with ``values`` at their positions (conditions as bools)."""
     args = [values.get(i, x > 0 if i in case.conditions else x) for i, x in enumerate(xs)]
-    return np.asarray(prim.forward(*args, **case.attrs), dtype=float)
+    out = np.asarray(prim.forward(*args, **case.attrs))
+    return out if out.dtype.kind == "c" else out.astype(float)
 
 
 def numerically_linear(prim, case, positions, rng, zero=()) -> bool:
@@ -265,10 +273,10 @@ def test_table_decides_what_transposes(prim, case, rng):
     groups = [linear] if kind == JOINT else [[i] for i in linear]
     for group in groups:
         f_t = sg.linear_transpose(apply_with(prim, case, xs, group), *[xs[i] for i in group])
-        x = {i: rng.normal(size=xs[i].shape) for i in group}
+        x = {i: like(rng, xs[i]) for i in group}
         base = [np.zeros_like(a) if i in group else a for i, a in enumerate(xs)]
         Ax = forward(prim, case, base, x)
-        y = rng.normal(size=Ax.shape)
+        y = like(rng, Ax)
         got = f_t(y)
         assert np.isclose(inner(Ax, y), sum(inner(x[i], g) for i, g in zip(group, got)),
                           rtol=1e-10), prim.name
@@ -430,3 +438,16 @@ def test_readme_section_prints_what_it_shows():
     assert body[0] == "u.expand([2])" and body[-1].count("+") == 1
     assert sorted(b.split(" * ")[1] for b in body[1:-1]) == [
         "[0.4794, 0.8415]", "[0.5000, 1.0000]", "[0.8776, 0.5403]"]
+
+
+def test_complex_linear_maps_transpose_without_a_conjugate(rng):
+    """JAX's convention: the transpose of t -> A t is u -> A^T u (no conjugate), of conj is
+    conj; a complex cotangent of a real output is refused."""
+    A = rng.normal(size=(2, 3)) + 1j * rng.normal(size=(2, 3))
+    u = rng.normal(size=2) + 1j * rng.normal(size=2)
+    f_t = sg.linear_transpose(lambda t: A @ t, np.zeros(3, complex))
+    np.testing.assert_allclose(f_t(u)[0], A.T @ u, rtol=1e-13)
+    np.testing.assert_allclose(sg.linear_transpose(np.conj, np.zeros(2, complex))(u)[0],
+                               np.conj(u), rtol=1e-13)
+    with pytest.raises(sg.DTypeError, match="give real numbers"):
+        sg.linear_transpose(lambda t: t * 2.0, np.zeros(2))(u)

@@ -63,6 +63,25 @@ def apply_with(prim: sg.Primitive, case: sg.Case, xs: list, positions: Any) -> C
     return f
 
 
+def real_view(f: Callable, args: list) -> tuple[Callable, list]:
+    """``f`` as a function of real arrays, for the walks that compare real Jacobians: each
+    complex argument given as its real and imaginary parts on a new last axis, and a complex
+    output returned so (its Jacobian is f's in both real directions, each complex scalar a
+    (real, imaginary) pair, as the linearised graph orders them). Real f and args unchanged."""
+    made = [np.iscomplexobj(a) for a in args]
+    parts = [np.stack([a.real, a.imag], axis=-1) if c else a for a, c in zip(args, made)]
+
+    def g(*rs: Any) -> Any:
+        op = next(r.ops for r in rs if isinstance(r, sg.Variable))
+        zs = [(op.add(r[..., 0], op.mul(r[..., 1], 1j)) if isinstance(r, sg.Variable) else
+               r[..., 0] + 1j * r[..., 1]) if c else r for r, c in zip(rs, made)]
+        y = f(*zs)
+        if isinstance(y, sg.Variable) and np.dtype(y.dtype).kind == "c":
+            return op.stack([op.real(y), op.imag(y)], axis=-1)
+        return y
+    return g, parts
+
+
 def _text(value: Any) -> str:
     if isinstance(value, slice):
         parts = [value.start, value.stop] + ([value.step] if value.step is not None else [])

@@ -16,7 +16,7 @@ from test_training_memory import collector_paused
 
 import simplegrad as sg
 from simplegrad.transforms.arguments import context
-from tests.test_primitives import apply_with, case_id, sample
+from tests.test_primitives import apply_with, case_id, real_view, sample
 
 EXACT = {"rtol": 1e-15, "atol": 0.0}
 
@@ -257,21 +257,21 @@ def test_second_derivatives_of_every_primitive_are_those_of_the_plain_tape(prim,
     for i in range(len(xs)):
         if i in case.conditions:
             continue
-        f = apply_with(prim, case, xs, [i])
-        y0 = f(sg.Ops().var(xs[i]))
+        f, (x0,) = real_view(apply_with(prim, case, xs, [i]), [xs[i]])
+        y0 = f(sg.Ops().var(x0))
         if not isinstance(y0, sg.Variable):
             continue
-        w, u = rng.normal(size=y0.shape), rng.normal(size=np.shape(xs[i]))
+        w, u = rng.normal(size=y0.shape), rng.normal(size=np.shape(x0))
 
         def h(x, f=f, w=w, u=u):
             return sg.grad(lambda y: (sg.grad(lambda z: (f(z) * w).sum())(y) * u).sum())(x)
         try:
-            want = h(sg.Ops().var(xs[i])).value
+            want = h(sg.Ops().var(x0)).value
         except sg.NotDifferentiableError:
             with pytest.raises(sg.NotDifferentiableError):
-                sg.trace(h, xs[i])
+                sg.trace(h, x0)
             continue
-        got = sg.trace(h, xs[i]).outputs[0].value
+        got = sg.trace(h, x0).outputs[0].value
         if np.all(np.isfinite(want)):
             close(got, want)
         else:

@@ -53,8 +53,9 @@ def _with(axis: object, bad: int) -> object:
 @pytest.mark.parametrize(("prim", "case", "key"), _params())
 def test_axis_under_vmap_as_outside(prim: sg.Primitive, case: sg.Case, key: str,
                                     rng: np.random.Generator) -> None:
-    values = [np.stack([np.asarray(draw(rng, shape), dtype=np.float64) for _ in range(B)])
-              for draw, shape in zip(samplers(prim, case), case.shapes)]
+    values = [np.stack([np.asarray(draw(rng, shape)) for _ in range(B)]) for draw, shape in
+              zip(samplers(prim, case), case.shapes)]
+    values = [v.astype(np.complex128 if np.iscomplexobj(v) else np.float64) for v in values]
     n = max(len(s) for s in case.shapes) + 1
     raised = 0
     for bad in (-n - 2, -n - 1, -n, n - 1, n, n + 2):

@@ -41,18 +41,12 @@ def complex_sampler(lo: float = -2.0, hi: float = 2.0) -> Any:
     return sample
 
 
-# The primitives made for complex values, kept out of sg.REGISTRY for now: the registry's
-# other walks (compiling, saving, transposing, dask) take real samples. Their own walk is
-# tests/test_complex_registry.py; fft.py adds the transforms.
-COMPLEX_PRIMITIVES: dict[str, Any] = {}
-
 CONJ = elementwise("conj", np.conjugate, "{0}.conj()", (
     lambda o, g, out, x: o.conj(g),),
-    linear=JOINTLY, taylor=linear("conj", COMPLEX_PRIMITIVES), numpy="np.conj({0})",
+    linear=JOINTLY, taylor=linear("conj"), numpy="np.conj({0})",
     domain=complex_sampler(),
     sympy=SymPyForm(lambda sp, x: sp.conjugate(x), lambda sp, x: sp.conjugate(x)),
-    cases=[Case(((3,),), {}), Case(((2, 3),), {})], saves=(), registered=False)
-COMPLEX_PRIMITIVES["conj"] = CONJ
+    cases=[Case(((3,),), {}), Case(((2, 3),), {})], saves=())
 CONJ.batch = lambda o, xs, batched: o.apply(CONJ, (xs[0],))     # (pointwise: the stack's)
 
 
@@ -161,9 +155,10 @@ def refuse_complex(methods: type) -> None:
 # ---------------------------------------------------------------- which records take complex
 #
 # The records whose rules hold for complex values as written (holomorphic functions, linear
-# maps, shape and index operations), checked at complex samples by the registry walk
-# (tests/test_complex_registry.py); conj and the Fourier transforms sample complex values in
-# their own cases (rfft takes real values: numpy refuses complex ones).
+# maps, shape and index operations, the records made for complex values, and those with no
+# derivative), checked at complex samples by the registry walk (tests/test_complex_registry.py;
+# conj and the Fourier transforms sample complex values in their own cases, so the walk of
+# tests/test_primitives.py covers them too; rfft takes real values: numpy refuses complex ones).
 TAKES_COMPLEX = (
     "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "sin", "cos", "tan",
     "tanh", "sinh", "cosh", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh",
@@ -172,4 +167,12 @@ TAKES_COMPLEX = (
     "cross", "expand", "reshape", "transpose", "concatenate", "stack", "getitem",
     "scatter_add", "at_set", "at_add", "where", "sum", "mean", "prod", "cumsum", "cumprod",
     "einsum", "diagonal", "tril", "triu", "matmul", "matrix_power", "solve", "inv", "det",
-    "slogdet", "cholesky", "logsumexp", "softmax", "log_softmax")
+    "slogdet", "cholesky", "logsumexp", "softmax", "log_softmax", "conv", "conj", "fft", "ifft",
+    "irfft", "fftn", "ifftn", "eigh", "svd",
+    "equal", "not_equal", "logical_and", "logical_or", "logical_not", "isfinite", "isnan",
+    "isinf", "any", "all", "stop_gradient")
+
+# Of those, the records whose complex outputs are fixed only up to a unit phase per column or
+# pair (eigenvectors, singular vectors: linalg/eigh.py and linalg/svd.py state the gauge their
+# derivatives take); the walk checks them through |out|^2, which the phases leave unchanged.
+PHASE_GAUGED = ("eigh", "svd")

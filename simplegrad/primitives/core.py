@@ -290,8 +290,9 @@ class Primitive:
         self.simplifies = simplifies    # (None: no rule applies)
         # ---- special forms
         self.on_stacks = on_stacks          # a direct form on stacked values (StackRule)
-        # numpy_at(shapes, attrs): a numpy template (as ``numpy``) valid for inputs of these
-        # static shapes (None where unknown), or None: used where ``numpy`` is None
+        # numpy_at(shapes, attrs, dtypes): a numpy template (as ``numpy``) valid for inputs of
+        # these static shapes (None where unknown) and dtypes, or None: used where ``numpy`` is
+        # None
         self.numpy_at = numpy_at
         # numba: the entry on one element of each argument in a fused loop, a template with
         # {0}, {1}, ... (``_w_exp`` and ``_w_tanh`` are the loop's own functions); for a full

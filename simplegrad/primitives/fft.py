@@ -21,11 +21,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from ..errors import ArgumentError, DTypeError
-from .complex import COMPLEX_PRIMITIVES, complex_sampler
-from .core import JOINTLY, Case, Primitive, dtype_of, shape_of, shift_axis
-from .schema import AXES, AXIS, attrs, integer, one_of
+from .complex import complex_sampler
+from .core import JOINTLY, REGISTRY, Case, Primitive, dtype_of, register, shape_of, shift_axis
+from .lazy import dask_array, per_block
+from .schema import AXES, AXIS, attrs, integer, need, one_of
 from .shape_rules import ShapeRuleError, axes_of
 from .taylor import linear
 
@@ -39,15 +41,20 @@ NORMS = ("backward", "ortho", "forward")
 
 
 def _complex_of(d: Any) -> np.dtype:
-    """numpy.fft's output dtype: complex64 for single precision, complex128 otherwise."""
+    """numpy.fft's complex output dtype: complex64 for half and single precision, complex128
+    otherwise (integers and bools included)."""
     d = np.dtype(d)
-    return np.dtype(np.complex64) if d in (np.float32, np.complex64) else \
+    return np.dtype(np.complex64) if d in (np.float16, np.float32, np.complex64) else \
         np.dtype(np.complex128)
 
 
 def _real_of(d: Any) -> np.dtype:
+    """irfft's real output dtype: a real float input's own, float32 for complex64, float64
+    otherwise."""
     d = np.dtype(d)
-    return np.dtype(np.float32) if d in (np.float32, np.complex64) else np.dtype(np.float64)
+    if d in (np.float16, np.float32):
+        return d
+    return np.dtype(np.float32) if d == np.complex64 else np.dtype(np.float64)
 
 
 def _same_shape(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
@@ -78,13 +85,40 @@ def _full_shape(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> 
     return tuple(shape), _real_of(dtypes[0])
 
 
+# ---------------------------------------------------------------- forwards
+
+
+def _along(fn: Any) -> Any:
+    """The forward of numpy's one-axis transform ``fn``: an axis out of range raises numpy's
+    AxisError; on a dask array, per block with the axis whole (lazy)."""
+    def forward(x: Any, axis: int, norm: str, **n: int) -> Any:
+        axis = normalize_axis_index(axis, np.ndim(x))
+        if dask_array(x) is None:
+            return fn(x, axis=axis, norm=norm, **n)
+        m = x.shape[axis]
+        size = {"rfft": m // 2 + 1, "irfft": n.get("n")}.get(fn.__name__, m)
+        dtype = _real_of(x.dtype) if fn.__name__ == "irfft" else _complex_of(x.dtype)
+        return per_block(lambda b: fn(b, axis=-1, norm=norm, **n), "(i)->(j)", x,
+                         axes=[(axis,), (axis,)], dtypes=dtype, sizes={"j": size})
+    forward.__name__ = forward.__qualname__ = fn.__name__
+    return forward
+
+
+def _over(fn: Any) -> Any:
+    """The forward of numpy's transform ``fn`` over several axes (fftn, ifftn), as ``_along``."""
+    def forward(x: Any, axes: tuple, norm: str) -> Any:
+        axes = normalize_axis_tuple(axes, np.ndim(x))
+        if dask_array(x) is None:
+            return fn(x, axes=axes, norm=norm)
+        core = ",".join(f"i{k}" for k in range(len(axes)))
+        return per_block(lambda b: fn(b, axes=tuple(range(-len(axes), 0)), norm=norm),
+                         f"({core})->({core})", x, axes=[axes, axes],
+                         dtypes=_complex_of(x.dtype))
+    forward.__name__ = forward.__qualname__ = fn.__name__
+    return forward
+
+
 # ---------------------------------------------------------------- the records
-
-
-def _kept(prim: Primitive) -> Primitive:
-    """A transform's record, among complex.py's primitives (outside sg.REGISTRY for now)."""
-    COMPLEX_PRIMITIVES[prim.name] = prim
-    return prim
 
 
 def _cut(o: PrimitiveMethods, x: Any, n: int, axis: int) -> Any:
@@ -104,7 +138,7 @@ def _one_axis(name: str) -> Any:
     def batch(o: PrimitiveMethods, xs, batched, **attrs):
         new = dict(attrs)
         new["axis"] = shift_axis(attrs["axis"], name, xs[0])
-        return o.apply(COMPLEX_PRIMITIVES[name], tuple(xs), new)
+        return o.apply(REGISTRY[name], tuple(xs), new)
     return batch
 
 
@@ -112,7 +146,7 @@ def _many_axes(name: str) -> Any:
     def batch(o: PrimitiveMethods, xs, batched, **attrs):
         new = dict(attrs)
         new["axes"] = shift_axis(attrs["axes"], name, xs[0])
-        return o.apply(COMPLEX_PRIMITIVES[name], tuple(xs), new)
+        return o.apply(REGISTRY[name], tuple(xs), new)
     return batch
 
 
@@ -128,23 +162,23 @@ _CASES = [Case(((4,),), {"axis": -1, "norm": "backward"}),
           Case(((3, 5),), {"axis": 0, "norm": "ortho"}),
           Case(((2, 3),), {"axis": 1, "norm": "forward"})]
 
-FFT = _kept(Primitive(
-    "fft", lambda x, axis, norm: np.fft.fft(x, axis=axis, norm=norm),
+FFT = register(Primitive(
+    "fft", _along(np.fft.fft),
     [lambda o, g, out, x, axis, norm: o.apply(FFT, (g,), {"axis": axis, "norm": norm})],
     lambda o, ts, out, x, axis, norm: o.apply(FFT, (ts[0],), {"axis": axis, "norm": norm}),
     _fmt("fft", "axis", "norm"), _CASES, domain=(complex_sampler(),), linear=JOINTLY,
-    batch=_one_axis("fft"), taylor=linear("fft", COMPLEX_PRIMITIVES),
-    numpy="np.fft.fft({0}, axis={axis}, norm={norm})",
-    schema=attrs(shape_rule=_same_shape, axis=AXIS, norm=one_of(*NORMS)), saves=()))
+    batch=_one_axis("fft"), taylor=linear("fft"),
+    numpy="np.fft.fft({0}{axis}, norm={norm})",
+    schema=attrs(shape_rule=_same_shape, axis=need(AXIS), norm=need(one_of(*NORMS))), saves=()))
 
-IFFT = _kept(Primitive(
-    "ifft", lambda x, axis, norm: np.fft.ifft(x, axis=axis, norm=norm),
+IFFT = register(Primitive(
+    "ifft", _along(np.fft.ifft),
     [lambda o, g, out, x, axis, norm: o.apply(IFFT, (g,), {"axis": axis, "norm": norm})],
     lambda o, ts, out, x, axis, norm: o.apply(IFFT, (ts[0],), {"axis": axis, "norm": norm}),
     _fmt("ifft", "axis", "norm"), _CASES, domain=(complex_sampler(),), linear=JOINTLY,
-    batch=_one_axis("ifft"), taylor=linear("ifft", COMPLEX_PRIMITIVES),
-    numpy="np.fft.ifft({0}, axis={axis}, norm={norm})",
-    schema=attrs(shape_rule=_same_shape, axis=AXIS, norm=one_of(*NORMS)), saves=()))
+    batch=_one_axis("ifft"), taylor=linear("ifft"),
+    numpy="np.fft.ifft({0}{axis}, norm={norm})",
+    schema=attrs(shape_rule=_same_shape, axis=need(AXIS), norm=need(one_of(*NORMS))), saves=()))
 
 
 def _rfft_vjp(o: PrimitiveMethods, g, out, x, axis, norm):
@@ -152,14 +186,14 @@ def _rfft_vjp(o: PrimitiveMethods, g, out, x, axis, norm):
     return o.apply(FFT, (_cut(o, g, n, axis),), {"axis": axis, "norm": norm})
 
 
-RFFT = _kept(Primitive(
-    "rfft", lambda x, axis, norm: np.fft.rfft(x, axis=axis, norm=norm),
+RFFT = register(Primitive(
+    "rfft", _along(np.fft.rfft),
     [_rfft_vjp],
     lambda o, ts, out, x, axis, norm: o.apply(RFFT, (ts[0],), {"axis": axis, "norm": norm}),
     _fmt("rfft", "axis", "norm"), _CASES, linear=JOINTLY,
-    batch=_one_axis("rfft"), taylor=linear("rfft", COMPLEX_PRIMITIVES),
-    numpy="np.fft.rfft({0}, axis={axis}, norm={norm})",
-    schema=attrs(shape_rule=_half_shape, axis=AXIS, norm=one_of(*NORMS)), saves=()))
+    batch=_one_axis("rfft"), taylor=linear("rfft"),
+    numpy="np.fft.rfft({0}{axis}, norm={norm})",
+    schema=attrs(shape_rule=_half_shape, axis=need(AXIS), norm=need(one_of(*NORMS))), saves=()))
 
 
 def _irfft_weights(m: int, n: int, ndim: int, axis: int) -> np.ndarray:
@@ -179,8 +213,8 @@ def _irfft_vjp(o: PrimitiveMethods, g, out, x, n, axis, norm):
     return o.mul(_cut(o, spectrum, m, axis), _irfft_weights(m, n, len(shape), axis))
 
 
-IRFFT = _kept(Primitive(
-    "irfft", lambda x, n, axis, norm: np.fft.irfft(x, n=n, axis=axis, norm=norm),
+IRFFT = register(Primitive(
+    "irfft", _along(np.fft.irfft),
     [_irfft_vjp],
     lambda o, ts, out, x, n, axis, norm: o.apply(IRFFT, (ts[0],),
                                                  {"n": n, "axis": axis, "norm": norm}),
@@ -189,31 +223,32 @@ IRFFT = _kept(Primitive(
      Case(((3, 4),), {"n": 5, "axis": 0, "norm": "ortho"}),
      Case(((2, 4),), {"n": 6, "axis": 1, "norm": "forward"})],
     domain=(complex_sampler(),), linear=JOINTLY, batch=_one_axis("irfft"),
-    taylor=linear("irfft", COMPLEX_PRIMITIVES),
-    numpy="np.fft.irfft({0}, n={n}, axis={axis}, norm={norm})",
-    schema=attrs(shape_rule=_full_shape, n=integer(1), axis=AXIS, norm=one_of(*NORMS)),
+    taylor=linear("irfft"),
+    numpy="np.fft.irfft({0}, {n}{axis}, norm={norm})",
+    schema=attrs(shape_rule=_full_shape, n=need(integer(1)), axis=need(AXIS),
+                 norm=need(one_of(*NORMS))),
     saves=()))
 
 _MANY = [Case(((2, 3),), {"axes": (0, 1), "norm": "backward"}),
          Case(((2, 3, 2),), {"axes": (0, 2), "norm": "ortho"})]
 
-FFTN = _kept(Primitive(
-    "fftn", lambda x, axes, norm: np.fft.fftn(x, axes=axes, norm=norm),
+FFTN = register(Primitive(
+    "fftn", _over(np.fft.fftn),
     [lambda o, g, out, x, axes, norm: o.apply(FFTN, (g,), {"axes": axes, "norm": norm})],
     lambda o, ts, out, x, axes, norm: o.apply(FFTN, (ts[0],), {"axes": axes, "norm": norm}),
     _fmt("fftn", "axes", "norm"), _MANY, domain=(complex_sampler(),), linear=JOINTLY,
-    batch=_many_axes("fftn"), taylor=linear("fftn", COMPLEX_PRIMITIVES),
-    numpy="np.fft.fftn({0}, axes={axes}, norm={norm})",
-    schema=attrs(shape_rule=_same_shape, axes=AXES, norm=one_of(*NORMS)), saves=()))
+    batch=_many_axes("fftn"), taylor=linear("fftn"),
+    numpy="np.fft.fftn({0}, None{axes}, norm={norm})",
+    schema=attrs(shape_rule=_same_shape, axes=need(AXES), norm=need(one_of(*NORMS))), saves=()))
 
-IFFTN = _kept(Primitive(
-    "ifftn", lambda x, axes, norm: np.fft.ifftn(x, axes=axes, norm=norm),
+IFFTN = register(Primitive(
+    "ifftn", _over(np.fft.ifftn),
     [lambda o, g, out, x, axes, norm: o.apply(IFFTN, (g,), {"axes": axes, "norm": norm})],
     lambda o, ts, out, x, axes, norm: o.apply(IFFTN, (ts[0],), {"axes": axes, "norm": norm}),
     _fmt("ifftn", "axes", "norm"), _MANY, domain=(complex_sampler(),), linear=JOINTLY,
-    batch=_many_axes("ifftn"), taylor=linear("ifftn", COMPLEX_PRIMITIVES),
-    numpy="np.fft.ifftn({0}, axes={axes}, norm={norm})",
-    schema=attrs(shape_rule=_same_shape, axes=AXES, norm=one_of(*NORMS)), saves=()))
+    batch=_many_axes("ifftn"), taylor=linear("ifftn"),
+    numpy="np.fft.ifftn({0}, None{axes}, norm={norm})",
+    schema=attrs(shape_rule=_same_shape, axes=need(AXES), norm=need(one_of(*NORMS))), saves=()))
 
 
 # ---------------------------------------------------------------- Ops methods

@@ -69,6 +69,12 @@ def per_block(fn: Callable, signature: str, *xs: Any, axes: Sequence | None = No
     if dtypes is None:
         dtype = result_dtype(*xs)
         dtypes = dtype if outputs == 1 else [dtype] * outputs
+    if outputs == 1 and np.dtype(dtypes).kind == "f" and \
+            any(np.dtype(x.dtype).kind == "c" for x in xs):
+        # a real output of complex inputs: dask would cast a complex sample to it, warning
+        meta = np.empty((0,) * xs[0].ndim, dtypes)
+        return da.apply_gufunc(fn, signature, *xs, axes=axes, allow_rechunk=True, meta=meta,
+                               output_sizes=sizes, **kwargs)
     return da.apply_gufunc(fn, signature, *xs, axes=axes, allow_rechunk=True,
                            output_dtypes=dtypes, output_sizes=sizes, **kwargs)
 

@@ -155,11 +155,11 @@ def _freeze(x: Any) -> Hashable:
 def describe_variable(x: Any) -> Operand:
     """An Operand for a tape input: a Variable (computed or leaf), a Python number or an array."""
     t = type(x)
-    if t is float or t is int or t is bool:
+    if t is float or t is int or t is bool or t is complex:
         return Operand((), None, True, x)
     if t is np.ndarray or isinstance(x, np.ndarray | np.generic):
         return Operand(np.shape(x), np.asarray(x).dtype, True, x)
-    if isinstance(x, bool | int | float):
+    if isinstance(x, bool | int | float | complex):
         return Operand((), None, True, x)
     # an entry (its value may be freed: its shape and dtype stay) or a Variable
     return Operand(x.shape, x.dtype, False, None, x.prim, x.inputs, x.attrs)

@@ -34,7 +34,7 @@ ShapeRule = Callable[[Sequence[tuple], Sequence[Any], dict], "tuple[tuple, np.dt
 # the dtypes a saved program holds (values, constants, array attributes)
 DTYPES = frozenset(np.dtype(t).name for t in (
     bool, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-    np.float16, np.float32, np.float64))
+    np.float16, np.float32, np.float64, np.complex64, np.complex128))
 INT_RANGE = (-2**63, 2**64)     # Python ints a program holds (int64 and uint64 values)
 MAX_RANK = 32                   # numpy's limit on dimensions (64 in numpy 2; 32 is ample)
 

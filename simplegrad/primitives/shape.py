@@ -261,6 +261,13 @@ def _cast(x, dtype):
     return x.astype(dtype) if hasattr(x, "astype") else np.array(x, dtype=dtype)
 
 
+def _cast_numpy(shapes: list, attrs: dict, dtypes: list) -> str:
+    """``{0}.astype(dtype)``, of the real part for a complex input cast to a real dtype."""
+    if dtypes[0].kind == "c" and np.dtype(attrs["dtype"]).kind != "c":
+        return "np.real({0}).astype({dtype})"
+    return "{0}.astype({dtype})"
+
+
 def _cast_reduces(prim: Primitive, inputs: Sequence[Any], attrs: dict, describe: Any) -> Any:
     """x for a cast of a computed x to its own dtype."""
     x = describe(inputs[0])
@@ -291,7 +298,7 @@ CAST = register(Primitive(
     [Case(((3,),), {"dtype": np.dtype(np.float64)})],
     reduces=_cast_reduces, simplifies=_cast_simplifies, sympy=SymPyForm(_cast_sympy),
     linear=Linear(JOINT, when=_to_inexact), batch=mapped("cast"),
-    taylor=linear("cast"), numpy="{0}.astype({dtype})",
+    taylor=linear("cast"), numpy_at=_cast_numpy,
     schema=attrs(shape_rule=cast, dtype=need(DTYPE)), saves=()))
 
 

@@ -39,8 +39,9 @@ def strong(d: Any) -> np.dtype:
 
 
 def weak(d: Any) -> Any:
-    """What numpy's resolution takes for an input: a dtype, or ``int`` / ``float`` (weak)."""
-    return d if d is int or d is float else np.dtype(d)
+    """What numpy's resolution takes for an input: a dtype, or ``int`` / ``float`` /
+    ``complex`` (weak)."""
+    return d if d is int or d is float or d is complex else np.dtype(d)
 
 
 def resolve(u: np.ufunc, *dtypes: Any) -> np.dtype:
@@ -50,7 +51,8 @@ def resolve(u: np.ufunc, *dtypes: Any) -> np.dtype:
 
 def promote(*dtypes: Any) -> np.dtype:
     """``np.result_type`` of the dtypes, Python numbers weak."""
-    return np.result_type(*(d(0) if d is int or d is float else np.dtype(d) for d in dtypes))
+    return np.result_type(*(d(0) if d is int or d is float or d is complex else np.dtype(d)
+                            for d in dtypes))
 
 
 def ufunc_dtype(*chain: np.ufunc) -> DtypeFn:
@@ -452,7 +454,7 @@ def index_shape(shape: tuple, index: tuple) -> tuple:
 
 def indexed(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
     """getitem: numpy's indexing of the input (an array) by the ``index`` attribute."""
-    if dtypes[0] is int or dtypes[0] is float:
+    if dtypes[0] is int or dtypes[0] is float or dtypes[0] is complex:
         raise ShapeRuleError("a Python number cannot be indexed")
     return index_shape(tuple(shapes[0]), attrs["index"]), strong(dtypes[0])
 

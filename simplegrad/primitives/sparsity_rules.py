@@ -15,7 +15,7 @@ one, or the dense-block rule of the decompositions). The families:
 - ``pointwise``: elementwise and broadcasting, each output on its own entry of each input.
 - ``folding``: reductions over ``axis``, each output on the entries it folds.
 - ``along("all" | "prefix")``: softmax-like (every entry along the axis) and scans (the
-  entries up to it).
+  entries up to it); ``transform``: the Fourier transforms (every entry of the line or block).
 - ``moving``: data movement (reshape, transpose, getitem, expand, pad, concatenate, the
   scatters, ...): the forward run on entry numbers says where each entry goes; where several
   go to one place (a scatter's repeated index), the vjp run on output numbers says it.
@@ -128,6 +128,21 @@ def _along(kind: str, default: Any = -1) -> Sparsity:
         return [_pairs(lines[:, p], lines[:, q]) if flows(prim, 0, xs[0]) else None,
                 *[None] * (len(xs) - 1)]
     return rule
+
+
+def _transform(prim: Primitive, xs: Sequence[Any], out_shape: tuple, attrs: dict) -> list:
+    """The Fourier transforms: each output entry on every input entry of its line along
+    ``axis`` (its block over ``axes``); an ``n`` (irfft's output length) reads the first
+    ``n // 2 + 1`` entries of each input line only."""
+    shape = np.shape(xs[0])
+    axes = [a % len(shape) for a in attrs.get("axes", (attrs.get("axis"),))]
+    last = list(range(len(shape) - len(axes), len(shape)))
+    ins = np.moveaxis(_numbers(shape), axes, last).reshape(
+        -1, _size(tuple(shape[a] for a in axes)))
+    outs = np.moveaxis(_numbers(out_shape), axes, last).reshape(ins.shape[0], -1)
+    if "n" in attrs:
+        ins = ins[:, :attrs["n"] // 2 + 1]
+    return [_pairs(outs[:, :, None], ins[:, None, :]) if flows(prim, 0, xs[0]) else None]
 
 
 def _cross(prim: Primitive, xs: Sequence[Any], out_shape: tuple, attrs: dict) -> list:
@@ -333,6 +348,8 @@ RULES: dict[str, Rule] = {
     **{name: Rule(_folding(), False, "folding a selection") for name in ("max", "min")},
     **{name: Rule(_along("all"), True, "along all") for name in ("softmax", "log_softmax")},
     "cross": Rule(_cross, True, "cross"),
+    **{name: Rule(_transform, True, "transform")
+       for name in ("fft", "ifft", "rfft", "irfft", "fftn", "ifftn")},
     **{name: Rule(_along("prefix", None), True, "along prefix") for name in ("cumsum", "cumprod")},
     **{name: Rule(_along("prefix", None), False, "along prefix, a selection")
        for name in ("cummax", "cummin")},

@@ -1,7 +1,8 @@
 """Jacobian accumulation: what forward, reverse and Markowitz vertex elimination cost.
 
-The linearised graph of a program at a point has one vertex per scalar: every entry of every
-input and of every differentiable float entry of the program; an edge ``u -> v`` carries the
+The linearised graph of a program at a point has one vertex per real scalar: every entry of
+every input and of every differentiable float entry of the program, two for a complex entry
+(its real and imaginary parts, in that order); an edge ``u -> v`` carries the
 local partial derivative dv/du, and only nonzero partials are edges (the jvp rules give them,
 one input at a time). Constants have no vertices. With n input scalars and m output scalars,
 the Jacobian is the sum over paths of the products of edge labels.
@@ -128,7 +129,7 @@ def linearise(prog: Program, *values: Any, limit: int | None = None) -> Linearis
     count = 0
     for i, spec in enumerate(prog.inputs):
         first[(INPUT, i)] = count
-        count += int(np.prod(spec.shape, dtype=np.int64))
+        count += int(np.prod(spec.shape, dtype=np.int64)) * _parts(spec.dtype)
     inputs = list(range(count))
     pred: dict[int, dict[int, float]] = {v: {} for v in inputs}
     columns = edges = 0
@@ -138,10 +139,10 @@ def linearise(prog: Program, *values: Any, limit: int | None = None) -> Linearis
         out = node.prim.forward(*args, **(node.attrs or {}))
         out = np.asarray(out)
         env[(NODE, j)] = out
-        if not node.prim.differentiable or out.dtype.kind != "f":
+        if not node.prim.differentiable or out.dtype.kind not in "fc":
             continue
         first[(NODE, j)] = base = count
-        count += out.size
+        count += out.size * _parts(out.dtype)
         if limit is not None and count > limit:
             raise _TooBigError
         for v in range(base, count):
@@ -163,7 +164,8 @@ def linearise(prog: Program, *values: Any, limit: int | None = None) -> Linearis
     outputs: list[int] = []
     readers = {u for p in pred.values() for u in p}
     for r in prog.outputs:
-        size = int(np.size(env[(r.kind, r.index)]))
+        value = env[(r.kind, r.index)]
+        size = int(np.size(value)) * _parts(np.asarray(value).dtype)
         start = first.get((r.kind, r.index))
         for k in range(size):
             v = None if start is None else start + k
@@ -176,28 +178,48 @@ def linearise(prog: Program, *values: Any, limit: int | None = None) -> Linearis
     return Linearised(_pruned(pred, set(inputs), outputs), inputs, outputs)
 
 
+def _parts(dtype: Any) -> int:
+    """Vertices per scalar: 2 for a complex dtype (real and imaginary parts), else 1."""
+    return 2 if np.dtype(dtype).kind == "c" else 1
+
+
 def _local(node: Any, args: list, out: np.ndarray, p: int) -> tuple:
-    """(rows, cols, values) of the nonzero partials of the output in input p, by jvps."""
+    """(rows, cols, values) of the nonzero partials of the output in input p, by jvps, over
+    real vertices (a complex input is moved along 1 and 1j, a complex output read as its real
+    and imaginary parts)."""
     x = np.asarray(args[p])
     ts: list = [None] * len(args)
     attrs = node.attrs or {}
+    p_in, p_out = _parts(x.dtype), _parts(out.dtype)
+    directions = (1, 1j)[:p_in]
     if node.prim.elementwise:       # each output entry reads one entry of each input
-        ts[p] = np.ones(x.shape, x.dtype)
-        d = node.prim.jvp(VALUES, ts, out, *args, **attrs)
-        if d is None:
-            return np.zeros(0, int), np.zeros(0, int), np.zeros(0)
-        d = np.broadcast_to(np.asarray(d), out.shape).reshape(-1)
+        rows_, cols_, vals_ = [], [], []
         src = np.broadcast_to(np.arange(x.size).reshape(x.shape), out.shape).reshape(-1)
-        rows = np.flatnonzero(d)
-        return rows, src[rows], d[rows]
-    jac = np.zeros((out.size, x.size))
+        for dk, direction in enumerate(directions):
+            ts[p] = np.full(x.shape, direction, x.dtype)
+            d = node.prim.jvp(VALUES, ts, out, *args, **attrs)
+            if d is None:
+                continue
+            d = np.broadcast_to(np.asarray(d), out.shape).reshape(-1)
+            for q, part in enumerate((d.real, d.imag)[:p_out]):
+                rows = np.flatnonzero(part)
+                rows_.append(rows * p_out + q)
+                cols_.append(src[rows] * p_in + dk)
+                vals_.append(part[rows])
+        if not rows_:
+            return np.zeros(0, int), np.zeros(0, int), np.zeros(0)
+        return np.concatenate(rows_), np.concatenate(cols_), np.concatenate(vals_)
+    jac = np.zeros((out.size * p_out, x.size * p_in))
     for k in range(x.size):
-        e = np.zeros(x.size, x.dtype)
-        e[k] = 1
-        ts[p] = e.reshape(x.shape)
-        col = node.prim.jvp(VALUES, ts, out, *args, **attrs)
-        if col is not None:
-            jac[:, k] = np.broadcast_to(np.asarray(col), out.shape).reshape(-1)
+        for dk, direction in enumerate(directions):
+            e = np.zeros(x.size, x.dtype)
+            e[k] = direction
+            ts[p] = e.reshape(x.shape)
+            col = node.prim.jvp(VALUES, ts, out, *args, **attrs)
+            if col is not None:
+                col = np.broadcast_to(np.asarray(col), out.shape).reshape(-1)
+                for q, part in enumerate((col.real, col.imag)[:p_out]):
+                    jac[q::p_out, k * p_in + dk] = part
     rows, cols = np.nonzero(jac)
     return rows, cols, jac[rows, cols]
 

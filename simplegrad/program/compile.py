@@ -162,8 +162,9 @@ def compile(prog: Program, name: str = "program",  # noqa: A001 (sg.compile)
 BUILTINS = {"slice": slice}
 # templates arrays of other libraries do not take: numpy calls that skip dispatch (ufunc
 # methods), with the dispatching call of each; subscripts, which dask takes with one index
-# array at a time (None: call the forward, which handles that)
-DISPATCHING = {"np.add.reduce(": "np.sum(", "[{index}]": None}
+# array at a time, and numpy's Fourier transforms, which dask takes with the transformed axis
+# in one chunk (None: call the forward, which handles that)
+DISPATCHING = {"np.add.reduce(": "np.sum(", "[{index}]": None, "np.fft.": None}
 
 
 def _dispatching(template: str) -> str | None:
@@ -316,14 +317,13 @@ def _expression(node: Entry, args: list[str], namespace: dict, names: Names,
     template = prim.numpy
     if dispatch and template is not None:
         template = _dispatching(template)
+    if registered and template is None and prim.numpy_at is not None:
+        # a form for these shapes and dtypes (matmul's @, cast's of a complex value)
+        template = prim.numpy_at(shapes, attrs, [_dtype(x) for x in node.inputs])
     if registered and template is not None:
         if template.startswith("{0}.") and not args[0].isidentifier():
             args = [f"np.asarray({args[0]})", *args[1:]]    # a number literal has no methods
         return _fill(template, args, attrs, literal)
-    if registered and prim.numpy_at is not None:    # a form for these shapes (matmul's @)
-        template = prim.numpy_at(shapes, attrs)
-        if template is not None:
-            return _fill(template, args, attrs, literal)
     keywords = "".join(f", {k}={v}" for k, v in literal.items())
     fn = prim.forward
     if isinstance(fn, np.ufunc) or getattr(np, getattr(fn, "__name__", ""), None) is fn:
@@ -335,6 +335,11 @@ def _expression(node: Entry, args: list[str], namespace: dict, names: Names,
         key = f"{prim.name}#{k}"
     table[key] = fn
     return f'F[{key!r}]({", ".join(args)}{keywords})'
+
+
+def _dtype(x: Entry) -> np.dtype:
+    """The dtype of an input of an entry (a constant's own)."""
+    return np.result_type(x.raw) if x.prim is None and x.attrs == CONST else np.dtype(x.dtype)
 
 
 def _shape(x: Entry) -> tuple | None:
@@ -355,9 +360,8 @@ def _fill(template: str, args: list[str], attrs: dict, literal: dict) -> str:
     # the np.* function, about a microsecond per call, which counts on small arrays
     fields["reduce_axis"] = f", axis={literal['axis']}" if "axis" in attrs else ", axis=None"
     fields["axes_arg"] = fields["axes"][2:]
-    for k in ("shape", "index", "dtype"):
-        if k in literal:
-            fields[k] = literal[k]
+    for k in literal:       # any other attribute by its name (shape, dtype, norm, ...)
+        fields.setdefault(k, literal[k])
     if "index" in attrs:
         fields["index"] = _index(attrs["index"], literal["index"])
     return template.format(*args, **fields)

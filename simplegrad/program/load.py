@@ -217,7 +217,8 @@ class _Reader:
     def constant(self, x: Any, where: str) -> Constant:
         x = self.fields(x, where, {"name", "value"})
         value = self.value(x["value"], where)
-        if not (type(value) in (bool, int, float) or isinstance(value, np.ndarray | np.generic)):
+        if not (type(value) in (bool, int, float, complex) or
+                isinstance(value, np.ndarray | np.generic)):
             raise self.fail(where, f"a constant is a number or an array, got "
                                    f"{type(value).__name__}")
         return Constant(value, None if x["name"] is None else self.name(x["name"], where))
@@ -298,6 +299,9 @@ class _Reader:
             [self.value(v, where, depth + 1) for v in body]
         if tag == "float" and body in ("nan", "inf", "-inf"):
             return float(body)
+        if tag == "complex" and isinstance(body, list) and len(sub) == 2 and \
+                all(type(v) is float for v in sub):
+            return complex(*sub)
         if tag in ("tuple", "list") and isinstance(body, list):
             return tuple(sub) if tag == "tuple" else sub
         if tag == "slice" and isinstance(body, list) and len(sub) == 3 and \
@@ -320,14 +324,16 @@ class _Reader:
 
     def scalar(self, dt: np.dtype, v: Any, where: str) -> np.generic:
         """A numpy scalar whose value is exactly the one written (as save writes it)."""
-        kind = {"b": bool, "i": int, "u": int, "f": float}[dt.kind]
-        if type(v) is not kind or not is_real(v) and kind is not bool:
+        kind = {"b": bool, "i": int, "u": int, "f": float, "c": complex}[dt.kind]
+        if type(v) is not kind or not is_real(v) and kind not in (bool, complex):
             raise self.fail(where, f"a {dt} scalar holds a {kind.__name__}, got {str(v)[:40]}")
         with np.errstate(all="ignore"):
             try:
                 s = dt.type(v)
             except (OverflowError, ValueError):
                 s = None
-        if s is None or not (s.item() == v or (v != v and s != s)):
+        parts = (lambda z: (z.real, z.imag)) if kind is complex else (lambda z: (z,))
+        if s is None or not all(a == b or (a != a and b != b)
+                                for a, b in zip(parts(s.item()), parts(v))):
             raise self.fail(where, f"{str(v)[:40]} is not a {dt} value")
         return s

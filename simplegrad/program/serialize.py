@@ -22,10 +22,11 @@ gradient and its variable).
 
 An argument refers to an input slot, a constant or an earlier node by index. A VALUE is JSON
 null, a boolean, an integer, a finite float or a string as itself, or one tagged object:
-``{"float": "nan" | "inf" | "-inf"}``, ``{"tuple": [VALUE, ...]}``, ``{"list": [...]}``,
+``{"float": "nan" | "inf" | "-inf"}``, ``{"complex": [REAL, IMAG]}`` (two floats, each as a
+float VALUE is written), ``{"tuple": [VALUE, ...]}``, ``{"list": [...]}``,
 ``{"slice": [start, stop, step]}``, ``{"ellipsis": null}``, ``{"dtype": "int64"}``,
 ``{"scalar": ["int64", VALUE]}`` (a numpy scalar) or ``{"array": "a0"}`` (the array stored
-under that key in the .npz; dtypes bool, int, uint and float only).
+under that key in the .npz; dtypes bool, int, uint, float and complex64 / complex128).
 
 Primitives are named, and looked up in ``sg.REGISTRY`` when loading: a program through a
 ``custom_vjp`` or ``checkpoint`` function (not in the registry) cannot be saved. Each entry's
@@ -204,7 +205,7 @@ def listed(items: list) -> str:
 def value_spec(value: Any) -> tuple[tuple, Any]:
     """A constant's shape and dtype as shape rules take them: a Python int or float is its type
     (NEP 50's weak scalar), anything else its numpy dtype."""
-    if type(value) in (int, float):
+    if type(value) in (int, float, complex):
         return (), type(value)
     return np.shape(value), np.result_type(value)
 
@@ -227,6 +228,8 @@ def _encode(x: Any, arrays: dict, where: str) -> Any:
         return x
     if type(x) is float:
         return x if math.isfinite(x) else {"float": repr(x)}
+    if type(x) is complex:
+        return {"complex": [_encode(x.real, arrays, where), _encode(x.imag, arrays, where)]}
     if x is Ellipsis:
         return {"ellipsis": None}
     if isinstance(x, tuple | list):

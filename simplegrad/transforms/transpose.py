@@ -123,14 +123,16 @@ class LinearTranspose:
         """The cotangents of ``f_lin``'s inputs (a tuple, one per primal, each of its
         primal's structure) for ``u``, a cotangent of its output (of the output's structure)."""
         us = leaves_like(NAME, "the cotangent", "f_lin's output", self._out_def, u)
-        for k, (uk, (shape, _)) in enumerate(zip(us, self._specs)):
+        for k, (uk, (shape, out_dtype)) in enumerate(zip(us, self._specs)):
             if tuple(leaf_shape(uk)) != shape:
                 raise ShapeError(f"{NAME}: cotangent leaf {k} has shape {leaf_shape(uk)} but "
                                  f"f_lin's output leaf {k} has shape {shape}")
             dtype = uk.dtype if isinstance(uk, Variable) else np.asarray(uk).dtype
-            if not (np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer)):
-                raise DTypeError(f"{NAME}: cotangent leaf {k} has dtype {dtype}; give real "
-                                 "numbers")
+            complex_out = np.dtype(out_dtype).kind == "c"
+            if not (np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer) or
+                    complex_out and np.issubdtype(dtype, np.complexfloating)):
+                raise DTypeError(f"{NAME}: cotangent leaf {k} has dtype {dtype}; give "
+                                 f"{'real or complex' if complex_out else 'real'} numbers")
         where = recording_ops(NAME, us)
         if self._nested and where in (None, self.ops, FREE):
             return regroup(self._trees, self._pulled(us))
@@ -152,19 +154,19 @@ def _stand_in(i: int, k: int, a: Any) -> np.ndarray:
     """The value of the leaf standing for leaf ``k`` of primal ``i``: an array or number as it
     is (so a nonlinear f_lin fails where its author expects, not at zeros); zeros of the shape
     and dtype of a Variable (one example's under vmap: a tangent, not the primal, which may be
-    batched) or of any object with ``.shape`` and ``.dtype``. Only floating dtypes can be
-    transposed."""
+    batched) or of any object with ``.shape`` and ``.dtype``. Only floating and complex dtypes
+    can be transposed (a complex one in JAX's convention: the transpose, no conjugate)."""
     if isinstance(a, Variable):
         value = np.zeros(leaf_shape(a), a.dtype)
-    elif isinstance(a, (np.ndarray, np.generic, int, float)):
+    elif isinstance(a, (np.ndarray, np.generic, int, float, complex)):
         value = np.asarray(a)
     elif hasattr(a, "shape") and hasattr(a, "dtype"):
         value = np.zeros(tuple(a.shape), np.dtype(a.dtype))
     else:
         raise ArgumentError(f"{NAME}: leaf {k} of primal {i} is a {type(a).__name__}; give "
                             "arrays, numbers or objects with .shape and .dtype")
-    if not np.issubdtype(value.dtype, np.floating):
+    if not np.issubdtype(value.dtype, np.inexact):
         raise DTypeError(f"{NAME}: leaf {k} of primal {i} has dtype {value.dtype}; only "
-                         "floating dtypes can be transposed (the cotangents take the primals' "
-                         "dtypes)")
+                         "floating and complex dtypes can be transposed (the cotangents take "
+                         "the primals' dtypes)")
     return value

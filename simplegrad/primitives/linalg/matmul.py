@@ -99,7 +99,7 @@ def _matmul(x, y):
     return np.matmul(x, y)
 
 
-def _matmul_numpy(shapes: list, attrs: dict) -> str | None:
+def _matmul_numpy(shapes: list, attrs: dict, dtypes: list) -> str | None:
     """``{0} @ {1}`` where the forward is plain ``np.matmul`` for these static shapes: operands
     of one or two dimensions whose contraction is not the length-1 outer product it multiplies
     instead (stacks can take its broadcast-weight path, which depends on strides, so they keep

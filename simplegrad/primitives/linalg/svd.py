@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ...errors import ArgumentError, DTypeError, LinAlgError
+from ...errors import ArgumentError, LinAlgError
 from ..complex import is_complex
 from ..core import Case, Primitive, error, mapped, register, shape_of, value_of
 from ..lazy import per_block
@@ -72,14 +72,19 @@ def _check_nonzero(s: Any, a: Any) -> None:
                           "functions of the singular values alone differentiate at any matrix")
 
 
-def _refuse_complex_vectors(a: Any) -> None:
-    """Raise DTypeError: complex singular vectors are fixed only up to a phase per pair, so
-    their derivatives depend on the gauge that fixes it."""
-    if is_complex(a):
-        raise DTypeError("svd: the singular vectors of a complex matrix are fixed only up to a "
-                         "unit phase per pair (the phase gauge), so their derivatives are not "
-                         "defined; differentiate the singular values, or a function of U and "
-                         "Vh that the phase leaves unchanged")
+def _adjoint(o: PrimitiveMethods, x: Any) -> Any:
+    """x^H: the conjugate transpose of each matrix (x^T for real x: no conj is recorded)."""
+    return o.conj(swap_last(o, x))
+
+
+def _phase(o: PrimitiveMethods, d: Any, s: Any) -> Any:
+    """i Im(d) / s, the diagonal of U^H dU in JAX's gauge (complex d: (d - conj(d)) / 2s)."""
+    return o.div(o.mul(o.sub(d, o.conj(d)), 0.5), s)
+
+
+def _diag(o: PrimitiveMethods, x: Any) -> Any:
+    """The diagonal of each (k, k) matrix of x, a (..., k) stack."""
+    return o.sum(o.mul(x, np.eye(shape_of(x)[-1])), axis=-2)
 
 
 def _svd_factors(o: PrimitiveMethods, out, a, part):
@@ -89,24 +94,37 @@ def _svd_factors(o: PrimitiveMethods, out, a, part):
                      for p in ("U", "S", "Vh"))
 
 
+# The rules of a complex matrix are the real ones with each transpose a conjugate transpose
+# (U^H, V^H), in JAX's gauge: a pair u_i, v_i is fixed only up to a common unit phase, and the
+# derivatives take v_i^H dv_i = 0 and u_i^H du_i = i Im(u_i^H dA v_i) / s_i, so they are exact
+# for every function the phases leave unchanged (u_i v_i^H, |U|, the singular values' own
+# gradient conj(U diag(g) Vh), and so their second derivatives), not for the phase-fixed
+# columns themselves (as eigh's eigenvectors). The vjps are the jvps' adjoints in the pairing
+# Re(sum(g * t)).
+
+
 def _svd_vjp(o: PrimitiveMethods, g, out, a, part):
     u, s, vh = _svd_factors(o, out, a, part)
     if part == "S":                 # conj(U diag(g) Vh) (U diag(g) Vh on reals)
         return o.conj(o.matmul(o.mul(u, as_row(o, g)), vh))
-    _refuse_complex_vectors(a)
     _check_nonzero(s, a)
     f = inverse_gaps(o, o.mul(s, s), a, "svd", "singular vectors")
-    if part == "U":                 # (U (F o (Y - Y^T)) S - U U^T G S^-1 + G S^-1) Vh, Y = U^T G
-        ut, srow = swap_last(o, u), as_row(o, s)
-        y = o.matmul(ut, g)
+    ubar, vbar = o.conj(u), o.conj(vh)
+    if part == "U":     # conj(U) ((F o (Y - Y^H)) S + i Im(diag Y) / S - Y S^-1) conj(Vh)
+        srow = as_row(o, s)         # ... + G S^-1 conj(Vh), Y = U^T G
+        y = o.matmul(swap_last(o, u), g)
         gs = o.div(g, srow)
-        inner = o.sub(o.mul(o.mul(f, o.sub(y, swap_last(o, y))), srow), o.matmul(ut, gs))
-        return o.matmul(o.add(o.matmul(u, inner), gs), vh)
-    x = o.matmul(vh, swap_last(o, g))   # U (S (F o (X - X^T)) Vh + S^-1 G (I - V Vh)), X = Vh G^T
+        inner = o.sub(o.mul(o.mul(f, o.sub(y, _adjoint(o, y))), srow), o.div(y, srow))
+        if is_complex(a):
+            phase = _phase(o, _diag(o, y), s)
+            inner = o.add(inner, o.mul(as_row(o, phase), np.eye(shape_of(s)[-1])))
+        return o.matmul(o.add(o.matmul(ubar, inner), gs), vbar)
+    # conj(U) (S (F o (conj(X) - X^T)) conj(Vh) + S^-1 G (I - V^T conj(Vh))), X = Vh G^T
+    x = o.matmul(vh, swap_last(o, g))
     ht = o.div(g, as_column(o, s))
-    inner = o.sub(o.mul(as_column(o, s), o.mul(f, o.sub(x, swap_last(o, x)))),
+    inner = o.sub(o.mul(as_column(o, s), o.mul(f, o.sub(o.conj(x), swap_last(o, x)))),
                   o.matmul(ht, swap_last(o, vh)))
-    return o.matmul(u, o.add(o.matmul(inner, vh), ht))
+    return o.matmul(ubar, o.add(o.matmul(inner, vbar), ht))
 
 
 def _svd_jvp(o: PrimitiveMethods, ts, out, a, part):
@@ -115,23 +133,25 @@ def _svd_jvp(o: PrimitiveMethods, ts, out, a, part):
     if part == "S" and is_complex(a):   # ds_i = Re(u_i^H dA v_i)
         ds = o.sum(o.mul(o.conj(u), o.matmul(t, o.conj(swap_last(o, vh)))), axis=-2)
         return o.cast(ds, out.dtype)
-    v = swap_last(o, vh)
+    v = _adjoint(o, vh)
     tv = o.matmul(t, v)
     if part == "S":                 # ds_i = u_i^T dA v_i
         return o.sum(o.mul(u, tv), axis=-2)
-    _refuse_complex_vectors(a)
     _check_nonzero(s, a)
     f = inverse_gaps(o, o.mul(s, s), a, "svd", "singular vectors")
     srow, scol = as_row(o, s), as_column(o, s)
-    p = o.matmul(swap_last(o, u), tv)   # P = U^T dA V
-    pt = swap_last(o, p)
-    if part == "U":                 # dU = U (F o (P S + S P^T)) + (dA V - U P) S^-1
+    p = o.matmul(_adjoint(o, u), tv)    # P = U^H dA V
+    pt = _adjoint(o, p)
+    if part == "U":     # dU = U (F o (P S + S P^H) + i Im(diag P) / S) + (dA V - U P) S^-1
         d = o.mul(f, o.add(o.mul(p, srow), o.mul(scol, pt)))
-        return o.add(o.matmul(u, d), o.div(o.sub(tv, o.matmul(u, p)), srow))
-    d = o.mul(f, o.add(o.mul(scol, p), o.mul(pt, srow)))   # dV = V (F o (S P + P^T S)) + ...
-    tu = o.matmul(swap_last(o, t), u)
-    rest = o.div(o.sub(tu, o.matmul(v, pt)), srow)          # ... (dA^T U - V P^T) S^-1
-    return swap_last(o, o.add(o.matmul(v, d), rest))
+        du = o.add(o.matmul(u, d), o.div(o.sub(tv, o.matmul(u, p)), srow))
+        if is_complex(a):
+            du = o.add(du, o.mul(u, as_row(o, _phase(o, _diag(o, p), s))))
+        return du
+    d = o.mul(f, o.add(o.mul(scol, p), o.mul(pt, srow)))   # dV = V (F o (S P + P^H S)) + ...
+    tu = o.matmul(_adjoint(o, t), u)
+    rest = o.div(o.sub(tu, o.matmul(v, pt)), srow)          # ... (dA^H U - V P^H) S^-1
+    return _adjoint(o, o.add(o.matmul(v, d), rest))
 
 
 _signed_vjp, _signed_jvp = with_numpy_signs("svd", _svd_vjp, _svd_jvp)
