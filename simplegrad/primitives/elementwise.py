@@ -210,7 +210,7 @@ MUL = elementwise("mul", np.multiply, "{0} * {1}", _MUL_RULES,
     sympy=SymPyForm(lambda sp, x, y: x * y, _scaling),
     linear=EACH_ALONE, commutative=True, associative=operator.mul, unit=Unit(1, (0, 1), exact=True),
     numba="({0} * {1})", scales="times", jvp=_mul_jvp,
-                  taylor=multilinear("mul"), numpy="{0} * {1}", saves=("inputs",))
+                  taylor=multilinear("mul", elementwise=True), numpy="{0} * {1}", saves=("inputs",))
 
 
 
