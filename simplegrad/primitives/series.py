@@ -227,9 +227,45 @@ def sin_cos_series(o: PrimitiveMethods, xs: Series, s0: Any, c0: Any,
 
 def riccati_series(o: PrimitiveMethods, xs: Series, z0: Any, w0: Any, b: float) -> Series:
     """z' = w x' with w = a + b z^2 (tanh: 1 - z^2, tan: 1 + z^2), given w0 = a + b z0^2."""
+    if o.plain_values:
+        return _riccati_values(xs, z0, w0, b)
     z = new(z0, len(xs) - 1)
     w = new(w0, len(xs) - 1)
     for k in range(1, len(z)):
         z[k] = ode(o, xs, w, k)
         w[k] = times(o, square_coef(o, z, k), b)
+    return z
+
+
+def _riccati_values(xs: Series, z0: Any, w0: Any, b: float) -> Series:
+    """``riccati_series`` on plain values: ``ode`` and ``square_coef`` inlined, over the
+    nonzero coefficients of x only (a line x + t v has one)."""
+    order = len(xs) - 1
+    z, w = new(z0, order), new(w0, order)
+    moving = [j for j in range(1, order + 1) if xs[j] is not None]
+    b = float(b)
+    for k in range(1, order + 1):
+        acc = None                          # ode(xs, w, k)
+        for j in moving:
+            if j > k:
+                break
+            wk = w[k - j]
+            if wk is not None:
+                t = xs[j] * wk if j == 1 else xs[j] * wk * float(j)
+                acc = t if acc is None else acc + t
+        if acc is not None and k > 1:
+            acc = acc * float(1.0 / k)
+        z[k] = acc
+        acc = None                          # square_coef(z, k)
+        for j in range((k + 1) // 2):
+            p, q = z[j], z[k - j]
+            if p is not None and q is not None:
+                acc = p * q if acc is None else acc + p * q
+        if acc is not None:
+            acc = acc * 2.0
+        if k % 2 == 0:
+            m = z[k // 2]
+            if m is not None:
+                acc = m * m if acc is None else acc + m * m
+        w[k] = acc if acc is None or b == 1 else acc * b      # times(acc, b)
     return z
