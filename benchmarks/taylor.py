@@ -13,7 +13,8 @@ closed form at every order; every run against Taylor mode at 8).
 At a point (issue 32): d^n tanh at x = 0.3 for n = 10, 16, 20 by ``sg.taylor_derivative``, against
 the Taylor recurrence written by hand (z_k = w_{k-1} / k, w_k = -sum_j z_j z_{k-j}, z = tanh,
 w = 1 - z^2) on numpy float64 scalars (the limit; the same loop on Python floats printed beside
-it) and ``jax.jit`` of ``jet`` ("n/a" without JAX); each run is timed over a batch of calls.
+it) and ``jax.jit`` of ``jet`` ("n/a" without JAX), with ``sg.jit`` of the same derivative
+(recorded once, then replayed) beside them; each run is timed over a batch of calls.
 Targets: at most 3x the hand recurrence and at most 2x ``jax.jit(jet)``.
 Run: python benchmarks/taylor.py [--quick]
 """
@@ -93,11 +94,13 @@ def at_a_point(jax, repeat: int) -> list[dict]:
     rows = []
     print(f"\nd^n tanh at x = {x0}, us per call (median of {repeat} round-robin samples of "
           f"{BATCH} calls)")
-    print(f"{'n':>4s}{'sg':>10s}{'hand np':>10s}{'hand py':>10s}{'jax jit':>10s}"
-          f"{'sg/hand':>10s}{'sg/jax':>10s}")
+    print(f"{'n':>4s}{'sg':>10s}{'sg.jit':>10s}{'hand np':>10s}{'hand py':>10s}{'jax jit':>10s}"
+          f"{'sg/hand':>10s}{'sg/jax':>10s}{'jit/hand':>10s}{'jit/jax':>10s}")
     for n in POINT_ORDERS:
         d = sg.taylor_derivative(lambda x: x.tanh(), n)
+        jd, xa = sg.jit(d), np.asarray(x0)
         runs = {"sg": lambda d=d: d(x0),
+                "sg.jit": lambda jd=jd, xa=xa: jd(xa),
                 "hand np": lambda n=n: tanh_by_hand(np.float64(x0), n),
                 "hand py": lambda n=n: tanh_by_hand(x0, n)}
         if jax is not None:
@@ -109,16 +112,19 @@ def at_a_point(jax, repeat: int) -> list[dict]:
         med = peers.measure({k: batched(fn) for k, fn in runs.items()}, repeat)
         us = {k: v / BATCH * 1e6 for k, v in med.items()}
         hand = us["sg"] / us["hand np"]
-        vs_jax = us["sg"] / us["jax jit"] if "jax jit" in us else None
-        print(f"{n:4d}{us['sg']:10.1f}{us['hand np']:10.1f}{us['hand py']:10.1f}"
-              + (f"{us['jax jit']:10.1f}" if vs_jax is not None else f"{'n/a':>10s}")
-              + f"{hand:10.2f}" + (f"{vs_jax:10.2f}" if vs_jax is not None else f"{'n/a':>10s}"))
+        jax_us = us.get("jax jit")
+
+        def vs_jax(t: float, jax_us: float | None = jax_us) -> str:
+            return f"{t / jax_us:10.2f}" if jax_us is not None else f"{'n/a':>10s}"
+        print(f"{n:4d}{us['sg']:10.1f}{us['sg.jit']:10.1f}{us['hand np']:10.1f}"
+              f"{us['hand py']:10.1f}" + (f"{jax_us:10.1f}" if jax_us else f"{'n/a':>10s}")
+              + f"{hand:10.2f}" + vs_jax(us["sg"]) + f"{us['sg.jit'] / us['hand np']:10.2f}"
+              + vs_jax(us["sg.jit"]))
         rows.append({"workload": f"d^{n} tanh at a point: sg.taylor_derivative",
                      "unit": "hand recurrence (numpy)", "target": "<= 3 (<= 2x JAX jit)",
-                     "cols": {"simplegrad": hand, "Python floats (by hand)":
-                              us["hand py"] / us["hand np"],
-                              **({"JAX jit": us["jax jit"] / us["hand np"]}
-                                 if vs_jax is not None else {})}})
+                     "cols": {"simplegrad": hand, "sg.jit": us["sg.jit"] / us["hand np"],
+                              "Python floats (by hand)": us["hand py"] / us["hand np"],
+                              **({"JAX jit": jax_us / us["hand np"]} if jax_us else {})}})
     print("targets: sg/hand <= 3, sg/jax <= 2")
     return rows
 

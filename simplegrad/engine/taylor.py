@@ -121,7 +121,8 @@ def _scalar(a: Any) -> Any:
 
 
 def _scalars(s: list) -> list:
-    return [_scalar(a) for a in s]
+    return [a if a is None or type(a) is not np.ndarray else a[()] if a.ndim == 0 else a
+            for a in s]
 
 
 def _on_scratch(rule: Any, ss: list, out: Any, xs: list, attrs: dict) -> Series:

@@ -390,7 +390,8 @@ COS = elementwise("cos", np.cos, "{0}.cos()", (
 
 def _tanh_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
     """tanh x: z' = (1 - z^2) x'."""
-    return riccati_series(o, ss[0], out, o.sub(1.0, o.mul(out, out)), -1.0)
+    w0 = 1.0 - out * out if o.plain_values else o.sub(1.0, o.mul(out, out))
+    return riccati_series(o, ss[0], out, w0, -1.0)
 
 
 def _tanh_d(o: PrimitiveMethods, g, out, x):

@@ -202,7 +202,8 @@ def _derivative(o: PrimitiveMethods, c: Any, k: int, scale: float) -> Any:
     """Dk from the k-th coefficient c along scale * v: c k! / scale ** k, with k! in c's
     dtype when unscaled (it is finite there), else formed in float64 and rounded once."""
     if scale == 1:
-        return o.mul(c, float(math.factorial(k)))
+        f = float(math.factorial(k))
+        return o.mul(c, f) if isinstance(c, Variable) else c * f
     factor = math.factorial(k) / int(scale) ** k
     if not isinstance(c, Variable):
         return c * np.float64(factor)       # float64 here; the caller rounds to y's dtype
