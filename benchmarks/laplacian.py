@@ -50,12 +50,16 @@ def main() -> None:
     med = peers.measure(runs, repeat)
     peers.show(f"Laplacian, tanh MLP {d} -> {m} -> {m} -> 1 over {n} points",
                med, "Hessian trace", med["trace(sg.hessian)"])
-    taylor = med["sg.laplacian (collapsed Taylor)"]
-    row = {"workload": f"laplacian d={d} x {n} points", "unit": "trace(sg.hessian)",
-           "target": "<= 0.3", "collapsed": round(taylor / med["trace(sg.hessian)"], 3)}
+    taylor, hess = med["sg.laplacian (collapsed Taylor)"], med["trace(sg.hessian)"]
+    row = {"workload": f"Laplacian d={d} MLP x {n} points, sg.laplacian",
+           "unit": "trace(sg.hessian)", "target": "<= 0.3 (<= 0.5x JAX jit)",
+           "cols": {"simplegrad": taylor / hess}}
     if jax is not None:
-        row["vs jax.jit"] = round(taylor / med["jax.jit forward-over-reverse trace"], 3)
-        print(f"collapsed Taylor / jax.jit: {row['vs jax.jit']:.2f} (target <= 0.5)")
+        jt = med["jax.jit forward-over-reverse trace"]
+        row["cols"]["JAX jit"] = jt / hess
+        print(f"collapsed Taylor / jax.jit: {taylor / jt:.2f} (target <= 0.5)")
+    else:
+        print("collapsed Taylor / jax.jit: n/a (JAX not installed)")
     peers.emit(args, [row])
 
 

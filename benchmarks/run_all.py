@@ -1,7 +1,7 @@
 """Run every benchmark and write the table of same-run ratios that benchmarks/README.md shows.
 
 Each peer benchmark (hessian, nth_derivative, mlp, hvp, taylor, batching, habits,
-jacobian_modes, fused, memory, chain_length, sparse_hessian) runs in its own
+jacobian_modes, fused, memory, chain_length, sparse_hessian, laplacian) runs in its own
 process in ``timing.MEASURING_ENV`` (BLAS on one thread, glibc's malloc thresholds fixed) and
 appends its headline ratios to a JSON-lines file; overhead.py,
 higher_order.py and swell.py run too (their checks must pass) and overhead's simplegrad /
@@ -31,7 +31,11 @@ from timing import MEASURING_ENV
 HERE = Path(__file__).resolve().parent
 PEERS = ("hessian", "nth_derivative", "mlp", "hvp", "taylor", "batching", "habits",
          "jit_cost", "jacobian_modes", "jacobian_rev", "fused", "memory", "chain_length",
+<<<<<<< HEAD
          "import_time", "sparse_hessian", "large_arrays")
+=======
+         "import_time", "sparse_hessian", "laplacian")
+>>>>>>> h-taylor
 COLUMNS = ("simplegrad", "numpy (by hand)", "torch eager", "torch.func", "autograd", "JAX jit",
            "JAX eager")
 BEGIN, END = "<!-- results: begin -->", "<!-- results: end -->"

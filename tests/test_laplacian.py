@@ -165,3 +165,26 @@ def test_more_directions_than_width_under_vmap(d):
     np.testing.assert_allclose(sg.vmap(sg.laplacian(g))(X),
                                [np.trace(h) + 6 * np.sum(x) for h, x in zip(H, X)],
                                rtol=0, atol=1e-11)
+
+
+def test_last_hidden_product_by_its_gram_matrix_under_vmap():
+    # every point moves along the same directions and the second product's tangents are read
+    # only through their sums of squares (tanh, tanh, then a linear layer): the walk forms those
+    # sums from the outer products of the scales (P, width * width) and one constant table,
+    # not the tangents themselves; exact, and differentiable in the last layer's weights
+    params = mlp(10, width=6, seed=21)
+    X = np.random.default_rng(22).normal(size=(5, 10))
+    f = lambda x: net(params, x)
+    with sg.Ops() as op:
+        lap = sg.vmap(sg.laplacian(f))(op.var(X, requires_grad=False))
+        assert any(e.shape == (5, 36) for e in op.tape.entries if hasattr(e, "shape"))
+    np.testing.assert_allclose(lap.value, [np.trace(sg.hessian(f)(x)) for x in X],
+                               rtol=0, atol=1e-12)
+
+    def loss(method):
+        def of(w3):
+            g = lambda x: net((params[0], params[1], w3), x)
+            return np.sum(sg.vmap(sg.laplacian(g, method=method))(X) ** 2)
+        return of
+    np.testing.assert_allclose(sg.grad(loss("taylor"))(params[2]),
+                               sg.grad(loss("hessian"))(params[2]), atol=1e-12)

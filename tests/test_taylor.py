@@ -331,6 +331,35 @@ def test_rule_matches_nested_jvps(prim, case, rng):
         y = op.jvp(y, xv, v)
 
 
+def _recorded(f, x0, v, order):
+    """sg.taylor's coefficients computed on Variables (every coefficient recorded)."""
+    with sg.Ops() as op:
+        got = sg.taylor(f, op.var(x0), op.var(v, requires_grad=False), order)
+        return [np.asarray(c.value) for c in got]
+
+
+@pytest.mark.parametrize("prim, case", [
+    p for p in _registry_params(with_rule=True)
+    if not getattr(p.values[0].taylor, "recorded", False)])     # (by nested jvps: recorded)
+def test_values_equal_the_recorded_rule_bit_for_bit(prim, case, rng):
+    """On arrays the rules take the value-only path (numpy's operators, term by term); its
+    coefficients are those of the same rule recorded on Variables, exactly."""
+    f, x0, v = _packed(prim, case, rng)
+    for k, (a, b) in enumerate(zip(sg.taylor(f, x0, v, 5), _recorded(f, x0, v, 5))):
+        np.testing.assert_array_equal(a, b, err_msg=f"{prim.name}, order {k}")
+
+
+@pytest.mark.parametrize("name", ["tanh", "exp", "sin", "log", "sqrt", "sigmoid", "arctan"])
+def test_at_a_point_values_equal_the_recorded_rule_bit_for_bit(name):
+    """At a point the value-only path computes with numpy scalars: the same values."""
+    def f(x):
+        return getattr(x * x + 0.5, name)()
+    x0, v = np.asarray(0.3), np.asarray(1.0)
+    for k, (a, b) in enumerate(zip(sg.taylor(f, x0, v, 12), _recorded(f, x0, v, 12))):
+        assert a.shape == () and a.dtype == np.float64
+        np.testing.assert_array_equal(a, b, err_msg=f"{name}, order {k}")
+
+
 # ---------------------------------------------------------------- errors
 
 

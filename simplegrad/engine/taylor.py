@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..errors import NotDifferentiableError
 from ..primitives.core import dtype_of, shape_of
 from ..primitives.series import Series
@@ -79,8 +81,13 @@ def carry(o: PrimitiveMethods, y: Variable, known: dict, order: int, recording: 
                 "use sg.derivative (nested jvps) for this function")
         xs = [i if recording or type(i) is not Entry else i.raw for i in out.inputs]
         ss = [s if s is not None else [xi] + [None] * order for s, xi in zip(ss, xs)]
+        value = out if recording else out.raw
+        if not recording and out.shape == ():
+            # 0-d values as numpy scalars: the rules' arithmetic at a point is then scalar
+            # arithmetic (the same IEEE operations), not a ufunc call per term
+            xs, ss, value = _scalars(xs), [_scalars(s) for s in ss], _scalar(value)
         if recording or not getattr(rule, "recorded", False):
-            res = rule(o, ss, out if recording else out.raw, *xs, **(out.attrs or {}))
+            res = rule(o, ss, value, *xs, **(out.attrs or {}))
         else:
             res = _on_scratch(rule, ss, out.raw, xs, out.attrs or {})
         shape, dtype = out.shape, out.dtype
@@ -88,6 +95,9 @@ def carry(o: PrimitiveMethods, y: Variable, known: dict, order: int, recording: 
             c = res[k]
             if c is None:
                 continue
+            if not recording and getattr(c, "shape", None) == shape and \
+                    getattr(c, "dtype", None) == dtype:
+                continue        # (a numpy value that fits: the common case, read directly)
             if shape_of(c) != shape:
                 c = o.expand(c, shape)
             if dtype_of(c) != dtype:
@@ -103,6 +113,16 @@ def carry(o: PrimitiveMethods, y: Variable, known: dict, order: int, recording: 
         return [y if recording else y.raw] + [None] * order
     s[0] = y if recording else y.raw
     return s
+
+
+def _scalar(a: Any) -> Any:
+    """A 0-d array as its numpy scalar; anything else as it is."""
+    return a[()] if type(a) is np.ndarray and a.ndim == 0 else a
+
+
+def _scalars(s: list) -> list:
+    return [a if a is None or type(a) is not np.ndarray else a[()] if a.ndim == 0 else a
+            for a in s]
 
 
 def _on_scratch(rule: Any, ss: list, out: Any, xs: list, attrs: dict) -> Series:

@@ -210,7 +210,7 @@ MUL = elementwise("mul", np.multiply, "{0} * {1}", _MUL_RULES,
     sympy=SymPyForm(lambda sp, x, y: x * y, _scaling),
     linear=EACH_ALONE, commutative=True, associative=operator.mul, unit=Unit(1, (0, 1), exact=True),
     numba="({0} * {1})", scales="times", jvp=_mul_jvp,
-                  taylor=multilinear("mul"), numpy="{0} * {1}", saves=("inputs",))
+                  taylor=multilinear("mul", elementwise=True), numpy="{0} * {1}", saves=("inputs",))
 
 
 
@@ -390,7 +390,8 @@ COS = elementwise("cos", np.cos, "{0}.cos()", (
 
 def _tanh_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
     """tanh x: z' = (1 - z^2) x'."""
-    return riccati_series(o, ss[0], out, o.sub(1.0, o.mul(out, out)), -1.0)
+    w0 = 1.0 - out * out if o.plain_values else o.sub(1.0, o.mul(out, out))
+    return riccati_series(o, ss[0], out, w0, -1.0)
 
 
 def _tanh_d(o: PrimitiveMethods, g, out, x):

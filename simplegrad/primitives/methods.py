@@ -53,6 +53,10 @@ class PrimitiveMethods(ElementwiseOps, PiecewiseOps, LogicOps, ReduceOps, ShapeO
                        FFTOps, ConvOps):
     """Every primitive as a method; subclasses say what ``apply`` (the generic form) does."""
 
+    #: whether the methods take and give plain numpy values (``ValueOps``): helpers with a
+    #: value-only fast path (series.py) may then compute with numpy's operators directly
+    plain_values = False
+
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
               name: str | None = None) -> Any:
         """Run ``prim`` on ``inputs`` with ``attrs`` (the generic form of every method)."""
@@ -61,6 +65,8 @@ class PrimitiveMethods(ElementwiseOps, PiecewiseOps, LogicOps, ReduceOps, ShapeO
 
 class ValueOps(PrimitiveMethods):
     """The same primitive methods run on plain numpy values: nothing is recorded."""
+
+    plain_values = True
 
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
               name: str | None = None) -> Any:

@@ -3,7 +3,10 @@
 A series is the list ``[c0, c1, ..., cK]`` of coefficients in t (not derivatives: ck is the
 k-th derivative over k!); ``None`` is an exact zero and keeps zero terms off the tape. Every
 function here computes with primitives called on ``o`` (an Ops, or ``VALUES`` for plain
-arrays), so the coefficients it returns are recorded like any other program.
+arrays), so the coefficients it returns are recorded like any other program. On ``VALUES``
+(``o.plain_values``: nothing is recorded) the same arithmetic runs with numpy's operators in the
+same order, without a method call per term: the values are bit for bit those of the recorded
+rule, and at a point (numpy scalars) each term costs a scalar operation, not a ufunc call.
 """
 
 from __future__ import annotations
@@ -26,21 +29,33 @@ def new(c0: Any, order: int) -> Series:
 
 def plus(o: PrimitiveMethods, a: Any, b: Any) -> Any:
     """a + b where None is zero."""
-    return b if a is None else a if b is None else o.add(a, b)
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b if o.plain_values else o.add(a, b)
 
 
 def minus(o: PrimitiveMethods, a: Any, b: Any) -> Any:
     """a - b where None is zero."""
-    return a if b is None else o.neg(b) if a is None else o.sub(a, b)
+    if b is None:
+        return a
+    if o.plain_values:
+        return -b if a is None else a - b
+    return o.neg(b) if a is None else o.sub(a, b)
 
 
 def times(o: PrimitiveMethods, a: Any, c: float) -> Any:
     """a * c for a number c, where None is zero (and c == 1 records nothing)."""
-    return None if a is None else a if c == 1 else o.mul(a, float(c))
+    if a is None or c == 1:
+        return a
+    return a * float(c) if o.plain_values else o.mul(a, float(c))
 
 
 def cauchy(o: PrimitiveMethods, op: Callable, a: Series, b: Series, k: int, lo: int = 0) -> Any:
     """sum over lo <= j <= k - lo of op(a[j], b[k - j]), skipping zero terms (None if none)."""
+    if o.plain_values and op is o.mul:
+        return cauchy_values(a, b, k, lo)
     acc = None
     for j in range(lo, k - lo + 1):
         if a[j] is not None and b[k - j] is not None:
@@ -50,6 +65,8 @@ def cauchy(o: PrimitiveMethods, op: Callable, a: Series, b: Series, k: int, lo: 
 
 def square_coef(o: PrimitiveMethods, z: Series, k: int) -> Any:
     """The k-th coefficient of z^2 (symmetric Cauchy product: about k/2 products)."""
+    if o.plain_values:
+        return _square_values(z, k)
     acc = None
     for j in range((k + 1) // 2):
         if z[j] is not None and z[k - j] is not None:
@@ -62,11 +79,55 @@ def square_coef(o: PrimitiveMethods, z: Series, k: int) -> Any:
 
 def ode(o: PrimitiveMethods, x: Series, a: Series, k: int) -> Any:
     """z_k of z' = a x': (1/k) sum_{j=1..k} j x_j a_{k-j}."""
+    if o.plain_values:
+        return _ode_values(x, a, k)
     acc = None
     for j in range(1, k + 1):
         if x[j] is not None and a[k - j] is not None:
             acc = plus(o, acc, times(o, o.mul(x[j], a[k - j]), j))
     return times(o, acc, 1.0 / k) if acc is not None and k > 1 else acc
+
+
+# ---------------------------------------------------------------- the same on plain values
+# (numpy's operators, term by term in the order of the recorded rules above)
+
+
+def _square_values(z: Series, k: int) -> Any:
+    """``square_coef`` on plain values."""
+    acc = None
+    for j in range((k + 1) // 2):
+        a, b = z[j], z[k - j]
+        if a is not None and b is not None:
+            acc = a * b if acc is None else acc + a * b
+    if acc is not None:
+        acc = acc * 2.0
+    if k % 2 == 0:
+        m = z[k // 2]
+        if m is not None:
+            acc = m * m if acc is None else acc + m * m
+    return acc
+
+
+def _ode_values(x: Series, a: Series, k: int) -> Any:
+    """``ode`` on plain values."""
+    acc = None
+    for j in range(1, k + 1):
+        xj, ak = x[j], a[k - j]
+        if xj is not None and ak is not None:
+            t = xj * ak if j == 1 else xj * ak * float(j)
+            acc = t if acc is None else acc + t
+    return acc * float(1.0 / k) if acc is not None and k > 1 else acc
+
+
+def cauchy_values(a: Series, b: Series, k: int, lo: int = 0, hi: int | None = None) -> Any:
+    """sum over lo <= j <= hi (k - lo by default) of a_j b_{k-j} on plain values."""
+    acc = None
+    for j in range(lo, k - lo + 1 if hi is None else hi + 1):
+        aj, bk = a[j], b[k - j]
+        if aj is not None and bk is not None:
+            acc = aj * bk if acc is None else acc + aj * bk
+    return acc
+
 
 
 def product(o: PrimitiveMethods, a: Series, b: Series) -> Series:
@@ -110,27 +171,32 @@ def quotient_series(o: PrimitiveMethods, ns: Series, us: Series, z0: Any) -> Ser
     log is n = u = x; arctan is n = x, u = 1 + x^2; and so on.
     """
     z = new(z0, len(ns) - 1)
+    values = o.plain_values
     for k in range(1, len(z)):
         rest = None
         for j in range(1, k):
             if us[j] is not None and z[k - j] is not None:
-                rest = plus(o, rest, times(o, o.mul(us[j], z[k - j]), k - j))
+                t = us[j] * z[k - j] if values else o.mul(us[j], z[k - j])
+                rest = plus(o, rest, times(o, t, k - j))
         num = minus(o, ns[k], times(o, rest, 1.0 / k))
-        z[k] = None if num is None else o.div(num, us[0])
+        z[k] = None if num is None else num / us[0] if values else o.div(num, us[0])
     return z
 
 
 def div_series(o: PrimitiveMethods, xs: Series, ys: Series, z0: Any) -> Series:
     """z = x / y: z_k = (x_k - sum_{j=1..k} y_j z_{k-j}) / y_0."""
     z = new(z0, len(xs) - 1)
+    values = o.plain_values
     for k in range(1, len(z)):
         num = minus(o, xs[k], _tail(o, ys, z, k))
-        z[k] = None if num is None else o.div(num, ys[0])
+        z[k] = None if num is None else num / ys[0] if values else o.div(num, ys[0])
     return z
 
 
 def _tail(o: PrimitiveMethods, ys: Series, z: Series, k: int) -> Any:
     """sum_{j=1..k} y_j z_{k-j}."""
+    if o.plain_values:
+        return cauchy_values(ys, z, k, 1, k)
     acc = None
     for j in range(1, k + 1):
         if ys[j] is not None and z[k - j] is not None:
@@ -142,9 +208,10 @@ def sqrt_series(o: PrimitiveMethods, xs: Series, z0: Any) -> Series:
     """z^2 = x: z_k = (x_k - sum_{j=1..k-1} z_j z_{k-j}) / (2 z_0)."""
     z = new(z0, len(xs) - 1)
     twice = o.mul(z0, 2.0)
+    values = o.plain_values
     for k in range(1, len(z)):
         num = minus(o, xs[k], cauchy(o, o.mul, z, z, k, 1))
-        z[k] = None if num is None else o.div(num, twice)
+        z[k] = None if num is None else num / twice if values else o.div(num, twice)
     return z
 
 
@@ -160,9 +227,45 @@ def sin_cos_series(o: PrimitiveMethods, xs: Series, s0: Any, c0: Any,
 
 def riccati_series(o: PrimitiveMethods, xs: Series, z0: Any, w0: Any, b: float) -> Series:
     """z' = w x' with w = a + b z^2 (tanh: 1 - z^2, tan: 1 + z^2), given w0 = a + b z0^2."""
+    if o.plain_values:
+        return _riccati_values(xs, z0, w0, b)
     z = new(z0, len(xs) - 1)
     w = new(w0, len(xs) - 1)
     for k in range(1, len(z)):
         z[k] = ode(o, xs, w, k)
         w[k] = times(o, square_coef(o, z, k), b)
+    return z
+
+
+def _riccati_values(xs: Series, z0: Any, w0: Any, b: float) -> Series:
+    """``riccati_series`` on plain values: ``ode`` and ``square_coef`` inlined, over the
+    nonzero coefficients of x only (a line x + t v has one)."""
+    order = len(xs) - 1
+    z, w = new(z0, order), new(w0, order)
+    moving = [j for j in range(1, order + 1) if xs[j] is not None]
+    b = float(b)
+    for k in range(1, order + 1):
+        acc = None                          # ode(xs, w, k)
+        for j in moving:
+            if j > k:
+                break
+            wk = w[k - j]
+            if wk is not None:
+                t = xs[j] * wk if j == 1 else xs[j] * wk * float(j)
+                acc = t if acc is None else acc + t
+        if acc is not None and k > 1:
+            acc = acc * float(1.0 / k)
+        z[k] = acc
+        acc = None                          # square_coef(z, k)
+        for j in range((k + 1) // 2):
+            p, q = z[j], z[k - j]
+            if p is not None and q is not None:
+                acc = p * q if acc is None else acc + p * q
+        if acc is not None:
+            acc = acc * 2.0
+        if k % 2 == 0:
+            m = z[k // 2]
+            if m is not None:
+                acc = m * m if acc is None else acc + m * m
+        w[k] = acc if acc is None or b == 1 else acc * b      # times(acc, b)
     return z

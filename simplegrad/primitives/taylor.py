@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .core import REGISTRY, TaylorRule
-from .series import Series, new, plus
+from .series import Series, cauchy_values, new, plus
 
 if TYPE_CHECKING:
     from . import PrimitiveMethods
@@ -56,11 +56,18 @@ def _compositions(k: int, n: int) -> list[tuple[int, ...]]:
     return [(j, *rest) for j in range(k + 1) for rest in _compositions(k - j, n - 1)]
 
 
-def multilinear(name: str) -> TaylorRule:
-    """A primitive linear in each input (mul, matmul, einsum, cross): the Cauchy product."""
+def multilinear(name: str, elementwise: bool = False) -> TaylorRule:
+    """A primitive linear in each input (mul, matmul, einsum, cross): the Cauchy product.
+    ``elementwise``: the primitive is numpy's ``*`` (mul), which a value-only walk applies
+    term by term itself."""
     def rule(o: PrimitiveMethods, ss, out, *xs, **attrs):
         prim = REGISTRY[name]
         z = new(out, order_of(ss))
+        if elementwise and o.plain_values:
+            a, b = ss
+            for k in range(1, len(z)):
+                z[k] = cauchy_values(a, b, k)
+            return z
         for k in range(1, len(z)):
             for js in _compositions(k, len(ss)):
                 parts = [s[j] for s, j in zip(ss, js)]

@@ -81,7 +81,8 @@ def _sqrt_one_minus_square(o: PrimitiveMethods, x):
 
 def _tan_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
     """tan x: z' = (1 + z^2) x'."""
-    return riccati_series(o, ss[0], out, o.add(o.mul(out, out), 1.0), 1.0)
+    w0 = out * out + 1.0 if o.plain_values else o.add(o.mul(out, out), 1.0)
+    return riccati_series(o, ss[0], out, w0, 1.0)
 
 
 def _inverse(u: Callable, sign: float = 1.0) -> TaylorRule:

@@ -134,11 +134,13 @@ def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
             return ops.sum(c.inner, axis=0)
         return ops.mul(c, float(k))     # the same for every direction
 
-    needed, products, squeeze = _plan(ops, y, x)
+    needed, products, squeeze, gram = _plan(ops, y, x)
     seen: dict[int, tuple] = {}     # id of a batched tangent -> (it, its sum of squares)
 
     def squares(t: Batched) -> Any:
         """sum_k t_k**2 of a tangent batched at this walk's level, once per tangent."""
+        if type(t) is _Squares:
+            return t.sq
         got = seen.get(id(t))
         if got is None:
             c = _shared(t, level)
@@ -164,6 +166,25 @@ def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
         s2 = [None if t is None else t[1] for t in ts]
         moving = [i for i, t in enumerate(ts) if t is not None]
         lazy = out.prim.elementwise and len(moving) == 1 and t1[moving[0]] is not None
+        keep = out in needed
+        if out.prim.alias and moving == [0] and type(t1[0]) in (_Scaled, _Squares):
+            # a reshape moves every direction's values alike: the scale and its batch (or the
+            # sums of squares) are reshaped instead of their product
+            y2 = None if s2[0] is None else ops.reshape(s2[0], out.shape)
+            if not keep:
+                return None if y2 is None else (None, y2)
+            t = t1[0]
+            if type(t) is _Squares:
+                return (_Squares(ops.reshape(t.sq, out.shape)), y2)
+            return (_Scaled(ops.reshape(t.scale, out.shape), ops.reshape(t.base, out.shape)), y2)
+        if out in gram and type(t1[0]) is _Scaled:
+            sq = _gram_squares(ops, t1[0], xs[1], out, level)
+            if sq is not None:      # only the sums of squares of y's tangents are read
+                y2 = None
+                if s2[0] is not None:
+                    res = rule(ops, [[xi, None, s] for xi, s in zip(xs, s2)], out, *xs, **attrs)
+                    y2 = _fit(ops, res[2], out)
+                return (_Squares(sq), y2)
         if not lazy:
             t1 = [_full(ops, t) for t in t1]
         if out in products and s2[0] is None:
@@ -176,7 +197,6 @@ def _second(ops: Ops, y: Variable, x: Variable, dirs: np.ndarray) -> Variable:
                 else:
                     y1 = ops.matmul(ops.leaf(c, None, False), xs[1])
                 return (wrap(ops.expand(y1, (shape_of(y1)[0],) + out.shape), level), None)
-        keep = out in needed
         if lazy:
             return _elementwise(ops, rule, out, xs, attrs, moving[0], t1[moving[0]],
                                 s2[moving[0]], level, k, keep, squares)
@@ -222,15 +242,15 @@ def _elementwise(ops: Ops, rule: Any, out: Entry, xs: list, attrs: dict, i: int,
     base = t1.base if scaled else t1
     y1 = None
     if keep:
-        if type(base) is Batched and base.level == level and tuple(base.shape) == out.shape \
-                and base.dtype == out.dtype:
+        if type(base) is _Squares or type(base) is Batched and base.level == level and \
+                tuple(base.shape) == out.shape and base.dtype == out.dtype:
             d = _fit(ops, d1, out)
             y1 = _Scaled(ops.mul(d, t1.scale) if scaled else d, base)
         else:
             y1 = _fit(ops, ops.mul(d1, _full(ops, t1)), out)
     y2 = None if s2 is None else ops.mul(d1, s2)
     if c2 is not None:
-        if type(base) is Batched and base.level == level:
+        if type(base) is _Squares or type(base) is Batched and base.level == level:
             sq = squares(base)
             if scaled:
                 sq = ops.mul(ops.mul(t1.scale, t1.scale), sq)
@@ -252,6 +272,41 @@ class _Scaled:
         self.scale, self.base, self.full = scale, base, None
 
 
+class _Squares:
+    """A batched first-order tangent of which only the sum over the directions of its squares
+    is read (every consumer elementwise, ``_plan``'s ``gram`` entries): that sum alone."""
+
+    __slots__ = ("sq",)
+
+    def __init__(self, sq: Any):
+        self.sq = sq
+
+
+def _gram_squares(ops: Ops, t: _Scaled, w: Any, out: Entry, level: int) -> Any:
+    """sum_k (t_k @ w)**2 for t = scale * c (c: directions the same at every point, w constant
+    (n, m)) without the products: with G = sum_k c_k c_k^T, it is sum_ii' d_i d_i' G_ii' w_ij
+    w_i'j, one matrix product of the outer products d d^T (P, n n) with the constant
+    T[(i, i'), j] = G_ii' w_ij w_i'j. None where t or w is not of that form."""
+    c = _shared(t.base, level)
+    if c is None or type(w) is Entry and w.requires_grad or len(shape_of(w)) != 2 or \
+            any(n != 1 for n in c.shape[1:-1]):
+        return None
+    wv = np.asarray(value_of(w))
+    n, m = wv.shape
+    if c.shape[-1] != n or tuple(t.scale.shape) != tuple(t.base.shape):
+        return None
+    cm = c.reshape(c.shape[0], n)
+    g = cm.T @ cm
+    table = (g[:, :, None] * wv[:, None, :] * wv[None, :, :]).reshape(n * n, m)
+    lead = tuple(t.scale.shape[:-1])
+    p = int(np.prod(lead, dtype=np.int64))
+    d = ops.reshape(t.scale, (p, n))
+    outer = ops.reshape(ops.mul(ops.reshape(d, (p, n, 1)), ops.reshape(d, (p, 1, n))),
+                        (p, n * n))
+    sq = ops.matmul(outer, ops.leaf(table.astype(out.dtype, copy=False), None, False))
+    return ops.reshape(sq, out.shape)
+
+
 def _full(ops: Ops, t: Any) -> Any:
     """The tangent itself (a ``_Scaled``'s product, taken once)."""
     if type(t) is not _Scaled:
@@ -261,12 +316,13 @@ def _full(ops: Ops, t: Any) -> Any:
     return t.full
 
 
-def _plan(ops: Ops, y: Variable, x: Variable) -> tuple[set, set, Entry | None]:
+def _plan(ops: Ops, y: Variable, x: Variable) -> tuple[set, set, Entry | None, set]:
     """What the walk from x to y needs: the entries whose first-order tangents are read (by a
     consumer nonlinear in them, or needed itself: y's are not), the products of a moving value
-    with a matrix, and the one of those with a constant matrix that every tangent passes through
+    with a matrix, the one of those with a constant matrix that every tangent passes through
     (x viewed into it and into nothing else), where the directions may be replaced by fewer
-    with the same sum of outer products."""
+    with the same sum of outer products, and the products whose tangents are read only through
+    their sums of squares (``gram``: every consumer downstream elementwise, or a reshape)."""
     xn = x.node
     start = max(xn.position if xn.prim is None else xn.position + 1, ops.tape.base)
     path = ancestors(y, start)
@@ -286,6 +342,16 @@ def _plan(ops: Ops, y: Variable, x: Variable) -> tuple[set, set, Entry | None]:
         ins = [i for i, a in enumerate(e.inputs) if type(a) is Entry and a in moving]
         if e in needed or not _linear(e, ins):
             needed.update(e.inputs[i] for i in ins)
+    squares: set = set()        # tangents read only through their sums of squares
+    for e in reversed(path):
+        if e not in needed:
+            continue
+        if all(c in squares if c.prim.alias else
+               c.prim.elementwise and c.shape == e.shape and c.dtype == e.dtype and
+               sum(type(a) is Entry and a in moving for a in c.inputs) == 1 and
+               (c not in needed or c in squares) for c, _ in users.get(e, ())):
+            squares.add(e)
+    gram = squares & products
     squeeze, at = None, xn
     while len(users.get(at, ())) == 1:
         e, i = users[at][0]
@@ -296,7 +362,7 @@ def _plan(ops: Ops, y: Variable, x: Variable) -> tuple[set, set, Entry | None]:
         if e in products and not (type(w) is Entry and w.requires_grad):
             squeeze = e
         break
-    return needed, products, squeeze
+    return needed, products, squeeze, gram
 
 
 def _linear(e: Entry, ins: list) -> bool:

@@ -50,25 +50,32 @@ def taylor(f: Callable, x: Any, v: Any, order: int) -> list:
     """
     check_callable("taylor", f)
     order = check_order("taylor", order)
+    if not isinstance(x, (tuple, list)):
+        xshape, vshape = (a.shape if isinstance(a, Variable) else np.shape(a) for a in (x, v))
+        if xshape != vshape:
+            raise ShapeError(f"taylor: v has shape {vshape} but x has shape {xshape}")
+    return _taylor(f, x, v, order, None)
+
+
+def _taylor(f: Callable, x: Any, v: Any, order: int, only: int | None) -> list:
+    """``taylor`` (arguments checked); with ``only`` = k, ``[Dk]`` alone (no other coefficient
+    is converted)."""
     if isinstance(x, (tuple, list)):
-        return _taylor_many(f, x, v, order)
-    xshape, vshape = (a.shape if isinstance(a, Variable) else np.shape(a) for a in (x, v))
-    if xshape != vshape:
-        raise ShapeError(f"taylor: v has shape {vshape} but x has shape {xshape}")
+        return _taylor_many(f, x, v, order, only)
     ops, nested = context("taylor", (x, v))     # our own Ops borrows the caller's arrays
     if nested is None:
-        return run_paused(ops, lambda a, b: taylor(f, a, b, order), (x, v))
+        return run_paused(ops, lambda a, b: _taylor(f, a, b, order, only), (x, v))
     with own(ops, nested):
         xv = primals(ops, (x,), (0,))[0][0]
         out = f(xv)
-        if is_node(out):
-            return _series(ops, nested, f, xv, v, out, order)
+        if type(out) is not Variable and is_node(out):
+            return _series(ops, nested, f, xv, v, out, order, only)
         y = output("taylor", ops, out)
         disconnected("taylor", f, None, [y])
-        return _coefficients(ops, nested, xv, y, v, order)
+        return _coefficients(ops, nested, xv, y, v, order, only)
 
 
-def _taylor_many(f: Callable, xs: Any, vs: Any, order: int) -> list:
+def _taylor_many(f: Callable, xs: Any, vs: Any, order: int, only: int | None) -> list:
     """``taylor`` of f of several (pytree) arguments: one flat primal standing for them all."""
     if not isinstance(vs, (tuple, list)) or len(vs) != len(xs):
         got = f"{len(vs)} directions" if isinstance(vs, (tuple, list)) else type(vs).__name__
@@ -84,30 +91,30 @@ def _taylor_many(f: Callable, xs: Any, vs: Any, order: int) -> list:
     ops, nested = context("taylor", (*xs, *vs))
     if nested is None:
         n = len(xs)
-        return run_paused(ops, lambda *a: taylor(f, list(a[:n]), list(a[n:]), order),
+        return run_paused(ops, lambda *a: _taylor(f, list(a[:n]), list(a[n:]), order, only),
                           (*xs, *vs))
     with own(ops, nested):
         x_flat, unravel = ravel_pytree(list(xs))
         v_flat = ravel_pytree(list(vs))[0]
         xv = primals(ops, (x_flat,), (0,))[0][0]
-        return _series(ops, nested, lambda z: f(*unravel(z)), xv, v_flat, None, order, f)
+        return _series(ops, nested, lambda z: f(*unravel(z)), xv, v_flat, None, order, only, f)
 
 
 def _series(ops: Ops, nested: bool, g: Callable, xv: Variable, v: Any, out: Any, order: int,
-            f: Callable | None = None) -> list:
+            only: int | None, f: Callable | None = None) -> list:
     """The coefficients of a pytree output ``out`` of ``g(xv)`` (run now when None), through
     its leaves raveled into one vector."""
     out = g(xv) if out is None else out
     ys, out_def = outputs("taylor", ops, out)
     disconnected("taylor", f or g, None, ys)
     y_flat, unravel = ravel_pytree(tree_unflatten(out_def, ys))
-    coefs = _coefficients(ops, nested, xv, y_flat, v, order)
+    coefs = _coefficients(ops, nested, xv, y_flat, v, order, only)
     return [unravel(c) for c in coefs]
 
 
 def _coefficients(ops: Ops, nested: bool, xv: Variable, y: Variable, v: Any,
-                  order: int) -> list:
-    """``[y, D1, ..., D_order]`` of y along x + t v."""
+                  order: int, only: int | None = None) -> list:
+    """``[y, D1, ..., D_order]`` of y along x + t v (``[D_only]`` when ``only`` is given)."""
     if nested:
         o, tangent = ops, v if isinstance(v, Variable) else ops.var(v, requires_grad=False)
     else:
@@ -116,7 +123,8 @@ def _coefficients(ops: Ops, nested: bool, xv: Variable, y: Variable, v: Any,
     coefs = propagate(o, y, xv, tangent if scale == 1 else o.mul(tangent, scale), order,
                       nested)
     out = []
-    for k, c in enumerate(coefs):
+    for k in range(len(coefs)) if only is None else (only,):
+        c = coefs[k]
         if c is None:
             c = np.zeros(y.shape, dtype=y.dtype)
             c = ops.var(c, requires_grad=False) if nested else c
@@ -134,9 +142,11 @@ def taylor_derivative(f: Callable, order: int = 1) -> Callable:
 
     @functools.wraps(f)
     def derivative_f(x: Any, **kwargs: Any) -> Any:
+        if type(x) is float or type(x) is int:
+            x = np.asarray(x)       # (a number: the arrays' path, with no tree to walk)
         ones = np.ones(leaf_shape(x))
         g = functools.partial(f, **kwargs) if kwargs else f
-        return taylor(g, x, ones, order)[order]
+        return _taylor(g, x, ones, order, order)[0]
     return derivative_f
 
 
@@ -171,12 +181,13 @@ def derivative_entry(ops: Ops, y: Variable, x: Variable, order: int,
 _UNSCALED = {np.dtype(d): max(k for k in range(2, 200)       # the last order whose 1 / k!
                                if math.lgamma(k + 1) <= -math.log(np.finfo(d).tiny))
              for d in (np.float16, np.float32, np.float64)}    # is normal: 7, 33, 170
+_UNSCALED_ANY = min(_UNSCALED.values())     # unscaled in every float dtype up to this order
 
 
 def _scale(dtypes: tuple, order: int) -> float:
     """1 while 1 / order! is a normal number of each float dtype, else a power of two near
     order! ** (1 / order)."""
-    if order <= min(_UNSCALED.get(d, 170) for d in dtypes):
+    if order <= _UNSCALED_ANY or order <= min(_UNSCALED.get(d, 170) for d in dtypes):
         return 1.0
     log_factorial = math.lgamma(order + 1)
 
@@ -191,7 +202,8 @@ def _derivative(o: PrimitiveMethods, c: Any, k: int, scale: float) -> Any:
     """Dk from the k-th coefficient c along scale * v: c k! / scale ** k, with k! in c's
     dtype when unscaled (it is finite there), else formed in float64 and rounded once."""
     if scale == 1:
-        return o.mul(c, float(math.factorial(k)))
+        f = float(math.factorial(k))
+        return o.mul(c, f) if isinstance(c, Variable) else c * f
     factor = math.factorial(k) / int(scale) ** k
     if not isinstance(c, Variable):
         return c * np.float64(factor)       # float64 here; the caller rounds to y's dtype

