@@ -31,11 +31,7 @@ from timing import MEASURING_ENV
 HERE = Path(__file__).resolve().parent
 PEERS = ("hessian", "nth_derivative", "mlp", "hvp", "taylor", "batching", "habits",
          "jit_cost", "jacobian_modes", "jacobian_rev", "fused", "memory", "chain_length",
-<<<<<<< HEAD
-         "import_time", "sparse_hessian", "large_arrays")
-=======
-         "import_time", "sparse_hessian", "laplacian")
->>>>>>> h-taylor
+         "import_time", "sparse_hessian", "laplacian", "large_arrays")
 COLUMNS = ("simplegrad", "numpy (by hand)", "torch eager", "torch.func", "autograd", "JAX jit",
            "JAX eager")
 BEGIN, END = "<!-- results: begin -->", "<!-- results: end -->"
