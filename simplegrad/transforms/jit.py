@@ -42,12 +42,12 @@ subclass of dict, list or tuple, an array subclass, a number out of int64's rang
 A namedtuple or a registered pytree node is read through ``pytree.node_children`` (its
 registered flatten), its type, length and auxiliary data checked.
 
-A function that takes derivatives of derivatives (``sg.grad(sg.grad(f))``, a Hessian) records as
-a transform's own Ops does: from its second derivative pass on with the rules of
-``sg.simplify`` (the values to the bit, equal entries shared), and its program is simplified
+``f`` records as a transform's own Ops does: from its second derivative pass on with the rules
+of ``sg.simplify`` (the values to the bit, equal entries shared). A program that holds
+derivatives of derivatives (order 2 or more: ``sg.grad(sg.grad(f))``, a Hessian) is simplified
 again with ``expand=True`` before it is compiled (the ring arithmetic of the nested rules
-gathered into polynomials: the compiled values equal the recorded ones to float64 round-off).
-Other functions (a training step's one gradient) are compiled as recorded.
+gathered into polynomials: the compiled values equal the recorded ones to float64 round-off);
+any other (a training step's gradients) is compiled as recorded.
 
 What is not a guard, and so is fixed at recording as in ``op.program``: decisions on plain
 numpy values (``x.value > 0``, numpy arrays ``f`` closes over), closed-over arrays and
@@ -273,8 +273,8 @@ def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int], backe
             outputs = [g.entry for g in ops.tape.guards]
         if outputs:
             prog = extract(inputs, outputs, ops)
-            if ops.simplify:    # derivatives of derivatives: their algebra simplified first
-                prog = simplify(prog, expand=True)
+            if max(prog.orders, default=0) >= 2:    # derivatives of derivatives: their
+                prog = simplify(prog, expand=True)  # algebra simplified first
             if n_out or prog.guards:
                 compiled = compile_program(prog, "jitted", backend)
     finally:
