@@ -10,8 +10,9 @@ writes it out as entries (``Expansion.entry``) only where something else reads i
 output, or an entry of another primitive. Written out, each power is one multiplication of the
 power below it by the atom (``t3 = t2 * t``, shared by every polynomial that needs it), each
 term one multiplication by its coefficient, and the terms are added (a negative coefficient
-subtracted), highest degree first; where the expanded form would take as many entries as the
-recorded one or more, the recorded form is written instead.
+subtracted), highest degree first; where the expanded form would compute as many values as the
+recorded one or more (entries weighed by their sizes: ``g * (1 - t * t)`` with a matrix g and a
+vector t stays so), the recorded form is written instead.
 
 What stays exact: the expanded polynomial equals the recorded entry at every finite point, to
 float64 round-off (its coefficients are products of the recorded numbers, its terms summed in
@@ -51,19 +52,17 @@ _RECORDS: dict[str, Primitive] = {}
 class Polynomial:
     """An entry's value as a polynomial of atoms: ``terms`` maps each monomial (a tuple of
     (atom number, power), atoms in ascending number) to its coefficient; ``made`` is the entry
-    as recorded (its record and inputs, Polynomials or operands), ``size`` the entries that form
-    takes, ``entry`` the operand it was written out as (None until it is), ``tag`` the
-    caller's note on the entry it stands for (a name)."""
+    as recorded (its record and inputs, Polynomials or operands; None for an atom or a number),
+    ``entry`` the operand it was written out as
+    (None until it is), ``tag`` the caller's note on the entry it stands for (a name)."""
 
-    __slots__ = ("terms", "shape", "dtype", "made", "size", "entry", "tag")
+    __slots__ = ("terms", "shape", "dtype", "made", "entry", "tag")
 
-    def __init__(self, terms: dict, shape: tuple, dtype: np.dtype, made: tuple | None = None,
-                 size: int = 0):
+    def __init__(self, terms: dict, shape: tuple, dtype: np.dtype, made: tuple | None = None):
         self.terms = terms
         self.shape = shape
         self.dtype = dtype
         self.made = made
-        self.size = size
         self.entry: Any = None
         self.tag: Any = None        # what the caller notes about the entry it stands for
 
@@ -157,8 +156,7 @@ class Expansion:
         shape = _broadcast([p.shape for p in ps])
         if _broadcast([self.describe(self.operands[a]).shape for a in read]) != shape:
             return None     # (a number's shape would be lost)
-        size = 1 + sum(p.size for p in ps)
-        return Polynomial(terms, shape, np.dtype(dtype), (prim, tuple(inputs)), size)
+        return Polynomial(terms, shape, np.dtype(dtype), (prim, tuple(inputs)))
 
     def _of(self, x: Any, dtype: np.dtype) -> Polynomial | None:
         """A caller's operand as a Polynomial: a scalar constant as a number, a uniform
@@ -181,7 +179,8 @@ class Expansion:
     def entry(self, p: Polynomial) -> Any:
         """The operand ``p`` is written out as (recorded on first use, then shared)."""
         if p.entry is None:
-            if self._cost(p) >= p.size and p.made is not None:
+            cost = self._cost(p)
+            if p.made is not None and self._recorded_cost(p, cost) <= cost:
                 prim, inputs = p.made       # the recorded form takes fewer entries
                 p.entry = self.emit(prim, tuple(self.entry(x) if type(x) is Polynomial
                                                 else x for x in inputs), p, True)
@@ -190,18 +189,39 @@ class Expansion:
         return p.entry
 
     def _cost(self, p: Polynomial) -> int:
-        """The entries its expanded form adds: powers not yet written, a multiplication per
-        coefficient other than 1 and -1, an addition per term after the first."""
+        """The values its expanded form computes (entries weighed by their sizes): powers
+        not yet written, a multiplication per coefficient other than 1 and -1, an addition
+        per term after the first."""
         new: set[tuple] = set()
-        cost = len(p.terms) - 1
+        cost = (len(p.terms) - 1) * _count(p.shape)
         for m, c in p.terms.items():
-            if m and c != 1 and c != -1:
-                cost += 1
+            if not m:
+                continue
+            shape = _broadcast([self._shape(a) for a, _ in m])
+            if c != 1 and c != -1:
+                cost += _count(shape)
             for a, k in m:
                 new.update((a, j) for j in range(2, k + 1) if ((a, j),) not in self.powers)
             if len(m) > 1 and m not in self.powers:
-                cost += len(m) - 1
-        return cost + len(new)
+                cost += (len(m) - 1) * _count(shape)
+        return cost + sum(_count(self._shape(a)) for a, _ in new)
+
+    def _recorded_cost(self, p: Polynomial, limit: int) -> int:
+        """The values its recorded form computes, each Polynomial not written yet counted
+        once (counting stops past ``limit``)."""
+        seen: set[int] = set()
+        total, stack = 0, [p]
+        while stack and total <= limit:
+            q = stack.pop()
+            if id(q) in seen:
+                continue
+            seen.add(id(q))
+            total += _count(q.shape)
+            stack.extend(x for x in q.made[1] if type(x) is Polynomial and x.entry is None)
+        return total
+
+    def _shape(self, a: int) -> tuple:
+        return tuple(self.describe(self.operands[a]).shape)
 
     def _written(self, p: Polynomial) -> Any:
         mul = ring_record(MUL)
@@ -274,6 +294,14 @@ def _coefficient(value: Any, dtype: np.dtype) -> Any:
     if isinstance(c, complex) and dtype.kind != "c":
         return None
     return c
+
+
+def _count(shape: tuple) -> int:
+    """The number of values of an array of this shape."""
+    n = 1
+    for k in shape:
+        n *= int(k)
+    return n
 
 
 def _broadcast(shapes: list[tuple]) -> tuple:
