@@ -95,6 +95,11 @@ def test_summed_vector_derivatives_fold_the_seed_through_expand():
     np.testing.assert_allclose(simple(x), by_recurrence(6, x), rtol=0,
                                atol=1e-14 * magnitude(6, x))
     assert simple(x).shape == (5,)
+    if prog.counts is not None:     # at another size: resized, then expanded again
+        x7 = np.linspace(-1.0, 1.0, 7)
+        np.testing.assert_allclose(simple(x7), by_recurrence(6, x7), rtol=0,
+                                   atol=1e-14 * magnitude(6, x7))
+        assert len(simple.with_shapes((7,)).entries) == len(simple.entries)
 
 
 # ---------------------------------------------------------------- the normal form

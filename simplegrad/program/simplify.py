@@ -114,6 +114,7 @@ def simplify(prog: Program, expand: bool = False) -> Program:
                                                      for g, x in guards])
     if prog.origin is not None or prog.counts is not None:
         out.origin = prog.origin or prog        # other sizes: that one resized, simplified
+        out.expanded = expand or prog.expanded
     return out
 
 
