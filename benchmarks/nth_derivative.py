@@ -9,11 +9,22 @@ installed PyTorch eager (nested ``torch.autograd.grad``), HIPS autograd (nested
 ``elementwise_grad``) and JAX (nested ``jax.grad`` under ``vmap``, jitted; compile time
 excluded), and numpy by hand (the derivative polynomial in tanh, built once, evaluated).
 Ratios are to PyTorch at the same order; growth per order is (T(8) / T(1)) ** (1 / 7).
+
+At one point: d^10 tanh / dx^10 at x = 0.3 by ``sg.jit`` of ``sg.grad`` nested ten times (its
+program recorded with the rules from the second pass on and simplified with ``expand=True``
+before it is compiled), against ``jax.jit`` of ``jax.grad`` nested ten times (n/a without JAX)
+and P_10(tanh x) by hand; printed with the entries of the compiled program and of the plain
+recording. JAX takes a minute or two to trace and compile grad^10, so this part runs in a
+process of its own, started first, beside the orders (on another core where there is one).
 Run: python benchmarks/nth_derivative.py [--orders 8] [--quick]
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -97,10 +108,63 @@ def runs_for(n: int, x0: np.ndarray, torch, autograd, jax) -> tuple[dict, dict]:
     return runs, cols
 
 
+def at_a_point(args, jax, n: int = 10, x0: float = 0.3) -> list[dict]:
+    """d^n tanh at one point: sg.jit(sg.grad^n) against jax.jit(grad^n) and by hand, measured
+    round-robin in this process; its table row printed as a JSON line too."""
+    g = lambda x: x.tanh()      # noqa: E731
+    for _ in range(n):
+        g = sg.grad(g)
+    jitted = sg.jit(g)
+    x = np.array(x0)
+    poly = tanh_polynomial(n)
+    runs = {f"simplegrad sg.jit(sg.grad^{n})": lambda: jitted(x),
+            f"numpy (by hand): P_{n}(tanh x)": lambda: poly(np.tanh(x0))}
+    if jax is not None:
+        gj = jax.numpy.tanh
+        for _ in range(n):
+            gj = jax.grad(gj)
+        gjit = jax.jit(gj)
+        runs[f"jax jit(grad^{n})"] = lambda: gjit(x0).block_until_ready()
+    peers.check_agree(f"d^{n} tanh at {x0}", {"closed form": poly(np.tanh(x0)),
+                                              **{k: fn() for k, fn in runs.items()}}, rtol=1e-12)
+    with sg.Ops() as op:       # the plain recording, for its size
+        v = op.var(x)
+        recorded = len(op.program([v], [g(v)]).entries)
+    compiled = len(jitted.programs(x)[0].program.entries)
+    med = peers.measure(runs, peers.repeats(args, 15, 41))
+    sgk, hand = f"simplegrad sg.jit(sg.grad^{n})", f"numpy (by hand): P_{n}(tanh x)"
+    jk = f"jax jit(grad^{n})"
+    unit = jk if jax is not None else hand
+    peers.show(f"d^{n} tanh at one point, nesting grad; median of round-robin runs", med, unit,
+               med[unit])
+    ratio = f"{med[sgk] / med[jk]:.2f}" if jax is not None else "n/a"
+    print(f"sg.jit(sg.grad^{n}) / jax.jit(grad^{n}): {ratio}; / by hand: "
+          f"{med[sgk] / med[hand]:.1f}; compiled program {compiled} entries "
+          f"(plain recording {recorded})")
+    cols = {"simplegrad": med[sgk] / med[unit], "numpy (by hand)": med[hand] / med[unit]}
+    if jax is not None:
+        cols["JAX jit"] = 1.0
+    row = {"workload": f"d^{n} tanh at a point, sg.jit(sg.grad^{n}) ({compiled} entries)",
+           "unit": unit, "target": "simplegrad <= 10 (x JAX jit)", "cols": cols}
+    print(json.dumps(row))      # (for the run that started this one)
+    return [row]
+
+
 def main() -> None:
     p = peers.parser(__doc__)
     p.add_argument("--orders", type=int, default=8)
+    p.add_argument("--point", action="store_true",
+                   help="only d^10 tanh at one point (the run of the orders starts it beside)")
     args = p.parse_args()
+    if args.point:      # (on another core, where there is one: JAX traces it for a minute)
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+        at_a_point(args, peers.jax_or_none())
+        return
+    point = subprocess.Popen([sys.executable, __file__, "--point",
+                              *(["--quick"] if args.quick else []),
+                              *(["--repeat", str(args.repeat)] if args.repeat else [])],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     repeat = peers.repeats(args, 9, 21)
     x0 = np.linspace(-1.5, 1.5, 100)
     torch, autograd, jax = peers.torch_or_none(), peers.autograd_or_none(), peers.jax_or_none()
@@ -134,6 +198,11 @@ def main() -> None:
     growth = {cols.get(k, k): (per_order[top][k] / per_order[1][k]) ** (1 / max(top - 1, 1))
               for k in per_order[1] if k in cols}
     simplified = "simplegrad nested op.grad, Ops(simplify=True)"
+    out = point.communicate()[0]
+    print(f"\n{out}", end="")
+    if point.returncode != 0:
+        sys.exit(f"nth_derivative: the run at one point failed (exit {point.returncode})")
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     peers.emit(args, [
         {"workload": f"n-th derivative of tanh by nesting, n = {top}", "unit": unit,
          "target": "none (Taylor rows)",
@@ -141,7 +210,7 @@ def main() -> None:
         {"workload": "  the same nesting on Ops(simplify=True)", "unit": unit, "target": "",
          "cols": {"simplegrad": last[simplified] / last[unit]}},
         {"workload": f"  growth per order, n = 1..{top} (time factor, not a ratio)",
-         "unit": "x per order", "target": "", "cols": growth}])
+         "unit": "x per order", "target": "", "cols": growth}, *rows])
 
 
 if __name__ == "__main__":

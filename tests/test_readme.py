@@ -131,6 +131,7 @@ EXPECTED: dict[str, list[str]] = {
         "True\n['v8 = v7 / 7', 'v9 = v8.expand([7, 1])']\nTrue\n",  # at another batch size
         "flat = reshape(...) reshapes to the literal shape [96]",
         "True\n",                                               # simplify: the same values
+        "v45 = v44 * 6.0\nv46 = v42 * 8.0\nv47 = v46 - v45\nv39 = v47 - 2.0\n",  # expand=True
     ],
     "graphs.md": [
         "20 30\ngradient 2 v12 = v11 * v6\n",

@@ -210,9 +210,9 @@ class Primitive:
                  "sparse_vjp", "tol", "plain", "mask", "mask_source", "elementwise",
                  "differentiable", "vjp_masked", "batch", "taylor", "numpy", "schema",
                  "saves", "saved_inputs", "saves_out", "linear", "commutative", "associative",
-                 "unit", "reduces", "rewrites", "simplifies", "on_stacks", "numpy_at", "numba",
-                 "sympy", "alias", "accumulation", "sized", "counted", "scales", "maps_rows",
-                 "sparsity", "release", "work", "trips", "__weakref__")
+                 "ring", "unit", "reduces", "rewrites", "simplifies", "on_stacks", "numpy_at",
+                 "numba", "sympy", "alias", "accumulation", "sized", "counted", "scales",
+                 "maps_rows", "sparsity", "release", "work", "trips", "__weakref__")
 
     def __init__(self, name: str, forward: Forward,
                  vjp: Sequence[VjpRule | None] | Sequence[VariadicVjpRule],
@@ -224,7 +224,7 @@ class Primitive:
                  taylor: TaylorRule | None = None, numpy: str | None = None,
                  schema: Schema | None = None, linear: Linear | None = None,
                  commutative: bool = False, associative: Callable | None = None,
-                 unit: Unit | None = None, reduces: Callable | None = None,
+                 ring: str | None = None, unit: Unit | None = None, reduces: Callable | None = None,
                  rewrites: Callable | None = None, simplifies: Callable | None = None,
                  on_stacks: StackRule | None = None,
                  numpy_at: Callable[[list, dict], str | None] | None = None,
@@ -276,6 +276,9 @@ class Primitive:
         # associative(c1, c2): c1 f c2 for Python numbers, where (x f c1) f c2 == x f (c1 f c2)
         # (the simplifiers fold the numbers: (x * 2.0) * 0.5 is x * 1.0)
         self.associative = associative
+        # ring: its place in polynomial arithmetic, "add", "sub", "mul" or "neg" (the
+        # simplifier's expanded normal form, polynomials.py)
+        self.ring = ring
         self.unit = unit                    # the constant that leaves an operand as it is
         # the simplifier's identities (rewrites.py): reduces(prim, inputs, attrs, describe),
         # the input an entry equals (``--x`` is x), or None; rewrites(...), an equal entry

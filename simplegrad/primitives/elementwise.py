@@ -182,14 +182,16 @@ ADD = elementwise("add", np.add, "{0} + {1}", (
     lambda o, g, out, x, y: g,
     lambda o, g, out, x, y: g), rewrites=_add_sub_rewrite, simplifies=_add_sub_simplifies,
     sympy=SymPyForm(lambda sp, x, y: x + y, _both_matrices(lambda x, y: x + y)),
-    linear=JOINTLY, commutative=True, unit=Unit(0, (0, 1), exact=False), numba="({0} + {1})",
+    linear=JOINTLY, commutative=True, ring="add", unit=Unit(0, (0, 1), exact=False),
+    numba="({0} + {1})",
     taylor=linear("add"), numpy="{0} + {1}", saves=())
 
 SUB = elementwise("sub", np.subtract, "{0} - {1}", (
     lambda o, g, out, x, y: g,
     lambda o, g, out, x, y: o.neg(g)), rewrites=_add_sub_rewrite, simplifies=_add_sub_simplifies,
     sympy=SymPyForm(lambda sp, x, y: x - y, _both_matrices(lambda x, y: x - y)),
-    linear=JOINTLY, unit=Unit(0, (0,), exact=False), numba="({0} - {1})", taylor=linear("sub"),
+    linear=JOINTLY, ring="sub", unit=Unit(0, (0,), exact=False), numba="({0} - {1})",
+    taylor=linear("sub"),
     numpy="{0} - {1}", saves=())
 
 def _mul_jvp(o: PrimitiveMethods, ts, out, x, y):
@@ -208,7 +210,8 @@ _MUL_SUMMED = summed_jvp(_MUL_RULES)
 MUL = elementwise("mul", np.multiply, "{0} * {1}", _MUL_RULES,
     rewrites=_mul_rewrite, simplifies=_mul_simplifies,
     sympy=SymPyForm(lambda sp, x, y: x * y, _scaling),
-    linear=EACH_ALONE, commutative=True, associative=operator.mul, unit=Unit(1, (0, 1), exact=True),
+    linear=EACH_ALONE, commutative=True, associative=operator.mul, ring="mul",
+    unit=Unit(1, (0, 1), exact=True),
     numba="({0} * {1})", scales="times", jvp=_mul_jvp,
                   taylor=multilinear("mul", elementwise=True), numpy="{0} * {1}", saves=("inputs",))
 
@@ -228,7 +231,7 @@ DIV = elementwise("div", np.divide, "{0} / {1}", (
 
 NEG = elementwise("neg", np.negative, "-{0}", (
     lambda o, g, out, x: o.neg(g),),
-    reduces=involution, sympy=SymPyForm(lambda sp, x: -x, lambda sp, x: -x),
+    reduces=involution, sympy=SymPyForm(lambda sp, x: -x, lambda sp, x: -x), ring="neg",
     linear=JOINTLY, numba="(-{0})", taylor=linear("neg"), numpy="-{0}", saves=())
 
 

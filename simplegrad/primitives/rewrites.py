@@ -27,7 +27,10 @@ tape. ``describe_variable`` describes tape inputs.
   while recording): ``FOLD`` when every input is a constant, ``Same(x)`` when the entry is x,
   else the entry to record and its CSE key. Over an associative primitive it first folds a
   scale (``(x * 2.0) * 0.5`` is ``x * 1.0``, which the identities see next), except while
-  recording, which keeps the values of plain recording to the bit.
+  recording, which keeps the values of plain recording to the bit. ``sg.simplify(prog,
+  expand=True)`` also gathers ring arithmetic (add, sub, mul, neg) into polynomials of the
+  other entries (polynomials.py: powers collapsed, monomials in one order, coefficients
+  gathered), written out where they are read.
 
 IEEE arithmetic stays: ``x * 0`` and ``x - x`` are not zero (x may be inf or nan). The one
 rule that can change a bit is ``x + 0`` -> ``x``: -0.0 + 0 is +0.0.
@@ -41,6 +44,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .core import REGISTRY, Primitive
+from .polynomials import Expansion, Polynomial
 
 
 def __getattr__(name: str) -> Any:
@@ -181,7 +185,7 @@ FOLD = "fold"   # ``simplified``'s answer for an entry of constants only: comput
 def simplified(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
                describe: Callable[[Any], Operand] = describe_variable,
                argument: Callable[[Any], Any] | None = None, fold: bool = True,
-               recording: bool = False) -> Any:
+               recording: bool = False, expansion: Expansion | None = None) -> Any:
     """One entry through the rules: ``FOLD`` (every input a constant; only with ``fold``),
     ``Same(x)`` (the entry equals x), or ``(prim, inputs, attrs, key)``, the equal entry to
     record and its CSE key. ``describe`` says what each input is; ``argument`` turns each
@@ -193,7 +197,18 @@ def simplified(prim: Primitive, inputs: Sequence[Any], attrs: dict | None,
     test first, no scale folded (reassociating rounds differently), and the rewrite before the
     identities, once (``-y + 0`` is ``0 - y``, +0.0 at y = 0 as recorded plainly, where the
     identity first gives -0.0); None when no rule changes the entry, and the key is left to
-    the Ops (None), which keys only what it may share."""
+    the Ops (None), which keys only what it may share.
+
+    ``expansion`` (``sg.simplify(prog, expand=True)``, which may add entries): an entry of a
+    ring record (``Primitive.ring``) is first tried as a ``Polynomial`` of its inputs, the
+    answer when one is formed (polynomials.py); inputs may be Polynomials, written out here
+    for any other rule."""
+    if expansion is not None:
+        if prim.ring is not None:
+            p = expansion.combine(prim, inputs)
+            if p is not None:
+                return p
+        inputs = tuple(expansion.entry(x) if type(x) is Polynomial else x for x in inputs)
     if recording:
         quick = prim.simplifies
         if quick is None or not quick(prim, inputs, attrs):

@@ -113,6 +113,7 @@ class Program:
         self.alike = tuple((Ref(*a), Ref(*b)) for a, b in alike)
         # the program this one simplifies (sg.simplify): other sizes resize it, then simplify
         self.origin: Program | None = None
+        self.expanded = False       # ... with expand=True (polynomials.py)
         self._plan: list | None = None
         self._resized: dict = {}
 
@@ -174,6 +175,7 @@ class Program:
         self.__dict__.setdefault("alike", ())
         self.__dict__.setdefault("guards", ())
         self.__dict__.setdefault("origin", None)
+        self.__dict__.setdefault("expanded", False)
         self.__dict__.setdefault("_resized", {})
 
     def __repr__(self) -> str:
@@ -211,7 +213,7 @@ class Program:
         if prog is None:
             if self.origin is not None:
                 from .simplify import simplify
-                prog = simplify(self.origin.with_shapes(*key))
+                prog = simplify(self.origin.with_shapes(*key), expand=self.expanded)
             else:
                 prog = resize(self, key)
             if len(self._resized) >= RESIZED:

@@ -2,17 +2,22 @@
 
 One pass in tape order: each entry's arguments are renamed to what earlier entries became, then
 the entry is folded (all arguments constant), reduced to an input (an identity), rewritten
-(``x + x``; ``(x * 2.0) * 2.0`` is ``x * 4.0``), or shared with an earlier entry of the same CSE
-key; last, entries and constants no output needs are dropped. An output with a given name (an
-alias such as ``dW = v12``) is kept, so the simplified program still names its outputs. One
-pass suffices: a rule looks only at an entry's arguments and at the entries that computed
-them, which are final by the time the entry is reached. The step for one entry is
-``rewrites.simplified``, the one the derivation and a simplifying Ops take too.
+(``x + x``; ``(x * 2.0) * 2.0`` is ``x * 4.0``), with ``expand`` gathered into a polynomial of other
+entries (add, sub, mul and neg: ``primitives/polynomials.py``; written out as entries where an
+output or another primitive reads it), or shared with an earlier entry of the same CSE key;
+last, entries and constants no output needs are dropped. An output with a given name (an alias
+such as ``dW = v12``) is kept, so the simplified program still names its outputs. One pass
+suffices: a rule looks only at an entry's arguments and at the entries that computed them, which
+are final by the time the entry is reached. The step for one entry is ``rewrites.simplified``,
+the one the derivation and a simplifying Ops take too. Without ``expand`` every value is the
+plain program's to the bit (but ``x + 0``, as rewrites.py says); with it, to float64 round-off.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,6 +25,7 @@ import numpy as np
 from ..engine.variable import Entry
 from ..errors import ArgumentError
 from ..primitives.core import Primitive
+from ..primitives.polynomials import Expansion, Polynomial
 from ..primitives.rewrites import FOLD, Operand, Same, constant_key, simplified
 from .nodes import CONST, INPUT, NODE, constant_entry, node_entry, ref_of, slot_entry
 
@@ -27,9 +33,10 @@ if TYPE_CHECKING:
     from .core import Program
 
 
-def simplify(prog: Program) -> Program:
+def simplify(prog: Program, expand: bool = False) -> Program:
     """An equal Program with constants folded, identities applied, common subexpressions shared
-    and entries no output needs removed (see ``primitives/rewrites.py``)."""
+    and entries no output needs removed (see ``primitives/rewrites.py``); with ``expand``, ring
+    arithmetic gathered into polynomials too (equal to float64 round-off, not to the bit)."""
     if not any(c.__name__ == "Program" for c in type(prog).__mro__):     # (core imports us)
         raise ArgumentError(f"simplify: expected a Program, got {type(prog).__name__}")
     slots = [slot_entry(INPUT, i, e.label, e.shape, e.dtype) for i, e in enumerate(prog.slots)]
@@ -49,15 +56,45 @@ def simplify(prog: Program) -> Program:
         orders.append(order)
         return out
 
+    fresh = _fresh_labels(prog)
+
+    def emit(prim: Primitive, args: tuple, p: Polynomial, last: bool) -> Entry:
+        """One entry of a polynomial written out (polynomials.py), through the other rules."""
+        args = tuple(argument(x) for x in args)
+        step = simplified(prim, args, None, _describe, argument)
+        if step is FOLD:
+            return constants.add(_fold(prim, args, None))
+        if type(step) is Same:
+            return step.input
+        prim, args, attrs, key = step
+        out = table.get(key)
+        if out is None:
+            label, order = p.tag
+            shape = tuple(np.broadcast_shapes(*(tuple(x.shape) for x in args)))
+            out = node_entry(prim, args, attrs, label if last else next(fresh), shape,
+                             p.dtype, len(made))
+            made.append(out)
+            orders.append(order)
+            table[key] = out
+        return out
+
+    expansion = Expansion(emit, _describe) if expand else None
+
+    def written(x: Any) -> Entry:
+        return expansion.entry(x) if type(x) is Polynomial else x   # (only with an expansion)
+
     named = {r.index for r in prog.outputs if r.kind == NODE and
              not re.fullmatch(r"v\d+", prog.entries[r.index].label)}
     for i, (e, order) in enumerate(zip(prog.entries, prog.orders)):
         prim, args, attrs = e.prim, tuple(new[x] for x in e.inputs), e.attrs
         if i in named:          # an output with a given name (dW) keeps it
-            new[e] = node(e, prim, args, attrs, order)
+            new[e] = node(e, prim, tuple(written(x) for x in args), attrs, order)
             continue
-        step = simplified(prim, args, attrs, _describe, argument)
-        if step is FOLD:
+        step = simplified(prim, args, attrs, _describe, argument, expansion=expansion)
+        if type(step) is Polynomial:
+            step.tag = (e.label, order)
+            new[e] = step
+        elif step is FOLD:
             new[e] = constants.add(_fold(prim, args, attrs), e.label)
         elif type(step) is Same:
             new[e] = step.input
@@ -67,8 +104,8 @@ def simplify(prog: Program) -> Program:
             if out is None:
                 out = table[key] = node(e, prim, args, attrs, order)
             new[e] = out
-    outputs = [new[prog.at(r)] for r in prog.outputs]
-    guards = [(g, new[prog.at(g.ref)]) for g in prog.guards]
+    outputs = [written(new[prog.at(r)]) for r in prog.outputs]
+    guards = [(g, written(new[prog.at(g.ref)])) for g in prog.guards]
     guards = [(g, x) for g, x in guards if not _is_constant(x)]     # (folded: always holds)
     fixed, kept, orders = _without_dead(constants.entries, made, orders,
                                         [*outputs, *(x for _, x in guards)])
@@ -77,7 +114,15 @@ def simplify(prog: Program) -> Program:
                                                      for g, x in guards])
     if prog.origin is not None or prog.counts is not None:
         out.origin = prog.origin or prog        # other sizes: that one resized, simplified
+        out.expanded = expand or prog.expanded
     return out
+
+
+def _fresh_labels(prog: Program) -> Iterator[str]:
+    """Names ``v<N>`` for entries a polynomial adds, numbered past the program's own."""
+    top = max((int(e.label[1:]) for e in prog.entries
+               if type(e.label) is str and re.fullmatch(r"v\d+", e.label)), default=-1)
+    return (f"v{n}" for n in itertools.count(top + 1))
 
 
 def _is_constant(x: Entry) -> bool:

@@ -14,7 +14,10 @@ recorded rule, in forward mode and (by its transpose, custom.py) in reverse mode
 ``custom_root``'s f reads its parameters through its closure (as in JAX): they are found on the
 tape by recording f once at the initial guess (the inputs of its entries that it did not
 compute), and f becomes a program of (z, *parameters) (``Ops.program``), replayed on
-values inside the solver and recorded on the Ops inside the rule.
+values inside the solver and recorded on the Ops inside the rule. Under ``sg.vmap`` f may read
+batched values through its closure too: f is then traced on a scratch Ops where each Variable
+it reads is a leaf (loops.py's tracing of user functions), those Variables become the root's
+arguments, and vmap records the root's entry once per example, as it does ``fixed_point``'s.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ from ..engine.reverse import as_variable
 from ..engine.tape import ancestors
 from ..engine.variable import Entry, Variable
 from ..errors import ArgumentError
+from ..pytree import tree_flatten
 from .arguments import around, check_callable
 from .custom import custom_jvp
 from .forward import jvp
+from .loops import _trace_user
 
 
 def custom_root(f: Callable, initial_guess: Any, solve: Callable, tangent_solve: Callable,
@@ -45,16 +50,9 @@ def custom_root(f: Callable, initial_guess: Any, solve: Callable, tangent_solve:
         _check(name, fn)
     guess = _example(initial_guess)
     ops = around()
-    params, probe, y = ([], None, None) if ops is None else _closure(ops, f, guess)
+    params, residual = ([], None) if ops is None else _closure(ops, f, guess)
     if not params:      # nothing to differentiate in: the solver's answer
         return _solved(solve, f, guess, has_aux)
-    program = ops.program([probe, *params], y)
-
-    def residual(z: Any, *ps: Any) -> Any:
-        if isinstance(z, Variable) or any(isinstance(p, Variable) for p in ps):
-            rec = next(a.rec for a in (z, *ps) if isinstance(a, Variable))
-            return program.record(rec, z, *ps)
-        return program(z, *ps)
 
     aux_box: list = []
 
@@ -133,18 +131,23 @@ def _implicit(residual: Callable, forward: Callable, tangent_solve: Callable,
     return fn
 
 
-def _closure(ops: Ops, f: Callable, guess: np.ndarray) -> tuple[list[Variable], Variable, Any]:
-    """The Variables of ``ops`` that f reads through its closure: f recorded once at the guess,
-    the inputs of its entries that f did not compute (nor its argument); with the probe
-    argument and f's output."""
+def _closure(ops: Ops, f: Callable, guess: np.ndarray) -> tuple[list[Variable], Callable]:
+    """The Variables of ``ops`` that f reads through its closure and f as a function of
+    (z, *those) (a program, replayed on values or recorded): f recorded once at the guess, the
+    inputs of its entries that f did not compute (nor its argument). When f reads values
+    batched by a vmap around the call, f is traced again on a scratch Ops where each Variable
+    it reads is a leaf (one example's value of a batched one): the root's entry takes those
+    batched values as arguments, and vmap records it per example."""
     probe = ops.var(guess)
     y = f(probe)
     if not isinstance(y, Variable) or y.rec is not ops:
-        return [], probe, y
+        return [], None
     if type(y) is Batched:
-        raise ArgumentError("custom_root: f reads values batched by sg.vmap through its "
-                            "closure, which custom_root cannot yet turn into inputs; under "
-                            "vmap use sg.fixed_point, whose parameters are arguments")
+        program, outdef, _, reads, _ = _trace_user("custom_root", f, [tree_flatten(guess)[1]],
+                                                   [[guess]])
+        if outdef.num_leaves != 1:
+            raise ArgumentError(f"custom_root: f must return one array, not {outdef}")
+        return reads, _replayed(program, lambda z, ps: (*ps, z), True)
     path = ancestors(y.node, probe.position)
     inside = set(path)
     inside.add(probe.node)
@@ -153,7 +156,22 @@ def _closure(ops: Ops, f: Callable, guess: np.ndarray) -> tuple[list[Variable], 
         for i in out.inputs:
             if type(i) is Entry and i not in inside and i.requires_grad:
                 seen.setdefault(i, None)
-    return [as_variable(ops, e) for e in seen], probe, y
+    params = [as_variable(ops, e) for e in seen]
+    return params, _replayed(ops.program([probe, *params], y), lambda z, ps: (z, *ps), False)
+
+
+def _replayed(program: Any, order: Callable, listed: bool) -> Callable:
+    """``residual(z, *ps)``: the program at (z, *ps) in its inputs' ``order``, recorded on the
+    Ops of a Variable among them, else on values (``listed``: it gives a list of one)."""
+    def residual(z: Any, *ps: Any) -> Any:
+        args = order(z, ps)
+        if any(isinstance(a, Variable) for a in args):
+            rec = next(a.rec for a in args if isinstance(a, Variable))
+            out = program.record(rec, *args)
+        else:
+            out = program(*args)
+        return out[0] if listed else out
+    return residual
 
 
 def _solved(solve: Callable, f: Callable, guess: np.ndarray, has_aux: bool) -> Any:

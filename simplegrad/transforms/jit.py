@@ -42,6 +42,13 @@ subclass of dict, list or tuple, an array subclass, a number out of int64's rang
 A namedtuple or a registered pytree node is read through ``pytree.node_children`` (its
 registered flatten), its type, length and auxiliary data checked.
 
+``f`` records as a transform's own Ops does: from its second derivative pass on with the rules
+of ``sg.simplify`` (the values to the bit, equal entries shared). A program that holds
+derivatives of derivatives (order 2 or more: ``sg.grad(sg.grad(f))``, a Hessian) is simplified
+again with ``expand=True`` before it is compiled (the ring arithmetic of the nested rules
+gathered into polynomials: the compiled values equal the recorded ones to float64 round-off);
+any other (a training step's gradients) is compiled as recorded.
+
 What is not a guard, and so is fixed at recording as in ``op.program``: decisions on plain
 numpy values (``x.value > 0``, numpy arrays ``f`` closes over), closed-over arrays and
 Variables of other Ops (constants of the program, as in ``jax.jit``), integer and bool array
@@ -66,6 +73,7 @@ from ..program.compile import Compiled
 from ..program.compile import compile as compile_program
 from ..program.core import extract
 from ..program.nodes import CONST, INPUT
+from ..program.simplify import simplify
 from ..pytree import TreeDef, is_node, node_children, tree_flatten, tree_unflatten
 from .arguments import around, check_callable, is_int, running
 
@@ -235,7 +243,7 @@ class _Recorded:
 def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int], backend: str
             ) -> tuple:
     """Run f once on fresh Variables; its results and the _Recorded that replays it."""
-    ops = Ops(keep_values=True)
+    ops = Ops(keep_values=True, simplify=True, from_derivatives=True)
     try:
         call = list(leaves)
         for i in traced_at:
@@ -265,6 +273,8 @@ def _record(f: Callable, treedef: Any, leaves: list, traced_at: list[int], backe
             outputs = [g.entry for g in ops.tape.guards]
         if outputs:
             prog = extract(inputs, outputs, ops)
+            if max(prog.orders, default=0) >= 2:    # derivatives of derivatives: their
+                prog = simplify(prog, expand=True)  # algebra simplified first
             if n_out or prog.guards:
                 compiled = compile_program(prog, "jitted", backend)
     finally:
