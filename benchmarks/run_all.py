@@ -1,6 +1,6 @@
 """Run every benchmark and write the table of same-run ratios that benchmarks/README.md shows.
 
-Each peer benchmark (hessian, nth_derivative, mlp, hvp, taylor, batching, habits,
+Each peer benchmark (hessian, nth_derivative, mlp, hvp, taylor, batching, conv, habits,
 jacobian_modes, fused, memory, chain_length, sparse_hessian) runs in its own
 process in ``timing.MEASURING_ENV`` (BLAS on one thread, glibc's malloc thresholds fixed) and
 appends its headline ratios to a JSON-lines file; overhead.py,
@@ -29,7 +29,7 @@ from pathlib import Path
 from timing import MEASURING_ENV
 
 HERE = Path(__file__).resolve().parent
-PEERS = ("hessian", "nth_derivative", "mlp", "hvp", "taylor", "batching", "habits",
+PEERS = ("hessian", "nth_derivative", "mlp", "hvp", "taylor", "batching", "conv", "habits",
          "jit_cost", "jacobian_modes", "jacobian_rev", "fused", "memory", "chain_length",
          "import_time", "sparse_hessian")
 COLUMNS = ("simplegrad", "numpy (by hand)", "torch eager", "torch.func", "autograd", "JAX jit",
