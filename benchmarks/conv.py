@@ -45,7 +45,8 @@ def main() -> None:
     per_sample = sg.vmap(sg.grad(sg_loss), in_axes=(None, 0, 0))
 
     def simplegrad():
-        return [per_sample(params, data, onehot)[k] for k in SHAPES]
+        g = per_sample(params, data, onehot)
+        return [g[k] for k in SHAPES]
     runs = {"simplegrad": simplegrad}
     torch = peers.torch_or_none()
     if torch is not None:

@@ -1,7 +1,8 @@
 """Run every benchmark and write the table of same-run ratios that benchmarks/README.md shows.
 
-Each peer benchmark (hessian, nth_derivative, mlp, hvp, taylor, batching, habits,
-jacobian_modes, fused, memory, chain_length, sparse_hessian, laplacian) runs in its own
+Each peer benchmark (hessian, nth_derivative, mlp, hvp, taylor, batching, conv, habits,
+jacobian_modes, jacobian_rev, fused, memory, chain_length, import_time, sparse_hessian,
+laplacian, large_arrays) runs in its own
 process in ``timing.MEASURING_ENV`` (BLAS on one thread, glibc's malloc thresholds fixed) and
 appends its headline ratios to a JSON-lines file; overhead.py,
 higher_order.py and swell.py run too (their checks must pass) and overhead's simplegrad /
@@ -29,7 +30,7 @@ from pathlib import Path
 from timing import MEASURING_ENV
 
 HERE = Path(__file__).resolve().parent
-PEERS = ("hessian", "nth_derivative", "mlp", "hvp", "taylor", "batching", "habits",
+PEERS = ("hessian", "nth_derivative", "mlp", "hvp", "taylor", "batching", "conv", "habits",
          "jit_cost", "jacobian_modes", "jacobian_rev", "fused", "memory", "chain_length",
          "import_time", "sparse_hessian", "laplacian", "large_arrays")
 COLUMNS = ("simplegrad", "numpy (by hand)", "torch eager", "torch.func", "autograd", "JAX jit",

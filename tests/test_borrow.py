@@ -78,6 +78,28 @@ def test_results_the_transform_computed_are_handed_over_without_a_copy():
     assert gb[0] == 2.0
 
 
+def test_vmap_hands_each_output_a_buffer_of_its_own_without_copying_a_fresh_one():
+    # y is computed by vmap's Ops: handed over as it is, and its transpose (all of a fresh
+    # buffer) too; the same buffer asked for again comes back as a copy
+    x = np.arange(12.0).reshape(3, 2, 2)
+
+    def f(v):
+        y = v * 2.0
+        return y, y, y.T
+    a, b, c = sg.vmap(f)(x)
+    assert a.base is None and a.flags.writeable
+    assert not np.shares_memory(a, b) and not np.shares_memory(a, c)
+    np.testing.assert_array_equal(a, 2 * x)
+    np.testing.assert_array_equal(b, 2 * x)
+    np.testing.assert_array_equal(c, np.swapaxes(2 * x, 1, 2))
+    (t,) = sg.vmap(lambda v: ((v * 2.0).T,))(x)     # a view of all of a fresh buffer
+    assert t.flags.writeable and not t.flags.c_contiguous and t.base.base is None
+    np.testing.assert_array_equal(t, np.swapaxes(2 * x, 1, 2))
+    per = sg.vmap(sg.grad(lambda W, v: (v @ W.T).sum()), in_axes=(None, 0))(np.ones((4, 2)), x)
+    np.testing.assert_array_equal(per, np.repeat(x.sum(axis=1)[:, None, :], 4, axis=1))
+    assert x[0, 0, 0] == 0.0                        # the caller's array is left alone
+
+
 def test_a_parameter_step_copies_writable_data_and_records_read_only_data_as_it_is():
     W = sg.Parameter(np.array([[1.0], [-1.0]]))
     X = np.array([[2.0, 3.0], [4.0, 5.0]])

@@ -54,6 +54,41 @@ def test_conv_is_the_loop_of_its_definition(xs, ws, stride, padding, dilation, g
     np.testing.assert_allclose(got.value, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("chunk, wide", [(1 << 20, 1 << 16), (1, 0), (40, 0), (300, 1 << 30)],
+                         ids=["default", "one-at-a-time-along-outputs", "chunks-along-outputs",
+                              "chunks-along-kernels"])
+@pytest.mark.parametrize("xs, ws, stride, padding, dilation, groups", [
+    ((3, 2, 7, 6), (4, 2, 2, 3), (1, 2), (1, 0), (2, 1), 1),
+    ((2, 6, 6, 5), (6, 2, 3, 2), 1, 1, 1, 3),
+    ((3, 4, 9), (4, 1, 2), 2, 2, 1, 4),
+], ids=["2d-strided", "2d-groups", "1d-depthwise"])
+def test_every_split_and_layout_of_the_windows_is_the_loop(xs, ws, stride, padding, dilation,
+                                                           groups, chunk, wide, monkeypatch, rng):
+    # the forward copies the windows a few groups (or examples) at a time, with rows along the
+    # outputs or along the kernel: each way gives the definition's values and gradients (the
+    # vjps are convolutions too, split the same way)
+    from simplegrad.primitives import conv as module
+    monkeypatch.setattr(module, "_CHUNK", chunk)
+    monkeypatch.setattr(module, "_WIDE", wide)
+    x, w = rng.normal(size=xs), rng.normal(size=ws)
+    d = len(xs) - 2
+    per = [(v,) * d if isinstance(v, int) else v for v in (stride, padding, dilation)]
+    np.testing.assert_allclose(sg.conv(x, w, stride, padding, dilation, groups),
+                               _loop_conv(x, w, *per, groups), rtol=1e-12, atol=1e-12)
+    grads = sg.grad(lambda x, w: (sg.conv(x, w, stride, padding, dilation, groups) ** 2).sum(),
+                    argnums=(0, 1))(x, w)
+
+    def loss(x, w):
+        return (_loop_conv(x, w, *per, groups) ** 2).sum()
+    for which, g in enumerate(grads):       # central differences at three entries of each
+        for _ in range(3):
+            k = tuple(rng.integers(0, n) for n in g.shape)
+            step = [np.zeros_like(x), np.zeros_like(w)]
+            step[which][k] = 1e-6
+            fd = (loss(x + step[0], w + step[1]) - loss(x - step[0], w - step[1])) / 2e-6
+            np.testing.assert_allclose(g[k], fd, rtol=1e-6, atol=1e-8)
+
+
 def test_same_and_valid_padding(rng):
     x, w = rng.normal(size=(1, 2, 8)), rng.normal(size=(3, 2, 4))
     same = sg.conv(x, w, padding="same", dilation=2)    # total 6: 3 before, 3 after

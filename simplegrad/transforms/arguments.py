@@ -59,7 +59,7 @@ import numpy as np
 from ..engine.batching import Batched, Level, lifted, stacked, unstack
 from ..engine.ops import Ops
 from ..engine.params import FREE, FreeOps
-from ..engine.variable import Variable
+from ..engine.variable import Variable, float_array
 from ..errors import ArgumentError, DisconnectedWarning, GraphError, ShapeError, warn
 from ..primitives.core import value_of
 from ..primitives.shape import RESHAPE
@@ -315,7 +315,11 @@ def primal(ops: Ops, a: Any) -> Variable:
     if isinstance(a, Variable) and a.requires_grad:
         # the identity entry (see the module docstring), kept even on an Ops that simplifies
         return ops.record_exactly(RESHAPE, (a,), {"shape": tuple(a.shape)})
-    return ops.var(getattr(a, "raw", a))
+    if isinstance(a, Variable):
+        # (its value is read-only already: held, not copied, so that a primal lifted under
+        # vmap stays a zero-stride view of one array instead of a stack of copies)
+        return ops.leaf(float_array(a, None, borrow=True))
+    return ops.var(a)
 
 
 def flat(trees: list) -> list[Variable]:

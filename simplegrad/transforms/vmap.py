@@ -99,10 +99,11 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0,
             with frame:
                 out = f(*call, **kw)
             if isinstance(out, Variable) and (out_axes is None or is_int(out_axes)):
-                return _unbatch(ops, out, level, n, out_axes, nested)   # (one output)
+                return _unbatch(ops, out, level, n, out_axes, nested, set())   # (one output)
             out_leaves, out_def = tree_flatten(out)
             oaxes = prefix_axes(out_axes, out, "out_axes", "the output")
-            return tree_unflatten(out_def, [_unbatch(ops, y, level, n, ax, nested)
+            given: set[int] = set()
+            return tree_unflatten(out_def, [_unbatch(ops, y, level, n, ax, nested, given)
                                             for y, ax in zip(out_leaves, oaxes)])
         finally:
             frame.final = False     # (a pullback called later runs as any other)
@@ -190,9 +191,10 @@ def _unbatched(ops: Ops, a: Any) -> Any:
     return a
 
 
-def _unbatch(ops: Ops, y: Any, level: int, n: int, ax: Any, nested: bool) -> Any:
+def _unbatch(ops: Ops, y: Any, level: int, n: int, ax: Any, nested: bool,
+             given: set[int]) -> Any:
     """One leaf of f's output with the batch axis at ``ax`` (None: the output must be
-    unbatched); an array unless ``nested``."""
+    unbatched); an array unless ``nested`` (``given``: the buffers handed out already)."""
     if not isinstance(y, Variable):
         kind = getattr(getattr(y, "dtype", None), "kind", None)
         if not (type(y) in (bool, int, float) or kind is not None and kind in "biufc"):
@@ -201,14 +203,20 @@ def _unbatch(ops: Ops, y: Any, level: int, n: int, ax: Any, nested: bool) -> Any
                                 "arrays, numbers or Variables, or tuples, lists and dicts of "
                                 "them")
     out = _moved(ops, y, level, n, ax)
-    return out if nested else _array(getattr(out, "raw", out))
+    return out if nested else _array(getattr(out, "raw", out), given)
 
 
-def _array(v: Any) -> np.ndarray:
+def _array(v: Any, given: set[int]) -> np.ndarray:
     """A computed value handed out as it is when it owns its writable buffer (a fresh result
-    nothing else holds once vmap's Ops is released), else a copy."""
-    if type(v) is np.ndarray and v.flags.owndata and v.flags.writeable:
-        return v
+    nothing else holds once vmap's Ops is released) or is a writable view of all of one (a
+    gradient of a transposed weight, say, whose transposing copy would cost more than the
+    sweep), and no other output was handed that buffer (``given``); else a copy."""
+    if type(v) is np.ndarray and v.flags.writeable:
+        base = v if v.flags.owndata else v.base
+        if type(base) is np.ndarray and base.flags.owndata and base.flags.writeable and \
+                base.size == v.size and id(base) not in given:
+            given.add(id(base))
+            return v
     return np.array(v)
 
 
