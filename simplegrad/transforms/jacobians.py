@@ -307,7 +307,8 @@ def _rev_values(ops: Ops, y: Variable, xs: list[Variable]) -> list[np.ndarray]:
     """dy/dxs as new arrays from one value-only reverse sweep of the identity's stacked rows
     (each vjp rule run once on the stacks, nothing recorded)."""
     m = y.size
-    seed = Stack(identity(m, y.dtype).reshape((m,) + y.shape), eye=y.ndim == 1)
+    seed = Stack.identity(m, y.dtype) if y.ndim == 1 else \
+        Stack(identity(m, y.dtype).reshape((m,) + y.shape))
     stop = min(x.position for x in xs)
     grads = sweep(STACKS, ops.tape, y.node, seed, stop, None, {x.node for x in xs}, False)
     out = []
@@ -394,8 +395,8 @@ def jacobian_fwd_values(ops: Ops, y: Variable, x: Variable) -> np.ndarray | None
     """dy/dx as a new array, y.shape + x.shape: ``jacobian_fwd_batched`` recording nothing
     (None where the sweep meets a custom primitive, which needs the recorded sweep)."""
     n = x.size
-    cols = batched_jvp_values(ops, y, x, identity(n, x.dtype).reshape((n,) + x.shape),
-                              eye=x.ndim == 1)
+    cols = batched_jvp_values(ops, y, x, Stack.identity(n, x.dtype) if x.ndim == 1 else
+                              identity(n, x.dtype).reshape((n,) + x.shape))
     if cols is None:
         return None
     # the tangent axis last: a view of the sweep's new array (never of an argument such as W)
