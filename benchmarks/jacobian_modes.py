@@ -2,12 +2,14 @@
 
 f(x) = tanh(W x) * 2 + W sin(x), R^n -> R^m, on tall (n << m), wide (n >> m) and square shapes.
 Runs, interleaved per shape after checking that the three Jacobians agree with the closed form
-J = diag(2 (1 - tanh(W x)^2)) W + W diag(cos x): ``mode="rev"`` (one reverse sweep per output
-entry), ``mode="fwd"`` (every input direction in one batched forward sweep) and ``mode="auto"``.
-The ratio is auto's median over the faster explicit mode's, in the same run (target <= 1.2).
-Each timed run calls the Jacobian as many times in a row as fill about 5 ms (one call of 0.1 ms
-timed alone moves by 10-30% on a shared machine; a row of them averages that out), and the
-medians are per call.
+J = diag(2 (1 - tanh(W x)^2)) W + W diag(cos x): ``mode="rev"`` (every output row in one
+batched reverse sweep), ``mode="fwd"`` (every input direction in one batched forward sweep) and
+``mode="auto"``. The ratio is auto's median over the faster explicit mode's, in the same run
+(target <= 1.2). Each timed run calls the Jacobian as many times in a row as fill about 5 ms
+of CPU (one call of 0.1 ms timed alone moves by 10-30% on a shared machine; a row of them
+averages that out), and the medians are per call. The clock is the process's CPU time: the
+three runs are single-threaded code compared with each other, and wall time on a busy machine
+moves with whatever else runs (measured: the same run 0.4 ms and 2 ms within a minute).
 Run: python benchmarks/jacobian_modes.py [--quick]
 """
 
@@ -26,11 +28,12 @@ SHAPES = [("tall", 10, 1000), ("wide", 1000, 10), ("square", 100, 100), ("square
 
 
 def in_a_row(fn: Callable[[], object], seconds: float = 5e-3) -> tuple[Callable[[], None], int]:
-    """``fn`` called k times in a row, k chosen so that the row lasts about ``seconds``."""
+    """``fn`` called k times in a row, k chosen so that the row takes about ``seconds`` of
+    CPU."""
     fn()
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     fn()
-    k = max(1, round(seconds / (time.perf_counter() - t0)))
+    k = max(1, round(seconds / max(time.process_time() - t0, 1e-6)))
 
     def row() -> None:
         for _ in range(k):
@@ -65,7 +68,8 @@ def main() -> None:
                              ops.format_trace().splitlines()) else "rev"
         rows_of = {mode: in_a_row(fn) for mode, fn in runs.items()}
         med = peers.measure({mode: row for mode, (row, _) in rows_of.items()},
-                            repeat if n * m <= 200_000 else max(3, repeat // 3))
+                            repeat if n * m <= 200_000 else max(3, repeat // 3),
+                            time.process_time)
         med = {mode: t / rows_of[mode][1] for mode, t in med.items()}
         faster = min(med["rev"], med["fwd"])
         ratio = med["auto"] / faster

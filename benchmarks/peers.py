@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -116,9 +117,11 @@ def check_agree(what: str, results: dict[str, Any], rtol: float = 1e-8,
     print(f"{what}: {len(items)} runs agree (rtol {rtol:g}) with {ref_label}")
 
 
-def measure(runs: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
-    """Median seconds per run, measured round-robin in this process."""
-    return interleaved_medians(runs, repeat)
+def measure(runs: dict[str, Callable[[], object]], repeat: int,
+            clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """Median seconds per run, measured round-robin in this process (``clock``: see
+    ``timing.interleaved_medians``)."""
+    return interleaved_medians(runs, repeat, clock)
 
 
 def show(title: str, medians: dict[str, float], unit: str, unit_seconds: float) -> None:

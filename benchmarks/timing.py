@@ -22,13 +22,15 @@ if os.environ.get("SIMPLEGRAD_BENCH_MALLOC") != "default":
                           "MALLOC_TRIM_THRESHOLD_": str(256 << 20)})
 
 
-def interleaved_medians(runs: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+def interleaved_medians(runs: dict[str, Callable[[], object]], repeat: int,
+                        clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
     """Median seconds of each run, after one warm-up call each, measured in turns.
 
     Each turn visits the runs in a fresh order (a seeded shuffle of this call's own): what a
     run leaves behind (BLAS threads spinning or asleep, allocator and cache state) changes the
     next run's time by up to 10% on a 2-core machine, so a fixed order would always hand one
-    run the same neighbour's state.
+    run the same neighbour's state. ``clock``: wall time, or ``time.process_time`` for runs on
+    one thread compared with each other (the CPU they took, whatever else the machine runs).
     """
     for fn in runs.values():
         fn()
@@ -38,7 +40,7 @@ def interleaved_medians(runs: dict[str, Callable[[], object]], repeat: int) -> d
     for _ in range(repeat):
         shuffle(order)
         for label, fn in order:
-            t0 = time.perf_counter()
+            t0 = clock()
             fn()
-            times[label].append(time.perf_counter() - t0)
+            times[label].append(clock() - t0)
     return {label: statistics.median(ts) for label, ts in times.items()}

@@ -67,9 +67,11 @@ def test_values_sweep_records_nothing_and_matches_the_recorded_one(rng):
     y = ((W @ x).tanh() * x.sum()).exp()
     n = len(op.tape)
     basis = np.eye(5)
-    got = batched.batched_jvp_values(op, y, x, basis, eye=True)
+    got = [batched.batched_jvp_values(op, y, x, seed)
+           for seed in (basis, batched.Stack.identity(5, basis.dtype))]
     assert len(op.tape) == n
-    np.testing.assert_allclose(got, batched.batched_jvp(op, y, x, basis).value, rtol=1e-13)
+    for g in got:
+        np.testing.assert_allclose(g, batched.batched_jvp(op, y, x, basis).value, rtol=1e-13)
 
 
 def test_matrix_times_identity_basis_is_the_matrix_exactly():

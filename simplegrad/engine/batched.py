@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..primitives import REGISTRY, VALUES, Primitive, PrimitiveMethods
-from ..primitives.core import Unit
+from ..primitives.core import JOINT, Unit
 from .batching import (
     Batched,
     innermost,
@@ -115,35 +115,66 @@ def _jvp_each(ops: Ops, out: Entry, ts: list, k: int, level: int) -> Any:
 
 class Stack:
     """K values of one entry stacked on a leading axis (a value-only batched sweep): the
-    per-example shape outside, as a ``Batched`` shows it, the numpy stack inside."""
+    per-example shape outside, as a ``Batched`` shows it, the numpy stack inside.
 
-    __slots__ = ("inner", "eye", "fresh")
+    A diagonal stack (``diag`` not None) is K vectors of K entries, example k being
+    ``diag[k]`` times the k-th unit vector: the identity basis that seeds a Jacobian
+    (``eye``, its diagonal all ones) and what the rules linear in it make of it (``2 * I``,
+    ``I * cos(x)``). Those rules and the records' ``on_diagonal`` forms work on the K entries
+    of the diagonal; any other rule reads ``inner``, built (K x K, zeros off the diagonal)
+    the first time it is read.
+    """
 
-    def __init__(self, inner: Any, eye: bool = False, fresh: bool = False):
+    __slots__ = ("inner", "diag", "eye", "fresh")
+
+    def __init__(self, inner: Any, fresh: bool = False):
         self.inner = inner
-        self.eye = eye      # the identity basis (K vectors of K entries): seeds of Jacobians
         self.fresh = fresh  # memory of the sweep's own (a ufunc's or matmul's output, or a view
         #                     of one): not a view of a recorded value, so it may be handed out
+        self.diag = None
+        self.eye = False
+
+    @classmethod
+    def diagonal(cls, diag: Any, eye: bool = False) -> Stack:
+        """The diagonal stack of the K entries ``diag`` (a new array of the sweep's own)."""
+        s = cls.__new__(cls)
+        s.diag, s.eye, s.fresh = diag, eye, not eye
+        return s
+
+    @classmethod
+    def identity(cls, k: int, dtype: Any) -> Stack:
+        """The identity basis of K vectors of K entries (the seed of a Jacobian's sweep)."""
+        return cls.diagonal(np.ones(k, dtype), eye=True)
+
+    def __getattr__(self, name: str) -> Any:
+        # (called only for a slot never set: the inner stack of a diagonal one, built once)
+        if name != "inner" or self.diag is None:
+            raise AttributeError(name)
+        self.inner = inner = np.diag(self.diag)
+        return inner
 
     @property
     def shape(self) -> tuple:
         """Shape of one example."""
-        return self.inner.shape[1:]
+        d = self.diag
+        return self.inner.shape[1:] if d is None else d.shape
 
     @property
     def ndim(self) -> int:
         """Number of dimensions of one example."""
-        return self.inner.ndim - 1
+        return self.inner.ndim - 1 if self.diag is None else 1
 
     @property
     def size(self) -> int:
         """Number of entries of one example."""
-        return math.prod(self.inner.shape[1:])
+        d = self.diag
+        return math.prod(self.inner.shape[1:]) if d is None else d.shape[0]
 
     @property
     def dtype(self) -> np.dtype:
         """dtype of the values."""
-        return self.inner.dtype
+        d = self.diag
+        return self.inner.dtype if d is None else d.dtype
 
 
 class StackValues(PrimitiveMethods):
@@ -160,6 +191,12 @@ class StackValues(PrimitiveMethods):
         flags = [type(x) is Stack for x in inputs]
         if True not in flags:
             return prim.forward(*inputs, **attrs) if attrs else prim.forward(*inputs)
+        for x, f in zip(inputs, flags):
+            if f and x.diag is not None:    # a diagonal stack: on its diagonal if the rule can
+                out = _on_diagonal(prim, inputs, attrs)
+                if out is not None:
+                    return out
+                break
         xs, size, rank = [], None, 0
         for x, f in zip(inputs, flags):
             if not f:
@@ -205,6 +242,8 @@ def _elementwise(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> 
     if len(inputs) == 1:
         if type(a) is not Stack:
             return prim.forward(a, **attrs) if attrs else prim.forward(a)
+        if a.diag is not None:
+            return None
         return Stack(prim.forward(a.inner, **attrs) if attrs else prim.forward(a.inner),
                      fresh=type(prim.forward) is np.ufunc)
     b = inputs[1]
@@ -212,6 +251,8 @@ def _elementwise(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> 
     if sa is sb:
         return None if sa else prim.forward(a, b, **attrs) if attrs else prim.forward(a, b)
     s, p = (a, b) if sa else (b, a)
+    if s.diag is not None:
+        return None
     unit = prim.unit
     if unit is not None and unit.exact:
         out = _by_unit(unit, inputs, [a.inner if sa else a, b.inner if sb else b], [sa, sb])
@@ -222,6 +263,35 @@ def _elementwise(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> 
     xs = (s.inner, p) if sa else (p, s.inner)
     return Stack(prim.forward(*xs, **attrs) if attrs else prim.forward(*xs),
                  fresh=type(prim.forward) is np.ufunc)
+
+
+def _on_diagonal(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> Stack | None:
+    """``prim`` on inputs among which a diagonal stack, computed on the diagonal (K entries, not
+    K x K): an elementwise primitive linear in its stacked inputs (the others constant, of
+    at most one example's shape) keeps the stack diagonal, its diagonal the forward of the
+    diagonals (bit for bit the dense stack's, whose zeros off the diagonal it keeps as zeros,
+    where a dense 0 / 0 or 0 * inf would put nans); other primitives by the form their
+    record states (``on_diagonal``: a matrix times the diagonal is a scaled copy of it).
+    None: the dense stack decides."""
+    if not prim.elementwise:
+        rule = prim.on_diagonal
+        return None if rule is None else rule(inputs, attrs or {}, Stack)
+    linear = prim.linear
+    where = None if linear is None else linear.at(len(inputs), attrs)
+    if where is None:
+        return None
+    kind, positions = where
+    args = []
+    for i, x in enumerate(inputs):
+        if type(x) is Stack:
+            if x.diag is None or i not in positions:
+                return None
+            args.append(x.diag)
+            continue
+        if np.ndim(x) > 1 or kind == JOINT and i in positions and np.any(x):
+            return None     # (a constant beside the moving inputs: affine, unless it is 0)
+        args.append(x)
+    return Stack.diagonal(prim.forward(*args, **attrs) if attrs else prim.forward(*args))
 
 
 def _by_unit(unit: Unit, inputs: Sequence[Any], xs: list, flags: list) -> Stack | None:
@@ -247,14 +317,14 @@ class _CustomEntryError(Exception):
     """A primitive outside the registry on the path: the recorded sweep is needed."""
 
 
-def batched_jvp_values(ops: Ops, y: Variable, x: Variable, tangents: np.ndarray,
-                       eye: bool = False) -> np.ndarray | None:
+def batched_jvp_values(ops: Ops, y: Variable, x: Variable,
+                       tangents: np.ndarray | Stack) -> np.ndarray | None:
     """``batched_jvp`` when only values are wanted: the tangents of y along K tangents of x,
     shape (K,) + y.shape, as a new array (never a view of a recorded value), each jvp rule run
-    once on the stacks and nothing recorded (``eye``: the tangents are the identity basis of a
-    1-D x). Entries of primitives outside the registry (custom rules, which may sweep) need
-    the recorded sweep: None then."""
-    k = tangents.shape[0]
+    once on the stacks and nothing recorded (``tangents`` may be ``Stack.identity``, the basis
+    of a 1-D x). Entries of primitives outside the registry (custom rules, which may sweep)
+    need the recorded sweep: None then."""
+    k = tangents.size if type(tangents) is Stack else tangents.shape[0]
 
     def step(out: Entry, ts: list) -> Any:
         prim, raw = out.prim, out.raw
@@ -272,12 +342,12 @@ def batched_jvp_values(ops: Ops, y: Variable, x: Variable, tangents: np.ndarray,
         t = prim.jvp(STACKS, ts, raw, *args, **attrs) if attrs else \
             prim.jvp(STACKS, ts, raw, *args)
         if t is not None:
-            dtype = t.inner.dtype if type(t) is Stack else getattr(t, "dtype", None)
+            dtype = t.dtype if type(t) is Stack else getattr(t, "dtype", None)
             if dtype is not raw.dtype and dtype != raw.dtype:
                 t = STACKS.cast(t, raw.dtype)
         return t
 
-    seed = Stack(np.asarray(tangents, dtype=x.dtype), eye)
+    seed = tangents if type(tangents) is Stack else Stack(np.asarray(tangents, dtype=x.dtype))
     try:
         t = forward_sweep(ops.tape, y, (x,), {x.node: seed}, step).get(y.node)
     except _CustomEntryError:

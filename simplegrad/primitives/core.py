@@ -202,6 +202,16 @@ class StackRule(Protocol):
                  rank: int, attrs: dict, stack: type, /) -> Any: ...
 
 
+class DiagonalRule(Protocol):
+    """A primitive's output on inputs among which a diagonal stack (engine/batched.py: K
+    examples, example k ``.diag[k]`` times the k-th unit vector; ``.eye`` when the diagonal is
+    all ones), computed without building the K x K stack: ``inputs`` as given, a ``stack``
+    (made with ``stack(inner, fresh=...)`` or ``stack.diagonal(diag)``) out, or None: the
+    dense stack's path."""
+
+    def __call__(self, inputs: Sequence[Any], attrs: dict, stack: type, /) -> Any: ...
+
+
 class Primitive:
     """One differentiable operation: forward, vjp, jvp, print rule, check metadata, and the
     optional mask, batching and Taylor rules (their signatures are the Protocols above)."""
@@ -210,9 +220,10 @@ class Primitive:
                  "sparse_vjp", "tol", "plain", "mask", "mask_source", "elementwise",
                  "differentiable", "vjp_masked", "batch", "taylor", "numpy", "schema",
                  "saves", "saved_inputs", "saves_out", "linear", "commutative", "associative",
-                 "ring", "unit", "reduces", "rewrites", "simplifies", "on_stacks", "numpy_at",
-                 "numba", "sympy", "alias", "accumulation", "sized", "counted", "scales",
-                 "maps_rows", "sparsity", "release", "work", "trips", "__weakref__")
+                 "ring", "unit", "reduces", "rewrites", "simplifies", "on_stacks",
+                 "on_diagonal", "numpy_at", "numba", "sympy", "alias", "accumulation", "sized",
+                 "counted", "scales", "maps_rows", "sparsity", "release", "work", "trips",
+                 "__weakref__")
 
     def __init__(self, name: str, forward: Forward,
                  vjp: Sequence[VjpRule | None] | Sequence[VariadicVjpRule],
@@ -226,7 +237,7 @@ class Primitive:
                  commutative: bool = False, associative: Callable | None = None,
                  ring: str | None = None, unit: Unit | None = None, reduces: Callable | None = None,
                  rewrites: Callable | None = None, simplifies: Callable | None = None,
-                 on_stacks: StackRule | None = None,
+                 on_stacks: StackRule | None = None, on_diagonal: DiagonalRule | None = None,
                  numpy_at: Callable[[list, dict], str | None] | None = None,
                  numba: str | None = None, sympy: SymPyForm | None = None,
                  alias: bool = False,
@@ -293,6 +304,7 @@ class Primitive:
         self.simplifies = simplifies    # (None: no rule applies)
         # ---- special forms
         self.on_stacks = on_stacks          # a direct form on stacked values (StackRule)
+        self.on_diagonal = on_diagonal      # a direct form on a diagonal stack (DiagonalRule)
         # numpy_at(shapes, attrs, dtypes): a numpy template (as ``numpy``) valid for inputs of
         # these static shapes (None where unknown) and dtypes, or None: used where ``numpy`` is
         # None

@@ -108,15 +108,17 @@ def _reshape(x, shape):
 
 
 def _reshape_stacks(inputs, xs, flags, rank, attrs, stack):
-    """A stack reshaped per example: its tail reshaped (the identity basis reshaped to its own
-    shape is the basis still)."""
+    """A stack reshaped per example: its tail reshaped."""
     x = inputs[0]
     if type(x) is not stack:
         return None
-    shape = tuple(attrs["shape"])
-    if x.eye and shape == x.shape:
-        return x
-    return stack(x.inner.reshape((x.inner.shape[0],) + shape), fresh=x.fresh)
+    return stack(x.inner.reshape((x.inner.shape[0],) + tuple(attrs["shape"])), fresh=x.fresh)
+
+
+def _reshape_diagonal(inputs, attrs, stack):
+    """A diagonal stack reshaped to its own shape is itself (the identity basis still)."""
+    x = inputs[0]
+    return x if tuple(attrs["shape"]) == x.shape else None
 
 
 RESHAPE = register(Primitive(
@@ -125,7 +127,7 @@ RESHAPE = register(Primitive(
     lambda o, ts, out, x, shape: o.reshape(ts[0], shape),
     "{0}.reshape({shape})", reduces=same_shape, simplifies=reshapes_if_needed,
     sympy=SymPyForm(PASSES_ON.entry, lambda sp, x, shape: x), linear=JOINTLY,
-    on_stacks=_reshape_stacks, alias=True,
+    on_stacks=_reshape_stacks, on_diagonal=_reshape_diagonal, alias=True,
     sized="reshape",
     mask=lambda o, m, i, out, x, shape:
         None if m is None else o.reshape(full_mask(o, m, shape_of(out)), shape_of(x)),

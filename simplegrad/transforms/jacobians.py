@@ -21,7 +21,7 @@ from ..engine.reverse import sweep
 from ..engine.tape import ancestors
 from ..engine.variable import UNARY, Entry, Variable
 from ..errors import ArgumentError, NotDifferentiableError, ShapeError
-from ..primitives.core import REGISTRY
+from ..primitives.core import JOINT, REGISTRY
 from ..pytree import tree_flatten, tree_unflatten
 from .arguments import (
     ArgNums,
@@ -227,14 +227,18 @@ def _hvp(f: Callable, x: Any, v: Any) -> Any:
 
 # ---------------------------------------------------------------- Jacobians
 
-# jacobian(mode="auto")'s cost model, fitted on one core (benchmarks/jacobian_modes.py): both
-# modes run one sweep of stacked seeds (the m rows of the identity as cotangents, or the n
-# columns as tangents), so each costs Python per recorded entry plus, per unit of work (an
-# entry's output size, or its inputs' when larger: a matmul's m * n), the seconds of one seed
-# (vectorised across the seeds). The forward sweep costs less in both (its identity seed
-# stays structured for longer)
-ENTRY_REV, ENTRY_FWD = 25e-6, 15e-6
-WORK_REV, WORK_FWD = 0.65e-9, 0.5e-9
+# jacobian(mode="auto")'s cost model, measured on one core in CPU time
+# (benchmarks/jacobian_modes.py): both modes run one sweep of stacked seeds (the m rows of the
+# identity as cotangents, or the n columns as tangents) and cost about the same Python per
+# recorded entry, so what tells them apart is their work on the stacks, per seed a unit for
+# each entry of a value a rule computes. An entry whose rule runs on a dense stack does the
+# larger of its output's size and its inputs' (a matmul's m * n); the identity seed of a 1-D
+# input (forward) or output (reverse) stays a diagonal stack (engine/batched.py) through the
+# elementwise entries next to it, one unit each, and the first matrix product it meets makes
+# it dense at the cost of one pass over the product (none at all on the identity itself). The
+# walk that follows the stacks costs WALK per entry, a unit of work WORK: where a pass over the
+# whole Jacobian (n * m units) costs less than the walk, the sweep of fewer seeds is taken
+WORK, WALK = 1e-9, 4e-6
 
 
 def prefers_forward(xs: Sequence[Variable], ys: Sequence[Variable]) -> bool:
@@ -242,30 +246,108 @@ def prefers_forward(xs: Sequence[Variable], ys: Sequence[Variable]) -> bool:
     direction is expected to be faster than one batched reverse sweep of every output row."""
     n = sum(x.size for x in xs)
     m = sum(y.size for y in ys)
-    # reverse - forward = E (ENTRY_REV - ENTRY_FWD) + W (m WORK_REV - n WORK_FWD) for E entries
-    # of total work W: with the work term >= 0 the sizes alone decide, with no walk of the graph
-    # (E = 0, an output that is an input or a leaf, gives the same Jacobian either way)
-    per_entry = ENTRY_REV - ENTRY_FWD
-    per_work = m * WORK_REV - n * WORK_FWD
-    if per_work >= 0:
-        return True
     start = min(x.position for x in xs)
-    if len(xs) == 1 and (xs[0].rec.tape.end - start) * per_entry + n * per_work < 0:
-        # wide: an entry reads x (W >= n, or x is disconnected and the Jacobian zero) and E
-        # is at most the entries recorded since x, so reverse is faster whatever the graph
-        return False
+    if n * m * WORK < (xs[0].rec.tape.end - start) * WALK:
+        return n <= m       # (the entries recorded since x bound those the walk would visit)
     entries = ancestors(list(ys), start=start, stop={x.node for x in xs})
-    work = 0
-    for v in entries:       # an entry's work: its output's size, or its inputs' when larger
+    fwd, rev = _stacked_work(entries, xs, ys, start)
+    return n * fwd < m * rev or n * fwd == m * rev and n <= m
+
+
+EYE, DIAGONAL, DENSE = 0, 1, 2      # the structure of an entry's stack of seeds
+
+
+def _stacked_work(entries: list[Entry], xs: Sequence[Variable], ys: Sequence[Variable],
+                  start: int) -> tuple[int, int]:
+    """The work per seed of the forward sweep from ``xs`` and of the reverse sweep from ``ys``
+    over ``entries`` (oldest first), following where each sweep's stacks stay diagonal."""
+    shape = xs[0].shape if len(xs) == 1 and len(xs[0].shape) == 1 else None
+    state = {x.node: DENSE if shape is None else EYE for x in xs}
+    get = state.get
+    facts = []
+    fwd = 0
+    for v in entries:       # forward, oldest first: the tangent of each entry
         ins = v.more        # (Entry.inputs, inlined)
         if ins is None:
             ins = (v.in0,) if v.in1 is UNARY else (v.in0, v.in1)
-        s = 0
+        size = 1
+        for d in v.shape:
+            size *= d
+        s = k = 0
+        t = EYE             # the structure of the k tangents reaching v: the densest
         for a in ins:
-            s += a.size if type(a) is Entry or type(a) is np.ndarray else getattr(a, "size", 1)
-        size = v.size
-        work += s if s > size else size
-    return len(entries) * per_entry + work * per_work > 0
+            if type(a) is Entry:
+                s += a.size
+                u = get(a)
+                if u is not None:
+                    k += 1
+                    if u > t:
+                        t = u
+            else:
+                s += a.size if type(a) is np.ndarray else getattr(a, "size", 1)
+        work = s if s > size else size
+        facts.append((v, ins, work))
+        if not k:
+            continue        # no tangent reaches it
+        prim = v.prim
+        if t != DENSE and v.shape == shape and (prim.elementwise or prim.alias):
+            state[v] = t if prim.alias and k == 1 else DIAGONAL
+            fwd += 1
+            continue
+        if t != DENSE and k == 1 and prim.on_diagonal is not None:
+            fwd += 0 if t == EYE else size
+        else:
+            fwd += work
+        state[v] = DENSE
+    shape = ys[0].shape if len(ys) == 1 and len(ys[0].shape) == 1 else None
+    state = {y.node: DENSE if shape is None else EYE for y in ys}
+    get = state.get
+    rev = 0
+    for v, ins, work in reversed(facts):    # reverse, newest first: each cotangent
+        g = get(v)
+        if g is None:
+            continue
+        prim = v.prim
+        if g == DENSE:
+            rev += work
+        else:
+            rev += 1
+            keeps = prim.elementwise or prim.alias
+            passes = _passes(prim)
+            materialised = False
+        i = -1
+        for a in ins:
+            i += 1
+            if type(a) is not Entry or not a.requires_grad or a.position < start:
+                continue
+            if g == DENSE:
+                t = DENSE
+            elif keeps and a.shape == shape:
+                t = g if prim.alias or g == EYE and i in passes else DIAGONAL
+            else:
+                t = DENSE
+                if prim.on_diagonal is not None:
+                    rev += 0 if g == EYE else a.size
+                elif not materialised:
+                    rev += work
+                    materialised = True
+            old = get(a)
+            if old is not None:
+                t = DENSE if old == DENSE or t == DENSE else DIAGONAL
+                if t == DENSE:
+                    rev += a.size
+            state[a] = t
+    return fwd, rev
+
+
+def _passes(prim: Any) -> tuple:
+    """The inputs whose cotangent is the output's as it is (x + y, x - y in x): linear jointly
+    in every input, with 0 a unit at them (x + 0 is x, so the derivative in x is 1)."""
+    unit, linear = prim.unit, prim.linear
+    if unit is None or unit.value != 0 or linear is None or linear.kind != JOINT or \
+            linear.positions is not None:
+        return ()
+    return unit.kept
 
 
 def concat_flat(ops: Ops, gs: Sequence[Variable]) -> Variable:
@@ -307,7 +389,8 @@ def _rev_values(ops: Ops, y: Variable, xs: list[Variable]) -> list[np.ndarray]:
     """dy/dxs as new arrays from one value-only reverse sweep of the identity's stacked rows
     (each vjp rule run once on the stacks, nothing recorded)."""
     m = y.size
-    seed = Stack(identity(m, y.dtype).reshape((m,) + y.shape), eye=y.ndim == 1)
+    seed = Stack.identity(m, y.dtype) if y.ndim == 1 else \
+        Stack(identity(m, y.dtype).reshape((m,) + y.shape))
     stop = min(x.position for x in xs)
     grads = sweep(STACKS, ops.tape, y.node, seed, stop, None, {x.node for x in xs}, False)
     out = []
@@ -394,8 +477,8 @@ def jacobian_fwd_values(ops: Ops, y: Variable, x: Variable) -> np.ndarray | None
     """dy/dx as a new array, y.shape + x.shape: ``jacobian_fwd_batched`` recording nothing
     (None where the sweep meets a custom primitive, which needs the recorded sweep)."""
     n = x.size
-    cols = batched_jvp_values(ops, y, x, identity(n, x.dtype).reshape((n,) + x.shape),
-                              eye=x.ndim == 1)
+    cols = batched_jvp_values(ops, y, x, Stack.identity(n, x.dtype) if x.ndim == 1 else
+                              identity(n, x.dtype).reshape((n,) + x.shape))
     if cols is None:
         return None
     # the tangent axis last: a view of the sweep's new array (never of an argument such as W)

@@ -118,28 +118,37 @@ def _matmul_numpy(shapes: list, attrs: dict, dtypes: list) -> str | None:
 
 
 def _matmul_stacks(inputs, xs, flags, rank, attrs, stack):
-    """matmul on stacks without its batching rule. On the identity basis: a matrix times the
-    basis (the first entry of most Jacobians) is the matrix itself (each column ``a @ e_k`` is
-    ``a[:, k]``; exact, where the product would turn an inf of ``a`` into nans in the other
-    rows). Otherwise matmul maps over the leading axes of operands of two or more: on stacks
-    of those (of one rank) and plain matrices or vectors, the batch axis is one more of them;
-    vectors times a plain matrix, each v @ b, are the rows of one product."""
-    (a, b), (sa, sb) = xs, flags
-    if sb and not sa and inputs[1].eye and np.ndim(a) == 2 and \
-            np.shape(a)[1] == inputs[1].inner.shape[0]:
-        m = np.swapaxes(a, 0, 1)            # column k of a, for each k
-    elif sa and not sb and inputs[0].eye and np.ndim(b) == 2 and \
-            np.shape(b)[0] == inputs[0].inner.shape[0]:
-        m = b                               # row k of b, for each k
-    else:
-        m = None
-    if m is not None:
-        dtype = np.result_type(a, b)
-        return stack(m) if m.dtype == dtype else stack(m.astype(dtype), fresh=True)
+    """matmul on stacks without its batching rule: matmul maps over the leading axes of
+    operands of two or more, so on stacks of those (of one rank) and plain matrices or vectors,
+    the batch axis is one more of them; vectors times a plain matrix, each v @ b, are the rows
+    of one product."""
+    b, sb = xs[1], flags[1]
     if rank >= 3 and all(f or np.ndim(x) <= 2 for x, f in zip(xs, flags)) or \
             rank == 2 and not sb and np.ndim(b) == 2:
         return stack(_matmul(*xs), fresh=True)
     return None
+
+
+def _matmul_diagonal(inputs, attrs, stack):
+    """matmul of a plain matrix or vector and a diagonal stack (example k ``d[k] e_k``): each
+    ``a @ (d[k] e_k)`` is ``d[k] a[:, k]`` and each ``(d[k] e_k) @ b`` is ``d[k] b[k]``, one
+    multiply for all k, bit for bit the product's (where an inf of ``a`` would put nans in the
+    other rows of it); on the identity basis no multiply at all (a view of the matrix)."""
+    a, b = inputs
+    s, p = (b, a) if type(b) is stack else (a, b)
+    if type(p) is stack or np.ndim(p) not in (1, 2):
+        return None
+    d = s.diag
+    k = d.shape[0]
+    if p is a and np.shape(a)[-1] != k or p is b and np.shape(b)[0] != k:
+        return None
+    if np.ndim(p) == 1:                     # v @ (d[k] e_k) and (d[k] e_k) @ v: d[k] v[k]
+        return stack(np.multiply(p, d), fresh=True)
+    m = np.swapaxes(a, 0, 1) if p is a else b   # column k of a, or row k of b, for each k
+    dtype = np.result_type(a, d)
+    if s.eye:
+        return stack(m) if m.dtype == dtype else stack(m.astype(dtype), fresh=True)
+    return stack(np.multiply(m, d[:, None]), fresh=True)
 
 
 MATMUL = register(Primitive(
@@ -147,7 +156,8 @@ MATMUL = register(Primitive(
     [Case(((3,), (3,))), Case(((2, 3), (3, 4))), Case(((3,), (3, 4))), Case(((2, 3), (3,))),
      Case(((2, 2, 3), (3, 4))), Case(((1, 2, 3), (4, 3, 2))), Case(((3,), (2, 3, 4)))],
      sympy=SymPyForm(None, lambda sp, x, y: x * y, matrices=True),
-    linear=EACH_ALONE, maps_rows=True, on_stacks=_matmul_stacks, numpy_at=_matmul_numpy,
+    linear=EACH_ALONE, maps_rows=True, on_stacks=_matmul_stacks,
+    on_diagonal=_matmul_diagonal, numpy_at=_matmul_numpy,
     batch=lambda o, xs, batched: _batch_matmul(o, xs, batched),
     taylor=multilinear("matmul"), schema=attrs(shape_rule=matmul), saves=("inputs",)))
 
