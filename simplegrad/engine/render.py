@@ -29,6 +29,7 @@ COMPLEX_HEADINGS = {"real": "2 dL/dz = dL/dx - i dL/dy (JAX convention)",
                     "holomorphic": "df/dz (holomorphic)"}
 FOOTER = "-" * 18
 SMALL = 8           # constants with at most this many entries print their values
+PREVIEW = 48        # characters of a value's preview
 
 STYLES = {
     "leaf": "cyan",
@@ -46,6 +47,14 @@ def format_value(x: Any) -> str:
     text = np.array2string(np.asarray(x), precision=4, separator=", ", floatmode="fixed",
                            suppress_small=True, max_line_width=10**6, threshold=64, edgeitems=3)
     return text.replace("\n", "")
+
+
+def preview(value: Any) -> str:
+    """A value's shape and the start of its printed value."""
+    text = format_value(value)
+    if len(text) > PREVIEW:
+        text = text[:PREVIEW - 3] + "..."
+    return f"{tuple(np.shape(value))} {text}"
 
 
 def format_operand(x: Any) -> str:
