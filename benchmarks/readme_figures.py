@@ -106,7 +106,7 @@ def pictures(folder: Path = DOCS) -> list[Path]:
     op, a, b = seed_program(echo=False)
     grad2 = op.program([a, b], [a.grad, b.grad])
     drawn = [grad2.render(folder / "demo_program.svg", raw=True),
-             sg.simplify(grad2).render(folder / "demo_derivation.svg"),
+             grad2.render(folder / "demo_derivation.svg"),
              data_model(folder / "data_model.svg")]
     drawn += [prog.render(folder / name) for name, prog in step_programs().items()]
     drawn += [make().render(folder / name) for name, make in PAGE_PICTURES.items()]
