@@ -155,7 +155,9 @@ def derivation_dot(tape: Any, outputs: Any = None, values: bool = False,
                    role="gradient" if k else "forward", label=derivation_line(line),
                    output=id(line) in outs or (not outputs and type(line.entry.label) is str),
                    note=note(line.entry))
-        for i, x in enumerate(line.args if line.prim is not None else ()):
+        operands = line.args if line.prim is not None else \
+            line.args[0].flat if line.args[0].dtype == object else ()
+        for i, x in enumerate(operands):
             src = key.get(id(x))
             if src is None:
                 continue
