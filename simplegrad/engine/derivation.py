@@ -23,6 +23,7 @@ applied to tape entries and to the Lines made of them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -83,7 +84,7 @@ def label_entries(ops: Ops, v: Any, names: Sequence[str], whole: str) -> None:
     pruned trace prints them under (nothing when ``v`` is not a recorded Variable of ``ops``)."""
     tape = ops.tape
     if type(v) is Variable and v.rec is ops and ops.recording and tape.keep and \
-            v.node.prim is not None and len(names) == int(np.prod(v.shape)):
+            v.node.prim is not None and len(names) == math.prod(v.shape):
         tape.add(Labels(tape.end, v.node, tuple(names) if len(names) <= ENTRIES else (),
                         whole))
 
@@ -101,6 +102,12 @@ class Line:
         self.entry, self.name = entry, entry.name
         self.prim, self.args, self.attrs = prim, args, attrs
         self.shape, self.dtype = entry.shape, entry.dtype
+
+
+def moved(line: Line) -> bool:
+    """Whether a line is data moved about: printed as the array of the operands it holds."""
+    a = line.args[0] if line.prim is None else None
+    return type(a) is np.ndarray and a.dtype == object
 
 
 def _describe(x: Any) -> Operand:
@@ -238,8 +245,7 @@ class Derivation:
                 self.leaves.add(x)
             elif type(x) is Line and id(x) not in live:
                 live.add(id(x))
-                stack.extend(x.args if x.prim is not None or x.args[0].dtype != object
-                             else x.args[0].flat)
+                stack.extend(x.args[0].flat if moved(x) else x.args)
         self.lines = {p: line for p, line in self.lines.items() if id(line) in live}
 
     # ------------------------------------------------------------ data movement
@@ -250,9 +256,9 @@ class Derivation:
         shape = tuple(np.shape(x)) if type(x) not in (Line, Entry) else tuple(x.shape)
         if type(x) is Line and x.prim is None:
             value = x.args[0]
-            return value if value.dtype == object else np.asarray(value).astype(object)
+            return value if moved(x) else np.asarray(value).astype(object)
         if type(x) in (Line, Entry):
-            if int(np.prod(shape)) != 1 or np.dtype(x.dtype).kind != "f":
+            if math.prod(shape) != 1 or np.dtype(x.dtype).kind != "f":
                 return None
             out = np.empty(shape, dtype=object)
             out.flat[0] = x
@@ -263,7 +269,7 @@ class Derivation:
     def _moved(self, prim: Primitive, args: tuple, attrs: dict | None,
                v: Entry) -> np.ndarray | None:
         """The operands the entries of a moving entry are (see ``entries_of``), or None."""
-        size = int(np.prod(v.shape))
+        size = math.prod(v.shape)
         if size > ENTRIES or np.dtype(v.dtype).kind != "f" or prim is not v.prim or \
                 len(args) != len(v.inputs):
             return None
@@ -274,9 +280,9 @@ class Derivation:
                 xs.append(np.zeros(shape, dtype=x.dtype))
                 part = self.entries_of(x)
             else:
-                xs.append(np.reshape(x, shape) if np.size(x) == int(np.prod(shape)) else x)
+                xs.append(np.reshape(x, shape) if np.size(x) == math.prod(shape) else x)
                 part = self.entries_of(x) if np.asarray(x).dtype.kind == "f" else None
-            parts.append(None if part is None or part.size != int(np.prod(shape))
+            parts.append(None if part is None or part.size != math.prod(shape)
                          else part.reshape(shape))
         moving = [flows(prim, i, x) for i, x in enumerate(xs)]
         for i, x in enumerate(args):

@@ -110,7 +110,7 @@ def derivation_dot(tape: Any, outputs: Any = None, values: bool = False,
     gradient (the first block's derivative of it that the derivation prints)."""
     import networkx as nx
 
-    from .derivation import Derivation, Line
+    from .derivation import Derivation, Line, moved
     from .explain import orders
     from .render import derivation_line, format_value, preview
     from .tape import BlockEnd, Leaf
@@ -156,7 +156,7 @@ def derivation_dot(tape: Any, outputs: Any = None, values: bool = False,
                    output=id(line) in outs or (not outputs and type(line.entry.label) is str),
                    note=note(line.entry))
         operands = line.args if line.prim is not None else \
-            line.args[0].flat if line.args[0].dtype == object else ()
+            line.args[0].flat if moved(line) else ()
         for i, x in enumerate(operands):
             src = key.get(id(x))
             if src is None:
