@@ -119,6 +119,11 @@ def derivation_dot(tape: Any, outputs: Any = None, values: bool = False,
     view = Derivation(tape, outputs)
     order = orders(tape)
     outs = {id(view.value(v)) for v in outputs or ()}
+    called: dict[int, list[str]] = {}       # a line -> the names of the results it is
+    for named in view.labelled.values():
+        for label, x in named:
+            called.setdefault(id(x), []).append(label)
+    outs |= set(called)
     grad_of: dict[int, Any] = {}
     if grads:
         for e in tape.events:
@@ -148,9 +153,12 @@ def derivation_dot(tape: Any, outputs: Any = None, values: bool = False,
         line = view.lines[p]
         name = line.name if line.name not in g else f"{line.name}#{p}"
         key[id(line)] = name
-        commutative[name] = line.prim is not None and line.prim.commutative
+        # (the edges into a commutative entry, or moved data its label spells out, need no
+        # argument-position label)
+        commutative[name] = moved(line) or line.prim is not None and line.prim.commutative
         k = order.get(line.entry, 0)
-        g.add_node(name, name=line.name, primitive=None if line.prim is None else
+        g.add_node(name, name=", ".join(called.get(id(line), [line.name])),
+                   primitive=None if line.prim is None else
                    line.prim.name, shape=line.shape, dtype=line.dtype, order=k,
                    role="gradient" if k else "forward", label=derivation_line(line),
                    output=id(line) in outs or (not outputs and type(line.entry.label) is str),
