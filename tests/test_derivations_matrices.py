@@ -89,6 +89,14 @@ def test_moved_values_print_as_arrays_and_their_picture_matches():
     dot = op.to_dot()
     for line in arrays:
         assert line.replace('"', '\\"') in dot
+    # each entry's line is framed with the names of the results it is, and moved arrays take
+    # no argument-position labels
+    named = {m.group(2): m.group(1) for m in map(ENTRY.match, text.splitlines()) if m}
+    for line in text.splitlines():
+        name = line.split(" = ")[0]
+        if name in named:
+            assert f"{line}\\n= " in dot and named[name] in dot
+    assert "label=\"0\"" not in dot and "label=\"1\"" not in dot
 
 
 def test_a_block_that_is_not_moved_values_prints_under_its_whole_name(capsys):

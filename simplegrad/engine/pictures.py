@@ -55,9 +55,12 @@ def dot_text(g: Any, plain: Any = ()) -> str:
              '  edge [fontsize=9, color="#666666"];']
     for key, d in g.nodes(data=True):
         extra = ""
-        if d["output"] or key in outputs:     # framed, and labelled with its name
-            extra = f", penwidth=2.5, xlabel={_quote('output ' + (d['name'] or key))}"
         label = d["label"]
+        if d.get("called"):     # the results a line is, named inside its frame
+            extra = ", penwidth=2.5"
+            label = f"{label}\n= {d['called']}"
+        elif d["output"] or key in outputs:     # framed, and labelled with its name
+            extra = f", penwidth=2.5, xlabel={_quote('output ' + (d['name'] or key))}"
         if d["role"] == "input":        # inputs are ellipses, constants dashed boxes
             label = f"{label}  {list(d['shape'])} {np.dtype(d['dtype']).name}"
             extra += ", shape=ellipse"
@@ -123,7 +126,6 @@ def derivation_dot(tape: Any, outputs: Any = None, values: bool = False,
     for named in view.labelled.values():
         for label, x in named:
             called.setdefault(id(x), []).append(label)
-    outs |= set(called)
     grad_of: dict[int, Any] = {}
     if grads:
         for e in tape.events:
@@ -157,7 +159,7 @@ def derivation_dot(tape: Any, outputs: Any = None, values: bool = False,
         # argument-position label)
         commutative[name] = moved(line) or line.prim is not None and line.prim.commutative
         k = order.get(line.entry, 0)
-        g.add_node(name, name=", ".join(called.get(id(line), [line.name])),
+        g.add_node(name, name=line.name, called=" = ".join(called.get(id(line), [])),
                    primitive=None if line.prim is None else
                    line.prim.name, shape=line.shape, dtype=line.dtype, order=k,
                    role="gradient" if k else "forward", label=derivation_line(line),
@@ -176,6 +178,5 @@ def derivation_dot(tape: Any, outputs: Any = None, values: bool = False,
                 g.add_edge(src, name, position=i, positions=(i,))
     g.graph["outputs"] = [key[id(view.value(v))] for v in outputs or ()
                           if id(view.value(v)) in key]
-    plain = {k for k, d in g.nodes(data=True) if d["primitive"] is not None and (
-        g.in_degree(k) < 2 or commutative[k])}
+    plain = {k for k in commutative if g.in_degree(k) < 2 or commutative[k]}
     return dot_text(g, plain)
