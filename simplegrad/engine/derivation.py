@@ -223,6 +223,9 @@ class Derivation:
                 continue
             prim, args, attrs, key = step
             moved = self._moved(prim, args, attrs, v) if prim.sparsity is MOVING else None
+            if moved is not None and moved.size > 1 and \
+                    all(x is moved.flat[0] for x in moved.flat):
+                moved = None        # one value spread: its expand says it better
             if moved is not None:
                 if moved.size == 1:
                     self.sub[v] = moved.flat[0]
