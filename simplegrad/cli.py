@@ -287,7 +287,8 @@ def _derivatives(op: Ops, loss: Variable, xs: list[Variable], ns: argparse.Names
 def _hessian(op: Ops, tree: ast.Expression, env: dict, wrt: list[str], expr: str | None = None
              ) -> tuple[str | None, Variable, list[Variable], list[str]]:
     """The note on L0, L0, and the blocks of the Hessian of L0 in the --wrt variables (with
-    their names), recorded on ``op``."""
+    their labels: ``H``, or ``H[a, b]`` per pair, as the pruned trace names their entries),
+    recorded on ``op``."""
     from .transforms.jacobians import hessian
     found: list = []
 
@@ -298,12 +299,8 @@ def _hessian(op: Ops, tree: ast.Expression, env: dict, wrt: list[str], expr: str
     blocks = hessian(f, tuple(range(len(wrt))))(*[env[w] for w in wrt])
     if len(wrt) == 1:
         return (*found, [op.reshape(blocks[0][0], blocks[0][0].shape, name="H")], ["H"])
-    out, labels = [], []
-    for i, a in enumerate(wrt):
-        for j, b in enumerate(wrt):
-            out.append(op.reshape(blocks[i][j], blocks[i][j].shape, name=f"H_{a}_{b}"))
-            labels.append(f"H_{a}_{b}")
-    return (*found, out, labels)
+    out = [blocks[i][j] for i in range(len(wrt)) for j in range(len(wrt))]
+    return (*found, out, [f"H[{a}, {b}]" for a in wrt for b in wrt])
 
 
 def _show(op: Ops, prog: Any, ns: argparse.Namespace, note: str | None) -> None:

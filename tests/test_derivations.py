@@ -266,9 +266,9 @@ def test_hessian_prints_its_program_and_matrix(capsys):
     assert any(s.startswith("H = v") for s in lines)
     lines = _run(["trace", "sum(a ** 3) * b", "--var", "a=1,2", "--var", "b=0.5",
                   "--hessian"], capsys)
-    assert lines[-4:] == [f"H_a_a = {format_value(np.diag([3.0, 6.0]))}",
-                          f"H_a_b = {format_value(np.array([3.0, 12.0]))}",
-                          f"H_b_a = {format_value(np.array([3.0, 12.0]))}", "H_b_b = 0.0000"]
+    assert lines[-4:] == [f"H[a, a] = {format_value(np.diag([3.0, 6.0]))}",
+                          f"H[a, b] = {format_value(np.array([3.0, 12.0]))}",
+                          f"H[b, a] = {format_value(np.array([3.0, 12.0]))}", "H[b, b] = 0.0000"]
 
 
 def test_derivative_order_and_hessian_exclude_each_other(capsys):

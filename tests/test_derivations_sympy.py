@@ -103,11 +103,11 @@ def test_matrix_products_become_matrix_symbols():
     assert t == (MA * MB).T and sp.simplify(s - 2 * MA * MB) == sp.ZeroMatrix(2, 2)
 
 
-def test_reductions_refuse_with_the_entry_named():
+def test_entries_without_a_closed_form_refuse_with_the_entry_named():
     op = sg.Ops()
     x = op.var([1.0, 2.0], name="x")
-    prog = op.program(x, op.sum(x.sin(), name="S"))
-    with pytest.raises(sg.ArgumentError, match=r"to_sympy: S = v0.sum\(\) \(sum\) is not "):
+    prog = op.program(x, np.cumsum(x.sin(), axis=0))
+    with pytest.raises(sg.ArgumentError, match=r"to_sympy: v1 = v0.cumsum\(axis=0\) \(cumsum\)"):
         prog.to_sympy()
     with pytest.raises(sg.ArgumentError, match="1 output"):
         sg.check_closed_form(op.program(x, x.sin()), ["sin(x)", "cos(x)"])
@@ -133,4 +133,69 @@ def test_a_program_shows_its_closed_form_in_a_notebook():
     assert prog._repr_latex_() == "$" + prog.to_latex() + "$"
     assert "\\sin" in prog._repr_latex_()
     m = op.var(np.ones((2, 2)), name="m")
-    assert op.program([m], [(m @ m).sum()])._repr_latex_() is None
+    assert "m_{0 1}" in op.program([m], [(m @ m).sum()])._repr_latex_()    # entry by entry
+    assert op.program([m], [np.cumsum(m, axis=0)])._repr_latex_() is None
+
+
+# ---------------------------------------------------------------- entry by entry
+# Programs of small arrays that move entries about (the plumbing of Hessians and Jacobians:
+# concatenate, reshape, indexing, scatters), sum them or multiply small matrices, checked
+# against SymPy's own hessian and jacobian of the function written with SymPy's functions.
+
+X0, X1 = sp.symbols("x_0 x_1", real=True)
+
+
+def test_a_sum_over_entries_is_worked_entry_by_entry():
+    op = sg.Ops()
+    x = op.var([1.0, 2.0], name="x")
+    (s,) = op.program(x, op.sum(x.sin(), name="S")).to_sympy()
+    assert sp.simplify(s - (sp.sin(X0) + sp.sin(X1))) == 0
+
+
+def test_the_hessian_of_a_few_scalars_is_sympys():
+    op = sg.Ops()
+    x, y = op.var(0.5, name="x"), op.var(1.5, name="y")
+    H = sg.hessian(lambda x, y: x**2 * y + y**3 + (x * y).sin(), (0, 1))(x, y)
+    prog = op.program([x, y], [H[0][0], H[0][1], H[1][0], H[1][1]])
+    want = sp.hessian(X**2 * Y + Y**3 + sp.sin(X * Y), (X, Y))
+    got = prog.to_sympy()
+    assert all(sp.simplify(g - w) == 0 for g, w in zip(got, want))
+    assert sg.check_closed_form(prog, list(want)).how == "symbolically"
+
+
+def test_the_hessian_of_a_vector_is_sympys_matrix():
+    op = sg.Ops()
+    x = op.var(np.array([0.5, 1.5]), name="x")
+    prog = op.program([x], [sg.hessian(lambda x: x[0] ** 2 * x[1] + x[1] ** 3)(x)])
+    (H,) = prog.to_sympy()
+    want = sp.hessian(X0**2 * X1 + X1**3, (X0, X1))
+    assert isinstance(H, sp.Matrix) and sp.simplify(H - want) == sp.zeros(2, 2)
+    assert sg.check_closed_form(prog, want)
+    assert sg.check_closed_form(prog, [["2*x_1", "2*x_0"], ["2*x_0", "6*x_1"]])
+    wrong = sg.check_closed_form(prog, [["2*x_1", "2*x_0"], ["2*x_0", "5*x_1"]])
+    assert not wrong and "output 0 entry 3" in wrong.details
+    with pytest.raises(sg.ArgumentError, match=r"shape \(2, 2\), its formula \(\)"):
+        sg.check_closed_form(prog, "x_0")
+
+
+def test_the_jacobian_of_a_small_vector_function_is_sympys():
+    op = sg.Ops()
+    x = op.var(np.array([0.5, 1.5]), name="x")
+    prog = op.program([x], [sg.jacobian(
+        lambda x: np.stack([x[0] * x[1], np.sin(x[0]), x[1] ** 2]))(x)])
+    want = sp.Matrix([X0 * X1, sp.sin(X0), X1**2]).jacobian([X0, X1])
+    (J,) = prog.to_sympy()
+    assert J.shape == (3, 2) and sp.simplify(J - want) == sp.zeros(3, 2)
+    assert "\\cos" in prog.to_latex()
+
+
+def test_a_jacobian_through_a_small_matmul_is_sympys():
+    op = sg.Ops()
+    A = op.var(np.array([[1.0, 2.0], [3.0, 4.0]]), name="A")
+    x = op.var(np.array([0.5, 1.5]), name="x")
+    prog = op.program([A, x], [sg.jacobian(lambda x: np.tanh(A @ x))(x)])
+    a = sp.Matrix(2, 2, lambda i, j: sp.Symbol(f"A_{i}_{j}", real=True))
+    want = (a * sp.Matrix([X0, X1])).applyfunc(sp.tanh).jacobian([X0, X1])
+    (J,) = prog.to_sympy()
+    assert sp.simplify(J - want) == sp.zeros(2, 2)
+    assert sg.check_closed_form(prog, want)

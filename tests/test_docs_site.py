@@ -41,7 +41,8 @@ def test_the_site_builds_strict_with_every_page_and_picture(site):
     for page in nav_pages():
         built = site / ("index.html" if page == "index.md" else page[:-3] + "/index.html")
         assert built.is_file(), page
-    for page, picture in [("index.html", "demo_program.svg"),
+    for page, picture in [("index.html", "demo_derivation.svg"),
+                          ("graphs/index.html", "demo_program.svg"),
                           ("graphs/index.html", "demo_derivation.svg"),
                           ("derivations/index.html", "notebook_view.png")]:
         prefix = "" if page == "index.html" else "../"

@@ -10,19 +10,28 @@ of multiplications by numbers folded into one (``a * 2.0 * 2.0`` is ``a * 4.0``)
 applied (``x * 1``, a reshape to the same shape), and the gradient lines of each block kept
 to the ``wrt`` it was asked for. Nothing here changes the tape; entries keep their names.
 
+Data movement is looked through (the plumbing of Hessians and Jacobians: reshapes, slices,
+transposes, concatenations, scatters): an entry of a moving primitive whose entries are each
+one printed value of one entry (or a constant) is that value when it has one entry, and prints
+as the array of them when it is small (``v25 = [[v22, v19]]``). An entry a transform named
+entry by entry (``label_entries``: ``sg.hessian`` and ``sg.jacobian`` of named Variables)
+prints one line per entry instead (``H[x, y] = v19``) when each is such a value.
+
 The rules are those of ``sg.simplify``, through the same step (``rewrites.simplified``),
 applied to tape entries and to the Lines made of them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..primitives.rewrites import FOLD, Operand, Same, describe_variable, simplified
-from .tape import Asked, BlockBegin, BlockEnd, Leaf
+from ..primitives.sparsity_rules import MOVING, flows, landing
+from .tape import Asked, BlockBegin, BlockEnd, Labels, Leaf
 from .variable import Entry, Variable, entry_of
 
 if TYPE_CHECKING:
@@ -31,6 +40,7 @@ if TYPE_CHECKING:
     from .tape import Tape
 
 SMALL = 8       # folded constants with at most this many entries print inline
+ENTRIES = 64    # moved arrays of at most this many entries print as arrays of their values
 
 
 def foldable(value: Any) -> bool:
@@ -69,10 +79,21 @@ def asked(ops: Ops, L: Variable, wrt: Variable | list, grads: Any, names: list[s
     return named[0] if single else named
 
 
+def label_entries(ops: Ops, v: Any, names: Sequence[str], whole: str) -> None:
+    """Note on the tape names for the entries of ``v`` (C order) and for ``v`` itself that the
+    pruned trace prints them under (nothing when ``v`` is not a recorded Variable of ``ops``)."""
+    tape = ops.tape
+    if type(v) is Variable and v.rec is ops and ops.recording and tape.keep and \
+            v.node.prim is not None and len(names) == math.prod(v.shape):
+        tape.add(Labels(tape.end, v.node, tuple(names) if len(names) <= ENTRIES else (),
+                        whole))
+
+
 class Line:
     """One entry as the derivation prints it: its name, primitive, operands and attributes
     (operands are leaves, constants or other Lines), and the tape entry it stands for; a
-    primitive of None is an entry computed from constants alone, printed as its value."""
+    primitive of None is an entry computed from constants alone, printed as its value, or
+    data moved about, its one argument the object array of the operands its entries are."""
 
     __slots__ = ("name", "prim", "args", "attrs", "entry", "shape", "dtype")
 
@@ -81,6 +102,12 @@ class Line:
         self.entry, self.name = entry, entry.name
         self.prim, self.args, self.attrs = prim, args, attrs
         self.shape, self.dtype = entry.shape, entry.dtype
+
+
+def moved(line: Line) -> bool:
+    """Whether a line is data moved about: printed as the array of the operands it holds."""
+    a = line.args[0] if line.prim is None else None
+    return type(a) is np.ndarray and a.dtype == object
 
 
 def _describe(x: Any) -> Operand:
@@ -109,7 +136,16 @@ class Derivation:
         self.sub: dict[Entry, Any] = {}      # entry or seed -> what it prints as
         self.lines: dict[int, Line] = {}        # position -> its line, for entries kept
         self._build(roots)
-        self._keep([self.value(r) for r in roots])
+        # position -> the (name, operand) lines a labelled entry prints as
+        self.labelled: dict[int, list[tuple[str, Any]]] = {}
+        for e in events:
+            if type(e) is Labels and e.entry.prim is not None:
+                values = self.entries_of(self.value(e.entry)) if e.names else None
+                self.labelled[e.entry.position] = [(e.whole, self.value(e.entry))] \
+                    if values is None else list(zip(e.names, values.flat))
+        self._keep([x for r in roots for x in (
+            [x for _, x in self.labelled[r.position]] if r.position in self.labelled
+            else [self.value(r)])])
 
     # ------------------------------------------------------------ what was asked
 
@@ -138,6 +174,8 @@ class Derivation:
                 roots.append(e.target)
             elif type(e) is Asked:
                 roots += e.grads
+            elif type(e) is Labels:
+                roots.append(e.entry)
             elif type(e) is BlockEnd and id(e) not in self.asked:
                 roots += [g for x, g in e.pairs
                           if e.kind == "jvp" or self.leaf_kind.get(x) == "leaf"]
@@ -184,6 +222,16 @@ class Derivation:
                 self.sub[v] = step.input
                 continue
             prim, args, attrs, key = step
+            moved = self._moved(prim, args, attrs, v) if prim.sparsity is MOVING else None
+            if moved is not None and moved.size > 1 and \
+                    all(x is moved.flat[0] for x in moved.flat):
+                moved = None        # one value spread: its expand says it better
+            if moved is not None:
+                if moved.size == 1:
+                    self.sub[v] = moved.flat[0]
+                else:
+                    self.sub[v] = self.lines[v.position] = Line(v, None, (moved,), None)
+                continue
             line = table.get(key)
             if line is None:
                 line = table[key] = self.lines[v.position] = Line(v, prim, args, attrs)
@@ -200,8 +248,74 @@ class Derivation:
                 self.leaves.add(x)
             elif type(x) is Line and id(x) not in live:
                 live.add(id(x))
-                stack.extend(x.args)
+                stack.extend(x.args[0].flat if moved(x) else x.args)
         self.lines = {p: line for p, line in self.lines.items() if id(line) in live}
+
+    # ------------------------------------------------------------ data movement
+
+    def entries_of(self, x: Any) -> np.ndarray | None:
+        """The operands the entries of ``x`` are, as an object array of its shape (a value
+        of one entry is itself; a constant its numbers), or None where one is not known."""
+        shape = tuple(np.shape(x)) if type(x) not in (Line, Entry) else tuple(x.shape)
+        if type(x) is Line and x.prim is None:
+            value = x.args[0]
+            return value if moved(x) else np.asarray(value).astype(object)
+        if type(x) in (Line, Entry):
+            if math.prod(shape) != 1 or np.dtype(x.dtype).kind != "f":
+                return None
+            out = np.empty(shape, dtype=object)
+            out.flat[0] = x
+            return out
+        value = np.asarray(x)
+        return value.astype(object) if value.dtype.kind in "fiub" else None
+
+    def _moved(self, prim: Primitive, args: tuple, attrs: dict | None,
+               v: Entry) -> np.ndarray | None:
+        """The operands the entries of a moving entry are (see ``entries_of``), or None."""
+        size = math.prod(v.shape)
+        if size > ENTRIES or np.dtype(v.dtype).kind != "f" or prim is not v.prim or \
+                len(args) != len(v.inputs):
+            return None
+        xs, parts = [], []
+        for x, recorded in zip(args, v.inputs):     # (an operand may be a reshape looked
+            shape = tuple(np.shape(recorded))         # through: the recorded shapes hold)
+            if type(x) in (Line, Entry):
+                xs.append(np.zeros(shape, dtype=x.dtype))
+                part = self.entries_of(x)
+            else:
+                xs.append(np.reshape(x, shape) if np.size(x) == math.prod(shape) else x)
+                part = self.entries_of(x) if np.asarray(x).dtype.kind == "f" else None
+            parts.append(None if part is None or part.size != math.prod(shape)
+                         else part.reshape(shape))
+        moving = [flows(prim, i, x) for i, x in enumerate(xs)]
+        for i, x in enumerate(args):
+            if type(x) in (Line, Entry) and (not moving[i] or parts[i] is None):
+                return None     # an index computed on the tape, or a value of unknown entries
+        out = np.empty(size, dtype=object)
+        found = np.zeros(size, dtype=bool)
+        base = None
+        for i in range(len(xs)):
+            if not moving[i]:
+                continue
+            try:
+                base, code, count = landing(prim, xs, attrs or {}, i)
+            except Exception:           # a forward that refuses zeros: not looked through
+                return None
+            if (count > 1).any() or (parts[i] is None and (count > 0).any()):
+                return None     # entries summed, or a constant's we cannot read
+            flat = None if parts[i] is None else parts[i].reshape(-1)
+            for k in np.nonzero(count == 1)[0]:
+                x_k = flat[int(code[k]) - 1]
+                if type(x_k) not in (Line, Entry) and x_k == 0:
+                    continue            # a zero of a constant adds nothing
+                if found[k]:
+                    return None         # two values added: computed, not moved
+                out[k], found[k] = x_k, True
+        if base is None:
+            return None
+        for k in np.nonzero(~found)[0]:
+            out[k] = np.asarray(base).reshape(-1)[k].item()
+        return out.reshape(v.shape)
 
     # ------------------------------------------------------------ what prints
 

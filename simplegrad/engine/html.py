@@ -22,19 +22,16 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ..errors import GraphError
 from .derivation import Derivation, Line
 from .explain import orders, origins
-from .render import LEAF_FILL, ORDER_FILLS, _items, comments, format_value
+from .render import LEAF_FILL, ORDER_FILLS, _items, comments, preview
 from .tape import BlockBegin, BlockEnd, Leaf
 from .variable import Entry, value_of
 
 if TYPE_CHECKING:
     from .tape import Tape
 
-PREVIEW = 48        # characters of a value's preview
 MAX_LINES = 2000    # lines shown in one display (Jupyter displays every object it is given)
 MAX_PICTURE = 400   # entries drawn by _repr_svg_ (Graphviz on a larger tape takes long)
 
@@ -86,14 +83,6 @@ def prefix() -> str:
 def anchor(p: str, name: str) -> str:
     """The id of a named line within the display with prefix ``p``."""
     return f"{p}-{name}"
-
-
-def preview(value: Any) -> str:
-    """A value's shape and the start of its printed value."""
-    text = format_value(value)
-    if len(text) > PREVIEW:
-        text = text[:PREVIEW - 3] + "..."
-    return f"{tuple(np.shape(value))} {text}"
 
 
 def _preview_of(v: Entry) -> str:
@@ -222,10 +211,34 @@ class Display:
         """The pruned derivation as HTML: one collapsible block per derivative order."""
         return derivation_html(self.tape, self.outputs)
 
-    def _repr_svg_(self) -> str | None:
-        """The tape drawn by Graphviz (None without it, or for a tape of more than
-        ``MAX_PICTURE`` entries: Jupyter then shows the HTML)."""
-        from .pictures import dot_text, has_dot, run_dot
+    def _repr_svg_(self, raw: bool = False) -> str | None:
+        """The pruned derivation drawn by Graphviz, a box per line ``format_trace(raw=False)``
+        prints (``raw``: every entry of the tape); None without Graphviz, or for a tape of
+        more than ``MAX_PICTURE`` entries (Jupyter then shows the HTML)."""
+        from .pictures import has_dot, run_dot
         if not has_dot() or not 0 < len(self.tape) <= MAX_PICTURE:
             return None
-        return run_dot(dot_text(self.to_networkx(self.outputs)), "svg", "the tape").decode()
+        return run_dot(self.to_dot(raw), "svg", "the tape").decode()
+
+    def to_dot(self, raw: bool = False, values: bool = False, grads: bool = False) -> str:
+        """Graphviz DOT text of the pruned derivation (``raw``: of the tape); ``values``
+        notes each node's value, ``grads`` each input's gradient."""
+        from .pictures import derivation_dot, dot_text
+        if raw:
+            return dot_text(self.to_networkx(self.outputs))
+        return derivation_dot(self.tape, self.outputs, values, grads)
+
+    def render(self, path: Any, raw: bool = False, values: bool = False,
+               grads: bool = False) -> Any:
+        """Draw the pruned derivation (``raw``: the tape) to an .svg or .png file with
+        Graphviz's ``dot``, annotated as ``to_dot``; returns the path."""
+        from pathlib import Path
+
+        from ..errors import ArgumentError
+        from .pictures import run_dot
+        path = Path(path)
+        fmt = path.suffix.lower().lstrip(".")
+        if fmt not in ("svg", "png"):
+            raise ArgumentError(f"render: {path.name} must end in .svg or .png")
+        path.write_bytes(run_dot(self.to_dot(raw, values, grads), fmt, path.name))
+        return path

@@ -3,7 +3,12 @@ SVG or PNG drawn by Graphviz's ``dot`` program when it is installed.
 
 One box per entry in the colour of its derivative order (``render.order_fill``, the rich
 trace's colours), inputs as ellipses, constants as dashed boxes, outputs framed and labelled
-by name, and a legend of the colours under the picture.
+by name, and a legend of the colours under the picture. A node's ``note`` (a value, a
+gradient: ``values=`` and ``grads=`` of the drawing calls) prints under its line, as
+micrograd's ``draw_dot`` shows ``data`` and ``grad``.
+
+``derivation_dot(tape, outputs)`` draws an Ops' pruned derivation (``Ops._repr_svg_``,
+``op.to_dot()``): one box per line ``op.format_trace(raw=False)`` prints.
 """
 
 from __future__ import annotations
@@ -54,14 +59,19 @@ def dot_text(g: Any, plain: Any = ()) -> str:
              '  edge [fontsize=9, color="#666666"];']
     for key, d in g.nodes(data=True):
         extra = ""
-        if d["output"] or key in outputs:     # framed, and labelled with its name
-            extra = f", penwidth=2.5, xlabel={_quote('output ' + (d['name'] or key))}"
         label = d["label"]
+        if d.get("called"):     # the results a line is, named inside its frame
+            extra = ", penwidth=2.5"
+            label = f"{label}\n= {d['called']}"
+        elif d["output"] or key in outputs:     # framed, and labelled with its name
+            extra = f", penwidth=2.5, xlabel={_quote('output ' + (d['name'] or key))}"
         if d["role"] == "input":        # inputs are ellipses, constants dashed boxes
             label = f"{label}  {list(d['shape'])} {np.dtype(d['dtype']).name}"
             extra += ", shape=ellipse"
         elif d["role"] == "constant":
             extra += ', style="rounded,filled,dashed"'
+        if d.get("note"):
+            label = f"{label}\n{d['note']}"
         lines.append(f"  {_quote(key)} [label={_quote(label, left=chr(10) in label)}, "
                      f"fillcolor={_quote(fill_colour(d['role'], d['order']))}{extra}];")
     for src, dst, d in g.edges(data=True):
@@ -98,3 +108,79 @@ def run_dot(text: str, fmt: str, what: str) -> bytes:
         raise MissingToolError(f"render: dot failed on {what}: "
                                f"{done.stderr.decode(errors='replace').strip()}")
     return done.stdout
+
+
+def derivation_dot(tape: Any, outputs: Any = None, values: bool = False,
+                   grads: bool = False) -> str:
+    """DOT text of a tape's pruned derivation: a box per printed line, an ellipse per input
+    it reads, constants inline; ``values`` notes each node's value, ``grads`` each input's
+    gradient (the first block's derivative of it that the derivation prints)."""
+    import networkx as nx
+
+    from .derivation import Derivation, Line, moved
+    from .explain import orders
+    from .render import derivation_line, format_value, preview
+    from .tape import BlockEnd, Leaf
+    from .variable import value_of
+
+    view = Derivation(tape, outputs)
+    order = orders(tape)
+    outs = {id(view.value(v)) for v in outputs or ()}
+    called: dict[int, list[str]] = {}       # a line -> the names of the results it is
+    for named in view.labelled.values():
+        for label, x in named:
+            called.setdefault(id(x), []).append(label)
+    grad_of: dict[int, Any] = {}
+    if grads:
+        for e in tape.events:
+            if type(e) is BlockEnd and e.kind == "grad":
+                for x, g in view.derivatives(e):
+                    grad_of.setdefault(id(x), g)
+    g = nx.DiGraph(kind="derivation")
+    key: dict[int, str] = {}
+    commutative: dict[str, bool] = {}
+
+    def note(entry: Any, leaf: Any = None) -> str:
+        parts = [f"value {preview(value_of(entry))}"] if values and leaf is None else []
+        d = grad_of.get(id(leaf)) if leaf is not None else None
+        if d is not None:
+            v = d.entry if type(d) is Line else d
+            parts.append(f"grad {preview(value_of(v) if hasattr(v, 'prim') else v)}")
+        return "\n".join(parts)
+
+    for e in tape.events:
+        if type(e) is Leaf and view.shows(e):
+            v = e.var
+            key[id(v)] = v.name
+            g.add_node(v.name, name=v.name, primitive=None, shape=v.shape, dtype=v.dtype,
+                       order=0, role="input", label=f"{v.name} = {format_value(v.raw)}",
+                       output=id(v) in outs, note=note(v, v))
+    for p in sorted(view.lines):
+        line = view.lines[p]
+        name = line.name if line.name not in g else f"{line.name}#{p}"
+        key[id(line)] = name
+        # (the edges into a commutative entry, or moved data its label spells out, need no
+        # argument-position label)
+        commutative[name] = moved(line) or line.prim is not None and line.prim.commutative
+        k = order.get(line.entry, 0)
+        g.add_node(name, name=line.name, called=" = ".join(called.get(id(line), [])),
+                   primitive=None if line.prim is None else
+                   line.prim.name, shape=line.shape, dtype=line.dtype, order=k,
+                   role="gradient" if k else "forward", label=derivation_line(line),
+                   output=id(line) in outs or (not outputs and type(line.entry.label) is str),
+                   note=note(line.entry))
+        operands = line.args if line.prim is not None else \
+            line.args[0].flat if moved(line) else ()
+        for i, x in enumerate(operands):
+            src = key.get(id(x))
+            if src is None:
+                continue
+            if g.has_edge(src, name):
+                data = g.edges[src, name]
+                data["positions"] = (*data["positions"], i)
+            else:
+                g.add_edge(src, name, position=i, positions=(i,))
+    g.graph["outputs"] = [key[id(view.value(v))] for v in outputs or ()
+                          if id(view.value(v)) in key]
+    plain = {k for k in commutative if g.in_degree(k) < 2 or commutative[k]}
+    return dot_text(g, plain)

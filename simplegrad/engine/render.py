@@ -15,7 +15,7 @@ import numpy as np
 from ..primitives.indexing import render_index
 from .derivation import Derivation, Line
 from .explain import block_target_entry, blocks, orders, origins
-from .tape import Asked, BlockBegin, BlockEnd, Event, Leaf
+from .tape import Asked, BlockBegin, BlockEnd, Event, Labels, Leaf
 from .variable import Entry, Variable
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ COMPLEX_HEADINGS = {"real": "2 dL/dz = dL/dx - i dL/dy (JAX convention)",
                     "holomorphic": "df/dz (holomorphic)"}
 FOOTER = "-" * 18
 SMALL = 8           # constants with at most this many entries print their values
+PREVIEW = 48        # characters of a value's preview
 
 STYLES = {
     "leaf": "cyan",
@@ -46,6 +47,14 @@ def format_value(x: Any) -> str:
     text = np.array2string(np.asarray(x), precision=4, separator=", ", floatmode="fixed",
                            suppress_small=True, max_line_width=10**6, threshold=64, edgeitems=3)
     return text.replace("\n", "")
+
+
+def preview(value: Any) -> str:
+    """A value's shape and the start of its printed value."""
+    text = format_value(value)
+    if len(text) > PREVIEW:
+        text = text[:PREVIEW - 3] + "..."
+    return f"{tuple(np.shape(value))} {text}"
 
 
 def format_operand(x: Any) -> str:
@@ -128,8 +137,8 @@ def format_event(event: Event) -> list[tuple[str, str]]:
         if event.kind == "zeros":
             return [("leaf", f"{v.name} = zeros({list(v.shape)})")]
         return []       # seeds are not printed
-    if type(event) is Asked:
-        return []       # what a grad call asked for: pruned traces read it
+    if type(event) is Asked or type(event) is Labels:
+        return []       # what a grad call asked for, names of entries: pruned traces read them
     if type(event) is BlockBegin:
         if event.kind == "grad":
             return [("header", f"d{event.target.name} {HEADER_DASHES}")]
@@ -186,7 +195,7 @@ def _view_text(x: Any, view: Derivation, depth: int = 0) -> str:
     of a line the view does not print (in parentheses)."""
     if type(x) is Line and not _printed(x, view):
         if x.prim is None:
-            return format_value(x.args[0])
+            return literal(x.args[0])
         if depth > 2:
             return "..."
         args = [_view_text(a, view, depth + 1) for a in x.args]
@@ -235,10 +244,28 @@ def _operand(x: Any) -> str:
     return format_operand(x)
 
 
+def literal(value: Any) -> str:
+    """A line's value without a primitive: a constant as the seed prints it, or moved data
+    as the nested list of its operands (``[[v22, v19]]``)."""
+    arr = np.asarray(value)
+    if arr.dtype != object:
+        return format_value(arr)
+
+    def text(x: Any) -> str:
+        return _operand(x) if type(x) in (Line, Entry) else format_value(x)
+
+    def nest(a: Any) -> str:
+        if type(a) is np.ndarray:
+            return text(a.item()) if a.ndim == 0 else \
+                "[" + ", ".join(nest(a[i]) for i in range(len(a))) + "]"
+        return text(a)
+    return nest(arr)
+
+
 def derivation_line(line: Line, explain: bool = False) -> str:
     """One line of a pruned derivation as ``name = expression``."""
     if line.prim is None:
-        return f"{line.name} = {format_value(line.args[0])}"
+        return f"{line.name} = {literal(line.args[0])}"
     args = [_operand(x) for x in line.args]
     if is_alias(line.prim, type(line.entry.label) is str, np.shape(line.entry.inputs[0]),
                 line.shape):
@@ -313,6 +340,11 @@ def _items(tape: Tape, explain: bool, block: int | None, view: Derivation | None
         event = events[k]
         for role, text in lines_of(event):
             yield role, _headed(text, headed.get(k)) if role == "header" else text, event
+    if view is not None and block is None:      # the named results, last
+        for named in view.labelled.values():
+            for name, x in named:
+                text = _operand(x) if type(x) in (Line, Entry) else format_value(x)
+                yield "map", f"{name} = {text}", None
 
 
 def _complex_blocks(events: Sequence[Any]) -> dict[int, str]:

@@ -71,7 +71,19 @@ class Asked:
     grads: tuple
 
 
-Event = Leaf | BlockBegin | BlockEnd | Asked
+@dataclass(frozen=True, slots=True, eq=False)
+class Labels:
+    """Names for the entries of ``entry``, in C order, that a pruned trace prints instead of
+    its line when each is a printed value (``H[x, y] = v18``: a transform's result), and the
+    name of the whole, printed otherwise (``H[a, a] = v39``)."""
+
+    position: int
+    entry: Entry
+    names: tuple
+    whole: str
+
+
+Event = Leaf | BlockBegin | BlockEnd | Asked | Labels
 
 
 class Pullback(NamedTuple):

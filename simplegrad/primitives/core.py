@@ -175,12 +175,15 @@ class SymPyForm(NamedTuple):
     on scalar expressions (None: it has none); ``matrix(sp, *args, **attrs)`` on matrix
     expressions, or None where it has no matrix form; ``single``: the entry form holds only
     when each argument has one entry (a sum of one); ``matrices``: its 2-D inputs are
-    matrices (a matrix product), not entrywise values."""
+    matrices (a matrix product), not entrywise values; ``array``: its numpy forward, run on
+    object arrays of SymPy expressions, is its closed form entry by entry (data movement,
+    sums, matrix products: a program of small arrays, entry by entry)."""
 
     entry: Callable | None = None
     matrix: Callable | None = None
     single: bool = False
     matrices: bool = False
+    array: bool = False
 
 
 def sympy_call(fn: str) -> SymPyForm:
@@ -189,6 +192,7 @@ def sympy_call(fn: str) -> SymPyForm:
 
 
 PASSES_ON = SymPyForm(lambda sp, x, **attrs: x)      # each entry's value passes on unchanged
+ON_ENTRIES = SymPyForm(array=True)      # numpy's forward on arrays of expressions is the form
 
 
 class StackRule(Protocol):

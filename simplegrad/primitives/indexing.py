@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import ArgumentError, OutOfBoundsError
 from .core import (
     JOINTLY,
+    ON_ENTRIES,
     Case,
     Primitive,
     align,
@@ -154,7 +155,7 @@ GETITEM = register(Primitive(
      Case(((3, 4),), {"index": (slice(None), np.array([3, 0, 3]))}),
      Case(((2, 3, 4),), {"index": (Ellipsis, None, slice(None, None, 2))})],
     sparse_vjp=True, batch=lambda o, xs, batched, index: _batch_getitem(o, xs[0], index),
-    taylor=linear("getitem"), numpy="{0}[{index}]",
+    taylor=linear("getitem"), numpy="{0}[{index}]", sympy=ON_ENTRIES,
     schema=attrs(shape_rule=indexed, index=need(INDEX)), saves=()))
 
 
@@ -216,7 +217,7 @@ SCATTER_ADD = register(Primitive(
                          linear=JOINTLY, accumulation="indexing reads added into", sized="scatter",
     variadic=True, batch=lambda o, gs, batched, indices, shape: _batch_scatter(
         o, gs, batched, indices, shape),
-    taylor=linear("scatter_add"),
+    taylor=linear("scatter_add"), sympy=ON_ENTRIES,
     schema=attrs(shape_rule=scattered, indices=need(INDICES), shape=need(SHAPE)), saves=()))
 
 

@@ -80,7 +80,7 @@ SUM = register(Primitive(
     [lambda o, g, out, x, axis=None, keepdims=False: _spread(o, g, x, axis, keepdims)],
     lambda o, ts, out, x, axis=None, keepdims=False: o.sum(ts[0], axis=axis, keepdims=keepdims),
     method_fmt("sum", "axis", "keepdims"), REDUCE,
-    sympy=SymPyForm(PASSES_ON.entry, single=True),
+    sympy=SymPyForm(PASSES_ON.entry, single=True, array=True),
     linear=JOINTLY, numba="+=", batch=along("sum"), mask=_spread_mask,
     taylor=linear("sum"), numpy="np.add.reduce({0}{reduce_axis}{keepdims})",
     schema=reducing(ACCUMULATING), saves=()))
@@ -117,7 +117,7 @@ MEAN = register(Primitive(
     "mean", _mean, [_mean_vjp],
     lambda o, ts, out, x, axis=None, keepdims=False: o.mean(ts[0], axis=axis, keepdims=keepdims),
     method_fmt("mean", "axis", "keepdims"), REDUCE,
-    sympy=SymPyForm(PASSES_ON.entry, single=True),
+    sympy=SymPyForm(PASSES_ON.entry, single=True, array=True),
     linear=JOINTLY, counted=True, batch=along("mean"), mask=_spread_mask,
     taylor=linear("mean"), numpy="np.mean({0}{axis}{keepdims})",
     schema=reducing(FLOATING), saves=()))

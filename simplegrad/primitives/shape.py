@@ -16,6 +16,7 @@ from .alternatives import instead
 from .core import (
     JOINT,
     JOINTLY,
+    ON_ENTRIES,
     PASSES_ON,
     Case,
     Linear,
@@ -90,7 +91,7 @@ EXPAND = register(Primitive(
     [lambda o, g, out, x, shape: unbroadcast(o, g, shape_of(x))],
     lambda o, ts, out, x, shape: o.expand(ts[0], shape),
     "{0}.expand({shape})", reduces=same_shape, simplifies=reshapes_if_needed,
-    sympy=SymPyForm(PASSES_ON.entry, lambda sp, x, shape: x), linear=JOINTLY,
+    sympy=SymPyForm(PASSES_ON.entry, lambda sp, x, shape: x, array=True), linear=JOINTLY,
     sized="broadcast",
     mask=lambda o, m, i, out, x, shape: None if m is None else mask_down(o, m, shape, shape_of(x)),
     cases=[Case(((),), {"shape": (4,)}), Case(((3, 1),), {"shape": (3, 4)}),
@@ -126,7 +127,7 @@ RESHAPE = register(Primitive(
     [lambda o, g, out, x, shape: o.reshape(g, shape_of(x))],
     lambda o, ts, out, x, shape: o.reshape(ts[0], shape),
     "{0}.reshape({shape})", reduces=same_shape, simplifies=reshapes_if_needed,
-    sympy=SymPyForm(PASSES_ON.entry, lambda sp, x, shape: x), linear=JOINTLY,
+    sympy=SymPyForm(PASSES_ON.entry, lambda sp, x, shape: x, array=True), linear=JOINTLY,
     on_stacks=_reshape_stacks, on_diagonal=_reshape_diagonal, alias=True,
     sized="reshape",
     mask=lambda o, m, i, out, x, shape:
@@ -160,7 +161,7 @@ TRANSPOSE = register(Primitive(
     _transpose_fmt,
     reduces=undone_transpose,
     simplifies=transposes_if_needed,
-    sympy=SymPyForm(None, lambda sp, x, axes=None: x.T), linear=JOINTLY,
+    sympy=SymPyForm(None, lambda sp, x, axes=None: x.T, array=True), linear=JOINTLY,
     mask=lambda o, m, i, out, x, axes=None:
         None if m is None else o.transpose(full_mask(o, m, shape_of(out)), _inverse(axes)),
     cases=[Case(((3,),)), Case(((3, 4),)), Case(((2, 3, 4),), {"axes": (1, 0, 2)}),
@@ -216,7 +217,8 @@ CONCATENATE = register(Primitive(
      Case(((2, 3), (2, 1)), {"axis": -1})], linear=JOINTLY,
     variadic=True, batch=lambda o, xs, batched, axis=0: o.concatenate(
         _all_batched(o, xs, batched), axis=_join_axis("concatenate", axis, xs, batched, 0)),
-    taylor=linear("concatenate"), schema=attrs(shape_rule=joined, axis=AXIS_OR_NONE), saves=()))
+    taylor=linear("concatenate"), schema=attrs(shape_rule=joined, axis=AXIS_OR_NONE),
+    sympy=ON_ENTRIES, saves=()))
 
 
 def _join_axis(op: str, axis: int, xs, batched, extra: int) -> int:
@@ -250,7 +252,8 @@ STACK = register(Primitive(
      Case(((2, 3), (2, 3)), {"axis": -1})], linear=JOINTLY,
     variadic=True, batch=lambda o, xs, batched, axis=0: o.stack(
         _all_batched(o, xs, batched), axis=_join_axis("stack", axis, xs, batched, 1)),
-    taylor=linear("stack"), schema=attrs(shape_rule=stacked, axis=axis(extra=1)), saves=()))
+    taylor=linear("stack"), schema=attrs(shape_rule=stacked, axis=axis(extra=1)),
+    sympy=ON_ENTRIES, saves=()))
 
 # ---------------------------------------------------------------- dtype
 

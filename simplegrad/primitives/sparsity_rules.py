@@ -179,16 +179,25 @@ def _cotangent(prim: Primitive, xs: Sequence[Any], out: np.ndarray, attrs: dict,
     return np.broadcast_to(np.asarray(ct, dtype=float), np.shape(xs[i])).ravel()
 
 
+def landing(prim: Primitive, xs: Sequence[Any], attrs: dict, i: int
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where the entries of input ``i`` of a data-moving primitive land: (the output with
+    every float input zero, the flat position + 1 of the entry of input i each output entry
+    holds (0: none), how many of its entries land on each), the last two flat."""
+    shape = np.shape(xs[i])
+    base = _forward(prim, xs, attrs, i, np.zeros(shape))
+    code = (_forward(prim, xs, attrs, i, _numbers(shape) + 1.0) - base).ravel()
+    count = (_forward(prim, xs, attrs, i, np.ones(shape)) - base).ravel()
+    return base, code, count
+
+
 def _moving(prim: Primitive, xs: Sequence[Any], out_shape: tuple, attrs: dict) -> list:
     deps: list = []
     for i, x in enumerate(xs):
         if not flows(prim, i, x):
             deps.append(None)
             continue
-        shape = np.shape(x)
-        base = _forward(prim, xs, attrs, i, np.zeros(shape))
-        code = (_forward(prim, xs, attrs, i, _numbers(shape) + 1.0) - base).ravel()
-        count = (_forward(prim, xs, attrs, i, np.ones(shape)) - base).ravel()
+        base, code, count = landing(prim, xs, attrs, i)
         single = count == 1
         rows = [np.nonzero(single)[0]]
         cols = [code[single].astype(np.intp) - 1]

@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import ArgumentError, OutOfBoundsError
 from .core import (
     JOINTLY,
+    ON_ENTRIES,
     Case,
     Primitive,
     align,
@@ -154,7 +155,7 @@ AT_ADD = register(Primitive(
     "at_add", _add,
     [lambda o, g, out, x, y, index: g, _y_vjp], _add_jvp,
     _fmt("add"), _CASES_AT + [Case(((3,), (3,)), {"index": (np.array([1, 1, 0]),)})],
-    linear=JOINTLY, batch=_batch("at_add"), taylor=linear("at_add"),
+    linear=JOINTLY, batch=_batch("at_add"), taylor=linear("at_add"), sympy=ON_ENTRIES,
     schema=attrs(shape_rule=updated, index=need(INDEX)), saves=()))
 
 REGISTRY_OF = {"at_set": AT_SET, "at_add": AT_ADD}

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..engine.batched import STACKS, Stack, batched_jvp, batched_jvp_values
 from ..engine.batching import Batched, innermost, new_level, wrap
+from ..engine.derivation import label_entries
 from ..engine.ops import Ops
 from ..engine.reverse import sweep
 from ..engine.tape import ancestors
@@ -103,6 +104,8 @@ def jacobian(f: Callable, argnums: ArgNums = 0,
                         jacs = _jac_fwd(ops, y, xs, nested)
                     except NotDifferentiableError:
                         jacs = _jac_rev(ops, y, xs, nested)
+                if len(ys) == 1:
+                    _name_entries(ops, "J", [y.shape], [args[i] for i in nums], jacs)
                 jacs = regroup(trees, jacs)
                 per_output.append(jacs[0] if single else jacs)
             jac = tree_unflatten(out_def, per_output)
@@ -159,12 +162,42 @@ def hessian(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
             per_output = []
             for y in ys:
                 blocks = _hessian_blocks(ops, y, xs, nested, f if len(ys) == 1 else None)
+                if len(ys) == 1 and not y.ndim:
+                    _name_entries(ops, "H", [], [args[i] for i in nums], blocks)
                 rows = [regroup(trees, row) for row in blocks]
                 rows = regroup(trees, [r[0] if single else r for r in rows])
                 per_output.append(rows[0] if single else rows)
             h = tree_unflatten(out_def, per_output)
             return (h, aux_result(nested, aux)) if has_aux else h
     return hessian_f
+
+
+def _name_entries(ops: Ops, head: str, outer: list, args: list, blocks: list) -> None:
+    """Name the entries of each block of a Jacobian (``J[0, x]``) or Hessian (``H[x, y]``) in
+    the differentiated arguments' names, where each argument is one named Variable and each
+    block a recorded Variable (``label_entries``; a pruned trace prints them so)."""
+    if not all(type(a) is Variable for a in args):
+        return
+    names = [[a.name if not k else f"{a.name}[{', '.join(map(str, k))}]"
+              for k in np.ndindex(*a.shape)] for a in args]
+    indices = [[", ".join(map(str, k)) for k in np.ndindex(*shape)] for shape in outer]
+    rows = blocks if head == "H" else [blocks]
+    for i, row in enumerate(rows):
+        for j, block in enumerate(row):
+            parts = [names[i], names[j]] if head == "H" else [*indices, names[j]]
+            labels = [f"{head}[{', '.join(p for p in combo if p)}]"
+                      for combo in _product(parts)]
+            whole = [args[i].name, args[j].name] if head == "H" else \
+                [":"] * len(outer[0]) + [args[j].name]
+            label_entries(ops, block, labels, f"{head}[{', '.join(whole)}]")
+
+
+def _product(parts: list) -> list:
+    """Every combination of one item of each list, the last varying fastest (C order)."""
+    out: list = [()]
+    for items in parts:
+        out = [(*o, x) for o in out for x in items]
+    return out
 
 
 def _hessian_blocks(ops: Ops, y: Variable, xs: list[Variable], nested: bool,

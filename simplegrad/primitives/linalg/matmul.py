@@ -155,7 +155,7 @@ MATMUL = register(Primitive(
     "matmul", _matmul, [_matmul_vjp(0), _matmul_vjp(1)], _matmul_jvp, "{0} @ {1}",
     [Case(((3,), (3,))), Case(((2, 3), (3, 4))), Case(((3,), (3, 4))), Case(((2, 3), (3,))),
      Case(((2, 2, 3), (3, 4))), Case(((1, 2, 3), (4, 3, 2))), Case(((3,), (2, 3, 4)))],
-     sympy=SymPyForm(None, lambda sp, x, y: x * y, matrices=True),
+     sympy=SymPyForm(None, lambda sp, x, y: x * y, matrices=True, array=True),
     linear=EACH_ALONE, maps_rows=True, on_stacks=_matmul_stacks,
     on_diagonal=_matmul_diagonal, numpy_at=_matmul_numpy,
     batch=lambda o, xs, batched: _batch_matmul(o, xs, batched),

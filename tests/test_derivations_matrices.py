@@ -1,0 +1,112 @@
+"""Hessians and Jacobians print as matrices of named entries: ``sg.trace`` of ``sg.hessian`` /
+``sg.jacobian`` of named scalars, and the command line's ``--hessian``, print ``H[x, y] =
+v19`` per entry, the reshapes, slices, transposes and concatenations that assemble the blocks
+looked through (a moved array of printed values prints as ``[[v22, v19]]``). Oracle: the
+Hessian and Jacobian worked by hand, read off the values of the lines each entry names."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import simplegrad as sg
+from simplegrad.cli import main
+from simplegrad.engine.render import format_value
+from simplegrad.engine.variable import value_of
+
+PLUMBING = re.compile(r"\.reshape\(|concatenate\(|\.transpose\(|\[\d+:\d+\]|stack\(")
+ENTRY = re.compile(r"^([HJ]\[[^\]]*\]) = (\S+)$")
+
+
+def _named(op, text: str) -> dict[str, float]:
+    """label -> the value of what the label's line names (a printed line or a number)."""
+    lines = {v.name: v for v in op.tape.entries if v is not None}
+    lines.update({e.var.name: e.var for e in op.tape.events if hasattr(e, "var")})
+    out = {}
+    for line in text.splitlines():
+        m = ENTRY.match(line)
+        if m:
+            label, name = m.groups()
+            out[label] = float(np.squeeze(value_of(lines[name]))) if name in lines \
+                else float(name)
+    return out
+
+
+def _defined(text: str) -> set[str]:
+    return {line.split(" = ")[0] for line in text.splitlines() if " = " in line}
+
+
+def test_the_hessian_of_named_scalars_prints_its_entries_by_name():
+    x, y = 0.5, 1.5
+    op = sg.trace(sg.hessian(lambda x, y: x**2 * y + y**3 + (x * y).sin(), (0, 1)), x, y)
+    text = op.format_trace(raw=False)
+    assert not PLUMBING.search(text), text
+    s = np.sin(x * y)
+    want = {"H[x, x]": 2 * y - y * y * s, "H[x, y]": 2 * x + np.cos(x * y) - x * y * s,
+            "H[y, x]": 2 * x + np.cos(x * y) - x * y * s, "H[y, y]": 6 * y - x * x * s}
+    got = _named(op, text)
+    assert got.keys() == want.keys()
+    for k in want:
+        assert got[k] == pytest.approx(want[k], rel=1e-12), k
+    names = {m.group(2) for m in map(ENTRY.match, text.splitlines()) if m}
+    assert names <= _defined(text) | {"0.0000"}      # each names a printed line
+    assert text.splitlines()[-4:] == [f"{k} = {line.split(' = ')[1]}" for k, line in zip(
+        want, text.splitlines()[-4:])]              # the results come last, in order
+
+
+def test_the_jacobian_of_a_small_vector_function_prints_its_entries():
+    x, y = 0.5, 1.5
+    op = sg.trace(sg.jacobian(lambda x, y: np.stack([x * y, np.sin(x), y**2]), (0, 1)), x, y)
+    text = op.format_trace(raw=False)
+    assert not PLUMBING.search(text), text
+    want = {"J[0, x]": y, "J[1, x]": np.cos(x), "J[2, x]": 0.0,
+            "J[0, y]": x, "J[1, y]": 0.0, "J[2, y]": 2 * y}
+    assert _named(op, text) == pytest.approx(want, rel=1e-12)
+    assert "J[2, x] = 0.0000" in text.splitlines()      # a structural zero, as a number
+
+
+def test_the_command_lines_hessian_has_no_plumbing(capsys):
+    assert main(["trace", "x**2*y + y**3", "--var", "x=0.5", "--var", "y=1.5",
+                 "--wrt", "x,y", "--hessian"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    derivation = out[:-4]
+    assert not PLUMBING.search("\n".join(derivation)), derivation
+    x, y = 0.5, 1.5
+    want = {"H[x, x]": 2 * y, "H[x, y]": 2 * x, "H[y, x]": 2 * x, "H[y, y]": 6 * y}
+    assert out[-4:] == [f"{k} = {format_value(v)}" for k, v in want.items()]
+    named = [line for line in derivation if ENTRY.match(line)]
+    assert [line.split(" = ")[0] for line in named] == list(want)
+    assert len(derivation) <= 33        # (47 lines with the plumbing)
+
+
+def test_moved_values_print_as_arrays_and_their_picture_matches():
+    op = sg.trace(sg.hessian(lambda x, y: x**2 * y + y**3, (0, 1)), 0.5, 1.5)
+    text = op.format_trace(raw=False)
+    arrays = [line for line in text.splitlines() if re.match(r"^v\d+ = \[\[?v\d+", line)]
+    assert arrays, text               # the gradient, and each tangent: [[v20, v18]]
+    dot = op.to_dot()
+    for line in arrays:
+        assert line.replace('"', '\\"') in dot
+    # each entry's line is framed with the names of the results it is, and moved arrays take
+    # no argument-position labels
+    named = {m.group(2): m.group(1) for m in map(ENTRY.match, text.splitlines()) if m}
+    for line in text.splitlines():
+        name = line.split(" = ")[0]
+        if name in named:
+            assert f"{line}\\n= " in dot and named[name] in dot
+    assert "label=\"0\"" not in dot and "label=\"1\"" not in dot
+
+
+def test_a_block_that_is_not_moved_values_prints_under_its_whole_name(capsys):
+    assert main(["trace", "sum(a ** 3) * b", "--var", "a=1,2", "--var", "b=0.5",
+                 "--hessian"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    labelled = [line.split(" = ")[0] for line in out[:-4] if line.startswith("H[")]
+    assert labelled == ["H[a, a]", "H[a, b]", "H[b, a]", "H[b, b]"]
+
+
+def test_the_raw_tape_prints_no_labels():
+    op = sg.trace(sg.hessian(lambda x, y: x * x * y, (0, 1)), 0.5, 1.5)
+    assert "H[" not in op.format_trace() and "H[x, y]" in op.format_trace(raw=False)
