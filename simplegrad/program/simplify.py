@@ -20,6 +20,7 @@ import numpy as np
 from ..engine.variable import Entry
 from ..errors import ArgumentError
 from ..primitives.core import Primitive
+from ..primitives.loops import is_body
 from ..primitives.rewrites import FOLD, Operand, Same, constant_key, simplified
 from .nodes import CONST, INPUT, NODE, constant_entry, node_entry, ref_of, slot_entry
 
@@ -51,8 +52,9 @@ def simplify(prog: Program) -> Program:
 
     named = {r.index for r in prog.outputs if r.kind == NODE and
              not re.fullmatch(r"v\d+", prog.entries[r.index].label)}
+    bodies: dict[int, Any] = {}     # a loop's sub-program -> simplified (once each)
     for i, (e, order) in enumerate(zip(prog.entries, prog.orders)):
-        prim, args, attrs = e.prim, tuple(new[x] for x in e.inputs), e.attrs
+        prim, args, attrs = e.prim, tuple(new[x] for x in e.inputs), _inside(e.attrs, bodies)
         if i in named:          # an output with a given name (dW) keeps it
             new[e] = node(e, prim, args, attrs, order)
             continue
@@ -78,6 +80,24 @@ def simplify(prog: Program) -> Program:
     if prog.origin is not None or prog.counts is not None:
         out.origin = prog.origin or prog        # other sizes: that one resized, simplified
     return out
+
+
+def _inside(attrs: dict | None, done: dict[int, Any]) -> dict | None:
+    """The attributes with each sub-program (a loop's body, condition, branches) simplified."""
+    if not attrs:
+        return attrs
+
+    def inner(v: Any) -> Any:
+        if is_body(v):
+            got = done.get(id(v))
+            if got is None:
+                got = done[id(v)] = v.simplified()
+            return got
+        if type(v) is tuple and v and all(is_body(b) for b in v):
+            return tuple(inner(b) for b in v)
+        return v
+    out = {k: inner(v) for k, v in attrs.items()}
+    return attrs if all(out[k] is attrs[k] for k in attrs) else out
 
 
 def _is_constant(x: Entry) -> bool:
