@@ -1423,7 +1423,29 @@ def _linear_taylor(prim: Primitive) -> Any:
     return rule
 
 
+def adjoint_taylor(o: PrimitiveMethods, ss: Sequence[Any], res: Any, *xs: Any,
+                   **attrs: Any) -> list:
+    """A while_vjp's series: the adjoint body's Taylor rule, called as a cond of it."""
+    adj = adjoint_body(attrs)
+    K = len(ss[0]) - 1
+    moving = tuple(j for j in range(len(xs) - 1) if _moves(ss, j, adj.ins[j]))
+    if not moving:
+        return [res] + [None] * K
+    n = len(adj.outs)
+    series = adj.taylor(moving, K)
+    coefs_body = adj.derive(("adjoint_taylor", moving, K), series.ins, series.example,
+                            lambda o2, *a: series.record(o2, *a)[n:])
+    layout, width = layout_of(adj.outs)
+    offsets = tuple((k - 1) * width + layout[j] for j in range(n) for k in range(1, K + 1))
+    coefs = [c for j in moving for c in _coefficients(ss, j, xs[j])]
+    got = o.apply(COND, (np.array(0), *xs, *coefs),
+                  {"branches": (coefs_body,), "layout": offsets, "width": K * width,
+                   "each": True}, None)
+    return _blocks(o, res, got, K, width)
+
+
 SCAN.taylor, WHILE.taylor, COND.taylor = scan_taylor, while_taylor, cond_taylor
+WHILE_VJP.taylor = adjoint_taylor
 PART.taylor, PLACED.taylor = _linear_taylor(PART), _linear_taylor(PLACED)
 
 
