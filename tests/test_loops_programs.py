@@ -158,6 +158,7 @@ def test_compile_writes_a_loop_as_a_python_loop(kind: str) -> None:
     prog = PROGRAMS[kind]()
     fn = sg.compile(prog)
     statement = {"scan": "    for ", "while_loop": "    while ", "cond": "[min(max(int("}[kind]
+    assert fn._fn.__globals__["__builtins__"] == {"slice": slice}
     assert statement in fn.source and f"F['{kind}']" not in fn.source
     assert "# body_" in fn.source        # each body's compiled source, in the header
     for args in INPUTS[kind]:

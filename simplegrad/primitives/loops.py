@@ -1577,13 +1577,14 @@ def scan_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> 
     consts, carry, seqs = args[:nc], args[nc:nc + nk], args[nc + nk:nc + nk + nx]
     f = code.body(body)
     n, c, t, r = (code.fresh(f"{target}_{k}") for k in ("steps", "carry", "step", "out"))
-    steps = f"int({args[-1]})" if counted else f"{seqs[0]}.shape[0]" if seqs else \
-        str(int(attrs["length"]))
+    steps = f"{code.value(int)}({args[-1]})" if counted else f"{seqs[0]}.shape[0]" if seqs \
+        else str(int(attrs["length"]))
     ys = [code.fresh(f"{target}_ys") for _ in body.outs[nk:]]
     lines = [f"{n} = {steps}", f"{c} = [{', '.join(carry)}]"]
     lines += [f"{y} = np.zeros(({n},) + {code.value(tuple(shape))}, {code.value(dtype)})"
               for y, (shape, dtype) in zip(ys, body.outs[nk:])]
-    order = f"range({n} - 1, -1, -1)" if attrs["reverse"] else f"range({n})"
+    each = code.value(range)
+    order = f"{each}({n} - 1, -1, -1)" if attrs["reverse"] else f"{each}({n})"
     call = ", ".join([*consts, f"*{c}", *(f"{x}[{t}]" for x in seqs)])
     lines += [f"for {t} in {order}:", f"    {r} = {f}({call})", f"    {c} = {r}[:{nk}]"]
     lines += [f"    {y}[{t}] = {r}[{nk + j}]" for j, y in enumerate(ys)]
@@ -1613,8 +1614,9 @@ def while_statement(target: str, args: list[str], attrs: dict, code: Emitter) ->
 def cond_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> list[str]:
     """A cond as a call of the branch its index picks (clamped to the branches)."""
     branches = attrs["branches"]
+    low, high, whole = code.value(min), code.value(max), code.value(int)
     pick = f"[{', '.join(code.body(b) for b in branches)}]" \
-           f"[min(max(int({args[0]}), 0), {len(branches) - 1})]"
+           f"[{low}({high}({whole}({args[0]}), 0), {len(branches) - 1})]"
     return [f"{target} = {code.value(pack)}(1, {attrs['width']}, "
             f"{code.value(packed_dtype(branches[0].outs))}, {pick}({', '.join(args[1:])}), "
             f"{code.value(attrs['layout'])})"]

@@ -157,10 +157,10 @@ def compile(prog: Program, name: str = "program",  # noqa: A001 (sg.compile)
     return out
 
 
-# the builtins the generated code may need: ``slice`` (in attribute literals), ``range``,
-# ``int``, ``min`` and ``max`` (a loop's statement, primitives/loops.py); dask arrays need
+# the builtins the generated code may need: ``slice`` (in attribute literals; a loop's
+# statement binds what it calls, ``range`` and the like, as names); dask arrays need
 # none (their library's functions run in their own modules' namespaces), so nothing is added
-BUILTINS = {"slice": slice, "range": range, "int": int, "min": min, "max": max}
+BUILTINS = {"slice": slice}
 # templates arrays of other libraries do not take: numpy calls that skip dispatch (ufunc
 # methods), with the dispatching call of each; subscripts, which dask takes with one index
 # array at a time (None: call the forward, which handles that)
