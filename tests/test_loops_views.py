@@ -95,7 +95,11 @@ def test_the_pruned_derivation_keeps_the_loops_and_drops_the_unasked():
     op, x, y, dy = recorded()
     raw, pruned = op.format_trace(), op.format_trace(raw=False)
     assert "dv2_dv1 = v4" in raw and "dv2_dv1" not in pruned      # only the wrt asked for
-    assert loop_blocks(pruned)[1:] == loop_blocks(raw)[1:]
+    # the same loops and bodies (the pruned view names a moved seed by the entry it moves)
+    def unnamed(blocks):
+        return [[re.sub(r"\(.*\)", "(...)", b[0]), *b[1:]] for b in blocks]
+    assert unnamed(loop_blocks(pruned)[1:]) == unnamed(loop_blocks(raw)[1:])
+    assert "v8 = scan(square.reverse, v4, v6, v0, reverse=True)  # x 3" in pruned
     assert "v4 = placed(1.0000, like=v1)" in pruned                # the seed folded
 
 
@@ -187,7 +191,7 @@ def test_explain_ties_the_body_lines_to_the_loop():
     text = op.format_trace(explain=True)
     blocks = loop_blocks(text)
     # the note stays on the loop's line, naming the loop by its line (no body inside it)
-    assert blocks[2][0] == ("v8 = scan(square.reverse, v7, v6, v0, reverse=True)  # x 3    "
+    assert blocks[2][0] == ("v8 = scan(square.reverse, v4, v6, v0, reverse=True)  # x 3    "
                             "# d(v1 = scan(square, x, v0))/dx")
     # the reverse body's lines: which line of body square each differentiates
     assert blocks[2][3] == "        v3 = v0 * v1    # d(v2 = v0 * v0)/dv0 in square"

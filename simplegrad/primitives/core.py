@@ -141,10 +141,12 @@ class Linear(NamedTuple):
     """In which inputs a primitive is linear: ``JOINT``, in those inputs together (a constant
     among them makes an entry affine unless it is zero), or ``EACH``, in any one of them with
     the others constant (two moving inputs make it bilinear); ``positions`` None means every
-    input. ``when(attrs)`` says whether an entry's attributes keep it linear (None: always)."""
+    input, or a function of an entry's attributes giving them (a loop: the inputs its body is
+    linear in). ``when(attrs)`` says whether an entry's attributes keep it linear (None:
+    always)."""
 
     kind: str
-    positions: tuple[int, ...] | None = None
+    positions: tuple[int, ...] | Callable[[dict], tuple[int, ...]] | None = None
     when: Callable[[dict], bool] | None = None
 
     def at(self, n: int, attrs: dict | None) -> tuple[str, set[int]] | None:
@@ -153,7 +155,8 @@ class Linear(NamedTuple):
             return None
         if self.positions is None:
             return self.kind, set(range(n))
-        return self.kind, {i for i in self.positions if i < n}
+        given = self.positions(attrs or {}) if callable(self.positions) else self.positions
+        return self.kind, {i for i in given if i < n}
 
 
 JOINTLY, EACH_ALONE = Linear(JOINT), Linear(EACH)
@@ -227,7 +230,7 @@ class Primitive:
                  "ring", "unit", "reduces", "rewrites", "simplifies", "on_stacks",
                  "on_diagonal", "numpy_at", "numba", "sympy", "alias", "accumulation", "sized",
                  "counted", "scales", "maps_rows", "sparsity", "release", "work", "trips",
-                 "__weakref__")
+                 "statement", "__weakref__")
 
     def __init__(self, name: str, forward: Forward,
                  vjp: Sequence[VjpRule | None] | Sequence[VariadicVjpRule],
@@ -348,6 +351,11 @@ class Primitive:
         # trips(values, out, attrs): a loop's runs of its bodies, one (trip, body, inputs) per
         # run, each run's outputs sent back (sg.step steps into them); None: not a loop
         self.trips = None
+        # statement(target, args, attrs, code): the Python lines computing an entry of it into
+        # ``target`` (a loop's ``for`` or ``while``, program/compile.py), ``code`` naming its
+        # sub-programs' compiled functions, fresh names and values (loops.Emitter); None: the
+        # one expression above
+        self.statement = None
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

@@ -9,7 +9,7 @@ when its length is a recorded value), ``index | operands`` (a cond) or ``consts 
 while loop); its output is ONE array holding every output leaf ("the packed output"): row 0
 holds the final carry (a branch's outputs), each leaf raveled at its column offset
 (``layout``), rows 1.. the per-step outputs ``ys`` of a scan, one row per step. Recorded
-``getitem`` and ``reshape`` entries take the leaves out of it.
+``loop_part`` entries take the leaves (or blocks of columns) out of it.
 
 The rules are loops of the body's rules, recorded through these same primitives, so the
 derivative of a loop is a loop and the next order is taken the same way:
@@ -42,9 +42,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from .core import Primitive, shape_of, value_of
-from .lazy import is_lazy, refuse
-from .methods import ValueOps
+from ..errors import ShapeError
+from .core import JOINT, JOINTLY, Case, Linear, Primitive, register, shape_of, value_of
+from .lazy import dask_array, is_lazy, refuse
+from .schema import (
+    BOOL,
+    DTYPE,
+    MAX_RANK,
+    SHAPE,
+    ShapeRuleError,
+    attrs,
+    integer,
+    ints,
+    is_held_int,
+    need,
+)
 
 if TYPE_CHECKING:
     from . import PrimitiveMethods
@@ -63,16 +75,18 @@ class Body(Protocol):
     body traced from ``build(o, *leaves)`` (a list of outputs, computed with primitives);
     ``lines(explain)`` its text, as a program prints (explained: each line that
     differentiates a line of the body it was derived from says which, ``notes()``);
-    ``batched(flags, size)`` the body on ``size`` examples at once (inputs at ``flags``
-    batched along a leading axis, every output);
+    ``simplified()`` the body simplified; ``batched(flags, size)`` the body on ``size``
+    examples at once (inputs at ``flags`` batched along a leading axis, every output);
     ``work()`` the entries one run of it computes (its loops' counted by their trips);
     ``dependence(*values)`` its Jacobian pattern at these inputs (a boolean csr_array, its
     outputs' entries by its float inputs', each concatenated) and ``reads_integers()``
     whether that pattern may change with its integer inputs' values."""
 
+    program: Any
     ins: tuple[Aval, ...]
     outs: tuple[Aval, ...]
     example: tuple
+    name: str
 
     def __call__(self, *values: Any) -> list: ...
 
@@ -88,6 +102,8 @@ class Body(Protocol):
     def lines(self, explain: bool = False) -> list[str]: ...
 
     def notes(self) -> dict[str, str]: ...
+
+    def simplified(self) -> Body: ...
 
     def batched(self, flags: tuple[bool, ...], size: int) -> Body: ...
 
@@ -190,37 +206,60 @@ def unpack(o: PrimitiveMethods, out: Any, avals: Sequence[Aval], offsets: Sequen
 # output's shape, read from it when the entry runs): a pair of linear primitives, each the
 # other's vjp, whose shapes follow a replay's number of steps.
 
-def _index(offset: int, n: int, stacked: bool, lead: int) -> tuple:
-    return (slice(None),) * lead + (slice(1, None) if stacked else 0, slice(offset, offset + n))
+def _index(offset: int, n: int, stacked: bool, lead: int, rows: bool = False) -> tuple:
+    first = slice(None) if rows else slice(1, None) if stacked else 0
+    return (slice(None),) * lead + (first, slice(offset, offset + n))
 
 
-def _part(x: Any, offset: int, shape: tuple, stacked: bool, lead: int = 0) -> Any:
+def _rows(shape: tuple, stacked: bool, lead: int, rows: bool) -> tuple:
+    """The row axis a part of a packed output of ``shape`` keeps: every row (``rows``: a
+    block of columns), the ys' rows (``stacked``), or none."""
+    return (shape[lead],) if rows else (shape[lead] - 1,) if stacked else ()
+
+
+def _part(x: Any, offset: int, shape: tuple, stacked: bool, rows: bool = False,
+          lead: int = 0) -> Any:
     n = math.prod(shape)
-    part = x[_index(offset, n, stacked, lead)]
-    rows = (x.shape[lead] - 1,) if stacked else ()
-    return np.reshape(part, (*x.shape[:lead], *rows, *shape))
+    if len(np.shape(x)) != lead + 2:
+        raise ShapeError(f"loop_part: x has shape {np.shape(x)}, not a packed output's")
+    part = x[_index(offset, n, stacked, lead, rows)]
+    return np.reshape(part, (*x.shape[:lead], *_rows(np.shape(x), stacked, lead, rows),
+                             *shape))
 
 
-def _placed(g: Any, like: Any, offset: int, shape: tuple, stacked: bool, lead: int = 0) -> Any:
+def _placed(g: Any, like: Any, offset: int, shape: tuple, stacked: bool, rows: bool = False,
+            lead: int = 0) -> Any:
+    # (like's value: a recorded sweep hands the rule a Variable whose value is kept, so
+    # loop_part saves its input; a lazy like keeps its own shape)
+    full = tuple(np.shape(like if dask_array(like) is not None else np.asarray(like)))
     n = math.prod(shape)
-    if is_lazy(g) or is_lazy(like):      # zeros around g, by padding (nothing computed)
-        full = tuple(np.shape(like))
-        rows = full[lead] - 1 if stacked else 1
-        block = np.reshape(g, (*full[:lead], rows, n))
-        pad = [(0, 0)] * lead + [(1, 0) if stacked else (0, full[lead] - 1),
-                                 (offset, full[lead + 1] - offset - n)]
-        dtype = np.result_type(getattr(g, "dtype", np.float64), getattr(like, "dtype",
-                                                                         np.float64))
-        return np.pad(block.astype(dtype), pad)
-    out = np.zeros(np.shape(like), np.result_type(g, like))
-    rows = (out.shape[lead] - 1,) if stacked else ()
-    out[_index(offset, n, stacked, lead)] = np.reshape(g, (*out.shape[:lead], *rows, n))
-    return out
+    if len(full) != lead + 2:
+        raise ShapeError(f"loop_placed: like has shape {full}, not a packed output's")
+    block = np.reshape(g, (*full[:lead], *_rows(full, stacked, lead, rows), n))
+    if not rows and not stacked:
+        block = np.reshape(block, (*full[:lead], 1, n))
+    top = 1 if stacked and not rows else 0
+    width = ((offset, full[-1] - offset - n),)
+    pads = ((0, 0),) * lead + ((top, full[lead] - top - np.shape(block)[lead]),) + width
+    dtype = np.result_type(_dtype(g), _dtype(like))
+    out = np.pad(block, pads)       # (np.pad dispatches: a lazy g stays lazy)
+    if dask_array(like) is not None and dask_array(out) is None:
+        out = out + np.zeros_like(like)         # (and one like a lazy like)
+    return out if _dtype(out) == dtype else out.astype(dtype)
+
+
+def columns(o: PrimitiveMethods, x: Any, start: int, stop: int) -> Any:
+    """Columns start..stop of a packed output, every row: a part whose rows follow the
+    trips of a replay (a getitem's adjoint would fix them at the recorded ones)."""
+    return o.apply(PART, (x,), {"offset": int(start), "shape": (int(stop - start),),
+                                "stacked": False, "rows": True}, None)
 
 
 def _fmt_part(args: list[str], attrs: dict, render: Any) -> str:
     k, n, lead = attrs["offset"], math.prod(attrs["shape"]), attrs.get("lead", 0)
     axes = ":, " * lead
+    if attrs.get("rows"):
+        return f"{args[0]}[{axes}:, {k}:{k + n}]"
     if attrs["stacked"]:
         return f"{args[0]}[{axes}1:, {k}:{k + n}].reshape({[-1, *attrs['shape']]})"
     return f"{args[0]}[{axes}0, {k}:{k + n}].reshape({list(attrs['shape'])})"
@@ -236,14 +275,186 @@ def _both_batched(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool
             for x, b in zip(xs, batched)]
 
 
-PART = Primitive(
+# ---------------------------------------------------------------- attributes and shape rules
+#
+# A body attribute is checked as a sub-program (the Body protocol's fields); the shape rules
+# check the bodies against the entry's inputs (their number, shapes and dtypes) and give the
+# packed output's shape: a scan's rows follow its trip count (recorded in ``length``).
+
+
+def is_body(v: Any) -> bool:
+    """Whether ``v`` is a sub-program an entry can hold (the ``Body`` protocol's fields)."""
+    return all(hasattr(v, k) for k in ("program", "ins", "outs", "example", "name")) and \
+        callable(v) and all(type(a) is tuple and len(a) == 2 and type(a[0]) is tuple and
+                            isinstance(a[1], np.dtype) for a in (*v.ins, *v.outs))
+
+
+def BODY(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802 (a check's name)
+    """A sub-program (a loop's body or condition)."""
+    return None if is_body(v) else "must be a sub-program (a loop's body)"
+
+
+def BRANCHES(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802
+    """A non-empty tuple of sub-programs (a cond's branches)."""
+    return None if type(v) is tuple and v and all(is_body(b) for b in v) else \
+        "must be a non-empty tuple of sub-programs (the branches)"
+
+
+def CHECKPOINTS(v: Any, shapes: Sequence[tuple]) -> str | None:  # noqa: N802
+    """"all", or a number of carries to keep (1 or more)."""
+    return None if v == "all" and type(v) is str or is_held_int(v) and v >= 1 else \
+        'must be "all" or an int >= 1'
+
+
+def _steps_or_none(v: Any, shapes: Sequence[tuple]) -> str | None:
+    return None if v is None else integer(0, 2**62)(v, shapes)
+
+
+def _refuse(why: str) -> ShapeRuleError:
+    return ShapeRuleError(why)
+
+
+def _takes(what: str, avals: Sequence[Aval], shapes: Sequence[tuple],
+           dtypes: Sequence[Any]) -> None:
+    """Inputs of these shapes and dtypes are the ones ``avals`` declares."""
+    if len(avals) != len(shapes):
+        raise _refuse(f"{what} takes {len(avals)} input(s), the entry gives {len(shapes)}")
+    for k, ((shape, dtype), s, d) in enumerate(zip(avals, shapes, dtypes)):
+        if tuple(s) != tuple(shape) or not np.can_cast(np.dtype(d), dtype, "safe"):
+            raise _refuse(f"{what}'s input {k} is {tuple(shape)} {np.dtype(dtype)}, the entry "
+                          f"gives {tuple(s)} {np.dtype(d) if not isinstance(d, type) else d}")
+
+
+def _dtype(v: Any) -> np.dtype:
+    """A value's dtype (an array of another library's without converting it)."""
+    d = getattr(v, "dtype", None)
+    return np.dtype(d) if d is not None else np.result_type(v)
+
+
+def given(what: str, avals: Sequence[Aval], values: Sequence[Any]) -> list:
+    """A forward's check: the values have the shapes ``avals`` declares and dtypes numpy
+    casts to theirs safely (what the shape rule checks on the declarations); cast to them."""
+    if len(values) != len(avals):
+        raise ShapeError(f"{what} takes {len(avals)} input(s), got {len(values)}")
+    out = []
+    for k, ((shape, dtype), v) in enumerate(zip(avals, values)):
+        if np.shape(v) != tuple(shape) or not np.can_cast(_dtype(v), dtype, "safe"):
+            raise ShapeError(f"{what}'s input {k} must be {tuple(shape)} {dtype}, got "
+                             f"{np.shape(v)} {_dtype(v)}")
+        out.append(_as(v, dtype))
+    return out
+
+
+def _as(v: Any, dtype: Any) -> Any:
+    """v in ``dtype`` (a lazy array stays lazy)."""
+    if getattr(v, "dtype", None) == dtype:
+        return v
+    return v.astype(dtype) if is_lazy(v) else np.asarray(v, dtype)
+
+
+def _fits(layout: tuple, width: int, groups: Sequence[Sequence[Aval]]) -> None:
+    """The layout places every leaf inside the width."""
+    avals = [a for g in groups for a in g]
+    if len(layout) != len(avals):
+        raise _refuse(f"the layout places {len(layout)} leaves, the bodies have {len(avals)}")
+    for k, a in zip(layout, avals):
+        if k + size_of(a) > width:
+            raise _refuse(f"a leaf at column {k} of {size_of(a)} entries passes the width "
+                          f"{width}")
+
+
+def scan_shape(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
+    """A scan's packed output: (1 + steps when it has ys, width)."""
+    body, nc, nk, counted = attrs["body"], attrs["nc"], attrs["nk"], attrs["counted"]
+    nx = len(shapes) - nc - nk - counted
+    if nx < 0:
+        raise _refuse(f"{len(shapes)} input(s) for {nc} const(s) and {nk} carries")
+    n = attrs["length"]
+    seqs = shapes[nc + nk:nc + nk + nx]
+    if any(not x for x in seqs) or len({x[0] for x in seqs}) > 1:
+        raise _refuse(f"xs of shapes {list(seqs)}: each needs the same leading axis")
+    if seqs and not counted:
+        n = seqs[0][0]          # (as many steps as the xs have)
+    if n is None:
+        raise _refuse("a scan records its number of steps in length")
+    if counted and (shapes[-1] != () or np.dtype(dtypes[-1]).kind not in "iu"):
+        raise _refuse("a counted scan's last input is its trip count, an integer scalar")
+    steps = [tuple(s[1:]) for s in seqs]
+    _takes("the body", body.ins, [*shapes[:nc + nk], *steps],
+           [*dtypes[:nc + nk], *dtypes[nc + nk:nc + nk + nx]])
+    if len(body.outs) < nk or [a for a in body.outs[:nk]] != list(body.ins[nc:nc + nk]):
+        raise _refuse("the body's carry out is not its carry in")
+    _fits(attrs["layout"], attrs["width"], [body.outs])
+    ny = len(body.outs) - nk
+    return (1 + (n if ny else 0), attrs["width"]), packed_dtype(body.outs)
+
+
+def while_shape(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
+    """A while loop's packed output: (1, width), the trip count last."""
+    body, test = attrs["body"], attrs["test"]
+    _takes("the body", body.ins, shapes, dtypes)
+    _takes("the condition", test.ins, shapes, dtypes)
+    nc = attrs["nc"]
+    if list(body.outs) != list(body.ins[nc:]):
+        raise _refuse("the body's carry out is not its carry in")
+    if len(test.outs) != 1 or test.outs[0][0] != () or test.outs[0][1].kind not in "biu":
+        raise _refuse("the condition must give one bool scalar")
+    count = ((), np.dtype(np.int64))
+    _fits(attrs["layout"], attrs["width"], [[*body.outs, count]])
+    return (1, attrs["width"]), packed_dtype((*body.outs, count))
+
+
+def cond_shape(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
+    """A cond's packed output: (1, width)."""
+    branches = attrs["branches"]
+    if shapes[0] != () or np.dtype(dtypes[0]).kind not in "biu":
+        raise _refuse("a cond's first input is its index, an integer or bool scalar")
+    for k, b in enumerate(branches):
+        _takes(f"branch {k}", b.ins, shapes[1:], dtypes[1:])
+        if list(b.outs) != list(branches[0].outs):
+            raise _refuse(f"branch {k}'s outputs differ from branch 0's")
+    _fits(attrs["layout"], attrs["width"], [branches[0].outs])
+    return (1, attrs["width"]), packed_dtype(branches[0].outs)
+
+
+def part_shape(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
+    """A leaf of a packed output: its shape (a step axis first when stacked)."""
+    x, lead, every = shapes[0], attrs.get("lead", 0), attrs.get("rows", False)
+    n = math.prod(attrs["shape"])
+    if len(x) != lead + 2 or attrs["offset"] + n > x[-1] or attrs["stacked"] and x[lead] < 1 \
+            or every and (attrs["stacked"] or len(attrs["shape"]) != 1):
+        raise _refuse(f"no leaf of {n} entries at column {attrs['offset']} of a packed output "
+                      f"of shape {x}")
+    return (*x[:lead], *_rows(x, attrs["stacked"], lead, every), *attrs["shape"]), dtypes[0]
+
+
+def placed_shape(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
+    """A leaf's cotangent placed in a packed output's shape."""
+    part, _ = part_shape(shapes[1:], dtypes[1:], attrs)
+    if tuple(shapes[0]) != part:
+        raise _refuse(f"a leaf of shape {part} placed from one of shape {shapes[0]}")
+    return tuple(shapes[1]), np.result_type(*dtypes)
+
+
+def astype_shape(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
+    """The input's shape, the dtype given."""
+    return tuple(shapes[0]), attrs["dtype"]
+
+
+LOOP_ATTRS = {"layout": need(ints(lo=0)), "width": need(integer(1, 2**62)),
+              "linear_in": ints(lo=0)}
+PART_CHECKS = {"offset": need(integer(0, 2**62)), "shape": need(SHAPE), "stacked": need(BOOL),
+               "lead": integer(0, MAX_RANK), "rows": BOOL}
+
+
+PART = register(Primitive(
     "loop_part", _part,
     [lambda o, g, out, x, **a: o.apply(PLACED, (g, x), a, None)],
     lambda o, ts, out, x, **a: o.apply(PART, (ts[0],), a, None), _fmt_part, [],
     batch=lambda o, xs, batched, **a: o.apply(PART, tuple(xs), _deeper(a), None),
-    saves=(0,))
+    linear=JOINTLY, schema=attrs(shape_rule=part_shape, **PART_CHECKS), saves=(0,)))
 
-PLACED = Primitive(
+PLACED = register(Primitive(
     "loop_placed", _placed,
     [lambda o, g, out, y, like, **a: o.apply(PART, (g,), a, None), None],
     lambda o, ts, out, y, like, **a: None if ts[0] is None else
@@ -251,14 +462,27 @@ PLACED = Primitive(
     lambda args, attrs, render: f"placed({args[0]}, like={args[1]})", [],
     batch=lambda o, xs, batched, **a: o.apply(PLACED, tuple(_both_batched(o, xs, batched)),
                                               _deeper(a), None),
-    saves=(1,))
+    linear=Linear(JOINT, (0,)), schema=attrs(shape_rule=placed_shape, **PART_CHECKS),
+    saves=()))
 
 
 # an integer or bool leaf taken out of a packed output: no gradient or tangent flows
-ASTYPE = Primitive(
-    "astype", lambda x, dtype: np.asarray(x).astype(dtype), [None],
-    lambda o, ts, out, x, dtype: None, "{0}.astype({dtype})", [], differentiable=False,
-    batch=lambda o, xs, batched, **a: o.apply(ASTYPE, tuple(xs), a, None), saves=())
+
+
+def _astype(x: Any, dtype: np.dtype) -> Any:
+    """x as ``dtype``; a float to an integer rounded to the nearest (a packed trip count)."""
+    if _dtype(x).kind in "fc" and np.dtype(dtype).kind in "iu":
+        x = np.rint(np.real(x))         # (numpy functions: a lazy x stays lazy)
+    return x.astype(dtype) if hasattr(x, "astype") else np.asarray(x).astype(dtype)
+
+
+ASTYPE = register(Primitive(
+    "loop_astype", _astype, [None],
+    lambda o, ts, out, x, dtype: None, "{0}.astype({dtype})",
+    [Case(((3,),), {"dtype": np.dtype(np.int64)}), Case(((2, 2),), {"dtype": np.dtype(bool)})],
+    differentiable=False,
+    batch=lambda o, xs, batched, **a: o.apply(ASTYPE, tuple(xs), a, None),
+    schema=attrs(shape_rule=astype_shape, dtype=need(DTYPE)), saves=()))
 
 
 def fmt_loop(kind: str) -> Any:
@@ -358,11 +582,37 @@ def history_of(out: Any, avals: Sequence[Aval], n: int) -> list | None:
             np.zeros((0, *shape), dtype) for j, (shape, dtype) in enumerate(avals)]
 
 
+# ---------------------------------------------------------------- linearity
+#
+# A loop made by a jvp rule is linear, jointly, in the tangents it takes (its body is the
+# body's jvp): the rule records their positions in ``linear_in``; other loops are not linear.
+
+IN_TANGENTS = Linear(JOINT, lambda attrs: attrs["linear_in"],
+                     lambda attrs: attrs.get("linear_in") is not None)
+
+
+def _plain(attrs: dict) -> dict:
+    """A loop's attributes for a loop derived from it (its linearity is the new one's)."""
+    return {k: v for k, v in attrs.items() if k != "linear_in"}
+
+
+def _tangents_at(*runs: tuple[int, int]) -> tuple[int, ...]:
+    """The positions of the tangent inputs: (start, count) runs."""
+    return tuple(k for start, count in runs for k in range(start, start + count))
+
+
 # ---------------------------------------------------------------- cond
 
 
-def cond_forward(index: Any, *operands: Any, branches: tuple, layout: tuple, width: int) -> Any:
+def cond_forward(index: Any, *operands: Any, branches: tuple, layout: tuple, width: int,
+                 each: bool = False, linear_in: tuple | None = None) -> Any:
     """The packed outputs of the branch ``index`` picks (clamped to the branches)."""
+    if dask_array(index, *operands) is not None:
+        refuse("cond", index, *operands, reason="its branches run on values")
+    if np.shape(index) != () or _dtype(index).kind not in "biu":
+        raise ShapeError(f"cond: the index must be an integer or bool scalar, got "
+                         f"{np.shape(index)} {_dtype(index)}")
+    operands = given("cond: the branches", branches[0].ins, operands)
     k = min(max(int(np.asarray(index)), 0), len(branches) - 1)
     res = branches[k](*operands)
     return pack(1, width, packed_dtype(branches[0].outs), res, layout)
@@ -381,11 +631,16 @@ def _cond_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
     avals = [first.ins[j] for j in wrt]
     offsets, width = layout_of(avals)
     ct = o.apply(COND, (index, *operands, *gs),
-                 {"branches": backs, "layout": offsets, "width": width}, None)
+                 {"branches": backs, "layout": offsets, "width": width, **_each(attrs)}, None)
     cts: list = [None] * len(xs)
     for j, c in zip(wrt, unpack(o, ct, avals, offsets)):
         cts[1 + j] = c
     return cts
+
+
+def _each(attrs: dict) -> dict:
+    """A derived cond's ``each`` (vmapped once per example) as the cond's."""
+    return {"each": True} if attrs.get("each") else {}
 
 
 def cond_vjp(o: PrimitiveMethods, g: Any, out: Any, i: int, *xs: Any, **attrs: Any) -> Any:
@@ -412,12 +667,15 @@ def cond_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attrs
     tangents = [ts[1 + j] for j in moving]
     return o.apply(COND, (xs[0], *xs[1:], *tangents),
                    {"branches": fwds, "layout": tuple(attrs["layout"][j] for j in floats),
-                    "width": attrs["width"]}, None)
+                    "width": attrs["width"], **_each(attrs),
+                    "linear_in": _tangents_at((len(xs), len(tangents)))}, None)
 
 
-COND = Primitive(
+COND = register(Primitive(
     "cond", cond_forward, [cond_vjp], cond_jvp, fmt_loop("cond"), [], variadic=True,
-    batch=None, saves=("inputs",))
+    batch=None, schema=attrs(shape_rule=cond_shape, branches=need(BRANCHES), each=BOOL,
+                             **LOOP_ATTRS), linear=IN_TANGENTS,
+    saves=("inputs",)))
 
 
 # ---------------------------------------------------------------- scan
@@ -432,10 +690,17 @@ def trips(xs: Sequence[Any], nc: int, nk: int, counted: bool, length: int | None
 
 
 def scan_forward(*xs: Any, body: Any, nc: int, nk: int, length: int | None, reverse: bool,
-                 counted: bool, layout: tuple, width: int) -> Any:
+                 counted: bool, layout: tuple, width: int, linear_in: tuple | None = None) -> Any:
     """The packed final carry and stacked ys of the body run over the steps."""
-    consts, carry = xs[:nc], list(xs[nc:nc + nk])
     seqs = xs[nc + nk:len(xs) - counted]
+    if any(not np.shape(x) for x in seqs) or len({np.shape(x)[0] for x in seqs}) > 1:
+        raise ShapeError(f"scan: xs of shapes {[np.shape(x) for x in seqs]}: each needs the "
+                         "same leading axis")
+    steps = [np.zeros(np.shape(x)[1:], _dtype(x)) for x in seqs]
+    given("scan: the body", body.ins, [*xs[:nc + nk], *steps])
+    fixed = given("scan: the body", body.ins[:nc + nk], xs[:nc + nk])
+    consts, carry = fixed[:nc], fixed[nc:]
+    seqs = [_as(x, d) for x, (_, d) in zip(seqs, body.ins[nc + nk:])]
     n = trips(xs, nc, nk, counted, length)
     ny = len(body.outs) - nk
     lazy = any(is_lazy(x) for x in xs)      # (dask: the steps' ys stacked, nothing computed)
@@ -456,6 +721,11 @@ def scan_forward(*xs: Any, body: Any, nc: int, nk: int, length: int | None, reve
     if before is not None:
         _kept(out, before)
     return out
+
+
+def _values_only(o: PrimitiveMethods) -> bool:
+    """Whether a rule computes on values (a ValueOps: nothing is recorded)."""
+    return getattr(o, "plain_values", False)
 
 
 def wanted(x: Any) -> bool:
@@ -479,14 +749,15 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
     if not (fc or fk or fx) or not (fk or fy):
         return cts
     count = (xs[-1],) if counted else ()
-    static = {"length": n if not counted else None, "counted": counted}
+    static = {"length": n, "counted": counted}     # (counted: the trips recorded, as run)
     # the carry before each step, stacked (one more scan of the body)
-    hist = history_of(out, carry_avals, n) if nk and isinstance(o, ValueOps) else None
+    hist = history_of(out, carry_avals, n) if nk and _values_only(o) else None
     if nk and hist is None:
         hist_body = body.derive(("history",), body.ins, body.example,
                                 lambda o2, *a: [*body.record(o2, *a)[:nk], *a[nc:nc + nk]])
         offsets, width = layout_of(carry_avals, carry_avals)
-        h = o.apply(SCAN, xs, dict(attrs, body=hist_body, layout=offsets, width=width), None)
+        h = o.apply(SCAN, xs, dict(_plain(attrs), body=hist_body, layout=offsets, width=width),
+                    None)
         hist = unpack(o, h, carry_avals, offsets[nk:], stacked=True)
     gk = unpack(o, g, [carry_avals[j] for j in fk], [layout[j] for j in fk])
     gy = unpack(o, g, [y_avals[j] for j in fy], [layout[nk + j] for j in fy], stacked=True) \
@@ -581,9 +852,11 @@ def scan_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attrs
     res = o.apply(SCAN, (*xs[:nc], *(ts[j] for j in mc), *xs[nc:nc + nk], *tk,
                          *xs[nc + nk:nc + nk + nx], *(ts[nc + nk + j] for j in mx),
                          *xs[len(xs) - counted:]),
-                  dict(attrs, body=jvp_body, nc=nc + nmc, nk=nk + nfk, layout=offsets,
-                       width=2 * width), None)
-    return o.getitem(res, (slice(None), slice(0, width)))
+                  dict(_plain(attrs), body=jvp_body, nc=nc + nmc, nk=nk + nfk, layout=offsets,
+                       width=2 * width, linear_in=_tangents_at(
+                           (nc, nmc), (nc + nmc + nk, nfk), (nc + nmc + nk + nfk + nx, len(mx)))),
+                  None)
+    return columns(o, res, 0, width)
 
 
 def stacked_packs(o: PrimitiveMethods, rows: list, width: int, size: int,
@@ -610,6 +883,8 @@ def cond_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
     """The branches vmapped: a cond of them for a shared index; for a batched one, every
     branch on the batch, each example's output selected by its index (as JAX does)."""
     branches = attrs["branches"]
+    if attrs.get("each"):       # (a derived body holding a counted scan: its trips vary)
+        return per_example(COND, o, xs, batched, attrs)
     size = next(shape_of(x)[0] for x, b in zip(xs, batched) if b)
     flags = tuple(bool(b) for b in batched[1:])
     many = [b.batched(flags, size) for b in branches]
@@ -660,7 +935,7 @@ def scan_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
     many = body.batched(tuple(bool(f) for f in flags), size)
     offsets, width = layout_of(many.outs[:nk], many.outs[nk:])
     res = o.apply(SCAN, (*xs[:nc], *carry, *seqs, *xs[nc + nk + nx:]),
-                  dict(attrs, body=many, layout=offsets, width=width), None)
+                  dict(_plain(attrs), body=many, layout=offsets, width=width), None)
     # the packed outputs of the examples: (examples, rows, width), leaves where they were
     ny = len(body.outs) - nk
     rows = [[(k, o.reshape(c, (size, 1, -1))) for k, c in
@@ -678,18 +953,26 @@ def scan_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
 COND.batch = cond_batch
 COND.release = release
 
-SCAN = Primitive(
+SCAN = register(Primitive(
     "scan", scan_forward, [scan_vjp], scan_jvp, fmt_loop("scan"), [], variadic=True,
-    batch=scan_batch, saves=("inputs",))
+    batch=scan_batch, linear=IN_TANGENTS, schema=attrs(shape_rule=scan_shape, body=need(BODY),
+                                   nc=need(integer(0, 2**62)), nk=need(integer(0, 2**62)),
+                                   length=need(_steps_or_none), reverse=need(BOOL),
+                                   counted=need(BOOL), **LOOP_ATTRS),
+    saves=("inputs",)))
 SCAN.release = release
 
 
 # ---------------------------------------------------------------- while_loop
 
 
-def while_forward(*xs: Any, body: Any, test: Any, nc: int, max_steps: int | None,
-                  layout: tuple, width: int, checkpoints: Any = "all") -> Any:
+def while_forward(*xs: Any, body: Any, test: Any, nc: int, layout: tuple, width: int,
+                  max_steps: int | None = None, checkpoints: Any = "all",
+                  linear_in: tuple | None = None) -> Any:
     """The packed final carry and trip count of the body run while ``test`` holds."""
+    if dask_array(*xs) is not None:
+        refuse("while_loop", *xs, reason="its condition decides the number of trips")
+    xs = tuple(given("while_loop: the body", body.ins, xs))
     consts, carry = xs[:nc], list(xs[nc:])
     n = 0
     before = [] if _keeps() and checkpoints == "all" and carry else None
@@ -714,12 +997,23 @@ def _holds(value: Any) -> bool:
 
 def _while_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: dict) -> list:
     body, nc = attrs["body"], attrs["nc"]
-    nk = len(xs) - nc
     keep = attrs.get("checkpoints", "all")
-    if keep != "all" and isinstance(o, ValueOps):
+    if keep != "all" and _values_only(o):
         return revolve(body, xs, nc, np.asarray(g), np.asarray(out), attrs["layout"], int(keep))
+    if keep != "all":       # recorded: one entry running revolve (its own rules: all kept)
+        return _recorded_revolve(o, g, out, xs, attrs)
+    return _while_scan_cotangents(o, g, out, xs, attrs)
+
+
+def _while_scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple,
+                           attrs: dict) -> list:
+    """A while loop's cotangents as the reverse scan over its recorded trips (every carry of
+    the forward kept, in a history scan)."""
+    body, nc = attrs["body"], attrs["nc"]
+    nk = len(xs) - nc
     count = unpack(o, out, [((), np.dtype(np.int64))], attrs["layout"][nk:])[0]
-    scan_attrs = {"body": body, "nc": nc, "nk": nk, "length": None, "reverse": False,
+    n = int(round(float(np.asarray(value_of(out))[0, attrs["layout"][nk]].real)))
+    scan_attrs = {"body": body, "nc": nc, "nk": nk, "length": n, "reverse": False,
                   "counted": True, "layout": attrs["layout"][:nk], "width": attrs["width"]}
     return _scan_cotangents(o, g, out, (*xs, count), scan_attrs)[:len(xs)]
 
@@ -761,9 +1055,10 @@ def while_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attr
     tk = [ts[nc + j] if ts[nc + j] is not None else np.zeros(ins[nc + j][0], ins[nc + j][1])
           for j in fk]
     res = o.apply(WHILE, (*xs[:nc], *(ts[j] for j in mc), *xs[nc:], *tk),
-                  dict(attrs, body=jvp_body, test=jvp_test, nc=nc + nmc, layout=offsets,
-                       width=2 * width), None)
-    return o.getitem(res, (slice(None), slice(0, width)))
+                  dict(_plain(attrs), body=jvp_body, test=jvp_test, nc=nc + nmc, layout=offsets,
+                       width=2 * width, linear_in=_tangents_at((nc, nmc),
+                                                               (nc + nmc + nk, len(fk)))), None)
+    return columns(o, res, 0, width)
 
 
 def revolve(body: Any, xs: tuple, nc: int, g: np.ndarray, out: np.ndarray, layout: tuple,
@@ -827,9 +1122,150 @@ def revolve(body: Any, xs: tuple, nc: int, g: np.ndarray, out: np.ndarray, layou
     return cts
 
 
-WHILE = Primitive(
+# ---------------------------------------------------------------- while_vjp (recorded revolve)
+#
+# A recorded gradient of a while loop with ``checkpoints=k`` is ONE entry, ``while_vjp``,
+# whose inputs are the loop's (consts | carry), the cotangent of its packed output and that
+# output (for the trip count): its forward runs ``revolve`` (k carries kept), so the gradient
+# program keeps O(k) carries when it runs or replays. Its own rules are those of the
+# "adjoint" body, the same cotangents traced once as the reverse scan over every carry.
+
+
+def _adjoint_avals(body: Any, nc: int) -> tuple[list, list[int], list[int]]:
+    """The float consts' and carries' avals (a while_vjp's outputs) and their positions."""
+    nk = len(body.ins) - nc
+    fc = [j for j in range(nc) if is_float(body.ins[j])]
+    fk = [j for j in range(nk) if is_float(body.outs[j])]
+    return [*(body.ins[j] for j in fc), *(body.outs[j] for j in fk)], fc, fk
+
+
+def adjoint_forward(*xs: Any, body: Any, nc: int, layout: tuple, width: int,
+                    checkpoints: int) -> Any:
+    """The packed cotangents of a while loop's float consts and carries, by revolve."""
+    if dask_array(*xs) is not None:
+        refuse("while_vjp", *xs, reason="its body runs on values")
+    xs = (*given("while_vjp: the body", body.ins, xs[:-2]), *xs[-2:])
+    for x in xs[-2:]:
+        if np.shape(x) != (1, width):
+            raise ShapeError(f"while_vjp: a cotangent and output of shape (1, {width}), got "
+                             f"{np.shape(x)}")
+    cts = revolve(body, xs[:-2], nc, np.asarray(xs[-2]), np.asarray(xs[-1]), layout,
+                  int(checkpoints))
+    avals, fc, fk = _adjoint_avals(body, nc)
+    offsets, w = layout_of(avals)
+    leaves = [*(cts[j] for j in fc), *(cts[nc + j] for j in fk)]
+    return pack(1, w, packed_dtype(avals), leaves, offsets)
+
+
+def adjoint_body(attrs: dict) -> Any:
+    """(consts, carry, g, out) -> the float consts' and carries' cotangents: the reverse
+    scan over every carry, traced once (the rules of a while_vjp entry)."""
+    body, nc, layout, width = attrs["body"], attrs["nc"], attrs["layout"], attrs["width"]
+    n = len(body.ins)
+    packed = ((1, width), np.dtype(np.float64))
+    out_example = np.zeros((1, width))
+    out_example[0, layout[n - nc]] = 1.0            # (traced at one trip)
+    avals, fc, fk = _adjoint_avals(body, nc)
+
+    def build(o2: Any, *a: Any) -> list:
+        xs, g, out = a[:n], a[n], a[n + 1]
+        cts = _while_scan_cotangents(o2, g, out, xs, {**attrs, "checkpoints": "all"})
+        got = [*(cts[j] for j in fc), *(cts[nc + j] for j in fk)]
+        return [np.zeros(v[0], v[1]) if c is None else c for c, v in zip(got, avals)]
+    return body.derive(("adjoint", nc, tuple(layout), width), [*body.ins, packed, packed],
+                       [*body.example, np.zeros((1, width)), out_example], build)
+
+
+def _recorded_revolve(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: dict) -> list:
+    body, nc = attrs["body"], attrs["nc"]
+    entry = {"body": body, "nc": nc, "layout": attrs["layout"], "width": attrs["width"],
+             "checkpoints": int(attrs["checkpoints"])}
+    res = o.apply(WHILE_VJP, (*xs, g, out), entry, None)
+    avals, fc, fk = _adjoint_avals(body, nc)
+    offsets, _ = layout_of(avals)
+    got = unpack(o, res, avals, offsets)
+    cts: list = [None] * len(xs)
+    for j, c in zip([*fc, *(nc + j for j in fk)], got):
+        cts[j] = c
+    return cts
+
+
+def _adjoint_cotangents(o: PrimitiveMethods, gg: Any, res: Any, xs: tuple,
+                        attrs: dict) -> list:
+    adj = adjoint_body(attrs)
+    wrt = tuple(j for j in range(len(xs) - 1) if is_float(adj.ins[j]) and wanted(xs[j]))
+    cts: list = [None] * len(xs)
+    if not wrt:
+        return cts
+    offsets, _ = layout_of(adj.outs)
+    ggs = unpack(o, gg, adj.outs, offsets)
+    back = adj.vjp(wrt)
+    for j, c in zip(wrt, _call(o, back, (*xs, *ggs))):
+        cts[j] = c
+    return cts
+
+
+def _call(o: PrimitiveMethods, body: Any, inputs: Sequence[Any]) -> list:
+    """A derived body's outputs, recorded as a cond of that one branch (a call whose rules,
+    batched ones included, are the cond's)."""
+    attrs = cond_attrs([body], each=True)
+    res = o.apply(COND, (np.array(0), *inputs), attrs, None)
+    return unpack(o, res, body.outs, attrs["layout"])
+
+
+def adjoint_vjp(o: PrimitiveMethods, gg: Any, res: Any, i: int, *xs: Any, **attrs: Any) -> Any:
+    """The cotangent of input i: the vjp of the adjoint body (the output read for its trip
+    count only gets none)."""
+    return _all_cotangents(_adjoint_cotangents, o, gg, res, i, xs, attrs)
+
+
+def adjoint_jvp(o: PrimitiveMethods, ts: Sequence[Any], res: Any, *xs: Any,
+                **attrs: Any) -> Any:
+    """The output's tangent: the jvp of the adjoint body, its tangents packed."""
+    adj = adjoint_body(attrs)
+    moving = tuple(j for j in range(len(xs) - 1) if ts[j] is not None and is_float(adj.ins[j]))
+    if not moving:
+        return None
+    fwd, n = adj.jvp(moving), len(adj.outs)
+    tangents = adj.derive(("adjoint_jvp", moving), fwd.ins, fwd.example,
+                          lambda o2, *a: fwd.record(o2, *a)[n:])
+    # (its packed output: the tangents where the while_vjp's output has its leaves)
+    return o.apply(COND, (np.array(0), *xs, *(ts[j] for j in moving)),
+                   dict(cond_attrs([tangents], each=True),
+                        linear_in=_tangents_at((1 + len(xs), len(moving)))), None)
+
+
+def adjoint_shape(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
+    """A while_vjp's packed cotangents: (1, the float consts' and carries' entries)."""
+    body, width = attrs["body"], attrs["width"]
+    _takes("the body", body.ins, shapes[:-2], dtypes[:-2])
+    for s in shapes[-2:]:
+        if tuple(s) != (1, width):
+            raise _refuse(f"a while_vjp's cotangent and output have shape (1, {width}), "
+                          f"got {tuple(s)}")
+    avals, _, _ = _adjoint_avals(body, attrs["nc"])
+    _fits(attrs["layout"], width, [[*body.outs, ((), np.dtype(np.int64))]])
+    return (1, layout_of(avals)[1]), packed_dtype(avals)
+
+
+WHILE_VJP = register(Primitive(
+    "while_vjp", adjoint_forward, [adjoint_vjp], adjoint_jvp, fmt_loop("while_vjp"), [],
+    variadic=True, linear=Linear(JOINT, lambda attrs: (len(attrs["body"].ins),)),  # in g
+    schema=attrs(shape_rule=adjoint_shape, body=need(BODY),
+                                nc=need(integer(0, 2**62)), checkpoints=need(integer(1, 2**62)),
+                                **LOOP_ATTRS),
+    saves=("inputs",)))
+WHILE_VJP.release = release
+WHILE_VJP.batch = lambda o, xs, batched, **attrs: per_example(WHILE_VJP, o, xs, batched, attrs)
+
+
+WHILE = register(Primitive(
     "while_loop", while_forward, [while_vjp], while_jvp, fmt_loop("while_loop"), [],
-    variadic=True, saves=("inputs", "out"))
+    variadic=True, linear=IN_TANGENTS,
+    schema=attrs(shape_rule=while_shape, body=need(BODY), test=need(BODY),
+                                nc=need(integer(0, 2**62)), max_steps=_steps_or_none,
+                                checkpoints=CHECKPOINTS, **LOOP_ATTRS),
+    saves=("inputs", "out")))
 WHILE.release = release
 
 
@@ -868,7 +1304,7 @@ def while_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
     outs = [*many.outs[:nk], count]
     offsets, width = layout_of([*outs, ((), np.dtype(np.int64))])
     res = o.apply(WHILE, (*xs[:nc], *carry, np.zeros(size)),
-                  dict(attrs, body=loop_body, test=loop_test, layout=offsets, width=width),
+                  dict(_plain(attrs), body=loop_body, test=loop_test, layout=offsets, width=width),
                   None)
     leaves = unpack(o, res, outs, offsets[:nk + 1], cast=False)
     pieces = [(k, o.reshape(y, (size, 1, -1))) for k, y in zip(attrs["layout"], leaves)]
@@ -898,7 +1334,7 @@ def _coefficients(ss: Sequence[Any], j: int, x: Any) -> list:
 
 
 def _blocks(o: PrimitiveMethods, out: Any, res: Any, order: int, width: int) -> list:
-    return [out, *(o.getitem(res, (slice(None), slice((k - 1) * width, k * width)))
+    return [out, *(columns(o, res, (k - 1) * width, k * width)
                    for k in range(1, order + 1))]
 
 
@@ -949,7 +1385,7 @@ def scan_taylor(o: PrimitiveMethods, ss: Sequence[Any], out: Any, *xs: Any,
     coefs_x = [c for j in mx for c in _coefficients(ss, nc + nk + j, xs[nc + nk + j])]
     res = o.apply(SCAN, (*xs[:nc], *coefs, *xs[nc:nc + nk], *coefs_k,
                          *xs[nc + nk:nc + nk + nx], *coefs_x, *xs[len(xs) - counted:]),
-                  dict(attrs, body=loop, nc=nc + nmc, nk=nk + nfk, layout=offsets,
+                  dict(_plain(attrs), body=loop, nc=nc + nmc, nk=nk + nfk, layout=offsets,
                        width=(K + 1) * width), None)
     return _blocks(o, out, res, K, width)
 
@@ -992,7 +1428,7 @@ def while_taylor(o: PrimitiveMethods, ss: Sequence[Any], out: Any, *xs: Any,
     coefs = [c for j in mc for c in _coefficients(ss, j, xs[j])]
     coefs_k = [c for j in fk for c in _coefficients(ss, nc + j, xs[nc + j])]
     res = o.apply(WHILE, (*xs[:nc], *coefs, *xs[nc:], *coefs_k),
-                  dict(attrs, body=loop, test=loop_test, nc=nc + nmc, layout=offsets,
+                  dict(_plain(attrs), body=loop, test=loop_test, nc=nc + nmc, layout=offsets,
                        width=(K + 1) * width), None)
     return _blocks(o, out, res, K, width)
 
@@ -1019,7 +1455,7 @@ def cond_taylor(o: PrimitiveMethods, ss: Sequence[Any], out: Any, *xs: Any,
                     for k in range(1, K + 1))
     coefs = [c for j in moving for c in _coefficients(ss, 1 + j, xs[1 + j])]
     res = o.apply(COND, (*xs, *coefs), {"branches": series, "layout": offsets,
-                                        "width": K * width}, None)
+                                        "width": K * width, **_each(attrs)}, None)
     return _blocks(o, out, res, K, width)
 
 
@@ -1035,7 +1471,29 @@ def _linear_taylor(prim: Primitive) -> Any:
     return rule
 
 
+def adjoint_taylor(o: PrimitiveMethods, ss: Sequence[Any], res: Any, *xs: Any,
+                   **attrs: Any) -> list:
+    """A while_vjp's series: the adjoint body's Taylor rule, called as a cond of it."""
+    adj = adjoint_body(attrs)
+    K = len(ss[0]) - 1
+    moving = tuple(j for j in range(len(xs) - 1) if _moves(ss, j, adj.ins[j]))
+    if not moving:
+        return [res] + [None] * K
+    n = len(adj.outs)
+    series = adj.taylor(moving, K)
+    coefs_body = adj.derive(("adjoint_taylor", moving, K), series.ins, series.example,
+                            lambda o2, *a: series.record(o2, *a)[n:])
+    layout, width = layout_of(adj.outs)
+    offsets = tuple((k - 1) * width + layout[j] for j in range(n) for k in range(1, K + 1))
+    coefs = [c for j in moving for c in _coefficients(ss, j, xs[j])]
+    got = o.apply(COND, (np.array(0), *xs, *coefs),
+                  {"branches": (coefs_body,), "layout": offsets, "width": K * width,
+                   "each": True}, None)
+    return _blocks(o, res, got, K, width)
+
+
 SCAN.taylor, WHILE.taylor, COND.taylor = scan_taylor, while_taylor, cond_taylor
+WHILE_VJP.taylor = adjoint_taylor
 PART.taylor, PLACED.taylor = _linear_taylor(PART), _linear_taylor(PLACED)
 
 
@@ -1094,3 +1552,157 @@ def cond_trips(xs: Sequence[Any], out: Any, attrs: dict) -> Iterator[tuple]:
 
 
 SCAN.trips, WHILE.trips, COND.trips = scan_trips, while_trips, cond_trips
+
+
+# ---------------------------------------------------------------- entries and Ops methods
+
+
+def scan_attrs(body: Body, nc: int, nk: int, length: int, reverse: bool = False) -> dict:
+    """A scan entry's attributes: ``body`` over ``length`` steps, ``nc`` consts, ``nk`` carries."""
+    offsets, width = layout_of(body.outs[:nk], body.outs[nk:])
+    return {"body": body, "nc": int(nc), "nk": int(nk), "length": int(length),
+            "reverse": bool(reverse), "counted": False, "layout": offsets, "width": width}
+
+
+def while_attrs(body: Body, test: Body, nc: int, max_steps: int | None = None,
+                checkpoints: Any = "all") -> dict:
+    """A while loop entry's attributes: ``body`` while ``test`` holds, ``nc`` consts."""
+    offsets, width = layout_of([*body.outs, ((), np.dtype(np.int64))])
+    return {"body": body, "test": test, "nc": int(nc), "checkpoints": checkpoints,
+            "max_steps": None if max_steps is None else int(max_steps),
+            "layout": offsets, "width": width}
+
+
+def cond_attrs(branches: Sequence[Body], each: bool = False) -> dict:
+    """A cond entry's attributes: the branches, their outputs packed side by side (``each``:
+    vmapped, it runs once per example)."""
+    offsets, width = layout_of(branches[0].outs)
+    return {"branches": tuple(branches), "layout": offsets, "width": width,
+            **({"each": True} if each else {})}
+
+
+class LoopOps:
+    """The loop and branch entries as methods of an Ops (``sg.scan`` and the others make the
+    bodies from functions and take the leaves out of the packed output)."""
+
+    def scan(self, body: Body, consts: Sequence[Any], carry: Sequence[Any], xs: Sequence[Any],
+             length: int | None = None, reverse: bool = False, name: str | None = None) -> Any:
+        """The packed final carry and stacked ys of ``body`` over the leading axis of ``xs``
+        (or ``length`` steps), as one entry."""
+        n = shape_of(xs[0])[0] if length is None else length
+        return self.apply(SCAN, (*consts, *carry, *xs),
+                          scan_attrs(body, len(consts), len(carry), n, reverse), name)
+
+    def while_loop(self, body: Body, test: Body, consts: Sequence[Any], carry: Sequence[Any],
+                   max_steps: int | None = None, checkpoints: Any = "all",
+                   name: str | None = None) -> Any:
+        """The packed final carry and trip count of ``body`` run while ``test`` holds."""
+        return self.apply(WHILE, (*consts, *carry),
+                          while_attrs(body, test, len(consts), max_steps, checkpoints), name)
+
+    def while_vjp(self, body: Body, consts: Sequence[Any], carry: Sequence[Any], g: Any,
+                  out: Any, checkpoints: int, name: str | None = None) -> Any:
+        """The packed cotangents of a while loop's float consts and carries from ``g``, its
+        packed output's (``out``: that output), keeping ``checkpoints`` carries (revolve)."""
+        a = while_attrs(body, body, len(consts), None, checkpoints)
+        return self.apply(WHILE_VJP, (*consts, *carry, g, out),
+                          {"body": body, "nc": len(consts), "layout": a["layout"],
+                           "width": a["width"], "checkpoints": int(checkpoints)}, name)
+
+    def cond(self, index: Any, branches: Sequence[Body], operands: Sequence[Any],
+             name: str | None = None) -> Any:
+        """The packed outputs of ``branches[index]`` on ``operands`` (index clamped)."""
+        return self.apply(COND, (index, *operands), cond_attrs(branches), name)
+
+    def loop_part(self, x: Any, offset: int, shape: tuple, stacked: bool = False,
+                  rows: bool = False, name: str | None = None) -> Any:
+        """The leaf of ``shape`` at column ``offset`` of a packed output (``stacked``: the
+        ys' rows; ``rows``: that block of columns, every row)."""
+        return self.apply(PART, (x,), {"offset": int(offset), "shape": tuple(shape),
+                                      "stacked": bool(stacked), "rows": bool(rows)}, name)
+
+    def loop_placed(self, g: Any, like: Any, offset: int, shape: tuple, stacked: bool = False,
+                    rows: bool = False, name: str | None = None) -> Any:
+        """``g`` placed where ``loop_part`` reads it, zeros elsewhere (its adjoint)."""
+        return self.apply(PLACED, (g, like), {"offset": int(offset), "shape": tuple(shape),
+                                             "stacked": bool(stacked), "rows": bool(rows)},
+                          name)
+
+    def loop_astype(self, x: Any, dtype: Any, name: str | None = None) -> Any:
+        """``x`` as an integer or bool ``dtype`` (a trip count, a flag): no derivative."""
+        return self.apply(ASTYPE, (x,), {"dtype": np.dtype(dtype)}, name)
+
+
+# ---------------------------------------------------------------- compiled source
+#
+# ``sg.compile`` writes a loop entry as a Python loop calling its body's compiled function
+# (program/compile.py asks the record's ``statement``), a cond as a call of the branch its
+# index picks; the packed output is made by ``pack`` as the forward makes it.
+
+
+class Emitter(Protocol):
+    """What a statement rule asks of the compiler: ``body(b)`` the name of sub-program b's
+    compiled function (its outputs as a list), ``fresh(stem)`` a name not taken, ``value(v)``
+    v as source (a literal, or a name bound to it)."""
+
+    def body(self, b: Body) -> str: ...
+
+    def fresh(self, stem: str) -> str: ...
+
+    def value(self, v: Any) -> str: ...
+
+
+def scan_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> list[str]:
+    """A scan as a ``for`` loop over its steps (as many as its xs have, or its count)."""
+    body, nc, nk, counted = attrs["body"], attrs["nc"], attrs["nk"], attrs["counted"]
+    nx = len(args) - nc - nk - counted
+    consts, carry, seqs = args[:nc], args[nc:nc + nk], args[nc + nk:nc + nk + nx]
+    f = code.body(body)
+    n, c, t, r = (code.fresh(f"{target}_{k}") for k in ("steps", "carry", "step", "out"))
+    steps = f"{code.value(int)}({args[-1]})" if counted else f"{seqs[0]}.shape[0]" if seqs \
+        else str(int(attrs["length"]))
+    ys = [code.fresh(f"{target}_ys") for _ in body.outs[nk:]]
+    lines = [f"{n} = {steps}", f"{c} = [{', '.join(carry)}]"]
+    lines += [f"{y} = np.zeros(({n},) + {code.value(tuple(shape))}, {code.value(dtype)})"
+              for y, (shape, dtype) in zip(ys, body.outs[nk:])]
+    each = code.value(range)
+    order = f"{each}({n} - 1, -1, -1)" if attrs["reverse"] else f"{each}({n})"
+    call = ", ".join([*consts, f"*{c}", *(f"{x}[{t}]" for x in seqs)])
+    lines += [f"for {t} in {order}:", f"    {r} = {f}({call})", f"    {c} = {r}[:{nk}]"]
+    lines += [f"    {y}[{t}] = {r}[{nk + j}]" for j, y in enumerate(ys)]
+    layout = attrs["layout"]
+    rows = f"1 + {n}" if ys else "1"
+    lines.append(f"{target} = {code.value(pack)}({rows}, {attrs['width']}, "
+                 f"{code.value(packed_dtype(body.outs))}, {c}, {code.value(layout[:nk])}, "
+                 f"[{', '.join(ys)}], {code.value(layout[nk:])})")
+    return lines
+
+
+def while_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> list[str]:
+    """A while loop as a ``while`` on its condition's compiled function (at most max_steps)."""
+    body, test, nc = attrs["body"], attrs["test"], attrs["nc"]
+    f, holds = code.body(body), code.body(test)
+    n, c = code.fresh(f"{target}_trips"), code.fresh(f"{target}_carry")
+    consts = "".join(f"{x}, " for x in args[:nc])
+    bound = "" if attrs.get("max_steps") is None else f"{n} < {int(attrs['max_steps'])} and "
+    avals = (*body.outs, ((), np.dtype(np.int64)))
+    return [f"{n} = 0", f"{c} = [{', '.join(args[nc:])}]",
+            f"while {bound}{holds}({consts}*{c})[0]:",
+            f"    {c} = {f}({consts}*{c})", f"    {n} += 1",
+            f"{target} = {code.value(pack)}(1, {attrs['width']}, "
+            f"{code.value(packed_dtype(avals))}, [*{c}, {n}], {code.value(attrs['layout'])})"]
+
+
+def cond_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> list[str]:
+    """A cond as a call of the branch its index picks (clamped to the branches)."""
+    branches = attrs["branches"]
+    low, high, whole = code.value(min), code.value(max), code.value(int)
+    pick = f"[{', '.join(code.body(b) for b in branches)}]" \
+           f"[{low}({high}({whole}({args[0]}), 0), {len(branches) - 1})]"
+    return [f"{target} = {code.value(pack)}(1, {attrs['width']}, "
+            f"{code.value(packed_dtype(branches[0].outs))}, {pick}({', '.join(args[1:])}), "
+            f"{code.value(attrs['layout'])})"]
+
+
+SCAN.statement, WHILE.statement = scan_statement, while_statement
+COND.statement = cond_statement

@@ -32,6 +32,7 @@ from .linalg.qr import QROps
 from .linalg.solve import SolveOps
 from .linalg.svd import SVDOps
 from .logic import LogicOps
+from .loops import LoopOps
 from .moments import MomentOps
 from .piecewise import PiecewiseOps
 from .products import ProductOps
@@ -50,7 +51,7 @@ class PrimitiveMethods(ElementwiseOps, PiecewiseOps, LogicOps, ReduceOps, ShapeO
                        LayoutOps, RearrangeOps, GatherOps, UnaryOps, BinaryOps, ScanOps,
                        MomentOps, EighOps, SVDOps, QROps, PseudoInverseOps, MatrixPowerOps,
                        SpecialFunctionOps, RunningOps, CrossOps, GammaOps, UpdateOps, ComplexOps,
-                       FFTOps, ConvOps):
+                       FFTOps, ConvOps, LoopOps):
     """Every primitive as a method; subclasses say what ``apply`` (the generic form) does."""
 
     #: whether the methods take and give plain numpy values (``ValueOps``): helpers with a

@@ -42,6 +42,9 @@ from .numpy_entries import EXPLICIT, RENAMED, UFUNC_ALIASES, Handler, describe
 # np.linalg functions of the array API whose semantics differ from np.<name> of the same name
 ARRAY_API = frozenset({"cross", "diagonal", "matmul", "matrix_transpose", "outer", "tensordot",
                         "trace", "vecdot", "vector_norm", "matrix_norm", "svdvals"})
+# np.linalg functions that share a name with an Ops method of another meaning (op.cond is a
+# branch, np.linalg.cond a matrix's condition number): no entry
+ELSEWHERE = frozenset({"cond"})
 # scipy.special's ufuncs that record the primitive of the same name, when SciPy is loaded
 SCIPY_SPECIAL = {"erf": "erf", "erfc": "erfc", "erfinv": "erfinv", "betainc": "betainc",
                  "gammaln": "gammaln", "digamma": "digamma", "psi": "digamma"}
@@ -191,7 +194,7 @@ def _build() -> dict[Callable, Handler]:
             fn = getattr(space, name, None)
             if fn is None or isinstance(fn, np.ufunc) or not callable(fn):
                 continue
-            if space is np.linalg and name in ARRAY_API or fn in out:
+            if space is np.linalg and (name in ARRAY_API or name in ELSEWHERE) or fn in out:
                 continue                    # a primitive's own name comes first
             out[fn] = _method(fn, name)
     for fn, method in RENAMED.items():

@@ -555,10 +555,11 @@ def _cond_rule(prim: Primitive, xs: Sequence[Any], out_shape: tuple, attrs: dict
                       _rows(outs, sizes))
 
 
-LOOP_RULES = {"scan": Rule(_scan_rule, False, "a scan of its body's", reads=True),
+RULES.update({"scan": Rule(_scan_rule, False, "a scan of its body's", reads=True),
               "while_loop": Rule(_while_rule, False, "a while loop of its body's", reads=True),
               "cond": Rule(_cond_rule, False, "the union of the branches'", reads=True),
-              "loop_part": MOVING, "loop_placed": MOVING}
+              "loop_part": MOVING, "loop_placed": MOVING,
+              "while_vjp": DENSE})      # (a while loop's cotangents: on every input)
 
 
 def rule_for(prim: Primitive) -> Rule:
@@ -576,6 +577,3 @@ def attach_rules() -> None:
     """Put each rule of ``RULES`` on the record it describes (once every record exists)."""
     for name, rule in RULES.items():
         REGISTRY[name].sparsity = rule
-    from . import loops
-    for prim in (loops.SCAN, loops.WHILE, loops.COND, loops.PART, loops.PLACED):
-        prim.sparsity = LOOP_RULES[prim.name]

@@ -149,7 +149,7 @@ def compile(prog: Program, name: str = "program",  # noqa: A001 (sg.compile)
     if backend == "numba":
         from .numba_backend import fuse
         prog, kernels, fallback = fuse(prog)
-    source, fn, folded = _generate(prog, name, dispatch=False)
+    source, fn, folded = _generate(prog, name, dispatch=False, backend=backend)
     out = Compiled(original, source, fn, name)
     out.folded = folded
     out.backend, out.fallback = backend, tuple(fallback)
@@ -157,7 +157,8 @@ def compile(prog: Program, name: str = "program",  # noqa: A001 (sg.compile)
     return out
 
 
-# the builtins the generated code may need: ``slice`` (in attribute literals); dask arrays need
+# the builtins the generated code may need: ``slice`` (in attribute literals; a loop's
+# statement binds what it calls, ``range`` and the like, as names); dask arrays need
 # none (their library's functions run in their own modules' namespaces), so nothing is added
 BUILTINS = {"slice": slice}
 # templates arrays of other libraries do not take: numpy calls that skip dispatch (ufunc
@@ -176,7 +177,8 @@ def _dispatching(template: str) -> str | None:
     return template
 
 
-def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable, tuple]:
+def _generate(prog: Program, name: str, dispatch: bool, backend: str = "numpy"
+              ) -> tuple[str, Callable, tuple]:
     """The source of the program's function, the function and the names of the entries
     computed here once (of constants alone: a seed spread over the batch); ``dispatch``: with
     only calls that arrays of other libraries dispatch."""
@@ -221,25 +223,71 @@ def _generate(prog: Program, name: str, dispatch: bool) -> tuple[str, Callable, 
     lines = [line for i in range(len(prog.inputs))
              for line in _guard_lines(checks.get((INPUT, i), ()), text_of[prog.slots[i]],
                                       namespace, dispatch)]
+    code = _Emitter(namespace, names, header, backend)
     for i, node in enumerate(prog.entries):
         if i in folded:
             continue
         target = names.take(node.name)
-        expr = _expression(node, [text_of[x] for x in node.inputs], namespace,
-                           names, [_shape(x) for x in node.inputs], dispatch)
-        text_of[node] = target
+        args = [text_of[x] for x in node.inputs]
         gone = [text_of[prog.entries[j]] for j in dead[i] if j not in folded]
         drop = f"; del {', '.join(gone)}" if gone else ""
-        lines.append((f"    {target} = {expr}{drop}", prog.format_entry(node)))
+        # (a loop's text: its line, its bodies indented below it; their code is in the header)
+        comment = prog.format_entry(node).split("\n    ", 1)[0]
+        if node.prim.statement is not None and not dispatch and \
+                REGISTRY.get(node.prim.name) is node.prim:     # a loop: its lines
+            block = node.prim.statement(target, args, node.attrs or {}, code)
+            lines += [(f"    {line}", comment if k == 0 else "") for k, line in
+                      enumerate(block[:-1])]
+            lines.append((f"    {block[-1]}{drop}", comment if len(block) == 1 else ""))
+        else:
+            expr = _expression(node, args, namespace, names,
+                               [_shape(x) for x in node.inputs], dispatch)
+            lines.append((f"    {target} = {expr}{drop}", comment))
+        text_of[node] = target
         lines += _guard_lines(checks.get((NODE, i), ()), target, namespace, dispatch)
     width = min(max((len(code) for code, _ in lines), default=0), 60)
-    body = [f"{code.ljust(width)}  # {_comment(comment)}" for code, comment in lines]
+    body = [f"{text.ljust(width)}  # {_comment(comment)}" if comment else text
+            for text, comment in lines]
     outs = [text_of[prog.at(r)] for r in prog.outputs]
     ret = outs[0] if prog.single else "[" + ", ".join(outs) + "]"
     source = "\n".join(header + body + [f"    return {ret}"]) + "\n"
     code = builtins.compile(source, f"<simplegrad compiled {name}>", "exec")
     exec(code, namespace)  # noqa: S102 -- source generated above from registry records
     return source, namespace[name], tuple(prog.entries[i].name for i in sorted(folded))
+
+
+class _Emitter:
+    """What a loop's statement rule asks of the compiler (primitives/loops.py ``Emitter``):
+    each sub-program compiled once, with this program's backend, to a function bound here
+    (its source in the header, as comments)."""
+
+    def __init__(self, namespace: dict, names: Names, header: list, backend: str):
+        self.namespace, self.names, self.header, self.backend = namespace, names, header, backend
+        self.made: dict[int, str] = {}
+
+    def fresh(self, stem: str) -> str:
+        return self.names.take(stem)
+
+    def value(self, v: Any) -> str:
+        if callable(v) and not isinstance(v, np.dtype):     # a helper (pack): bound once
+            got = self.made.get(id(v))
+            if got is None:
+                got = self.made[id(v)] = self.names.take(getattr(v, "__name__", "helper"))
+                self.namespace[got] = v
+            return got
+        return _literal(v, self.namespace, self.names)
+
+    def body(self, b: Any) -> str:
+        got = self.made.get(id(b))
+        if got is None:
+            stem = "".join(ch if ch.isalnum() else "_" for ch in str(b.name))
+            got = self.made[id(b)] = self.names.take(f"body_{stem}"[:60])
+            inner = compile(b.program, name=got, backend=self.backend)
+            fn = inner._fn
+            self.namespace[got] = (lambda *v: [fn(*v)]) if b.program.single else fn
+            self.header.append(f"    # {got}: the sub-program {_comment(b.name)!r}, compiled:")
+            self.header += [f"    #   {_comment(line)}" for line in inner.source.splitlines()]
+        return got
 
 
 def _guard_lines(guards: Any, name: str, namespace: dict, dispatch: bool) -> list[tuple]:

@@ -27,6 +27,7 @@ from ..errors import ArgumentError, FormatError
 from ..primitives.core import REGISTRY
 from ..primitives.schema import DTYPES, INT_RANGE, MAX_RANK, is_real
 from .arrays import read_npz
+from .body import Body
 from .core import Program
 from .declared import Declared
 from .nodes import CONST, INPUT, NODE, Constant, Guard, Input, Node, Ref
@@ -37,6 +38,7 @@ from .serialize import (
     MAX_DEPTH,
     MAX_ENTRIES,
     MAX_MEMBERS,
+    MAX_NAME,
     VERSION,
     name_problem,
     paths,
@@ -122,9 +124,11 @@ class _Reader:
         self.used: set = set()
         self.max_bytes = max_bytes
         self.source = source
+        self.inside: list[str] = []     # where the sub-program being read is, outermost first
 
     def fail(self, where: str, what: str) -> FormatError:
-        return FormatError(f"load_program: {self.source}: {where}: {what}")
+        inside = "".join(f"{w}: " for w in self.inside)     # (a sub-program's outer entries)
+        return FormatError(f"load_program: {self.source}: {inside}{where}: {what}")
 
     def fields(self, obj: Any, where: str, keys: set) -> dict:
         if not isinstance(obj, dict):
@@ -135,7 +139,7 @@ class _Reader:
                                    f"unknown {extra[:5]})")
         return obj
 
-    def program(self, doc: Any) -> Program:
+    def program(self, doc: Any, nested: bool = False) -> Program:
         keys = {"format", "version", "inputs", "constants", "nodes", "outputs", "single"}
         doc = self.fields(doc, "document", keys | ({"counts", "alike", "guards"} & set(doc) if
                                                    isinstance(doc, dict) else set()))
@@ -160,7 +164,7 @@ class _Reader:
             raise self.fail("single", f"must be true (one output) or false, got "
                                       f"{str(doc['single'])[:40]}")
         unused = sorted(set(self.arrays) - self.used)
-        if unused:
+        if unused and not nested:
             raise self.fail("arrays", f"the .npz holds arrays no entry refers to: "
                                       f"{', '.join(unused[:5])}")
         inputs, constants, nodes = self.renamed(inputs, constants, nodes)
@@ -313,6 +317,8 @@ class _Reader:
             return self.dtype(body, where)
         if tag == "scalar" and isinstance(body, list) and len(body) == 2:
             return self.scalar(self.dtype(body[0], where), sub[1], where)
+        if tag == "body":
+            return self.body(body, where, depth + 1)
         if tag == "array" and isinstance(body, str):
             if body not in self.arrays:
                 raise self.fail(where, f"the array {body[:40]!r} is not in the .npz file")
@@ -321,6 +327,41 @@ class _Reader:
             self.used.add(body)
             return self.arrays[body]
         raise self.fail(where, f"unknown or malformed tagged value {str(x)[:60]}")
+
+    def body(self, x: Any, where: str, depth: int) -> Body:
+        """A loop's sub-program: its document read as the outer one is, then its declared
+        inputs, outputs and example values checked against it."""
+        where = f"{where}: sub-program"
+        if len(self.inside) >= MAX_DEPTH:
+            raise self.fail(where, f"sub-programs nest deeper than {MAX_DEPTH}")
+        x = self.fields(x, where, {"name", "ins", "outs", "example", "program"})
+        if not isinstance(x["name"], str) or not x["name"] or len(x["name"]) > MAX_NAME:
+            raise self.fail(where, f"name must be a string of 1 to {MAX_NAME} characters")
+        where = f"{where} {x['name'][:40]!r}"
+        avals = {}
+        for key in ("ins", "outs"):
+            if not isinstance(x[key], list) or len(x[key]) > MAX_ENTRIES or not all(
+                    isinstance(a, list) and len(a) == 2 for a in x[key]):
+                raise self.fail(where, f"{key} must be a list of [shape, dtype] pairs")
+            avals[key] = [(self.shape(s, where), self.dtype(d, where)) for s, d in x[key]]
+        if not isinstance(x["example"], list) or len(x["example"]) != len(avals["ins"]):
+            raise self.fail(where, "example must hold one array per input")
+        example = [self.value(v, where, depth) for v in x["example"]]
+        for k, (v, (shape, dtype)) in enumerate(zip(example, avals["ins"])):
+            if not isinstance(v, np.ndarray) or v.shape != shape or v.dtype != dtype:
+                raise self.fail(where, f"example {k} must be an array of shape {shape} and "
+                                       f"dtype {dtype}")
+        self.inside.append(where)
+        try:
+            prog = self.program(x["program"], nested=True)
+        finally:
+            self.inside.pop()
+        got_ins = [(tuple(i.shape), np.dtype(i.dtype)) for i in prog.inputs]
+        got_outs = [_aval_of(prog, r) for r in prog.outputs]
+        if got_ins != avals["ins"] or got_outs != avals["outs"]:
+            raise self.fail(where, f"its program takes {got_ins} and gives {got_outs}, not the "
+                                   f"declared {avals['ins']} and {avals['outs']}")
+        return Body(prog, avals["ins"], avals["outs"], example, x["name"])
 
     def scalar(self, dt: np.dtype, v: Any, where: str) -> np.generic:
         """A numpy scalar whose value is exactly the one written (as save writes it)."""
@@ -337,3 +378,15 @@ class _Reader:
                                 for a, b in zip(parts(s.item()), parts(v))):
             raise self.fail(where, f"{str(v)[:40]} is not a {dt} value")
         return s
+
+
+def _aval_of(prog: Program, r: Any) -> tuple[tuple, np.dtype]:
+    """The (shape, dtype) a program's output reference has."""
+    if r.kind == INPUT:
+        x = prog.inputs[r.index]
+        return tuple(x.shape), np.dtype(x.dtype)
+    if r.kind == NODE:
+        n = prog.nodes[r.index]
+        return tuple(n.shape), np.dtype(n.dtype)
+    v = prog.constants[r.index].value
+    return tuple(np.shape(v)), np.asarray(v).dtype

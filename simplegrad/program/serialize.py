@@ -25,8 +25,17 @@ null, a boolean, an integer, a finite float or a string as itself, or one tagged
 ``{"float": "nan" | "inf" | "-inf"}``, ``{"complex": [REAL, IMAG]}`` (two floats, each as a
 float VALUE is written), ``{"tuple": [VALUE, ...]}``, ``{"list": [...]}``,
 ``{"slice": [start, stop, step]}``, ``{"ellipsis": null}``, ``{"dtype": "int64"}``,
-``{"scalar": ["int64", VALUE]}`` (a numpy scalar) or ``{"array": "a0"}`` (the array stored
-under that key in the .npz; dtypes bool, int, uint, float and complex64 / complex128).
+``{"scalar": ["int64", VALUE]}`` (a numpy scalar), ``{"array": "a0"}`` (the array stored
+under that key in the .npz; dtypes bool, int, uint, float and complex64 / complex128) or
+``{"body": BODY}``, a loop's sub-program (its body, condition or a branch)::
+
+    {"name": "cell", "ins": [[[3], "float64"], ...], "outs": [...], "example": [VALUE, ...],
+     "program": DOCUMENT}
+
+where DOCUMENT is a document of this format (its arrays in the one .npz), checked as the
+outer one is, its inputs and outputs those ``ins`` and ``outs`` declare, ``example`` one array
+per input (the values derived bodies are traced at). Sub-programs nest ``MAX_DEPTH`` deep at
+most.
 
 Primitives are named, and looked up in ``sg.REGISTRY`` when loading: a program through a
 ``custom_vjp`` or ``checkpoint`` function (not in the registry) cannot be saved. Each entry's
@@ -52,6 +61,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..primitives.core import REGISTRY
+from ..primitives.loops import is_body
 from ..primitives.schema import DTYPES, ShapeRuleError
 from .nodes import CONST, INPUT, NODE, Names
 
@@ -97,9 +107,10 @@ def _dumps(doc: dict) -> str:
     return "{\n" + ",\n".join(item(k, v) for k, v in doc.items()) + "\n}\n"
 
 
-def encode(prog: Program) -> tuple[dict, dict[str, np.ndarray]]:
-    """The JSON document and the arrays of a program."""
-    arrays: dict[str, np.ndarray] = {}
+def encode(prog: Program, arrays: dict[str, np.ndarray] | None = None
+           ) -> tuple[dict, dict[str, np.ndarray]]:
+    """The JSON document and the arrays of a program (added to ``arrays`` when given)."""
+    arrays = {} if arrays is None else arrays
     for node in prog.entries:
         if REGISTRY.get(node.prim.name) is not node.prim:
             raise ArgumentError(
@@ -244,5 +255,18 @@ def _encode(x: Any, arrays: dict, where: str) -> Any:
         key = f"a{len(arrays)}"
         arrays[key] = x
         return {"array": key}
+    if is_body(x):
+        return {"body": encode_body(x, arrays)}
     raise ArgumentError(f"save: {where} is a {type(x).__name__} "
                         f"({getattr(x, 'dtype', '')}), which the format cannot hold")
+
+
+def encode_body(body: Any, arrays: dict[str, np.ndarray]) -> dict:
+    """A loop's sub-program as the format nests it (its arrays added to ``arrays``)."""
+    doc, _ = encode(body.program, arrays)
+    return {"name": body.name,
+            "ins": [[list(s), np.dtype(d).name] for s, d in body.ins],
+            "outs": [[list(s), np.dtype(d).name] for s, d in body.outs],
+            "example": [_encode(np.array(v), arrays, f"{body.name}'s example")
+                        for v in body.example],
+            "program": doc}

@@ -25,6 +25,7 @@ import numpy as np
 from ..engine.variable import Entry
 from ..errors import ArgumentError
 from ..primitives.core import Primitive
+from ..primitives.loops import is_body
 from ..primitives.polynomials import Expansion, Polynomial
 from ..primitives.rewrites import FOLD, Operand, Same, constant_key, simplified
 from .nodes import CONST, INPUT, NODE, constant_entry, node_entry, ref_of, slot_entry
@@ -85,8 +86,9 @@ def simplify(prog: Program, expand: bool = False) -> Program:
 
     named = {r.index for r in prog.outputs if r.kind == NODE and
              not re.fullmatch(r"v\d+", prog.entries[r.index].label)}
+    bodies: dict[int, Any] = {}     # a loop's sub-program -> simplified (once each)
     for i, (e, order) in enumerate(zip(prog.entries, prog.orders)):
-        prim, args, attrs = e.prim, tuple(new[x] for x in e.inputs), e.attrs
+        prim, args, attrs = e.prim, tuple(new[x] for x in e.inputs), _inside(e.attrs, bodies)
         if i in named:          # an output with a given name (dW) keeps it
             new[e] = node(e, prim, tuple(written(x) for x in args), attrs, order)
             continue
@@ -123,6 +125,22 @@ def _fresh_labels(prog: Program) -> Iterator[str]:
     top = max((int(e.label[1:]) for e in prog.entries
                if type(e.label) is str and re.fullmatch(r"v\d+", e.label)), default=-1)
     return (f"v{n}" for n in itertools.count(top + 1))
+def _inside(attrs: dict | None, done: dict[int, Any]) -> dict | None:
+    """The attributes with each sub-program (a loop's body, condition, branches) simplified."""
+    if not attrs:
+        return attrs
+
+    def inner(v: Any) -> Any:
+        if is_body(v):
+            got = done.get(id(v))
+            if got is None:
+                got = done[id(v)] = v.simplified()
+            return got
+        if type(v) is tuple and v and all(is_body(b) for b in v):
+            return tuple(inner(b) for b in v)
+        return v
+    out = {k: inner(v) for k, v in attrs.items()}
+    return attrs if all(out[k] is attrs[k] for k in attrs) else out
 
 
 def _is_constant(x: Entry) -> bool:

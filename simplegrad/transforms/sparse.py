@@ -45,10 +45,10 @@ import numpy as np
 from ..engine.batched import batched_jvp
 from ..engine.ops import Ops
 from ..engine.variable import Variable
-from ..errors import ArgumentError, MissingToolError, ReplayError, ShapeError
-from ..primitives.sparsity_rules import rule_for
+from ..errors import ArgumentError, ReplayError, ShapeError
+from ..program.body import scipy_sparse as _scipy
+from ..program.body import walk_dependence
 from ..program.core import extract
-from ..program.nodes import CONST, INPUT, refs_of
 from .arguments import (
     check_callable,
     context,
@@ -66,15 +66,6 @@ from .jacobians import hvp
 from .jit import jit
 from .reverse import vjp
 from .vmap import vmap
-
-
-def _scipy() -> Any:
-    try:
-        import scipy.sparse
-    except ImportError:
-        raise MissingToolError("sparse Jacobians and Hessians need scipy: pip install "
-                               "'simplegrad[sparse]'") from None
-    return scipy.sparse
 
 
 def _point(fname: str, x: Any) -> np.ndarray:
@@ -128,52 +119,6 @@ def propagate(prog: Any, x: np.ndarray) -> Any:
     if out is None:
         return sp.csr_array((size, n), dtype=bool)
     return sp.csr_array(out, dtype=bool)
-
-
-def walk_dependence(prog: Any, values: list, patterns: list, varies: list) -> Callable:
-    """Run ``prog``'s entries, appending each one's value, dependence pattern (None: on none of
-    the inputs the patterns start from) and whether it varies, to the lists that hold its
-    inputs' then its constants'; the index of a Ref in those lists is what it returns."""
-    sp = _scipy()
-    first = len(prog.inputs)
-    base = first + len(prog.constants)
-
-    def at(r: Any) -> int:
-        return r.index + (0 if r.kind == INPUT else first if r.kind == CONST else base)
-    for node in prog.entries:
-        refs = refs_of(node)
-        args = [values[at(r)] for r in refs]
-        attrs = node.attrs or {}
-        with np.errstate(all="ignore"):     # (a pattern is read at any point, nan included)
-            values.append(node.prim.forward(*args, **attrs))
-        fixed = [not varies[at(r)] for r in refs]
-        varies.append(not all(fixed))
-        ins = [patterns[at(r)] for r in refs]
-        if all(p is None for p in ins):
-            patterns.append(None)
-            continue
-        size = int(np.prod(node.shape))
-        deps = rule_for(node.prim)(node.prim, args, tuple(node.shape), attrs, fixed=fixed)
-        acc = None
-        for p, a, dep in zip(ins, args, deps):
-            if p is None or dep is None:
-                continue
-            rows, cols = dep
-            if np.shape(a) == tuple(node.shape) and rows.size == size and \
-                    np.array_equal(rows, cols) and np.array_equal(rows, np.arange(size)):
-                term = p        # an entry on its own input's entry alone
-            else:
-                local = sp.csr_array((np.ones(rows.size, np.float32), (rows, cols)),
-                                     shape=(size, int(np.size(a))))
-                term = local @ p
-            acc = term if acc is None else acc + term
-        if acc is not None:
-            acc = sp.csr_array(acc)
-            acc.sum_duplicates()
-            acc.eliminate_zeros()
-            acc.data[:] = 1
-        patterns.append(acc)
-    return at
 
 
 def _pattern(fname: str, f: Callable, x: np.ndarray, args: tuple, kwargs: dict,
