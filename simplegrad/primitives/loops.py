@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from .core import JOINT, JOINTLY, Case, Linear, Primitive, register, shape_of, value_of
 from .lazy import dask_array, is_lazy, refuse
 from .schema import (
@@ -339,8 +339,9 @@ def given(what: str, avals: Sequence[Aval], values: Sequence[Any]) -> list:
     out = []
     for k, ((shape, dtype), v) in enumerate(zip(avals, values)):
         if np.shape(v) != tuple(shape) or not np.can_cast(_dtype(v), dtype, "safe"):
-            raise ShapeError(f"{what}'s input {k} must be {tuple(shape)} {dtype}, got "
-                             f"{np.shape(v)} {_dtype(v)}")
+            error = ShapeError if np.shape(v) != tuple(shape) else DTypeError
+            raise error(f"{what}'s input {k} must be {tuple(shape)} {dtype}, got "
+                        f"{np.shape(v)} {_dtype(v)}")
         out.append(_as(v, dtype))
     return out
 
