@@ -154,3 +154,25 @@ def test_custom_vjp_and_checkpoint_compile():
         np.testing.assert_allclose(got, want, rtol=1e-14)
     with pytest.raises(sg.DTypeError, match="input x has dtype float64, got complex128"):
         fn(np.zeros(2, dtype=complex))
+
+
+def test_an_entry_nobody_reads_is_compiled_and_deleted_on_its_own_line(tmp_path):
+    """A loaded program may hold an entry no later one reads (a file edited by hand): the
+    compiled function computes and drops it, and answers as the program does."""
+    import json
+
+    op = sg.Ops()
+    x = op.var(np.arange(3.0), "x")
+    y = op.sum(op.mul(op.tanh(x), x))
+    prog = op.program([x], y)
+    json_path, _ = prog.save(tmp_path / "p")
+    doc = json.loads(json_path.read_text())
+    names = [n["primitive"] for n in doc["nodes"]]
+    mul = names.index("mul")
+    doc["nodes"][mul]["args"] = [["input", 0], ["input", 0]]    # tanh's value now unread
+    json_path.write_text(json.dumps(doc))
+    edited = sg.load_program(tmp_path / "p")
+    fn = sg.compile(edited)
+    assert "v0 = np.tanh(x); del v0" in fn.source
+    np.testing.assert_allclose(fn(np.array([1.0, 2.0, 3.0])), 14.0, rtol=1e-15)
+    assert edited(np.array([1.0, 2.0, 3.0])) == fn(np.array([1.0, 2.0, 3.0]))

@@ -34,7 +34,8 @@ def fill_colour(role: str, order: int) -> str:
 
 def _quote(text: str, left: bool = False) -> str:
     """A DOT string; ``left``: its lines left-justified (``\\l``), as a loop's line and its
-    indented body print."""
+    indented body print (other labels of several lines, a value or a name under the line,
+    stay centred)."""
     end = "\\l" if left else "\\n"
     text = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", end)
     return '"' + text + (end if left else "") + '"'
@@ -72,7 +73,8 @@ def dot_text(g: Any, plain: Any = ()) -> str:
             extra += ', style="rounded,filled,dashed"'
         if d.get("note"):
             label = f"{label}\n{d['note']}"
-        lines.append(f"  {_quote(key)} [label={_quote(label, left=chr(10) in label)}, "
+        body = "\n " in label          # a loop's body, indented under its line
+        lines.append(f"  {_quote(key)} [label={_quote(label, left=body)}, "
                      f"fillcolor={_quote(fill_colour(d['role'], d['order']))}{extra}];")
     for src, dst, d in g.edges(data=True):
         if dst in plain:

@@ -229,6 +229,7 @@ def _generate(prog: Program, name: str, dispatch: bool, backend: str = "numpy"
             continue
         target = names.take(node.name)
         args = [text_of[x] for x in node.inputs]
+        text_of[node] = target      # (a node nobody reads is deleted on its own line)
         gone = [text_of[prog.entries[j]] for j in dead[i] if j not in folded]
         drop = f"; del {', '.join(gone)}" if gone else ""
         # (a loop's text: its line, its bodies indented below it; their code is in the header)
@@ -243,7 +244,6 @@ def _generate(prog: Program, name: str, dispatch: bool, backend: str = "numpy"
             expr = _expression(node, args, namespace, names,
                                [_shape(x) for x in node.inputs], dispatch)
             lines.append((f"    {target} = {expr}{drop}", comment))
-        text_of[node] = target
         lines += _guard_lines(checks.get((NODE, i), ()), target, namespace, dispatch)
     width = min(max((len(code) for code, _ in lines), default=0), 60)
     body = [f"{text.ljust(width)}  # {_comment(comment)}" if comment else text
