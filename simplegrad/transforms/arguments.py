@@ -101,8 +101,21 @@ def around() -> Ops | None:
 def active(ops: Ops) -> list[Level]:
     """(level, batch size) of every vmap of ``ops`` whose function is running in this thread,
     outermost first: a transform called now runs at all of them (its primals are lifted)."""
-    return [f.batch for f in getattr(_RUNNING, "stack", ()) if f.batch is not None and
-            f.ops is ops]
+    return [f.batch for f in _vmap_frames(ops)]
+
+
+def _vmap_frames(ops: Ops) -> list[running]:
+    """The frames of the vmaps of ``ops`` whose function is running in this thread, outermost
+    first, less those a frame inside them sets ``apart`` (see ``running``)."""
+    frames: list[running] = []
+    for f in getattr(_RUNNING, "stack", ()):
+        if f.ops is not ops:
+            continue
+        if f.batch is not None:
+            frames.append(f)
+        elif f.apart:
+            frames = [v for v in frames if v.batch[0] not in f.apart]
+    return frames
 
 
 def values_only(ops: Ops) -> bool:
@@ -172,15 +185,18 @@ class running:  # noqa: N801 (used as ``with running(ops):``)
     """Within the block, transforms called without Variable arguments record on ``ops``;
     ``batch`` = (level, size) marks a vmap's function, inside which they run per example;
     ``final``: that vmap runs on an Ops of its own (its results leave as arrays, so nothing
-    outside can differentiate what is recorded at its level)."""
+    outside can differentiate what is recorded at its level). ``apart``: levels of vmaps of
+    ``ops`` running around the block at which the block's code is one example already (a
+    custom rule of an entry recorded per example), so transforms in it do not run there."""
 
-    __slots__ = ("ops", "batch", "final")
+    __slots__ = ("ops", "batch", "final", "apart")
 
     def __init__(self, ops: Ops, batch: tuple[int, int] | None = None,
-                 final: bool = False) -> None:
+                 final: bool = False, apart: tuple[int, ...] = ()) -> None:
         self.ops = ops
         self.batch = batch
         self.final = final
+        self.apart = apart
 
     def __enter__(self) -> None:
         stack = getattr(_RUNNING, "stack", None)
@@ -203,6 +219,7 @@ class own(running):  # noqa: N801 (used as ``with own(ops, nested):``)
         self.ops = ops
         self.batch = None
         self.final = False
+        self.apart = ()
         self.nested = nested
 
     def __exit__(self, *exc: object) -> None:
@@ -217,7 +234,7 @@ class own(running):  # noqa: N801 (used as ``with own(ops, nested):``)
 def run_paused(ops: Ops, fn: Callable, args: Sequence[Any]) -> Any:
     """``fn`` (the transform) on the values of ``args``, its results handed back as Variables
     of ``ops`` that hold values only; a function among the results is wrapped the same way."""
-    frames = [f for f in getattr(_RUNNING, "stack", ()) if f.batch is not None and f.ops is ops]
+    frames = _vmap_frames(ops)
     if frames:      # (the frames of vmaps of ops whose function runs: ``active``)
         return _paused_at(ops, frames, fn, args)
     values = tree_map(lambda a: a.raw if isinstance(a, Variable) else a, list(args))

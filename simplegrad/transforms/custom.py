@@ -35,7 +35,9 @@ call is recorded again). The forward reads each batched value as its example: it
 (computed in the forward) at the entry's example numbers. The rules run on the recording Ops,
 where such a value is batched, so what they return for it is every example's;
 ``at_examples`` keeps the entry's own (a value-only rule runs on a scratch Ops that reads them
-as the forward does).
+as the forward does). Otherwise a rule sees one example, so transforms it calls (a Jacobian the
+rule takes) run at none of the vmaps' levels but those of a batched value it is handed or
+reads (``rule_running``): they would lift its primals to the whole batch.
 
 Pytree arguments and outputs: the entry's inputs are the leaves of the arguments, a pytree
 output is raveled into its one output and sliced back, and the rule sees the call's
@@ -118,7 +120,7 @@ from ..primitives import PrimitiveMethods
 from ..primitives.core import Primitive, shape_of, value_of
 from ..primitives.taylor import series_by_jvps
 from ..pytree import LEAF, TreeDef, prefix_leaves, tree_flatten, tree_map, tree_unflatten
-from .arguments import around, recording_ops, running
+from .arguments import active, around, recording_ops, running
 from .ravel import ravel_pytree
 
 # ---------------------------------------------------------------- shared machinery
@@ -386,6 +388,21 @@ class Watched(Variable):
     def __bool__(self) -> bool:
         self.read = True
         return super().__bool__()
+
+
+def rule_running(o: Ops, attrs: dict, moving: Any) -> running:
+    """The frame a custom rule runs in on ``o``, the Ops transforms in it record on. Having no
+    batching rule, the entry was recorded once per example of each vmap of ``o`` running
+    around (or once for all, its inputs being every example's), so the rule sees one example
+    and transforms in it run at none of those vmaps' levels (else the primals of a Jacobian
+    the rule takes would be lifted to every example of the batch), except where something it
+    computes with is batched: a cotangent or tangent of ``moving`` carried in batched (a
+    pullback called under a vmap), or a value read through its closure (``Examples``)."""
+    keep = {level for level, _ in attrs.get("_examples", ())}
+    for v in moving:
+        if type(v) is Batched:
+            keep.update(level for level, _ in levels_of(v))
+    return running(o, apart=tuple(level for level, _ in active(o) if level not in keep))
 
 
 def _read(xs: Any) -> str | None:
@@ -893,7 +910,7 @@ class JVPRule:
             tangents = [np.zeros(shape_of(x), dtype=_float_dtype(x)) if t is None
                         else t if recording else r.unrecorded(t)
                         for x, t in zip(inputs, ts)]
-            with running(r):
+            with rule_running(r, given or {}, ts):
                 got = self.rule(tuple(primals), tuple(tangents), **kw)
             t_out = self._checked(got, out)
             if not recording:
@@ -1009,7 +1026,7 @@ class CustomVJP(CustomFunction):
         ops = getattr(g, "rec", None)
         if not isinstance(ops, Ops):
             return packing.cotangents(self._bwd(*args, **user_attrs(attrs)))
-        with running(ops):      # transforms in the rule record on its Ops
+        with rule_running(ops, attrs, (g,)):    # transforms in the rule record on its Ops
             cts = packing.cotangents(self._bwd(*args, **user_attrs(attrs)))
         return [at_examples(c, attrs) for c in cts]
 
