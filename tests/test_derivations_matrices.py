@@ -110,3 +110,98 @@ def test_a_block_that_is_not_moved_values_prints_under_its_whole_name(capsys):
 def test_the_raw_tape_prints_no_labels():
     op = sg.trace(sg.hessian(lambda x, y: x * x * y, (0, 1)), 0.5, 1.5)
     assert "H[" not in op.format_trace() and "H[x, y]" in op.format_trace(raw=False)
+
+
+# ---------------------------------------------------------------- programs and the ones
+
+
+def _evaluate(text: str, env: dict) -> dict:
+    """Every ``name = expression`` line of a printed derivation run as Python, in order, with
+    ``env`` holding the inputs (a moved array of values is a nested list: made an array)."""
+    env = dict(env)
+    for line in text.splitlines():
+        name, sep, expr = line.partition(" = ")
+        if not sep or name.startswith(("inputs:", "outputs:")):
+            continue
+        value = eval(expr, {}, env)     # the lines are arithmetic of names and numbers
+        env[name] = np.array(value, dtype=float) if isinstance(value, list) else value
+    return env
+
+
+def _hessian_at(x: float, y: float) -> dict:
+    """The Hessian of x^2 y + y^3, worked by hand: [[2y, 2x], [2x, 6y]]."""
+    return {"H[x, x]": 2 * y, "H[x, y]": 2 * x, "H[y, x]": 2 * x, "H[y, y]": 6 * y}
+
+
+def _hessian_program():
+    op = sg.Ops()
+    x, y = op.var(0.5, name="x"), op.var(1.5, name="y")
+    H = sg.hessian(lambda x, y: x**2 * y + y**3, (0, 1))(x, y)
+    return op.program([x, y], [H[0][0], H[0][1], H[1][0], H[1][1]])
+
+
+def test_a_hessians_program_prints_its_entries_by_name_and_its_raw_text_is_kept():
+    prog = _hessian_program()
+    text = prog.format()
+    assert not PLUMBING.search(text) and "[1.0000]" not in text, text
+    lines = text.splitlines()
+    assert lines[-5:-1] == [f"{k} = {line.split(' = ')[1]}" for k, line in zip(
+        _hessian_at(0, 0), lines[-5:-1])]           # the entries, in order, then outputs
+    assert lines[-1] == "outputs: H[x, x], H[x, y], H[y, x], H[y, y]"
+    assert len(lines) <= 9, text                    # (27 lines before: the plumbing)
+    rng = np.random.default_rng(3)
+    for x, y in rng.uniform(-2, 2, (5, 2)):         # the printed lines are the Hessian
+        env = _evaluate(text, {"x": x, "y": y})
+        for k, want in _hessian_at(x, y).items():
+            assert float(env[k]) == pytest.approx(want, rel=1e-14), k
+        assert [float(v) for v in prog(x, y)] == pytest.approx(list(_hessian_at(x, y).values()),
+                                                               rel=1e-14)
+    raw = prog.format(raw=True)                     # raw: every entry as recorded, no labels
+    assert PLUMBING.search(raw) and "H[" not in raw
+    assert [line.split(" = ")[0] for line in raw.splitlines()[4:-1]] == \
+        [e.label for e in prog.entries]
+
+
+def test_a_jitted_hessians_program_prints_its_entries_by_name():
+    f = sg.jit(sg.hessian(lambda x, y: x**2 * y + y**3, (0, 1)))
+    assert np.allclose(np.array(f(0.5, 1.5), dtype=float), [[3.0, 1.0], [1.0, 9.0]])
+    prog = f.programs(0.5, 1.5)[0].program
+    text = prog.format()
+    assert not PLUMBING.search(text), text
+    env = _evaluate(text, {"x0": 0.25, "x1": -1.5})
+    got = {k: float(env[k]) for k in ("H[x0, x0]", "H[x0, x1]", "H[x1, x0]", "H[x1, x1]")}
+    assert list(got.values()) == pytest.approx(list(_hessian_at(0.25, -1.5).values()),
+                                               rel=1e-14)
+
+
+def test_a_hessians_program_has_its_closed_form():
+    sp = pytest.importorskip("sympy")
+    prog = _hessian_program()
+    x, y = sp.symbols("x y", real=True)
+    assert [sp.simplify(a - b) for a, b in zip(
+        prog.to_sympy(), [2 * y, 2 * x, 2 * x, 6 * y])] == [0, 0, 0, 0]
+    assert sg.check_closed_form(prog, ["2*y", "2*x", "2*x", "6*y"])
+    assert not sg.check_closed_form(prog, ["2*y", "2*x", "2*x", "3*y"])
+
+
+def test_a_multiplication_by_ones_that_only_adds_unit_axes_is_folded():
+    op = sg.trace(sg.hessian(lambda x, y: x**2 * y + y**3, (0, 1)), 0.5, 1.5)
+    text = op.format_trace(raw=False)
+    assert "[1.0000] *" not in text and "[2.0000] *" not in text, text
+    env = _evaluate(text, {})
+    for k, want in _hessian_at(0.5, 1.5).items():
+        assert float(env[k]) == pytest.approx(want, rel=1e-14), k
+    # the two tangent blocks end with the two rows of the Hessian, each named once
+    ends = [line for line in text.splitlines() if line.startswith("tv")]
+    assert len(ends) == 2 and len(set(ends)) == 2
+    rows = [env[line.split(" = ")[1]].ravel() for line in ends]
+    assert np.allclose(rows, [[3.0, 1.0], [1.0, 9.0]])
+
+
+def test_ones_that_spread_a_value_to_a_new_shape_stay():
+    x = np.array([0.5, 1.0, 2.0])
+    op = sg.trace(sg.hessian(lambda x, y: (x**2).sum() * y + y**3, (0, 1)), x, 1.5)
+    text = op.format_trace(raw=False)
+    # ones of shape (1, 3) times a (3,) gradient: a new shape, so the line says it
+    assert re.search(r"= \[\[1\.0000, 1\.0000, 1\.0000\]\] \* v\d+$", text, re.M), text
+    assert "[1.0000] *" not in text

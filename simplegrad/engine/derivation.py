@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..primitives.rewrites import FOLD, Operand, Same, describe_variable, simplified
+from ..primitives.rewrites import FOLD, Operand, Same, describe_variable, reduces_to, simplified
 from ..primitives.sparsity_rules import MOVING, flows, landing
 from .tape import Asked, BlockBegin, BlockEnd, Labels, Leaf
 from .variable import Entry, Variable, entry_of
@@ -89,6 +89,14 @@ def label_entries(ops: Ops, v: Any, names: Sequence[str], whole: str) -> None:
                         whole))
 
 
+def output_labels(tape: Tape, outputs: Sequence[Any]) -> tuple[tuple[int, tuple, str], ...]:
+    """``(i, names, whole)`` for each of ``outputs`` (entries) a transform named entry by entry
+    (``label_entries``): what a Program extracted from the tape keeps of the names."""
+    at = {id(e.entry): e for e in tape.events if type(e) is Labels}
+    return tuple((i, at[id(v)].names, at[id(v)].whole) for i, v in enumerate(outputs)
+                 if id(v) in at)
+
+
 class Line:
     """One entry as the derivation prints it: its name, primitive, operands and attributes
     (operands are leaves, constants or other Lines), and the tape entry it stands for; a
@@ -115,6 +123,35 @@ def _describe(x: Any) -> Operand:
         return Operand(x.shape, x.dtype, False, None, x.prim, x.args, x.attrs,
                        type(x.entry.label) is str)
     return describe_variable(x)
+
+
+def _shape(x: Any) -> tuple:
+    return tuple(x.shape) if type(x) in (Line, Entry) else tuple(np.shape(x))
+
+
+def _as_numbers(prim: Primitive, args: tuple, v: Entry) -> tuple:
+    """The operands of an elementwise entry of two, with a constant array of one entry, or of
+    entries all the record's unit, read as that number where it does not broadcast the other
+    operand to a new shape, or both are of one entry (which the view takes for one another):
+    the plumbing of Hessians and Jacobians, ``[1.0000] * v9`` is ``1.0 * v9``, which the unit
+    rule folds to v9, and ``[2.0000] * y`` is ``2.0 * y``; the result's dtype unchanged.
+    ``args`` itself when none is."""
+    out = list(args)
+    for i in (0, 1):
+        c, x = args[i], args[1 - i]
+        if type(c) is not np.ndarray or c.ndim == 0 or c.dtype.kind not in "fiu" or \
+                type(x) not in (Line, Entry) or c.size > SMALL or not np.all(c == c.flat[0]):
+            continue
+        number = c.flat[0].item()
+        if c.size > 1 and (prim.unit is None or number != prim.unit.value):
+            continue        # (only ones spread out: ``full([4], 3.0) * b`` says what it is)
+        shape = _shape(x)
+        if np.result_type(x.dtype, number) != np.dtype(v.dtype) or not (
+                np.broadcast_shapes(shape, c.shape) == shape or
+                math.prod(shape) == 1 == math.prod(v.shape)):
+            continue
+        out[i] = number
+    return args if all(a is b for a, b in zip(out, args)) else tuple(out)
 
 
 class Derivation:
@@ -209,6 +246,13 @@ class Derivation:
             if named:           # a given name is printed as recorded
                 self.sub[v] = self.lines.setdefault(v.position, Line(v, prim, args, attrs))
                 continue
+            if prim.elementwise and len(args) == 2:
+                numbers = _as_numbers(prim, args, v)
+                same = None if numbers is args else reduces_to(prim, numbers, attrs, _describe)
+                if same is not None:        # ``[1.0000] * v9`` is v9
+                    self.sub[v] = same
+                    continue
+                args = numbers
             step = simplified(prim, args, attrs, _describe)
             if step is FOLD:
                 if foldable(value_of(v)):
