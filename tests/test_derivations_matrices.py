@@ -205,3 +205,51 @@ def test_ones_that_spread_a_value_to_a_new_shape_stay():
     # ones of shape (1, 3) times a (3,) gradient: a new shape, so the line says it
     assert re.search(r"= \[\[1\.0000, 1\.0000, 1\.0000\]\] \* v\d+$", text, re.M), text
     assert "[1.0000] *" not in text
+
+
+def _vector_hessian_program():
+    op = sg.Ops()
+    x, y = op.var(np.array([0.5, 1.0, 2.0]), name="x"), op.var(1.5, name="y")
+    H = sg.hessian(lambda x, y: (x**2).sum() * y + y**3, (0, 1))(x, y)
+    return op.program([x, y], [H[0][0], H[0][1], H[1][0], H[1][1]])
+
+
+def test_a_vectors_blocks_print_under_their_names_each_one_printed_line():
+    # H[x, x] of x with 3 entries is one line naming a printed 3x3 value (its entries are
+    # computed together by the batched jvp, not each a printed value: see docs/derivations.md)
+    prog = _vector_hessian_program()
+    text = prog.format()
+    assert not re.search(r"\.reshape\(|concatenate\(|\[\d+:\d+\]", text), text
+    lines = text.splitlines()
+    assert [t.split(" = ")[0] for t in lines[-5:-1]] == \
+        ["H[x, x]", "H[x, y]", "H[y, x]", "H[y, y]"]
+    assert all(t.split(" = ")[1] in _defined(text) for t in lines[-5:-1])
+    runnable = re.sub(r"(\w+)\.expand\(\[([\d, ]*)\]\)", r"np.broadcast_to(\1, (\2,))", text)
+    rng = np.random.default_rng(7)
+    for _ in range(3):                  # f = sum(x^2) y + y^3: by hand
+        x, y = rng.uniform(-2, 2, 3), float(rng.uniform(-2, 2))
+        env = _evaluate(runnable, {"x": x, "y": y, "np": np})
+        assert np.allclose(env["H[x, x]"], 2 * y * np.eye(3), rtol=1e-14, atol=0)
+        assert np.allclose(np.ravel(env["H[x, y]"]), 2 * x, rtol=1e-14, atol=0)
+        assert np.allclose(np.ravel(env["H[y, x]"]), 2 * x, rtol=1e-14, atol=0)
+        assert float(env["H[y, y]"]) == pytest.approx(6 * y, rel=1e-14)
+    # the same blocks in the pruned trace, each naming a line it prints
+    op = sg.trace(sg.hessian(lambda x, y: (x**2).sum() * y + y**3, (0, 1)),
+                  np.array([0.5, 1.0, 2.0]), 1.5)
+    trace = op.format_trace(raw=False).splitlines()
+    named = dict(t.split(" = ") for t in trace[-4:])
+    assert list(named) == ["H[x, x]", "H[x, y]", "H[y, x]", "H[y, y]"]
+    assert set(named.values()) <= _defined("\n".join(trace[:-4]))
+    assert not any(re.search(r"\[\d+:\d+\]", t) for t in trace)
+
+
+def test_a_vector_hessians_program_has_its_closed_form():
+    sp = pytest.importorskip("sympy")
+    prog = _vector_hessian_program()
+    x0, x1, x2, y = sp.symbols("x_0 x_1 x_2 y", real=True)
+    f = (x0**2 + x1**2 + x2**2) * y + y**3
+    H = sp.hessian(f, (x0, x1, x2, y))
+    got = prog.to_sympy()
+    assert sp.simplify(got[0] - H[:3, :3]) == sp.zeros(3, 3)
+    assert [sp.simplify(a - b) for a, b in zip(list(got[1]), list(H[:3, 3]))] == [0, 0, 0]
+    assert sp.simplify(got[3] - H[3, 3]) == 0
