@@ -152,10 +152,10 @@ def test_text_rich_html_and_dot_show_the_same_loop_lines():
         assert head == block[0]
         assert body == block[1:]
     assert "<a" not in re.search(r'<div class="sg-body">(.*?)</div>', page, re.S)[1]
-    # a Program's HTML: the same lines, the body's names linking nowhere
+    # a Program's HTML: the lines format() prints, the body's names linking nowhere
     prog = op.program([x], [y, dy])
     page = prog._repr_html_()
-    printed = loop_blocks(prog.format(raw=True))
+    printed = loop_blocks(prog.format())
     for block in printed:
         head, body = _html_lines(page, block[0].split(" = ")[0])
         assert head == block[0] and body == block[1:]

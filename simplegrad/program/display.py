@@ -7,10 +7,11 @@ ones that only adds axes of length one folded, and an output a transform named e
 (``sg.hessian`` of named Variables: ``prog.labels``) printed one line per entry (``H[x, y] =
 v9``). ``program_text`` prints it and ``graph.derivation_graph`` draws it, a box per line.
 
-The notebook view: the inputs, then one collapsible ``<details>`` block per derivative order,
-each line with its shape and dtype; every name a line reads links (``href="#..."``) to the
-line that defines it, whose ``id`` starts with a prefix drawn fresh for each display
-(engine/html.py draws Ops).
+The notebook view (``program_html``): the inputs, then the lines ``format()`` prints in one
+collapsible ``<details>`` block per derivative order (the named results in the last), each
+with its shape and dtype; every name a line reads links (``href="#..."``) to the line that
+defines it, whose ``id`` starts with a prefix drawn fresh for each display (engine/html.py
+draws Ops).
 """
 
 from __future__ import annotations
@@ -116,28 +117,37 @@ NAME = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
 
 
 def program_html(prog: Program) -> str:
-    """The program as HTML (see the module docstring)."""
+    """The program as HTML, the lines ``prog.format()`` prints (see the module docstring)."""
     p = prefix()
-    defined = {spec.name for spec in prog.inputs}
+    pv = program_view(prog)
+    view = pv.view
+    defined = {spec.name for spec in pv.program.inputs}
     groups: dict[int, list[str]] = {0: []}
-    for spec in prog.inputs:
+    for spec in pv.program.inputs:
         groups[0].append(line_html(f"input {spec.name}", anchor(p, spec.name),
                                    meta=f"{spec.shape} {spec.dtype.name}"))
-    for c in prog.constants:
-        if c.name is not None:
-            defined.add(c.name)
-            groups[0].append(line_html(f"{c.name} = {format_value(c.value)}", anchor(p, c.name),
-                                       meta=f"{np.shape(c.value)} constant"))
-    for node, order in zip(prog.entries, prog.orders):
-        text, _, rest = prog.format_entry(node).partition("\n")    # (a loop's body: rest)
+    for c in pv.constants:
+        defined.add(c.label)
+        groups[0].append(line_html(f"{c.label} = {format_value(c.raw)}", anchor(p, c.label),
+                                   meta=f"{np.shape(c.raw)} constant"))
+
+    def linked(expr: str) -> str:
+        return NAME.sub(lambda m: f'<a href="#{anchor(p, m[0])}">{m[0]}</a>'
+                        if m[0] in defined else m[0], html.escape(expr))
+
+    for pos in sorted(view.lines):
+        line = view.lines[pos]
+        text, _, rest = derivation_line(line).partition("\n")    # (a loop's body: rest)
         name, _, expr = text.partition(" = ")
-        linked = NAME.sub(lambda m: f'<a href="#{anchor(p, m[0])}">{m[0]}</a>'
-                          if m[0] in defined else m[0], html.escape(expr))
-        meta = f'<span class="sg-meta">{node.shape} {np.dtype(node.dtype).name}</span>'
-        groups.setdefault(order, []).append(
-            f'<div class="sg-line" id="{anchor(p, node.name)}">{html.escape(name)} = {linked}'
-            f"{meta}{body_html(rest)}</div>")
-        defined.add(node.name)
-    outs = ", ".join(prog._operand(r) for r in prog.outputs)
+        meta = f'<span class="sg-meta">{tuple(line.shape)} {np.dtype(line.dtype).name}</span>'
+        groups.setdefault(pv.order.get(line.entry, 0), []).append(
+            f'<div class="sg-line" id="{anchor(p, line.name)}">{html.escape(name)} = '
+            f"{linked(expr)}{meta}{body_html(rest)}</div>")
+        defined.add(line.name)
+    last = max(groups)
+    for named in view.labelled.values():    # the results a transform named, last
+        for label, x in named:
+            groups[last].append(
+                f'<div class="sg-line">{html.escape(label)} = {linked(_name(x))}</div>')
     return page(p, groups, f"program: {len(prog.inputs)} inputs, {len(prog.entries)} entries; "
-                           f"outputs {outs}")
+                           f"outputs {', '.join(pv.names)}")
