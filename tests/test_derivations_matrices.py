@@ -253,3 +253,20 @@ def test_a_vector_hessians_program_has_its_closed_form():
     assert sp.simplify(got[0] - H[:3, :3]) == sp.zeros(3, 3)
     assert [sp.simplify(a - b) for a, b in zip(list(got[1]), list(H[:3, 3]))] == [0, 0, 0]
     assert sp.simplify(got[3] - H[3, 3]) == 0
+
+
+def test_a_jacobians_program_prints_its_entries_by_name():
+    op = sg.Ops()
+    x, y = op.var(0.5, name="x"), op.var(1.5, name="y")
+    J = sg.jacobian(lambda x, y: np.stack([x * y, np.sin(x), y**2]), (0, 1))(x, y)
+    prog = op.program([x, y], list(J))
+    text = prog.format()
+    assert not PLUMBING.search(text), text
+    assert text.splitlines()[-1] == "outputs: J[:, x], J[:, y]"
+    assert "J[2, x] = 0.0000" in text.splitlines()      # a structural zero, as the trace has it
+    for a, b in [(0.5, 1.5), (-1.25, 0.75)]:            # d(xy, sin x, y^2)/d(x, y) by hand
+        env = _evaluate(re.sub(r"(\w+)\.cos\(\)", r"np.cos(\1)", text),
+                        {"x": a, "y": b, "np": np})
+        want = {"J[0, x]": b, "J[1, x]": np.cos(a), "J[2, x]": 0.0,
+                "J[0, y]": a, "J[1, y]": 0.0, "J[2, y]": 2 * b}
+        assert {k: float(env[k]) for k in want} == pytest.approx(want, rel=1e-14)

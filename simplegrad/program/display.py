@@ -26,7 +26,7 @@ import numpy as np
 
 from ..engine.derivation import Derivation, Line, foldable
 from ..engine.html import anchor, body_html, line_html, page, prefix
-from ..engine.render import derivation_line, format_operand, format_value, noted
+from ..engine.render import derivation_line, format_value, noted
 from ..engine.tape import Labels
 from ..engine.variable import Entry
 from .nodes import node_entry
@@ -90,10 +90,11 @@ def program_view(prog: Program) -> ProgramView:
 
 
 def _name(x: Any) -> str:
-    """An operand of the view by the name it prints under (a constant by its value)."""
+    """An operand of the view by the name it prints under (a constant by its value, as the
+    pruned trace prints a structural zero: ``J[2, x] = 0.0000``)."""
     if type(x) in (Line, Entry):
         return x.name
-    return format_operand(x)
+    return format_value(x)
 
 
 def program_text(prog: Program, explain: bool = False,
