@@ -222,3 +222,21 @@ def test_diff_before_and_after_simplify_marks_what_went():
     assert d and "-" in marks
     with pytest.raises(sg.ArgumentError, match="diff: expected"):
         sg.diff(prog, 3)
+
+
+def test_a_hessians_program_html_shows_the_lines_format_prints():
+    import html as html_module
+    import re
+    op = sg.Ops()
+    x, y = op.var(0.5, name="x"), op.var(1.5, name="y")
+    H = sg.hessian(lambda x, y: x**2 * y + y**3, (0, 1))(x, y)
+    prog = op.program([x, y], [H[0][0], H[0][1], H[1][0], H[1][1]])
+    text = prog._repr_html_()
+    page = _Page(text)
+    assert page.hrefs and all(h[1:] in page.ids for h in page.hrefs)      # every link lands
+    shown = [html_module.unescape(re.sub(r"<span.*?</span>|<[^>]+>", "", t))
+             for t in re.findall(r'<div class="sg-line"[^>]*>(.*?)</div>', text)]
+    printed = prog.format().splitlines()[1:-1]          # (inputs and outputs: the header)
+    assert [t for t in shown if not t.startswith("input ")] == printed
+    assert "concatenate" not in text and "reshape" not in text
+    assert "outputs H[x, x], H[x, y], H[y, x], H[y, y]" in text

@@ -152,17 +152,17 @@ def test_text_rich_html_and_dot_show_the_same_loop_lines():
         assert head == block[0]
         assert body == block[1:]
     assert "<a" not in re.search(r'<div class="sg-body">(.*?)</div>', page, re.S)[1]
-    # a Program's HTML: the same lines, the body's names linking nowhere
+    # a Program's HTML: the lines format() prints, the body's names linking nowhere
     prog = op.program([x], [y, dy])
     page = prog._repr_html_()
-    printed = loop_blocks(prog.format(raw=True))
+    printed = loop_blocks(prog.format())
     for block in printed:
         head, body = _html_lines(page, block[0].split(" = ")[0])
         assert head == block[0] and body == block[1:]
     assert not re.search(r'sg-body">[^<]*<a', page)
-    # DOT: one box per loop holding its line and body, left-justified as the text prints
+    # DOT: one box per loop holding its line and body, left-justified as format() prints
     dot = prog.to_dot()
-    for block in printed:
+    for block in loop_blocks(prog.format()):
         label = "\\l".join(block) + "\\l"
         assert f'[label="{label}"' in dot
 
@@ -176,7 +176,7 @@ def test_the_svg_draws_the_loop_lines_left_justified(tmp_path):
     svg = path.read_text()
     texts = [html.unescape(t).replace("\xa0", " ")
              for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
-    for block in loop_blocks(prog.format(raw=True)):
+    for block in loop_blocks(prog.format()):
         k = texts.index(block[0])
         assert texts[k:k + len(block)] == block
     starts = re.findall(r'<text text-anchor="(\w+)"[^>]*>v8 = scan', svg)

@@ -81,7 +81,7 @@ def test_seed_block_with_other_seeds_is_shared_by_cse_alone():
     prog = op.program([a, b], [a.grad, b.grad])
     assert prog.duplicates() == [("v12", "v13"), ("v15", "v16")]
     simple = sg.simplify(prog)
-    text = simple.format().splitlines()
+    text = simple.format(raw=True).splitlines()     # (as simplified: the seeds named)
     assert "v12 = v11 * v6" in text and "v15 = v11 * v4" in text
     assert "v14 = v12 * 2.0" in text and "v17 = v15 * 2.0" in text     # v12 + v12, v15 + v15
     # CSE removes v13 and v16; the seeds' spreads (v3, v11: constants alone) fold

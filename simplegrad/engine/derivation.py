@@ -13,9 +13,16 @@ to the ``wrt`` it was asked for. Nothing here changes the tape; entries keep the
 Data movement is looked through (the plumbing of Hessians and Jacobians: reshapes, slices,
 transposes, concatenations, scatters): an entry of a moving primitive whose entries are each
 one printed value of one entry (or a constant) is that value when it has one entry, and prints
-as the array of them when it is small (``v25 = [[v22, v19]]``). An entry a transform named
-entry by entry (``label_entries``: ``sg.hessian`` and ``sg.jacobian`` of named Variables)
-prints one line per entry instead (``H[x, y] = v19``) when each is such a value.
+as the array of them when it is small (``v25 = [[v22, v19]]``). An entry of a value of several
+entries is a ``Pick`` of it; moved data whose entries are all of one such value, in order, is
+that value (of its shape, or but for axes of length one where a transform named the result),
+and in a transposed order a transpose of it; other moved data that holds Picks prints as its
+primitive, its entries noted for the entries that read it. A multiplication by ones of a shape
+that does not broadcast the other operand to a new shape is that operand (``[1.0000] * v9``
+from a Hessian's basis tangents). An entry a transform named entry by entry
+(``label_entries``: ``sg.hessian`` and ``sg.jacobian`` of named Variables) prints one line per
+entry instead (``H[x, y] = v19``) when each is such a value, else one line under its whole
+name (``H[x, x] = v46``, the line whose entries it is).
 
 The rules are those of ``sg.simplify``, through the same step (``rewrites.simplified``),
 applied to tape entries and to the Lines made of them.
@@ -23,13 +30,15 @@ applied to tape entries and to the Lines made of them.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..primitives.rewrites import FOLD, Operand, Same, describe_variable, simplified
+from ..primitives.rewrites import FOLD, Operand, Same, describe_variable, reduces_to, simplified
+from ..primitives.shape import TRANSPOSE
 from ..primitives.sparsity_rules import MOVING, flows, landing
 from .tape import Asked, BlockBegin, BlockEnd, Labels, Leaf
 from .variable import Entry, Variable, entry_of
@@ -89,6 +98,24 @@ def label_entries(ops: Ops, v: Any, names: Sequence[str], whole: str) -> None:
                         whole))
 
 
+def output_labels(tape: Tape, outputs: Sequence[Any]) -> tuple[tuple[int, tuple, str], ...]:
+    """``(i, names, whole)`` for each of ``outputs`` (entries) a transform named entry by entry
+    (``label_entries``): what a Program extracted from the tape keeps of the names."""
+    at = {id(e.entry): e for e in tape.events if type(e) is Labels}
+    return tuple((i, at[id(v)].names, at[id(v)].whole) for i, v in enumerate(outputs)
+                 if id(v) in at)
+
+
+class Pick:
+    """Entry ``at`` (C order) of a value of several entries (a Line or a leaf): what moved
+    data holds of it, looked through until the data is that value again (``_whole``)."""
+
+    __slots__ = ("of", "at")
+
+    def __init__(self, of: Any, at: int):
+        self.of, self.at = of, at
+
+
 class Line:
     """One entry as the derivation prints it: its name, primitive, operands and attributes
     (operands are leaves, constants or other Lines), and the tape entry it stands for; a
@@ -117,6 +144,35 @@ def _describe(x: Any) -> Operand:
     return describe_variable(x)
 
 
+def _shape(x: Any) -> tuple:
+    return tuple(x.shape) if type(x) in (Line, Entry) else tuple(np.shape(x))
+
+
+def _as_numbers(prim: Primitive, args: tuple, v: Entry) -> tuple:
+    """The operands of an elementwise entry of two, with a constant array of one entry, or of
+    entries all the record's unit, read as that number where it does not broadcast the other
+    operand to a new shape, or both are of one entry (which the view takes for one another):
+    the plumbing of Hessians and Jacobians, ``[1.0000] * v9`` is ``1.0 * v9``, which the unit
+    rule folds to v9, and ``[2.0000] * y`` is ``2.0 * y``; the result's dtype unchanged.
+    ``args`` itself when none is."""
+    out = list(args)
+    for i in (0, 1):
+        c, x = args[i], args[1 - i]
+        if type(c) is not np.ndarray or c.ndim == 0 or c.dtype.kind not in "fiu" or \
+                type(x) not in (Line, Entry) or c.size > SMALL or not np.all(c == c.flat[0]):
+            continue
+        number = c.flat[0].item()
+        if c.size > 1 and (prim.unit is None or number != prim.unit.value):
+            continue        # (only ones spread out: ``full([4], 3.0) * b`` says what it is)
+        shape = _shape(x)
+        if np.result_type(x.dtype, number) != np.dtype(v.dtype) or not (
+                np.broadcast_shapes(shape, c.shape) == shape or
+                math.prod(shape) == 1 == math.prod(v.shape)):
+            continue
+        out[i] = number
+    return args if all(a is b for a, b in zip(out, args)) else tuple(out)
+
+
 class Derivation:
     """A tape pruned to what was asked (see the module docstring)."""
 
@@ -135,12 +191,22 @@ class Derivation:
         roots = self._roots(outputs)
         self.sub: dict[Entry, Any] = {}      # entry or seed -> what it prints as
         self.lines: dict[int, Line] = {}        # position -> its line, for entries kept
+        # a line of moved data that prints as its primitive -> what its entries are (Picks)
+        self.known: dict[int, np.ndarray] = {}
+        self._named = {id(e.entry) for e in events if type(e) is Labels}
         self._build(roots)
         # position -> the (name, operand) lines a labelled entry prints as
         self.labelled: dict[int, list[tuple[str, Any]]] = {}
         for e in events:
             if type(e) is Labels and e.entry.prim is not None:
+                x = self.value(e.entry)
+                whole = self._whole(self.known[id(x)], e.entry, True) \
+                    if type(x) is Line and id(x) in self.known else None
+                if whole is not None and whole[1] is None:  # (reshaped on its way: v33
+                    self.sub[e.entry] = whole[0]            # for its (2,) of (1, 2))
                 values = self.entries_of(self.value(e.entry)) if e.names else None
+                if values is not None and any(type(x) is Pick for x in values.flat):
+                    values = None       # entries of a line of several: named whole
                 self.labelled[e.entry.position] = [(e.whole, self.value(e.entry))] \
                     if values is None else list(zip(e.names, values.flat))
         self._keep([x for r in roots for x in (
@@ -209,6 +275,13 @@ class Derivation:
             if named:           # a given name is printed as recorded
                 self.sub[v] = self.lines.setdefault(v.position, Line(v, prim, args, attrs))
                 continue
+            if prim.elementwise and len(args) == 2:
+                numbers = _as_numbers(prim, args, v)
+                same = None if numbers is args else reduces_to(prim, numbers, attrs, _describe)
+                if same is not None:        # ``[1.0000] * v9`` is v9
+                    self.sub[v] = same
+                    continue
+                args = numbers
             step = simplified(prim, args, attrs, _describe)
             if step is FOLD:
                 if foldable(value_of(v)):
@@ -226,7 +299,22 @@ class Derivation:
             if moved is not None and moved.size > 1 and \
                     all(x is moved.flat[0] for x in moved.flat):
                 moved = None        # one value spread: its expand says it better
-            if moved is not None:
+            whole = None if moved is None else self._whole(moved, v)
+            if whole is not None:       # another value's entries, as they are: that value
+                of, axes = whole
+                if axes is None:
+                    self.sub[v] = of
+                    continue
+            if whole is not None and not (len(args) == 1 and args[0] is whole[0]):
+                step = simplified(TRANSPOSE, (of,), {"axes": axes}, _describe)
+                if type(step) is Same:
+                    self.sub[v] = step.input
+                    continue
+                prim, args, attrs, key = step   # ... or transposed: a line saying so (as
+                moved = None                    # the entry does, when it reads that value)
+            elif whole is not None:
+                moved = None
+            if moved is not None and not any(type(x) is Pick for x in moved.flat):
                 if moved.size == 1:
                     self.sub[v] = moved.flat[0]
                 else:
@@ -235,7 +323,36 @@ class Derivation:
             line = table.get(key)
             if line is None:
                 line = table[key] = self.lines[v.position] = Line(v, prim, args, attrs)
+                if moved is not None:   # (entries of lines of several: printed as moved)
+                    self.known[id(line)] = moved
             self.sub[v] = line
+
+    def _whole(self, moved: np.ndarray, v: Entry, named: bool = False
+               ) -> tuple[Any, tuple | None] | None:
+        """``(value, None)`` when a moving entry's entries are all those of one value of
+        several, in order, and it prints as that value: of the same shape, or but for axes of
+        length one when the entry is a result a transform named (``named``, or noted so: a
+        Hessian's block, ``H[x, x] = v26``); ``(value, axes)`` when they are its transpose by
+        ``axes``; else None."""
+        first = moved.flat[0]
+        if type(first) is not Pick:
+            return None
+        of = first.of
+        at = [x.at if type(x) is Pick and x.of is of else -1 for x in moved.flat]
+        if moved.size != math.prod(of.shape) or -1 in at:
+            return None
+
+        def fits(shape: tuple) -> bool:
+            return shape == tuple(v.shape) or (named or id(v) in self._named) and \
+                [n for n in shape if n != 1] == [n for n in v.shape if n != 1]
+        if at == list(range(len(at))):
+            return (of, None) if fits(tuple(of.shape)) else None
+        index = np.arange(len(at)).reshape(of.shape)
+        for axes in itertools.permutations(range(index.ndim)) if index.ndim <= 4 else ():
+            turned = index.transpose(axes)
+            if turned.reshape(-1).tolist() == at and fits(turned.shape):
+                return of, axes
+        return None
 
     def _keep(self, roots: list[Any]) -> None:
         """Drop the lines no root needs; note the leaves that are read."""
@@ -260,11 +377,17 @@ class Derivation:
         if type(x) is Line and x.prim is None:
             value = x.args[0]
             return value if moved(x) else np.asarray(value).astype(object)
+        if type(x) is Line and id(x) in self.known:
+            return self.known[id(x)]
         if type(x) in (Line, Entry):
-            if math.prod(shape) != 1 or np.dtype(x.dtype).kind != "f":
+            size = math.prod(shape)
+            if size > ENTRIES or np.dtype(x.dtype).kind != "f":
                 return None
             out = np.empty(shape, dtype=object)
-            out.flat[0] = x
+            if size == 1:
+                out.flat[0] = x
+            else:               # entries of a value of several: each a Pick of it
+                out.flat[:] = [Pick(x, k) for k in range(size)]
             return out
         value = np.asarray(x)
         return value.astype(object) if value.dtype.kind in "fiub" else None
@@ -306,7 +429,7 @@ class Derivation:
             flat = None if parts[i] is None else parts[i].reshape(-1)
             for k in np.nonzero(count == 1)[0]:
                 x_k = flat[int(code[k]) - 1]
-                if type(x_k) not in (Line, Entry) and x_k == 0:
+                if type(x_k) not in (Line, Entry, Pick) and x_k == 0:
                     continue            # a zero of a constant adds nothing
                 if found[k]:
                     return None         # two values added: computed, not moved

@@ -8,7 +8,8 @@ gradient: ``values=`` and ``grads=`` of the drawing calls) prints under its line
 micrograd's ``draw_dot`` shows ``data`` and ``grad``.
 
 ``derivation_dot(tape, outputs)`` draws an Ops' pruned derivation (``Ops._repr_svg_``,
-``op.to_dot()``): one box per line ``op.format_trace(raw=False)`` prints.
+``op.to_dot()``): one box per line ``op.format_trace(raw=False)`` prints; ``view_graph`` is
+its graph, which a Program's picture (program/graph.py) draws from the Program's view too.
 """
 
 from __future__ import annotations
@@ -117,30 +118,19 @@ def derivation_dot(tape: Any, outputs: Any = None, values: bool = False,
     """DOT text of a tape's pruned derivation: a box per printed line, an ellipse per input
     it reads, constants inline; ``values`` notes each node's value, ``grads`` each input's
     gradient (the first block's derivative of it that the derivation prints)."""
-    import networkx as nx
-
-    from .derivation import Derivation, Line, moved
+    from .derivation import Derivation, Line
     from .explain import orders
-    from .render import derivation_line, format_value, preview
+    from .render import format_value, preview
     from .tape import BlockEnd, Leaf
     from .variable import value_of
 
     view = Derivation(tape, outputs)
-    order = orders(tape)
-    outs = {id(view.value(v)) for v in outputs or ()}
-    called: dict[int, list[str]] = {}       # a line -> the names of the results it is
-    for named in view.labelled.values():
-        for label, x in named:
-            called.setdefault(id(x), []).append(label)
     grad_of: dict[int, Any] = {}
     if grads:
         for e in tape.events:
             if type(e) is BlockEnd and e.kind == "grad":
                 for x, g in view.derivatives(e):
                     grad_of.setdefault(id(x), g)
-    g = nx.DiGraph(kind="derivation")
-    key: dict[int, str] = {}
-    commutative: dict[str, bool] = {}
 
     def note(entry: Any, leaf: Any = None) -> str:
         parts = [f"value {preview(value_of(entry))}"] if values and leaf is None else []
@@ -150,13 +140,37 @@ def derivation_dot(tape: Any, outputs: Any = None, values: bool = False,
             parts.append(f"grad {preview(value_of(v) if hasattr(v, 'prim') else v)}")
         return "\n".join(parts)
 
-    for e in tape.events:
-        if type(e) is Leaf and view.shows(e):
-            v = e.var
-            key[id(v)] = v.name
-            g.add_node(v.name, name=v.name, primitive=None, shape=v.shape, dtype=v.dtype,
-                       order=0, role="input", label=f"{v.name} = {format_value(v.raw)}",
-                       output=id(v) in outs, note=note(v, v))
+    leaves = [(e.var, "input", f"{e.var.name} = {format_value(e.var.raw)}", note(e.var, e.var))
+              for e in tape.events if type(e) is Leaf and view.shows(e)]
+    outs = [view.value(v) for v in outputs or ()]
+    g, plain = view_graph(view, orders(tape), leaves, outs, note, named=not outputs)
+    return dot_text(g, plain)
+
+
+def view_graph(view: Any, order: dict, leaves: list, outputs: list, note: Any = None,
+               named: bool = False) -> tuple[Any, set]:
+    """The graph of a pruned view (``derivation.Derivation``) and the nodes whose edges need
+    no argument-position label: ``leaves`` as ``(entry, role, label, note)`` nodes, a node per
+    line the view prints (its derivative order from ``order``, entry -> order; the names of
+    the results it is, ``view.labelled``, inside its frame), ``outputs`` (what the view
+    prints them as) framed; ``named``: lines of named entries are outputs too."""
+    import networkx as nx
+
+    from .derivation import moved
+    from .render import derivation_line
+
+    outs = {id(x) for x in outputs}
+    called: dict[int, list[str]] = {}       # a line -> the names of the results it is
+    for labelled in view.labelled.values():
+        for label, x in labelled:
+            called.setdefault(id(x), []).append(label)
+    g = nx.DiGraph(kind="derivation")
+    key: dict[int, str] = {}
+    commutative: dict[str, bool] = {}
+    for v, role, label, leaf_note in leaves:
+        key[id(v)] = v.name
+        g.add_node(v.name, name=v.name, primitive=None, shape=v.shape, dtype=v.dtype,
+                   order=0, role=role, label=label, output=id(v) in outs, note=leaf_note)
     for p in sorted(view.lines):
         line = view.lines[p]
         name = line.name if line.name not in g else f"{line.name}#{p}"
@@ -169,8 +183,8 @@ def derivation_dot(tape: Any, outputs: Any = None, values: bool = False,
                    primitive=None if line.prim is None else
                    line.prim.name, shape=line.shape, dtype=line.dtype, order=k,
                    role="gradient" if k else "forward", label=derivation_line(line),
-                   output=id(line) in outs or (not outputs and type(line.entry.label) is str),
-                   note=note(line.entry))
+                   output=id(line) in outs or (named and type(line.entry.label) is str),
+                   note=note(line.entry) if note is not None else "")
         operands = line.args if line.prim is not None else \
             line.args[0].flat if moved(line) else ()
         for i, x in enumerate(operands):
@@ -182,7 +196,6 @@ def derivation_dot(tape: Any, outputs: Any = None, values: bool = False,
                 data["positions"] = (*data["positions"], i)
             else:
                 g.add_edge(src, name, position=i, positions=(i,))
-    g.graph["outputs"] = [key[id(view.value(v))] for v in outputs or ()
-                          if id(view.value(v)) in key]
+    g.graph["outputs"] = [key[id(x)] for x in outputs if id(x) in key]
     plain = {k for k in commutative if g.in_degree(k) < 2 or commutative[k]}
-    return dot_text(g, plain)
+    return g, plain

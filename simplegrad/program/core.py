@@ -114,6 +114,9 @@ class Program:
         # the program this one simplifies (sg.simplify): other sizes resize it, then simplify
         self.origin: Program | None = None
         self.expanded = False       # ... with expand=True (polynomials.py)
+        # (output index, entry names, whole name) per output a transform named entry by
+        # entry (``H[x, y]``): the names ``format()`` prints them under
+        self.labels: tuple = ()
         self._plan: list | None = None
         self._resized: dict = {}
 
@@ -176,6 +179,7 @@ class Program:
         self.__dict__.setdefault("guards", ())
         self.__dict__.setdefault("origin", None)
         self.__dict__.setdefault("expanded", False)
+        self.__dict__.setdefault("labels", ())
         self.__dict__.setdefault("_resized", {})
 
     def __repr__(self) -> str:
@@ -348,12 +352,13 @@ class Program:
     def format(self, raw: bool = False, explain: bool = False,
                notes: dict[str, str] | None = None) -> str:
         """The program as text: inputs, named constants, one line per entry, outputs; as a
-        person reads it (simplified: constants folded, duplicates merged) unless ``raw``;
+        person reads it (simplified, data movement looked through, an output a transform
+        named entry by entry as ``H[x, y] = v9`` lines: program/display.py) unless ``raw``;
         ``notes`` (entry name -> explanation) appended to their lines, and the bodies of its
         loops explained, with ``explain``."""
         if not raw:
-            from .simplify import simplify
-            return simplify(self).format(raw=True, explain=explain, notes=notes)
+            from .display import program_text
+            return program_text(self, explain, notes)
         notes = notes or {}
         lines = [f"inputs: {', '.join(i.name for i in self.inputs)}"]
         lines += [f"{c.name} = {render.format_value(c.value)}" for c in self.constants
@@ -489,6 +494,8 @@ def extract(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[
             ops: Ops | None = None) -> Program:
     """The entries between ``inputs`` and ``outputs`` (Variables or entries) of one tape (that
     of ``ops``, or of the Variables given), as a Program."""
-    b, outs, single, counts, alike, guards = collect(inputs, outputs, ops)
-    return Program.of_entries(b.slots, b.fixed, b.nodes, b.orders, outs, single,
+    b, outs, single, counts, alike, guards, labels = collect(inputs, outputs, ops)
+    prog = Program.of_entries(b.slots, b.fixed, b.nodes, b.orders, outs, single,
                               counts=counts, alike=alike, guards=guards)
+    prog.labels = labels
+    return prog

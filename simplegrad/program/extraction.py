@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import explain
+from ..engine.derivation import output_labels
 from ..engine.guards import decision_text
 from ..engine.tape import Asked, BlockEnd, Leaf, ancestors
 from ..engine.variable import Entry, Variable, entry_of
@@ -35,8 +36,8 @@ def collect(inputs: Any, outputs: Any, ops: Any = None) -> tuple:
     """The parts of the program between ``inputs`` and ``outputs`` (Variables or entries) of
     one tape (that of ``ops``, or of the Variables given): a Builder holding its inputs,
     constants and nodes, the output refs, whether one output was given, the counts, the
-    pairs of one shape and the guards (the tape's decisions on values computed from the
-    inputs)."""
+    pairs of one shape, the guards (the tape's decisions on values computed from the
+    inputs) and the names a transform gave the outputs' entries (``H[x, y]``)."""
     ins = _variables("inputs", inputs)
     single = isinstance(outputs, (Variable, Entry))
     outs = _variables("outputs", outputs)
@@ -122,7 +123,7 @@ def collect(inputs: Any, outputs: Any, ops: Any = None) -> tuple:
     if counts is not None:
         counts += _uncounted(reached, counted)
     return (builder, out_refs, single, _counted(counts, builder.nodes, positions, origins),
-            alike, guards)
+            alike, guards, output_labels(tape, outs))
 
 
 def _guards(tape: Any, refs: dict, visit: Any, stop: set) -> list[Guard]:

@@ -26,7 +26,7 @@ import networkx as nx
 import numpy as np
 
 from ..engine.explain import orders
-from ..engine.pictures import dot_text, run_dot
+from ..engine.pictures import dot_text, run_dot, view_graph
 from ..engine.render import format_entry, format_operand, format_value
 from ..engine.tape import Leaf, ancestors
 from ..engine.variable import Entry, Variable
@@ -236,19 +236,16 @@ def to_dot(prog: Program, raw: bool = False) -> str:
 
 
 def derivation_graph(prog: Program) -> tuple[nx.DiGraph, set[str]]:
-    """The graph of the program simplified as ``prog.format()`` prints it, without the
-    constants its lines print inline, and the entries whose edges need no argument-position
-    label (a commutative primitive, or one drawn argument)."""
-    from .simplify import simplify
-    g = program_graph(simplify(prog))
-    outputs = set(g.graph["outputs"])
-    g.remove_nodes_from([k for k, d in g.nodes(data=True)
-                         if d["role"] == "constant" and d["name"] is None and k not in outputs])
-    prims = {n.prim.name: n.prim for n in prog.entries}
-    prims.update({n.prim.name: n.prim for n in simplify(prog).entries})
-    plain = {k for k, d in g.nodes(data=True) if d["primitive"] is not None and (
-        g.in_degree(k) < 2 or getattr(prims.get(d["primitive"]), "commutative", False))}
-    return g, plain
+    """The graph of the program as ``prog.format()`` prints it (``display.program_view``): a
+    box per printed line, its inputs and the named constants it reads, the constants its lines
+    print inline left out, and the entries whose edges need no argument-position label (a
+    commutative primitive, moved data, or one drawn argument)."""
+    from .display import program_view
+    pv = program_view(prog)
+    leaves = [(s, "input", s.label, "") for s in pv.program.slots]
+    leaves += [(c, "constant", f"{c.label} = {format_value(c.raw)}", "")
+               for c in pv.constants]
+    return view_graph(pv.view, pv.order, leaves, pv.outputs)
 
 
 def render(prog: Program, path: str | Path, raw: bool = False) -> Path:

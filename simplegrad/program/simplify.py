@@ -114,6 +114,7 @@ def simplify(prog: Program, expand: bool = False) -> Program:
     out = type(prog).of_entries(slots, fixed, kept, orders, [ref_of(x) for x in outputs],
                                 prog.single, guards=[g._replace(ref=ref_of(x))
                                                      for g, x in guards])
+    out.labels = getattr(prog, "labels", ())      # (the outputs keep their order)
     if prog.origin is not None or prog.counts is not None:
         out.origin = prog.origin or prog        # other sizes: that one resized, simplified
         out.expanded = expand or prog.expanded
