@@ -172,9 +172,21 @@ KINDS = ["custom_jvp", "custom_vjp", "custom_root", "fixed_point"]
 METHODS = ["jacobian", "grad", "hessian", "vmap"]
 
 
-@pytest.mark.parametrize("outer", list(OUTER))
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("kind", KINDS)
+def _grid() -> list:
+    """Every kind x method x outer transform; the implicit functions' Hessians and the
+    transforms nested three deep run with the slow tests (the default run keeps every kind
+    under every outer transform with a Jacobian inside, and every method for the rules)."""
+    out = []
+    for kind in KINDS:
+        for method in METHODS:
+            for outer in OUTER:
+                heavy = kind in ("custom_root", "fixed_point") and method != "jacobian"
+                out.append(pytest.param(kind, method, outer, id=f"{kind}-{method}-{outer}",
+                                        marks=[pytest.mark.slow] if heavy else []))
+    return out
+
+
+@pytest.mark.parametrize(("kind", "method", "outer"), _grid())
 def test_rule_with_a_derivative_inside_under_vmap(kind, method, outer):
     F = function(kind, method)
     got = OUTER[outer](F)
