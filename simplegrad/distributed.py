@@ -16,7 +16,13 @@ all rows, so they differ from it in the last bits.
 
 from __future__ import annotations
 
+import functools
+import pickle
+import threading
 import uuid
+import weakref
+from collections import OrderedDict
+from operator import getitem
 from typing import Any, Literal
 
 import numpy as np
@@ -49,31 +55,39 @@ def map_chunks(prog: Program | Compiled, *inputs: Any, reduce: Reduce = "sum",
         names = ", ".join(i.name for i in program.inputs)
         raise ArgumentError(f"map_chunks: the program takes {len(program.inputs)} input(s) "
                             f"({names}), got {len(inputs)}")
-    da, dask = _dask()
+    da, HighLevelGraph = _dask()
     chunked = [i for i, x in enumerate(inputs) if isinstance(x, da.Array)]
     if not chunked:
         raise ArgumentError("map_chunks: no input is a dask array; pass the data as one "
                             "(dask.array.from_array(x, chunks=...)) or call the program")
     rows = _rows(program, inputs, chunked)
-    args = list(inputs)
-    for i in range(len(inputs)):
+    names = _Names(uuid.uuid4().hex)
+    data, layer, args = [], {}, []
+    for i, x in enumerate(inputs):
         if i in chunked:
-            x = inputs[i]
-            args[i] = x.rechunk((rows,) + tuple(-1 for _ in x.shape[1:])).to_delayed().ravel()
+            whole = (rows,) + tuple((n,) for n in x.shape[1:])
+            x = x if x.chunks == whole else x.rechunk(whole)
+            data.append(x)
+            args.append([(x.name, k) + (0,) * (x.ndim - 1) for k in range(len(rows))])
         else:
-            args[i] = dask.delayed(input_value("map_chunks", program.inputs[i], inputs[i]),
-                                   name=f"map_chunks-input-{uuid.uuid4().hex}")
-    run = dask.delayed(prog, name=f"map_chunks-program-{uuid.uuid4().hex}")
-    parts = [dask.delayed(_run_chunk, pure=True)(
-        run, [a[k] if i in chunked else a for i, a in enumerate(args)],
-        float(rows[k]) if reduce == "mean" else None) for k in range(len(rows))]
+            args.append(_parameter(layer, f"{names.run}-input-{i}",
+                                   input_value("map_chunks", program.inputs[i], x)))
+    shipped = _shipped(prog)
+    for k, n in enumerate(rows):
+        layer[(names.run, k)] = (_run_chunk, shipped,
+                                 [a[k] if i in chunked else a for i, a in enumerate(args)],
+                                 float(n) if reduce == "mean" else None)
     outs = _outputs(program)
     if reduce is None:
-        arrays = [_concatenated(da, parts, j, shape, dtype, rows, program, chunked[0])
+        graph = HighLevelGraph.from_collections(names.run, layer, dependencies=data)
+        arrays = [_concatenated(da, graph, names, j, shape, dtype, rows, program, chunked[0])
                   for j, (shape, dtype) in enumerate(outs)]
     else:
-        total = _tree(dask, parts, split_every, float(sum(rows)) if reduce == "mean" else None)
-        arrays = [da.from_delayed(total[j], shape, dtype=_reduced(dtype, reduce))
+        parts = _tree(layer, names, [(names.run, k) for k in range(len(rows))], split_every)
+        graph = HighLevelGraph.from_collections(names.run, layer, dependencies=data)
+        total = float(sum(rows)) if reduce == "mean" else None
+        arrays = [_array(da, graph, names, j, (_total, j, parts, total),
+                         tuple((d,) for d in shape), _reduced(dtype, reduce))
                   for j, (shape, dtype) in enumerate(outs)]
     return arrays[0] if program.single else arrays
 
@@ -83,11 +97,11 @@ def map_chunks(prog: Program | Compiled, *inputs: Any, reduce: Reduce = "sum",
 
 def _dask() -> tuple:
     try:
-        import dask
         import dask.array as da
+        from dask.highlevelgraph import HighLevelGraph
     except ImportError as e:
         raise MissingToolError("map_chunks: needs dask: pip install 'simplegrad[dask]'") from e
-    return da, dask
+    return da, HighLevelGraph
 
 
 def _rows(program: Program, inputs: tuple, chunked: list[int]) -> tuple[int, ...]:
@@ -144,11 +158,101 @@ def _reduced(dtype: np.dtype, reduce: str) -> np.dtype:
     return np.result_type(dtype, 1.0) if reduce == "mean" else dtype
 
 # ---------------------------------------------------------------- the graph
+#
+# One high-level graph per call, written out directly (no dask.delayed: no unpacking, no
+# tokenizing): a layer of one task per chunk, the partial outputs added split_every at a
+# time while more than split_every remain, then one task per output that adds the last
+# partials (and divides, for a mean) straight into that output's only block, an array that
+# computes to that block with no finalize task. Two tasks deep on split_every chunks or
+# fewer, no task that only passes a value on (a 5-deep chain of delayed calls cost a
+# scheduler round trip each). Keys are named by one uuid per call. Parameters up to
+# INLINE_BYTES are written into every chunk's task; larger ones are one key of the graph,
+# fetched once per worker. The program travels as its pickled bytes (_Shipped) and is
+# unpickled once per worker process, not once per task.
+
+INLINE_BYTES = 1 << 20
 
 
-def _run_chunk(prog: Any, args: list, weight: float | None) -> list:
+class _Names:
+    """The keys of one call: its chunks' tasks, partial sums and outputs."""
+
+    def __init__(self, token: str) -> None:
+        self.run = f"map_chunks-run-{token}"
+        self.add = f"map_chunks-add-{token}"
+        self.token = token
+
+    def out(self, j: int) -> str:
+        return f"map_chunks-out{j}-{self.token}"
+
+
+def _parameter(layer: dict, key: str, value: np.ndarray) -> Any:
+    """A parameter as the chunks' tasks read it: itself when small, else a key of the graph."""
+    if value.nbytes <= INLINE_BYTES:
+        return value
+    layer[key] = value
+    return key
+
+
+class _Shipped:
+    """A program as dask tasks carry it: pickled once in this process, unpickled once per
+    process that runs it (by a token; the last few kept), not once per task."""
+
+    __slots__ = ("token", "payload", "_value")
+
+    def __init__(self, token: str, payload: bytes, value: Any = None) -> None:
+        self.token, self.payload, self._value = token, payload, value
+
+    @property
+    def value(self) -> Any:
+        if self._value is None:
+            self._value = _unpickled(self.token, self.payload)
+        return self._value
+
+    def __reduce__(self) -> tuple:
+        return _Shipped, (self.token, self.payload)
+
+
+_SHIPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # program -> _Shipped
+_UNPICKLED: OrderedDict[str, Any] = OrderedDict()                   # token -> program
+_KEEP = 16
+_LOCK = threading.Lock()
+
+
+def _shipped(prog: Any) -> _Shipped:
+    """The program's _Shipped, made (and pickled) on the first call with it."""
+    with _LOCK:
+        hit = _SHIPPED.get(prog)
+    if hit is None:
+        try:
+            payload = pickle.dumps(prog, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, AttributeError, TypeError):
+            import cloudpickle  # dask's own dependency: closures, lambdas
+            payload = cloudpickle.dumps(prog, protocol=pickle.HIGHEST_PROTOCOL)
+        hit = _Shipped(uuid.uuid4().hex, payload, prog)
+        with _LOCK:
+            hit = _SHIPPED.setdefault(prog, hit)
+    return hit
+
+
+def _unpickled(token: str, payload: bytes) -> Any:
+    """The program of ``token``, unpickled from ``payload`` the first time this process
+    meets it."""
+    with _LOCK:
+        prog = _UNPICKLED.get(token)
+        if prog is not None:
+            _UNPICKLED.move_to_end(token)
+            return prog
+    prog = pickle.loads(payload)
+    with _LOCK:
+        _UNPICKLED[token] = prog
+        while len(_UNPICKLED) > _KEEP:
+            _UNPICKLED.popitem(last=False)
+    return prog
+
+
+def _run_chunk(shipped: _Shipped, args: list, weight: float | None) -> list:
     """The program on one chunk; its outputs times ``weight`` (its rows) for a mean."""
-    outs = prog(*args)
+    outs = shipped.value(*args)
     outs = [outs] if not isinstance(outs, list) else outs
     return outs if weight is None else [np.multiply(o, weight) for o in outs]
 
@@ -162,26 +266,69 @@ def _add(*parts: list) -> list:
     return total
 
 
-def _divide(total: list, rows: float) -> list:
-    return [np.divide(o, rows) for o in total]
+def _total(j: int, parts: list, rows: float | None) -> np.ndarray:
+    """Output j summed over the last partials, divided by ``rows`` (a mean) if given."""
+    total = np.array(parts[0][j], copy=True)
+    for part in parts[1:]:
+        total = total + part[j]
+    return total if rows is None else np.divide(total, rows)
 
 
-def _tree(dask: Any, parts: list, split_every: int, rows: float | None) -> Any:
-    """The parts summed ``split_every`` at a time, level by level, then divided by ``rows``
-    (a mean); one Delayed list of outputs."""
-    while len(parts) > 1:
-        parts = [dask.delayed(_add, pure=True)(*parts[k:k + split_every])
-                 for k in range(0, len(parts), split_every)]
-    return parts[0] if rows is None else dask.delayed(_divide, pure=True)(parts[0], rows)
+def _tree(layer: dict, names: _Names, parts: list, split_every: int) -> list:
+    """The partials' keys added ``split_every`` at a time, level by level, while more than
+    ``split_every`` remain; the keys left."""
+    level = 0
+    while len(parts) > split_every:
+        keys = [(names.add, level, g) for g in range(-(-len(parts) // split_every))]
+        for g, key in enumerate(keys):
+            layer[key] = (_add, *parts[g * split_every:(g + 1) * split_every])
+        parts, level = keys, level + 1
+    return parts
 
 
-def _concatenated(da: Any, parts: list, j: int, shape: tuple, dtype: np.dtype,
+def _array(da: Any, graph: Any, names: _Names, j: int, task: tuple, chunks: tuple,
+           dtype: np.dtype) -> Any:
+    """Output j as a one-block dask array computed by ``task``."""
+    key = (names.out(j),) + (0,) * len(chunks)
+    return _blocks(da, graph, names, j, {key: task}, chunks, dtype)
+
+
+def _blocks(da: Any, graph: Any, names: _Names, j: int, layer: dict, chunks: tuple,
+            dtype: np.dtype) -> Any:
+    """Output j as the dask array of ``layer``'s blocks: its own layer over the call's
+    ``graph``, whose tasks it reads."""
+    name = names.out(j)
+    hlg = type(graph)({**graph.layers, name: layer},
+                      {**graph.dependencies, name: {names.run}})
+    if len(layer) > 1:
+        return da.Array(hlg, name, chunks, dtype=dtype)
+    return _one_block_array(da)(hlg, name, chunks, dtype=dtype)
+
+
+@functools.cache
+def _one_block_array(da: Any) -> type:
+    """dask.array.Array for arrays of one block, whose computed value is that block: it
+    finalizes as a Delayed does (``single_key``), which dask computes with no finalize task
+    (nor the task that would pass the block on to it): one task per output, not three."""
+    from dask.delayed import single_key
+
+    class OneBlockArray(da.Array):
+        __slots__ = ()
+
+        def __dask_postcompute__(self) -> tuple:
+            return single_key, ()
+
+    return OneBlockArray
+
+
+def _concatenated(da: Any, graph: Any, names: _Names, j: int, shape: tuple, dtype: np.dtype,
                   rows: tuple, program: Program, first: int) -> Any:
-    """Output j of every chunk, concatenated along axis 0."""
+    """Output j of every chunk, concatenated along axis 0: block k is chunk k's."""
     if not shape:
         raise ShapeError(f"map_chunks: reduce=None concatenates along axis 0, but output {j} "
                          "is a scalar; use reduce='sum' or 'mean'")
     recorded = program.inputs[first].shape[0]
-    blocks = [da.from_delayed(part[j], ((n,) if shape[0] == recorded else shape[:1]) + shape[1:],
-                              dtype=dtype) for part, n in zip(parts, rows)]
-    return da.concatenate(blocks, axis=0)
+    sizes = tuple(rows) if shape[0] == recorded else (shape[0],) * len(rows)
+    tail = (0,) * (len(shape) - 1)
+    layer = {(names.out(j), k) + tail: (getitem, (names.run, k), j) for k in range(len(rows))}
+    return _blocks(da, graph, names, j, layer, (sizes,) + tuple((d,) for d in shape[1:]), dtype)

@@ -208,19 +208,113 @@ def test_map_chunks_concatenates_per_example_outputs(data):
           [np.concatenate([o[j] for o in loop]) for j in range(2)], rtol=1e-12)
 
 
+def _depth(graph: dict, key) -> int:
+    """Tasks along the longest chain of dependencies that ends at ``key``."""
+    from dask.core import get_dependencies
+    depth: dict = {}
+    order = [key]
+    while order:
+        k = order[-1]
+        deps = [d for d in get_dependencies(graph, k) if d not in depth]
+        if deps:
+            order.extend(deps)
+            continue
+        order.pop()
+        depth[k] = 1 + max((depth[d] for d in get_dependencies(graph, k)), default=0)
+    return depth[key]
+
+
+def _kind(key) -> str:
+    """The part of a map_chunks key between its prefix and its uuid: run, add, out0, ..."""
+    name = key[0] if isinstance(key, tuple) else key
+    return name.split("-")[1] if name.startswith("map_chunks-") else "input data"
+
+
 def test_map_chunks_reduces_as_a_tree(data):
     X, y, w = data
     prog = logistic_program(X[:30], y[:30], w)
-    loss, _ = sg.map_chunks(prog, da.from_array(X, chunks=30), da.from_array(y, chunks=30), w,
-                            split_every=4)
-    keys = [str(k) for k in dict(loss.__dask_graph__())]
-    assert sum(k.startswith("_add-") for k in keys) == 5 + 2 + 1    # 20 -> 5 -> 2 -> 1
+    loss, grad = sg.map_chunks(prog, da.from_array(X, chunks=30), da.from_array(y, chunks=30),
+                               w, split_every=4)
+    graph = dict(loss.__dask_graph__())
+    kinds = [_kind(k) for k in graph]
+    assert kinds.count("run") == 20 and kinds.count("add") == 5 + 2   # 20 -> 5 -> 2
+    assert kinds.count("out0") == 1                                     # adds the last 2
+    assert set(graph) - {(loss.name,)} < set(dict(grad.__dask_graph__()))   # shared tasks
+    assert _depth(graph, (loss.name,)) == 4 + 1          # run, add, add, out; the getters
     tasks = Tasks()
     with tasks:
         value = loss.compute(scheduler="sync")
     assert tasks.names.count("_run_chunk") == 20
     want = sum(prog(X[k:k + 30], y[k:k + 30], w)[0] for k in range(0, 600, 30))
     np.testing.assert_allclose(value, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("chunks, depth", [(600, 2), (100, 2), (75, 2), (50, 3)])
+def test_map_chunks_is_two_tasks_deep_on_up_to_split_every_chunks(chunks, depth, data):
+    """A task per chunk, then a task per output adding the partials into that output's only
+    block: two deep on split_every (8) chunks or fewer, one more per level of partial sums;
+    the data's tasks below (from_array's getters) add one."""
+    X, y, w = data
+    prog = logistic_program(X[:chunks], y[:chunks], w)
+    outs = sg.map_chunks(prog, da.from_array(X, chunks=chunks), da.from_array(y, chunks=chunks),
+                         w, reduce="mean")
+    graph = {k: v for out in outs for k, v in dict(out.__dask_graph__()).items()}
+    assert {_kind(k) for k in graph} == {"input data", "run", "out0", "out1"} | \
+        ({"add"} if 600 // chunks > 8 else set())
+    for out in outs:
+        key = (out.name,) + (0,) * out.ndim
+        assert _depth(graph, key) == depth + 1
+    close(dask.compute(*outs, scheduler="sync"), logistic_program(X, y, w)(X, y, w), rtol=1e-10)
+
+
+def test_the_program_is_unpickled_once_per_process(data):
+    """Each chunk's task carries the program's pickled bytes, made once per program; a
+    process that unpickles several tasks unpickles the program once."""
+    from simplegrad import distributed as sgd
+    X, y, w = data
+    prog = sg.compile(logistic_program(X[:100], y[:100], w))
+    outs = sg.map_chunks(prog, da.from_array(X, chunks=100), da.from_array(y, chunks=100), w)
+    again = sg.map_chunks(prog, da.from_array(X, chunks=100), da.from_array(y, chunks=100), w)
+    runs = [v for k, v in dict(outs[0].__dask_graph__()).items() if _kind(k) == "run"]
+    runs += [v for k, v in dict(again[0].__dask_graph__()).items() if _kind(k) == "run"]
+    assert len(runs) == 12 and len({id(task[1]) for task in runs}) == 1   # one per program
+    assert all(task[1].value is prog for task in runs)                      # here: itself
+    sent = [pickle.dumps(task) for task in runs]                            # one message each
+    assert all(len(s) < 3 * len(sent[0]) for s in sent)
+    sgd._UNPICKLED.clear()
+    loads = []
+    real = pickle.loads
+
+    def counting(payload, *args, **kwargs):
+        loads.append(len(payload))
+        return real(payload, *args, **kwargs)
+
+    there = [pickle.loads(s) for s in sent]                                 # a worker's view
+    try:
+        sgd.pickle.loads = counting
+        values = [fn(shipped, args, weight) for fn, shipped, args, weight in
+                  [(t[0], t[1], [X[k % 6 * 100:(k % 6 + 1) * 100], y[k % 6 * 100:(k % 6 + 1)
+                                 * 100], w], t[3]) for k, t in enumerate(there)]]
+    finally:
+        sgd.pickle.loads = real
+    assert len(loads) == 1                                       # the program, once
+    assert there[0][1].value is there[5][1].value is not prog
+    close(values[0], prog(X[:100], y[:100], w), rtol=0)
+
+
+def test_large_parameters_are_one_key_small_ones_are_written_in(data, monkeypatch):
+    from simplegrad import distributed as sgd
+    X, y, w = data
+    prog = logistic_program(X[:100], y[:100], w)
+    lazy = da.from_array(X, chunks=100), da.from_array(y, chunks=100)
+    small = dict(sg.map_chunks(prog, *lazy, w)[1].__dask_graph__())
+    assert not [k for k in small if str(k).endswith("-input-2")]
+    monkeypatch.setattr(sgd, "INLINE_BYTES", 16)
+    outs = sg.map_chunks(prog, *lazy, w, reduce="mean")
+    graph = dict(outs[1].__dask_graph__())
+    (key,) = [k for k in graph if str(k).endswith("-input-2")]
+    np.testing.assert_array_equal(graph[key], w)
+    close(dask.compute(*outs, scheduler="sync"), logistic_program(X, y, w)(X, y, w), rtol=1e-10)
 
 
 def test_map_chunks_ragged_last_chunk(data):
@@ -295,6 +389,12 @@ def test_programs_pickle(dumps, rng):
 # ---------------------------------------------------------------- on a cluster
 
 
+def _unpickled() -> int:
+    """On a worker: how many programs this process has unpickled for map_chunks."""
+    from simplegrad import distributed as sgd
+    return len(sgd._UNPICKLED)
+
+
 def _cluster_gradient(processes: bool, data) -> None:
     distributed = pytest.importorskip("distributed")
     X, y, w = data
@@ -302,10 +402,18 @@ def _cluster_gradient(processes: bool, data) -> None:
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=processes,
                                   dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as client:
-        loss, grad = sg.map_chunks(prog, da.from_array(X, chunks=150),
-                                   da.from_array(y, chunks=150), w, reduce="mean")
-        got = client.compute([loss, grad], sync=True)
-    close(got, logistic_program(X, y, w)(X, y, w), rtol=1e-10)
+        for step in range(2):                     # the same program twice, w moved between
+            loss, grad = sg.map_chunks(prog, da.from_array(X, chunks=150),
+                                       da.from_array(y, chunks=150), w + step, reduce="mean")
+            with distributed.get_task_stream(client) as stream:
+                got = client.compute([loss, grad], sync=True)
+            close(got, logistic_program(X, y, w + step)(X, y, w + step), rtol=1e-10)
+            ran = sorted(_kind(r["key"]) for r in stream.data
+                         if "finalize" in str(r["key"]) or _kind(r["key"]) != "input data")
+            assert ran == ["out0", "out1"] + ["run"] * 4     # a task per chunk, one per output
+        unpickled = client.run(_unpickled)
+    if processes:                                 # once per worker process, not per task
+        assert sorted(unpickled.values()) in ([1, 1], [0, 1])
 
 
 def test_map_chunks_on_a_threaded_cluster(data):
