@@ -797,11 +797,13 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
     rev = o.apply(SCAN, (*xs[:nc], *gk, *zeros, *hist_in, *seqs, *gy_full, *count),
                   dict(static, body=rev_body, nc=nc, nk=len(k_avals), reverse=not reverse,
                        layout=offsets, width=width), None)
-    got = unpack(o, rev, k_avals, offsets[:len(k_avals)])
-    for j, c in zip(fk, got[:len(fk)]):
-        cts[nc + j] = c
-    for j, c in zip(fc, got[len(fk):]):
-        cts[j] = c
+    # the cotangents taken out of it: the float consts' asked for, the carries' whose input
+    # takes one (an initial carry that requires no grad gets no part entry)
+    to = [*(nc + j for j in fk), *fc]
+    keep = [k for k, i in enumerate(to) if k >= len(fk) or wanted(xs[i])]
+    got = unpack(o, rev, [k_avals[k] for k in keep], [offsets[k] for k in keep])
+    for k, c in zip(keep, got):
+        cts[to[k]] = c
     if fx:
         for j, c in zip(fx, unpack(o, rev, x_avals, offsets[len(k_avals):], stacked=True)):
             cts[nc + nk + j] = c
