@@ -797,11 +797,13 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
     rev = o.apply(SCAN, (*xs[:nc], *gk, *zeros, *hist_in, *seqs, *gy_full, *count),
                   dict(static, body=rev_body, nc=nc, nk=len(k_avals), reverse=not reverse,
                        layout=offsets, width=width), None)
-    got = unpack(o, rev, k_avals, offsets[:len(k_avals)])
-    for j, c in zip(fk, got[:len(fk)]):
-        cts[nc + j] = c
-    for j, c in zip(fc, got[len(fk):]):
-        cts[j] = c
+    # the cotangents taken out of it: the float consts' asked for, the carries' whose input
+    # takes one (an initial carry that requires no grad gets no part entry)
+    to = [*(nc + j for j in fk), *fc]
+    keep = [k for k, i in enumerate(to) if k >= len(fk) or wanted(xs[i])]
+    got = unpack(o, rev, [k_avals[k] for k in keep], [offsets[k] for k in keep])
+    for k, c in zip(keep, got):
+        cts[to[k]] = c
     if fx:
         for j, c in zip(fx, unpack(o, rev, x_avals, offsets[len(k_avals):], stacked=True)):
             cts[nc + nk + j] = c
@@ -1643,55 +1645,89 @@ class LoopOps:
 
 class Emitter(Protocol):
     """What a statement rule asks of the compiler: ``body(b)`` the name of sub-program b's
-    compiled function (its outputs as a list), ``fresh(stem)`` a name not taken, ``value(v)``
-    v as source (a literal, or a name bound to it)."""
+    compiled function (its outputs as a list); ``inline(b, args, fixed)`` b's statements on
+    the names ``args`` (the first ``fixed`` the same on every trip): those reading only
+    them, those run each trip, and its outputs as source (None: b is not written out);
+    ``fresh(stem)`` a name not taken; ``value(v)`` v as source (a literal, or a bound name)."""
 
     def body(self, b: Body) -> str: ...
+
+    def inline(self, b: Body, args: list[str],
+               fixed: int) -> tuple[list[str], list[str], list[str]] | None: ...
 
     def fresh(self, stem: str) -> str: ...
 
     def value(self, v: Any) -> str: ...
 
 
+def _trip(code: Emitter, body: Body, args: list[str], fixed: int,
+          stem: str) -> tuple[list[str], list[str], list]:
+    """One run of ``body`` on the names ``args`` inside a loop (the first ``fixed`` the same on
+    every trip): its statements written out (no call, no list of outputs), those that read
+    only the fixed names first, to run once before the loop; or a call of its compiled
+    function. And its outputs."""
+    written = code.inline(body, args, fixed)
+    if written is not None:
+        return written
+    r = code.fresh(f"{stem}_out")
+    return [], [f"{r} = {code.body(body)}({', '.join(args)})"], \
+        [f"{r}[{j}]" for j in range(len(body.outs))]
+
+
+def _assign(names: Sequence[str], values: Sequence[str]) -> list[str]:
+    """``names`` rebound to ``values`` at once (a carry's new values may read its old)."""
+    if not names:
+        return []
+    return [f"{', '.join(names)} = {', '.join(values)}"]
+
+
 def scan_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> list[str]:
-    """A scan as a ``for`` loop over its steps (as many as its xs have, or its count)."""
+    """A scan as a ``for`` loop over its steps (as many as its xs have, or its count): the
+    body written out in it, its carries local names, its ys written into arrays made first."""
     body, nc, nk, counted = attrs["body"], attrs["nc"], attrs["nk"], attrs["counted"]
     nx = len(args) - nc - nk - counted
     consts, carry, seqs = args[:nc], args[nc:nc + nk], args[nc + nk:nc + nk + nx]
-    f = code.body(body)
-    n, c, t, r = (code.fresh(f"{target}_{k}") for k in ("steps", "carry", "step", "out"))
+    n, t = code.fresh(f"{target}_steps"), code.fresh(f"{target}_step")
+    cs = [code.fresh(f"{target}_carry") for _ in range(nk)]
+    xt = [code.fresh(f"{target}_x") for _ in range(nx)]
     steps = f"{code.value(int)}({args[-1]})" if counted else f"{seqs[0]}.shape[0]" if seqs \
         else str(int(attrs["length"]))
     ys = [code.fresh(f"{target}_ys") for _ in body.outs[nk:]]
-    lines = [f"{n} = {steps}", f"{c} = [{', '.join(carry)}]"]
+    lines = [f"{n} = {steps}", *_assign(cs, carry)]
     lines += [f"{y} = np.zeros(({n},) + {code.value(tuple(shape))}, {code.value(dtype)})"
               for y, (shape, dtype) in zip(ys, body.outs[nk:])]
     each = code.value(range)
     order = f"{each}({n} - 1, -1, -1)" if attrs["reverse"] else f"{each}({n})"
-    call = ", ".join([*consts, f"*{c}", *(f"{x}[{t}]" for x in seqs)])
-    lines += [f"for {t} in {order}:", f"    {r} = {f}({call})", f"    {c} = {r}[:{nk}]"]
-    lines += [f"    {y}[{t}] = {r}[{nk + j}]" for j, y in enumerate(ys)]
+    once, run, outs = _trip(code, body, [*consts, *cs, *xt], nc, target)
+    lines += once
+    trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, seqs)), *run,
+            *(f"{y}[{t}] = {o}" for y, o in zip(ys, outs[nk:])), *_assign(cs, outs[:nk])]
+    lines += [f"for {t} in {order}:", *(f"    {line}" for line in trip or ["pass"])]
     layout = attrs["layout"]
     rows = f"1 + {n}" if ys else "1"
     lines.append(f"{target} = {code.value(pack)}({rows}, {attrs['width']}, "
-                 f"{code.value(packed_dtype(body.outs))}, {c}, {code.value(layout[:nk])}, "
-                 f"[{', '.join(ys)}], {code.value(layout[nk:])})")
+                 f"{code.value(packed_dtype(body.outs))}, [{', '.join(cs)}], "
+                 f"{code.value(layout[:nk])}, [{', '.join(ys)}], {code.value(layout[nk:])})")
     return lines
 
 
 def while_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> list[str]:
-    """A while loop as a ``while`` on its condition's compiled function (at most max_steps)."""
+    """A while loop as a ``while`` on its condition (at most max_steps trips): the condition
+    and the body written out in it, its carries local names."""
     body, test, nc = attrs["body"], attrs["test"], attrs["nc"]
-    f, holds = code.body(body), code.body(test)
-    n, c = code.fresh(f"{target}_trips"), code.fresh(f"{target}_carry")
-    consts = "".join(f"{x}, " for x in args[:nc])
-    bound = "" if attrs.get("max_steps") is None else f"{n} < {int(attrs['max_steps'])} and "
+    n = code.fresh(f"{target}_trips")
+    cs = [code.fresh(f"{target}_carry") for _ in args[nc:]]
+    ins = [*args[:nc], *cs]
+    first, check, holds = _trip(code, test, ins, nc, f"{target}_test")
+    once, run, outs = _trip(code, body, ins, nc, target)
+    bound = "True" if attrs.get("max_steps") is None else f"{n} < {int(attrs['max_steps'])}"
     avals = (*body.outs, ((), np.dtype(np.int64)))
-    return [f"{n} = 0", f"{c} = [{', '.join(args[nc:])}]",
-            f"while {bound}{holds}({consts}*{c})[0]:",
-            f"    {c} = {f}({consts}*{c})", f"    {n} += 1",
+    trip = [*check, f"if not {holds[0]}:", "    break", *run, *_assign(cs, outs), f"{n} += 1"]
+    return [f"{n} = 0", *_assign(cs, args[nc:]), *first, *once, f"while {bound}:",
+            *(f"    {line}" for line in trip),
             f"{target} = {code.value(pack)}(1, {attrs['width']}, "
-            f"{code.value(packed_dtype(avals))}, [*{c}, {n}], {code.value(attrs['layout'])})"]
+            f"{code.value(packed_dtype(avals))}, [{', '.join([*cs, n])}], "
+            f"{code.value(attrs['layout'])})"]
 
 
 def cond_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> list[str]:

@@ -277,6 +277,48 @@ class _Emitter:
             return got
         return _literal(v, self.namespace, self.names)
 
+    def inline(self, b: Any, args: list[str],
+               fixed: int) -> tuple[list[str], list[str], list[str]] | None:
+        """Sub-program b's statements written out on the names ``args`` (its inputs, the first
+        ``fixed`` the same on every trip of the loop it runs in): those reading only fixed
+        names and constants (run once, before the loop), the others, and its outputs as
+        source: the code a loop runs each trip without a call (None when b cannot be written
+        out: a guard, another backend than numpy)."""
+        prog = b.program
+        if self.backend != "numpy" or prog.guards:
+            return None
+        text_of: dict[Entry, str] = dict(zip(prog.slots, args))
+        varies = set(prog.slots[fixed:])
+        known: dict[Entry, Any] = {c: c.raw for c in prog.fixed}
+        for c, leaf in zip(prog.constants, prog.fixed):
+            text = _number(c.value) if c.name is None else None
+            if text is None:
+                text = self.names.take(c.name or "c")
+                self.namespace[text] = c.value
+            text_of[leaf] = text
+        once: list[str] = []
+        each: list[str] = []
+        for node in prog.entries:
+            value = _fold(node, known)
+            target = self.names.take(node.name)
+            text_of[node] = target
+            if value is not None:       # (of constants alone: computed here once)
+                known[node] = value
+                self.namespace[target] = value
+                continue
+            ins = [text_of[x] for x in node.inputs]
+            if node.prim.statement is not None and REGISTRY.get(node.prim.name) is node.prim:
+                block = node.prim.statement(target, ins, node.attrs or {}, self)
+            else:
+                block = [f"{target} = " + _expression(
+                    node, ins, self.namespace, self.names, [_shape(x) for x in node.inputs])]
+            if any(x in varies for x in node.inputs):
+                varies.add(node)
+                each += block
+            else:
+                once += block
+        return once, each, [text_of[prog.at(r)] for r in prog.outputs]
+
     def body(self, b: Any) -> str:
         got = self.made.get(id(b))
         if got is None:
