@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -349,15 +350,49 @@ def test_values_equal_the_recorded_rule_bit_for_bit(prim, case, rng):
         np.testing.assert_array_equal(a, b, err_msg=f"{prim.name}, order {k}")
 
 
-@pytest.mark.parametrize("name", ["tanh", "exp", "sin", "log", "sqrt", "sigmoid", "arctan"])
-def test_at_a_point_values_equal_the_recorded_rule_bit_for_bit(name):
-    """At a point the value-only path computes with numpy scalars: the same values."""
+@pytest.mark.parametrize("line", [False, True], ids=["x*x+0.5", "x"])
+@pytest.mark.parametrize("name", ["tanh", "tan", "exp", "sin", "log", "sqrt", "sigmoid",
+                                  "arctan"])
+def test_at_a_point_values_equal_the_recorded_rule_bit_for_bit(name, line):
+    """At a point the value-only path computes with numpy scalars (tanh and tan with Python
+    floats): the same values, along a line (x: one moving coefficient) or a curve."""
     def f(x):
-        return getattr(x * x + 0.5, name)()
+        return getattr(x if line else x * x + 0.5, name)()
     x0, v = np.asarray(0.3), np.asarray(1.0)
     for k, (a, b) in enumerate(zip(sg.taylor(f, x0, v, 12), _recorded(f, x0, v, 12))):
         assert a.shape == () and a.dtype == np.float64
         np.testing.assert_array_equal(a, b, err_msg=f"{name}, order {k}")
+
+
+@pytest.mark.parametrize("n", [10, 16, 20])
+def test_taylor_derivative_of_tanh_at_a_point_to_order_20(n):
+    """The issue-32 workload, d^n tanh at 0.3 from a number: float64, within 1e-13 of the exact
+    polynomial in tanh (the value-only path runs the recurrence on Python floats there)."""
+    want = tanh_derivatives(np.array([0.3]), n)[n][0]
+    for f in (np.tanh, lambda x: x.tanh()):
+        got = sg.taylor_derivative(f, n)(0.3)
+        assert type(got) is np.ndarray and got.shape == () and got.dtype == np.float64
+        assert abs(got - want) <= 1e-13 * abs(want), (n, got, want)
+
+
+def test_at_a_point_an_overflow_warns_as_numpy_does():
+    """Coefficients that overflow at a point: the value-only path's numpy warning and values
+    (inf, nan), as on a one-element array."""
+    def f(x):
+        return x.tanh()
+    v = 1e200
+    with warnings.catch_warnings(record=True) as at_point:
+        warnings.simplefilter("always")
+        got = sg.taylor(f, np.asarray(0.3), np.asarray(v), 6)
+    with warnings.catch_warnings(record=True) as on_array:
+        warnings.simplefilter("always")
+        want = sg.taylor(f, np.array([0.3]), np.array([v]), 6)
+    for caught in (at_point, on_array):
+        assert {type(w.message) for w in caught} == {RuntimeWarning}
+        assert any("overflow" in str(w.message) for w in caught)
+    for k, (a, b) in enumerate(zip(got, want)):
+        np.testing.assert_array_equal(a, b[0], err_msg=f"order {k}")
+    assert not np.isfinite(got[-1])
 
 
 # ---------------------------------------------------------------- errors

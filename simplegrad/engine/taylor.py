@@ -71,48 +71,86 @@ def carry(o: PrimitiveMethods, y: Variable, known: dict, order: int, recording: 
     """The Taylor series of y from the series ``known`` holds for some of its ancestors (any
     coefficients, not only a line x + t v): each entry's Taylor rule, one forward sweep."""
 
-    def step(out: Entry, ss: list) -> Series | None:
-        if not out.prim.differentiable:
-            return None
+    def rule_of(out: Entry) -> Any:
         rule = out.prim.taylor
         if rule is None:
             raise NotDifferentiableError(
                 f"taylor: primitive {out.prim.name!r} (entry {out.name}) has no Taylor rule; "
                 "use sg.derivative (nested jvps) for this function")
-        xs = [i if recording or type(i) is not Entry else i.raw for i in out.inputs]
+        return rule
+
+    def step(out: Entry, ss: list) -> Series | None:
+        if not out.prim.differentiable:
+            return None
+        rule = rule_of(out)
+        xs = out.inputs
         ss = [s if s is not None else [xi] + [None] * order for s, xi in zip(ss, xs)]
-        value = out if recording else out.raw
-        if not recording and out.shape == ():
+        res = rule(o, ss, out, *xs, **(out.attrs or {}))
+        return _fitted(o, res, out.shape, out.dtype, order, out)
+
+    def step_values(out: Entry, ss: list) -> Series | None:
+        if not out.prim.differentiable:
+            return None
+        rule = rule_of(out)
+        xs = [i.raw if type(i) is Entry else i for i in out.inputs]
+        value = out.raw
+        if out.shape == ():
             # 0-d values as numpy scalars: the rules' arithmetic at a point is then scalar
             # arithmetic (the same IEEE operations), not a ufunc call per term
-            xs, ss, value = _scalars(xs), [_scalars(s) for s in ss], _scalar(value)
-        if recording or not getattr(rule, "recorded", False):
-            res = rule(o, ss, value, *xs, **(out.attrs or {}))
+            xs = _scalars(xs)
+            ss = [_scalars(s) if s is not None else [xi] + [None] * order
+                  for s, xi in zip(ss, xs)]
+            value = _scalar(value)
+            if getattr(rule, "recorded", False):
+                res = _on_scratch(rule, ss, out.raw, xs, out.attrs or {})
+            else:
+                res = rule(o, ss, value, *xs, **(out.attrs or {}))
+            # (numpy scalars of the entry's dtype, read directly: the common case)
+            if set(map(type, res)) <= {type(value), _NONE}:
+                res[0] = out.raw
+                return res
         else:
-            res = _on_scratch(rule, ss, out.raw, xs, out.attrs or {})
-        shape, dtype = out.shape, out.dtype
-        for k in range(1, order + 1):
-            c = res[k]
-            if c is None:
-                continue
-            if not recording and getattr(c, "shape", None) == shape and \
-                    getattr(c, "dtype", None) == dtype:
-                continue        # (a numpy value that fits: the common case, read directly)
-            if shape_of(c) != shape:
-                c = o.expand(c, shape)
-            if dtype_of(c) != dtype:
-                c = o.cast(c, dtype)
-            res[k] = c
-        res[0] = out if recording else out.raw
+            ss = [s if s is not None else [xi] + [None] * order for s, xi in zip(ss, xs)]
+            if getattr(rule, "recorded", False):
+                res = _on_scratch(rule, ss, value, xs, out.attrs or {})
+            else:
+                res = rule(o, ss, value, *xs, **(out.attrs or {}))
+        res = _fitted(o, res, out.shape, out.dtype, order, None)
+        res[0] = out.raw
         return res
 
     known = {entry_of(k): v for k, v in known.items()}
-    s = forward_sweep(y.rec.tape, y, list(known), known, step,
+    s = forward_sweep(y.rec.tape, y, list(known), known, step if recording else step_values,
                       what="Taylor series").get(y.node)
     if s is None:
         return [y if recording else y.raw] + [None] * order
     s[0] = y if recording else y.raw
     return s
+
+
+def _fitted(o: PrimitiveMethods, res: Series, shape: tuple, dtype: Any, order: int,
+            out: Entry | None) -> Series:
+    """A rule's series with each coefficient expanded to the entry's shape and cast to its
+    dtype where it is not already (a rule may give a broadcastable or wider term); c0 set to
+    ``out`` when given."""
+    for k in range(1, order + 1):
+        c = res[k]
+        if c is None:
+            continue
+        if out is None and getattr(c, "shape", None) == shape and \
+                getattr(c, "dtype", None) == dtype:
+            continue        # (a numpy value that fits: the common case, read directly)
+        if shape_of(c) != shape:
+            c = o.expand(c, shape)
+        if dtype_of(c) != dtype:
+            c = o.cast(c, dtype)
+        res[k] = c
+    if out is not None:
+        res[0] = out
+    return res
+
+
+_NONE = type(None)
 
 
 def _scalar(a: Any) -> Any:

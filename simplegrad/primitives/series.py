@@ -11,8 +11,11 @@ rule, and at a point (numpy scalars) each term costs a scalar operation, not a u
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 if TYPE_CHECKING:
     from . import PrimitiveMethods
@@ -238,11 +241,60 @@ def riccati_series(o: PrimitiveMethods, xs: Series, z0: Any, w0: Any, b: float) 
 
 
 def _riccati_values(xs: Series, z0: Any, w0: Any, b: float) -> Series:
-    """``riccati_series`` on plain values: ``ode`` and ``square_coef`` inlined, over the
-    nonzero coefficients of x only (a line x + t v has one)."""
+    """``riccati_series`` on plain values. At a point in float64 (numpy float64 scalars) the
+    loop runs on Python floats, the same IEEE double operations without numpy's scalar
+    dispatch; should a coefficient come out inf or nan it runs again on the numpy scalars,
+    which warn as numpy does."""
+    moving = [j for j in range(1, len(xs)) if xs[j] is not None]
+    if type(z0) is np.float64 and type(w0) is np.float64 and \
+            set(map(type, xs)) <= _FLOAT64_OR_NONE:
+        floats = list(xs)
+        for j in moving:
+            floats[j] = float(xs[j])
+        z = _riccati_loop(floats, moving, float(z0), float(w0), b) if moving[:1] != [1] else \
+            _riccati_floats(floats, moving, float(z0), float(w0), float(b))
+        if None not in z and math.isfinite(sum(z[1:])):
+            z[1:] = map(np.float64, z[1:])
+            z[0] = z0
+            return z
+    return _riccati_loop(xs, moving, z0, w0, b)
+
+
+_FLOAT64_OR_NONE = {np.float64, type(None)}
+
+
+def _riccati_floats(xs: list, moving: list[int], z0: float, w0: float, b: float) -> list:
+    """``_riccati_loop`` on Python floats when x1 moves (a line x + t v): every coefficient is
+    then a number, so the loop reads them with no zero test; the same operations in the same
+    order."""
+    order = len(xs) - 1
+    z, w = [z0], [w0]
+    x1, rest = xs[1], moving[1:]
+    for k in range(1, order + 1):
+        acc = x1 * w[k - 1]                 # ode(xs, w, k)
+        for j in rest:
+            if j > k:
+                break
+            acc = acc + xs[j] * w[k - j] * float(j)
+        if k > 1:
+            acc = acc * float(1.0 / k)
+        z.append(acc)
+        acc = z[0] * z[k]                   # square_coef(z, k)
+        for j in range(1, (k + 1) // 2):
+            acc = acc + z[j] * z[k - j]
+        acc = acc * 2.0
+        if k % 2 == 0:
+            m = z[k // 2]
+            acc = acc + m * m
+        w.append(acc if b == 1 else acc * b)
+    return z
+
+
+def _riccati_loop(xs: Series, moving: list[int], z0: Any, w0: Any, b: float) -> Series:
+    """The loop of ``_riccati_values``: ``ode`` and ``square_coef`` inlined, over the nonzero
+    coefficients of x only (``moving``: a line x + t v has one)."""
     order = len(xs) - 1
     z, w = new(z0, order), new(w0, order)
-    moving = [j for j in range(1, order + 1) if xs[j] is not None]
     b = float(b)
     for k in range(1, order + 1):
         acc = None                          # ode(xs, w, k)

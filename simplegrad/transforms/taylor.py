@@ -66,7 +66,9 @@ def _taylor(f: Callable, x: Any, v: Any, order: int, only: int | None) -> list:
     if nested is None:
         return run_paused(ops, lambda a, b: _taylor(f, a, b, order, only), (x, v))
     with own(ops, nested):
-        xv = primals(ops, (x,), (0,))[0][0]
+        # an Ops of our own runs in no vmap (its levels are empty): x is one plain leaf
+        xv = ops.var(x) if not nested and type(x) is np.ndarray else \
+            primals(ops, (x,), (0,))[0][0]
         out = f(xv)
         if type(out) is not Variable and is_node(out):
             return _series(ops, nested, f, xv, v, out, order, only)
@@ -118,7 +120,9 @@ def _coefficients(ops: Ops, nested: bool, xv: Variable, y: Variable, v: Any,
     if nested:
         o, tangent = ops, v if isinstance(v, Variable) else ops.var(v, requires_grad=False)
     else:
-        o, tangent = VALUES, np.asarray(getattr(v, "raw", v), dtype=xv.raw.dtype)
+        v = getattr(v, "raw", v)
+        o, tangent = VALUES, v if type(v) is np.ndarray and v.dtype == xv.dtype else \
+            np.asarray(v, dtype=xv.dtype)
     scale = _scale((xv.dtype, y.dtype), order)
     coefs = propagate(o, y, xv, tangent if scale == 1 else o.mul(tangent, scale), order,
                       nested)
@@ -144,7 +148,8 @@ def taylor_derivative(f: Callable, order: int = 1) -> Callable:
     def derivative_f(x: Any, **kwargs: Any) -> Any:
         if type(x) is float or type(x) is int:
             x = np.asarray(x)       # (a number: the arrays' path, with no tree to walk)
-        ones = np.ones(leaf_shape(x))
+        shape = x.shape if type(x) is np.ndarray else leaf_shape(x)
+        ones = _ONE if shape == () else np.ones(shape)
         g = functools.partial(f, **kwargs) if kwargs else f
         return _taylor(g, x, ones, order, order)[0]
     return derivative_f
@@ -184,6 +189,11 @@ _UNSCALED = {np.dtype(d): max(k for k in range(2, 200)       # the last order wh
 _UNSCALED_ANY = min(_UNSCALED.values())     # unscaled in every float dtype up to this order
 
 
+_ONE = np.ones(())      # the direction at a point (read, never written)
+_ONE.flags.writeable = False
+
+
+@functools.lru_cache(maxsize=256)
 def _scale(dtypes: tuple, order: int) -> float:
     """1 while 1 / order! is a normal number of each float dtype, else a power of two near
     order! ** (1 / order)."""
