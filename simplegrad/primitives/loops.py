@@ -487,10 +487,11 @@ ASTYPE = register(Primitive(
 
 
 def fmt_loop(kind: str) -> Any:
-    """Print rule: ``kind(bodies, inputs...)`` with the trip count when it is fixed
-    (``v7 = scan(body, v3, xs)  # x 100``), the body (and a cond's branches, a while loop's
-    condition) printed once below, indented (``render(body, "body")``: its lines, as the
-    trace around prints them)."""
+    """Print rule: ``kind(bodies, inputs...)`` with the trip count
+    (``v7 = scan(body, v3, xs)  # x 100``: a scan's length; a counted scan's and a while
+    loop's, the count of the run it was recorded with, where it is known), the body (and a
+    cond's branches, a while loop's condition) printed once below, indented
+    (``render(body, "body")``: its lines, as the trace around prints them)."""
     def fmt(args: list[str], attrs: dict, render: Any) -> str:
         extra = ""
         if attrs.get("reverse"):
@@ -507,8 +508,9 @@ def fmt_loop(kind: str) -> Any:
         else:
             head = f"{kind}({', '.join([*names, *args])}"
         head += f"{extra})"
-        if kind == "scan" and not attrs.get("counted") and attrs.get("length") is not None:
-            head += f"  # x {attrs['length']}"
+        trips = attrs.get("length") if kind == "scan" else attrs.get("trips")
+        if trips is not None:
+            head += f"  # x {trips}"
         lines = [head]
         for title, body in parts:
             lines.append(f"    {title} {body!r}:")
@@ -593,8 +595,9 @@ IN_TANGENTS = Linear(JOINT, lambda attrs: attrs["linear_in"],
 
 
 def _plain(attrs: dict) -> dict:
-    """A loop's attributes for a loop derived from it (its linearity is the new one's)."""
-    return {k: v for k, v in attrs.items() if k != "linear_in"}
+    """A loop's attributes for a loop derived from it (its linearity, and the trips its
+    recorded run took, are the new one's)."""
+    return {k: v for k, v in attrs.items() if k != "linear_in" and k != "trips"}
 
 
 def _tangents_at(*runs: tuple[int, int]) -> tuple[int, ...]:
@@ -969,8 +972,9 @@ SCAN.release = release
 
 def while_forward(*xs: Any, body: Any, test: Any, nc: int, layout: tuple, width: int,
                   max_steps: int | None = None, checkpoints: Any = "all",
-                  linear_in: tuple | None = None) -> Any:
-    """The packed final carry and trip count of the body run while ``test`` holds."""
+                  linear_in: tuple | None = None, trips: int | None = None) -> Any:
+    """The packed final carry and trip count of the body run while ``test`` holds (``trips``,
+    the count of the run it was recorded with, is not read: this run decides its own)."""
     if dask_array(*xs) is not None:
         refuse("while_loop", *xs, reason="its condition decides the number of trips")
     xs = tuple(given("while_loop: the body", body.ins, xs))
@@ -1055,10 +1059,11 @@ def while_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attr
     offsets = (*(width + k for k in layout[:nk]), *(layout[j] for j in fk), width + layout[nk])
     tk = [ts[nc + j] if ts[nc + j] is not None else np.zeros(ins[nc + j][0], ins[nc + j][1])
           for j in fk]
-    res = o.apply(WHILE, (*xs[:nc], *(ts[j] for j in mc), *xs[nc:], *tk),
-                  dict(_plain(attrs), body=jvp_body, test=jvp_test, nc=nc + nmc, layout=offsets,
-                       width=2 * width, linear_in=_tangents_at((nc, nmc),
-                                                               (nc + nmc + nk, len(fk)))), None)
+    res = noting_trips(o.apply(
+        WHILE, (*xs[:nc], *(ts[j] for j in mc), *xs[nc:], *tk),
+        dict(_plain(attrs), body=jvp_body, test=jvp_test, nc=nc + nmc, layout=offsets,
+             width=2 * width, linear_in=_tangents_at((nc, nmc), (nc + nmc + nk, len(fk)))),
+        None))
     return columns(o, res, 0, width)
 
 
@@ -1265,9 +1270,31 @@ WHILE = register(Primitive(
     variadic=True, linear=IN_TANGENTS,
     schema=attrs(shape_rule=while_shape, body=need(BODY), test=need(BODY),
                                 nc=need(integer(0, 2**62)), max_steps=_steps_or_none,
-                                checkpoints=CHECKPOINTS, **LOOP_ATTRS),
+                                checkpoints=CHECKPOINTS, trips=_steps_or_none, **LOOP_ATTRS),
     saves=("inputs", "out")))
 WHILE.release = release
+
+
+RUN_ATTRS = ("trips",)      # attributes of the run an entry was recorded with (a body keeps none)
+
+
+def trip_count(out: Any, attrs: dict) -> int:
+    """The trips a while loop's run took: the count in its packed output ``out``."""
+    column = attrs["layout"][len(attrs["body"].outs)]
+    return int(round(float(np.real(np.asarray(out)[0, column]))))
+
+
+def noting_trips(res: Any) -> Any:
+    """A while loop's packed output ``res``; when it is a recorded entry's, that entry notes
+    the trips its run took in ``trips`` (its printed line and ``Program.stats`` read them;
+    a replay runs as many as it needs)."""
+    node = getattr(res, "node", None)
+    attrs = getattr(node, "attrs", None)
+    if getattr(node, "prim", None) is not WHILE or attrs.get("trips") is not None or \
+            getattr(res, "raw", None) is None:
+        return res
+    node.attrs = {**attrs, "trips": trip_count(res.raw, attrs)}     # (a new dict: the
+    return res                                                       # caller's is kept)
 
 
 def while_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
@@ -1304,9 +1331,9 @@ def while_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
     loop_test = test.derive(key, ins, example, any_holds)
     outs = [*many.outs[:nk], count]
     offsets, width = layout_of([*outs, ((), np.dtype(np.int64))])
-    res = o.apply(WHILE, (*xs[:nc], *carry, np.zeros(size)),
-                  dict(_plain(attrs), body=loop_body, test=loop_test, layout=offsets, width=width),
-                  None)
+    res = noting_trips(o.apply(WHILE, (*xs[:nc], *carry, np.zeros(size)),
+                               dict(_plain(attrs), body=loop_body, test=loop_test,
+                                    layout=offsets, width=width), None))
     leaves = unpack(o, res, outs, offsets[:nk + 1], cast=False)
     pieces = [(k, o.reshape(y, (size, 1, -1))) for k, y in zip(attrs["layout"], leaves)]
     return stacked_packs(o, [pieces], attrs["width"],
@@ -1428,9 +1455,9 @@ def while_taylor(o: PrimitiveMethods, ss: Sequence[Any], out: Any, *xs: Any,
                K * width + layout[nk])
     coefs = [c for j in mc for c in _coefficients(ss, j, xs[j])]
     coefs_k = [c for j in fk for c in _coefficients(ss, nc + j, xs[nc + j])]
-    res = o.apply(WHILE, (*xs[:nc], *coefs, *xs[nc:], *coefs_k),
-                  dict(_plain(attrs), body=loop, test=loop_test, nc=nc + nmc, layout=offsets,
-                       width=(K + 1) * width), None)
+    res = noting_trips(o.apply(WHILE, (*xs[:nc], *coefs, *xs[nc:], *coefs_k),
+                               dict(_plain(attrs), body=loop, test=loop_test, nc=nc + nmc,
+                                    layout=offsets, width=(K + 1) * width), None))
     return _blocks(o, out, res, K, width)
 
 
@@ -1501,16 +1528,19 @@ PART.taylor, PLACED.taylor = _linear_taylor(PART), _linear_taylor(PLACED)
 # ---------------------------------------------------------------- work (Program.stats)
 
 
-def scan_work(attrs: dict) -> tuple[int, int | None]:
-    """A scan's entries run and trips: its body's times its length (one trip when the trips
-    are a recorded count, decided as it runs)."""
-    trips = None if attrs["counted"] else attrs["length"]
-    return attrs["body"].work() * (1 if trips is None else trips), trips
+def scan_work(attrs: dict) -> tuple[int, int]:
+    """A scan's entries run and trips: its body's times its length (a counted scan's: the
+    count of the run it was recorded with)."""
+    trips = attrs["length"]
+    return attrs["body"].work() * trips, trips
 
 
-def while_work(attrs: dict) -> tuple[int, None]:
-    """A while loop's entries per trip (its condition's and body's): the run decides them."""
-    return attrs["test"].work() + attrs["body"].work(), None
+def while_work(attrs: dict) -> tuple[int, int | None]:
+    """A while loop's entries run and trips: by the trips of the run it was recorded with
+    (its body's each trip, its condition's once more), one trip where they are not known."""
+    trips = attrs.get("trips")
+    n = 1 if trips is None else trips
+    return attrs["test"].work() * (n + 1) + attrs["body"].work() * n, trips
 
 
 def cond_work(attrs: dict) -> tuple[int, int]:
@@ -1598,8 +1628,9 @@ class LoopOps:
                    max_steps: int | None = None, checkpoints: Any = "all",
                    name: str | None = None) -> Any:
         """The packed final carry and trip count of ``body`` run while ``test`` holds."""
-        return self.apply(WHILE, (*consts, *carry),
-                          while_attrs(body, test, len(consts), max_steps, checkpoints), name)
+        return noting_trips(self.apply(
+            WHILE, (*consts, *carry), while_attrs(body, test, len(consts), max_steps,
+                                                  checkpoints), name))
 
     def while_vjp(self, body: Body, consts: Sequence[Any], carry: Sequence[Any], g: Any,
                   out: Any, checkpoints: int, name: str | None = None) -> Any:

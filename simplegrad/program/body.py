@@ -25,7 +25,7 @@ from ..engine.variable import Variable
 from ..errors import MissingToolError
 from ..primitives.core import value_of
 from ..primitives.lazy import is_lazy
-from ..primitives.loops import Aval, is_float, ones
+from ..primitives.loops import RUN_ATTRS, Aval, is_float, ones
 from ..primitives.methods import VALUES
 from ..primitives.sparsity_rules import rule_for
 from .compile import compile as compile_program
@@ -45,6 +45,11 @@ class Body:
 
     def __init__(self, program: Program, ins: Sequence[Aval], outs: Sequence[Aval],
                  example: Sequence[Any], name: str):
+        # a body runs many times, each run its own: the entries keep nothing of the one run
+        # they were traced at (a while loop's trips)
+        for e in program.entries:
+            if e.attrs and any(k in e.attrs for k in RUN_ATTRS):
+                e.attrs = {k: v for k, v in e.attrs.items() if k not in RUN_ATTRS}
         self.program = program
         self.ins = tuple((tuple(s), np.dtype(d)) for s, d in ins)
         self.outs = tuple((tuple(s), np.dtype(d)) for s, d in outs)
