@@ -1,8 +1,10 @@
 """Loops, the remaining gaps: a while loop's line carries the trip count of the run it was
-recorded with in every view; ``Program.stats`` counts a loop's work by its trips.
+recorded with in every view; ``Program.stats`` counts a loop's work by its trips; vmap of
+derivatives whose bodies hold counted scans (the gradient of a while loop inside a scan).
 
 Oracles: trip counts of the same iteration run in plain Python on floats; entries counted by
-hand from the printed bodies.
+hand from the printed bodies; a Python loop over the batch and the loop unrolled in
+simplegrad (a Python ``while`` on values); closed forms for Newton's sqrt.
 """
 
 from __future__ import annotations
@@ -172,3 +174,108 @@ def test_stats_count_a_scan_by_its_length_and_a_loop_in_a_body_once():
     # the body: h + t and 4.0 + t, the while loop (one trip: its test twice, its body
     # once), the part taking its carry; then the part of the scan's
     assert list(s.loops.values()) == [3] and s.work == 3 * (2 + (2 * 1 + 1) + 1) + 1
+
+
+# ---------------------------------------------------------------- 3. vmap of derived bodies
+
+
+def inner_until(c, bound):
+    """c grown by 1.4 c + 0.05 sin c until it reaches 2 + bound: its trips depend on both."""
+    return sg.while_loop(lambda s: s < 2.0 + bound,
+                         lambda s: s * 1.4 + 0.05 * np.sin(s), c)
+
+
+def nested(v):
+    """A scan whose body holds a data-dependent while loop (so its gradient's body holds the
+    loop's reverse: counted scans)."""
+    def outer(h, x):
+        y = inner_until(h * x + 0.5, x)
+        return np.tanh(y) * 0.5 + x, y
+    h, ys = sg.scan(outer, v[0], v)
+    return h + ys.sum()
+
+
+def nested_unrolled(v):
+    """The same computation with Python loops: the while decided on values."""
+    def value(u):
+        return float(u.value if isinstance(u, sg.Variable) else u)
+    h, total = v[0], 0.0
+    for k in range(3):
+        x = v[k]
+        c = h * x + 0.5
+        while value(c) < 2.0 + value(x):
+            c = c * 1.4 + 0.05 * np.sin(c)
+        h, total = np.tanh(c) * 0.5 + x, total + c
+    return h + total
+
+
+BATCH = np.array([[0.43, 1.07, 0.91], [0.82, 0.35, 1.16], [1.13, 0.64, 0.52]])
+
+
+def _jvp_of(f):
+    return lambda v: sg.jvp(f, (v,), (np.ones(np.shape(v)),))[1]
+
+
+DERIVED = {"grad": sg.grad, "hessian": sg.hessian, "jvp": _jvp_of,
+           "jvp of grad": lambda f: _jvp_of(sg.grad(f))}
+
+
+def test_the_inner_trip_counts_differ():
+    def trips(c, bound):
+        n = 0
+        while c < 2.0 + bound:
+            c, n = c * 1.4 + 0.05 * np.sin(c), n + 1
+        return n
+    counts = set()
+    for v in BATCH:
+        h = v[0]
+        for x in v:
+            c = h * x + 0.5
+            counts.add(trips(c, x))
+            while c < 2.0 + x:
+                c = c * 1.4 + 0.05 * np.sin(c)
+            h = np.tanh(c) * 0.5 + x
+    assert len(counts) >= 3
+
+
+@pytest.mark.parametrize("name", list(DERIVED))
+def test_vmap_of_a_derivative_through_counted_scans(name):
+    T = DERIVED[name]
+    got = sg.vmap(T(nested))(BATCH)
+    each = np.stack([T(nested)(v) for v in BATCH])
+    unrolled = np.stack([T(nested_unrolled)(v) for v in BATCH])
+    np.testing.assert_allclose(got, each, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got, unrolled, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["hessian", "jvp of grad"])
+def test_a_recorded_vmapped_derivative_replays_at_other_trip_counts(name):
+    T = DERIVED[name]
+    op = sg.Ops()
+    xv = op.var(BATCH, name="X")
+    prog = op.program([xv], sg.vmap(T(nested))(xv))
+    for X in (BATCH, BATCH * 1.7, BATCH[::-1] * 0.6):
+        want = np.stack([T(nested_unrolled)(v) for v in X])
+        np.testing.assert_allclose(prog(X), want, rtol=0, atol=1e-12)
+    jitted = sg.jit(sg.vmap(T(nested)))
+    np.testing.assert_allclose(jitted(BATCH * 1.7),
+                               np.stack([T(nested_unrolled)(v) for v in BATCH * 1.7]),
+                               rtol=0, atol=1e-12)
+
+
+def test_a_gradient_recorded_at_no_trips_replays_at_many():
+    # at a = 1 Newton's iteration from 1 takes no trip; the program replays at others
+    def root(a):
+        return sg.while_loop(lambda c: abs(c * c - a) > 1e-14 * a,
+                             lambda c: 0.5 * (c + a / c), a * 0.0 + 1.0)
+    op = sg.Ops()
+    a = op.var(1.0, name="a")
+    y = root(a)
+    d1 = op.grad(y, a)
+    d2 = op.grad(d1, a)
+    d3 = op.grad(d2, a)
+    prog = op.program([a], [y, d1, d2, d3])
+    for v in (2.0, 30.0):
+        np.testing.assert_allclose(prog(np.array(v)), [np.sqrt(v), 0.5 * v ** -0.5,
+                                                       -0.25 * v ** -1.5, 0.375 * v ** -2.5],
+                                   rtol=1e-9)

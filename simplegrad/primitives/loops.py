@@ -166,7 +166,7 @@ def pack(rows: int, width: int, dtype: np.dtype, carry: Sequence[Any], offsets: 
     for c, k in zip(carry, offsets):
         flat = np.ravel(c)
         out[0, k:k + flat.size] = flat
-    for y, k in zip(ys, ys_offsets):
+    for y, k in zip(ys if rows > 1 else (), ys_offsets):     # (no steps: no ys to place)
         flat = np.reshape(y, (rows - 1, -1))
         out[1:, k:k + flat.shape[1]] = flat
     return out
@@ -259,7 +259,12 @@ def _fmt_part(args: list[str], attrs: dict, render: Any) -> str:
     k, n, lead = attrs["offset"], math.prod(attrs["shape"]), attrs.get("lead", 0)
     axes = ":, " * lead
     if attrs.get("rows"):
-        return f"{args[0]}[{axes}:, {k}:{k + n}]"
+        block = f"{args[0]}[{axes}:, {k}:{k + n}]"
+        shape = attrs["shape"]
+        if len(shape) == 1:
+            return block
+        return f"{block}.reshape({[-1, *shape]})" if not lead else \
+            f"{block}.reshape({args[0]}.shape[:{lead}] + {(-1, *shape)})"
     if attrs["stacked"]:
         return f"{args[0]}[{axes}1:, {k}:{k + n}].reshape({[-1, *attrs['shape']]})"
     return f"{args[0]}[{axes}0, {k}:{k + n}].reshape({list(attrs['shape'])})"
@@ -423,7 +428,7 @@ def part_shape(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> t
     x, lead, every = shapes[0], attrs.get("lead", 0), attrs.get("rows", False)
     n = math.prod(attrs["shape"])
     if len(x) != lead + 2 or attrs["offset"] + n > x[-1] or attrs["stacked"] and x[lead] < 1 \
-            or every and (attrs["stacked"] or len(attrs["shape"]) != 1):
+            or every and (attrs["stacked"] or not attrs["shape"]):
         raise _refuse(f"no leaf of {n} entries at column {attrs['offset']} of a packed output "
                       f"of shape {x}")
     return (*x[:lead], *_rows(x, attrs["stacked"], lead, every), *attrs["shape"]), dtypes[0]
@@ -764,8 +769,9 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
                     None)
         hist = unpack(o, h, carry_avals, offsets[nk:], stacked=True)
     gk = unpack(o, g, [carry_avals[j] for j in fk], [layout[j] for j in fk])
+    # (no steps recorded: still the ys' part of g, whose steps follow a replay's count)
     gy = unpack(o, g, [y_avals[j] for j in fy], [layout[nk + j] for j in fy], stacked=True) \
-        if fy and n else []
+        if fy and (n or counted) else []
     # the reverse scan of the body's vjp: carry (ct of the carry, the consts' cts summed)
     wrt = (*fc, *(nc + j for j in fk), *(nc + nk + j for j in fx))
     back = body.vjp(wrt)
@@ -795,7 +801,7 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
     zeros = [np.zeros(ins[j][0], ins[j][1]) for j in fc]
     gy_full = gy if fy else []
     hist_in = hist if hist is not None else []
-    if fy and not n:
+    if fy and not n and not counted:
         gy_full = [np.zeros((0, *y_avals[j][0]), y_avals[j][1]) for j in fy]
     rev = o.apply(SCAN, (*xs[:nc], *gk, *zeros, *hist_in, *seqs, *gy_full, *count),
                   dict(static, body=rev_body, nc=nc, nk=len(k_avals), reverse=not reverse,
@@ -923,7 +929,12 @@ def per_example(prim: Primitive, o: PrimitiveMethods, xs: Sequence[Any],
 def scan_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
                **attrs: Any) -> Any:
     """A scan of the body vmapped: every carry batched, batched xs with the steps first; the
-    packed outputs of the examples stacked (a batched trip count: one loop per example)."""
+    packed outputs of the examples stacked (a batched trip count: one loop per example).
+
+    A counted scan's steps are those of its trip count when it runs, which a replay (of a
+    program, or of a derived body holding the scan) may change: its ys leave the loop packed
+    as each example's rows already are, one leaf per step, so no entry after it holds the
+    number of steps it was recorded with."""
     body, nc, nk, counted = attrs["body"], attrs["nc"], attrs["nk"], attrs["counted"]
     if counted and batched[-1]:
         return per_example(SCAN, o, xs, batched, attrs)
@@ -937,21 +948,51 @@ def scan_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
         seqs.append(o.transpose(x, (1, 0, *range(2, len(shape_of(x))))) if b else x)
     flags = (*batched[:nc], *([True] * nk), *batched[nc + nk:nc + nk + nx])
     many = body.batched(tuple(bool(f) for f in flags), size)
-    offsets, width = layout_of(many.outs[:nk], many.outs[nk:])
+    ny = len(body.outs) - nk
+    dtype = packed_dtype(body.outs)
+    follows = counted and ny    # (its ys packed per step, after the carries' columns)
+    if follows:
+        many = _packing_ys(many, body, nk, attrs["layout"][nk:], attrs["width"], size, dtype)
+        offsets, after = layout_of(many.outs[:nk])
+        offsets, width = (*offsets, after), after + size * attrs["width"]
+    else:
+        offsets, width = layout_of(many.outs[:nk], many.outs[nk:])
     res = o.apply(SCAN, (*xs[:nc], *carry, *seqs, *xs[nc + nk + nx:]),
                   dict(_plain(attrs), body=many, layout=offsets, width=width), None)
     # the packed outputs of the examples: (examples, rows, width), leaves where they were
-    ny = len(body.outs) - nk
     rows = [[(k, o.reshape(c, (size, 1, -1))) for k, c in
              zip(attrs["layout"][:nk], unpack(o, res, many.outs[:nk], offsets[:nk],
                                              cast=False))]]
+    if follows:     # the packs' columns, every row (row 0 zeros), then the carries in row 0
+        packs = o.apply(PART, (res,), {"offset": int(offsets[nk]), "shape": (size,
+                        attrs["width"]), "stacked": False, "rows": True}, None)
+        packs = o.transpose(packs, (1, 0, 2))
+        if not nk:
+            return packs
+        first = o.reshape(stacked_packs(o, rows, attrs["width"], size, dtype),
+                          (size, attrs["width"]))
+        return o.add(packs, o.apply(PLACED, (first, packs), {
+            "offset": 0, "shape": (attrs["width"],), "stacked": False, "lead": 1}, None))
     if ny:
         ys = unpack(o, res, many.outs[nk:], offsets[nk:], stacked=True, cast=False)
         steps = shape_of(ys[0])[0]
         rows.append([(k, o.reshape(o.transpose(y, (1, 0, *range(2, len(shape_of(y))))),
                                    (size, steps, -1)))
                      for k, y in zip(attrs["layout"][nk:], ys)])
-    return stacked_packs(o, rows, attrs["width"], size, packed_dtype(body.outs))
+    return stacked_packs(o, rows, attrs["width"], size, dtype)
+
+
+def _packing_ys(many: Body, body: Body, nk: int, offsets: Sequence[int], width: int,
+                size: int, dtype: np.dtype) -> Body:
+    """The batched body ``many`` of ``body`` with its ys packed into one output of
+    (examples, width): each example's ys at the columns the scan's packed rows hold them."""
+    def build(o2: Any, *a: Any) -> list:
+        got = many.record(o2, *a)
+        pieces = [(k, o2.reshape(y, (size, 1, size_of(aval))))
+                  for k, y, aval in zip(offsets, got[nk:], body.outs[nk:])]
+        return [*got[:nk], o2.reshape(stacked_packs(o2, [pieces], width, size, dtype),
+                                      (size, width))]
+    return many.derive(("packing_ys", tuple(offsets), width), many.ins, many.example, build)
 
 
 COND.batch = cond_batch
