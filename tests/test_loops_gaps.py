@@ -1,10 +1,12 @@
 """Loops, the remaining gaps: a while loop's line carries the trip count of the run it was
 recorded with in every view; ``Program.stats`` counts a loop's work by its trips; vmap of
-derivatives whose bodies hold counted scans (the gradient of a while loop inside a scan).
+derivatives whose bodies hold counted scans (the gradient of a while loop inside a scan);
+the explained views depend only on the program.
 
 Oracles: trip counts of the same iteration run in plain Python on floats; entries counted by
 hand from the printed bodies; a Python loop over the batch and the loop unrolled in
-simplegrad (a Python ``while`` on values); closed forms for Newton's sqrt.
+simplegrad (a Python ``while`` on values); closed forms for Newton's sqrt; the text a fresh
+interpreter prints.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from __future__ import annotations
 import html
 import io
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -279,3 +284,42 @@ def test_a_gradient_recorded_at_no_trips_replays_at_many():
         np.testing.assert_allclose(prog(np.array(v)), [np.sqrt(v), 0.5 * v ** -0.5,
                                                        -0.25 * v ** -1.5, 0.375 * v ** -2.5],
                                    rtol=1e-9)
+
+
+# ---------------------------------------------------------------- 4. nothing but the program
+
+
+EXPLAINED = '''
+import io, numpy as np, simplegrad as sg
+from rich.console import Console
+def square(i, c):
+    return c * c
+op = sg.Ops()
+x = op.var(1.1, name="x")
+y = sg.fori_loop(0, 3, square, x)
+op.grad(y, x, name="dy")
+out = io.StringIO()
+op.print_trace(Console(file=out, width=200, color_system=None, markup=False), explain=True)
+print(op.format_trace(explain=True) + "@@" + op.format_trace(raw=False, explain=True) + "@@"
+      + out.getvalue())
+'''
+
+
+def test_explained_views_are_the_same_in_a_fresh_interpreter_and_after_other_work():
+    root = Path(__file__).resolve().parents[1]
+    fresh = subprocess.run([sys.executable, "-c", EXPLAINED], capture_output=True, text=True,
+                           cwd=root, check=True, env={"PYTHONPATH": str(root)}).stdout
+    # other loops' derivations first, explained, vmapped and stepped through, in this process
+    for name in DERIVED:
+        DERIVED[name](nested)(BATCH[0])
+    op, *_ = recorded_newton(30.0)
+    op.format_trace(explain=True)
+    op.format_trace(raw=False, explain=True)
+    b = op.var(2.0, name="b")
+    assert len(list(sg.step(newton(b)[0], b))) > python_trips(2.0)
+    buffer = io.StringIO()
+    with __import__("contextlib").redirect_stdout(buffer):
+        exec(EXPLAINED, {})
+    assert buffer.getvalue() == fresh
+    assert "v8 = scan(square.reverse, v7, v6, v0, reverse=True)  # x 3    " \
+           "# d(v1 = scan(square, x, v0))/dx" in fresh
