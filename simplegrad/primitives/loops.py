@@ -166,7 +166,7 @@ def pack(rows: int, width: int, dtype: np.dtype, carry: Sequence[Any], offsets: 
     for c, k in zip(carry, offsets):
         flat = np.ravel(c)
         out[0, k:k + flat.size] = flat
-    for y, k in zip(ys, ys_offsets):
+    for y, k in zip(ys if rows > 1 else (), ys_offsets):     # (no steps: no ys to place)
         flat = np.reshape(y, (rows - 1, -1))
         out[1:, k:k + flat.shape[1]] = flat
     return out
@@ -259,7 +259,12 @@ def _fmt_part(args: list[str], attrs: dict, render: Any) -> str:
     k, n, lead = attrs["offset"], math.prod(attrs["shape"]), attrs.get("lead", 0)
     axes = ":, " * lead
     if attrs.get("rows"):
-        return f"{args[0]}[{axes}:, {k}:{k + n}]"
+        block = f"{args[0]}[{axes}:, {k}:{k + n}]"
+        shape = attrs["shape"]
+        if len(shape) == 1:
+            return block
+        return f"{block}.reshape({[-1, *shape]})" if not lead else \
+            f"{block}.reshape({args[0]}.shape[:{lead}] + {(-1, *shape)})"
     if attrs["stacked"]:
         return f"{args[0]}[{axes}1:, {k}:{k + n}].reshape({[-1, *attrs['shape']]})"
     return f"{args[0]}[{axes}0, {k}:{k + n}].reshape({list(attrs['shape'])})"
@@ -423,7 +428,7 @@ def part_shape(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> t
     x, lead, every = shapes[0], attrs.get("lead", 0), attrs.get("rows", False)
     n = math.prod(attrs["shape"])
     if len(x) != lead + 2 or attrs["offset"] + n > x[-1] or attrs["stacked"] and x[lead] < 1 \
-            or every and (attrs["stacked"] or len(attrs["shape"]) != 1):
+            or every and (attrs["stacked"] or not attrs["shape"]):
         raise _refuse(f"no leaf of {n} entries at column {attrs['offset']} of a packed output "
                       f"of shape {x}")
     return (*x[:lead], *_rows(x, attrs["stacked"], lead, every), *attrs["shape"]), dtypes[0]
@@ -487,10 +492,11 @@ ASTYPE = register(Primitive(
 
 
 def fmt_loop(kind: str) -> Any:
-    """Print rule: ``kind(bodies, inputs...)`` with the trip count when it is fixed
-    (``v7 = scan(body, v3, xs)  # x 100``), the body (and a cond's branches, a while loop's
-    condition) printed once below, indented (``render(body, "body")``: its lines, as the
-    trace around prints them)."""
+    """Print rule: ``kind(bodies, inputs...)`` with the trip count
+    (``v7 = scan(body, v3, xs)  # x 100``: a scan's length; a counted scan's and a while
+    loop's, the count of the run it was recorded with, where it is known), the body (and a
+    cond's branches, a while loop's condition) printed once below, indented
+    (``render(body, "body")``: its lines, as the trace around prints them)."""
     def fmt(args: list[str], attrs: dict, render: Any) -> str:
         extra = ""
         if attrs.get("reverse"):
@@ -507,8 +513,9 @@ def fmt_loop(kind: str) -> Any:
         else:
             head = f"{kind}({', '.join([*names, *args])}"
         head += f"{extra})"
-        if kind == "scan" and not attrs.get("counted") and attrs.get("length") is not None:
-            head += f"  # x {attrs['length']}"
+        trips = attrs.get("length") if kind == "scan" else attrs.get("trips")
+        if trips is not None:
+            head += f"  # x {trips}"
         lines = [head]
         for title, body in parts:
             lines.append(f"    {title} {body!r}:")
@@ -593,8 +600,9 @@ IN_TANGENTS = Linear(JOINT, lambda attrs: attrs["linear_in"],
 
 
 def _plain(attrs: dict) -> dict:
-    """A loop's attributes for a loop derived from it (its linearity is the new one's)."""
-    return {k: v for k, v in attrs.items() if k != "linear_in"}
+    """A loop's attributes for a loop derived from it (its linearity, and the trips its
+    recorded run took, are the new one's)."""
+    return {k: v for k, v in attrs.items() if k != "linear_in" and k != "trips"}
 
 
 def _tangents_at(*runs: tuple[int, int]) -> tuple[int, ...]:
@@ -761,8 +769,9 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
                     None)
         hist = unpack(o, h, carry_avals, offsets[nk:], stacked=True)
     gk = unpack(o, g, [carry_avals[j] for j in fk], [layout[j] for j in fk])
+    # (no steps recorded: still the ys' part of g, whose steps follow a replay's count)
     gy = unpack(o, g, [y_avals[j] for j in fy], [layout[nk + j] for j in fy], stacked=True) \
-        if fy and n else []
+        if fy and (n or counted) else []
     # the reverse scan of the body's vjp: carry (ct of the carry, the consts' cts summed)
     wrt = (*fc, *(nc + j for j in fk), *(nc + nk + j for j in fx))
     back = body.vjp(wrt)
@@ -792,7 +801,7 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
     zeros = [np.zeros(ins[j][0], ins[j][1]) for j in fc]
     gy_full = gy if fy else []
     hist_in = hist if hist is not None else []
-    if fy and not n:
+    if fy and not n and not counted:
         gy_full = [np.zeros((0, *y_avals[j][0]), y_avals[j][1]) for j in fy]
     rev = o.apply(SCAN, (*xs[:nc], *gk, *zeros, *hist_in, *seqs, *gy_full, *count),
                   dict(static, body=rev_body, nc=nc, nk=len(k_avals), reverse=not reverse,
@@ -922,7 +931,12 @@ def per_example(prim: Primitive, o: PrimitiveMethods, xs: Sequence[Any],
 def scan_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
                **attrs: Any) -> Any:
     """A scan of the body vmapped: every carry batched, batched xs with the steps first; the
-    packed outputs of the examples stacked (a batched trip count: one loop per example)."""
+    packed outputs of the examples stacked (a batched trip count: one loop per example).
+
+    A counted scan's steps are those of its trip count when it runs, which a replay (of a
+    program, or of a derived body holding the scan) may change: its ys leave the loop packed
+    as each example's rows already are, one leaf per step, so no entry after it holds the
+    number of steps it was recorded with."""
     body, nc, nk, counted = attrs["body"], attrs["nc"], attrs["nk"], attrs["counted"]
     if counted and batched[-1]:
         return per_example(SCAN, o, xs, batched, attrs)
@@ -936,21 +950,51 @@ def scan_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
         seqs.append(o.transpose(x, (1, 0, *range(2, len(shape_of(x))))) if b else x)
     flags = (*batched[:nc], *([True] * nk), *batched[nc + nk:nc + nk + nx])
     many = body.batched(tuple(bool(f) for f in flags), size)
-    offsets, width = layout_of(many.outs[:nk], many.outs[nk:])
+    ny = len(body.outs) - nk
+    dtype = packed_dtype(body.outs)
+    follows = counted and ny    # (its ys packed per step, after the carries' columns)
+    if follows:
+        many = _packing_ys(many, body, nk, attrs["layout"][nk:], attrs["width"], size, dtype)
+        offsets, after = layout_of(many.outs[:nk])
+        offsets, width = (*offsets, after), after + size * attrs["width"]
+    else:
+        offsets, width = layout_of(many.outs[:nk], many.outs[nk:])
     res = o.apply(SCAN, (*xs[:nc], *carry, *seqs, *xs[nc + nk + nx:]),
                   dict(_plain(attrs), body=many, layout=offsets, width=width), None)
     # the packed outputs of the examples: (examples, rows, width), leaves where they were
-    ny = len(body.outs) - nk
     rows = [[(k, o.reshape(c, (size, 1, -1))) for k, c in
              zip(attrs["layout"][:nk], unpack(o, res, many.outs[:nk], offsets[:nk],
                                              cast=False))]]
+    if follows:     # the packs' columns, every row (row 0 zeros), then the carries in row 0
+        packs = o.apply(PART, (res,), {"offset": int(offsets[nk]), "shape": (size,
+                        attrs["width"]), "stacked": False, "rows": True}, None)
+        packs = o.transpose(packs, (1, 0, 2))
+        if not nk:
+            return packs
+        first = o.reshape(stacked_packs(o, rows, attrs["width"], size, dtype),
+                          (size, attrs["width"]))
+        return o.add(packs, o.apply(PLACED, (first, packs), {
+            "offset": 0, "shape": (attrs["width"],), "stacked": False, "lead": 1}, None))
     if ny:
         ys = unpack(o, res, many.outs[nk:], offsets[nk:], stacked=True, cast=False)
         steps = shape_of(ys[0])[0]
         rows.append([(k, o.reshape(o.transpose(y, (1, 0, *range(2, len(shape_of(y))))),
                                    (size, steps, -1)))
                      for k, y in zip(attrs["layout"][nk:], ys)])
-    return stacked_packs(o, rows, attrs["width"], size, packed_dtype(body.outs))
+    return stacked_packs(o, rows, attrs["width"], size, dtype)
+
+
+def _packing_ys(many: Body, body: Body, nk: int, offsets: Sequence[int], width: int,
+                size: int, dtype: np.dtype) -> Body:
+    """The batched body ``many`` of ``body`` with its ys packed into one output of
+    (examples, width): each example's ys at the columns the scan's packed rows hold them."""
+    def build(o2: Any, *a: Any) -> list:
+        got = many.record(o2, *a)
+        pieces = [(k, o2.reshape(y, (size, 1, size_of(aval))))
+                  for k, y, aval in zip(offsets, got[nk:], body.outs[nk:])]
+        return [*got[:nk], o2.reshape(stacked_packs(o2, [pieces], width, size, dtype),
+                                      (size, width))]
+    return many.derive(("packing_ys", tuple(offsets), width), many.ins, many.example, build)
 
 
 COND.batch = cond_batch
@@ -971,8 +1015,9 @@ SCAN.release = release
 
 def while_forward(*xs: Any, body: Any, test: Any, nc: int, layout: tuple, width: int,
                   max_steps: int | None = None, checkpoints: Any = "all",
-                  linear_in: tuple | None = None) -> Any:
-    """The packed final carry and trip count of the body run while ``test`` holds."""
+                  linear_in: tuple | None = None, trips: int | None = None) -> Any:
+    """The packed final carry and trip count of the body run while ``test`` holds (``trips``,
+    the count of the run it was recorded with, is not read: this run decides its own)."""
     if dask_array(*xs) is not None:
         refuse("while_loop", *xs, reason="its condition decides the number of trips")
     xs = tuple(given("while_loop: the body", body.ins, xs))
@@ -1057,10 +1102,11 @@ def while_jvp(o: PrimitiveMethods, ts: Sequence[Any], out: Any, *xs: Any, **attr
     offsets = (*(width + k for k in layout[:nk]), *(layout[j] for j in fk), width + layout[nk])
     tk = [ts[nc + j] if ts[nc + j] is not None else np.zeros(ins[nc + j][0], ins[nc + j][1])
           for j in fk]
-    res = o.apply(WHILE, (*xs[:nc], *(ts[j] for j in mc), *xs[nc:], *tk),
-                  dict(_plain(attrs), body=jvp_body, test=jvp_test, nc=nc + nmc, layout=offsets,
-                       width=2 * width, linear_in=_tangents_at((nc, nmc),
-                                                               (nc + nmc + nk, len(fk)))), None)
+    res = noting_trips(o.apply(
+        WHILE, (*xs[:nc], *(ts[j] for j in mc), *xs[nc:], *tk),
+        dict(_plain(attrs), body=jvp_body, test=jvp_test, nc=nc + nmc, layout=offsets,
+             width=2 * width, linear_in=_tangents_at((nc, nmc), (nc + nmc + nk, len(fk)))),
+        None))
     return columns(o, res, 0, width)
 
 
@@ -1267,9 +1313,31 @@ WHILE = register(Primitive(
     variadic=True, linear=IN_TANGENTS,
     schema=attrs(shape_rule=while_shape, body=need(BODY), test=need(BODY),
                                 nc=need(integer(0, 2**62)), max_steps=_steps_or_none,
-                                checkpoints=CHECKPOINTS, **LOOP_ATTRS),
+                                checkpoints=CHECKPOINTS, trips=_steps_or_none, **LOOP_ATTRS),
     saves=("inputs", "out")))
 WHILE.release = release
+
+
+RUN_ATTRS = ("trips",)      # attributes of the run an entry was recorded with (a body keeps none)
+
+
+def trip_count(out: Any, attrs: dict) -> int:
+    """The trips a while loop's run took: the count in its packed output ``out``."""
+    column = attrs["layout"][len(attrs["body"].outs)]
+    return int(round(float(np.real(np.asarray(out)[0, column]))))
+
+
+def noting_trips(res: Any) -> Any:
+    """A while loop's packed output ``res``; when it is a recorded entry's, that entry notes
+    the trips its run took in ``trips`` (its printed line and ``Program.stats`` read them;
+    a replay runs as many as it needs)."""
+    node = getattr(res, "node", None)
+    attrs = getattr(node, "attrs", None)
+    if getattr(node, "prim", None) is not WHILE or attrs.get("trips") is not None or \
+            getattr(res, "raw", None) is None:
+        return res
+    node.attrs = {**attrs, "trips": trip_count(res.raw, attrs)}     # (a new dict: the
+    return res                                                       # caller's is kept)
 
 
 def while_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
@@ -1306,9 +1374,9 @@ def while_batch(o: PrimitiveMethods, xs: Sequence[Any], batched: Sequence[bool],
     loop_test = test.derive(key, ins, example, any_holds)
     outs = [*many.outs[:nk], count]
     offsets, width = layout_of([*outs, ((), np.dtype(np.int64))])
-    res = o.apply(WHILE, (*xs[:nc], *carry, np.zeros(size)),
-                  dict(_plain(attrs), body=loop_body, test=loop_test, layout=offsets, width=width),
-                  None)
+    res = noting_trips(o.apply(WHILE, (*xs[:nc], *carry, np.zeros(size)),
+                               dict(_plain(attrs), body=loop_body, test=loop_test,
+                                    layout=offsets, width=width), None))
     leaves = unpack(o, res, outs, offsets[:nk + 1], cast=False)
     pieces = [(k, o.reshape(y, (size, 1, -1))) for k, y in zip(attrs["layout"], leaves)]
     return stacked_packs(o, [pieces], attrs["width"],
@@ -1430,9 +1498,9 @@ def while_taylor(o: PrimitiveMethods, ss: Sequence[Any], out: Any, *xs: Any,
                K * width + layout[nk])
     coefs = [c for j in mc for c in _coefficients(ss, j, xs[j])]
     coefs_k = [c for j in fk for c in _coefficients(ss, nc + j, xs[nc + j])]
-    res = o.apply(WHILE, (*xs[:nc], *coefs, *xs[nc:], *coefs_k),
-                  dict(_plain(attrs), body=loop, test=loop_test, nc=nc + nmc, layout=offsets,
-                       width=(K + 1) * width), None)
+    res = noting_trips(o.apply(WHILE, (*xs[:nc], *coefs, *xs[nc:], *coefs_k),
+                               dict(_plain(attrs), body=loop, test=loop_test, nc=nc + nmc,
+                                    layout=offsets, width=(K + 1) * width), None))
     return _blocks(o, out, res, K, width)
 
 
@@ -1503,16 +1571,19 @@ PART.taylor, PLACED.taylor = _linear_taylor(PART), _linear_taylor(PLACED)
 # ---------------------------------------------------------------- work (Program.stats)
 
 
-def scan_work(attrs: dict) -> tuple[int, int | None]:
-    """A scan's entries run and trips: its body's times its length (one trip when the trips
-    are a recorded count, decided as it runs)."""
-    trips = None if attrs["counted"] else attrs["length"]
-    return attrs["body"].work() * (1 if trips is None else trips), trips
+def scan_work(attrs: dict) -> tuple[int, int]:
+    """A scan's entries run and trips: its body's times its length (a counted scan's: the
+    count of the run it was recorded with)."""
+    trips = attrs["length"]
+    return attrs["body"].work() * trips, trips
 
 
-def while_work(attrs: dict) -> tuple[int, None]:
-    """A while loop's entries per trip (its condition's and body's): the run decides them."""
-    return attrs["test"].work() + attrs["body"].work(), None
+def while_work(attrs: dict) -> tuple[int, int | None]:
+    """A while loop's entries run and trips: by the trips of the run it was recorded with
+    (its body's each trip, its condition's once more), one trip where they are not known."""
+    trips = attrs.get("trips")
+    n = 1 if trips is None else trips
+    return attrs["test"].work() * (n + 1) + attrs["body"].work() * n, trips
 
 
 def cond_work(attrs: dict) -> tuple[int, int]:
@@ -1600,8 +1671,9 @@ class LoopOps:
                    max_steps: int | None = None, checkpoints: Any = "all",
                    name: str | None = None) -> Any:
         """The packed final carry and trip count of ``body`` run while ``test`` holds."""
-        return self.apply(WHILE, (*consts, *carry),
-                          while_attrs(body, test, len(consts), max_steps, checkpoints), name)
+        return noting_trips(self.apply(
+            WHILE, (*consts, *carry), while_attrs(body, test, len(consts), max_steps,
+                                                  checkpoints), name))
 
     def while_vjp(self, body: Body, consts: Sequence[Any], carry: Sequence[Any], g: Any,
                   out: Any, checkpoints: int, name: str | None = None) -> Any:

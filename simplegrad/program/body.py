@@ -10,7 +10,6 @@ loops (transforms/loops.py) make them from the user's functions; the loader
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,7 +24,7 @@ from ..engine.variable import Variable
 from ..errors import MissingToolError
 from ..primitives.core import value_of
 from ..primitives.lazy import is_lazy
-from ..primitives.loops import Aval, is_float, ones
+from ..primitives.loops import RUN_ATTRS, Aval, is_float, ones
 from ..primitives.methods import VALUES
 from ..primitives.sparsity_rules import rule_for
 from .compile import compile as compile_program
@@ -45,6 +44,11 @@ class Body:
 
     def __init__(self, program: Program, ins: Sequence[Aval], outs: Sequence[Aval],
                  example: Sequence[Any], name: str):
+        # a body runs many times, each run its own: the entries keep nothing of the one run
+        # they were traced at (a while loop's trips)
+        for e in program.entries:
+            if e.attrs and any(k in e.attrs for k in RUN_ATTRS):
+                e.attrs = {k: v for k, v in e.attrs.items() if k not in RUN_ATTRS}
         self.program = program
         self.ins = tuple((tuple(s), np.dtype(d)) for s, d in ins)
         self.outs = tuple((tuple(s), np.dtype(d)) for s, d in outs)
@@ -137,10 +141,10 @@ class Body:
         """The outputs recorded on ``o`` (the Ops, or VALUES for values)."""
         if o is VALUES or not isinstance(o, Ops):
             return self.program(*[value_of(x) for x in inputs])
-        stack = getattr(_SEEN, "stack", None)
-        if not stack:
+        seen = getattr(o, "noted", None)    # (traced again for notes: who recorded what)
+        if seen is None:
             return self.program.record(o, *inputs)
-        seen, recorded = stack[-1], {}      # (traced again for notes: who recorded what)
+        recorded: dict = {}
         for x, spec in zip(inputs, self.program.inputs):
             if isinstance(x, Variable):
                 seen.setdefault(id(x.node), (self, spec.name))
@@ -248,9 +252,13 @@ class Body:
         return self.derive(("batched", flags, size), ins, example, build)
 
 
-def _traced(build: Callable, ins: Sequence[Aval], example: Sequence[Any]) -> tuple:
-    """``build(o, *leaves)`` recorded on a scratch Ops: the Ops, the leaves, the outputs."""
+def _traced(build: Callable, ins: Sequence[Aval], example: Sequence[Any],
+            noted: dict | None = None) -> tuple:
+    """``build(o, *leaves)`` recorded on a scratch Ops: the Ops, the leaves, the outputs
+    (``noted``: the Ops notes in it which body recorded each entry, ``Body.record``)."""
     s = Ops(simplify=True)
+    if noted is not None:
+        s.noted = noted
     leaves = [s.leaf(np.array(v, dtype=d).reshape(shape), None, is_float((shape, d)))
               for (shape, d), v in zip(ins, example)]
     with np.errstate(all="ignore"):
@@ -267,9 +275,6 @@ def trace_body(build: Callable, ins: Sequence[Aval], example: Sequence[Any], nam
     return body
 
 
-_SEEN = threading.local()     # while a derived body is traced again for its notes
-
-
 def _notes(build: Callable, ins: Sequence[Aval], example: Sequence[Any],
            kept: set[str]) -> dict[str, str]:
     """What each entry of a derived body differentiates, by name: the same trace made again
@@ -277,15 +282,10 @@ def _notes(build: Callable, ins: Sequence[Aval], example: Sequence[Any],
     the sweep recorded pulling back through a body's line says which line and input
     (``d(v2 = v0 * v0)/dv0 in square``); one recorded by running a derived body keeps that
     body's note."""
-    seen: dict[int, tuple] = {}     # id of an entry -> (the body, its entry or input name)
-    stack = getattr(_SEEN, "stack", None)
-    if stack is None:
-        stack = _SEEN.stack = []
-    stack.append(seen)
-    try:
-        s, _, _ = _traced(build, ins, example)
-    finally:
-        stack.pop()
+    # id of an entry -> (the body, its entry or input name): kept on the scratch Ops of this
+    # trace (which keeps every entry it names alive), so nothing outside it is noted
+    seen: dict[int, tuple] = {}
+    s, _, _ = _traced(build, ins, example, seen)
     tape = s.tape
     notes: dict[str, str] = {}
     for p, (entry, i) in origins(tape).items():

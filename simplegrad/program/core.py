@@ -410,7 +410,13 @@ class Program:
         return program_graph(self)
 
     def stats(self) -> Any:
-        """Entries per primitive and order, depth, widest level, peak live bytes (a ``Stats``)."""
+        """Entries per primitive and order, depth, widest level, peak live bytes, and the
+        entries a run computes, each loop's by its trips (a ``Stats``).
+
+        A scan's trips are its length. A while loop's (and a counted scan's, in its
+        gradient) are those of the run it was recorded with: what a program knows statically,
+        since a replay at other inputs takes as many as it needs. A while loop inside a body
+        counts one trip (its count changes from one run of the body to the next)."""
         from .graph import stats
         return stats(self)
 

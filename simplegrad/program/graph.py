@@ -180,8 +180,9 @@ class Stats:
     width: int              # entries in the widest level (entries whose longest chain ties)
     peak_bytes: int         # bytes of entries alive at once, at the peak, run in tape order
     work: int = 0           # entries a run computes: a loop's body entries times its trips
-                            # (one trip where the run decides them: a while loop)
-    loops: dict = field(default_factory=dict)   # loop entry -> trips (None: decided as it runs)
+                            # (a while loop's: the recorded run's, its condition once more;
+                            # one trip where they are not known: a while loop in a body)
+    loops: dict = field(default_factory=dict)   # loop entry -> trips (None: not known)
 
     def __str__(self) -> str:
         prims = ", ".join(f"{k} {n}" for k, n in self.by_primitive.items())

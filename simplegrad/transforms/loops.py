@@ -32,6 +32,7 @@ from ..primitives.loops import (
     Aval,
     cond_attrs,
     keeping_history,
+    noting_trips,
     scan_attrs,
     unpack,
     while_attrs,
@@ -338,6 +339,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init: Any, max_steps: int
     attrs = while_attrs(body, test, nr, max_steps, checkpoints)
     offsets = attrs["layout"]
     out, recorded = _record("while_loop", WHILE, [*reads, *cflat], attrs)
+    out = noting_trips(out) if recorded else out     # (its entry notes the trips its run took)
     o = _ops_for(recorded, out)
     carry = _leaves_of(o, out, bavals, offsets[:len(bavals)])
     if not recorded:
