@@ -19,6 +19,12 @@ import simplegrad as sg
 numba = pytest.importorskip("numba")
 
 
+@pytest.fixture(autouse=True)
+def _kernel_cache(tmp_path, monkeypatch):
+    """Compiled kernels go to a temporary directory, never the user's cache."""
+    monkeypatch.setenv("SIMPLEGRAD_CACHE_DIR", str(tmp_path / "cache"))
+
+
 def chain(h, steps=3):
     for _ in range(steps):
         h = (h * 1.1 + h.tanh()).exp() * 0.5 + h * h

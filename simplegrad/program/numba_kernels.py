@@ -13,8 +13,14 @@ so, numpy ufuncs as themselves, and other forwards as calls of numba-compiled he
 from __future__ import annotations
 
 import functools
+import hashlib
+import inspect
 import math
+import os
+import sys
+import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -161,6 +167,9 @@ class Kernel:
     def __init__(self, prog: Program, group: Any, readers: dict[int, set], outputs: set):
         self.group = group
         members = set(group.members) | set(group.sums)
+        # values named by their place in the group, not in the program: a group's source, the
+        # key of its compiled kernel, is the same wherever the group stands
+        at = {j: k for k, j in enumerate(sorted(members))}
         self.inputs: list[Ref] = []         # arguments of the kernel, in order
         self.outputs: list[int] = []        # node indices it hands back (members, then sums)
         self.helpers: dict[str, Callable] = {}
@@ -174,7 +183,7 @@ class Kernel:
             args = []
             for r in refs_of(node):
                 if r.kind == NODE and r.index in members:
-                    args.append(f"t{r.index}{{c}}")
+                    args.append(f"t{at[r.index]}{{c}}")
                     continue
                 if r.kind == CONST and type(prog.constants[r.index].value) in (int, float, bool):
                     args.append(_number(prog.constants[r.index].value))
@@ -185,22 +194,22 @@ class Kernel:
                     self.inputs.append(r)
                 one = int(np.prod(arg_meta(prog, r)[0])) == 1 and size != 1
                 args.append(f"{names[key]}[{'0' if one else '{i}'}]")
-            body.append(f"t{j}{{c}} = {_scalar_expr(node.prim, args, self.helpers)}")
+            body.append(f"t{at[j]}{{c}} = {_scalar_expr(node.prim, args, self.helpers)}")
             if j in outputs or readers.get(j, set()) - members:
                 self.outputs.append(j)
-                body.append(f"o{j}[{{i}}] = t{j}{{c}}")
+                body.append(f"o{at[j]}[{{i}}] = t{at[j]}{{c}}")
         self.outputs += list(group.sums)
         params = ", ".join(names[(r.kind, r.index)] for r in self.inputs)
         lines = [f"def kernel({params}):", f"    n = {size}"]
         for j in self.outputs[:len(self.outputs) - len(group.sums)]:
             kind = "np.bool_" if np.dtype(prog.entries[j].dtype).kind == "b" else "np.float64"
-            lines.append(f"    o{j} = np.empty(n, {kind})")
-        lines += [f"    acc{j} = 0.0" for j in group.sums]
+            lines.append(f"    o{at[j]} = np.empty(n, {kind})")
+        lines += [f"    acc{at[j]} = 0.0" for j in group.sums]
         lines += [f"    for b in range(0, n, {BLOCK}):", f"        m = min({BLOCK}, n - b)",
                   f"        h = (m + {CHAINS - 1}) // {CHAINS}"]
         starts = ["0"] + [f"{c} * h" if c > 1 else "h" for c in range(1, CHAINS)]
         lines += [f"        f{c} = min({starts[c]}, m - h)" for c in range(1, CHAINS)]
-        lines += [f"        s{j} = 0.0" for j in group.sums]
+        lines += [f"        s{at[j]} = 0.0" for j in group.sums]
         # chain c computes values b + f_c + i; an unsigned index: no wraparound, so LLVM
         # vectorises without a check that the output overlaps the inputs
         lines.append("        for i in range(h):")
@@ -210,35 +219,133 @@ class Kernel:
             lines += [f"            {line.format(c=f'_{c}' if c else '', i=f'u{c}')}"
                       for c in range(CHAINS)]
         for j in group.sums:
-            term, acc = f"t{prog.entries[j].in0.position}", prog.entries[j].prim.numba   # "+="
-            lines.append(f"            s{j} {acc} {term}")
+            term = f"t{at[prog.entries[j].in0.position]}"
+            acc = prog.entries[j].prim.numba        # "+="
+            lines.append(f"            s{at[j]} {acc} {term}")
             # an element two chains cover (at the end of a block) is summed once
-            lines += [f"            s{j} {acc} {term}_{c} if i + f{c} >= {starts[c]} else 0.0"
+            lines += [f"            s{at[j]} {acc} {term}_{c} if i + f{c} >= {starts[c]} else 0.0"
                       for c in range(1, CHAINS)]
-        lines += [f"        acc{j} += s{j}" for j in group.sums]
-        rets = [f"o{j}" if j not in group.sums else f"acc{j}" for j in self.outputs]
+        lines += [f"        acc{at[j]} += s{at[j]}" for j in group.sums]
+        rets = [f"o{at[j]}" if j not in group.sums else f"acc{at[j]}" for j in self.outputs]
         lines.append(f"    return ({', '.join(rets)},)")
         self.source = "\n".join(lines) + "\n"
 
     def build(self, numba: Any, prog: Program) -> Callable:
-        """The compiled kernel (compiled now, for the arguments' types)."""
-        space: dict[str, Any] = {"np": np, "math": math}
-        space.update({f"_w_{name}": fn for name, fn in written(numba).items()})
-        for key, fn in self.helpers.items():
-            space[key] = numba.njit(error_model="numpy", fastmath=set(FASTMATH))(fn)
-        exec(compile(self.source, "<simplegrad numba kernel>", "exec"), space)  # noqa: S102
-        types = []
+        """The compiled kernel (compiled now, for the arguments' types), from the on-disk
+        cache when an identical kernel was compiled before."""
+        args = []
         for r in self.inputs:
             dtype = arg_meta(prog, r)[1]
             # read-only: accepts writable arrays too (recorded values are read-only)
-            types.append(numba.types.Array(numba.from_dtype(np.dtype(dtype)), 1, "C",
+            args.append(numba.types.Array(numba.from_dtype(np.dtype(dtype)), 1, "C",
                                            readonly=True))
         outs = []
         for j in self.outputs:
             dtype = np.dtype(prog.entries[j].dtype)
             outs.append(numba.from_dtype(dtype) if j in self.group.sums else
                         numba.from_dtype(dtype)[::1])
-        sig = numba.types.Tuple(outs)(*types)
-        self.function = numba.njit(sig, error_model="numpy",
-                                   fastmath=set(FASTMATH))(space["kernel"])
+        sig = numba.types.Tuple(outs)(*args)
+        key = _key(numba, self.source, str(sig), self.helpers)
+        self.function = _BUILT.get(key)
+        if self.function is None:
+            self.function = _BUILT[key] = _compiled(numba, key, self.source, sig,
+                                                    self.helpers)
         return self.function
+
+
+# ---------------------------------------------------------------- the kernel cache
+
+# A kernel is compiled once per source, argument types and helpers: in a process (``_BUILT``,
+# so a program's identical groups and a program compiled again share one function), and on
+# disk, by numba's ``cache=True``, which needs the function's source in a file: each kernel is
+# written to ``<cache>/numba/k<hash>.py`` (the hash of its source, its signature, its helpers'
+# source, this module's own source, and numba's, numpy's and Python's versions), and numba
+# keeps its compiled code beside it in ``__pycache__``. The cache directory is
+# ``$SIMPLEGRAD_CACHE_DIR``, else ``$XDG_CACHE_HOME/simplegrad``, else ``~/.cache/simplegrad``
+# (read when a kernel is built); where it cannot be written, kernels are compiled in memory.
+# A cache file numba cannot read is deleted and the kernel compiled again.
+_BUILT: dict[str, Any] = {}
+_KERNEL = "kernel"
+
+
+def cache_dir() -> Path:
+    """Where compiled numba kernels are kept: ``$SIMPLEGRAD_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/simplegrad``, else ``~/.cache/simplegrad``; its ``numba`` folder."""
+    root = os.environ.get("SIMPLEGRAD_CACHE_DIR")
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                                ".cache")
+        root = os.path.join(base, "simplegrad")
+    return Path(root) / "numba"
+
+
+@functools.cache
+def _own_source() -> str:
+    """This module's source: a change to how kernels are written changes every key."""
+    return Path(__file__).read_text()
+
+
+def _helper_source(fn: Callable) -> str:
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        code = getattr(fn, "__code__", None)
+        return repr((code.co_code, code.co_consts)) if code is not None else repr(fn)
+
+
+def _key(numba: Any, source: str, sig: str, helpers: dict) -> str:
+    parts = [source, sig, _own_source(), numba.__version__, np.__version__, sys.version,
+             *(f"{k}\n{_helper_source(fn)}" for k, fn in sorted(helpers.items()))]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+
+
+def _namespace(numba: Any, helpers: dict) -> dict[str, Any]:
+    space: dict[str, Any] = {"np": np, "math": math}
+    space.update({f"_w_{name}": fn for name, fn in written(numba).items()})
+    for key, fn in helpers.items():
+        space[key] = numba.njit(error_model="numpy", fastmath=set(FASTMATH))(fn)
+    return space
+
+
+def _compiled(numba: Any, key: str, source: str, sig: Any, helpers: dict) -> Any:
+    """The kernel compiled for ``sig``: loaded from the cache directory, or compiled and
+    saved there, or (where it cannot be written) compiled in memory."""
+    folder = cache_dir()
+    path = folder / f"k{key}.py"
+    text = f"# a simplegrad numba kernel (generated; safe to delete)\n{source}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not path.is_file() or path.read_text() != text:     # absent, or not ours
+            part = folder / f".k{key}.{os.getpid()}.tmp"
+            part.write_text(text)
+            os.replace(part, path)      # whole or absent, for a process reading it now
+    except OSError:
+        return _jit(numba, sig, _function(numba, source, "<simplegrad numba kernel>",
+                                          helpers, None), cache=False)
+    try:
+        return _jit(numba, sig, _function(numba, text, str(path), helpers, key), cache=True)
+    except Exception:   # noqa: BLE001 (an unreadable cache file raises what its reader does)
+        stale = list((folder / "__pycache__").glob(f"k{key}.*"))
+        if not stale:
+            raise           # nothing was read from disk: numba cannot compile the kernel
+        for f in stale:
+            f.unlink(missing_ok=True)
+    return _jit(numba, sig, _function(numba, text, str(path), helpers, key), cache=True)
+
+
+def _function(numba: Any, text: str, filename: str, helpers: dict, key: str | None
+              ) -> Callable:
+    """The kernel's Python function, defined in a module of its own (numba's cache rebuilds
+    a function's globals by importing its module by name)."""
+    name = f"simplegrad_numba_k{key}" if key else "simplegrad_numba_kernel"
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    module.__dict__.update(_namespace(numba, helpers))
+    exec(compile(text, filename, "exec"), module.__dict__)  # noqa: S102 (generated above)
+    if key:
+        sys.modules[name] = module
+    return module.__dict__[_KERNEL]
+
+
+def _jit(numba: Any, sig: Any, fn: Callable, cache: bool) -> Any:
+    return numba.njit(sig, error_model="numpy", fastmath=set(FASTMATH), cache=cache)(fn)
