@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 import peers
+from numba_first_call import digits_program
 
 import simplegrad as sg
-from simplegrad import nn
 
 STEPS = 25
 
@@ -102,18 +102,7 @@ def chain_rows(args, torch, jax, numba: bool) -> list[dict]:
 
 
 def digits_rows(args) -> list[dict]:
-    rng = np.random.default_rng(0)
-    model = nn.MLP([64, 64, 10], activation="tanh", rng=rng)
-    X = rng.uniform(0, 1, (64, 64))
-    y = rng.integers(0, 10, 64)
-    op = sg.Ops()
-    params = {k: op.var(v, name="p" + k.replace(".", "_")) for k, v in model.params().items()}
-    Xv = op.var(X, name="X", requires_grad=False)
-    loss = nn.cross_entropy(model.apply(params, Xv), y)
-    grads = op.grad(loss, list(params.values()))
-    prog = op.program([*params.values(), Xv], [loss, *grads])
-    values = [p.value for p in params.values()] + [X]
-    op.release()
+    prog, values, _ = digits_program()    # (numba_first_call.py times the same program)
     plain, fast = sg.compile(prog), sg.compile(prog, backend="numba")
     print(f"digits step on the numba backend: {len(fast.kernels)} kernel(s), "
           f"fallback {fast.fallback}")
