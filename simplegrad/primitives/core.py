@@ -224,7 +224,7 @@ class Primitive:
     optional mask, batching and Taylor rules (their signatures are the Protocols above)."""
 
     __slots__ = ("name", "forward", "vjp", "jvp", "fmt", "cases", "domain", "variadic",
-                 "sparse_vjp", "tol", "plain", "mask", "mask_source", "elementwise",
+                 "sparse_vjp", "vjp_same", "common", "tol", "plain", "mask", "mask_source", "elementwise",
                  "differentiable", "vjp_masked", "batch", "taylor", "numpy", "schema",
                  "saves", "saved_inputs", "saves_out", "linear", "commutative", "associative",
                  "ring", "unit", "reduces", "rewrites", "simplifies", "on_stacks",
@@ -268,6 +268,12 @@ class Primitive:
         # None when no structural zeros pass through this primitive
         self.mask = mask
         self.mask_source = mask_source  # the mask rule runs even when m is None (where)
+        # (vjp, the rules for an input whose shape is the output's: no unbroadcast to do),
+        # an elementwise record's derivative rules (elementwise() sets them), else vjp again;
+        # a sweep uses them only while ``vjp`` is the tuple they were made beside
+        self.vjp_same = (self.vjp, self.vjp)
+        # the sweeps' common entry: one rule per input, no sparse cotangent, no mask source
+        self.common = not (variadic or sparse_vjp or mask_source)
         self.elementwise = elementwise
         # differentiable=False: the output (bool or integer) carries no gradient or tangent
         self.differentiable = differentiable
