@@ -71,9 +71,11 @@ class Body(Protocol):
     it was traced at). Derived bodies are traced once and kept: ``vjp(wrt)`` takes ``ins``
     then one cotangent per float output and returns the cotangents of the inputs at ``wrt``;
     ``jvp(moving)`` takes ``ins`` then one tangent per input at ``moving`` and returns
-    ``outs`` then one tangent per float output; ``derive(key, ins, example, build)`` is the
-    body traced from ``build(o, *leaves)`` (a list of outputs, computed with primitives);
-    ``lines(explain)`` its text, as a program prints (explained: each line that
+    ``outs`` then one tangent per float output; ``split(wrt, nc, nk)`` that vjp split where it
+    reads its cotangents (its ``forward`` the body keeping the values its ``pullback`` reads,
+    its ``fixed`` those of the consts alone; None: no split); ``derive(key, ins, example,
+    build)`` is the body traced from ``build(o, *leaves)`` (a list of outputs, computed with
+    primitives); ``lines(explain)`` its text, as a program prints (explained: each line that
     differentiates a line of the body it was derived from says which, ``notes()``);
     ``simplified()`` the body simplified; ``batched(flags, size)`` the body on ``size``
     examples at once (inputs at ``flags`` batched along a leading axis, every output);
@@ -95,6 +97,8 @@ class Body(Protocol):
     def vjp(self, wrt: tuple[int, ...]) -> Body: ...
 
     def jvp(self, moving: tuple[int, ...]) -> Body: ...
+
+    def split(self, wrt: tuple[int, ...], nc: int, nk: int) -> Any: ...
 
     def derive(self, key: tuple, ins: Sequence[Aval], example: Sequence[Any],
                build: Any) -> Body: ...
@@ -559,34 +563,56 @@ _HISTORY: dict[int, tuple] = {}
 
 
 @contextmanager
-def keeping_history() -> Iterator[None]:
-    """Scope in which the next loop forward run keeps its carries' history."""
-    _KEEP.on = True
+def keeping_history(wants: Sequence[bool] = ()) -> Iterator[None]:
+    """Scope in which the next loop forward run keeps its carries' history (``wants``: which
+    of its inputs require grad, the only ones a sweep asks a cotangent for)."""
+    _KEEP.on = tuple(bool(w) for w in wants)
     try:
         yield
     finally:
-        _KEEP.on = False
+        _KEEP.on = None
 
 
-def _keeps() -> bool:
-    """Whether this forward keeps its history (once: loops inside its body keep none)."""
-    on = getattr(_KEEP, "on", False)
-    _KEEP.on = False
+def _keeps() -> tuple | None:
+    """The inputs' wants when this forward keeps its history, else None (once: loops inside
+    its body keep none)."""
+    on = getattr(_KEEP, "on", None)
+    _KEEP.on = None
     return on
 
 
-def _kept(out: np.ndarray, carries: list) -> None:
+def _kept(out: np.ndarray, carries: list, wants: tuple = (), split: Any = None,
+          residuals: list | None = None) -> None:
     key = id(out)
-    _HISTORY[key] = (weakref.ref(out, lambda _: _HISTORY.pop(key, None)), carries)
+    _HISTORY[key] = (weakref.ref(out, lambda _: _HISTORY.pop(key, None)), carries, wants,
+                     split, residuals)
+
+
+def _kept_run(out: Any, n: int) -> tuple | None:
+    """(the carries before each step, the inputs' wants, the body's split vjp and the values
+    its pullback reads at each step, or None twice) kept by the forward that made ``out``,
+    or None."""
+    got = _HISTORY.get(id(out))
+    if got is None or got[0]() is not out or len(got[1]) != n:
+        return None
+    return got[1:]
+
+
+def _wrt(body: Any, nc: int, nk: int, nx: int, asks: Any) -> tuple[list, list, list]:
+    """The float consts, carries and xs a scan's vjp pulls back to (``asks(j)``: whether
+    input j may take a cotangent)."""
+    return ([j for j in range(nc) if is_float(body.ins[j]) and asks(j)],
+            [j for j in range(nk) if is_float(body.outs[j])],
+            [j for j in range(nx) if is_float(body.ins[nc + nk + j]) and asks(nc + nk + j)])
 
 
 def history_of(out: Any, avals: Sequence[Aval], n: int) -> list | None:
     """The carries before each step kept by the forward that made ``out``, stacked per
     leaf, or None."""
-    got = _HISTORY.get(id(out))
-    if got is None or got[0]() is not out or len(got[1]) != n:
+    got = _kept_run(out, n)
+    if got is None:
         return None
-    return [np.stack([np.asarray(c[j], dtype) for c in got[1]]) if n else
+    return [np.stack([np.asarray(c[j], dtype) for c in got[0]]) if n else
             np.zeros((0, *shape), dtype) for j, (shape, dtype) in enumerate(avals)]
 
 
@@ -715,20 +741,32 @@ def scan_forward(*xs: Any, body: Any, nc: int, nk: int, length: int | None, reve
     lazy = any(is_lazy(x) for x in xs)      # (dask: the steps' ys stacked, nothing computed)
     ys: list = [[None] * n if lazy else np.zeros((n, *shape), dtype)
                 for shape, dtype in body.outs[nk:]]
-    before = [None] * n if _keeps() and nk and not lazy else None
+    keep = _keeps()
+    before = [None] * n if keep is not None and nk and not lazy else None
+    run, split, kept = body, None, None
+    if before is not None and n:    # (the values the vjp reads, kept as the forward runs)
+        nx = len(seqs)
+        wants = keep if len(keep) >= nc + nk + nx else ()
+        fc, fk, fx = _wrt(body, nc, nk, nx, (lambda j: wants[j]) if wants else lambda j: True)
+        if (fc or fk or fx) and (fk or len(body.outs) > nk) and hasattr(body, "split"):
+            split = body.split((*fc, *(nc + j for j in fk), *(nc + nk + j for j in fx)), nc, nk)
+        if split is not None:
+            run, kept = split.forward, [None] * n
     for t in (range(n - 1, -1, -1) if reverse else range(n)):
         if before is not None:
             before[t] = carry
-        res = body(*consts, *carry, *(s[t] for s in seqs))
+        res = run(*consts, *carry, *(s[t] for s in seqs))
         carry = res[:nk]
         for y, r in zip(ys, res[nk:]):
             y[t] = r
+        if kept is not None:
+            kept[t] = res[nk + ny:]
     if lazy and n:
         ys = [np.stack(y) for y in ys]
     out = pack(1 + (n if ny else 0), width, packed_dtype(body.outs), carry, layout[:nk],
                ys, layout[nk:])
     if before is not None:
-        _kept(out, before)
+        _kept(out, before, keep, split, kept)
     return out
 
 
@@ -750,13 +788,18 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
     nx = len(seqs)
     n = trips(xs, nc, nk, counted, attrs["length"])
     carry_avals, y_avals = body.outs[:nk], body.outs[nk:]
-    fc = [j for j in range(nc) if is_float(body.ins[j]) and wanted(xs[j])]
-    fk = [j for j in range(nk) if is_float(carry_avals[j])]
-    fx = [j for j in range(nx) if is_float(body.ins[nc + nk + j]) and wanted(seqs[j])]
+    # on values, the forward kept which inputs require grad (a sweep asks no other's)
+    run = _kept_run(out, n) if nk and _values_only(o) else None
+    wants = run[1] if run is not None and len(run[1]) >= nc + nk + nx else None
+    fc, fk, fx = _wrt(body, nc, nk, nx, (lambda j: wanted(xs[j])) if wants is None else
+                      lambda j: wants[j])
     fy = [j for j in range(len(y_avals)) if is_float(y_avals[j])]
     cts: list = [None] * len(xs)
     if not (fc or fk or fx) or not (fk or fy):
         return cts
+    if run is not None and n and not is_lazy(g):
+        return _reverse_on_values(body, nc, nk, reverse, xs, seqs, g, run, fc, fk, fx, fy,
+                                  layout, cts)
     count = (xs[-1],) if counted else ()
     static = {"length": n, "counted": counted}     # (counted: the trips recorded, as run)
     # the carry before each step, stacked (one more scan of the body)
@@ -816,6 +859,52 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
     if fx:
         for j, c in zip(fx, unpack(o, rev, x_avals, offsets[len(k_avals):], stacked=True)):
             cts[nc + nk + j] = c
+    return cts
+
+
+def _reverse_on_values(body: Any, nc: int, nk: int, reverse: bool, xs: tuple, seqs: tuple,
+                       g: Any, run: tuple, fc: list, fk: list, fx: list, fy: list,
+                       layout: tuple, cts: list) -> list:
+    """A scan's cotangents on values, from what its forward kept (``run``, ``_kept_run``):
+    the body's vjp run backwards, step by step, as the reverse scan of a recorded gradient
+    runs it (the same operations in the same order), without packing its carry into one
+    array each step; where the forward kept the values the vjp's pullback reads, the
+    pullback alone (the vjp's entries of the consts alone run once)."""
+    ins, outs = body.ins, body.outs
+    before, _, split, kept = run
+    consts = [_as(v, d) for v, (_, d) in zip(xs[:nc], ins[:nc])]
+    wrt = (*fc, *(nc + j for j in fk), *(nc + nk + j for j in fx))
+    if split is not None and kept is not None and \
+            split is body.split(wrt, nc, nk):      # (the one the forward ran)
+        fixed = split.fixed(*consts) if split.fixed is not None else []
+        back, at = split.pullback, kept
+    else:
+        back, fixed, at = body.vjp(wrt), [], None
+    seqs = [_as(x, d) for x, (_, d) in zip(seqs, ins[nc + nk:])]
+    g = np.asarray(g)
+
+    def leaf(k: int, aval: Aval, stacked: bool) -> Any:
+        v = _part(g, k, aval[0], stacked)
+        return v if v.dtype == aval[1] else v.astype(aval[1])
+    ct = [leaf(layout[j], outs[j], False) for j in fk]
+    gy = [leaf(layout[nk + j], outs[nk + j], True) for j in fy]
+    acc = [np.zeros(ins[j][0], ins[j][1]) for j in fc]
+    n = len(before)
+    xct = [np.zeros((n, *ins[nc + nk + j][0]), ins[nc + nk + j][1]) for j in fx]
+    na, nk2 = len(fc), len(fc) + len(fk)
+    for t in (range(n) if reverse else range(n - 1, -1, -1)):
+        got = back(*consts, *before[t], *(s[t] for s in seqs), *fixed,
+                   *(at[t] if at is not None else ()), *ct, *(y[t] for y in gy))
+        acc = [a + c for a, c in zip(acc, got[:na])]
+        ct = got[na:nk2]
+        for y, c in zip(xct, got[nk2:]):
+            y[t] = c
+    for j, c in zip(fk, ct):
+        cts[nc + j] = c if c.dtype == ins[nc + j][1] else c.astype(ins[nc + j][1])
+    for j, a in zip(fc, acc):
+        cts[j] = a
+    for j, y in zip(fx, xct):
+        cts[nc + nk + j] = y
     return cts
 
 
@@ -1023,7 +1112,8 @@ def while_forward(*xs: Any, body: Any, test: Any, nc: int, layout: tuple, width:
     xs = tuple(given("while_loop: the body", body.ins, xs))
     consts, carry = xs[:nc], list(xs[nc:])
     n = 0
-    before = [] if _keeps() and checkpoints == "all" and carry else None
+    keep = _keeps()
+    before = [] if keep is not None and checkpoints == "all" and carry else None
     while (max_steps is None or n < max_steps) and _holds(test(*consts, *carry)[0]):
         if before is not None:
             before.append(carry)
@@ -1032,7 +1122,7 @@ def while_forward(*xs: Any, body: Any, test: Any, nc: int, layout: tuple, width:
     avals = (*body.outs, ((), np.dtype(np.int64)))
     out = pack(1, width, packed_dtype(avals), [*carry, n], layout)
     if before is not None:
-        _kept(out, before)
+        _kept(out, before, keep)
     return out
 
 

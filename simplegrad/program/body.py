@@ -30,6 +30,7 @@ from ..primitives.sparsity_rules import rule_for
 from .compile import compile as compile_program
 from .core import Program, extract
 from .nodes import CONST, INPUT, NODE, refs_of
+from .residuals import split
 
 __all__ = ["Body", "trace_body", "settled", "walk_dependence", "scipy_sparse"]
 
@@ -182,6 +183,14 @@ class Body:
         example = [*self.example, *(ones(self.outs[j][0], self.outs[j][1]) for j in floats)]
         return self.derive(("vjp", wrt), [*self.ins, *(self.outs[j] for j in floats)],
                            example, build)
+
+    def split(self, wrt: tuple[int, ...], nc: int, nk: int) -> Any:
+        """The vjp at ``wrt`` split where it reads its cotangents (``residuals.split``: the
+        forward keeping what the pullback reads), or None; made once."""
+        key = ("split", wrt, nc, nk)
+        if key not in self._derived:
+            self._derived[key] = split(self, self.vjp(wrt), nc, nk, Body)
+        return self._derived[key]
 
     def jvp(self, moving: tuple[int, ...]) -> Body:
         """(ins, one tangent per input at ``moving``) -> (outs, one tangent per float output)."""
