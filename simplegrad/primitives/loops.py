@@ -811,6 +811,7 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
         h = o.apply(SCAN, xs, dict(_plain(attrs), body=hist_body, layout=offsets, width=width),
                     None)
         hist = unpack(o, h, carry_avals, offsets[nk:], stacked=True)
+        _HISTORY_OF[hist_body] = weakref.ref(body)
     gk = unpack(o, g, [carry_avals[j] for j in fk], [layout[j] for j in fk])
     # (no steps recorded: still the ys' part of g, whose steps follow a replay's count)
     gy = unpack(o, g, [y_avals[j] for j in fy], [layout[nk + j] for j in fy], stacked=True) \
@@ -838,6 +839,8 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
                *body.example[nc:],
                *(ones(y_avals[j][0], y_avals[j][1]) for j in fy)]
     rev_body = body.derive(("reverse", wrt), avals, example, step)
+    _REVERSE_OF[rev_body] = (weakref.ref(body), wrt, nk, len(fc), len(fk), len(fx), len(fy))
+    _SPLIT_AT[body] = wrt
     k_avals = [*(carry_avals[j] for j in fk), *(ins[j] for j in fc)]
     x_avals = [ins[nc + nk + j] for j in fx]
     offsets, width = layout_of(k_avals, x_avals)
@@ -1843,10 +1846,44 @@ def _assign(names: Sequence[str], values: Sequence[str]) -> list[str]:
     return [f"{', '.join(names)} = {', '.join(values)}"]
 
 
+# A scan's gradient holds a history scan: the body run again over the forward's inputs,
+# keeping the carry before each step. Compiled, the forward's loop keeps them itself when its
+# body has such a history (``_HISTORY_OF``), and a history scan of the same body over the
+# same names in the same function reads what that loop kept instead of running again
+# (``_RUNS``: per function being written, the loops whose carries were kept).
+
+_HISTORY_OF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # history -> body
+_RUNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # emitter -> kept runs
+# The reverse scan of a gradient runs the body's vjp, which computes the body's forward again
+# from the carry it reads in the history. Compiled, the forward's loop runs the body keeping
+# the values the vjp's pullback reads (``Body.split`` at the cotangents its reverse scan
+# takes, ``_SPLIT_AT``), and a reverse scan of that body (``_REVERSE_OF``) whose history is
+# the carries that loop kept (the same bytes, checked when it runs) runs the pullback on them.
+_REVERSE_OF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # reverse -> body, ...
+_SPLIT_AT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # body -> its vjp's wrt
+
+
+def _has_history(body: Any) -> bool:
+    return any(ref() is body for ref in list(_HISTORY_OF.values()))
+
+
 def scan_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> list[str]:
     """A scan as a ``for`` loop over its steps (as many as its xs have, or its count): the
-    body written out in it, its carries local names, its ys written into arrays made first."""
+    body written out in it, its carries local names, its ys written into arrays made first
+    (a history scan whose forward loop was written before in this function: that loop's
+    carries, packed)."""
     body, nc, nk, counted = attrs["body"], attrs["nc"], attrs["nk"], attrs["counted"]
+    layout = attrs["layout"]
+    runs = None if counted else _RUNS.setdefault(code, {})
+    key = (tuple(args), attrs["reverse"], attrs["length"])
+    of = _HISTORY_OF.get(body) if runs is not None else None
+    kept = runs.get((id(of()), *key)) if of is not None and of() is not None else None
+    if kept is not None:
+        steps, before, after, _ = kept
+        return [f"{target} = {code.value(pack)}(1 + {steps}, {attrs['width']}, "
+                f"{code.value(packed_dtype(body.outs))}, [{', '.join(after)}], "
+                f"{code.value(layout[:nk])}, [{', '.join(before)}], "
+                f"{code.value(layout[nk:])})"]
     nx = len(args) - nc - nk - counted
     consts, carry, seqs = args[:nc], args[nc:nc + nk], args[nc + nk:nc + nk + nx]
     n, t = code.fresh(f"{target}_steps"), code.fresh(f"{target}_step")
@@ -1855,22 +1892,91 @@ def scan_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> 
     steps = f"{code.value(int)}({args[-1]})" if counted else f"{seqs[0]}.shape[0]" if seqs \
         else str(int(attrs["length"]))
     ys = [code.fresh(f"{target}_ys") for _ in body.outs[nk:]]
+    hs = [code.fresh(f"{target}_before") for _ in range(nk)] \
+        if runs is not None and nk and _has_history(body) else []
+    wrt = _SPLIT_AT.get(body) if hs else None
+    split = body.split(wrt, nc, nk) if wrt is not None and hasattr(body, "split") else None
+    run_body = body if split is None else split.forward
+    rs = [code.fresh(f"{target}_kept") for _ in range(split.residuals)] if split else []
     lines = [f"{n} = {steps}", *_assign(cs, carry)]
     lines += [f"{y} = np.zeros(({n},) + {code.value(tuple(shape))}, {code.value(dtype)})"
-              for y, (shape, dtype) in zip(ys, body.outs[nk:])]
+              for y, (shape, dtype) in zip([*ys, *hs, *rs], [*body.outs[nk:], *body.outs[:nk],
+                                                             *run_body.outs[len(body.outs):]])]
     each = code.value(range)
     order = f"{each}({n} - 1, -1, -1)" if attrs["reverse"] else f"{each}({n})"
-    once, run, outs = _trip(code, body, [*consts, *cs, *xt], nc, target)
+    once, run, outs = _trip(code, run_body, [*consts, *cs, *xt], nc, target)
     lines += once
-    trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, seqs)), *run,
-            *(f"{y}[{t}] = {o}" for y, o in zip(ys, outs[nk:])), *_assign(cs, outs[:nk])]
+    trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, seqs)),
+            *(f"{h}[{t}] = {c}" for h, c in zip(hs, cs)), *run,
+            *(f"{y}[{t}] = {o}" for y, o in zip([*ys, *rs], outs[nk:])),
+            *_assign(cs, outs[:nk])]
     lines += [f"for {t} in {order}:", *(f"    {line}" for line in trip or ["pass"])]
-    layout = attrs["layout"]
+    if hs:
+        runs[(id(body), *key)] = (n, hs, cs, None if split is None else (wrt, split, rs))
+    fast = _pulled_back(args, attrs, code, runs, n, t, cs, ys) if runs is not None else None
+    if fast is not None:    # (the kept run's pullback, else the loop written above)
+        test, branch = fast
+        lines = [test, *(f"    {line}" for line in branch), "else:",
+                 *(f"    {line}" for line in lines)]
     rows = f"1 + {n}" if ys else "1"
     lines.append(f"{target} = {code.value(pack)}({rows}, {attrs['width']}, "
                  f"{code.value(packed_dtype(body.outs))}, [{', '.join(cs)}], "
                  f"{code.value(layout[:nk])}, [{', '.join(ys)}], {code.value(layout[nk:])})")
     return lines
+
+
+def _pulled_back(args: list[str], attrs: dict, code: Emitter, runs: dict, n: str, t: str,
+                 cs: list[str], ys: list[str]) -> tuple[str, list[str]] | None:
+    """A reverse scan of a body whose forward loop kept the values its vjp's pullback reads:
+    the test that its history is the carries that loop kept, and the loop running the
+    pullback on them (its steps, carries and ys the names ``n``, ``cs`` and ``ys``)."""
+    got = _REVERSE_OF.get(attrs["body"])
+    fwd = got[0]() if got is not None else None
+    if fwd is None or attrs["counted"]:
+        return None
+    _, wrt, nk, nfc, nfk, nfx, nfy = got
+    nc = attrs["nc"]
+    nx = len(fwd.ins) - nc - nk
+    consts, ck, acc = args[:nc], args[nc:nc + nfk], args[nc + nfk:nc + nfk + nfc]
+    rest = args[nc + nfk + nfc:]
+    hist, seqs, gy = rest[:nk], rest[nk:nk + nx], rest[nk + nx:]
+    if len(gy) != nfy or len(cs) != nfk + nfc or len(ys) != nfx:
+        return None
+    kept = next((v for k, v in runs.items() if k[0] == id(fwd) and
+                 list(k[1][:nc]) == consts and list(k[1][nc + nk:]) == seqs and
+                 k[2] == (not attrs["reverse"]) and v[3] is not None and v[3][0] == wrt), None)
+    if kept is None:
+        return None
+    steps, before, _, (_, split, rs) = kept
+    check = " and ".join(f"{h}.tobytes() == {b}.tobytes()" for h, b in zip(hist, before))
+    lines = [f"{n} = {steps}", *_assign(cs, [*ck, *acc])]
+    lines += [f"{y} = np.zeros(({n},) + {code.value(tuple(shape))}, {code.value(dtype)})"
+              for y, (shape, dtype) in zip(ys, attrs["body"].outs[nfk + nfc:])]
+    fixed: list = []
+    if split.fixed is not None:
+        once, run, fixed = _trip(code, split.fixed, consts, nc, "fixed")
+        lines += [*once, *run]
+    each = code.value(range)
+    order = f"{each}({n} - 1, -1, -1)" if attrs["reverse"] else f"{each}({n})"
+    sources = [*before, *seqs, *rs, *gy]
+    xt = [code.fresh("kept_x") for _ in sources]
+    ins = [*consts, *xt[:nk + nx], *fixed, *xt[nk + nx:nk + nx + len(rs)], *cs[:nfk],
+           *xt[nk + nx + len(rs):]]
+    written = code.inline(split.pullback, ins, nc)
+    if written is not None:     # (written out: the inputs it reads, each taken per step)
+        once, run, outs = written
+        read = {name for name, r in zip(ins, split.reads) if r}
+    else:
+        once, run, outs = _trip(code, split.pullback, ins, nc, "pullback")
+        read = set(ins)
+    lines += once
+    sums = [code.fresh("kept_sum") for _ in range(nfc)]
+    trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, sources) if x in read), *run,
+            *(f"{a} = {c} + {o}" for a, c, o in zip(sums, cs[nfk:], outs[:nfc])),
+            *(f"{y}[{t}] = {o}" for y, o in zip(ys, outs[nfc + nfk:])),
+            *_assign(cs, [*outs[nfc:nfc + nfk], *sums])]
+    lines += [f"for {t} in {order}:", *(f"    {line}" for line in trip or ["pass"])]
+    return f"if {check}:", lines
 
 
 def while_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> list[str]:

@@ -37,13 +37,15 @@ class Split:
     """A body's vjp split: ``forward`` (the body's outputs, then the residuals), ``fixed``
     (the consts' values the pullback reads, from the consts; None: it reads none) and
     ``pullback`` (the body's inputs, the fixed values, the residuals, the cotangents -> the
-    vjp's outputs)."""
+    vjp's outputs; ``reads``: which of them it reads)."""
 
-    def __init__(self, forward: Any, fixed: Any, pullback: Any, residuals: int):
+    def __init__(self, forward: Any, fixed: Any, pullback: Any, residuals: int,
+                 reads: tuple[bool, ...]):
         self.forward = forward
         self.fixed = fixed
         self.pullback = pullback
         self.residuals = residuals
+        self.reads = reads      # per input of the pullback, whether it reads it
 
 
 def _size(aval: Aval) -> int:
@@ -165,4 +167,6 @@ def split(body: Any, back: Any, nc: int, nk: int, make: Any) -> Split | None:
     example = [*back.example[:n], *(ones(*a) for a in hold_avals),
                *(ones(*a) for a in res_avals), *back.example[n:]]
     pullback = make(pprog, ins, back.outs, example, f"{body.name}.pullback")
-    return Split(forward, fixed_body, pullback, nr)
+    used = {r.index for node in pull_nodes for r in node.args if r.kind == INPUT} | \
+        {r.index for r in pprog.outputs if r.kind == INPUT}
+    return Split(forward, fixed_body, pullback, nr, tuple(i in used for i in range(len(ins))))
