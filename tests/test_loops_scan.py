@@ -274,3 +274,19 @@ def test_a_recorded_gradient_after_an_eager_one_pulls_back_only_to_what_requires
         counts.append(len(op.tape))
         sg.grad(loss)(W)
     assert counts[0] == counts[1] == 14     # no cotangent for xs, nor the initial carry
+
+
+def test_the_compiled_gradient_runs_the_forward_once_and_the_pullback_on_what_it_kept():
+    W, loss, _ = _rnn()
+    op = sg.Ops()
+    w = op.var(W)
+    dw = op.grad(loss(w), w)
+    prog = op.program([w], [dw])
+    fn = sg.compile(prog)
+    np.testing.assert_array_equal(fn(W), prog(W))
+    np.testing.assert_array_equal(fn(W * 0.5), prog(W * 0.5))
+    loops = [line.strip() for line in fn.source.splitlines() if line.strip().startswith("for ")]
+    assert len(loops) == 3      # the forward, the reverse (kept values), the reverse (else)
+    fast = fn.source.split("tobytes()", 2)[2].split("else:", 1)[0]
+    assert "np.tanh" not in fast                # the pullback alone
+    np.testing.assert_array_equal(sg.jit(sg.grad(loss))(W), sg.grad(loss)(W))

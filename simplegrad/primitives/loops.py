@@ -598,6 +598,14 @@ def _kept_run(out: Any, n: int) -> tuple | None:
     return got[1:]
 
 
+def _forget_run(out: Any) -> None:
+    """Let go of what the forward that made ``out`` (an entry's value, or the entry) kept."""
+    raw = getattr(out, "raw", out)
+    got = _HISTORY.get(id(raw))
+    if got is not None and got[0]() is raw:
+        del _HISTORY[id(raw)]
+
+
 def _wrt(body: Any, nc: int, nk: int, nx: int, asks: Any) -> tuple[list, list, list]:
     """The float consts, carries and xs a scan's vjp pulls back to (``asks(j)``: whether
     input j may take a cotangent)."""
@@ -752,6 +760,9 @@ def scan_forward(*xs: Any, body: Any, nc: int, nk: int, length: int | None, reve
             split = body.split((*fc, *(nc + j for j in fk), *(nc + nk + j for j in fx)), nc, nk)
         if split is not None:
             run, kept = split.forward, [None] * n
+    if not lazy and hasattr(run, "runner"):    # (numpy arrays of the inputs' avals, each step)
+        run = run.runner(n)
+        consts, carry = _arrays(consts), _arrays(carry)
     for t in (range(n - 1, -1, -1) if reverse else range(n)):
         if before is not None:
             before[t] = carry
@@ -768,6 +779,11 @@ def scan_forward(*xs: Any, body: Any, nc: int, nk: int, length: int | None, reve
     if before is not None:
         _kept(out, before, keep, split, kept)
     return out
+
+
+def _arrays(values: Sequence[Any]) -> list:
+    """Values as numpy arrays (a numpy scalar as a 0-d array)."""
+    return [v if type(v) is np.ndarray else np.asarray(v) for v in values]
 
 
 def _values_only(o: PrimitiveMethods) -> bool:
@@ -804,6 +820,8 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
     static = {"length": n, "counted": counted}     # (counted: the trips recorded, as run)
     # the carry before each step, stacked (one more scan of the body)
     hist = history_of(out, carry_avals, n) if nk and _values_only(o) else None
+    if not _values_only(o):     # (recorded: the history scan, so the kept carries go now)
+        _forget_run(out)
     if nk and hist is None:
         hist_body = body.derive(("history",), body.ins, body.example,
                                 lambda o2, *a: [*body.record(o2, *a)[:nk], *a[nc:nc + nk]])
@@ -883,7 +901,11 @@ def _reverse_on_values(body: Any, nc: int, nk: int, reverse: bool, xs: tuple, se
         back, at = split.pullback, kept
     else:
         back, fixed, at = body.vjp(wrt), [], None
+    n = len(before)
     seqs = [_as(x, d) for x, (_, d) in zip(seqs, ins[nc + nk:])]
+    if hasattr(back, "runner"):     # (numpy arrays of the inputs' avals, each step)
+        back, consts, seqs = back.runner(n), _arrays(consts), _arrays(seqs)
+        before = [_arrays(c) for c in before[:1]] + before[1:]
     g = np.asarray(g)
 
     def leaf(k: int, aval: Aval, stacked: bool) -> Any:

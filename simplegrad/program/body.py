@@ -64,6 +64,7 @@ class Body:
         self._run = getattr(program, "_run", None)
         self._calls = 0
         self._compiled: Any = None
+        self._raw: Any = None       # the compiled function without a call's checks
 
     def __repr__(self) -> str:
         return self.name
@@ -92,6 +93,18 @@ class Body:
         except Exception:       # (a program the compiler does not take runs as it did)
             return
         self._compiled = (lambda *v: [fn(*v)]) if self.program.single else fn
+        raw, array, asarray = fn._fn, np.ndarray, np.asarray
+        self._raw = (lambda *v: [asarray(raw(*v))]) if self.program.single else \
+            (lambda *v: [o if type(o) is array else asarray(o) for o in raw(*v)])
+
+    def runner(self, trips: int) -> Callable:
+        """What a loop of ``trips`` steps calls, on numpy arrays of the inputs' shapes and
+        dtypes (the loop keeps them so): the compiled function without a call's checks,
+        compiled now when the loop takes it past ``COMPILE_AFTER`` runs; else the body."""
+        if self._compiled is None and self._calls + trips >= COMPILE_AFTER:
+            self._calls = COMPILE_AFTER
+            self._compile()
+        return self if self._raw is None else self._raw
 
     def simplified(self) -> Body:
         """The body with its program simplified (``sg.simplify``; itself when nothing
