@@ -151,15 +151,20 @@ def _record(fname: str, prim: Any, inputs: Sequence[Any], attrs: dict) -> tuple[
 # matches by its structure (entries, attributes, names, shapes and dtypes) and its constants'
 # values (a large one by identity: the kept body holds it, so its id is not reused).
 
-KEPT_BODIES = 64        # the bodies kept for their programs, the least recently used dropped
+KEPT_BODIES = 32        # the bodies kept for their programs, the least recently used dropped
+KEPT_BYTES = 1 << 24    # a body holding more (its example values, its constants) is not kept
 _BODIES: OrderedDict = OrderedDict()
 _BODIES_LOCK = threading.Lock()
 
 
 def _structure(body: Body) -> Hashable | None:
     """A key equal for two bodies exactly when their programs compute alike (None: one that
-    cannot be keyed, a lazy constant's)."""
+    cannot be keyed, a lazy constant's, or one too large to keep)."""
     prog = body.program
+    held = sum(int(getattr(v, "nbytes", 0)) for v in body.example) + \
+        sum(int(getattr(c.value, "nbytes", 0)) for c in prog.constants)
+    if held > KEPT_BYTES:
+        return None
     consts = []
     for c in prog.constants:
         v = c.value
