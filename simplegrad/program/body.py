@@ -199,10 +199,15 @@ class Body:
 
     def split(self, wrt: tuple[int, ...], nc: int, nk: int) -> Any:
         """The vjp at ``wrt`` split where it reads its cotangents (``residuals.split``: the
-        forward keeping what the pullback reads), or None; made once."""
+        forward keeping what the pullback reads), or None (also where the vjp does not trace:
+        the gradient, which traces it, says why); made once."""
         key = ("split", wrt, nc, nk)
         if key not in self._derived:
-            self._derived[key] = split(self, self.vjp(wrt), nc, nk, Body)
+            try:
+                got = split(self, self.vjp(wrt), nc, nk, Body)
+            except Exception:   # (a speed-up only: the sweep runs the vjp itself)
+                got = None
+            self._derived[key] = got
         return self._derived[key]
 
     def jvp(self, moving: tuple[int, ...]) -> Body:
