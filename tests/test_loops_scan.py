@@ -207,3 +207,86 @@ def test_program_stats_count_a_loops_work_by_its_trips():
     assert list(s.loops.values()) == [5] and s.work == 6 + 5 + 1
     plain = op.program([x], [x * 2.0]).stats()
     assert plain.work == plain.entries and plain.loops == {} and "run" not in str(plain)
+
+
+# ---------------------------------------------------------------- the eager gradient's fast path
+
+
+def _rnn(steps=6, units=5):
+    rng = np.random.default_rng(3)
+    W = rng.normal(size=(units, units)) / units
+    U = rng.normal(size=(units, 3))
+    xs = rng.normal(size=(steps, 3))
+
+    def loss(W):
+        h, _ = sg.scan(lambda h, x: (np.tanh(W @ h + U @ x), None), np.zeros(units), xs)
+        return (h * h).sum()
+
+    def unrolled(W):
+        h = np.zeros(units)
+        for x in xs:
+            h = np.tanh(W @ h + U @ x)
+        return (h * h).sum()
+    return W, loss, unrolled
+
+
+def _scan_bodies(op):
+    return [e.attrs["body"] for e in op.tape.entries if e.prim.name == "scan"]
+
+
+def test_a_closure_traced_again_takes_the_body_kept_for_its_program():
+    W, loss, _ = _rnn()
+    first, again = sg.Ops(), sg.Ops()
+    loss(first.var(W))
+    loss(again.var(W))
+    assert _scan_bodies(first)[0] is _scan_bodies(again)[0]
+    # another constant in the closure: another program, another body
+    other = sg.Ops()
+    sg.scan(lambda h, x: (np.tanh(h + 2.0 * x), None), other.var(np.zeros(3)), np.ones((2, 3)))
+    one = sg.Ops()
+    sg.scan(lambda h, x: (np.tanh(h + 3.0 * x), None), one.var(np.zeros(3)), np.ones((2, 3)))
+    assert _scan_bodies(other)[0] is not _scan_bodies(one)[0]
+
+
+def test_the_eager_gradient_runs_the_pullback_on_the_values_the_forward_kept():
+    W, loss, unrolled = _rnn()
+    got = sg.grad(loss)(W)
+    op = sg.Ops()
+    w = op.var(W)
+    recorded = op.grad(loss(w), w).value
+    np.testing.assert_array_equal(got, recorded)            # the same operations, in order
+    np.testing.assert_allclose(got, sg.grad(unrolled)(W), rtol=1e-13)
+    body = _scan_bodies(op)[0]
+    split = body.split((0, 1), 1, 1)
+    assert split is not None
+    pullback = split.pullback.program.format(raw=True)
+    assert "tanh" not in pullback and ".T" not in pullback   # kept, and W.T made once
+    assert "tanh" in split.forward.program.format(raw=True)
+
+
+def test_a_recorded_gradient_after_an_eager_one_pulls_back_only_to_what_requires_grad():
+    W, loss, _ = _rnn()
+    counts = []
+    for _ in range(2):
+        op = sg.Ops()
+        w = op.var(W)
+        op.grad(loss(w), w)
+        counts.append(len(op.tape))
+        sg.grad(loss)(W)
+    assert counts[0] == counts[1] == 14     # no cotangent for xs, nor the initial carry
+
+
+def test_the_compiled_gradient_runs_the_forward_once_and_the_pullback_on_what_it_kept():
+    W, loss, _ = _rnn()
+    op = sg.Ops()
+    w = op.var(W)
+    dw = op.grad(loss(w), w)
+    prog = op.program([w], [dw])
+    fn = sg.compile(prog)
+    np.testing.assert_array_equal(fn(W), prog(W))
+    np.testing.assert_array_equal(fn(W * 0.5), prog(W * 0.5))
+    loops = [line.strip() for line in fn.source.splitlines() if line.strip().startswith("for ")]
+    assert len(loops) == 3      # the forward, the reverse (kept values), the reverse (else)
+    fast = fn.source.split("tobytes()", 2)[2].split("else:", 1)[0]
+    assert "np.tanh" not in fast                # the pullback alone
+    np.testing.assert_array_equal(sg.jit(sg.grad(loss))(W), sg.grad(loss)(W))

@@ -71,9 +71,11 @@ class Body(Protocol):
     it was traced at). Derived bodies are traced once and kept: ``vjp(wrt)`` takes ``ins``
     then one cotangent per float output and returns the cotangents of the inputs at ``wrt``;
     ``jvp(moving)`` takes ``ins`` then one tangent per input at ``moving`` and returns
-    ``outs`` then one tangent per float output; ``derive(key, ins, example, build)`` is the
-    body traced from ``build(o, *leaves)`` (a list of outputs, computed with primitives);
-    ``lines(explain)`` its text, as a program prints (explained: each line that
+    ``outs`` then one tangent per float output; ``split(wrt, nc, nk)`` that vjp split where it
+    reads its cotangents (its ``forward`` the body keeping the values its ``pullback`` reads,
+    its ``fixed`` those of the consts alone; None: no split); ``derive(key, ins, example,
+    build)`` is the body traced from ``build(o, *leaves)`` (a list of outputs, computed with
+    primitives); ``lines(explain)`` its text, as a program prints (explained: each line that
     differentiates a line of the body it was derived from says which, ``notes()``);
     ``simplified()`` the body simplified; ``batched(flags, size)`` the body on ``size``
     examples at once (inputs at ``flags`` batched along a leading axis, every output);
@@ -95,6 +97,8 @@ class Body(Protocol):
     def vjp(self, wrt: tuple[int, ...]) -> Body: ...
 
     def jvp(self, moving: tuple[int, ...]) -> Body: ...
+
+    def split(self, wrt: tuple[int, ...], nc: int, nk: int) -> Any: ...
 
     def derive(self, key: tuple, ins: Sequence[Aval], example: Sequence[Any],
                build: Any) -> Body: ...
@@ -559,34 +563,64 @@ _HISTORY: dict[int, tuple] = {}
 
 
 @contextmanager
-def keeping_history() -> Iterator[None]:
-    """Scope in which the next loop forward run keeps its carries' history."""
-    _KEEP.on = True
+def keeping_history(wants: Sequence[bool] = ()) -> Iterator[None]:
+    """Scope in which the next loop forward run keeps its carries' history (``wants``: which
+    of its inputs require grad, the only ones a sweep asks a cotangent for)."""
+    _KEEP.on = tuple(bool(w) for w in wants)
     try:
         yield
     finally:
-        _KEEP.on = False
+        _KEEP.on = None
 
 
-def _keeps() -> bool:
-    """Whether this forward keeps its history (once: loops inside its body keep none)."""
-    on = getattr(_KEEP, "on", False)
-    _KEEP.on = False
+def _keeps() -> tuple | None:
+    """The inputs' wants when this forward keeps its history, else None (once: loops inside
+    its body keep none)."""
+    on = getattr(_KEEP, "on", None)
+    _KEEP.on = None
     return on
 
 
-def _kept(out: np.ndarray, carries: list) -> None:
+def _kept(out: np.ndarray, carries: list, wants: tuple = (), split: Any = None,
+          residuals: list | None = None) -> None:
     key = id(out)
-    _HISTORY[key] = (weakref.ref(out, lambda _: _HISTORY.pop(key, None)), carries)
+    _HISTORY[key] = (weakref.ref(out, lambda _: _HISTORY.pop(key, None)), carries, wants,
+                     split, residuals)
+
+
+def _kept_run(out: Any, n: int) -> tuple | None:
+    """(the carries before each step, the inputs' wants, the body's split vjp and the values
+    its pullback reads at each step, or None twice) kept by the forward that made ``out``,
+    or None."""
+    got = _HISTORY.get(id(out))
+    if got is None or got[0]() is not out or len(got[1]) != n:
+        return None
+    return got[1:]
+
+
+def _forget_run(out: Any) -> None:
+    """Let go of what the forward that made ``out`` (an entry's value, or the entry) kept."""
+    raw = getattr(out, "raw", out)
+    got = _HISTORY.get(id(raw))
+    if got is not None and got[0]() is raw:
+        del _HISTORY[id(raw)]
+
+
+def _wrt(body: Any, nc: int, nk: int, nx: int, asks: Any) -> tuple[list, list, list]:
+    """The float consts, carries and xs a scan's vjp pulls back to (``asks(j)``: whether
+    input j may take a cotangent)."""
+    return ([j for j in range(nc) if is_float(body.ins[j]) and asks(j)],
+            [j for j in range(nk) if is_float(body.outs[j])],
+            [j for j in range(nx) if is_float(body.ins[nc + nk + j]) and asks(nc + nk + j)])
 
 
 def history_of(out: Any, avals: Sequence[Aval], n: int) -> list | None:
     """The carries before each step kept by the forward that made ``out``, stacked per
     leaf, or None."""
-    got = _HISTORY.get(id(out))
-    if got is None or got[0]() is not out or len(got[1]) != n:
+    got = _kept_run(out, n)
+    if got is None:
         return None
-    return [np.stack([np.asarray(c[j], dtype) for c in got[1]]) if n else
+    return [np.stack([np.asarray(c[j], dtype) for c in got[0]]) if n else
             np.zeros((0, *shape), dtype) for j, (shape, dtype) in enumerate(avals)]
 
 
@@ -715,21 +749,41 @@ def scan_forward(*xs: Any, body: Any, nc: int, nk: int, length: int | None, reve
     lazy = any(is_lazy(x) for x in xs)      # (dask: the steps' ys stacked, nothing computed)
     ys: list = [[None] * n if lazy else np.zeros((n, *shape), dtype)
                 for shape, dtype in body.outs[nk:]]
-    before = [None] * n if _keeps() and nk and not lazy else None
+    keep = _keeps()
+    before = [None] * n if keep is not None and nk and not lazy else None
+    run, split, kept = body, None, None
+    if before is not None and n:    # (the values the vjp reads, kept as the forward runs)
+        nx = len(seqs)
+        wants = keep if len(keep) >= nc + nk + nx else ()
+        fc, fk, fx = _wrt(body, nc, nk, nx, (lambda j: wants[j]) if wants else lambda j: True)
+        if (fc or fk or fx) and (fk or len(body.outs) > nk) and hasattr(body, "split"):
+            split = body.split((*fc, *(nc + j for j in fk), *(nc + nk + j for j in fx)), nc, nk)
+        if split is not None:
+            run, kept = split.forward, [None] * n
+    if not lazy and hasattr(run, "runner"):    # (numpy arrays of the inputs' avals, each step)
+        run = run.runner(n)
+        consts, carry = _arrays(consts), _arrays(carry)
     for t in (range(n - 1, -1, -1) if reverse else range(n)):
         if before is not None:
             before[t] = carry
-        res = body(*consts, *carry, *(s[t] for s in seqs))
+        res = run(*consts, *carry, *(s[t] for s in seqs))
         carry = res[:nk]
         for y, r in zip(ys, res[nk:]):
             y[t] = r
+        if kept is not None:
+            kept[t] = res[nk + ny:]
     if lazy and n:
         ys = [np.stack(y) for y in ys]
     out = pack(1 + (n if ny else 0), width, packed_dtype(body.outs), carry, layout[:nk],
                ys, layout[nk:])
     if before is not None:
-        _kept(out, before)
+        _kept(out, before, keep, split, kept)
     return out
+
+
+def _arrays(values: Sequence[Any]) -> list:
+    """Values as numpy arrays (a numpy scalar as a 0-d array)."""
+    return [v if type(v) is np.ndarray else np.asarray(v) for v in values]
 
 
 def _values_only(o: PrimitiveMethods) -> bool:
@@ -750,17 +804,24 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
     nx = len(seqs)
     n = trips(xs, nc, nk, counted, attrs["length"])
     carry_avals, y_avals = body.outs[:nk], body.outs[nk:]
-    fc = [j for j in range(nc) if is_float(body.ins[j]) and wanted(xs[j])]
-    fk = [j for j in range(nk) if is_float(carry_avals[j])]
-    fx = [j for j in range(nx) if is_float(body.ins[nc + nk + j]) and wanted(seqs[j])]
+    # on values, the forward kept which inputs require grad (a sweep asks no other's)
+    run = _kept_run(out, n) if nk and _values_only(o) else None
+    wants = run[1] if run is not None and len(run[1]) >= nc + nk + nx else None
+    fc, fk, fx = _wrt(body, nc, nk, nx, (lambda j: wanted(xs[j])) if wants is None else
+                      lambda j: wants[j])
     fy = [j for j in range(len(y_avals)) if is_float(y_avals[j])]
     cts: list = [None] * len(xs)
     if not (fc or fk or fx) or not (fk or fy):
         return cts
+    if run is not None and n and not is_lazy(g):
+        return _reverse_on_values(body, nc, nk, reverse, xs, seqs, g, run, fc, fk, fx, fy,
+                                  layout, cts)
     count = (xs[-1],) if counted else ()
     static = {"length": n, "counted": counted}     # (counted: the trips recorded, as run)
     # the carry before each step, stacked (one more scan of the body)
     hist = history_of(out, carry_avals, n) if nk and _values_only(o) else None
+    if not _values_only(o):     # (recorded: the history scan, so the kept carries go now)
+        _forget_run(out)
     if nk and hist is None:
         hist_body = body.derive(("history",), body.ins, body.example,
                                 lambda o2, *a: [*body.record(o2, *a)[:nk], *a[nc:nc + nk]])
@@ -768,6 +829,7 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
         h = o.apply(SCAN, xs, dict(_plain(attrs), body=hist_body, layout=offsets, width=width),
                     None)
         hist = unpack(o, h, carry_avals, offsets[nk:], stacked=True)
+        _HISTORY_OF[hist_body] = weakref.ref(body)
     gk = unpack(o, g, [carry_avals[j] for j in fk], [layout[j] for j in fk])
     # (no steps recorded: still the ys' part of g, whose steps follow a replay's count)
     gy = unpack(o, g, [y_avals[j] for j in fy], [layout[nk + j] for j in fy], stacked=True) \
@@ -795,6 +857,8 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
                *body.example[nc:],
                *(ones(y_avals[j][0], y_avals[j][1]) for j in fy)]
     rev_body = body.derive(("reverse", wrt), avals, example, step)
+    _REVERSE_OF[rev_body] = (weakref.ref(body), wrt, nk, len(fc), len(fk), len(fx), len(fy))
+    _SPLIT_AT[body] = wrt
     k_avals = [*(carry_avals[j] for j in fk), *(ins[j] for j in fc)]
     x_avals = [ins[nc + nk + j] for j in fx]
     offsets, width = layout_of(k_avals, x_avals)
@@ -816,6 +880,56 @@ def _scan_cotangents(o: PrimitiveMethods, g: Any, out: Any, xs: tuple, attrs: di
     if fx:
         for j, c in zip(fx, unpack(o, rev, x_avals, offsets[len(k_avals):], stacked=True)):
             cts[nc + nk + j] = c
+    return cts
+
+
+def _reverse_on_values(body: Any, nc: int, nk: int, reverse: bool, xs: tuple, seqs: tuple,
+                       g: Any, run: tuple, fc: list, fk: list, fx: list, fy: list,
+                       layout: tuple, cts: list) -> list:
+    """A scan's cotangents on values, from what its forward kept (``run``, ``_kept_run``):
+    the body's vjp run backwards, step by step, as the reverse scan of a recorded gradient
+    runs it (the same operations in the same order), without packing its carry into one
+    array each step; where the forward kept the values the vjp's pullback reads, the
+    pullback alone (the vjp's entries of the consts alone run once)."""
+    ins, outs = body.ins, body.outs
+    before, _, split, kept = run
+    consts = [_as(v, d) for v, (_, d) in zip(xs[:nc], ins[:nc])]
+    wrt = (*fc, *(nc + j for j in fk), *(nc + nk + j for j in fx))
+    if split is not None and kept is not None and \
+            split is body.split(wrt, nc, nk):      # (the one the forward ran)
+        fixed = split.fixed(*consts) if split.fixed is not None else []
+        back, at = split.pullback, kept
+    else:
+        back, fixed, at = body.vjp(wrt), [], None
+    n = len(before)
+    seqs = [_as(x, d) for x, (_, d) in zip(seqs, ins[nc + nk:])]
+    if hasattr(back, "runner"):     # (numpy arrays of the inputs' avals, each step)
+        back, consts, seqs = back.runner(n), _arrays(consts), _arrays(seqs)
+        before = [_arrays(c) for c in before[:1]] + before[1:]
+    g = np.asarray(g)
+
+    def leaf(k: int, aval: Aval, stacked: bool) -> Any:
+        v = _part(g, k, aval[0], stacked)
+        return v if v.dtype == aval[1] else v.astype(aval[1])
+    ct = [leaf(layout[j], outs[j], False) for j in fk]
+    gy = [leaf(layout[nk + j], outs[nk + j], True) for j in fy]
+    acc = [np.zeros(ins[j][0], ins[j][1]) for j in fc]
+    n = len(before)
+    xct = [np.zeros((n, *ins[nc + nk + j][0]), ins[nc + nk + j][1]) for j in fx]
+    na, nk2 = len(fc), len(fc) + len(fk)
+    for t in (range(n) if reverse else range(n - 1, -1, -1)):
+        got = back(*consts, *before[t], *(s[t] for s in seqs), *fixed,
+                   *(at[t] if at is not None else ()), *ct, *(y[t] for y in gy))
+        acc = [a + c for a, c in zip(acc, got[:na])]
+        ct = got[na:nk2]
+        for y, c in zip(xct, got[nk2:]):
+            y[t] = c
+    for j, c in zip(fk, ct):
+        cts[nc + j] = c if c.dtype == ins[nc + j][1] else c.astype(ins[nc + j][1])
+    for j, a in zip(fc, acc):
+        cts[j] = a
+    for j, y in zip(fx, xct):
+        cts[nc + nk + j] = y
     return cts
 
 
@@ -1023,7 +1137,8 @@ def while_forward(*xs: Any, body: Any, test: Any, nc: int, layout: tuple, width:
     xs = tuple(given("while_loop: the body", body.ins, xs))
     consts, carry = xs[:nc], list(xs[nc:])
     n = 0
-    before = [] if _keeps() and checkpoints == "all" and carry else None
+    keep = _keeps()
+    before = [] if keep is not None and checkpoints == "all" and carry else None
     while (max_steps is None or n < max_steps) and _holds(test(*consts, *carry)[0]):
         if before is not None:
             before.append(carry)
@@ -1032,7 +1147,7 @@ def while_forward(*xs: Any, body: Any, test: Any, nc: int, layout: tuple, width:
     avals = (*body.outs, ((), np.dtype(np.int64)))
     out = pack(1, width, packed_dtype(avals), [*carry, n], layout)
     if before is not None:
-        _kept(out, before)
+        _kept(out, before, keep)
     return out
 
 
@@ -1753,10 +1868,44 @@ def _assign(names: Sequence[str], values: Sequence[str]) -> list[str]:
     return [f"{', '.join(names)} = {', '.join(values)}"]
 
 
+# A scan's gradient holds a history scan: the body run again over the forward's inputs,
+# keeping the carry before each step. Compiled, the forward's loop keeps them itself when its
+# body has such a history (``_HISTORY_OF``), and a history scan of the same body over the
+# same names in the same function reads what that loop kept instead of running again
+# (``_RUNS``: per function being written, the loops whose carries were kept).
+
+_HISTORY_OF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # history -> body
+_RUNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # emitter -> kept runs
+# The reverse scan of a gradient runs the body's vjp, which computes the body's forward again
+# from the carry it reads in the history. Compiled, the forward's loop runs the body keeping
+# the values the vjp's pullback reads (``Body.split`` at the cotangents its reverse scan
+# takes, ``_SPLIT_AT``), and a reverse scan of that body (``_REVERSE_OF``) whose history is
+# the carries that loop kept (the same bytes, checked when it runs) runs the pullback on them.
+_REVERSE_OF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # reverse -> body, ...
+_SPLIT_AT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # body -> its vjp's wrt
+
+
+def _has_history(body: Any) -> bool:
+    return any(ref() is body for ref in list(_HISTORY_OF.values()))
+
+
 def scan_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> list[str]:
     """A scan as a ``for`` loop over its steps (as many as its xs have, or its count): the
-    body written out in it, its carries local names, its ys written into arrays made first."""
+    body written out in it, its carries local names, its ys written into arrays made first
+    (a history scan whose forward loop was written before in this function: that loop's
+    carries, packed)."""
     body, nc, nk, counted = attrs["body"], attrs["nc"], attrs["nk"], attrs["counted"]
+    layout = attrs["layout"]
+    runs = None if counted else _RUNS.setdefault(code, {})
+    key = (tuple(args), attrs["reverse"], attrs["length"])
+    of = _HISTORY_OF.get(body) if runs is not None else None
+    kept = runs.get((id(of()), *key)) if of is not None and of() is not None else None
+    if kept is not None:
+        steps, before, after, _ = kept
+        return [f"{target} = {code.value(pack)}(1 + {steps}, {attrs['width']}, "
+                f"{code.value(packed_dtype(body.outs))}, [{', '.join(after)}], "
+                f"{code.value(layout[:nk])}, [{', '.join(before)}], "
+                f"{code.value(layout[nk:])})"]
     nx = len(args) - nc - nk - counted
     consts, carry, seqs = args[:nc], args[nc:nc + nk], args[nc + nk:nc + nk + nx]
     n, t = code.fresh(f"{target}_steps"), code.fresh(f"{target}_step")
@@ -1765,22 +1914,91 @@ def scan_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> 
     steps = f"{code.value(int)}({args[-1]})" if counted else f"{seqs[0]}.shape[0]" if seqs \
         else str(int(attrs["length"]))
     ys = [code.fresh(f"{target}_ys") for _ in body.outs[nk:]]
+    hs = [code.fresh(f"{target}_before") for _ in range(nk)] \
+        if runs is not None and nk and _has_history(body) else []
+    wrt = _SPLIT_AT.get(body) if hs else None
+    split = body.split(wrt, nc, nk) if wrt is not None and hasattr(body, "split") else None
+    run_body = body if split is None else split.forward
+    rs = [code.fresh(f"{target}_kept") for _ in range(split.residuals)] if split else []
     lines = [f"{n} = {steps}", *_assign(cs, carry)]
     lines += [f"{y} = np.zeros(({n},) + {code.value(tuple(shape))}, {code.value(dtype)})"
-              for y, (shape, dtype) in zip(ys, body.outs[nk:])]
+              for y, (shape, dtype) in zip([*ys, *hs, *rs], [*body.outs[nk:], *body.outs[:nk],
+                                                             *run_body.outs[len(body.outs):]])]
     each = code.value(range)
     order = f"{each}({n} - 1, -1, -1)" if attrs["reverse"] else f"{each}({n})"
-    once, run, outs = _trip(code, body, [*consts, *cs, *xt], nc, target)
+    once, run, outs = _trip(code, run_body, [*consts, *cs, *xt], nc, target)
     lines += once
-    trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, seqs)), *run,
-            *(f"{y}[{t}] = {o}" for y, o in zip(ys, outs[nk:])), *_assign(cs, outs[:nk])]
+    trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, seqs)),
+            *(f"{h}[{t}] = {c}" for h, c in zip(hs, cs)), *run,
+            *(f"{y}[{t}] = {o}" for y, o in zip([*ys, *rs], outs[nk:])),
+            *_assign(cs, outs[:nk])]
     lines += [f"for {t} in {order}:", *(f"    {line}" for line in trip or ["pass"])]
-    layout = attrs["layout"]
+    if hs:
+        runs[(id(body), *key)] = (n, hs, cs, None if split is None else (wrt, split, rs))
+    fast = _pulled_back(args, attrs, code, runs, n, t, cs, ys) if runs is not None else None
+    if fast is not None:    # (the kept run's pullback, else the loop written above)
+        test, branch = fast
+        lines = [test, *(f"    {line}" for line in branch), "else:",
+                 *(f"    {line}" for line in lines)]
     rows = f"1 + {n}" if ys else "1"
     lines.append(f"{target} = {code.value(pack)}({rows}, {attrs['width']}, "
                  f"{code.value(packed_dtype(body.outs))}, [{', '.join(cs)}], "
                  f"{code.value(layout[:nk])}, [{', '.join(ys)}], {code.value(layout[nk:])})")
     return lines
+
+
+def _pulled_back(args: list[str], attrs: dict, code: Emitter, runs: dict, n: str, t: str,
+                 cs: list[str], ys: list[str]) -> tuple[str, list[str]] | None:
+    """A reverse scan of a body whose forward loop kept the values its vjp's pullback reads:
+    the test that its history is the carries that loop kept, and the loop running the
+    pullback on them (its steps, carries and ys the names ``n``, ``cs`` and ``ys``)."""
+    got = _REVERSE_OF.get(attrs["body"])
+    fwd = got[0]() if got is not None else None
+    if fwd is None or attrs["counted"]:
+        return None
+    _, wrt, nk, nfc, nfk, nfx, nfy = got
+    nc = attrs["nc"]
+    nx = len(fwd.ins) - nc - nk
+    consts, ck, acc = args[:nc], args[nc:nc + nfk], args[nc + nfk:nc + nfk + nfc]
+    rest = args[nc + nfk + nfc:]
+    hist, seqs, gy = rest[:nk], rest[nk:nk + nx], rest[nk + nx:]
+    if len(gy) != nfy or len(cs) != nfk + nfc or len(ys) != nfx:
+        return None
+    kept = next((v for k, v in runs.items() if k[0] == id(fwd) and
+                 list(k[1][:nc]) == consts and list(k[1][nc + nk:]) == seqs and
+                 k[2] == (not attrs["reverse"]) and v[3] is not None and v[3][0] == wrt), None)
+    if kept is None:
+        return None
+    steps, before, _, (_, split, rs) = kept
+    check = " and ".join(f"{h}.tobytes() == {b}.tobytes()" for h, b in zip(hist, before))
+    lines = [f"{n} = {steps}", *_assign(cs, [*ck, *acc])]
+    lines += [f"{y} = np.zeros(({n},) + {code.value(tuple(shape))}, {code.value(dtype)})"
+              for y, (shape, dtype) in zip(ys, attrs["body"].outs[nfk + nfc:])]
+    fixed: list = []
+    if split.fixed is not None:
+        once, run, fixed = _trip(code, split.fixed, consts, nc, "fixed")
+        lines += [*once, *run]
+    each = code.value(range)
+    order = f"{each}({n} - 1, -1, -1)" if attrs["reverse"] else f"{each}({n})"
+    sources = [*before, *seqs, *rs, *gy]
+    xt = [code.fresh("kept_x") for _ in sources]
+    ins = [*consts, *xt[:nk + nx], *fixed, *xt[nk + nx:nk + nx + len(rs)], *cs[:nfk],
+           *xt[nk + nx + len(rs):]]
+    written = code.inline(split.pullback, ins, nc)
+    if written is not None:     # (written out: the inputs it reads, each taken per step)
+        once, run, outs = written
+        read = {name for name, r in zip(ins, split.reads) if r}
+    else:
+        once, run, outs = _trip(code, split.pullback, ins, nc, "pullback")
+        read = set(ins)
+    lines += once
+    sums = [code.fresh("kept_sum") for _ in range(nfc)]
+    trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, sources) if x in read), *run,
+            *(f"{a} = {c} + {o}" for a, c, o in zip(sums, cs[nfk:], outs[:nfc])),
+            *(f"{y}[{t}] = {o}" for y, o in zip(ys, outs[nfc + nfk:])),
+            *_assign(cs, [*outs[nfc:nfc + nfk], *sums])]
+    lines += [f"for {t} in {order}:", *(f"    {line}" for line in trip or ["pass"])]
+    return f"if {check}:", lines
 
 
 def while_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> list[str]:

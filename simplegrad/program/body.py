@@ -30,6 +30,7 @@ from ..primitives.sparsity_rules import rule_for
 from .compile import compile as compile_program
 from .core import Program, extract
 from .nodes import CONST, INPUT, NODE, refs_of
+from .residuals import split
 
 __all__ = ["Body", "trace_body", "settled", "walk_dependence", "scipy_sparse"]
 
@@ -63,6 +64,7 @@ class Body:
         self._run = getattr(program, "_run", None)
         self._calls = 0
         self._compiled: Any = None
+        self._raw: Any = None       # the compiled function without a call's checks
 
     def __repr__(self) -> str:
         return self.name
@@ -91,6 +93,18 @@ class Body:
         except Exception:       # (a program the compiler does not take runs as it did)
             return
         self._compiled = (lambda *v: [fn(*v)]) if self.program.single else fn
+        raw, array, asarray = fn._fn, np.ndarray, np.asarray
+        self._raw = (lambda *v: [asarray(raw(*v))]) if self.program.single else \
+            (lambda *v: [o if type(o) is array else asarray(o) for o in raw(*v)])
+
+    def runner(self, trips: int) -> Callable:
+        """What a loop of ``trips`` steps calls, on numpy arrays of the inputs' shapes and
+        dtypes (the loop keeps them so): the compiled function without a call's checks,
+        compiled now when the loop takes it past ``COMPILE_AFTER`` runs; else the body."""
+        if self._compiled is None and self._calls + trips >= COMPILE_AFTER:
+            self._calls = COMPILE_AFTER
+            self._compile()
+        return self if self._raw is None else self._raw
 
     def simplified(self) -> Body:
         """The body with its program simplified (``sg.simplify``; itself when nothing
@@ -182,6 +196,19 @@ class Body:
         example = [*self.example, *(ones(self.outs[j][0], self.outs[j][1]) for j in floats)]
         return self.derive(("vjp", wrt), [*self.ins, *(self.outs[j] for j in floats)],
                            example, build)
+
+    def split(self, wrt: tuple[int, ...], nc: int, nk: int) -> Any:
+        """The vjp at ``wrt`` split where it reads its cotangents (``residuals.split``: the
+        forward keeping what the pullback reads), or None (also where the vjp does not trace:
+        the gradient, which traces it, says why); made once."""
+        key = ("split", wrt, nc, nk)
+        if key not in self._derived:
+            try:
+                got = split(self, self.vjp(wrt), nc, nk, Body)
+            except Exception:   # (a speed-up only: the sweep runs the vjp itself)
+                got = None
+            self._derived[key] = got
+        return self._derived[key]
 
     def jvp(self, moving: tuple[int, ...]) -> Body:
         """(ins, one tangent per input at ``moving``) -> (outs, one tangent per float output)."""

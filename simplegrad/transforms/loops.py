@@ -15,7 +15,9 @@ values); given Variables, or inside a transform, they record.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,6 +40,7 @@ from ..primitives.loops import (
     while_attrs,
 )
 from ..primitives.methods import VALUES
+from ..primitives.rewrites import attrs_key, constant_key
 from ..program.body import Body, settled, trace_body
 from ..program.core import Program, extract
 from ..pytree import tree_flatten, tree_unflatten
@@ -133,9 +136,66 @@ def _record(fname: str, prim: Any, inputs: Sequence[Any], attrs: dict) -> tuple[
     inputs = [x if isinstance(x, Variable) else ops.leaf(np.asarray(x), None, False)
               for x in inputs]
     if ops.recording and any(x.requires_grad for x in inputs):
-        with keeping_history():     # (a gradient may follow: the forward keeps the carries)
+        # (a gradient may follow: the forward keeps the carries)
+        with keeping_history([x.requires_grad for x in inputs]):
             return ops.apply(prim, tuple(inputs), attrs, None), True
     return ops.apply(prim, tuple(inputs), attrs, None), True
+
+
+# ---------------------------------------------------------------- bodies traced before
+#
+# A function given to ``sg.scan`` is often a new closure at every call (a lambda in the
+# function being differentiated) whose trace is the same program: the body traced before for
+# that program is the one used (its derived bodies, the vjp and the history, and its compiled
+# runs with it), so a gradient taken again traces and compiles nothing again. A program
+# matches by its structure (entries, attributes, names, shapes and dtypes) and its constants'
+# values (a large one by identity: the kept body holds it, so its id is not reused).
+
+KEPT_BODIES = 32        # the bodies kept for their programs, the least recently used dropped
+KEPT_BYTES = 1 << 24    # a body holding more (its example values, its constants) is not kept
+_BODIES: OrderedDict = OrderedDict()
+_BODIES_LOCK = threading.Lock()
+
+
+def _structure(body: Body) -> Hashable | None:
+    """A key equal for two bodies exactly when their programs compute alike (None: one that
+    cannot be keyed, a lazy constant's, or one too large to keep)."""
+    prog = body.program
+    held = sum(int(getattr(v, "nbytes", 0)) for v in body.example) + \
+        sum(int(getattr(c.value, "nbytes", 0)) for c in prog.constants)
+    if held > KEPT_BYTES:
+        return None
+    consts = []
+    for c in prog.constants:
+        v = c.value
+        if not isinstance(v, np.ndarray | np.generic | bool | int | float | complex):
+            return None
+        consts.append((c.name, constant_key(v)))
+    try:
+        key = (body.name, body.ins, body.outs, tuple(prog.inputs), tuple(consts),
+               tuple((n.prim, n.args, attrs_key(n.attrs), n.name, n.shape, n.dtype.str,
+                      n.order) for n in prog.nodes),
+               prog.outputs, prog.single, prog.counts, prog.alike, prog.guards)
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _traced_before(body: Body) -> Body:
+    """The body kept for a program like ``body``'s, or ``body`` (kept from now on)."""
+    key = _structure(body)
+    if key is None:
+        return body
+    with _BODIES_LOCK:
+        got = _BODIES.get(key)
+        if got is not None:
+            _BODIES.move_to_end(key)
+            return got
+        _BODIES[key] = body
+        if len(_BODIES) > KEPT_BODIES:
+            _BODIES.popitem(last=False)
+    return body
 
 
 def _leaves_of(o: Any, out: Any, avals: Sequence[Aval], offsets: Sequence[int],
@@ -260,7 +320,8 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None,
                              f"{np.shape(v)} {np.asarray(v).dtype} became {shape} {dtype}")
     ins = [_aval(x) for x in reads] + [(np.shape(v), np.asarray(v).dtype) for v in cvals] + \
         [(np.shape(v), np.asarray(v).dtype) for v in xvals]
-    body = Body(prog, ins, avals, [*rvals, *cvals, *xvals], getattr(f, "__name__", "body"))
+    body = _traced_before(Body(prog, ins, avals, [*rvals, *cvals, *xvals],
+                               getattr(f, "__name__", "body")))
     attrs = scan_attrs(body, len(reads), nk, n, reverse)
     offsets = attrs["layout"]
     out, recorded = _record("scan", SCAN, [*reads, *cflat, *xflat], attrs)
