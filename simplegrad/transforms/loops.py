@@ -152,7 +152,7 @@ def _record(fname: str, prim: Any, inputs: Sequence[Any], attrs: dict) -> tuple[
 # values (a large one by identity: the kept body holds it, so its id is not reused).
 
 KEPT_BODIES = 32        # the bodies kept for their programs, the least recently used dropped
-KEPT_BYTES = 1 << 24    # a body holding more (its example values, its constants) is not kept
+KEPT_BYTES = 1 << 20    # a body holding more (its example values, its constants) is not kept
 _BODIES: OrderedDict = OrderedDict()
 _BODIES_LOCK = threading.Lock()
 
