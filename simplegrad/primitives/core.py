@@ -224,8 +224,9 @@ class Primitive:
     optional mask, batching and Taylor rules (their signatures are the Protocols above)."""
 
     __slots__ = ("name", "forward", "vjp", "jvp", "fmt", "cases", "domain", "variadic",
-                 "sparse_vjp", "vjp_same", "common", "tol", "plain", "mask", "mask_source", "elementwise",
-                 "differentiable", "vjp_masked", "batch", "taylor", "numpy", "schema",
+                 "sparse_vjp", "vjp_same", "common", "tol", "plain", "mask", "mask_source",
+                 "elementwise", "differentiable", "vjp_masked", "batch", "taylor", "numpy",
+                 "schema",
                  "saves", "saved_inputs", "saves_out", "linear", "commutative", "associative",
                  "ring", "unit", "reduces", "rewrites", "simplifies", "on_stacks",
                  "on_diagonal", "numpy_at", "numba", "sympy", "alias", "accumulation", "sized",

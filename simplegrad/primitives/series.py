@@ -291,8 +291,8 @@ def _riccati_floats(xs: list, moving: list[int], z0: float, w0: float, b: float)
 
 
 def _riccati_loop(xs: Series, moving: list[int], z0: Any, w0: Any, b: float) -> Series:
-    """The loop of ``_riccati_values``: ``ode`` and ``square_coef`` inlined, over the nonzero
-    coefficients of x only (``moving``: a line x + t v has one)."""
+    """The loop of ``_riccati_values``: ``ode`` inlined, over the nonzero coefficients of x
+    only (``moving``: a line x + t v has one)."""
     order = len(xs) - 1
     z, w = new(z0, order), new(w0, order)
     b = float(b)
@@ -308,16 +308,6 @@ def _riccati_loop(xs: Series, moving: list[int], z0: Any, w0: Any, b: float) -> 
         if acc is not None and k > 1:
             acc = acc * float(1.0 / k)
         z[k] = acc
-        acc = None                          # square_coef(z, k)
-        for j in range((k + 1) // 2):
-            p, q = z[j], z[k - j]
-            if p is not None and q is not None:
-                acc = p * q if acc is None else acc + p * q
-        if acc is not None:
-            acc = acc * 2.0
-        if k % 2 == 0:
-            m = z[k // 2]
-            if m is not None:
-                acc = m * m if acc is None else acc + m * m
+        acc = _square_values(z, k)
         w[k] = acc if acc is None or b == 1 else acc * b      # times(acc, b)
     return z
