@@ -2,7 +2,7 @@
 
 Each peer benchmark (hessian, nth_derivative, mlp, hvp, taylor, batching, conv, habits,
 jacobian_modes, jacobian_rev, fused, memory, chain_length, import_time, sparse_hessian,
-laplacian, large_arrays, numba_first_call) runs in its own
+laplacian, large_arrays, numba_first_call, scalar_chain) runs in its own
 process in ``timing.MEASURING_ENV`` (BLAS on one thread, glibc's malloc thresholds fixed) and
 appends its headline ratios to a JSON-lines file; overhead.py,
 higher_order.py and swell.py run too (their checks must pass) and overhead's simplegrad /
@@ -32,7 +32,8 @@ from timing import MEASURING_ENV
 HERE = Path(__file__).resolve().parent
 PEERS = ("hessian", "nth_derivative", "mlp", "hvp", "taylor", "batching", "conv", "habits",
          "jit_cost", "jacobian_modes", "jacobian_rev", "fused", "memory", "chain_length",
-         "import_time", "sparse_hessian", "laplacian", "large_arrays", "numba_first_call")
+         "import_time", "sparse_hessian", "laplacian", "large_arrays", "numba_first_call",
+         "scalar_chain")
 COLUMNS = ("simplegrad", "numpy (by hand)", "torch eager", "torch.func", "autograd", "JAX jit",
            "JAX eager")
 BEGIN, END = "<!-- results: begin -->", "<!-- results: end -->"
