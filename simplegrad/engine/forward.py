@@ -10,7 +10,8 @@ or a ``ValueOps`` when only values are wanted (``create_graph=False``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -65,7 +66,7 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
     values = [t if type(t) is Batched and t.shape == x.shape else seed_value(ops, "jvp", x, t)
               for x, t in zip(xs, tangents)]
     tape = ops.tape
-    with _sweeping(tape):
+    with _sweeping(tape), _keeping_values(ops, recording):
         if recording:
             o = ops
             if tape.keep or tape.listeners:
@@ -99,6 +100,20 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
                 tape.add(BlockEnd(tape.end, "jvp", y.node, {y.node: entry_of(innermost(t))}))
             return as_variable(ops, t)
     return ops.unrecorded(np.asarray(t), f"t{y.name}")
+
+
+@contextmanager
+def _keeping_values(ops: Ops, recording: bool) -> Iterator[None]:
+    """While a recording forward sweep runs, every entry it records keeps its value: a forward
+    sweep reads the values of the entries on its path, so the next one (nested jvps,
+    ``sg.derivative`` by nesting) would otherwise replay each of them."""
+    kept = ops.keep_values
+    if recording:
+        ops.keep_values = True
+    try:
+        yield
+    finally:
+        ops.keep_values = kept
 
 
 def _on_stacks(ops: Ops, y: Variable, xs: list, tangents: list, create_graph: bool) -> Variable:

@@ -867,16 +867,15 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
         e.dtype = value.dtype
         e.requires_grad = requires and prim.differentiable
         kept = prim.saved_inputs
-        if self.keep_values:
-            e.raw = value
-        elif kept is None and n < 3:    # (every input, of one or two: the common rules)
-            e.raw = value if prim.saves_out else None
+        # (an Ops that keeps every value may have begun to only now: inputs recorded before
+        # keep what their consumers' rules read, as on any Ops)
+        e.raw = value if prim.saves_out or self.keep_values else None
+        if kept is None and n < 3:      # (every input, of one or two: the common rules)
             if type(x0) is Entry and x0.raw is None:
                 x0.raw = v0
             if type(x1) is Entry and x1.raw is None:
                 x1.raw = v1
         else:                       # only what the rules read (Primitive.saves)
-            e.raw = value if prim.saves_out else None
             if kept is None:        # (every input: the inputs' values are kept with them)
                 for i, x in enumerate(nodes):
                     if type(x) is Entry and x.raw is None:
