@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -1832,33 +1832,80 @@ class LoopOps:
 
 class Emitter(Protocol):
     """What a statement rule asks of the compiler: ``body(b)`` the name of sub-program b's
-    compiled function (its outputs as a list); ``inline(b, args, fixed)`` b's statements on
-    the names ``args`` (the first ``fixed`` the same on every trip): those reading only
-    them, those run each trip, and its outputs as source (None: b is not written out);
-    ``fresh(stem)`` a name not taken; ``value(v)`` v as source (a literal, or a bound name)."""
+    compiled function (its outputs as a list); ``inline(b, args, fixed, stacks)`` b's
+    statements on the names ``args`` (the first ``fixed`` the same on every trip; ``stacks``:
+    those that are one step of an array of all steps, a ``Stacks``): those reading only them
+    (and those computed on all steps at once), those run each trip, and its outputs as source
+    (None: b is not written out); ``fresh(stem)`` a name not taken; ``value(v)`` v as source
+    (a literal, or a bound name)."""
 
     def body(self, b: Body) -> str: ...
 
-    def inline(self, b: Body, args: list[str],
-               fixed: int) -> tuple[list[str], list[str], list[str]] | None: ...
+    def inline(self, b: Body, args: list[str], fixed: int, stacks: Stacks | None = None
+               ) -> tuple[list[str], list[str], list[str]] | None: ...
 
     def fresh(self, stem: str) -> str: ...
 
     def value(self, v: Any) -> str: ...
 
 
-def _trip(code: Emitter, body: Body, args: list[str], fixed: int,
-          stem: str) -> tuple[list[str], list[str], list]:
+# A loop's work that reads no carry (``U @ x`` of a step's x, ``1 - t * t`` of a kept t) runs
+# before the loop on the arrays of all steps, one numpy call where the loop made one a step,
+# where the call on all steps does exactly each step's arithmetic: the operations of a ring
+# (+, -, *, unary -: each element one IEEE operation, as many at once as there are), and a
+# matrix of the fixed names times one vector a step (``np.matmul`` of the matrix and the
+# stack of vectors as columns makes, per step, the BLAS matrix-vector call ``A @ x`` makes,
+# with the same arguments: numpy's matmul loop takes each stacked pair as the single one).
+
+
+class Stacks:
+    """The inputs of a body inlined in a loop that are one step of an array of all steps
+    (``names``: input position -> that array's name), the loop's step and count names, and
+    ``form``, the rule for an entry on all steps at once (``stacked_form``)."""
+
+    def __init__(self, names: dict[int, str], step: str, steps: str):
+        self.names, self.step, self.steps = names, step, steps
+        self.form = stacked_form
+
+
+def stacked_form(node: Any, args: list[str], stacked: list[bool], shapes: list,
+                 steps: str, expression: Callable[[list[str]], str]) -> str | None:
+    """Source for an entry on all steps at once, from ``args`` (arrays of all steps where
+    ``stacked``, else the fixed names; ``shapes``: each input's shape in one step), doing
+    each step's arithmetic exactly as the loop would; or None (left in the loop)."""
+    prim, shape = node.prim, tuple(node.shape)
+    if any(s is None for s, st in zip(shapes, stacked) if st):
+        return None     # (a fixed operand of no static shape is a Python number)
+    if prim.ring is not None and prim.elementwise and prim.numpy is not None:
+        rank = len(shape)
+        return expression([f"{a}.reshape(({steps},) + {(1,) * (rank - len(s)) + tuple(s)!r})"
+                           if st and len(s) < rank else a
+                           for a, st, s in zip(args, stacked, shapes)])
+    if prim.name == "matmul" and not node.attrs and len(args) == 2 and \
+            np.dtype(node.dtype) in (np.dtype(np.float64), np.dtype(np.float32)) and \
+            all(s is not None for s in shapes) and \
+            all(np.dtype(x.dtype) == np.dtype(node.dtype) for x in node.inputs):
+        (a, b), (sa, sb) = args, stacked
+        if sb and not sa and len(shapes[0]) == 2 and len(shapes[1]) == 1:      # A @ x
+            return f"np.matmul({a}, {b}[:, :, None])[:, :, 0]"
+        if sa and not sb and len(shapes[0]) == 1 and len(shapes[1]) == 2:      # x @ A
+            return f"np.matmul({a}[:, None, :], {b})[:, 0, :]"
+    return None
+
+
+def _trip(code: Emitter, body: Body, args: list[str], fixed: int, stem: str,
+          stacks: Stacks | None = None) -> tuple[list[str], list[str], list, bool]:
     """One run of ``body`` on the names ``args`` inside a loop (the first ``fixed`` the same on
     every trip): its statements written out (no call, no list of outputs), those that read
-    only the fixed names first, to run once before the loop; or a call of its compiled
-    function. And its outputs."""
-    written = code.inline(body, args, fixed)
+    only the fixed names (and those on all steps at once, ``stacks``) first, to run once
+    before the loop; or a call of its compiled function. Its outputs, and whether it takes
+    each step's value of the stacked inputs itself (when written out)."""
+    written = code.inline(body, args, fixed, stacks)
     if written is not None:
-        return written
+        return (*written, stacks is not None)
     r = code.fresh(f"{stem}_out")
     return [], [f"{r} = {code.body(body)}({', '.join(args)})"], \
-        [f"{r}[{j}]" for j in range(len(body.outs))]
+        [f"{r}[{j}]" for j in range(len(body.outs))], False
 
 
 def _assign(names: Sequence[str], values: Sequence[str]) -> list[str]:
@@ -1926,9 +1973,10 @@ def scan_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> 
                                                              *run_body.outs[len(body.outs):]])]
     each = code.value(range)
     order = f"{each}({n} - 1, -1, -1)" if attrs["reverse"] else f"{each}({n})"
-    once, run, outs = _trip(code, run_body, [*consts, *cs, *xt], nc, target)
+    stacks = Stacks({nc + nk + i: s for i, s in enumerate(seqs)}, t, n) if seqs else None
+    once, run, outs, sliced = _trip(code, run_body, [*consts, *cs, *xt], nc, target, stacks)
     lines += once
-    trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, seqs)),
+    trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, seqs) if not sliced),
             *(f"{h}[{t}] = {c}" for h, c in zip(hs, cs)), *run,
             *(f"{y}[{t}] = {o}" for y, o in zip([*ys, *rs], outs[nk:])),
             *_assign(cs, outs[:nk])]
@@ -1976,7 +2024,7 @@ def _pulled_back(args: list[str], attrs: dict, code: Emitter, runs: dict, n: str
               for y, (shape, dtype) in zip(ys, attrs["body"].outs[nfk + nfc:])]
     fixed: list = []
     if split.fixed is not None:
-        once, run, fixed = _trip(code, split.fixed, consts, nc, "fixed")
+        once, run, fixed, _ = _trip(code, split.fixed, consts, nc, "fixed")
         lines += [*once, *run]
     each = code.value(range)
     order = f"{each}({n} - 1, -1, -1)" if attrs["reverse"] else f"{each}({n})"
@@ -1984,12 +2032,14 @@ def _pulled_back(args: list[str], attrs: dict, code: Emitter, runs: dict, n: str
     xt = [code.fresh("kept_x") for _ in sources]
     ins = [*consts, *xt[:nk + nx], *fixed, *xt[nk + nx:nk + nx + len(rs)], *cs[:nfk],
            *xt[nk + nx + len(rs):]]
-    written = code.inline(split.pullback, ins, nc)
-    if written is not None:     # (written out: the inputs it reads, each taken per step)
+    at = {x: i for i, x in enumerate(ins)}
+    stacks = Stacks({at[x]: s for x, s in zip(xt, sources)}, t, n)
+    written = code.inline(split.pullback, ins, nc, stacks)
+    if written is not None:     # (written out: it takes each step's values it reads)
         once, run, outs = written
-        read = {name for name, r in zip(ins, split.reads) if r}
+        read = set()
     else:
-        once, run, outs = _trip(code, split.pullback, ins, nc, "pullback")
+        once, run, outs, _ = _trip(code, split.pullback, ins, nc, "pullback")
         read = set(ins)
     lines += once
     sums = [code.fresh("kept_sum") for _ in range(nfc)]
@@ -2008,8 +2058,8 @@ def while_statement(target: str, args: list[str], attrs: dict, code: Emitter) ->
     n = code.fresh(f"{target}_trips")
     cs = [code.fresh(f"{target}_carry") for _ in args[nc:]]
     ins = [*args[:nc], *cs]
-    first, check, holds = _trip(code, test, ins, nc, f"{target}_test")
-    once, run, outs = _trip(code, body, ins, nc, target)
+    first, check, holds, _ = _trip(code, test, ins, nc, f"{target}_test")
+    once, run, outs, _ = _trip(code, body, ins, nc, target)
     bound = "True" if attrs.get("max_steps") is None else f"{n} < {int(attrs['max_steps'])}"
     avals = (*body.outs, ((), np.dtype(np.int64)))
     trip = [*check, f"if not {holds[0]}:", "    break", *run, *_assign(cs, outs), f"{n} += 1"]

@@ -277,13 +277,16 @@ class _Emitter:
             return got
         return _literal(v, self.namespace, self.names)
 
-    def inline(self, b: Any, args: list[str],
-               fixed: int) -> tuple[list[str], list[str], list[str]] | None:
+    def inline(self, b: Any, args: list[str], fixed: int,
+               stacks: Any = None) -> tuple[list[str], list[str], list[str]] | None:
         """Sub-program b's statements written out on the names ``args`` (its inputs, the first
         ``fixed`` the same on every trip of the loop it runs in): those reading only fixed
         names and constants (run once, before the loop), the others, and its outputs as
         source: the code a loop runs each trip without a call (None when b cannot be written
-        out: a guard, another backend than numpy)."""
+        out: a guard, another backend than numpy). ``stacks`` (primitives/loops.py
+        ``Stacks``): the inputs that are one step of an array of all steps, and the entries
+        reading only them and fixed names that have a form on all steps at once, computed so
+        before the loop (each step's value, where a trip reads it, taken from it)."""
         prog = b.program
         if self.backend != "numpy" or prog.guards:
             return None
@@ -298,6 +301,19 @@ class _Emitter:
             text_of[leaf] = text
         once: list[str] = []
         each: list[str] = []
+        # the values of one step with an array of all steps (an input, or computed before)
+        whole: dict[Entry, str] = {}
+        if stacks is not None:
+            for i, name in stacks.names.items():
+                whole[prog.slots[i]] = name
+                varies.discard(prog.slots[i])
+        taken: set[Entry] = set()
+
+        def step_of(xs: Any) -> None:      # each step's value, where a trip reads it
+            for x in xs:
+                if x in whole and x not in taken:
+                    taken.add(x)
+                    each.append(f"{text_of[x]} = {whole[x]}[{stacks.step}]")
         for node in prog.entries:
             value = _fold(node, known)
             target = self.names.take(node.name)
@@ -314,10 +330,31 @@ class _Emitter:
                     node, ins, self.namespace, self.names, [_shape(x) for x in node.inputs])]
             if any(x in varies for x in node.inputs):
                 varies.add(node)
+                step_of(node.inputs)
                 each += block
+            elif any(x in whole for x in node.inputs):
+                form = stacks.form(node, [whole.get(x, text_of[x]) for x in node.inputs],
+                                   [x in whole for x in node.inputs],
+                                   [_shape(x) for x in node.inputs], stacks.steps,
+                                   functools.partial(self._stacked, node)) \
+                    if REGISTRY.get(node.prim.name) is node.prim and node.prim.statement is None \
+                    else None
+                if form is None:
+                    varies.add(node)
+                    step_of(node.inputs)
+                    each += block
+                else:
+                    whole[node] = self.names.take(f"{target}_all")
+                    once.append(f"{whole[node]} = {form}")
             else:
                 once += block
-        return once, each, [text_of[prog.at(r)] for r in prog.outputs]
+        outs = [prog.at(r) for r in prog.outputs]
+        step_of(outs)
+        return once, each, [text_of[x] for x in outs]
+
+    def _stacked(self, node: Entry, args: list[str]) -> str:
+        """The entry's numpy expression on these names (of arrays of all steps)."""
+        return _expression(node, args, self.namespace, self.names, [None] * len(args))
 
     def body(self, b: Any) -> str:
         got = self.made.get(id(b))
