@@ -1858,14 +1858,31 @@ class Emitter(Protocol):
 # with the same arguments: numpy's matmul loop takes each stacked pair as the single one).
 
 
+CHUNK = 65536       # elements of a chunk of the terms a loop adds after it
+
+
 class Stacks:
     """The inputs of a body inlined in a loop that are one step of an array of all steps
-    (``names``: input position -> that array's name), the loop's step and count names, and
-    ``form``, the rule for an entry on all steps at once (``stacked_form``)."""
+    (``names``: input position -> that array's name), the loop's step and count names,
+    ``form``, the rule for an entry on all steps at once (``stacked_form``), ``per_step`` the
+    rule for one in a trip (``step_form``), ``into``, the outputs a trip may compute into a
+    buffer of their shape and dtype (its name), and the carries (``carries``, ``inits``)."""
 
-    def __init__(self, names: dict[int, str], step: str, steps: str):
+    def __init__(self, names: dict[int, str], step: str, steps: str,
+                 into: dict[int, str] | None = None, carries: dict[int, int] | None = None,
+                 inits: dict[int, str] | None = None):
         self.names, self.step, self.steps = names, step, steps
-        self.form = stacked_form
+        self.form, self.per_step = stacked_form, step_form
+        self.into = into or {}      # output position -> the buffer a trip writes it into
+        # the carries: input position -> the output that is its next value; their first values
+        self.carries, self.inits = carries or {}, inits or {}
+        self.same: set[int] = set()     # inputs past the first ``fixed`` the same every trip
+        # outputs a trip may leave to after the loop (computed there on chunks of the steps
+        # ``lo:hi``, ``span`` long): those it did (position -> array), and the chunk's code
+        self.defer: set[int] = set()
+        self.deferred: dict[int, str] = {}
+        self.after: list[str] = []
+        self.lo = self.hi = self.span = ""
 
 
 def stacked_form(node: Any, args: list[str], stacked: list[bool], shapes: list,
@@ -1881,6 +1898,8 @@ def stacked_form(node: Any, args: list[str], stacked: list[bool], shapes: list,
         return expression([f"{a}.reshape(({steps},) + {(1,) * (rank - len(s)) + tuple(s)!r})"
                            if st and len(s) < rank else a
                            for a, st, s in zip(args, stacked, shapes)])
+    if prim.name == "reshape":     # (row-major: each step's block of the stack reshaped)
+        return f"{args[0]}.reshape(({steps},) + {shape!r})" if stacked[0] else None
     if prim.name == "matmul" and not node.attrs and len(args) == 2 and \
             np.dtype(node.dtype) in (np.dtype(np.float64), np.dtype(np.float32)) and \
             all(s is not None for s in shapes) and \
@@ -1891,6 +1910,41 @@ def stacked_form(node: Any, args: list[str], stacked: list[bool], shapes: list,
         if sa and not sb and len(shapes[0]) == 1 and len(shapes[1]) == 2:      # x @ A
             return f"np.matmul({a}[:, None, :], {b})[:, 0, :]"
     return None
+
+
+# A matrix fixed in a loop times a vector a trip makes: ``A.dot(x)``, bound once, which costs
+# half of ``A @ x`` on small arrays, where both make the same BLAS call: for a matrix of two or
+# more rows and columns, C- or F-contiguous, and a vector of two or more elements with a
+# positive stride (an array numpy makes: a ufunc's; a carry is one from its second step, and
+# its first value is checked), np.dot and np.matmul both call gemv with the same order,
+# transposition, sizes, leading dimension and strides; otherwise the matmul itself.
+
+
+def step_form(node: Any, args: list[str], kinds: list,
+              shapes: list) -> tuple[Callable, list[str], str] | None:
+    """For an entry in a trip, a function called once before the loop (and its arguments)
+    making the callable a trip calls on its argument, or None (``kinds``: per input "fixed",
+    "new" (an array numpy makes each trip), ("carry", first value) (one from the second trip
+    on), or None)."""
+    if node.prim.name != "matmul" or node.attrs or len(args) != 2 or \
+            np.dtype(node.dtype) not in (np.dtype(np.float64), np.dtype(np.float32)) or \
+            any(np.dtype(x.dtype) != np.dtype(node.dtype) for x in node.inputs):
+        return None
+    (a, x), (ka, kx), (sa, sx) = args, kinds, shapes
+    if ka != "fixed" or sa is None or sx is None or len(sa) != 2 or len(sx) != 1 or \
+            min(*sa, *sx) < 2 or kx != "new" and not (type(kx) is tuple and kx[0] == "carry"):
+        return None
+    return matvec_of, [a] if type(kx) is not tuple else [a, kx[1]], x
+
+
+def matvec_of(a: Any, first: Any = None) -> Callable:
+    """``a.dot`` where it makes the BLAS call ``a @ x`` makes (a C- or F-contiguous matrix;
+    ``first``: a vector's first value, of a positive stride), else ``a.__matmul__``."""
+    if type(a) is np.ndarray and (a.flags.c_contiguous or a.flags.f_contiguous) and (
+            first is None or type(first) is np.ndarray and first.strides[0] > 0 and
+            first.strides[0] % first.itemsize == 0):
+        return a.dot
+    return a.__matmul__
 
 
 def _trip(code: Emitter, body: Body, args: list[str], fixed: int, stem: str,
@@ -1973,7 +2027,9 @@ def scan_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> 
                                                              *run_body.outs[len(body.outs):]])]
     each = code.value(range)
     order = f"{each}({n} - 1, -1, -1)" if attrs["reverse"] else f"{each}({n})"
-    stacks = Stacks({nc + nk + i: s for i, s in enumerate(seqs)}, t, n) if seqs else None
+    stacks = Stacks({nc + nk + i: s for i, s in enumerate(seqs)}, t, n,
+                    carries={nc + i: i for i in range(nk)},
+                    inits={nc + i: c for i, c in enumerate(carry)})
     once, run, outs, sliced = _trip(code, run_body, [*consts, *cs, *xt], nc, target, stacks)
     lines += once
     trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, seqs) if not sliced),
@@ -2032,8 +2088,23 @@ def _pulled_back(args: list[str], attrs: dict, code: Emitter, runs: dict, n: str
     xt = [code.fresh("kept_x") for _ in sources]
     ins = [*consts, *xt[:nk + nx], *fixed, *xt[nk + nx:nk + nx + len(rs)], *cs[:nfk],
            *xt[nk + nx + len(rs):]]
+    # a sum of the body's and the carry's aval adds in place, its term (the same operations)
+    # computed in a buffer; or, for terms of two or more real numbers, on the values of a
+    # chunk of steps at once (``1 - t*t`` times the kept carry: an outer product a step) once
+    # the trip has made them, the chunk's terms added in the loop's order: np.add.reduce
+    # along the stack's first axis, not its fastest in memory, adds each term in turn (numpy
+    # sums pairwise only along the fastest), from -0.0 (which leaves each value as it is)
+    avals = attrs["body"].outs[nfk:nfk + nfc]
+    inplace = [a == o and is_float(a) for a, o in zip(avals, split.pullback.outs[:nfc])]
+    bufs = {i: code.fresh("term") for i in range(nfc) if inplace[i]}
     at = {x: i for i, x in enumerate(ins)}
-    stacks = Stacks({at[x]: s for x, s in zip(xt, sources)}, t, n)
+    stacks = Stacks({at[x]: s for x, s in zip(xt, sources)}, t, n, bufs,
+                    {at[c]: nfc + i for i, c in enumerate(cs[:nfk])},
+                    {at[c]: k for c, k in zip(cs[:nfk], ck)})
+    stacks.same = {at[f] for f in fixed}
+    stacks.defer = {i for i in bufs if np.dtype(avals[i][1]).kind == "f" and size_of(avals[i]) > 1}
+    stacks.lo, stacks.hi = code.fresh("lo"), code.fresh("hi")
+    stacks.span = f"({stacks.hi} - {stacks.lo})"
     written = code.inline(split.pullback, ins, nc, stacks)
     if written is not None:     # (written out: it takes each step's values it reads)
         once, run, outs = written
@@ -2041,12 +2112,32 @@ def _pulled_back(args: list[str], attrs: dict, code: Emitter, runs: dict, n: str
     else:
         once, run, outs, _ = _trip(code, split.pullback, ins, nc, "pullback")
         read = set(ins)
+    later = stacks.deferred if written is not None else {}
+    lines += [f"{bufs[i]} = np.empty({code.value(a[0])}, {code.value(a[1])}); "
+              f"{c} = np.array({c}, {code.value(a[1])})"
+              for i, (a, c) in enumerate(zip(avals, cs[nfk:])) if i in bufs and i not in later]
     lines += once
     sums = [code.fresh("kept_sum") for _ in range(nfc)]
     trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, sources) if x in read), *run,
-            *(f"{a} = {c} + {o}" for a, c, o in zip(sums, cs[nfk:], outs[:nfc])),
+            *(f"np.add({c}, {o}, out={c})" if inplace[i] else f"{a} = {c} + {o}"
+              for i, (a, c, o) in enumerate(zip(sums, cs[nfk:], outs[:nfc])) if i not in later),
             *(f"{y}[{t}] = {o}" for y, o in zip(ys, outs[nfc + nfk:])),
-            *_assign(cs, [*outs[nfc:nfc + nfk], *sums])]
+            *_assign([*cs[:nfk], *(c for c, i in zip(cs[nfk:], inplace) if not i)],
+                     [*outs[nfc:nfc + nfk], *(a for a, i in zip(sums, inplace) if not i)])]
+    if later:       # (chunks of ``rows`` steps, each once its last step has run)
+        size = sum(size_of(a) for i, a in enumerate(avals) if i in later)
+        rows = max(1, CHUNK // max(size, 1))
+        lo, hi, low = stacks.lo, stacks.hi, code.value(min)
+        if attrs["reverse"]:
+            test, bounds = f"{t} % {rows} == 0", f"{lo}, {hi} = {t}, {low}({t} + {rows}, {n})"
+        else:
+            test = f"{t} % {rows} == {rows - 1} or {t} == {n} - 1"
+            bounds = f"{lo}, {hi} = {t} - {t} % {rows}, {t} + 1"
+        turn = "[::-1]" if attrs["reverse"] else ""
+        adds = [f"{c} = np.add.reduce(np.concatenate([{c}[None], {o}{turn}]), axis=0, "
+                f"initial=-0.0)" for i, (c, o) in enumerate(zip(cs[nfk:], outs[:nfc]))
+                if i in later]
+        trip += [f"if {test}:", *(f"    {line}" for line in [bounds, *stacks.after, *adds])]
     lines += [f"for {t} in {order}:", *(f"    {line}" for line in trip or ["pass"])]
     return f"if {check}:", lines
 
