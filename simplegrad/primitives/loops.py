@@ -1858,7 +1858,7 @@ class Emitter(Protocol):
 # with the same arguments: numpy's matmul loop takes each stacked pair as the single one).
 
 
-CHUNK = 65536       # elements of a chunk of the terms a loop adds after it
+CHUNK = 32768       # elements of a chunk of the terms a reverse loop sums (256 KiB of float64)
 
 
 class Stacks:
