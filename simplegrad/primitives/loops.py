@@ -2032,11 +2032,19 @@ def scan_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> 
                     inits={nc + i: c for i, c in enumerate(carry)})
     once, run, outs, sliced = _trip(code, run_body, [*consts, *cs, *xt], nc, target, stacks)
     lines += once
+    # a carry whose next value the loop keeps (a residual: the tanh of an RNN cell) has its
+    # values before each step there, one step along, and its first: copied after the loop
+    shifted = {j: r for j in range(len(hs)) for r, o in zip(rs, outs[nk + len(ys):])
+               if o == outs[j]}
     trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, seqs) if not sliced),
-            *(f"{h}[{t}] = {c}" for h, c in zip(hs, cs)), *run,
-            *(f"{y}[{t}] = {o}" for y, o in zip([*ys, *rs], outs[nk:])),
+            *(f"{h}[{t}] = {c}" for j, (h, c) in enumerate(zip(hs, cs)) if j not in shifted),
+            *run, *(f"{y}[{t}] = {o}" for y, o in zip([*ys, *rs], outs[nk:])),
             *_assign(cs, outs[:nk])]
     lines += [f"for {t} in {order}:", *(f"    {line}" for line in trip or ["pass"])]
+    for j, r in shifted.items():
+        h = hs[j]
+        lines += [f"if {n}:", f"    {h}[:-1], {h}[-1] = {r}[1:], {carry[j]}" if attrs["reverse"]
+                  else f"    {h}[1:], {h}[0] = {r}[:-1], {carry[j]}"]
     if hs:
         runs[(id(body), *key)] = (n, hs, cs, None if split is None else (wrt, split, rs))
     fast = _pulled_back(args, attrs, code, runs, n, t, cs, ys) if runs is not None else None
