@@ -290,3 +290,32 @@ def test_the_compiled_gradient_runs_the_forward_once_and_the_pullback_on_what_it
     fast = fn.source.split("tobytes()", 2)[2].split("else:", 1)[0]
     assert "np.tanh" not in fast                # the pullback alone
     np.testing.assert_array_equal(sg.jit(sg.grad(loss))(W), sg.grad(loss)(W))
+
+
+@pytest.mark.parametrize("units,width,steps,reverse", [
+    (5, 3, 6, False), (32, 8, 150, False), (17, 33, 70, True), (2, 2, 3, False),
+    (40, 1, 45, True)])
+def test_the_compiled_gradient_hoists_what_reads_no_carry_and_answers_to_the_last_bit(
+        units, width, steps, reverse):
+    # U @ x_t and 1 - t*t before the loops, the outer products of W's gradient per chunk of
+    # steps (several chunks, either direction), matrix-vector products by A.dot: the replay's
+    # values, bit for bit, for C-, F- and strided W and a carry starting strided
+    rng = np.random.default_rng(11)
+    U, xs = rng.normal(size=(units, width)), rng.normal(size=(steps, width))
+    for h0 in (rng.normal(size=units), rng.normal(size=2 * units)[::2]):
+        def loss(W, h0=h0):
+            h, _ = sg.scan(lambda h, x: (np.tanh(W @ h + U @ x), None), h0, xs,
+                           reverse=reverse)
+            return (h * h).sum()
+        op = sg.Ops()
+        w = op.var(rng.normal(size=(units, units)))
+        prog = op.program([w], [op.grad(loss(w), w)])
+        fn = sg.compile(prog)
+        forward = fn.source.split("for ", 1)[0]
+        assert "np.matmul(" in forward
+        assert "np.add.reduce(" in fn.source.split("tobytes()", 2)[2].split("else:", 1)[0]
+        for W in (rng.normal(size=(units, units)) / units,
+                  np.asfortranarray(rng.normal(size=(units, units))) / units,
+                  rng.normal(size=(units, 2 * units))[:, ::2] / units):
+            np.testing.assert_array_equal(fn(W), prog(W))
+            np.testing.assert_array_equal(sg.jit(sg.grad(loss))(W), sg.grad(loss)(W))

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -1832,33 +1832,134 @@ class LoopOps:
 
 class Emitter(Protocol):
     """What a statement rule asks of the compiler: ``body(b)`` the name of sub-program b's
-    compiled function (its outputs as a list); ``inline(b, args, fixed)`` b's statements on
-    the names ``args`` (the first ``fixed`` the same on every trip): those reading only
-    them, those run each trip, and its outputs as source (None: b is not written out);
-    ``fresh(stem)`` a name not taken; ``value(v)`` v as source (a literal, or a bound name)."""
+    compiled function (its outputs as a list); ``inline(b, args, fixed, stacks)`` b's
+    statements on the names ``args`` (the first ``fixed`` the same on every trip; ``stacks``:
+    those that are one step of an array of all steps, a ``Stacks``): those reading only them
+    (and those computed on all steps at once), those run each trip, and its outputs as source
+    (None: b is not written out); ``fresh(stem)`` a name not taken; ``value(v)`` v as source
+    (a literal, or a bound name)."""
 
     def body(self, b: Body) -> str: ...
 
-    def inline(self, b: Body, args: list[str],
-               fixed: int) -> tuple[list[str], list[str], list[str]] | None: ...
+    def inline(self, b: Body, args: list[str], fixed: int, stacks: Stacks | None = None
+               ) -> tuple[list[str], list[str], list[str]] | None: ...
 
     def fresh(self, stem: str) -> str: ...
 
     def value(self, v: Any) -> str: ...
 
 
-def _trip(code: Emitter, body: Body, args: list[str], fixed: int,
-          stem: str) -> tuple[list[str], list[str], list]:
+# A loop's work that reads no carry (``U @ x`` of a step's x, ``1 - t * t`` of a kept t) runs
+# before the loop on the arrays of all steps, one numpy call where the loop made one a step,
+# where the call on all steps does exactly each step's arithmetic: the operations of a ring
+# (+, -, *, unary -: each element one IEEE operation, as many at once as there are), and a
+# matrix of the fixed names times one vector a step (``np.matmul`` of the matrix and the
+# stack of vectors as columns makes, per step, the BLAS matrix-vector call ``A @ x`` makes,
+# with the same arguments: numpy's matmul loop takes each stacked pair as the single one).
+
+
+CHUNK = 32768       # elements of a chunk of the terms a reverse loop sums (256 KiB of float64)
+
+
+class Stacks:
+    """The inputs of a body inlined in a loop that are one step of an array of all steps
+    (``names``: input position -> that array's name), the loop's step and count names,
+    ``form``, the rule for an entry on all steps at once (``stacked_form``), ``per_step`` the
+    rule for one in a trip (``step_form``), ``into``, the outputs a trip may compute into a
+    buffer of their shape and dtype (its name), and the carries (``carries``, ``inits``)."""
+
+    def __init__(self, names: dict[int, str], step: str, steps: str,
+                 into: dict[int, str] | None = None, carries: dict[int, int] | None = None,
+                 inits: dict[int, str] | None = None):
+        self.names, self.step, self.steps = names, step, steps
+        self.form, self.per_step = stacked_form, step_form
+        self.into = into or {}      # output position -> the buffer a trip writes it into
+        # the carries: input position -> the output that is its next value; their first values
+        self.carries, self.inits = carries or {}, inits or {}
+        self.same: set[int] = set()     # inputs past the first ``fixed`` the same every trip
+        # outputs a trip may leave to after the loop (computed there on chunks of the steps
+        # ``lo:hi``, ``span`` long): those it did (position -> array), and the chunk's code
+        self.defer: set[int] = set()
+        self.deferred: dict[int, str] = {}
+        self.after: list[str] = []
+        self.lo = self.hi = self.span = ""
+
+
+def stacked_form(node: Any, args: list[str], stacked: list[bool], shapes: list,
+                 steps: str, expression: Callable[[list[str]], str]) -> str | None:
+    """Source for an entry on all steps at once, from ``args`` (arrays of all steps where
+    ``stacked``, else the fixed names; ``shapes``: each input's shape in one step), doing
+    each step's arithmetic exactly as the loop would; or None (left in the loop)."""
+    prim, shape = node.prim, tuple(node.shape)
+    if any(s is None for s, st in zip(shapes, stacked) if st):
+        return None     # (a fixed operand of no static shape is a Python number)
+    if prim.ring is not None and prim.elementwise and prim.numpy is not None:
+        rank = len(shape)
+        return expression([f"{a}.reshape(({steps},) + {(1,) * (rank - len(s)) + tuple(s)!r})"
+                           if st and len(s) < rank else a
+                           for a, st, s in zip(args, stacked, shapes)])
+    if prim.name == "reshape":     # (row-major: each step's block of the stack reshaped)
+        return f"{args[0]}.reshape(({steps},) + {shape!r})" if stacked[0] else None
+    if prim.name == "matmul" and not node.attrs and len(args) == 2 and \
+            np.dtype(node.dtype) in (np.dtype(np.float64), np.dtype(np.float32)) and \
+            all(s is not None for s in shapes) and \
+            all(np.dtype(x.dtype) == np.dtype(node.dtype) for x in node.inputs):
+        (a, b), (sa, sb) = args, stacked
+        if sb and not sa and len(shapes[0]) == 2 and len(shapes[1]) == 1:      # A @ x
+            return f"np.matmul({a}, {b}[:, :, None])[:, :, 0]"
+        if sa and not sb and len(shapes[0]) == 1 and len(shapes[1]) == 2:      # x @ A
+            return f"np.matmul({a}[:, None, :], {b})[:, 0, :]"
+    return None
+
+
+# A matrix fixed in a loop times a vector a trip makes: ``A.dot(x)``, bound once, which costs
+# half of ``A @ x`` on small arrays, where both make the same BLAS call: for a matrix of two or
+# more rows and columns, C- or F-contiguous, and a vector of two or more elements with a
+# positive stride (an array numpy makes: a ufunc's; a carry is one from its second step, and
+# its first value is checked), np.dot and np.matmul both call gemv with the same order,
+# transposition, sizes, leading dimension and strides; otherwise the matmul itself.
+
+
+def step_form(node: Any, args: list[str], kinds: list,
+              shapes: list) -> tuple[Callable, list[str], str] | None:
+    """For an entry in a trip, a function called once before the loop (and its arguments)
+    making the callable a trip calls on its argument, or None (``kinds``: per input "fixed",
+    "new" (an array numpy makes each trip), ("carry", first value) (one from the second trip
+    on), or None)."""
+    if node.prim.name != "matmul" or node.attrs or len(args) != 2 or \
+            np.dtype(node.dtype) not in (np.dtype(np.float64), np.dtype(np.float32)) or \
+            any(np.dtype(x.dtype) != np.dtype(node.dtype) for x in node.inputs):
+        return None
+    (a, x), (ka, kx), (sa, sx) = args, kinds, shapes
+    if ka != "fixed" or sa is None or sx is None or len(sa) != 2 or len(sx) != 1 or \
+            min(*sa, *sx) < 2 or kx != "new" and not (type(kx) is tuple and kx[0] == "carry"):
+        return None
+    return matvec_of, [a] if type(kx) is not tuple else [a, kx[1]], x
+
+
+def matvec_of(a: Any, first: Any = None) -> Callable:
+    """``a.dot`` where it makes the BLAS call ``a @ x`` makes (a C- or F-contiguous matrix;
+    ``first``: a vector's first value, of a positive stride), else ``a.__matmul__``."""
+    if type(a) is np.ndarray and (a.flags.c_contiguous or a.flags.f_contiguous) and (
+            first is None or type(first) is np.ndarray and first.strides[0] > 0 and
+            first.strides[0] % first.itemsize == 0):
+        return a.dot
+    return a.__matmul__
+
+
+def _trip(code: Emitter, body: Body, args: list[str], fixed: int, stem: str,
+          stacks: Stacks | None = None) -> tuple[list[str], list[str], list, bool]:
     """One run of ``body`` on the names ``args`` inside a loop (the first ``fixed`` the same on
     every trip): its statements written out (no call, no list of outputs), those that read
-    only the fixed names first, to run once before the loop; or a call of its compiled
-    function. And its outputs."""
-    written = code.inline(body, args, fixed)
+    only the fixed names (and those on all steps at once, ``stacks``) first, to run once
+    before the loop; or a call of its compiled function. Its outputs, and whether it takes
+    each step's value of the stacked inputs itself (when written out)."""
+    written = code.inline(body, args, fixed, stacks)
     if written is not None:
-        return written
+        return (*written, stacks is not None)
     r = code.fresh(f"{stem}_out")
     return [], [f"{r} = {code.body(body)}({', '.join(args)})"], \
-        [f"{r}[{j}]" for j in range(len(body.outs))]
+        [f"{r}[{j}]" for j in range(len(body.outs))], False
 
 
 def _assign(names: Sequence[str], values: Sequence[str]) -> list[str]:
@@ -1926,13 +2027,24 @@ def scan_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> 
                                                              *run_body.outs[len(body.outs):]])]
     each = code.value(range)
     order = f"{each}({n} - 1, -1, -1)" if attrs["reverse"] else f"{each}({n})"
-    once, run, outs = _trip(code, run_body, [*consts, *cs, *xt], nc, target)
+    stacks = Stacks({nc + nk + i: s for i, s in enumerate(seqs)}, t, n,
+                    carries={nc + i: i for i in range(nk)},
+                    inits={nc + i: c for i, c in enumerate(carry)})
+    once, run, outs, sliced = _trip(code, run_body, [*consts, *cs, *xt], nc, target, stacks)
     lines += once
-    trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, seqs)),
-            *(f"{h}[{t}] = {c}" for h, c in zip(hs, cs)), *run,
-            *(f"{y}[{t}] = {o}" for y, o in zip([*ys, *rs], outs[nk:])),
+    # a carry whose next value the loop keeps (a residual: the tanh of an RNN cell) has its
+    # values before each step there, one step along, and its first: copied after the loop
+    shifted = {j: r for j in range(len(hs)) for r, o in zip(rs, outs[nk + len(ys):])
+               if o == outs[j]}
+    trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, seqs) if not sliced),
+            *(f"{h}[{t}] = {c}" for j, (h, c) in enumerate(zip(hs, cs)) if j not in shifted),
+            *run, *(f"{y}[{t}] = {o}" for y, o in zip([*ys, *rs], outs[nk:])),
             *_assign(cs, outs[:nk])]
     lines += [f"for {t} in {order}:", *(f"    {line}" for line in trip or ["pass"])]
+    for j, r in shifted.items():
+        h = hs[j]
+        lines += [f"if {n}:", f"    {h}[:-1], {h}[-1] = {r}[1:], {carry[j]}" if attrs["reverse"]
+                  else f"    {h}[1:], {h}[0] = {r}[:-1], {carry[j]}"]
     if hs:
         runs[(id(body), *key)] = (n, hs, cs, None if split is None else (wrt, split, rs))
     fast = _pulled_back(args, attrs, code, runs, n, t, cs, ys) if runs is not None else None
@@ -1976,7 +2088,7 @@ def _pulled_back(args: list[str], attrs: dict, code: Emitter, runs: dict, n: str
               for y, (shape, dtype) in zip(ys, attrs["body"].outs[nfk + nfc:])]
     fixed: list = []
     if split.fixed is not None:
-        once, run, fixed = _trip(code, split.fixed, consts, nc, "fixed")
+        once, run, fixed, _ = _trip(code, split.fixed, consts, nc, "fixed")
         lines += [*once, *run]
     each = code.value(range)
     order = f"{each}({n} - 1, -1, -1)" if attrs["reverse"] else f"{each}({n})"
@@ -1984,19 +2096,56 @@ def _pulled_back(args: list[str], attrs: dict, code: Emitter, runs: dict, n: str
     xt = [code.fresh("kept_x") for _ in sources]
     ins = [*consts, *xt[:nk + nx], *fixed, *xt[nk + nx:nk + nx + len(rs)], *cs[:nfk],
            *xt[nk + nx + len(rs):]]
-    written = code.inline(split.pullback, ins, nc)
-    if written is not None:     # (written out: the inputs it reads, each taken per step)
+    # a sum of the body's and the carry's aval adds in place, its term (the same operations)
+    # computed in a buffer; or, for terms of two or more real numbers, on the values of a
+    # chunk of steps at once (``1 - t*t`` times the kept carry: an outer product a step) once
+    # the trip has made them, the chunk's terms added in the loop's order: np.add.reduce
+    # along the stack's first axis, not its fastest in memory, adds each term in turn (numpy
+    # sums pairwise only along the fastest), from -0.0 (which leaves each value as it is)
+    avals = attrs["body"].outs[nfk:nfk + nfc]
+    inplace = [a == o and is_float(a) for a, o in zip(avals, split.pullback.outs[:nfc])]
+    bufs = {i: code.fresh("term") for i in range(nfc) if inplace[i]}
+    at = {x: i for i, x in enumerate(ins)}
+    stacks = Stacks({at[x]: s for x, s in zip(xt, sources)}, t, n, bufs,
+                    {at[c]: nfc + i for i, c in enumerate(cs[:nfk])},
+                    {at[c]: k for c, k in zip(cs[:nfk], ck)})
+    stacks.same = {at[f] for f in fixed}
+    stacks.defer = {i for i in bufs if np.dtype(avals[i][1]).kind == "f" and size_of(avals[i]) > 1}
+    stacks.lo, stacks.hi = code.fresh("lo"), code.fresh("hi")
+    stacks.span = f"({stacks.hi} - {stacks.lo})"
+    written = code.inline(split.pullback, ins, nc, stacks)
+    if written is not None:     # (written out: it takes each step's values it reads)
         once, run, outs = written
-        read = {name for name, r in zip(ins, split.reads) if r}
+        read = set()
     else:
-        once, run, outs = _trip(code, split.pullback, ins, nc, "pullback")
+        once, run, outs, _ = _trip(code, split.pullback, ins, nc, "pullback")
         read = set(ins)
+    later = stacks.deferred if written is not None else {}
+    lines += [f"{bufs[i]} = np.empty({code.value(a[0])}, {code.value(a[1])}); "
+              f"{c} = np.array({c}, {code.value(a[1])})"
+              for i, (a, c) in enumerate(zip(avals, cs[nfk:])) if i in bufs and i not in later]
     lines += once
     sums = [code.fresh("kept_sum") for _ in range(nfc)]
     trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, sources) if x in read), *run,
-            *(f"{a} = {c} + {o}" for a, c, o in zip(sums, cs[nfk:], outs[:nfc])),
+            *(f"np.add({c}, {o}, out={c})" if inplace[i] else f"{a} = {c} + {o}"
+              for i, (a, c, o) in enumerate(zip(sums, cs[nfk:], outs[:nfc])) if i not in later),
             *(f"{y}[{t}] = {o}" for y, o in zip(ys, outs[nfc + nfk:])),
-            *_assign(cs, [*outs[nfc:nfc + nfk], *sums])]
+            *_assign([*cs[:nfk], *(c for c, i in zip(cs[nfk:], inplace) if not i)],
+                     [*outs[nfc:nfc + nfk], *(a for a, i in zip(sums, inplace) if not i)])]
+    if later:       # (chunks of ``rows`` steps, each once its last step has run)
+        size = sum(size_of(a) for i, a in enumerate(avals) if i in later)
+        rows = max(1, CHUNK // max(size, 1))
+        lo, hi, low = stacks.lo, stacks.hi, code.value(min)
+        if attrs["reverse"]:
+            test, bounds = f"{t} % {rows} == 0", f"{lo}, {hi} = {t}, {low}({t} + {rows}, {n})"
+        else:
+            test = f"{t} % {rows} == {rows - 1} or {t} == {n} - 1"
+            bounds = f"{lo}, {hi} = {t} - {t} % {rows}, {t} + 1"
+        turn = "[::-1]" if attrs["reverse"] else ""
+        adds = [f"{c} = np.add.reduce(np.concatenate([{c}[None], {o}{turn}]), axis=0, "
+                f"initial=-0.0)" for i, (c, o) in enumerate(zip(cs[nfk:], outs[:nfc]))
+                if i in later]
+        trip += [f"if {test}:", *(f"    {line}" for line in [bounds, *stacks.after, *adds])]
     lines += [f"for {t} in {order}:", *(f"    {line}" for line in trip or ["pass"])]
     return f"if {check}:", lines
 
@@ -2008,8 +2157,8 @@ def while_statement(target: str, args: list[str], attrs: dict, code: Emitter) ->
     n = code.fresh(f"{target}_trips")
     cs = [code.fresh(f"{target}_carry") for _ in args[nc:]]
     ins = [*args[:nc], *cs]
-    first, check, holds = _trip(code, test, ins, nc, f"{target}_test")
-    once, run, outs = _trip(code, body, ins, nc, target)
+    first, check, holds, _ = _trip(code, test, ins, nc, f"{target}_test")
+    once, run, outs, _ = _trip(code, body, ins, nc, target)
     bound = "True" if attrs.get("max_steps") is None else f"{n} < {int(attrs['max_steps'])}"
     avals = (*body.outs, ((), np.dtype(np.int64)))
     trip = [*check, f"if not {holds[0]}:", "    break", *run, *_assign(cs, outs), f"{n} += 1"]

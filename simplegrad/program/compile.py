@@ -277,13 +277,17 @@ class _Emitter:
             return got
         return _literal(v, self.namespace, self.names)
 
-    def inline(self, b: Any, args: list[str],
-               fixed: int) -> tuple[list[str], list[str], list[str]] | None:
+    def inline(self, b: Any, args: list[str], fixed: int,
+               stacks: Any = None) -> tuple[list[str], list[str], list[str]] | None:
         """Sub-program b's statements written out on the names ``args`` (its inputs, the first
         ``fixed`` the same on every trip of the loop it runs in): those reading only fixed
         names and constants (run once, before the loop), the others, and its outputs as
         source: the code a loop runs each trip without a call (None when b cannot be written
-        out: a guard, another backend than numpy)."""
+        out: a guard, another backend than numpy). ``stacks`` (primitives/loops.py
+        ``Stacks``): the inputs that are one step of an array of all steps, and the entries
+        reading only them and fixed names that have a form on all steps at once, computed so
+        before the loop (each step's value, where a trip reads it, taken from it); and the
+        outputs a ufunc computes each trip into a buffer (``stacks.into``)."""
         prog = b.program
         if self.backend != "numpy" or prog.guards:
             return None
@@ -298,6 +302,81 @@ class _Emitter:
             text_of[leaf] = text
         once: list[str] = []
         each: list[str] = []
+        # the values of one step with an array of all steps (an input, or computed before)
+        whole: dict[Entry, str] = {}
+        if stacks is not None:
+            for i, name in stacks.names.items():
+                whole[prog.slots[i]] = name
+                varies.discard(prog.slots[i])
+            varies.difference_update(prog.slots[i] for i in stacks.same)
+        taken: set[Entry] = set()
+        # how each input of a trip's entry comes (a trip's own entries' new arrays, carries
+        # whose every new value is one: ``stacks.step``'s forms rely on their layout)
+        kinds: dict[Entry, Any] = {}
+        if stacks is not None and stacks.carries:
+            moving = {prog.slots[i] for i in stacks.carries}
+            for node in prog.entries:
+                if any(x in moving for x in node.inputs):
+                    moving.add(node)
+                    if _new_array(node):
+                        kinds[node] = "new"
+            outs = [prog.at(r) for r in prog.outputs]
+            for i, j in stacks.carries.items():
+                if kinds.get(outs[j]) == "new":
+                    kinds[prog.slots[i]] = ("carry", stacks.inits[i])
+        # outputs a trip writes into a buffer (``stacks.into``): a ufunc's, read by no entry
+        into: dict[Entry, str] = {}
+        if stacks is not None and stacks.into:
+            outs = [prog.at(r) for r in prog.outputs]
+            read = {x for node in prog.entries for x in node.inputs}
+            into = {outs[i]: buf for i, buf in stacks.into.items()
+                    if outs.count(outs[i]) == 1 and outs[i] not in read}
+
+        # the entries of the outputs a trip may leave to after the loop (``stacks.defer``, the
+        # terms of sums), and those only they read: computed on the arrays of all steps
+        # (chunks of them), the trip keeping the values of its own they read
+        deferrable: set[Entry] = set()
+        if stacks is not None and stacks.defer:
+            outs = [prog.at(r) for r in prog.outputs]
+            targets = {outs[i] for i in stacks.defer if outs.count(outs[i]) == 1}
+            users: dict[Entry, list] = {}
+            for node in prog.entries:
+                for x in node.inputs:
+                    users.setdefault(x, []).append(node)
+            for node in reversed(prog.entries):
+                if (node in targets or node not in outs and users.get(node) and
+                        all(u in deferrable for u in users[node])) and \
+                        node.prim.statement is None and REGISTRY.get(node.prim.name) is node.prim:
+                    deferrable.add(node)
+        later: dict[Entry, str] = {}        # deferred entries -> their arrays (of a chunk)
+        kept: dict[Entry, str] = {}         # a trip's values they read -> arrays of all steps
+        chunks: dict[str, str] = {}         # an array of all steps -> its chunk's name
+        after: list[str] = []
+
+        names: dict[Any, str] = {}          # (names taken for them, before they are used)
+
+        def chunk_of(name: str) -> str:
+            if ("chunk", name) not in names:
+                names[("chunk", name)] = self.names.take(f"{name}_c")
+            return names[("chunk", name)]
+
+        def kept_of(x: Entry) -> str:
+            if ("kept", x) not in names:
+                names[("kept", x)] = self.names.take(f"{text_of[x]}_kept")
+            return names[("kept", x)]
+
+        def keep(x: Entry) -> None:         # the trip keeps x's values for the chunks
+            if x not in kept:
+                kept[x] = kept_of(x)
+                once.append(f"{kept[x]} = np.empty(({stacks.steps},) + "
+                            f"{self.value(tuple(x.shape))}, {self.value(np.dtype(x.dtype))})")
+                each.append(f"{kept[x]}[{stacks.step}] = {text_of[x]}")
+
+        def step_of(xs: Any) -> None:      # each step's value, where a trip reads it
+            for x in xs:
+                if x in whole and x not in taken:
+                    taken.add(x)
+                    each.append(f"{text_of[x]} = {whole[x]}[{stacks.step}]")
         for node in prog.entries:
             value = _fold(node, known)
             target = self.names.take(node.name)
@@ -307,6 +386,28 @@ class _Emitter:
                 self.namespace[target] = value
                 continue
             ins = [text_of[x] for x in node.inputs]
+            if node in deferrable and any(x in varies or x in whole or x in later
+                                          for x in node.inputs):
+                texts = [later[x] if x in later else chunk_of(whole[x]) if x in whole else
+                         chunk_of(kept_of(x)) if x in varies else text_of[x]
+                         for x in node.inputs]
+                form = stacks.form(node, texts, [x in later or x in whole or x in varies
+                                                 for x in node.inputs],
+                                   [_shape(x) for x in node.inputs], stacks.span,
+                                   functools.partial(self._stacked, node))
+                if form is not None:
+                    for x in node.inputs:
+                        if x in varies and x not in later:
+                            keep(x)
+                        if x in whole or x in varies and x not in later:
+                            name = whole.get(x) or kept[x]
+                            chunks.setdefault(name, chunk_of(name))
+                    later[node] = self.names.take(f"{target}_later")
+                    after.append(f"{later[node]} = {form}")
+                    continue
+            if any(x in later for x in node.inputs):     # (a term left in the loop after all)
+                stacks.defer = set()
+                return self.inline(b, args, fixed, stacks)
             if node.prim.statement is not None and REGISTRY.get(node.prim.name) is node.prim:
                 block = node.prim.statement(target, ins, node.attrs or {}, self)
             else:
@@ -314,10 +415,51 @@ class _Emitter:
                     node, ins, self.namespace, self.names, [_shape(x) for x in node.inputs])]
             if any(x in varies for x in node.inputs):
                 varies.add(node)
+                step_of(node.inputs)
+                fn = node.prim.forward
+                if node in into and _new_array(node):
+                    text_of[node] = into[node]
+                    block = [f"np.{fn.__name__}({', '.join(ins)}, out={into[node]})"]
+                elif stacks is not None and REGISTRY.get(node.prim.name) is node.prim:
+                    got = stacks.per_step(node, ins, [kinds.get(x, "fixed" if x not in varies and
+                                                            x not in whole else None)
+                                                  for x in node.inputs],
+                                      [_shape(x) for x in node.inputs])
+                    if got is not None:
+                        bound = self.names.take(f"{target}_fn")
+                        once.append(f"{bound} = {self.value(got[0])}({', '.join(got[1])})")
+                        block = [f"{target} = {bound}({got[2]})"]
                 each += block
+            elif any(x in whole for x in node.inputs):
+                form = stacks.form(node, [whole.get(x, text_of[x]) for x in node.inputs],
+                                   [x in whole for x in node.inputs],
+                                   [_shape(x) for x in node.inputs], stacks.steps,
+                                   functools.partial(self._stacked, node)) \
+                    if REGISTRY.get(node.prim.name) is node.prim and node.prim.statement is None \
+                    else None
+                if form is None:
+                    varies.add(node)
+                    step_of(node.inputs)
+                    each += block
+                else:
+                    whole[node] = self.names.take(f"{target}_all")
+                    once.append(f"{whole[node]} = {form}")
             else:
                 once += block
-        return once, each, [text_of[prog.at(r)] for r in prog.outputs]
+        outs = [prog.at(r) for r in prog.outputs]
+        if stacks is not None:
+            stacks.deferred = {i: later[outs[i]] for i in stacks.defer if outs[i] in later}
+            if any(x in later for i, x in enumerate(outs) if i not in stacks.deferred):
+                stacks.defer = set()
+                return self.inline(b, args, fixed, stacks)
+            stacks.after = [*(f"{c} = {name}[{stacks.lo}:{stacks.hi}]"
+                              for name, c in chunks.items()), *after]
+        step_of(o for o in outs if o not in later)
+        return once, each, [later.get(x) or text_of[x] for x in outs]
+
+    def _stacked(self, node: Entry, args: list[str]) -> str:
+        """The entry's numpy expression on these names (of arrays of all steps)."""
+        return _expression(node, args, self.namespace, self.names, [None] * len(args))
 
     def body(self, b: Any) -> str:
         got = self.made.get(id(b))
@@ -330,6 +472,13 @@ class _Emitter:
             self.header.append(f"    # {got}: the sub-program {_comment(b.name)!r}, compiled:")
             self.header += [f"    #   {_comment(line)}" for line in inner.source.splitlines()]
         return got
+
+
+def _new_array(node: Entry) -> bool:
+    """Whether an entry's value is an array numpy makes for it (a ufunc's, of an elementwise
+    record): C-contiguous, positive strides."""
+    return isinstance(node.prim.forward, np.ufunc) and node.prim.elementwise and \
+        not node.attrs and REGISTRY.get(node.prim.name) is node.prim
 
 
 def _guard_lines(guards: Any, name: str, namespace: dict, dispatch: bool) -> list[tuple]:
