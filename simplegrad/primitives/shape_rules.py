@@ -504,7 +504,11 @@ def gathered(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tup
     if values is not None:
         _in_range(values, x[a], "take_along_axis index")
     rest = broadcast_shapes(x[:a] + (1,) + x[a + 1:], idx[:a] + (1,) + idx[a + 1:])
-    return rest[:a] + (idx[a],) + rest[a + 1:], strong(dtypes[0])
+    out = rest[:a] + (idx[a],) + rest[a + 1:]
+    if x[a] == 0 and math.prod(out):
+        raise ShapeRuleError(f"indices of shape {idx} into axis {a} of an input of shape {x}, "
+                             "which is empty: no index is in bounds")
+    return out, strong(dtypes[0])
 
 
 def scattered_along(shapes: Sequence[tuple], dtypes: Sequence[Any], attrs: dict) -> tuple:
