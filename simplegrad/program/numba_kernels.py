@@ -212,10 +212,13 @@ class Kernel:
                             *(f"o{at[j]}" for j in arrays), "sums"])
         lines = [f"def kernel({params}):", f"    n = {size}"]
         lines += [f"    acc{at[j]} = 0.0" for j in group.sums]
-        lines += [f"    for b in range(0, n, {BLOCK}):", f"        m = min({BLOCK}, n - b)",
+        # (no min(): numba compiles its overload on first use, tens of ms of a cold start)
+        lines += [f"    for b in range(0, n, {BLOCK}):",
+                  f"        m = n - b if n - b < {BLOCK} else {BLOCK}",
                   f"        h = (m + {CHAINS - 1}) // {CHAINS}"]
         starts = ["0"] + [f"{c} * h" if c > 1 else "h" for c in range(1, CHAINS)]
-        lines += [f"        f{c} = min({starts[c]}, m - h)" for c in range(1, CHAINS)]
+        lines += [f"        f{c} = {starts[c]} if {starts[c]} < m - h else m - h"
+                  for c in range(1, CHAINS)]
         lines += [f"        s{at[j]} = 0.0" for j in group.sums]
         # chain c computes values b + f_c + i; an unsigned index: no wraparound, so LLVM
         # vectorises without a check that the output overlaps the inputs
