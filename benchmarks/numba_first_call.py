@@ -11,8 +11,7 @@ compile of a one-line function, which pays numba's lazy initialisation (its typi
 lowering registries, and scipy's BLAS, which numba loads on first use). Seconds are wall
 clock and CPU time of the process (on a loaded machine CPU time is the steadier figure); the
 minimum over rounds is kept (noise only adds). Targets: cold <= 0.6 s, warm <= 0.2 s beyond
-numba's import; "beyond floor" subtracts numba's floor too (a cold compile pays it, a warm
-load from simplegrad's kernel cache never initialises numba's compiler).
+numba's import.
 Run: python benchmarks/numba_first_call.py [--quick]
 """
 
@@ -162,7 +161,7 @@ def main() -> None:
     print(f"import numba: {imp[0]:.3f} s ({imp[1]:.3f} s CPU); numba's first compile of a "
           f"one-line function (its lazy initialisation): {floor[0]:.3f} s ({floor[1]:.3f} s CPU)")
     print(f"{'program':8s} {'cache':5s} {'s beyond import':>16s} {'CPU s':>7s} "
-          f"{'beyond floor':>13s} {'jax.jit first':>14s} {'x jax':>6s} {'target':>7s}")
+          f"{'jax.jit first':>14s} {'x jax':>6s} {'target':>7s}")
     rows = []
     for what in WORKLOADS:
         jax_s = _best(got[f"{what} jax"], "first")[0] if have_jax else None
@@ -172,9 +171,7 @@ def main() -> None:
             wall, cpu = _best(got[f"{what} {temp}"], "first")
             ratio = f"{wall / jax_s:6.2f}" if jax_s else "   n/a"
             jtext = f"{jax_s:14.3f}" if jax_s else f"{'n/a':>14s}"
-            past = f"{wall - floor[0]:13.3f}" if temp == "cold" else f"{'-':>13s}"
-            print(f"{what:8s} {temp:5s} {wall:16.3f} {cpu:7.3f} {past} {jtext} {ratio} "
-                  f"{target:7.1f}")
+            print(f"{what:8s} {temp:5s} {wall:16.3f} {cpu:7.3f} {jtext} {ratio} {target:7.1f}")
             cols = {"simplegrad": wall / jax_s, "JAX jit": 1.0} if jax_s else {}
             rows.append({"workload": f"sg.compile(backend='numba') + first call, fresh process, "
                          f"{temp} cache: {what} ({wall:.2f} s, {cpu:.2f} s CPU)",
