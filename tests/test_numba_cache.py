@@ -106,3 +106,14 @@ def test_an_unwritable_cache_compiles_in_memory(tmp_path, monkeypatch):
     assert len(kernels) == 1 and blocked.read_text() == "not a directory"
     xv = np.random.default_rng(1).uniform(-1.5, 1.5, 3000)
     np.testing.assert_allclose(g, sg.compile(program())(xv)[1], rtol=1e-12, atol=1e-14)
+
+
+def test_pointers_read_through_ctypes_give_the_same_values(cache, monkeypatch):
+    """Where an array's data pointer cannot be read from its object (another numpy's layout),
+    the kernel takes ``.ctypes.data``: the same values."""
+    prog = program()
+    _, a = compiled(prog, monkeypatch)
+    monkeypatch.setattr(numba_kernels, "_data_field", lambda: (None, 0))
+    _, b = compiled(prog, monkeypatch)
+    for u, v in zip(a, b):
+        assert np.array_equal(u, v)

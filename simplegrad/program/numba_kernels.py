@@ -273,18 +273,44 @@ def _runner(address: int, keep: Any, inputs: int, outs: list[np.dtype], sums: in
 
     unused = np.zeros(1)
     nowhere = unused.ctypes.data    # (the sums' pointer of a kernel with none: never written)
-
-    def run(*args: np.ndarray) -> tuple:
-        made = [np.empty(size, k) for k in outs]
-        if not sums:
-            call(*[a.ctypes.data for a in args], *[o.ctypes.data for o in made], nowhere)
-            return tuple(made)
-        total = np.zeros(sums)
-        call(*[a.ctypes.data for a in args], *[o.ctypes.data for o in made],
-             total.ctypes.data)
-        return (*made, *total)
+    read, at = _data_field()
+    if read is None:
+        def run(*args: np.ndarray) -> tuple:
+            made = [np.empty(size, k) for k in outs]
+            total = np.zeros(sums) if sums else unused
+            call(*[a.ctypes.data for a in args], *[o.ctypes.data for o in made],
+                 total.ctypes.data)
+            return (*made, *total[:sums])
+    else:
+        def run(*args: np.ndarray) -> tuple:
+            made = [np.empty(size, k) for k in outs]
+            if not sums:
+                call(*[read(id(a) + at).value for a in args],
+                     *[read(id(o) + at).value for o in made], nowhere)
+                return tuple(made)
+            total = np.zeros(sums)
+            call(*[read(id(a) + at).value for a in args],
+                 *[read(id(o) + at).value for o in made], read(id(total) + at).value)
+            return (*made, *total)
     run.keep = (keep, unused)   # (the machine code lives as long as what holds it)
     return run
+
+
+@functools.cache
+def _data_field() -> tuple[Callable | None, int]:
+    """How to read an array's data pointer fast: numpy's array object keeps it right after
+    the object header (what ``PyArray_DATA`` reads), a microsecond less than ``.ctypes.data``
+    per argument; used only where it agrees with ``.ctypes.data`` here (else None)."""
+    import ctypes
+    read, at = ctypes.c_void_p.from_address, object.__basicsize__
+    probe = np.arange(16.0)
+    arrays = [probe, probe[5:], probe[::2], np.zeros(3, bool), np.empty(1000)]
+    try:
+        if all(read(id(a) + at).value == a.ctypes.data for a in arrays):
+            return read, at
+    except (ValueError, OverflowError):
+        pass
+    return None, 0
 
 
 # ---------------------------------------------------------------- the kernel cache
