@@ -71,18 +71,21 @@ def test_value_and_gradient_of_an_elementwise_chain_fuse_into_one_loop():
     np.testing.assert_allclose(fast(xv)[1], fd, rtol=1e-6, atol=1e-8)
 
 
-def test_the_fused_loop_is_vectorised_without_gathers_or_overlap_checks():
+def test_the_fused_loop_is_vectorised_without_gathers_or_overlap_checks(tmp_path, monkeypatch):
     """The loop LLVM vectorises reads each array at consecutive indices: no gather (2^k is built
     from its bits, not read from a table) and no runtime check that an output overlaps an input
     (with numba's wraparound of negative indices, LLVM guarded the vector loop with one, which
     sent every block down the scalar loop when malloc placed the output just past an input)."""
+    from simplegrad.program import numba_kernels
     from simplegrad.program.numba_backend import fuse
 
+    monkeypatch.setenv("SIMPLEGRAD_CACHE_DIR", str(tmp_path))    # compiled here: its IR kept
+    monkeypatch.setattr(numba_kernels, "_BUILT", {})
     op = sg.Ops()
     x = op.var(np.linspace(0.1, 1.0, 5000), name="x")
     L = chain(x).sum()
     _, kernels, _ = fuse(op.program([x], [L, op.grad(L, x)]))
-    (llvm,) = kernels[0].function.inspect_llvm().values()
+    llvm = kernels[0].llvm()
     assert "vector.body" in llvm and re.search(r"<\d+ x double>", llvm)
     assert "gather" not in llvm and "vector.memcheck" not in llvm
 
@@ -251,3 +254,22 @@ def test_missing_numba_names_the_extra(monkeypatch):
     x = op.var(np.ones(3))
     with pytest.raises(sg.MissingToolError, match=r"simplegrad\[numba\]"):
         sg.compile(op.program([x], [x * 2.0]), backend="numba")
+
+
+def test_bool_arrays_in_and_out_of_a_kernel_pass_as_bytes():
+    """A mask the kernel reads and a comparison it writes (a C function of pointers: bools are
+    bytes) equal the numpy backend's."""
+    op = sg.Ops()
+    x = op.var(np.linspace(-1, 1, 3000), name="x")
+    mask = np.random.default_rng(1).uniform(size=3000) > 0.5
+    h = x * 2.0
+    c = h > 0.1
+    y = op.where(mask, op.where(c, h * h, -h) * 3.0, h + 1.0)
+    prog = op.program([x], [(y * x).sum(), op.grad((y * x).sum(), x), c])
+    fast = sg.compile(prog, backend="numba")
+    assert len(fast.kernels) == 1 and fast.fallback == () and "!= 0" in fast.kernels[0]
+    xv = np.random.default_rng(0).uniform(-1, 1, 3000)
+    (l0, g0, c0), (l1, g1, c1) = sg.compile(prog)(xv), fast(xv)
+    assert c1.dtype == bool and np.array_equal(c0, c1)
+    close(l0, l1, scale=float(np.abs(xv).sum()) * 10)
+    close(g0, g1)

@@ -8,9 +8,11 @@ SIMD loops run those between fused loops); exp and tanh are written into the loo
 numba_kernels.py); a full ``sum`` of a member joins as an accumulator. A group closes when anything
 outside it reads one of its values. Each group of at least ``MIN_ENTRIES`` entries and
 ``MIN_SIZE`` values becomes one kernel: one pass over memory computing every member per
-element and writing only the values read outside it, compiled by numba (``nopython``,
-``error_model="numpy"``: a division by zero gives inf or nan as in numpy; fastmath only with
-flags that keep nan and inf: contraction, reassociation, reciprocals and signed zeros). Sums
+element and writing only the values read outside it, compiled by numba as a C function of
+pointers (``numba.cfunc``, ``error_model="numpy"``: a division by zero gives inf or nan as in
+numpy; fastmath only with flags that keep nan and inf: contraction, reassociation, reciprocals
+and signed zeros), its machine code kept on disk and loaded without numba's compiler in the
+next process (numba_kernels.py, "the kernel cache"). Sums
 run in blocks of ``numba_kernels.BLOCK`` values, so their rounding stays close to numpy's
 pairwise sum.
 

@@ -8,17 +8,19 @@ operations, bound by their latency, and independent chains fill the gaps (LLVM v
 loop, so each chain is a vector of values). An entry whose record states its fused form
 (``Primitive.numba``: operators and ``where`` as Python expressions, ``exp`` and ``tanh`` as
 calls ``_w_exp``, ``_w_tanh`` of numba functions of arithmetic alone, ``written``) is written
-so, numpy ufuncs as themselves, and other forwards as calls of numba-compiled helpers."""
+so, numpy ufuncs as themselves, and other forwards as calls of numba-compiled helpers. The kernel
+is a C function of pointers: its inputs, then its outputs (allocated by the caller, ``_runner``)
+and an array for its sums; its machine code is cached on disk (below)."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
 import inspect
+import json
 import math
 import os
 import sys
-import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -193,22 +195,30 @@ class Kernel:
                     names[key] = f"a{len(self.inputs)}"
                     self.inputs.append(r)
                 one = int(np.prod(arg_meta(prog, r)[0])) == 1 and size != 1
-                args.append(f"{names[key]}[{'0' if one else '{i}'}]")
+                read = f"{names[key]}[{'0' if one else '{i}'}]"
+                # a bool array is passed as bytes: read back as a bool
+                boolean = np.dtype(arg_meta(prog, r)[1]).kind == "b"
+                args.append(f"({read} != 0)" if boolean else read)
             body.append(f"t{at[j]}{{c}} = {_scalar_expr(node.prim, args, self.helpers)}")
             if j in outputs or readers.get(j, set()) - members:
                 self.outputs.append(j)
                 body.append(f"o{at[j]}[{{i}}] = t{at[j]}{{c}}")
+        arrays = list(self.outputs)
         self.outputs += list(group.sums)
-        params = ", ".join(names[(r.kind, r.index)] for r in self.inputs)
+        self.size = size
+        # the caller allocates the outputs and passes them after the inputs, then an array
+        # for the sums: a C function of pointers (numba_kernels' cache loads it without numba)
+        params = ", ".join([*(names[(r.kind, r.index)] for r in self.inputs),
+                            *(f"o{at[j]}" for j in arrays), "sums"])
         lines = [f"def kernel({params}):", f"    n = {size}"]
-        for j in self.outputs[:len(self.outputs) - len(group.sums)]:
-            kind = "np.bool_" if np.dtype(prog.entries[j].dtype).kind == "b" else "np.float64"
-            lines.append(f"    o{at[j]} = np.empty(n, {kind})")
         lines += [f"    acc{at[j]} = 0.0" for j in group.sums]
-        lines += [f"    for b in range(0, n, {BLOCK}):", f"        m = min({BLOCK}, n - b)",
+        # (no min(): numba compiles its overload on first use, tens of ms of a cold start)
+        lines += [f"    for b in range(0, n, {BLOCK}):",
+                  f"        m = n - b if n - b < {BLOCK} else {BLOCK}",
                   f"        h = (m + {CHAINS - 1}) // {CHAINS}"]
         starts = ["0"] + [f"{c} * h" if c > 1 else "h" for c in range(1, CHAINS)]
-        lines += [f"        f{c} = min({starts[c]}, m - h)" for c in range(1, CHAINS)]
+        lines += [f"        f{c} = {starts[c]} if {starts[c]} < m - h else m - h"
+                  for c in range(1, CHAINS)]
         lines += [f"        s{at[j]} = 0.0" for j in group.sums]
         # chain c computes values b + f_c + i; an unsigned index: no wraparound, so LLVM
         # vectorises without a check that the output overlaps the inputs
@@ -226,46 +236,109 @@ class Kernel:
             lines += [f"            s{at[j]} {acc} {term}_{c} if i + f{c} >= {starts[c]} else 0.0"
                       for c in range(1, CHAINS)]
         lines += [f"        acc{at[j]} += s{at[j]}" for j in group.sums]
-        rets = [f"o{at[j]}" if j not in group.sums else f"acc{at[j]}" for j in self.outputs]
-        lines.append(f"    return ({', '.join(rets)},)")
+        lines += [f"    sums[{k}] = acc{at[j]}" for k, j in enumerate(group.sums)]
+        lines.append("    return")
         self.source = "\n".join(lines) + "\n"
 
     def build(self, numba: Any, prog: Program) -> Callable:
-        """The compiled kernel (compiled now, for the arguments' types), from the on-disk
-        cache when an identical kernel was compiled before."""
-        args = []
-        for r in self.inputs:
-            dtype = arg_meta(prog, r)[1]
-            # read-only: accepts writable arrays too (recorded values are read-only)
-            args.append(numba.types.Array(numba.from_dtype(np.dtype(dtype)), 1, "C",
-                                           readonly=True))
-        outs = []
-        for j in self.outputs:
-            dtype = np.dtype(prog.entries[j].dtype)
-            outs.append(numba.from_dtype(dtype) if j in self.group.sums else
-                        numba.from_dtype(dtype)[::1])
-        sig = numba.types.Tuple(outs)(*args)
-        key = _key(numba, self.source, str(sig), self.helpers)
-        self.function = _BUILT.get(key)
-        if self.function is None:
-            self.function = _BUILT[key] = _compiled(numba, key, self.source, sig,
-                                                    self.helpers)
-        return self.function
+        """The compiled kernel, a function of flat contiguous arrays returning the outputs
+        (members' arrays, then sums): from the on-disk cache when an identical kernel was
+        compiled before, else compiled now."""
+        sums = set(self.group.sums)
+        kinds = [np.dtype(arg_meta(prog, r)[1]) for r in self.inputs]
+        outs = [np.dtype(prog.entries[j].dtype) for j in self.outputs if j not in sums]
+        key = _key(self.source, [*kinds, "->", *outs], self.helpers)
+        got = _BUILT.get(key)
+        self.loaded = False
+        if got is None:
+            address, keep, self.loaded = _compiled(numba, key, self.source,
+                                                   [*kinds, *outs], self.helpers)
+            got = _BUILT[key] = _runner(address, keep, len(kinds), outs, len(sums),
+                                        self.size)
+        self.function = got
+        return got
+
+    def llvm(self) -> str | None:
+        """The kernel's optimised LLVM IR, when it was compiled in this process."""
+        keep = getattr(self.function, "keep", (None,))[0]
+        return keep.inspect_llvm() if hasattr(keep, "inspect_llvm") else None
+
+
+def _runner(address: int, keep: Any, inputs: int, outs: list[np.dtype], sums: int,
+            size: int) -> Callable:
+    """The kernel at ``address`` as a Python function: the outputs allocated here."""
+    import ctypes
+    proto = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (inputs + len(outs) + 1))
+    call = proto(address)
+
+    unused = np.zeros(1)
+    nowhere = unused.ctypes.data    # (the sums' pointer of a kernel with none: never written)
+    read, at = _data_field()
+    if read is None:
+        def run(*args: np.ndarray) -> tuple:
+            made = [np.empty(size, k) for k in outs]
+            total = np.zeros(sums) if sums else unused
+            call(*[a.ctypes.data for a in args], *[o.ctypes.data for o in made],
+                 total.ctypes.data)
+            return (*made, *total[:sums])
+    else:
+        def run(*args: np.ndarray) -> tuple:
+            made = [np.empty(size, k) for k in outs]
+            if not sums:
+                call(*[read(id(a) + at).value for a in args],
+                     *[read(id(o) + at).value for o in made], nowhere)
+                return tuple(made)
+            total = np.zeros(sums)
+            call(*[read(id(a) + at).value for a in args],
+                 *[read(id(o) + at).value for o in made], read(id(total) + at).value)
+            return (*made, *total)
+    run.keep = (keep, unused)   # (the machine code lives as long as what holds it)
+    return run
+
+
+@functools.cache
+def _data_field() -> tuple[Callable | None, int]:
+    """How to read an array's data pointer fast: numpy's array object keeps it right after
+    the object header (what ``PyArray_DATA`` reads), a microsecond less than ``.ctypes.data``
+    per argument; used only where it agrees with ``.ctypes.data`` here (else None)."""
+    import ctypes
+    read, at = ctypes.c_void_p.from_address, object.__basicsize__
+    probe = np.arange(16.0)
+    arrays = [probe, probe[5:], probe[::2], np.zeros(3, bool), np.empty(1000)]
+    try:
+        if all(read(id(a) + at).value == a.ctypes.data for a in arrays):
+            return read, at
+    except (ValueError, OverflowError):
+        pass
+    return None, 0
 
 
 # ---------------------------------------------------------------- the kernel cache
 
 # A kernel is compiled once per source, argument types and helpers: in a process (``_BUILT``,
 # so a program's identical groups and a program compiled again share one function), and on
-# disk, by numba's ``cache=True``, which needs the function's source in a file: each kernel is
-# written to ``<cache>/numba/k<hash>.py`` (the hash of its source, its signature, its helpers'
-# source, this module's own source, and numba's, numpy's and Python's versions), and numba
-# keeps its compiled code beside it in ``__pycache__``. The cache directory is
+# disk: numba compiles it as a C function of pointers (``numba.cfunc``) and its machine code
+# (the object file LLVM made) is written to ``<cache>/numba/k<hash>.o``, the hash of its
+# source, its argument types, its helpers' source, this module's own source, the versions of
+# numba, llvmlite, numpy and Python and the CPU (name and features). Loading one links the
+# object with llvmlite alone, in milliseconds: numba's typing and lowering, and its lazy
+# initialisation (hundreds of ms), are never run. The file starts with a header naming the
+# kernel's key, its symbol, the outside functions it calls (each must resolve in the process,
+# else the kernel is compiled again) and the sha256 of the code: a file that is not whole, or
+# not ours, is deleted and the kernel compiled again. A kernel that calls a function numba
+# provides itself (not in the C library) is kept in memory only. The cache directory is
 # ``$SIMPLEGRAD_CACHE_DIR``, else ``$XDG_CACHE_HOME/simplegrad``, else ``~/.cache/simplegrad``
 # (read when a kernel is built); where it cannot be written, kernels are compiled in memory.
-# A cache file numba cannot read is deleted and the kernel compiled again.
 _BUILT: dict[str, Any] = {}
 _KERNEL = "kernel"
+_MAGIC = b"simplegrad numba kernel 2\n"
+# LLVM intrinsics the code generator turns into calls of the C library (others are
+# instructions)
+_LIBCALLS = {"floor": "floor", "ceil": "ceil", "trunc": "trunc", "rint": "rint",
+             "nearbyint": "nearbyint", "round": "round", "maxnum": "fmax", "minnum": "fmin",
+             "pow": "pow", "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2",
+             "log10": "log10", "sin": "sin", "cos": "cos", "powi": "__powidf2",
+             "memset": "memset", "memcpy": "memcpy", "memmove": "memmove"}
 
 
 def cache_dir() -> Path:
@@ -285,6 +358,17 @@ def _own_source() -> str:
     return Path(__file__).read_text()
 
 
+@functools.cache
+def _machine() -> str:
+    """The versions and the CPU the machine code is made for (part of every key)."""
+    import llvmlite
+    import llvmlite.binding as ll
+    return "\0".join([sys.modules["numba"].__version__, llvmlite.__version__, np.__version__,
+                      sys.version,
+                      ll.get_process_triple(), ll.get_host_cpu_name(),
+                      ll.get_host_cpu_features().flatten()])
+
+
 def _helper_source(fn: Callable) -> str:
     try:
         return inspect.getsource(fn)
@@ -293,8 +377,8 @@ def _helper_source(fn: Callable) -> str:
         return repr((code.co_code, code.co_consts)) if code is not None else repr(fn)
 
 
-def _key(numba: Any, source: str, sig: str, helpers: dict) -> str:
-    parts = [source, sig, _own_source(), numba.__version__, np.__version__, sys.version,
+def _key(source: str, kinds: list, helpers: dict) -> str:
+    parts = [source, repr([str(k) for k in kinds]), _own_source(), _machine(),
              *(f"{k}\n{_helper_source(fn)}" for k, fn in sorted(helpers.items()))]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
@@ -307,45 +391,121 @@ def _namespace(numba: Any, helpers: dict) -> dict[str, Any]:
     return space
 
 
-def _compiled(numba: Any, key: str, source: str, sig: Any, helpers: dict) -> Any:
-    """The kernel compiled for ``sig``: loaded from the cache directory, or compiled and
-    saved there, or (where it cannot be written) compiled in memory."""
-    folder = cache_dir()
-    path = folder / f"k{key}.py"
-    text = f"# a simplegrad numba kernel (generated; safe to delete)\n{source}"
+def _compiled(numba: Any, key: str, source: str, kinds: list[np.dtype], helpers: dict
+              ) -> tuple[int, Any, bool]:
+    """The kernel's address, what keeps its code alive, and whether it was loaded from the
+    cache directory (else compiled now, and saved there where it can be)."""
+    path = cache_dir() / f"k{key}.o"
+    got = _load(path, key)
+    if got is not None:
+        return (*got, True)
+    space = _namespace(numba, helpers)
+    exec(compile(source, "<simplegrad numba kernel>", "exec"), space)  # noqa: S102
+    T = numba.types
+    sig = T.void(*[T.CPointer(T.uint8 if k.kind == "b" else numba.from_dtype(k))
+                   for k in kinds], T.CPointer(T.float64))
+    fn = numba.cfunc(sig, error_model="numpy", fastmath=set(FASTMATH),
+                     pipeline_class=_no_alias(numba))(space[_KERNEL])
+    _save(path, key, fn)
+    return fn.address, fn, False
+
+
+@functools.cache
+def _no_alias(numba: Any) -> type:
+    """numba's compiler, told that the kernel's pointers do not alias: the outputs are new
+    arrays and the inputs are only read (so LLVM vectorises the loop with no runtime check
+    that an output overlaps an input)."""
+    from numba.core.compiler import Compiler
+
+    class NoAlias(Compiler):
+        def __init__(self, typingctx: Any, targetctx: Any, library: Any, args: Any,
+                     return_type: Any, flags: Any, locals: Any):
+            flags.noalias = True
+            super().__init__(typingctx, targetctx, library, args, return_type, flags, locals)
+    return NoAlias
+
+
+def _save(path: Path, key: str, fn: Any) -> None:
+    """The kernel's machine code written to ``path`` (nothing where it cannot be)."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        if not path.is_file() or path.read_text() != text:     # absent, or not ours
-            part = folder / f".k{key}.{os.getpid()}.tmp"
-            part.write_text(text)
-            os.replace(part, path)      # whole or absent, for a process reading it now
+        library = fn._library
+        code = library._get_compiled_object()
+        calls = set()
+        for f in library._final_module.functions:
+            if f.is_declaration:
+                name = f.name
+                if name.startswith("llvm."):
+                    name = _LIBCALLS.get(name.split(".")[1])
+                if name is not None:
+                    calls.add(name)
+    except Exception:   # noqa: BLE001 (numba's internals differ between versions)
+        return
+    if not all(_resolves(name) for name in calls):
+        return          # a function of numba's runtime: not there before numba compiles
+    head = json.dumps({"key": key, "symbol": fn.native_name, "calls": sorted(calls),
+                       "sha256": hashlib.sha256(code).hexdigest()}).encode()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.parent / f".{path.name}.{os.getpid()}.tmp"
+        part.write_bytes(_MAGIC + head + b"\n" + code)
+        os.replace(part, path)      # whole or absent, for a process reading it now
     except OSError:
-        return _jit(numba, sig, _function(numba, source, "<simplegrad numba kernel>",
-                                          helpers, None), cache=False)
+        pass
+
+
+def _load(path: Path, key: str) -> tuple[int, Any] | None:
+    """The cached kernel's address and its execution engine, or None (absent, or a file
+    that is not a whole kernel of this key: deleted)."""
     try:
-        return _jit(numba, sig, _function(numba, text, str(path), helpers, key), cache=True)
-    except Exception:   # noqa: BLE001 (an unreadable cache file raises what its reader does)
-        stale = list((folder / "__pycache__").glob(f"k{key}.*"))
-        if not stale:
-            raise           # nothing was read from disk: numba cannot compile the kernel
-        for f in stale:
-            f.unlink(missing_ok=True)
-    return _jit(numba, sig, _function(numba, text, str(path), helpers, key), cache=True)
+        data = path.read_bytes()
+    except OSError:
+        return None
+    import llvmlite.binding as ll
+    try:
+        if not data.startswith(_MAGIC):
+            raise ValueError("not a kernel")
+        head, code = data[len(_MAGIC):].split(b"\n", 1)
+        meta = json.loads(head)
+        if meta["key"] != key or hashlib.sha256(code).hexdigest() != meta["sha256"]:
+            raise ValueError("not this kernel, or not whole")
+        if not all(_resolves(name) for name in meta["calls"]):
+            return None
+        engine = _engine(ll)
+        engine.add_object_file(ll.ObjectFileRef.from_data(code))
+        engine.finalize_object()
+        address = engine.get_function_address(meta["symbol"])
+        if not address:
+            raise ValueError("no kernel in the file")
+    except (ValueError, KeyError, TypeError, RuntimeError):
+        path.unlink(missing_ok=True)
+        return None
+    return address, engine
 
 
-def _function(numba: Any, text: str, filename: str, helpers: dict, key: str | None
-              ) -> Callable:
-    """The kernel's Python function, defined in a module of its own (numba's cache rebuilds
-    a function's globals by importing its module by name)."""
-    name = f"simplegrad_numba_k{key}" if key else "simplegrad_numba_kernel"
-    module = types.ModuleType(name)
-    module.__file__ = filename
-    module.__dict__.update(_namespace(numba, helpers))
-    exec(compile(text, filename, "exec"), module.__dict__)  # noqa: S102 (generated above)
-    if key:
-        sys.modules[name] = module
-    return module.__dict__[_KERNEL]
+def _resolves(name: str) -> bool:
+    """Whether the linker finds ``name`` in this process without numba compiling anything:
+    the C library's and Python's functions, and numba's C helpers (the error path of a
+    C function: take the GIL, report the exception), which are installed here."""
+    import ctypes
+
+    import llvmlite.binding as ll
+    _helpers()
+    return bool(ll.address_of_symbol(name)) or hasattr(ctypes.CDLL(None), name)
 
 
-def _jit(numba: Any, sig: Any, fn: Callable, cache: bool) -> Any:
-    return numba.njit(sig, error_model="numpy", fastmath=set(FASTMATH), cache=cache)(fn)
+@functools.cache
+def _helpers() -> None:
+    try:
+        from numba.core.base import _load_global_helpers
+        _load_global_helpers()
+    except Exception:   # noqa: BLE001, S110 (another numba: its kernels are compiled again)
+        pass
+
+
+def _engine(ll: Any) -> Any:
+    """An execution engine of its own for one kernel (kernels compiled in different
+    processes may share symbol names)."""
+    ll.initialize_native_target()
+    ll.initialize_native_asmprinter()
+    machine = ll.Target.from_default_triple().create_target_machine(codemodel="jitdefault")
+    return ll.create_mcjit_compiler(ll.parse_assembly(""), machine)
