@@ -37,6 +37,7 @@ def site(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_the_site_builds_strict_with_every_page_and_picture(site):
     for page in nav_pages():
         built = site / ("index.html" if page == "index.md" else page[:-3] + "/index.html")
@@ -50,6 +51,7 @@ def test_the_site_builds_strict_with_every_page_and_picture(site):
         assert (site / picture).is_file()
 
 
+@pytest.mark.slow
 def test_chromium_renders_the_home_page_with_its_picture(site, tmp_path):
     browser = figures.browser()
     if browser is None:

@@ -628,6 +628,7 @@ def _chain(n: int) -> tuple[sg.Variable, sg.Variable]:
     return x, y.sum()
 
 
+@pytest.mark.slow
 def test_million_op_chain_values_only() -> None:
     """A chain of 10^6 recorded ops differentiates without RecursionError (about 6 s here)."""
     x, L = _chain(CHAIN)

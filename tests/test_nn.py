@@ -178,6 +178,7 @@ def test_train_eval_and_repr(rng):
 
 # ---------------------------------------------------------------- against PyTorch
 
+@pytest.mark.slow
 def test_layers_match_pytorch(rng):
     torch = pytest.importorskip("torch")
     x = rng.normal(size=(6, 4))
