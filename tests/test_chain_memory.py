@@ -81,6 +81,7 @@ def habits(X: np.ndarray, W0: np.ndarray) -> dict[str, tuple[Callable[[], Any], 
     return {"sg.grad": (by_grad, 0), "op.grad": (by_ops, 2), "backward": (by_parameter, 1)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("habit", ["sg.grad", "op.grad", "backward"])
 def test_chain_peak_is_two_arrays_a_step_and_five_working(habit, data):
     X, W0 = data
@@ -111,6 +112,7 @@ def test_value_only_sweep_holds_five_arrays(how, data):
     assert got <= 5 * ONE + 16_000, f"{how}: the backward held {got / ONE:.2f} arrays"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("habit", ["sg.grad", "op.grad", "backward"])
 def test_a_loop_of_steps_peaks_as_one_step(habit, data):
     """In a loop the previous step's loss is still bound while the next forward runs: a

@@ -20,7 +20,7 @@ CASES = [
     ("lanczos_hessian.py", "all checks passed"),
     ("ode_fit.py", "all checks passed"),
     ("newton_solve.py", "all checks passed"),
-    ("poisson_pinn.py", "all checks passed"),
+    pytest.param("poisson_pinn.py", "all checks passed", marks=pytest.mark.slow),
     pytest.param("hutchinson.py", "all checks passed", marks=pytest.mark.slow),
     pytest.param("train_digits.py", "largest gradient error seen", marks=pytest.mark.slow),
     pytest.param("train_digits.py --habit jax", "jax habit", marks=pytest.mark.slow),

@@ -33,6 +33,7 @@ def test_laplacian_equals_hessian_trace(d):
     np.testing.assert_allclose(sg.laplacian(f, method="hessian")(x), lap, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_laplacian_against_sympy():
     W1, W2, w3 = mlp(2, width=3, seed=5)
     xs = sympy.symbols("x0 x1")

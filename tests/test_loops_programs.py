@@ -236,6 +236,7 @@ def _peak(fn) -> int:
         tracemalloc.stop()
 
 
+@pytest.mark.slow
 def test_a_recorded_gradient_with_k_checkpoints_keeps_k_carries() -> None:
     size, k, n = 4000, 30, 1500
     recorded_gradient(3, size, k)        # (the bodies' derivatives traced once)

@@ -20,6 +20,7 @@ def _data(rng, n=64):
     return X, Y
 
 
+@pytest.mark.slow
 def test_pytorch_habit_loop_has_flat_memory_and_fits_least_squares(rng):
     # each step's graph holds several 80 kB arrays: a graph kept per step would add ~1 GB
     X, Y = _data(rng, 10_000)

@@ -71,6 +71,7 @@ def test_tanh_derivatives_expand_to_their_polynomials(n):
         np.testing.assert_allclose(got, by_recurrence(n, x), rtol=0, atol=1e-14 * scale)
 
 
+@pytest.mark.slow
 def test_tanh_derivatives_against_sympy():
     sympy = pytest.importorskip("sympy")
     s = sympy.symbols("s")

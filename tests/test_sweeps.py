@@ -180,6 +180,7 @@ def test_released_variables_are_leaves_that_still_work():
         op.grad(z, x)                                  # the path from x was released
 
 
+@pytest.mark.slow
 def test_transforms_release_their_own_ops():
     import gc
     gc.collect()
