@@ -249,7 +249,15 @@ def _elementwise(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> 
     b = inputs[1]
     sa, sb = type(a) is Stack, type(b) is Stack
     if sa is sb:
-        return None if sa else prim.forward(a, b, **attrs) if attrs else prim.forward(a, b)
+        if not sa:
+            return prim.forward(a, b, **attrs) if attrs else prim.forward(a, b)
+        if a.diag is not None or b.diag is not None:
+            return None
+        ia, ib = a.inner, b.inner       # two dense stacks of one rank: as the general path
+        if ia.ndim != ib.ndim or ia.shape[0] != ib.shape[0]:
+            return None
+        return Stack(prim.forward(ia, ib, **attrs) if attrs else prim.forward(ia, ib),
+                     fresh=type(prim.forward) is np.ufunc)
     s, p = (a, b) if sa else (b, a)
     if s.diag is not None:
         return None
