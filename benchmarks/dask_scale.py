@@ -14,8 +14,8 @@ run on every chunk. Printed:
     1 and 2 worker processes (4 too when the machine has 4 cores), one thread each, the data
     persisted on the workers first, so both sides time the gradient alone; numpy and dask
     alternate round by round, so each ratio is of the same moments; beside each, the same
-    ratio of CPU times (numpy's process against every process of the cluster: on a machine
-    whose other jobs keep the cores busy, waiting for a core stretches wall time, not CPU);
+    ratio of CPU times (this process and the cluster's, counted for both: on a machine whose
+    other jobs keep the cores busy, waiting for a core stretches wall time, not CPU);
   - the peak resident memory of this (the client) process, sampled every 5 ms, while
     ``map_chunks`` computes the gradient of data generated lazily on the workers, for N and
     10 N rows: it stays flat (only the 33 numbers of the gradient come back), where holding
@@ -136,8 +136,8 @@ def main() -> None:
         chunk = dict(cases)[rows]
         print(f"{rows:10,d} {rows // chunk:6d} {n:7d} {ratio:8.2f} "
               f"{'>= ' + format(goal, '.2f') if goal else '':>8s} {cpu_ratios[n, rows]:11.2f}")
-    print("(x numpy: numpy's wall time over map_chunks'; CPU x numpy: numpy's CPU time over "
-          "the CPU map_chunks\ntakes all processes together, which a loaded machine "
+    print("(x numpy: numpy's wall time over map_chunks'; CPU x numpy: the same of CPU times, "
+          "this process and\nthe cluster's counted for both, which waiting for a busy core "
           "stretches less than wall time)")
     for rows, _ in cases:
         print(f"{rows:10,d} rows: 2 workers / 1 worker {ratios[2, rows] / ratios[1, rows]:.2f} "
