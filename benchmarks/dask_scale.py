@@ -13,7 +13,9 @@ run on every chunk. Printed:
     outputs averaged: the unit) and ``sg.map_chunks`` on a ``distributed.LocalCluster`` of
     1 and 2 worker processes (4 too when the machine has 4 cores), one thread each, the data
     persisted on the workers first, so both sides time the gradient alone; numpy and dask
-    alternate round by round, so each ratio is of the same moments;
+    alternate round by round, so each ratio is of the same moments; beside each, the same
+    ratio of CPU times (this process and the cluster's, counted for both: on a machine whose
+    other jobs keep the cores busy, waiting for a core stretches wall time, not CPU);
   - the peak resident memory of this (the client) process, sampled every 5 ms, while
     ``map_chunks`` computes the gradient of data generated lazily on the workers, for N and
     10 N rows: it stays flat (only the 33 numbers of the gradient come back), where holding
@@ -111,6 +113,7 @@ def main() -> None:
     load = [os.getloadavg()[0]]
     workers = [1, 2] + ([4] if (os.cpu_count() or 1) >= 4 else [])
     ratios: dict[tuple[int, int], float] = {}
+    cpu_ratios: dict[tuple[int, int], float] = {}
     fixed = {}
     for n in workers:
         with distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
@@ -119,19 +122,23 @@ def main() -> None:
             if n == 1:
                 fixed = fixed_cost(da, distributed, client, w, b, 60 if args.quick else 120)
             for rows, chunk in cases:
-                ratios[n, rows] = throughput(da, distributed, client, n, rows, chunk, w, b,
-                                             repeat)
+                ratios[n, rows], cpu_ratios[n, rows] = throughput(
+                    da, distributed, client, n, rows, chunk, w, b, repeat)
         load.append(os.getloadavg()[0])
     print(f"\nfixed cost of one call (1 chunk of 10 rows, 1 worker process): "
           f"{fixed['wall']:.1f} ms median (goal <= {GOALS['fixed']:.0f}); one client.submit "
-          f"round trip {fixed['floor']:.1f} ms; CPU of all processes {fixed['cpu']:.1f} ms "
-          f"per call")
-    print(f"\n{'rows':>10s} {'chunks':>6s} {'workers':>7s} {'x numpy':>8s} {'goal':>6s}")
+          f"round trip {fixed['floor']:.1f} ms (the call: {fixed['wall'] / fixed['floor']:.1f} "
+          f"of them); CPU of all processes {fixed['cpu']:.1f} ms per call")
+    print(f"\n{'rows':>10s} {'chunks':>6s} {'workers':>7s} {'x numpy':>8s} {'goal':>8s} "
+          f"{'CPU x numpy':>11s}")
     for (n, rows), ratio in ratios.items():
         goal = GOALS.get(rows) if n == 1 else None
         chunk = dict(cases)[rows]
         print(f"{rows:10,d} {rows // chunk:6d} {n:7d} {ratio:8.2f} "
-              f"{'>= ' + format(goal, '.2f') if goal else '':>6s}")
+              f"{'>= ' + format(goal, '.2f') if goal else '':>8s} {cpu_ratios[n, rows]:11.2f}")
+    print("(x numpy: numpy's wall time over map_chunks'; CPU x numpy: the same of CPU times, "
+          "this process and\nthe cluster's counted for both, which waiting for a busy core "
+          "stretches less than wall time)")
     for rows, _ in cases:
         print(f"{rows:10,d} rows: 2 workers / 1 worker {ratios[2, rows] / ratios[1, rows]:.2f} "
               f"(goal >= {GOALS['2 workers']} when 2 cores are free)")
@@ -145,6 +152,8 @@ def main() -> None:
                        "fixed cost ms": round(fixed["wall"], 1),
                        **{f"map_chunks {rows:,} rows, {n} worker(s)": round(r, 2)
                           for (n, rows), r in ratios.items()},
+                       **{f"map_chunks {rows:,} rows, {n} worker(s), CPU": round(r, 2)
+                          for (n, rows), r in cpu_ratios.items()},
                        "client peak MB": memory}])
 
 
@@ -157,7 +166,7 @@ def fixed_cost(da, distributed, client, w, b, calls: int) -> dict:
     run = lambda: client.compute(sg.map_chunks(prog, X, y, w, b, reduce="mean"), sync=True)  # noqa: E731
     submit = lambda: client.submit(int, 1, pure=False).result()  # noqa: E731
     run(), submit()
-    times = {"wall": [], "floor": []}
+    times: dict[str, list] = {"wall": [], "floor": []}
     cpu = _cpu_seconds()
     for _ in range(calls):
         times["wall"].append(_seconds(run))
@@ -168,8 +177,9 @@ def fixed_cost(da, distributed, client, w, b, calls: int) -> dict:
 
 
 def throughput(da, distributed, client, n: int, rows: int, chunk: int, w, b,
-               repeat: int) -> float:
-    """numpy's median time over map_chunks' on n workers, the two run in alternation."""
+               repeat: int) -> tuple[float, float]:
+    """numpy's median time over map_chunks' on n workers, the two run in alternation, and
+    the same of their CPU times (all processes)."""
     prog = sg.compile(program(chunk))
     X, y = lazy_data(da, rows, chunk)
     Xp, yp = client.persist([X, y])
@@ -186,13 +196,18 @@ def throughput(da, distributed, client, n: int, rows: int, chunk: int, w, b,
     peers.check_agree(f"gradient, {rows:,} rows, {n} worker(s)",
                       {"numpy": numpy_run(), "dask": dask_run()}, rtol=1e-12, atol=1e-15)
     times: dict[str, list] = {"numpy": [], "dask": []}
+    cpu: dict[str, list] = {"numpy": [], "dask": []}
     for _ in range(repeat):
-        times["numpy"].append(_seconds(numpy_run))
-        times["dask"].append(_seconds(dask_run))
+        for name, run in (("numpy", numpy_run), ("dask", dask_run)):
+            start = _cpu_seconds()
+            times[name].append(_seconds(run))
+            cpu[name].append(_cpu_seconds() - start)
     unit, t = np.median(times["numpy"]), np.median(times["dask"])
+    cpu_unit, cpu_t = np.median(cpu["numpy"]), np.median(cpu["dask"])
     print(f"{rows:10,d} rows, {n} worker(s): numpy {unit * 1e3:8.1f} ms, map_chunks "
-          f"{t * 1e3:8.1f} ms ({rows / t:,.0f} rows/s)", flush=True)
-    return float(unit / t)
+          f"{t * 1e3:8.1f} ms ({rows / t:,.0f} rows/s); CPU numpy {cpu_unit * 1e3:.1f} ms, "
+          f"map_chunks {cpu_t * 1e3:.1f} ms", flush=True)
+    return float(unit / t), float(cpu_unit / cpu_t)
 
 
 def client_memory(da, distributed, prog, rows: int, chunk: int, w, b) -> dict:
@@ -215,16 +230,33 @@ def client_memory(da, distributed, prog, rows: int, chunk: int, w, b) -> dict:
 
 
 def _cpu_seconds() -> float:
-    """User and system CPU time of this process and its children (the worker processes)."""
+    """CPU time of this process and its children (the worker processes): to the nanosecond
+    from each live thread's /proc schedstat where Linux has it, else user and system time in
+    clock ticks."""
     import psutil
     me = psutil.Process()
     total = 0.0
     for proc in [me, *me.children(recursive=True)]:
         try:
-            times = proc.cpu_times()
-        except psutil.NoSuchProcess:
+            total += _thread_ns(proc.pid) / 1e9
+        except OSError:
+            try:
+                times = proc.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += times.user + times.system
+    return total
+
+
+def _thread_ns(pid: int) -> int:
+    """Nanoseconds on a CPU of every live thread of process ``pid`` (Linux schedstat)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:       # the thread ended
             continue
-        total += times.user + times.system
     return total
 
 

@@ -83,10 +83,13 @@ def map_chunks(prog: Program | Compiled, *inputs: Any, reduce: Reduce = "sum",
         arrays = [_concatenated(da, graph, names, j, shape, dtype, rows, program, chunked[0])
                   for j, (shape, dtype) in enumerate(outs)]
     else:
-        parts = _tree(layer, names, [(names.run, k) for k in range(len(rows))], split_every)
+        partial = sum(int(np.prod(shape)) * _reduced(dtype, reduce).itemsize
+                      for shape, dtype in outs)
+        parts = _tree(layer, names, [(names.run, k) for k in range(len(rows))], split_every,
+                      partial)
         graph = HighLevelGraph.from_collections(names.run, layer, dependencies=data)
         total = float(sum(rows)) if reduce == "mean" else None
-        arrays = [_array(da, graph, names, j, (_total, j, parts, total),
+        arrays = [_array(da, graph, names, j, (_total, j, parts, total, split_every),
                          tuple((d,) for d in shape), _reduced(dtype, reduce))
                   for j, (shape, dtype) in enumerate(outs)]
     return arrays[0] if program.single else arrays
@@ -160,17 +163,22 @@ def _reduced(dtype: np.dtype, reduce: str) -> np.dtype:
 # ---------------------------------------------------------------- the graph
 #
 # One high-level graph per call, written out directly (no dask.delayed: no unpacking, no
-# tokenizing): a layer of one task per chunk, the partial outputs added split_every at a
-# time while more than split_every remain, then one task per output that adds the last
-# partials (and divides, for a mean) straight into that output's only block, an array that
-# computes to that block with no finalize task. Two tasks deep on split_every chunks or
-# fewer, no task that only passes a value on (a 5-deep chain of delayed calls cost a
-# scheduler round trip each). Keys are named by one uuid per call. Parameters up to
-# INLINE_BYTES are written into every chunk's task; larger ones are one key of the graph,
-# fetched once per worker. The program travels as its pickled bytes (_Shipped) and is
-# unpickled once per worker process, not once per task.
+# tokenizing): a layer of one task per chunk, then one task per output that adds the chunks'
+# partial outputs (and divides, for a mean) straight into that output's only block, an array
+# that computes to that block with no finalize task. The partials are added split_every at a
+# time, level by level, while more than split_every remain (that order, and so the last bits
+# of the sum, is split_every's alone); a level is a layer of tasks of its own only while the
+# partials left are more than READ_PARTS or READ_BYTES, what one task may read, else the
+# output's task adds those levels itself. So the graph is two tasks deep (a scheduler round
+# trip each) for up to READ_PARTS small partials, with no task that only passes a value on.
+# Keys are named by one uuid per call. Parameters up to INLINE_BYTES are written into every
+# chunk's task; larger ones are one key of the graph, fetched once per worker. The program
+# travels as its pickled bytes (_Shipped) and is unpickled once per worker process, not once
+# per task.
 
 INLINE_BYTES = 1 << 20
+READ_PARTS = 64
+READ_BYTES = 1 << 26
 
 
 class _Names:
@@ -259,26 +267,34 @@ def _run_chunk(shipped: _Shipped, args: list, weight: float | None) -> list:
 
 def _add(*parts: list) -> list:
     """Output by output, the sum of some chunks' outputs."""
-    total = [np.array(o, copy=True) for o in parts[0]]
-    for part in parts[1:]:
-        for j, o in enumerate(part):
-            total[j] = total[j] + o
+    return [_sum([part[j] for part in parts]) for j in range(len(parts[0]))]
+
+
+def _sum(values: list) -> np.ndarray:
+    """The values added in their order, into a new array."""
+    total = np.array(values[0], copy=True)
+    for value in values[1:]:
+        total = total + value
     return total
 
 
-def _total(j: int, parts: list, rows: float | None) -> np.ndarray:
-    """Output j summed over the last partials, divided by ``rows`` (a mean) if given."""
-    total = np.array(parts[0][j], copy=True)
-    for part in parts[1:]:
-        total = total + part[j]
+def _total(j: int, parts: list, rows: float | None, split_every: int) -> np.ndarray:
+    """Output j of the partials, added ``split_every`` at a time while more remain (as the
+    levels of _tree would), divided by ``rows`` (a mean) if given."""
+    values = [part[j] for part in parts]
+    while len(values) > split_every:
+        values = [_sum(values[g:g + split_every]) for g in range(0, len(values), split_every)]
+    total = _sum(values)
     return total if rows is None else np.divide(total, rows)
 
 
-def _tree(layer: dict, names: _Names, parts: list, split_every: int) -> list:
-    """The partials' keys added ``split_every`` at a time, level by level, while more than
-    ``split_every`` remain; the keys left."""
+def _tree(layer: dict, names: _Names, parts: list, split_every: int, nbytes: int) -> list:
+    """The partials' keys (``nbytes`` each) added ``split_every`` at a time, a level of tasks
+    at a time, while more than ``split_every`` remain and more than one task may read; the
+    keys left."""
     level = 0
-    while len(parts) > split_every:
+    while len(parts) > split_every and (len(parts) > READ_PARTS
+                                        or len(parts) * nbytes > READ_BYTES):
         keys = [(names.add, level, g) for g in range(-(-len(parts) // split_every))]
         for g, key in enumerate(keys):
             layer[key] = (_add, *parts[g * split_every:(g + 1) * split_every])

@@ -9,6 +9,8 @@ dask outputs are built, and tasks are counted with a dask callback when they run
 
 from __future__ import annotations
 
+import functools
+import operator
 import pickle
 import subprocess
 import sys
@@ -230,7 +232,10 @@ def _kind(key) -> str:
     return name.split("-")[1] if name.startswith("map_chunks-") else "input data"
 
 
-def test_map_chunks_reduces_as_a_tree(data):
+def test_map_chunks_reduces_as_a_tree(data, monkeypatch):
+    """Past READ_PARTS partials, each level of the tree is a layer of tasks."""
+    from simplegrad import distributed as sgd
+    monkeypatch.setattr(sgd, "READ_PARTS", 4)
     X, y, w = data
     prog = logistic_program(X[:30], y[:30], w)
     loss, grad = sg.map_chunks(prog, da.from_array(X, chunks=30), da.from_array(y, chunks=30),
@@ -249,22 +254,61 @@ def test_map_chunks_reduces_as_a_tree(data):
     np.testing.assert_allclose(value, want, rtol=1e-12)
 
 
-@pytest.mark.parametrize("chunks, depth", [(600, 2), (100, 2), (75, 2), (50, 3)])
-def test_map_chunks_is_two_tasks_deep_on_up_to_split_every_chunks(chunks, depth, data):
+@pytest.mark.parametrize("chunks, read, depth", [(600, 64, 2), (100, 64, 2), (75, 64, 2),
+                                                 (50, 64, 2), (20, 64, 2), (50, 8, 3)])
+def test_map_chunks_is_two_tasks_deep_on_up_to_read_parts_chunks(chunks, read, depth, data,
+                                                                  monkeypatch):
     """A task per chunk, then a task per output adding the partials into that output's only
-    block: two deep on split_every (8) chunks or fewer, one more per level of partial sums;
-    the data's tasks below (from_array's getters) add one."""
+    block: two deep while one task may read every partial (READ_PARTS of them), one more per
+    level of partial sums past that; the data's tasks below (from_array's getters) add one."""
+    from simplegrad import distributed as sgd
+    monkeypatch.setattr(sgd, "READ_PARTS", read)
     X, y, w = data
     prog = logistic_program(X[:chunks], y[:chunks], w)
     outs = sg.map_chunks(prog, da.from_array(X, chunks=chunks), da.from_array(y, chunks=chunks),
                          w, reduce="mean")
     graph = {k: v for out in outs for k, v in dict(out.__dask_graph__()).items()}
     assert {_kind(k) for k in graph} == {"input data", "run", "out0", "out1"} | \
-        ({"add"} if 600 // chunks > 8 else set())
+        ({"add"} if depth > 2 else set())
     for out in outs:
         key = (out.name,) + (0,) * out.ndim
         assert _depth(graph, key) == depth + 1
     close(dask.compute(*outs, scheduler="sync"), logistic_program(X, y, w)(X, y, w), rtol=1e-10)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("chunks, split_every", [(20, 8), (20, 4), (30, 2), (50, 8)])
+def test_the_tree_adds_in_one_order_however_its_levels_are_tasks(chunks, split_every, reduce,
+                                                                 data, monkeypatch):
+    """The levels of partial sums an output's task adds itself give the bits the levels as
+    tasks give (split_every alone sets the order of the sum); both agree with the program
+    on the whole batch."""
+    from simplegrad import distributed as sgd
+    X, y, w = data
+    prog = logistic_program(X[:chunks], y[:chunks], w)
+    lazy = da.from_array(X, chunks=chunks), da.from_array(y, chunks=chunks)
+    values, adds = [], []
+    for read in (sgd.READ_PARTS, 2):                # levels in the outputs' tasks, as tasks
+        monkeypatch.setattr(sgd, "READ_PARTS", read)
+        outs = sg.map_chunks(prog, *lazy, w, reduce=reduce, split_every=split_every)
+        adds.append(sum(_kind(k) == "add" for k in dict(outs[1].__dask_graph__())))
+        values.append(dask.compute(*outs, scheduler="sync"))
+    assert adds[0] == 0 and adds[1] > 0
+    parts = [prog(X[k:k + chunks], y[k:k + chunks], w) for k in range(0, 600, chunks)]
+    if reduce == "mean":
+        parts = [[np.multiply(o, float(chunks)) for o in part] for part in parts]
+    for j, (inline, tasks) in enumerate(zip(*values, strict=True)):
+        level = [part[j] for part in parts]         # the order by hand: groups, left to right
+        while len(level) > split_every:
+            level = [functools.reduce(operator.add, level[g:g + split_every])
+                     for g in range(0, len(level), split_every)]
+        want = functools.reduce(operator.add, level)
+        want = want / 600.0 if reduce == "mean" else want
+        np.testing.assert_array_equal(inline, want)
+        np.testing.assert_array_equal(tasks, want)
+    full = logistic_program(X, y, w)(X, y, w)
+    scale = 1.0 if reduce == "mean" else 600 / chunks
+    close(values[0], [v * scale for v in full], rtol=1e-10)
 
 
 def test_the_program_is_unpickled_once_per_process(data):
