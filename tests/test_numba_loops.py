@@ -122,6 +122,16 @@ def test_a_loop_a_kernel_cannot_write_runs_as_before():
     fn = sg.jit(f, backend="numba")
     close(fn(0.7), f(0.7))
     assert kernels(fn.programs(0.7)[0]) == 0
+    # a loop inside the body: the outer loop stays a Python loop (the inner one compiled
+    # with its body); the gradient as the numpy backend's
+    W = np.array([[0.5, -0.2], [0.1, 0.4]])
+
+    def nested(W):
+        def step(h, x):
+            return sg.fori_loop(0, 3, lambda i, c: np.tanh(W @ c + x), h), None
+        return (sg.scan(step, np.ones(2), xs)[0] ** 2).sum()
+    for fn in (nested, sg.grad(nested)):
+        close(sg.jit(fn, backend="numba")(W), sg.jit(fn)(W))
 
 
 def test_no_steps_and_a_forward_scan_of_stacked_ys():

@@ -2130,6 +2130,12 @@ def _shifted(hs: list[str], rs: list[str], outs: list[str], nk: int, ny: int) ->
     return {j: r for j in range(len(hs)) for r, o in zip(rs, outs[nk + ny:]) if o == outs[j]}
 
 
+def _nests(body: Body) -> bool:
+    """Whether a body holds a loop or a branch (its statement is not written into a kernel,
+    nor run while a trip is noted)."""
+    return any(e.prim.statement is not None for e in body.program.entries)
+
+
 def _whole_scan(code: Emitter, body: Body, ins: list[str], fixed: int, stacks: Stacks,
                 reverse: bool, cs: list[str], hs: list[str], ys: list[str], rs: list[str],
                 avals: Sequence[Aval]) -> tuple[dict, list[str]] | None:
@@ -2139,7 +2145,7 @@ def _whole_scan(code: Emitter, body: Body, ins: list[str], fixed: int, stacks: S
     body's inputs, consts then carries ``cs`` then each step's xs; ``hs``: arrays for the
     carries before each step, ``ys``, ``rs``: for the ys and the residuals; ``avals``: of
     the carries, ys and residuals)."""
-    if not code.whole_loops:
+    if not code.whole_loops or _nests(body):
         return None
     stacks.trace = []
     try:
@@ -2236,7 +2242,7 @@ def _pulled_back(args: list[str], attrs: dict, code: Emitter, runs: dict, n: str
                     {at[c]: nfc + i for i, c in enumerate(cs[:nfk])},
                     {at[c]: k for c, k in zip(cs[:nfk], ck)})
     stacks.same = {at[f] for f in fixed}
-    if code.whole_loops and all(inplace):     # (the loop compiled as a whole: one call)
+    if code.whole_loops and all(inplace) and not _nests(split.pullback):   # (one call)
         whole = _whole_pullback(code, split.pullback, ins, nc, stacks, attrs, cs, ys, nfk, nfc)
         if whole is not None:
             return f"if {check}:", [*lines, *whole]
