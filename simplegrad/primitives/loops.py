@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
-from .core import JOINT, JOINTLY, Case, Linear, Primitive, register, shape_of, value_of
+from .core import JOINT, JOINTLY, REGISTRY, Case, Linear, Primitive, register, shape_of, value_of
 from .lazy import dask_array, is_lazy, refuse
 from .schema import (
     BOOL,
@@ -1925,6 +1925,8 @@ def kernel_form(node: Any, shapes: list) -> tuple | None:
     transposed) for a matrix times a vector (``A @ x``: transposed; ``x @ A``), or None (not
     written: the loop stays in numpy)."""
     prim = node.prim
+    if REGISTRY.get(prim.name) is not prim:       # (never the form of a look-alike)
+        return None
     if prim.name == "reshape":
         return ("alias",)
     if prim.name == "expand":

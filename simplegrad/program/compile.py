@@ -469,8 +469,9 @@ class _Emitter:
                     step_of(node.inputs)
                     each += block
                     if trace is not None:
-                        trace.append(("entry", node, target, ins, [_shape(x) for x in node.inputs],
-                                  [_dtype(x) for x in node.inputs]))
+                        trace.append(("entry", node, target, ins,
+                                      [_shape(x) for x in node.inputs],
+                                      [_dtype(x) for x in node.inputs]))
                 else:
                     whole[node] = self.names.take(f"{target}_all")
                     once.append(f"{whole[node]} = {form}")

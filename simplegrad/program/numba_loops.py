@@ -2,11 +2,12 @@
 
 ``sg.compile(prog, backend="numba")`` (and ``sg.jit(f, backend="numba")``) writes a loop
 entry whose trip is made of entries a kernel can write (primitives/loops.py
-``kernel_form``: elementwise entries of float64 values, inputs broadcast; reshapes; a matrix
-the same on every trip times a vector) as ONE call of a numba function running every trip:
-the forward loop of a scan and the reverse loop of its gradient each become a loop nest over
-flat float64 buffers, with no numpy call, array or Python frame per step (the numpy
-backend's trip costs a handful of numpy calls, about 5 us a step for a 32-unit RNN cell).
+``kernel_form``: elementwise entries of float64 values, inputs broadcast; expands; reshapes;
+sums over axes; a matrix the same on every trip times a vector) as ONE call of a numba
+function running every trip: the forward loop of a scan and the reverse loop of its
+gradient each become a loop nest over flat float64 buffers, with no numpy call, array or
+Python frame per step (the numpy backend's trip costs a handful of numpy calls, about 5 us a
+step for a 32-unit RNN cell).
 What the trip reads of the values before it (the loop's fixed names, its arrays of all
 steps) and the arrays it writes (the carries before each step, the ys, the values its
 gradient keeps, the sums it adds into) are the same names as the numpy loop's; what runs once
@@ -17,9 +18,10 @@ Each entry is one loop over its elements writing a buffer of its own (an element
 its ``numba`` form or ufunc on one element of each input, as the fused kernels write it,
 numba_kernels.py; exp and tanh there are within 1 and 3 ulp of numpy's), a reshape names the
 same buffer, and ``A @ x`` is ``sum_k A[:, k] x[k]`` over the contiguous rows of A's
-transpose (made once per call), each element added in k order: not the order of BLAS's gemv,
-so values differ from the numpy backend's by a few ulp a step (measured below 1e-15 relative
-over 1,000 steps of an RNN and its gradient; tests/test_numba_loops.py holds them to 1e-12).
+transpose (made once per call; ``x @ A`` over A's rows), each element added in k order: not
+necessarily the order of BLAS's gemv, so values may differ from the numpy backend's by a few
+ulp a step (tests/test_numba_loops.py holds them to 1e-12 relative; a 1,000-step RNN's
+gradient came out equal to the last bit here).
 A sum the trip adds into adds in place each step, in the loop's order, as the numpy loop's.
 No fast-math flag: each operation is one IEEE operation, as written. The kernel is a C
 function of pointers, its machine code cached on disk with the fused kernels' (numba_kernels.py
@@ -29,9 +31,11 @@ function of pointers, its machine code cached on disk with the fused kernels' (n
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -250,12 +254,18 @@ def loop_kernel(loop: Loop) -> tuple[Callable, list[str], str] | None:
     return run, [src for kind, src, _, _ in w.params if kind != "scratch"], source
 
 
+@functools.cache
+def _own_source() -> str:
+    """This module's source: a change to how loop kernels are called changes every key."""
+    return Path(__file__).read_text()
+
+
 def _runner(source: str, w: _Writer) -> Callable:
     """The kernel compiled (or loaded from the cache) as a Python function of the step count
     and the arrays the loop reads and writes, returning the final carries."""
     numba = importlib.import_module("numba")
     kinds = [np.dtype(np.int64), *[F64] * len(w.params)]
-    key = _key(source, [*kinds, "loop"], w.helpers)
+    key = _key(source + _own_source(), [*kinds, "loop"], w.helpers)
     got = _BUILT.get(key)
     if got is None:
         got = _BUILT[key] = _compiled(numba, key, source, kinds, w.helpers, fastmath=False)
