@@ -2,10 +2,13 @@
 
 Workloads (float64, same-run medians measured round-robin):
 1. a 1,000-step scan of a 32-unit tanh RNN (h <- tanh(W h + U x_t), loss sum(h_T^2)): the
-   entries the gradient records (``op.grad`` on an Ops) against the body's, and the eager
+   entries the loop and its gradient record (``op.grad`` on an Ops: the scan, the history
+   scan, the reverse scan and the parts of their packed outputs; the loss and its gradient,
+   the same entries in the unrolled tape, counted apart) against the body's, and the eager
    gradient's time (``sg.grad`` on arrays: a sweep on values), ``sg.scan`` against the Python
    loop unrolled and against PyTorch eager unrolled (when installed); ``sg.jit`` of the
-   gradient against ``jax.jit(jax.grad)`` of ``lax.scan`` (when JAX is installed);
+   gradient (numpy backend; and ``backend="numba"``, each loop one compiled kernel, when numba
+   is installed) against ``jax.jit(jax.grad)`` of ``lax.scan`` (when JAX is installed);
 2. the Hessian in 3 parameters of a 100-step RK4 solve of a damped pendulum
    (``sg.odeint(method="rk4")``) against the same steps unrolled: entries recorded by the
    Hessian (two recorded reverse sweeps on an Ops) and ``sg.hessian``'s time.
@@ -15,6 +18,9 @@ Run: PYTHONPATH=. python benchmarks/loops.py [--quick]
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
+import time
 
 import numpy as np
 from peers import jax_or_none, torch_or_none
@@ -79,6 +85,10 @@ def rnn_peers(steps: int, units: int) -> dict:
     return found
 
 
+def numba_installed() -> bool:
+    return importlib.util.find_spec("numba") is not None
+
+
 LOOP_ENTRIES = ("scan", "while_loop", "loop_part", "loop_placed")
 
 
@@ -139,6 +149,10 @@ def main() -> None:
     e_body, e_loop = body_entries(scanned, W)
     jitted = sg.jit(sg.grad(scanned))
     assert np.allclose(jitted(W), want, rtol=1e-12, atol=1e-14)
+    compiled = {"sg.jit": jitted}
+    if numba_installed():
+        compiled["sg.jit numba"] = sg.jit(sg.grad(scanned), backend="numba")
+        assert np.allclose(compiled["sg.jit numba"](W), want, rtol=1e-12, atol=1e-14)
     peers = rnn_peers(steps, 32)
     for name, (_, got) in peers.items():
         assert np.allclose(got, want, rtol=1e-10, atol=1e-12), name
@@ -146,24 +160,28 @@ def main() -> None:
                              "unrolled": lambda: sg.grad(unrolled)(W),
                              **{name: run for name, (run, _) in peers.items()}}, repeat)
     # the compiled gradient against jax's in turns of their own, more of them (each call is
-    # a millisecond or less: three medians of it beside 10 ms eager runs swing by 2x or more)
+    # a millisecond or less: three medians of it beside 10 ms eager runs swing by 2x or more),
+    # by the CPU time each takes (all run on one thread of one core): on a loaded machine the
+    # wall-time ratio moved between 0.6 and 3.5 within minutes, the CPU-time ratio by 5%
     jax_name = "jax.jit(grad(lax.scan))"
-    t.update(interleaved_medians({"sg.jit": lambda: jitted(W),
+    t.update(interleaved_medians({**{name: functools.partial(fn, W)
+                                     for name, fn in compiled.items()},
                                   **({jax_name: peers[jax_name][0]} if jax_name in peers
-                                     else {})}, 10 * repeat))
-    print(f"RNN gradient ({steps} steps): entries scan {e_scan}, body {e_body} (scan / body "
-          f"{e_scan / e_body:.1f}; target <= 3; the loop's own {e_loop}, "
-          f"{e_loop / e_body:.1f}x the body, the loss and its gradient {e_scan - e_loop}), "
-          f"unrolled {e_unrolled} "
-          f"({e_unrolled / e_body:.0f}x the body)")
+                                     else {})}, 10 * repeat, clock=time.process_time))
+    print(f"RNN gradient ({steps} steps): the loop's entries {e_loop}, body {e_body} (loop / "
+          f"body {e_loop / e_body:.1f}; target <= 3); the whole tape {e_scan}, of which the "
+          f"loss and its gradient {e_scan - e_loop} (in the unrolled tape too); unrolled "
+          f"{e_unrolled} ({e_unrolled / e_body:.0f}x the body)")
     print(f"  eager time scan {t['scan'] * 1e3:.1f} ms, unrolled {t['unrolled'] * 1e3:.1f} ms "
           f"(scan / unrolled {t['scan'] / t['unrolled']:.2f}; target <= 1.0)")
     if "torch eager unrolled" in t:
         print(f"  torch eager unrolled {t['torch eager unrolled'] * 1e3:.1f} ms (scan / torch "
               f"{t['scan'] / t['torch eager unrolled']:.2f}; target <= 1.0)")
-    print(f"  sg.jit(sg.grad) {t['sg.jit'] * 1e3:.1f} ms" + (
-        f", {jax_name} {t[jax_name] * 1e3:.2f} ms (sg.jit / jax {t['sg.jit'] / t[jax_name]:.1f};"
-        " target <= 2)" if jax_name in t else ""))
+    for name in compiled:
+        label = "sg.jit(sg.grad" + (", backend='numba')" if "numba" in name else ")")
+        print(f"  {label} {t[name] * 1e3:.2f} ms CPU" + (
+            f", {jax_name} {t[jax_name] * 1e3:.2f} ms (/ jax {t[name] / t[jax_name]:.2f}; "
+            "target <= 2)" if jax_name in t else ""))
     p, scanned, unrolled = pendulum(100)
     assert np.allclose(sg.hessian(scanned)(p), sg.hessian(unrolled)(p), rtol=1e-10)
     e_scan, e_unrolled = entries(scanned, p, 2), entries(unrolled, p, 2)

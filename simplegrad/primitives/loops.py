@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
-from .core import JOINT, JOINTLY, Case, Linear, Primitive, register, shape_of, value_of
+from .core import JOINT, JOINTLY, REGISTRY, Case, Linear, Primitive, register, shape_of, value_of
 from .lazy import dask_array, is_lazy, refuse
 from .schema import (
     BOOL,
@@ -246,6 +246,11 @@ def _placed(g: Any, like: Any, offset: int, shape: tuple, stacked: bool, rows: b
     width = ((offset, full[-1] - offset - n),)
     pads = ((0, 0),) * lead + ((top, full[lead] - top - np.shape(block)[lead]),) + width
     dtype = np.result_type(_dtype(g), _dtype(like))
+    if type(block) is np.ndarray and dask_array(like) is None:     # (np.pad's cost, 10 us, not)
+        out = np.zeros(full, dtype)
+        out[(slice(None),) * lead + (slice(top, top + block.shape[lead]),
+                                     slice(offset, offset + n))] = block
+        return out
     out = np.pad(block, pads)       # (np.pad dispatches: a lazy g stays lazy)
     if dask_array(like) is not None and dask_array(out) is None:
         out = out + np.zeros_like(like)         # (and one like a lazy like)
@@ -1836,8 +1841,11 @@ class Emitter(Protocol):
     statements on the names ``args`` (the first ``fixed`` the same on every trip; ``stacks``:
     those that are one step of an array of all steps, a ``Stacks``): those reading only them
     (and those computed on all steps at once), those run each trip, and its outputs as source
-    (None: b is not written out); ``fresh(stem)`` a name not taken; ``value(v)`` v as source
-    (a literal, or a bound name)."""
+    (None: b is not written out; with ``stacks.trace`` a list, it is written out on any
+    backend and notes there what a trip runs); ``fresh(stem)`` a name not taken; ``value(v)``
+    v as source (a literal, or a bound name); ``kernel(loop)`` a ``Loop`` as the call of one
+    compiled kernel running every trip, or None (``whole_loops``: whether the backend
+    compiles loops so)."""
 
     def body(self, b: Body) -> str: ...
 
@@ -1847,6 +1855,10 @@ class Emitter(Protocol):
     def fresh(self, stem: str) -> str: ...
 
     def value(self, v: Any) -> str: ...
+
+    def kernel(self, loop: Loop) -> list[str] | None: ...     # the loop as one call, or None
+
+    whole_loops: bool       # whether ``kernel`` may compile a loop as a whole (the backend's)
 
 
 # A loop's work that reads no carry (``U @ x`` of a step's x, ``1 - t * t`` of a kept t) runs
@@ -1883,6 +1895,57 @@ class Stacks:
         self.deferred: dict[int, str] = {}
         self.after: list[str] = []
         self.lo = self.hi = self.span = ""
+        # a list: the inliner notes there what a trip runs, as data (``Loop.trace``), for a
+        # backend compiling the loop as a whole
+        self.trace: list | None = None
+
+
+class Loop:
+    """A loop as data, for a backend that compiles it whole (``Emitter.kernel``): its step
+    count's name and direction, what one trip runs (``trace``: ("entry", entry, name, input
+    names, input shapes, input dtypes) and ("row", name, array of all steps: the step's row
+    of it) items, in order), its carries (name, first
+    value, name of the next value, aval), the rows it writes each step (array, value, aval),
+    the sums it adds into in place (accumulator, term, aval), and the names its final carries
+    are bound to (``targets``)."""
+
+    def __init__(self, steps: str, reverse: bool, trace: list, targets: list[str]):
+        self.steps, self.reverse, self.trace, self.targets = steps, reverse, trace, targets
+        self.carries: list[tuple[str, str, str, Aval]] = []
+        self.rows: list[tuple[str, str, Aval]] = []
+        self.sums: list[tuple[str, str, Aval]] = []
+
+
+def kernel_form(node: Any, shapes: list) -> tuple | None:
+    """How a loop kernel writes an entry of a trip (``shapes``: its inputs' shapes): ("map",)
+    for an elementwise entry (its ``numba`` form or ufunc on each element, inputs broadcast),
+    ("copy",) for its input broadcast to its shape (an expand), ("alias",) for a value with
+    the same elements in the same order (a reshape), ("sum", axes) for a sum over those axes
+    of its input (its ``numba`` accumulation), ("matvec", matrix position, vector position,
+    transposed) for a matrix times a vector (``A @ x``: transposed; ``x @ A``), or None (not
+    written: the loop stays in numpy)."""
+    prim = node.prim
+    if REGISTRY.get(prim.name) is not prim:       # (never the form of a look-alike)
+        return None
+    if prim.name == "reshape":
+        return ("alias",)
+    if prim.name == "expand":
+        return ("copy",)
+    if prim.numba == "+=" and len(shapes) == 1 and shapes[0] is not None:
+        axis, rank = (node.attrs or {}).get("axis"), len(shapes[0])
+        axes = range(rank) if axis is None else (axis,) if isinstance(axis, int) else axis
+        return ("sum", tuple(sorted({int(a) % rank for a in axes})) if rank else ())
+    if prim.name == "matmul" and not node.attrs and len(shapes) == 2 and \
+            all(s is not None for s in shapes):
+        (sa, sb) = shapes
+        if len(sa) == 2 and len(sb) == 1:
+            return ("matvec", 0, 1, True)
+        if len(sa) == 1 and len(sb) == 2:
+            return ("matvec", 1, 0, False)
+        return None
+    if node.attrs or not (prim.elementwise or isinstance(prim.forward, np.ufunc)):
+        return None
+    return ("map",)
 
 
 def stacked_form(node: Any, args: list[str], stacked: list[bool], shapes: list,
@@ -2030,17 +2093,20 @@ def scan_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> 
     stacks = Stacks({nc + nk + i: s for i, s in enumerate(seqs)}, t, n,
                     carries={nc + i: i for i in range(nk)},
                     inits={nc + i: c for i, c in enumerate(carry)})
-    once, run, outs, sliced = _trip(code, run_body, [*consts, *cs, *xt], nc, target, stacks)
-    lines += once
-    # a carry whose next value the loop keeps (a residual: the tanh of an RNN cell) has its
-    # values before each step there, one step along, and its first: copied after the loop
-    shifted = {j: r for j in range(len(hs)) for r, o in zip(rs, outs[nk + len(ys):])
-               if o == outs[j]}
-    trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, seqs) if not sliced),
-            *(f"{h}[{t}] = {c}" for j, (h, c) in enumerate(zip(hs, cs)) if j not in shifted),
-            *run, *(f"{y}[{t}] = {o}" for y, o in zip([*ys, *rs], outs[nk:])),
-            *_assign(cs, outs[:nk])]
-    lines += [f"for {t} in {order}:", *(f"    {line}" for line in trip or ["pass"])]
+    whole = _whole_scan(code, run_body, [*consts, *cs, *xt], nc, stacks, attrs["reverse"], cs,
+                        hs, ys, rs, [*body.outs, *run_body.outs[len(body.outs):]])
+    if whole is not None:       # (the loop compiled as a whole: one call)
+        shifted, written = whole
+        lines += written
+    else:
+        once, run, outs, sliced = _trip(code, run_body, [*consts, *cs, *xt], nc, target, stacks)
+        lines += once
+        shifted = _shifted(hs, rs, outs, nk, len(ys))
+        trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, seqs) if not sliced),
+                *(f"{h}[{t}] = {c}" for j, (h, c) in enumerate(zip(hs, cs)) if j not in shifted),
+                *run, *(f"{y}[{t}] = {o}" for y, o in zip([*ys, *rs], outs[nk:])),
+                *_assign(cs, outs[:nk])]
+        lines += [f"for {t} in {order}:", *(f"    {line}" for line in trip or ["pass"])]
     for j, r in shifted.items():
         h = hs[j]
         lines += [f"if {n}:", f"    {h}[:-1], {h}[-1] = {r}[1:], {carry[j]}" if attrs["reverse"]
@@ -2057,6 +2123,74 @@ def scan_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> 
                  f"{code.value(packed_dtype(body.outs))}, [{', '.join(cs)}], "
                  f"{code.value(layout[:nk])}, [{', '.join(ys)}], {code.value(layout[nk:])})")
     return lines
+
+
+def _shifted(hs: list[str], rs: list[str], outs: list[str], nk: int, ny: int) -> dict:
+    """The carries whose next value the loop keeps (a residual: the tanh of an RNN cell):
+    their values before each step are there, one step along, and their first; copied after
+    the loop (carry position -> the residual's array)."""
+    return {j: r for j in range(len(hs)) for r, o in zip(rs, outs[nk + ny:]) if o == outs[j]}
+
+
+def _nests(body: Body) -> bool:
+    """Whether a body holds a loop or a branch (its statement is not written into a kernel,
+    nor run while a trip is noted)."""
+    return any(e.prim.statement is not None for e in body.program.entries)
+
+
+def _whole_scan(code: Emitter, body: Body, ins: list[str], fixed: int, stacks: Stacks,
+                reverse: bool, cs: list[str], hs: list[str], ys: list[str], rs: list[str],
+                avals: Sequence[Aval]) -> tuple[dict, list[str]] | None:
+    """A scan's loop compiled as a whole by the backend (``Emitter.kernel``): the carries
+    whose history is copied after it (``_shifted``) and its lines (what runs once before it,
+    then the call); None where the backend does not, or cannot write the body (``ins``: the
+    body's inputs, consts then carries ``cs`` then each step's xs; ``hs``: arrays for the
+    carries before each step, ``ys``, ``rs``: for the ys and the residuals; ``avals``: of
+    the carries, ys and residuals)."""
+    if not code.whole_loops or _nests(body):
+        return None
+    stacks.trace = []
+    try:
+        nk = len(cs)
+        written = code.inline(body, ins, fixed, stacks)
+        if written is None:
+            return None
+        once, _, outs = written
+        shifted = _shifted(hs, rs, outs, nk, len(ys))
+        loop = Loop(stacks.steps, reverse, stacks.trace, cs)
+        loop.carries = [(c, c, o, a) for c, o, a in zip(cs, outs[:nk], avals[:nk])]
+        loop.rows = [(h, c, a) for j, (h, c, a) in enumerate(zip(hs, cs, avals))
+                     if j not in shifted]
+        loop.rows += [(y, o, a) for y, o, a in zip([*ys, *rs], outs[nk:], avals[nk:])]
+        call = code.kernel(loop)
+        return None if call is None else (shifted, [*once, *call])
+    finally:
+        stacks.trace = None
+
+
+def _whole_pullback(code: Emitter, pullback: Body, ins: list[str], fixed: int, stacks: Stacks,
+                    attrs: dict, cs: list[str], ys: list[str], nfk: int, nfc: int
+                    ) -> list[str] | None:
+    """A reverse scan running a kept run's pullback, compiled as a whole by the backend: its
+    lines (the sums copied, to be added into in place; what runs once; the call), or None."""
+    stacks.trace, into, stacks.into = [], stacks.into, {}   # (each term its own value)
+    try:
+        written = code.inline(pullback, ins, fixed, stacks)
+        if written is None:
+            return None
+        once, _, outs = written
+        avals = attrs["body"].outs
+        loop = Loop(stacks.steps, attrs["reverse"], stacks.trace, cs[:nfk])
+        loop.carries = [(c, c, o, a) for c, o, a in zip(cs[:nfk], outs[nfc:nfc + nfk], avals)]
+        loop.sums = [(c, o, a) for c, o, a in zip(cs[nfk:], outs[:nfc], avals[nfk:])]
+        loop.rows = [(y, o, a) for y, o, a in zip(ys, outs[nfc + nfk:], avals[nfk + nfc:])]
+        call = code.kernel(loop)
+        if call is None:
+            return None
+        return [*(f"{c} = np.array({c}, {code.value(np.dtype(a[1]))})"
+                  for c, _, a in loop.sums), *once, *call]
+    finally:
+        stacks.trace, stacks.into = None, into
 
 
 def _pulled_back(args: list[str], attrs: dict, code: Emitter, runs: dict, n: str, t: str,
@@ -2110,6 +2244,10 @@ def _pulled_back(args: list[str], attrs: dict, code: Emitter, runs: dict, n: str
                     {at[c]: nfc + i for i, c in enumerate(cs[:nfk])},
                     {at[c]: k for c, k in zip(cs[:nfk], ck)})
     stacks.same = {at[f] for f in fixed}
+    if code.whole_loops and all(inplace) and not _nests(split.pullback):   # (one call)
+        whole = _whole_pullback(code, split.pullback, ins, nc, stacks, attrs, cs, ys, nfk, nfc)
+        if whole is not None:
+            return f"if {check}:", [*lines, *whole]
     stacks.defer = {i for i in bufs if np.dtype(avals[i][1]).kind == "f" and size_of(avals[i]) > 1}
     stacks.lo, stacks.hi = code.fresh("lo"), code.fresh("hi")
     stacks.span = f"({stacks.hi} - {stacks.lo})"

@@ -264,6 +264,24 @@ class _Emitter:
     def __init__(self, namespace: dict, names: Names, header: list, backend: str):
         self.namespace, self.names, self.header, self.backend = namespace, names, header, backend
         self.made: dict[int, str] = {}
+        self.whole_loops = backend == "numba"   # a loop of plain arithmetic: one kernel
+
+    def kernel(self, loop: Any) -> list[str] | None:
+        """A loop (primitives/loops.py ``Loop``) as the call of one compiled kernel, bound
+        here (its source in the header, as comments); None where it cannot be written."""
+        if not self.whole_loops:
+            return None
+        from .numba_loops import loop_kernel
+        got = loop_kernel(loop)
+        if got is None:
+            return None
+        run, args, source = got
+        name = self.names.take("loop_kernel")
+        self.namespace[name] = run
+        self.header.append(f"    # {name}: the loop compiled whole (numba), its source:")
+        self.header += [f"    #   {_comment(line)}" for line in source.splitlines()]
+        call = f"{name}({', '.join([loop.steps, *args])})"
+        return [f"{', '.join(loop.targets)}, = {call}" if loop.targets else call]
 
     def fresh(self, stem: str) -> str:
         return self.names.take(stem)
@@ -289,8 +307,11 @@ class _Emitter:
         before the loop (each step's value, where a trip reads it, taken from it); and the
         outputs a ufunc computes each trip into a buffer (``stacks.into``)."""
         prog = b.program
-        if self.backend != "numpy" or prog.guards:
+        trace = stacks.trace if stacks is not None else None
+        if self.backend != "numpy" and trace is None or prog.guards:
             return None
+        if trace is not None:       # (noted again from the start when inlined again)
+            trace.clear()
         text_of: dict[Entry, str] = dict(zip(prog.slots, args))
         varies = set(prog.slots[fixed:])
         known: dict[Entry, Any] = {c: c.raw for c in prog.fixed}
@@ -377,6 +398,8 @@ class _Emitter:
                 if x in whole and x not in taken:
                     taken.add(x)
                     each.append(f"{text_of[x]} = {whole[x]}[{stacks.step}]")
+                    if trace is not None:
+                        trace.append(("row", text_of[x], whole[x]))
         for node in prog.entries:
             value = _fold(node, known)
             target = self.names.take(node.name)
@@ -420,7 +443,8 @@ class _Emitter:
                 if node in into and _new_array(node):
                     text_of[node] = into[node]
                     block = [f"np.{fn.__name__}({', '.join(ins)}, out={into[node]})"]
-                elif stacks is not None and REGISTRY.get(node.prim.name) is node.prim:
+                elif stacks is not None and trace is None and \
+                        REGISTRY.get(node.prim.name) is node.prim:
                     got = stacks.per_step(node, ins, [kinds.get(x, "fixed" if x not in varies and
                                                             x not in whole else None)
                                                   for x in node.inputs],
@@ -430,6 +454,9 @@ class _Emitter:
                         once.append(f"{bound} = {self.value(got[0])}({', '.join(got[1])})")
                         block = [f"{target} = {bound}({got[2]})"]
                 each += block
+                if trace is not None:
+                    trace.append(("entry", node, target, ins, [_shape(x) for x in node.inputs],
+                                  [_dtype(x) for x in node.inputs]))
             elif any(x in whole for x in node.inputs):
                 form = stacks.form(node, [whole.get(x, text_of[x]) for x in node.inputs],
                                    [x in whole for x in node.inputs],
@@ -441,6 +468,10 @@ class _Emitter:
                     varies.add(node)
                     step_of(node.inputs)
                     each += block
+                    if trace is not None:
+                        trace.append(("entry", node, target, ins,
+                                      [_shape(x) for x in node.inputs],
+                                      [_dtype(x) for x in node.inputs]))
                 else:
                     whole[node] = self.names.take(f"{target}_all")
                     once.append(f"{whole[node]} = {form}")

@@ -391,10 +391,11 @@ def _namespace(numba: Any, helpers: dict) -> dict[str, Any]:
     return space
 
 
-def _compiled(numba: Any, key: str, source: str, kinds: list[np.dtype], helpers: dict
-              ) -> tuple[int, Any, bool]:
+def _compiled(numba: Any, key: str, source: str, kinds: list[np.dtype], helpers: dict,
+              fastmath: Any = FASTMATH) -> tuple[int, Any, bool]:
     """The kernel's address, what keeps its code alive, and whether it was loaded from the
-    cache directory (else compiled now, and saved there where it can be)."""
+    cache directory (else compiled now, and saved there where it can be); ``fastmath``: the
+    flags it is compiled with (part of ``key``, through its source)."""
     path = cache_dir() / f"k{key}.o"
     got = _load(path, key)
     if got is not None:
@@ -404,7 +405,7 @@ def _compiled(numba: Any, key: str, source: str, kinds: list[np.dtype], helpers:
     T = numba.types
     sig = T.void(*[T.CPointer(T.uint8 if k.kind == "b" else numba.from_dtype(k))
                    for k in kinds], T.CPointer(T.float64))
-    fn = numba.cfunc(sig, error_model="numpy", fastmath=set(FASTMATH),
+    fn = numba.cfunc(sig, error_model="numpy", fastmath=set(fastmath) if fastmath else False,
                      pipeline_class=_no_alias(numba))(space[_KERNEL])
     _save(path, key, fn)
     return fn.address, fn, False
