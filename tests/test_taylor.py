@@ -364,6 +364,48 @@ def test_at_a_point_values_equal_the_recorded_rule_bit_for_bit(name, line):
         np.testing.assert_array_equal(a, b, err_msg=f"{name}, order {k}")
 
 
+_AFTER_TANH = {
+    "tanh(x) * 3": lambda x: x.tanh() * 3.0,
+    "tanh(tanh(x))": lambda x: x.tanh().tanh(),
+    "exp(tanh(x))": lambda x: x.tanh().exp(),
+    "tanh(x) * tan(x)": lambda x: x.tanh() * x.tan(),
+    "tanh(x) * ones(3)": lambda x: x.tanh() * np.ones(3),
+    "tanh(x) as float32": lambda x: x.tanh().astype(np.float32) * np.float32(2.0),
+}
+
+
+@pytest.mark.parametrize("name", list(_AFTER_TANH))
+def test_at_a_point_the_coefficients_held_as_floats_flow_on_bit_for_bit(name):
+    """tanh's coefficients at a point come back as Python floats (float64 values), which the
+    walk hands the next rule as numpy float64 scalars: every entry after it, on a point, an
+    array or in float32, gives the recorded rule's values and dtype exactly."""
+    f = _AFTER_TANH[name]
+    x0, v = np.asarray(0.3), np.asarray(1.0)
+    for k, (a, b) in enumerate(zip(sg.taylor(f, x0, v, 12), _recorded(f, x0, v, 12))):
+        assert type(a) is np.ndarray and a.dtype == b.dtype and a.shape == b.shape, (k, a, b)
+        np.testing.assert_array_equal(a, b, err_msg=f"{name}, order {k}")
+
+
+def test_at_a_point_a_derivative_that_overflows_warns_as_numpy_does():
+    """Finite coefficients whose derivatives (c_k k!) overflow: at a point, as on a
+    one-element array, inf with numpy's overflow warning (the coefficient held as a Python
+    float is multiplied as a numpy scalar)."""
+    def f(x):
+        return x.tanh()
+    got, caught = {}, {}
+    for where, x0, v in (("point", np.asarray(0.3), np.asarray(3.0)),
+                         ("array", np.array([0.3]), np.array([3.0]))):
+        with warnings.catch_warnings(record=True) as caught[where]:
+            warnings.simplefilter("always")
+            got[where] = sg.taylor(f, x0, v, 170)
+    for where in caught:
+        assert caught[where] and {type(w.message) for w in caught[where]} == {RuntimeWarning}
+        assert all("overflow" in str(w.message) for w in caught[where])
+    assert np.isfinite(got["point"][150]) and np.isinf(got["point"][170])
+    for k, (a, b) in enumerate(zip(got["point"], got["array"])):
+        np.testing.assert_array_equal(a, b[0], err_msg=f"order {k}")
+
+
 @pytest.mark.parametrize("n", [10, 16, 20])
 def test_taylor_derivative_of_tanh_at_a_point_to_order_20(n):
     """The issue-32 workload, d^n tanh at 0.3 from a number: float64, within 1e-13 of the exact

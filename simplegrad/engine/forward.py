@@ -145,7 +145,13 @@ def forward_sweep(tape: Tape, y: Any, xs: Sequence[Any], known: dict,
     step computes: an error not of simplegrad's is noted with the entry it failed at.
     """
     y = entry_of(y)
-    start = max(min(x.position if x.prim is None else x.position + 1 for x in xs), tape.base)
+    if len(xs) == 1:        # (one x: the common case, no generator)
+        x = xs[0]
+        start = x.position if x.prim is None else x.position + 1
+    else:
+        start = min(x.position if x.prim is None else x.position + 1 for x in xs)
+    if start < tape.base:
+        start = tape.base
     cached = tape.jvp_cache     # a Jacobian asks the same y once per column
     if cached is not None and cached[0] is y and cached[1] == start:
         path = cached[2]

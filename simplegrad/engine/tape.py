@@ -328,9 +328,12 @@ def ancestors(roots: Any, start: int = 0, stop: Collection[Entry] = (),
     """
     found: dict[int, Entry] = {}        # position -> entry
     reached: dict[Entry, None] = {}     # the leaves, in the order reached
-    if isinstance(roots, (Variable, Entry)):
-        roots = [roots]
-    stack = [r.node if isinstance(r, Variable) else r for r in roots]
+    if type(roots) is Entry:
+        stack = [roots]
+    elif isinstance(roots, (Variable, Entry)):
+        stack = [roots.node if isinstance(roots, Variable) else roots]
+    else:
+        stack = [r.node if isinstance(r, Variable) else r for r in roots]
     pop, push = stack.pop, stack.append
     while stack:        # iterative: a tape may hold millions of entries
         v = pop()
@@ -354,7 +357,7 @@ def ancestors(roots: Any, start: int = 0, stop: Collection[Entry] = (),
                     push(x)
     if leaves:
         return sorted([*found.values(), *reached], key=_when)
-    return [found[p] for p in sorted(found)]
+    return [found[p] for p in sorted(found)] if len(found) > 1 else list(found.values())
 
 
 def descendants(tape: Tape, sources: Iterable[Any], start: int, end: int) -> set:

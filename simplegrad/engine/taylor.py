@@ -29,7 +29,7 @@ from ..primitives.series import Series
 from .batching import Batched, innermost, levels_of, stacked, union, unstack
 from .forward import forward_sweep
 from .tape import ancestors
-from .variable import Entry, Variable, entry_of
+from .variable import UNARY, Entry, Variable, entry_of
 
 if TYPE_CHECKING:
     from ..primitives import PrimitiveMethods
@@ -70,62 +70,71 @@ def propagate(o: PrimitiveMethods, y: Variable, x: Variable, v: Any, order: int,
 def carry(o: PrimitiveMethods, y: Variable, known: dict, order: int, recording: bool) -> Series:
     """The Taylor series of y from the series ``known`` holds for some of its ancestors (any
     coefficients, not only a line x + t v): each entry's Taylor rule, one forward sweep."""
-
-    def rule_of(out: Entry) -> Any:
-        rule = out.prim.taylor
-        if rule is None:
-            raise NotDifferentiableError(
-                f"taylor: primitive {out.prim.name!r} (entry {out.name}) has no Taylor rule; "
-                "use sg.derivative (nested jvps) for this function")
-        return rule
-
-    def step(out: Entry, ss: list) -> Series | None:
-        if not out.prim.differentiable:
-            return None
-        rule = rule_of(out)
-        xs = out.inputs
-        ss = [s if s is not None else [xi] + [None] * order for s, xi in zip(ss, xs)]
-        res = rule(o, ss, out, *xs, **(out.attrs or {}))
-        return _fitted(o, res, out.shape, out.dtype, order, out)
-
-    def step_values(out: Entry, ss: list) -> Series | None:
-        if not out.prim.differentiable:
-            return None
-        rule = rule_of(out)
-        xs = [i.raw if type(i) is Entry else i for i in out.inputs]
-        value = out.raw
-        if out.shape == ():
-            # 0-d values as numpy scalars: the rules' arithmetic at a point is then scalar
-            # arithmetic (the same IEEE operations), not a ufunc call per term
-            xs = _scalars(xs)
-            ss = [_scalars(s) if s is not None else [xi] + [None] * order
-                  for s, xi in zip(ss, xs)]
-            value = _scalar(value)
-            if getattr(rule, "recorded", False):
-                res = _on_scratch(rule, ss, out.raw, xs, out.attrs or {})
-            else:
-                res = rule(o, ss, value, *xs, **(out.attrs or {}))
-            # (numpy scalars of the entry's dtype, read directly: the common case)
-            if set(map(type, res)) <= {type(value), _NONE}:
-                res[0] = out.raw
-                return res
-        else:
+    if recording:
+        def step(out: Entry, ss: list) -> Series | None:
+            if not out.prim.differentiable:
+                return None
+            rule = out.prim.taylor or _no_rule(out)
+            xs = out.inputs
             ss = [s if s is not None else [xi] + [None] * order for s, xi in zip(ss, xs)]
-            if getattr(rule, "recorded", False):
-                res = _on_scratch(rule, ss, value, xs, out.attrs or {})
+            res = rule(o, ss, out, *xs, **(out.attrs or {}))
+            return _fitted(o, res, out.shape, out.dtype, order, out)
+    else:
+        def step(out: Entry, ss: list) -> Series | None:
+            prim = out.prim
+            if not prim.differentiable:
+                return None
+            rule = prim.taylor or _no_rule(out)
+            attrs = out.attrs or _NO_ATTRS
+            value = out.raw
+            if out.shape == ():
+                # 0-d values as numpy scalars: the rules' arithmetic at a point is then scalar
+                # arithmetic (the same IEEE operations), not a ufunc call per term
+                if out.more is None and out.in1 is UNARY:     # (one input: the common case)
+                    a = out.in0
+                    a = a.raw if type(a) is Entry else a
+                    xs = (a[()] if type(a) is np.ndarray and a.ndim == 0 else a,)
+                    ss = [_points(ss[0])]
+                else:
+                    xs = [_scalar(i.raw if type(i) is Entry else i) for i in out.inputs]
+                    ss = [_points(s) if s is not None else [xi] + [None] * order
+                          for s, xi in zip(ss, xs)]
+                if type(value) is np.ndarray and value.ndim == 0:
+                    value = value[()]
+                if getattr(rule, "recorded", False):
+                    res = _on_scratch(rule, ss, out.raw, xs, attrs)
+                else:
+                    res = rule(o, ss, value, *xs, **attrs)
+                # (numpy scalars of the entry's dtype, or Python floats for float64, read
+                # directly: the common case)
+                if set(map(type, res)) <= (_KINDS.get(type(value)) or {type(value), _NONE}):
+                    res[0] = out.raw
+                    return res
             else:
-                res = rule(o, ss, value, *xs, **(out.attrs or {}))
-        res = _fitted(o, res, out.shape, out.dtype, order, None)
-        res[0] = out.raw
-        return res
+                xs = [i.raw if type(i) is Entry else i for i in out.inputs]
+                ss = [_held(s) if s is not None else [xi] + [None] * order
+                      for s, xi in zip(ss, xs)]
+                if getattr(rule, "recorded", False):
+                    res = _on_scratch(rule, ss, value, xs, attrs)
+                else:
+                    res = rule(o, ss, value, *xs, **attrs)
+            res = _fitted(o, res, out.shape, out.dtype, order, None)
+            res[0] = out.raw
+            return res
 
     known = {entry_of(k): v for k, v in known.items()}
-    s = forward_sweep(y.rec.tape, y, list(known), known, step if recording else step_values,
-                      what="Taylor series").get(y.node)
+    s = forward_sweep(y.rec.tape, y, list(known), known, step, what="Taylor series").get(y.node)
     if s is None:
         return [y if recording else y.raw] + [None] * order
     s[0] = y if recording else y.raw
     return s
+
+
+def _no_rule(out: Entry) -> Any:
+    """NotDifferentiableError: ``out``'s primitive has no Taylor rule."""
+    raise NotDifferentiableError(
+        f"taylor: primitive {out.prim.name!r} (entry {out.name}) has no Taylor rule; "
+        "use sg.derivative (nested jvps) for this function")
 
 
 def _fitted(o: PrimitiveMethods, res: Series, shape: tuple, dtype: Any, order: int,
@@ -151,6 +160,12 @@ def _fitted(o: PrimitiveMethods, res: Series, shape: tuple, dtype: Any, order: i
 
 
 _NONE = type(None)
+_NO_ATTRS: dict = {}
+# the coefficient types a rule's series of a 0-d entry is kept in, by the type of its value: its
+# numpy scalars, and for float64 Python floats too (the same values: a rule computing on Python
+# floats gives them, and they are turned back into numpy scalars only for a rule that reads them)
+_KINDS = {t: {t, _NONE} for t in (np.float16, np.float32, np.complex64, np.complex128)}
+_KINDS[np.float64] = {np.float64, float, _NONE}
 
 
 def _scalar(a: Any) -> Any:
@@ -158,9 +173,20 @@ def _scalar(a: Any) -> Any:
     return a[()] if type(a) is np.ndarray and a.ndim == 0 else a
 
 
-def _scalars(s: list) -> list:
-    return [a if a is None or type(a) is not np.ndarray else a[()] if a.ndim == 0 else a
-            for a in s]
+def _points(s: Series) -> Series:
+    """A series at a point as a rule reads it: numpy scalars (a 0-d array's, and float64 for a
+    Python float the walk held)."""
+    return [c if c is None or type(c) is _F64 else _F64(c) if type(c) is float else
+            c[()] if type(c) is np.ndarray and c.ndim == 0 else c for c in s]
+
+
+def _held(s: Series) -> Series:
+    """A series as a rule on arrays reads it: as it is, a Python float the walk held as a
+    float64 scalar."""
+    return [_F64(c) if type(c) is float else c for c in s]
+
+
+_F64 = np.float64
 
 
 def _on_scratch(rule: Any, ss: list, out: Any, xs: list, attrs: dict) -> Series:

@@ -243,30 +243,55 @@ def riccati_series(o: PrimitiveMethods, xs: Series, z0: Any, w0: Any, b: float) 
 def _riccati_values(xs: Series, z0: Any, w0: Any, b: float) -> Series:
     """``riccati_series`` on plain values. At a point in float64 (numpy float64 scalars) the
     loop runs on Python floats, the same IEEE double operations without numpy's scalar
-    dispatch; should a coefficient come out inf or nan it runs again on the numpy scalars,
-    which warn as numpy does."""
+    dispatch, and the coefficients past z0 come back as those floats (float64 values, which the
+    value-only walk holds as they are: engine/taylor.py); should one come out inf or nan it
+    runs again on the numpy scalars, which warn as numpy does."""
+    order = len(xs) - 1
+    if type(z0) is np.float64 and type(w0) is np.float64 and order:
+        if type(xs[1]) is np.float64 and xs.count(None) == order - 1 and xs[0] is not None:
+            z = _riccati_line(float(xs[1]), float(z0), float(w0), float(b), order)  # x + t v
+            if math.isfinite(sum(z)):
+                z[0] = z0
+                return z
+        elif set(map(type, xs)) <= _FLOAT64_OR_NONE:
+            moving = [j for j in range(1, len(xs)) if xs[j] is not None]
+            floats = [c if c is None else float(c) for c in xs]
+            z = _riccati_loop(floats, moving, float(z0), float(w0), b) if moving[:1] != [1] \
+                else _riccati_floats(floats, moving, float(z0), float(w0), float(b))
+            if None not in z and math.isfinite(sum(z)):
+                z[0] = z0
+                return z
     moving = [j for j in range(1, len(xs)) if xs[j] is not None]
-    if type(z0) is np.float64 and type(w0) is np.float64 and \
-            set(map(type, xs)) <= _FLOAT64_OR_NONE:
-        floats = list(xs)
-        for j in moving:
-            floats[j] = float(xs[j])
-        z = _riccati_loop(floats, moving, float(z0), float(w0), b) if moving[:1] != [1] else \
-            _riccati_floats(floats, moving, float(z0), float(w0), float(b))
-        if None not in z and math.isfinite(sum(z[1:])):
-            z[1:] = map(np.float64, z[1:])
-            z[0] = z0
-            return z
     return _riccati_loop(xs, moving, z0, w0, b)
 
 
 _FLOAT64_OR_NONE = {np.float64, type(None)}
 
 
+def _riccati_line(x1: float, z0: float, w0: float, b: float, order: int) -> list:
+    """``_riccati_floats`` along a line (x1 alone moves), its loop over the other coefficients
+    of x left out: the same operations in the same order."""
+    z, w = [z0], [w0]
+    for k in range(1, order + 1):
+        zk = x1 * w[k - 1]                  # ode(xs, w, k)
+        if k > 1:
+            zk = zk * (1.0 / k)
+        z.append(zk)
+        acc = z0 * zk                       # square_coef(z, k)
+        for j in range(1, (k + 1) // 2):
+            acc = acc + z[j] * z[k - j]
+        acc = acc * 2.0
+        if not k & 1:
+            m = z[k >> 1]
+            acc = acc + m * m
+        w.append(acc if b == 1 else acc * b)
+    return z
+
+
 def _riccati_floats(xs: list, moving: list[int], z0: float, w0: float, b: float) -> list:
-    """``_riccati_loop`` on Python floats when x1 moves (a line x + t v): every coefficient is
-    then a number, so the loop reads them with no zero test; the same operations in the same
-    order."""
+    """``_riccati_loop`` on Python floats when x1 moves (with others, on a curve): every
+    coefficient is then a number, so the loop reads them with no zero test; the same
+    operations in the same order."""
     order = len(xs) - 1
     z, w = [z0], [w0]
     x1, rest = xs[1], moving[1:]
@@ -277,14 +302,14 @@ def _riccati_floats(xs: list, moving: list[int], z0: float, w0: float, b: float)
                 break
             acc = acc + xs[j] * w[k - j] * float(j)
         if k > 1:
-            acc = acc * float(1.0 / k)
+            acc = acc * (1.0 / k)
         z.append(acc)
-        acc = z[0] * z[k]                   # square_coef(z, k)
+        acc = z0 * acc                      # square_coef(z, k)
         for j in range(1, (k + 1) // 2):
             acc = acc + z[j] * z[k - j]
         acc = acc * 2.0
-        if k % 2 == 0:
-            m = z[k // 2]
+        if not k & 1:
+            m = z[k >> 1]
             acc = acc + m * m
         w.append(acc if b == 1 else acc * b)
     return z

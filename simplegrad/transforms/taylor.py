@@ -73,7 +73,8 @@ def _taylor(f: Callable, x: Any, v: Any, order: int, only: int | None) -> list:
         if type(out) is not Variable and is_node(out):
             return _series(ops, nested, f, xv, v, out, order, only)
         y = output("taylor", ops, out)
-        disconnected("taylor", f, None, [y])
+        if not y.requires_grad:
+            disconnected("taylor", f, None, [y])
         return _coefficients(ops, nested, xv, y, v, order, only)
 
 
@@ -211,6 +212,8 @@ def _scale(dtypes: tuple, order: int) -> float:
 def _derivative(o: PrimitiveMethods, c: Any, k: int, scale: float) -> Any:
     """Dk from the k-th coefficient c along scale * v: c k! / scale ** k, with k! in c's
     dtype when unscaled (it is finite there), else formed in float64 and rounded once."""
+    if type(c) is float:
+        c = np.float64(c)       # (a float64 coefficient held as a Python float: numpy's warnings)
     if scale == 1:
         f = float(math.factorial(k))
         return o.mul(c, f) if isinstance(c, Variable) else c * f
