@@ -1,7 +1,8 @@
 """Value-only sweeps without needless arrays, and without writing what is not theirs.
 
 - Every fused rule of the registry (``Primitive.vjp_fused``) against the derivative rule it
-  stands for, run on plain values, on every registry case with an input of the output's shape:
+  stands for, run on plain values, on every registry case with an input of the output's shape
+  (stacked along a new leading axis to ``FUSED_SIZE`` entries, the fewest a fused rule takes):
   within 1 ulp (``np.testing.assert_array_max_ulp``), into a new array of its own, its
   arguments untouched.
 - Every registered rule given the cotangent of a total as a broadcast view (strides 0, the
@@ -28,7 +29,7 @@ from test_training_memory import collector_paused
 
 import simplegrad as sg
 from simplegrad.primitives import VALUES
-from simplegrad.primitives.core import broadcast_vjp
+from simplegrad.primitives.core import FUSED_SIZE, broadcast_vjp
 
 # ---------------------------------------------------------------- fused rules
 
@@ -52,8 +53,12 @@ def test_some_primitive_has_a_fused_rule() -> None:
 @pytest.mark.parametrize(("prim", "case", "i"), _fused_params())
 def test_fused_rule_is_the_rule_within_one_ulp(prim: sg.Primitive, case: sg.Case, i: int,
                                                rng: np.random.Generator) -> None:
-    xs = sample(prim, case, rng)
+    small = np.broadcast_shapes(*case.shapes)
+    stack = -(-FUSED_SIZE // max(int(np.prod(small)), 1))     # (elementwise: any leading axis)
+    big = sg.Case(tuple((stack, *s) for s in case.shapes), case.attrs, case.domain)
+    xs = sample(prim, big, rng)
     out = np.asarray(prim.forward(*xs, **case.attrs))
+    assert out.size >= FUSED_SIZE
     if xs[i].shape != out.shape:
         pytest.skip("the input is broadcast: the sweep uses the rule")
     g = np.asarray(rng.standard_normal(out.shape), dtype=out.dtype)
@@ -74,15 +79,18 @@ def test_fused_rule_is_the_rule_within_one_ulp(prim: sg.Primitive, case: sg.Case
 
 def test_fused_rule_declines_what_it_does_not_cover(rng: np.random.Generator) -> None:
     """A fused rule answers None (the sweep calls the rule) for a cotangent of another dtype or
-    shape, or a value that is not a plain array."""
+    shape, a value that is not a plain array, or fewer than FUSED_SIZE entries."""
+    n = FUSED_SIZE
     for prim in sg.REGISTRY.values():
         for f in prim.vjp_fused or ():
             if f is None:
                 continue
-            out = rng.uniform(-0.5, 0.5, (3,))
-            assert f(np.ones(3, np.float32), out, out) is None
-            assert f(np.ones((2, 3)), out, out) is None
-            assert f(np.ones(3), list(out), out) is None
+            out = rng.uniform(-0.5, 0.5, (n,))
+            assert f(np.ones(n, np.float32), out, out) is None
+            assert f(np.ones((2, n)), out, out) is None
+            assert f(np.ones(n), list(out), out) is None
+            assert f(np.ones(n - 1), out[1:], out[1:]) is None
+            assert f(np.ones(n), out, out) is not None
 
 
 # ---------------------------------------------------------------- the cotangent of a total
@@ -178,6 +186,10 @@ def _cases() -> dict[str, tuple[Callable, Callable]]:
         "tanh(x) * w + (tanh(x) + x) * 2": (
             lambda x, w: (lambda a: (a * w + (a + x) * 2.0).sum())(x.tanh()),
             lambda x, w: (w * sech2(x) + 2 * sech2(x) + 2, np.tanh(x))),
+        # the same, the other way round: (a + x)'s cotangent is added to a's
+        "(tanh(x) + x) * 2 + tanh(x) * w": (
+            lambda x, w: (lambda a: ((a + x) * 2.0 + a * w).sum())(x.tanh()),
+            lambda x, w: (w * sech2(x) + 2 * sech2(x) + 2, np.tanh(x))),
         "(x + x) * w": (lambda x, w: ((x + x) * w).sum(), lambda x, w: (2 * w, 2 * x)),
         "tanh(tanh(x)) * x * w": (
             lambda x, w: (x.tanh().tanh() * x * w).sum(),
@@ -193,9 +205,12 @@ def _cases() -> dict[str, tuple[Callable, Callable]]:
 CASES = _cases()
 
 
+SHAPE = (64, -(-FUSED_SIZE // 64))     # large enough for the fused rules
+
+
 @pytest.fixture
 def xw(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    return rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
+    return rng.normal(size=SHAPE), rng.normal(size=SHAPE)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -258,7 +273,7 @@ def test_sweeps_write_no_kept_value(name: str, xw: tuple) -> None:
 def test_an_intermediate_asked_for_keeps_its_gradient(rng: np.random.Generator) -> None:
     """A cotangent handed back for an intermediate (a fused rule's buffer) is not added into
     while the sweep goes on below it."""
-    x0 = rng.normal(size=7)
+    x0 = rng.normal(size=SHAPE)
     op = sg.Ops()
     x = op.var(x0, name="x")
     u = x.tanh()
@@ -273,12 +288,13 @@ def test_an_intermediate_asked_for_keeps_its_gradient(rng: np.random.Generator) 
 def test_fused_and_unfused_sweeps_agree_bitwise(rng: np.random.Generator) -> None:
     """A value-only sweep (fused tanh, the total's 1 passed on, sums in place) gives the
     recorded sweep's gradient exactly: the same operations on the same values."""
-    x0 = rng.normal(size=50)
+    x0 = rng.normal(size=FUSED_SIZE)
     for f in (CASES["tanh(x) * x"][0], CASES["tanh(tanh(x)) * x * w"][0]):
         values = sg.grad(f)(x0, x0[::-1].copy())
         op = sg.Ops(simplify=False)
         x = op.var(x0)
         recorded = op.grad(f(x, op.var(x0[::-1].copy())), x).value
+        assert x0.size >= FUSED_SIZE
         np.testing.assert_array_equal(values, recorded)
 
 

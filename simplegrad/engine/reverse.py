@@ -42,7 +42,7 @@ from ..errors import (
     TapeGrowthWarning,
     warn,
 )
-from ..primitives.core import describe
+from ..primitives.core import FUSED_SIZE, describe
 from .render import format_entry
 from .tape import ancestors
 from .variable import RELEASED, NoHistory
@@ -520,10 +520,15 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                 f = None
                 if x.shape is shape:
                     rule = same[i]
-                    if fused is not None:   # (values only: into a new buffer, the sweep's)
+                    if fused is not None and type(outv) is np.ndarray and \
+                            outv.size >= FUSED_SIZE:    # (values: into the sweep's new buffer)
                         f = fused[i]
                         if f is not None:
-                            ct = f(g, outv, *((a,) if unary else (a, c)), **(attrs or {}))
+                            if attrs:
+                                ct = f(g, outv, a, **attrs) if unary else \
+                                    f(g, outv, a, c, **attrs)
+                            else:
+                                ct = f(g, outv, a) if unary else f(g, outv, a, c)
                             if ct is None:
                                 f = None
                 if pullbacks is not None:

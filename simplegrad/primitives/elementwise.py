@@ -24,6 +24,7 @@ from .core import (
     ANY,
     BINARY,
     EACH_ALONE,
+    FUSED_SIZE,
     JOINT,
     JOINTLY,
     NONZERO,
@@ -214,15 +215,13 @@ def _mul_jvp(o: PrimitiveMethods, ts, out, x, y):
     return _MUL_SUMMED(o, ts, out, x, y)
 
 
-def _times(o: PrimitiveMethods, g, y):
-    """g * y; on values, y itself (read-only) when g is the number 1 broadcast over y (the
-    cotangent of a total): the same value, as x * 1.0 is x, without a pass or a new array."""
-    if o.plain_values and unit_cotangent(g, y):
-        return read_only(y)
-    return o.mul(g, y)
-
-
-_MUL_RULES = (lambda o, g, out, x, y: _times(o, g, y), lambda o, g, out, x, y: _times(o, g, x))
+# g * y; on values, y itself (read-only) when g is the number 1 broadcast over y (the cotangent
+# of a total): the same value, as x * 1.0 is x, without a pass over memory or a new array
+_MUL_RULES = (
+    lambda o, g, out, x, y: read_only(y) if o.plain_values and type(y) is np.ndarray and
+    unit_cotangent(g, y) else o.mul(g, y),
+    lambda o, g, out, x, y: read_only(x) if o.plain_values and type(x) is np.ndarray and
+    unit_cotangent(g, x) else o.mul(g, x))
 _MUL_SUMMED = summed_jvp(_MUL_RULES)
 MUL = elementwise("mul", np.multiply, "{0} * {1}", _MUL_RULES,
     rewrites=_mul_rewrite, simplifies=_mul_simplifies,
@@ -421,10 +420,10 @@ def _tanh_d(o: PrimitiveMethods, g, out, x):
 
 def _tanh_fused(g, out, x):
     """g (1 - out^2) into one buffer: the rule's operations in its order (the same value)."""
-    if type(g) is not np.ndarray or type(out) is not np.ndarray or g.shape != out.shape or \
-            g.dtype != out.dtype:
+    if type(g) is not np.ndarray or type(out) is not np.ndarray or out.size < FUSED_SIZE or \
+            g.shape != out.shape or g.dtype is not out.dtype:
         return None
-    buf = np.multiply(out, out, out=np.empty_like(out))
+    buf = np.multiply(out, out)
     np.subtract(1, buf, out=buf)
     return np.multiply(g, buf, out=buf)
 
