@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..errors import NotDifferentiableError
 from .tape import ancestors
 from .variable import Entry, Variable
@@ -60,6 +62,27 @@ def accumulate(o: PrimitiveMethods, tape: Tape, x: Entry, old: Any, new: Any) ->
         old.dense = new if old.dense is None else _add_existing(o, tape, x, old.dense, new)
         return old
     return _add_existing(o, tape, x, old, new)
+
+
+def add_values(o: PrimitiveMethods, tape: Tape, x: Entry, old: Any, new: Any, owned: set,
+               fresh: bool) -> Any:
+    """old + new cotangent of x in a value-only sweep, in place where that writes only the
+    sweep's own buffers: into ``old`` when x is in ``owned`` (its total is a buffer the sweep
+    made), else into ``new`` when ``fresh`` (a fused rule's new buffer); else a new array,
+    owned from then on. Never into a user's array, a value kept on the tape, a broadcast view
+    or an array a rule handed on. The same value as ``old + new`` (the same operation)."""
+    if type(old) is np.ndarray and type(new) is np.ndarray and old.shape == new.shape and \
+            old.dtype == new.dtype:
+        if x in owned:
+            return np.add(old, new, out=old)
+        if fresh:
+            owned.add(x)
+            return np.add(old, new, out=new)
+        total = o.add(old, new)
+        if type(total) is np.ndarray:
+            owned.add(x)
+        return total
+    return accumulate(o, tape, x, old, new)
 
 
 def _add_existing(o: PrimitiveMethods, tape: Tape, x: Entry, old: Any, new: Any) -> Any:

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import ArgumentError, ShapeError
 from ..primitives import HELD, ValueOps
 from .batching import Batched, innermost, levels_of, stacked, unstack
-from .cotangents import Sparse, accumulate, check_held, densify
+from .cotangents import Sparse, accumulate, add_values, check_held, densify
 from .params import FREE
 from .tape import BlockBegin, BlockEnd, descendants, value_of
 from .variable import UNARY, Entry, Variable, handle
@@ -42,7 +42,7 @@ from ..errors import (
     TapeGrowthWarning,
     warn,
 )
-from ..primitives.core import describe
+from ..primitives.core import FUSED_SIZE, describe
 from .render import format_entry
 from .tape import ancestors
 from .variable import RELEASED, NoHistory
@@ -439,9 +439,11 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
     every leaf); an input older than ``stop`` (the oldest of them) gets a cotangent only
     when it is one of them. ``last`` (values only): no sweep reads this tape again, so each
     entry lets go of its value once pulled back (every entry reading it is newer, pulled back
-    already), as PyTorch frees what it saved.
+    already), as PyTorch frees what it saved. Values only, a cotangent total is added into in
+    place only while it is a buffer the sweep owns (``owned``, cotangents.add_values).
     """
     grads: dict[Entry, Any] = {L: seed}
+    owned: set[Entry] = set()   # (values only: the entries whose total is the sweep's buffer)
     if L.prim is None:
         return grads
     masks: dict[Entry, Any] = {}     # cotangents zero by construction there (core.py)
@@ -460,6 +462,8 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
         g = take(out, None)
         if g is None:
             continue
+        if owned:               # (handed to rules from here on: no longer the sweep's alone)
+            owned.discard(out)
         if type(g) is Sparse:
             g = densify(o, tape, out, g)
             if recording:
@@ -503,6 +507,7 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
             beside, same = prim.vjp_same    # (an input of the output's shape: nothing to
             if beside is not rules:         # unbroadcast; unless the rules were replaced)
                 same = rules
+            fused = None if recording or beside is not rules else prim.vjp_fused
             shape = out.shape
             i = -1
             for x in (x0,) if unary else (x0, b):
@@ -512,14 +517,28 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                         only is not None and x not in only or \
                         older and x.position < stop and x not in keep:
                     continue
+                f = None
                 if x.shape is shape:
                     rule = same[i]
+                    if fused is not None and type(outv) is np.ndarray and \
+                            outv.size >= FUSED_SIZE:    # (values: into the sweep's new buffer)
+                        f = fused[i]
+                        if f is not None:
+                            if attrs:
+                                ct = f(g, outv, a, **attrs) if unary else \
+                                    f(g, outv, a, c, **attrs)
+                            else:
+                                ct = f(g, outv, a) if unary else f(g, outv, a, c)
+                            if ct is None:
+                                f = None
                 if pullbacks is not None:
                     start = len(entries)
-                if unary:
-                    ct = rule(o, g, outv, a, **attrs) if attrs else rule(o, g, outv, a)
-                else:
-                    ct = rule(o, g, outv, a, c, **attrs) if attrs else rule(o, g, outv, a, c)
+                if f is None:
+                    if unary:
+                        ct = rule(o, g, outv, a, **attrs) if attrs else rule(o, g, outv, a)
+                    else:
+                        ct = rule(o, g, outv, a, c, **attrs) if attrs else \
+                            rule(o, g, outv, a, c)
                 if ct is None:
                     continue
                 dtype = x.dtype
@@ -527,7 +546,12 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                     ct = o.cast(ct, dtype)
                 if not recording:   # values: added up at once (no rule reads ``grads``)
                     old = get(x)
-                    grads[x] = ct if old is None else accumulate(o, tape, x, old, ct)
+                    if old is None:
+                        grads[x] = ct
+                        if f is not None:
+                            owned.add(x)
+                    else:
+                        grads[x] = add_values(o, tape, x, old, ct, owned, f is not None)
                     continue
                 if pullbacks is not None and len(entries) > start:
                     spans += (base + start, base + len(entries), i)

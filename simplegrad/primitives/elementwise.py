@@ -24,12 +24,14 @@ from .core import (
     ANY,
     BINARY,
     EACH_ALONE,
+    FUSED_SIZE,
     JOINT,
     JOINTLY,
     NONZERO,
     POSITIVE,
     UNARY,
     Case,
+    FusedVjpRule,
     JvpRule,
     Linear,
     MaskRule,
@@ -46,10 +48,12 @@ from .core import (
     is_constant,
     masked_vjp,
     pointwise,
+    read_only,
     register,
     shape_of,
     summed_jvp,
     sympy_call,
+    unit_cotangent,
 )
 from .rewrites import involution, is_number, number_beside, operand_key, unit_side
 from .schema import Schema, attrs
@@ -85,6 +89,7 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
                 taylor: TaylorRule | None = None, numpy: str | None = None,
                 schema: Schema | None = None,
                 saves: Sequence[str | int] = ("inputs", "out"), registered: bool = True,
+                fused: Sequence[FusedVjpRule | None] | None = None,
                 **facts: Any) -> Primitive:
     """Register an elementwise primitive from its forward and per-input derivative rules
     (``facts``: the record's other fields, as ``Primitive`` takes them).
@@ -93,6 +98,8 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
     signature); None means no gradient flows to that input (a derivative that is zero
     everywhere it exists, or an input that is not differentiable). ``saves``: what the rules
     read (``Primitive``); ``registered=False`` keeps it out of the registry (complex.py).
+    ``fused``: per input, the rule on plain arrays of the output's shape in one new buffer
+    (``FusedVjpRule``), for value-only sweeps.
     """
     nin = len(d)
     if schema is None:      # a ufunc forward: numpy's broadcasting and loop dtype
@@ -110,6 +117,8 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
         mask_source=mask_source, elementwise=True, batch=pointwise(name), taylor=taylor,
         numpy=numpy, schema=schema, saves=saves)
     prim.vjp_same = (prim.vjp, tuple(d))
+    if fused is not None:
+        prim.vjp_fused = tuple(fused)
     if masked:
         prim.vjp_masked = tuple(masked_vjp(r, i, nin) for i, r in enumerate(d))
     return register(prim) if registered else prim
@@ -206,7 +215,13 @@ def _mul_jvp(o: PrimitiveMethods, ts, out, x, y):
     return _MUL_SUMMED(o, ts, out, x, y)
 
 
-_MUL_RULES = (lambda o, g, out, x, y: o.mul(g, y), lambda o, g, out, x, y: o.mul(g, x))
+# g * y; on values, y itself (read-only) when g is the number 1 broadcast over y (the cotangent
+# of a total): the same value, as x * 1.0 is x, without a pass over memory or a new array
+_MUL_RULES = (
+    lambda o, g, out, x, y: read_only(y) if o.plain_values and type(y) is np.ndarray and
+    unit_cotangent(g, y) else o.mul(g, y),
+    lambda o, g, out, x, y: read_only(x) if o.plain_values and type(x) is np.ndarray and
+    unit_cotangent(g, x) else o.mul(g, x))
 _MUL_SUMMED = summed_jvp(_MUL_RULES)
 MUL = elementwise("mul", np.multiply, "{0} * {1}", _MUL_RULES,
     rewrites=_mul_rewrite, simplifies=_mul_simplifies,
@@ -403,7 +418,18 @@ def _tanh_d(o: PrimitiveMethods, g, out, x):
     return o.mul(g, o.sub(1, o.mul(out, out)))
 
 
-TANH = elementwise("tanh", np.tanh, "{0}.tanh()", (_tanh_d,), sympy=sympy_call("tanh"),
+def _tanh_fused(g, out, x):
+    """g (1 - out^2) into one buffer: the rule's operations in its order (the same value)."""
+    if type(g) is not np.ndarray or type(out) is not np.ndarray or out.size < FUSED_SIZE or \
+            g.shape != out.shape or g.dtype is not out.dtype:
+        return None
+    buf = np.multiply(out, out)
+    np.subtract(1, buf, out=buf)
+    return np.multiply(g, buf, out=buf)
+
+
+TANH = elementwise("tanh", np.tanh, "{0}.tanh()", (_tanh_d,), fused=(_tanh_fused,),
+                   sympy=sympy_call("tanh"),
     numba="_w_tanh({0})",
                    jvp=lambda o, ts, out, x: _tanh_d(o, ts[0], out, x), taylor=_tanh_taylor,
                    saves=("out",))
