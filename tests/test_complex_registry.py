@@ -34,9 +34,12 @@ def _params() -> list:
     params = []
     for prim in (sg.REGISTRY[name] for name in TAKES_COMPLEX):
         name = prim.name
-        for case in prim.cases:
+        for k, case in enumerate(prim.cases):
+            # every kind on each primitive's first case in the default run; the other cases
+            # (broadcasting, axes, the shapes the real battery covers too) in the slow step
+            marks = () if k == 0 else (pytest.mark.slow,)
             for kind in [*KINDS, "jvp_vjp"]:
-                params.append(pytest.param(prim, case, kind,
+                params.append(pytest.param(prim, case, kind, marks=marks,
                                            id=f"{name}-{case_id(case)}-complex-{kind}"))
     return params
 

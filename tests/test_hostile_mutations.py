@@ -188,6 +188,7 @@ def _canonical(doc) -> str:
     return json.dumps(doc, sort_keys=True)
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck),
           derandomize=True)
 @given(data=st.data())

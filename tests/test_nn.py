@@ -55,6 +55,7 @@ def test_functional_gradient_of_an_mlp_against_closed_form(rng):
     np.testing.assert_array_equal(model.params()["0.weight"], W1)
 
 
+@pytest.mark.slow
 def test_check_grads_through_every_layer(rng):
     model = nn.Sequential(nn.Linear(4, 6, rng=rng), nn.LayerNorm(6), nn.Sigmoid(),
                           nn.Linear(6, 5, rng=rng), nn.BatchNorm1d(5), nn.Softplus(),

@@ -47,6 +47,7 @@ def close(a, b, scale=None):
     assert np.all(np.abs(a[ok] - b[ok]) <= 1e-12 * scale)
 
 
+@pytest.mark.slow
 def test_value_and_gradient_of_an_elementwise_chain_fuse_into_one_loop():
     op = sg.Ops()
     x = op.var(np.linspace(0.1, 1.0, 5000), name="x")

@@ -64,6 +64,7 @@ def test_a_changed_program_misses(cache, monkeypatch):
     np.testing.assert_allclose(g, sg.compile(program(1.2))(xv)[1], rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.slow
 def test_corrupt_cache_files_are_ignored_and_rebuilt(cache, monkeypatch):
     prog = program()
     _, a = compiled(prog, monkeypatch)

@@ -40,6 +40,7 @@ def _ours() -> int:
     return sum(issubclass(type(o), (sg.Variable, sg.Ops)) for o in gc.get_objects())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("simplify", [False, True])
 def test_a_fresh_ops_per_step_is_freed_by_reference_counting(simplify):
     step = seed_habit_step(simplify)

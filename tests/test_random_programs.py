@@ -12,6 +12,7 @@ gradients differentiated again. Checker: float64 central differences, eps 1e-6, 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -70,6 +71,7 @@ def _program(steps):
     return f
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(steps=_steps(), seed=st.integers(0, 2**16))
 def test_random_programs_match_finite_differences(steps, seed):

@@ -242,6 +242,7 @@ _VALUES = st.one_of(
 _INPUT_DTYPES = [np.float64, np.float32, np.float16, np.int64, np.int8, np.uint8, np.bool_]
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore")
 @settings(max_examples=400, deadline=None)
 @given(st.data())

@@ -72,6 +72,7 @@ def test_trust_constr_on_a_bratu_residual_with_the_sparse_jacobian():
     assert u.max() > 0.05              # the lower branch of the Bratu solutions, not zero
 
 
+@pytest.mark.slow
 def test_the_example_script_runs_quick(tmp_path):
     """examples/sparse_optimisation.py (both clients, with their checks) exits 0."""
     import os

@@ -89,6 +89,7 @@ def test_sweeps_leave_the_garbage_collector_alone(create_graph, monkeypatch):
     assert t.item() == 6.0
 
 
+@pytest.mark.slow
 def test_an_entry_is_one_object_for_the_cycle_collector():
     # the design that replaced pausing the collector: an entry with one or two inputs keeps
     # them in its own slots, and a grad block stores its derivatives in one dict

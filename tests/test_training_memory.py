@@ -58,6 +58,7 @@ def jax_habit(rng: np.random.Generator) -> tuple[Callable[[], None], Callable[[]
     return step, lambda: float(nn.cross_entropy(model.apply(box["params"], x), y)), seen
 
 
+@pytest.mark.slow
 def test_jax_habit_frees_every_step_by_reference_counting(rng):
     step, current_loss, seen = jax_habit(rng)
     first = current_loss()
