@@ -249,7 +249,8 @@ def _riccati_values(xs: Series, z0: Any, w0: Any, b: float) -> Series:
     order = len(xs) - 1
     if type(z0) is np.float64 and type(w0) is np.float64 and order:
         if type(xs[1]) is np.float64 and xs.count(None) == order - 1 and xs[0] is not None:
-            z = _riccati_line(float(xs[1]), float(z0), float(w0), float(b), order)  # x + t v
+            line = [None, float(xs[1])] + [None] * (order - 1)      # x + t v
+            z = _riccati_floats(line, [1], float(z0), float(w0), float(b))
             if math.isfinite(sum(z)):
                 z[0] = z0
                 return z
@@ -266,26 +267,6 @@ def _riccati_values(xs: Series, z0: Any, w0: Any, b: float) -> Series:
 
 
 _FLOAT64_OR_NONE = {np.float64, type(None)}
-
-
-def _riccati_line(x1: float, z0: float, w0: float, b: float, order: int) -> list:
-    """``_riccati_floats`` along a line (x1 alone moves), its loop over the other coefficients
-    of x left out: the same operations in the same order."""
-    z, w = [z0], [w0]
-    for k in range(1, order + 1):
-        zk = x1 * w[k - 1]                  # ode(xs, w, k)
-        if k > 1:
-            zk = zk * (1.0 / k)
-        z.append(zk)
-        acc = z0 * zk                       # square_coef(z, k)
-        for j in range(1, (k + 1) // 2):
-            acc = acc + z[j] * z[k - j]
-        acc = acc * 2.0
-        if not k & 1:
-            m = z[k >> 1]
-            acc = acc + m * m
-        w.append(acc if b == 1 else acc * b)
-    return z
 
 
 def _riccati_floats(xs: list, moving: list[int], z0: float, w0: float, b: float) -> list:
