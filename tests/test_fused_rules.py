@@ -145,9 +145,15 @@ def test_broadcast_ones_cotangent_is_the_materialised_ones(prim: sg.Primitive, c
 
 
 def test_times_a_total_is_the_operand_read_only() -> None:
-    """mul's rule given the broadcast 1 hands the other operand on as a read-only view: no
-    copy, and equal to ``1.0 * y`` also at -0.0, infinities and nan."""
-    y = np.array([-0.0, 0.0, np.inf, -np.inf, np.nan, 5e-324, -1.5])
+    """mul's rule given the broadcast 1 hands the other operand on as a read-only view (from
+    FUSED_SIZE entries on): no copy, and equal to ``1.0 * y`` also at -0.0, infinities and
+    nan; below that size it computes the product, a new array of the same value."""
+    small = np.array([-0.0, 0.0, np.inf, -np.inf, np.nan, 5e-324, -1.5])
+    rule = sg.REGISTRY["mul"].vjp[0]
+    got = rule(VALUES, np.broadcast_to(np.ones(()), small.shape), small, small, small)
+    assert got.flags.writeable and not np.shares_memory(got, small)
+    assert np.array_equal(np.signbit(got), np.signbit(small))
+    y = np.resize(small, FUSED_SIZE)
     x = np.linspace(-1.0, 1.0, y.size)
     ones = np.broadcast_to(np.ones(()), y.shape)
     with np.errstate(invalid="ignore"):
@@ -164,7 +170,7 @@ def test_times_a_total_is_the_operand_read_only() -> None:
     got = sg.REGISTRY["mul"].vjp[0](VALUES, twos, out, x, y)
     assert got.flags.writeable and not np.shares_memory(got, y)
     wide = broadcast_vjp(lambda o, g, out, x, y: o.mul(g, y), 0, 2)
-    assert wide(VALUES, np.ones((2, 7)), None, np.ones((2, 7)), y).shape == (2, 7)
+    assert wide(VALUES, np.ones((2, 7)), None, np.ones((2, 7)), small).shape == (2, 7)
 
 
 # ---------------------------------------------------------------- nothing else is written

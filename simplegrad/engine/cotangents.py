@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import NotDifferentiableError
+from ..primitives.core import FUSED_SIZE
 from .tape import ancestors
 from .variable import Entry, Variable
 
@@ -70,9 +71,10 @@ def add_values(o: PrimitiveMethods, tape: Tape, x: Entry, old: Any, new: Any, ow
     sweep's own buffers: into ``old`` when x is in ``owned`` (its total is a buffer the sweep
     made), else into ``new`` when ``fresh`` (a fused rule's new buffer); else a new array,
     owned from then on. Never into a user's array, a value kept on the tape, a broadcast view
-    or an array a rule handed on. The same value as ``old + new`` (the same operation)."""
-    if type(old) is np.ndarray and type(new) is np.ndarray and old.shape == new.shape and \
-            old.dtype == new.dtype:
+    or an array a rule handed on; below ``FUSED_SIZE`` entries, a new array (a buffer saves
+    less than its checks cost). The same value as ``old + new`` (the same operation)."""
+    if type(old) is np.ndarray and type(new) is np.ndarray and old.size >= FUSED_SIZE and \
+            old.shape == new.shape and old.dtype == new.dtype:
         if x in owned:
             return np.add(old, new, out=old)
         if fresh:

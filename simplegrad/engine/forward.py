@@ -10,8 +10,7 @@ or a ``ValueOps`` when only values are wanted (``create_graph=False``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,7 +20,6 @@ from ..primitives import VALUES
 from ..primitives.core import dtype_of
 from .batching import Batched, innermost, levels_of, stacked, union, unstack
 from .reverse import (
-    _sweeping,
     as_variable,
     check_history,
     check_target,
@@ -66,54 +64,61 @@ def jvp(ops: Ops, y: Variable, xs: Variable | Sequence[Variable], tangents: Any,
     values = [t if type(t) is Batched and t.shape == x.shape else seed_value(ops, "jvp", x, t)
               for x, t in zip(xs, tangents)]
     tape = ops.tape
-    with _sweeping(tape), _keeping_values(ops, recording):
-        if recording:
-            o = ops
-            if tape.keep or tape.listeners:
-                tape.add(BlockBegin(tape.end, "jvp", y.node, tuple(x.node for x in xs)))
-            given = [t if isinstance(t, Variable) else ops.leaf(v, None, True, "seed")
-                     for t, v in zip(tangents, values)]
-        else:
-            o = VALUES
-            given = values
-        known: dict[Entry, Any] = {}
-        for x, t in zip(xs, given):
-            x = x.node
-            known[x] = t if x not in known else o.add(known[x], t)
-
-        def step(out: Entry, ts: list) -> Any:
-            if recording:
-                t = out.prim.jvp(o, ts, out, *out.inputs, **(out.attrs or {}))
-            else:
-                t = out.prim.jvp(o, ts, out.raw, *[getattr(x, "raw", x) for x in out.inputs],
-                                 **(out.attrs or {}))
-            if t is not None and dtype_of(t) != out.dtype:
-                t = o.cast(t, out.dtype)
-            return t
-
-        t = forward_sweep(tape, y, xs, known, step, recording).get(y.node)
-        tape.reached = t is not None or y.node in known     # (a transform warns when not)
-        if t is None:
-            return ops.zeros_like(y, recording)
-        if recording:
-            if tape.keep or tape.listeners:
-                tape.add(BlockEnd(tape.end, "jvp", y.node, {y.node: entry_of(innermost(t))}))
-            return as_variable(ops, t)
-    return ops.unrecorded(np.asarray(t), f"t{y.name}")
-
-
-@contextmanager
-def _keeping_values(ops: Ops, recording: bool) -> Iterator[None]:
-    """While a recording forward sweep runs, every entry it records keeps its value: a forward
-    sweep reads the values of the entries on its path, so the next one (nested jvps,
-    ``sg.derivative`` by nesting) would otherwise replay each of them."""
+    snap = tape.snapshot()          # (a sweep that fails is undone)
+    # while a recording forward sweep runs, every entry it records keeps its value: a forward
+    # sweep reads the values of the entries on its path, so the next one (nested jvps,
+    # ``sg.derivative`` by nesting) would otherwise replay each of them
     kept = ops.keep_values
     if recording:
         ops.keep_values = True
     try:
-        yield
+        t = _sweep(ops, y, xs, tangents, values, recording)
+    except BaseException:
+        tape.restore(snap)
+        raise
     finally:
         ops.keep_values = kept
+    tape.settle(snap)
+    return t
+
+
+def _sweep(ops: Ops, y: Variable, xs: list, tangents: list, values: list,
+           recording: bool) -> Variable:
+    """The forward sweep of ``jvp`` from the tangents' values, its result a Variable."""
+    tape = ops.tape
+    if recording:
+        o = ops
+        if tape.keep or tape.listeners:
+            tape.add(BlockBegin(tape.end, "jvp", y.node, tuple(x.node for x in xs)))
+        given = [t if isinstance(t, Variable) else ops.leaf(v, None, True, "seed")
+                 for t, v in zip(tangents, values)]
+    else:
+        o = VALUES
+        given = values
+    known: dict[Entry, Any] = {}
+    for x, t in zip(xs, given):
+        x = x.node
+        known[x] = t if x not in known else o.add(known[x], t)
+
+    def step(out: Entry, ts: list) -> Any:
+        if recording:
+            t = out.prim.jvp(o, ts, out, *out.inputs, **(out.attrs or {}))
+        else:
+            t = out.prim.jvp(o, ts, out.raw, *[getattr(x, "raw", x) for x in out.inputs],
+                             **(out.attrs or {}))
+        if t is not None and dtype_of(t) != out.dtype:
+            t = o.cast(t, out.dtype)
+        return t
+
+    t = forward_sweep(tape, y, xs, known, step, recording).get(y.node)
+    tape.reached = t is not None or y.node in known     # (a transform warns when not)
+    if t is None:
+        return ops.zeros_like(y, recording)
+    if recording:
+        if tape.keep or tape.listeners:
+            tape.add(BlockEnd(tape.end, "jvp", y.node, {y.node: entry_of(innermost(t))}))
+        return as_variable(ops, t)
+    return ops.unrecorded(np.asarray(t), f"t{y.name}")
 
 
 def _on_stacks(ops: Ops, y: Variable, xs: list, tangents: list, create_graph: bool) -> Variable:

@@ -13,8 +13,7 @@ differentiate, a growing tape.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
@@ -367,7 +366,7 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
         except Exception as e:
             _failed(e)
             raise
-    snap = tape.snapshot()          # (``_sweeping``, inlined: a sweep that fails is undone)
+    snap = tape.snapshot()          # (a sweep that fails is undone)
     try:
         tape.add(BlockBegin(tape.end, "grad", target))
         if isinstance(seed, Variable):
@@ -413,18 +412,6 @@ def _failed(e: Exception) -> None:
         tb = tb.tb_next
     if frame is not None:
         note_entry(e, frame.f_locals.get("out"), frame.f_locals.get("x"), "gradient")
-
-
-@contextmanager
-def _sweeping(tape: Tape) -> Iterator[None]:
-    """Scope of a recording sweep: undo its entries if it fails."""
-    snap = tape.snapshot()
-    try:
-        yield
-    except BaseException:
-        tape.restore(snap)
-        raise
-    tape.settle(snap)
 
 
 def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
