@@ -296,7 +296,8 @@ def _on_diagonal(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> 
                 return None
             args.append(x.diag)
             continue
-        if np.ndim(x) > 1 or kind == JOINT and i in positions and np.any(x):
+        if (x.ndim if type(x) is np.ndarray else np.ndim(x)) > 1 or \
+                kind == JOINT and i in positions and np.any(x):
             return None     # (a constant beside the moving inputs: affine, unless it is 0)
         args.append(x)
     return Stack.diagonal(prim.forward(*args, **attrs) if attrs else prim.forward(*args))

@@ -208,7 +208,8 @@ def apply_simplified(self: Any, prim: Primitive, inputs: Sequence[Any],
     hashing its bytes would cost more than sharing saves, and its identity says nothing
     (the caller may write to it, or free it and make another).
     """
-    if not self.recording or name is not None:     # a named result is recorded as asked
+    paused = self._paused       # (``recording``, inlined: once an entry)
+    if paused and _thread() in paused or name is not None:  # a named result: as asked
         return self.record_exactly(prim, inputs, attrs, name)
     nodes = []
     for x in inputs:
@@ -363,7 +364,6 @@ def _fresh(ops: Any, wrt: Sequence[Any]) -> bool:
 
 
 _thread = threading.get_ident
-_OTHER = object()     # (apply: an input not read as a Variable of the Ops, an entry or a number)
 
 # ---------------------------------------------------------------- Variables of other Ops
 
@@ -740,49 +740,46 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
         """
         n = len(inputs)             # (a tuple, or a list: the lists below take any sequence)
         # one or two inputs, each a Variable of this Ops, an entry or a Python number (the
-        # common calls): read into x0, x1 (as recorded) and v0, v1 (their values), no lists
-        x0 = x1 = _OTHER
-        like = None     # an input entry whose shape an elementwise output has (no new tuple)
+        # common calls): read into x0, x1 (as recorded) and v0, v1 (their values), no lists;
+        # ``like`` is an input entry whose shape an elementwise output has (no new tuple)
+        lists = True
         if n == 2:
             a, b = inputs
             ta = type(a)
-            if ta is Variable and a.rec is self:
-                x0 = a.node
-                v0 = a.raw
-            elif ta is Entry:
-                x0 = a
-                v0 = a.raw
-            elif ta is float or ta is int:
-                x0 = v0 = a
             tb = type(b)
-            if tb is Variable and b.rec is self or tb is Entry:
+            if ta is Variable and a.rec is self or ta is Entry:
+                x0 = a.node if ta is Variable else a
+                v0 = a.raw
+                if tb is float or tb is int:
+                    x1 = v1 = b
+                    requires = x0.requires_grad
+                    like = x0
+                    lists = False
+                elif tb is Variable and b.rec is self or tb is Entry:
+                    x1 = b.node if tb is Variable else b
+                    v1 = b.raw
+                    requires = x0.requires_grad or x1.requires_grad
+                    like = x0 if x0.shape is x1.shape else None
+                    lists = False
+            elif (ta is float or ta is int) and (tb is Variable and b.rec is self or
+                                                 tb is Entry):
+                x0 = v0 = a
                 x1 = b.node if tb is Variable else b
                 v1 = b.raw
-                if type(x0) is Entry:
-                    requires = x0.requires_grad or x1.requires_grad
-                    if x0.shape is x1.shape:
-                        like = x0
-                elif x0 is not _OTHER:      # (a number)
-                    requires = x1.requires_grad
-                    like = x1
-            elif (tb is float or tb is int) and type(x0) is Entry:
-                x1 = v1 = b
-                requires = x0.requires_grad
-                like = x0
+                requires = x1.requires_grad
+                like = x1
+                lists = False
         elif n == 1:
             a = inputs[0]
             ta = type(a)
-            if ta is Variable and a.rec is self:
-                x0 = like = a.node
+            if ta is Variable and a.rec is self or ta is Entry:
+                x0 = like = a.node if ta is Variable else a
                 v0 = a.raw
                 x1 = UNARY
                 requires = x0.requires_grad
-            elif ta is Entry:
-                x0 = like = a
-                v0 = a.raw
-                x1 = UNARY
-                requires = a.requires_grad
-        if x0 is _OTHER or x1 is _OTHER:    # any other call: lists
+                lists = False
+        if lists:                   # any other call: lists
+            like = None
             if type(inputs) is not tuple:
                 inputs = tuple(inputs)
             values = []

@@ -491,10 +491,16 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                 if a is None:
                     a = x0
             rules = prim.vjp
-            beside, same = prim.vjp_same    # (an input of the output's shape: nothing to
-            if beside is not rules:         # unbroadcast; unless the rules were replaced)
+            # the rules for an input of the output's shape (nothing to unbroadcast) and, on
+            # plain arrays of FUSED_SIZE entries or more, the fused ones (into the sweep's new
+            # buffer); unless the rules were replaced
+            beside, same, fused = prim.vjp_same
+            if beside is not rules:
                 same = rules
-            fused = None if recording or beside is not rules else prim.vjp_fused
+                fused = None
+            elif fused is not None and (recording or type(outv) is not np.ndarray or
+                                        outv.size < FUSED_SIZE):
+                fused = None
             shape = out.shape
             i = -1
             for x in (x0,) if unary else (x0, b):
@@ -507,8 +513,7 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                 f = None
                 if x.shape is shape:
                     rule = same[i]
-                    if fused is not None and type(outv) is np.ndarray and \
-                            outv.size >= FUSED_SIZE:    # (values: into the sweep's new buffer)
+                    if fused is not None:
                         f = fused[i]
                         if f is not None:
                             if attrs:
@@ -558,7 +563,7 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                 g = ct = old = None     # (see the end of the loop)
                 if last:
                     outv = a = c = None
-                    out.forget()
+                    out.raw = None     # (Entry.forget, inlined)
             continue
         inputs = out.more
         if inputs is None:
@@ -626,7 +631,7 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
         # the next entry's: free them now (arrays of the peak, in a value-only sweep)
         g = ct = old = cts = args = outv = None
         if last:
-            out.forget()
+            out.raw = None     # (Entry.forget, inlined)
     for v, g in grads.items():
         if type(g) is Sparse:
             grads[v] = densify(o, tape, v, g)

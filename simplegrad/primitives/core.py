@@ -161,14 +161,17 @@ class Linear(NamedTuple):
     positions: tuple[int, ...] | Callable[[dict], tuple[int, ...]] | None = None
     when: Callable[[dict], bool] | None = None
 
-    def at(self, n: int, attrs: dict | None) -> tuple[str, set[int]] | None:
+    def at(self, n: int, attrs: dict | None) -> tuple[str, frozenset[int]] | None:
         """(kind, positions) for an entry of ``n`` inputs and these attributes, or None."""
         if self.when is not None and not self.when(attrs or {}):
             return None
         if self.positions is None:
-            return self.kind, set(range(n))
+            return self.kind, _EVERY[n] if n < len(_EVERY) else frozenset(range(n))
         given = self.positions(attrs or {}) if callable(self.positions) else self.positions
-        return self.kind, {i for i in given if i < n}
+        return self.kind, frozenset(i for i in given if i < n)
+
+
+_EVERY = tuple(frozenset(range(n)) for n in range(8))   # (Linear.at: every input of n)
 
 
 JOINTLY, EACH_ALONE = Linear(JOINT), Linear(EACH)
@@ -281,10 +284,10 @@ class Primitive:
         # None when no structural zeros pass through this primitive
         self.mask = mask
         self.mask_source = mask_source  # the mask rule runs even when m is None (where)
-        # (vjp, the rules for an input whose shape is the output's: no unbroadcast to do),
-        # an elementwise record's derivative rules (elementwise() sets them), else vjp again;
-        # a sweep uses them only while ``vjp`` is the tuple they were made beside
-        self.vjp_same = (self.vjp, self.vjp)
+        # (vjp, the rules for an input whose shape is the output's: no unbroadcast to do,
+        # vjp_fused), an elementwise record's derivative rules (elementwise() sets them), else
+        # vjp again; a sweep uses them only while ``vjp`` is the tuple they were made beside
+        self.vjp_same = (self.vjp, self.vjp, None)
         # one FusedVjpRule per input (None: none), or None: the cotangent of an input of the
         # output's shape on plain arrays, in one new buffer by in-place ufuncs; value-only
         # sweeps use them beside the ``vjp`` that ``vjp_same`` was made with (elementwise())

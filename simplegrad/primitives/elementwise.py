@@ -116,9 +116,9 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
         jvp or summed_jvp(d), fmt, cases, **facts, domain=domain, mask=mask,
         mask_source=mask_source, elementwise=True, batch=pointwise(name), taylor=taylor,
         numpy=numpy, schema=schema, saves=saves)
-    prim.vjp_same = (prim.vjp, tuple(d))
     if fused is not None:
         prim.vjp_fused = tuple(fused)
+    prim.vjp_same = (prim.vjp, tuple(d), prim.vjp_fused)
     if masked:
         prim.vjp_masked = tuple(masked_vjp(r, i, nin) for i, r in enumerate(d))
     return register(prim) if registered else prim
