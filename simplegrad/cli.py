@@ -325,7 +325,7 @@ def _loss(op: Ops, tree: ast.Expression, env: dict, expr: str | None = None
     """L0: the expression (text ``expr``), recorded under that name when it is a scalar, else
     its sum."""
     top = tree.body
-    if isinstance(top, ast.Name | ast.Constant):
+    if isinstance(top, (ast.Name, ast.Constant)):
         value = Evaluator(op, env, expr).eval(top)
         named = None
     else:

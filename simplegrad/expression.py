@@ -152,7 +152,7 @@ class Evaluator:
             return self.env[node.id]
         if isinstance(node, ast.Constant):
             return node.value
-        if isinstance(node, ast.BinOp | ast.UnaryOp):
+        if isinstance(node, (ast.BinOp, ast.UnaryOp)):
             folded = self.fold(node)
             if folded is not None:
                 return folded

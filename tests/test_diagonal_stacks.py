@@ -40,12 +40,8 @@ def _dense(d: np.ndarray) -> Stack:
 
 
 def _built(s: Stack) -> bool:
-    """Whether the K x K stack of a diagonal one has been built (its slot set)."""
-    try:
-        Stack.__dict__["inner"].__get__(s, Stack)
-    except AttributeError:
-        return False
-    return True
+    """Whether the K x K stack of a diagonal one has been built (``inner`` read)."""
+    return s.dense is not None
 
 
 def _same(got, want) -> None:

@@ -125,10 +125,11 @@ class Stack:
     the first time it is read.
     """
 
-    __slots__ = ("inner", "diag", "eye", "fresh")
+    # (no ``__getattr__``: a class with one is a slow read of every attribute in CPython)
+    __slots__ = ("dense", "diag", "eye", "fresh")
 
     def __init__(self, inner: Any, fresh: bool = False):
-        self.inner = inner
+        self.dense = inner      # the numpy stack; None for a diagonal stack until ``inner``
         self.fresh = fresh  # memory of the sweep's own (a ufunc's or matmul's output, or a view
         #                     of one): not a view of a recorded value, so it may be handed out
         self.diag = None
@@ -138,7 +139,7 @@ class Stack:
     def diagonal(cls, diag: Any, eye: bool = False) -> Stack:
         """The diagonal stack of the K entries ``diag`` (a new array of the sweep's own)."""
         s = cls.__new__(cls)
-        s.diag, s.eye, s.fresh = diag, eye, not eye
+        s.dense, s.diag, s.eye, s.fresh = None, diag, eye, not eye
         return s
 
     @classmethod
@@ -146,35 +147,40 @@ class Stack:
         """The identity basis of K vectors of K entries (the seed of a Jacobian's sweep)."""
         return cls.diagonal(np.ones(k, dtype), eye=True)
 
-    def __getattr__(self, name: str) -> Any:
-        # (called only for a slot never set: the inner stack of a diagonal one, built once)
-        if name != "inner" or self.diag is None:
-            raise AttributeError(name)
-        self.inner = inner = np.diag(self.diag)
-        return inner
+    @property
+    def inner(self) -> Any:
+        """The numpy stack (K, ...); of a diagonal stack, built (K x K) the first time."""
+        dense = self.dense
+        if dense is None:
+            self.dense = dense = np.diag(self.diag)
+        return dense
+
+    @inner.setter
+    def inner(self, value: Any) -> None:
+        self.dense = value
 
     @property
     def shape(self) -> tuple:
         """Shape of one example."""
         d = self.diag
-        return self.inner.shape[1:] if d is None else d.shape
+        return self.dense.shape[1:] if d is None else d.shape
 
     @property
     def ndim(self) -> int:
         """Number of dimensions of one example."""
-        return self.inner.ndim - 1 if self.diag is None else 1
+        return self.dense.ndim - 1 if self.diag is None else 1
 
     @property
     def size(self) -> int:
         """Number of entries of one example."""
         d = self.diag
-        return math.prod(self.inner.shape[1:]) if d is None else d.shape[0]
+        return math.prod(self.dense.shape[1:]) if d is None else d.shape[0]
 
     @property
     def dtype(self) -> np.dtype:
         """dtype of the values."""
         d = self.diag
-        return self.inner.dtype if d is None else d.dtype
+        return self.dense.dtype if d is None else d.dtype
 
 
 class StackValues(PrimitiveMethods):
@@ -184,19 +190,21 @@ class StackValues(PrimitiveMethods):
     def apply(self, prim: Primitive, inputs: Sequence[Any], attrs: dict | None = None,
               name: str | None = None) -> Any:
         """``prim`` on plain values and Stacks; a Stack out when any input is one."""
-        if prim.elementwise and len(inputs) <= 2:   # the common forms first (same results)
+        elementwise = prim.elementwise and len(inputs) <= 2
+        if elementwise:     # the common forms first (same results)
             out = _elementwise(prim, inputs, attrs)
             if out is not None:
                 return out
         flags = [type(x) is Stack for x in inputs]
         if True not in flags:
             return prim.forward(*inputs, **attrs) if attrs else prim.forward(*inputs)
-        for x, f in zip(inputs, flags):
-            if f and x.diag is not None:    # a diagonal stack: on its diagonal if the rule can
-                out = _on_diagonal(prim, inputs, attrs)
-                if out is not None:
-                    return out
-                break
+        if not elementwise:     # (_elementwise tried the diagonal already)
+            for x, f in zip(inputs, flags):
+                if f and x.diag is not None:    # a diagonal stack: on its diagonal if it can
+                    out = _on_diagonal(prim, inputs, attrs)
+                    if out is not None:
+                        return out
+                    break
         xs, size, rank = [], None, 0
         for x, f in zip(inputs, flags):
             if not f:
@@ -236,15 +244,15 @@ STACKS = StackValues()
 
 def _elementwise(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> Any:
     """An elementwise primitive on plain values, on one stack, or on a stack and a plain value
-    of lower rank: what ``StackValues.apply`` gives, with fewer checks. None: the general
-    path decides."""
+    of lower rank: what ``StackValues.apply`` gives, with fewer checks (on a diagonal stack,
+    ``_on_diagonal``). None: the general path decides."""
     a = inputs[0]
     if len(inputs) == 1:
         if type(a) is not Stack:
             return prim.forward(a, **attrs) if attrs else prim.forward(a)
         if a.diag is not None:
-            return None
-        return Stack(prim.forward(a.inner, **attrs) if attrs else prim.forward(a.inner),
+            return _on_diagonal(prim, inputs, attrs)
+        return Stack(prim.forward(a.dense, **attrs) if attrs else prim.forward(a.dense),
                      fresh=type(prim.forward) is np.ufunc)
     b = inputs[1]
     sa, sb = type(a) is Stack, type(b) is Stack
@@ -252,23 +260,23 @@ def _elementwise(prim: Primitive, inputs: Sequence[Any], attrs: dict | None) -> 
         if not sa:
             return prim.forward(a, b, **attrs) if attrs else prim.forward(a, b)
         if a.diag is not None or b.diag is not None:
-            return None
-        ia, ib = a.inner, b.inner       # two dense stacks of one rank: as the general path
+            return _on_diagonal(prim, inputs, attrs)
+        ia, ib = a.dense, b.dense       # two dense stacks of one rank: as the general path
         if ia.ndim != ib.ndim or ia.shape[0] != ib.shape[0]:
             return None
         return Stack(prim.forward(ia, ib, **attrs) if attrs else prim.forward(ia, ib),
                      fresh=type(prim.forward) is np.ufunc)
     s, p = (a, b) if sa else (b, a)
     if s.diag is not None:
-        return None
+        return _on_diagonal(prim, inputs, attrs)
     unit = prim.unit
     if unit is not None and unit.exact:
-        out = _by_unit(unit, inputs, [a.inner if sa else a, b.inner if sb else b], [sa, sb])
+        out = _by_unit(unit, inputs, [a.dense if sa else a, b.dense if sb else b], [sa, sb])
         if out is not None:
             return out
-    if (p.ndim if type(p) is np.ndarray else np.ndim(p)) >= s.inner.ndim:
+    if (p.ndim if type(p) is np.ndarray else np.ndim(p)) >= s.dense.ndim:
         return None
-    xs = (s.inner, p) if sa else (p, s.inner)
+    xs = (s.dense, p) if sa else (p, s.dense)
     return Stack(prim.forward(*xs, **attrs) if attrs else prim.forward(*xs),
                  fresh=type(prim.forward) is np.ufunc)
 
@@ -342,11 +350,10 @@ def batched_jvp_values(ops: Ops, y: Variable, x: Variable,
         args = out.more         # the inputs' values (Entry.inputs, inlined: the hot path)
         if args is None:
             a, b = out.in0, out.in1
-            a = a.raw if type(a) is Entry else getattr(a, "raw", a)
-            args = (a,) if b is UNARY else \
-                (a, b.raw if type(b) is Entry else getattr(b, "raw", b))
+            a = a.raw if type(a) is Entry else a     # (an input is an entry or a constant)
+            args = (a,) if b is UNARY else (a, b.raw if type(b) is Entry else b)
         else:
-            args = [getattr(v, "raw", v) for v in args]
+            args = [v.raw if type(v) is Entry else v for v in args]
         attrs = out.attrs
         t = prim.jvp(STACKS, ts, raw, *args, **attrs) if attrs else \
             prim.jvp(STACKS, ts, raw, *args)

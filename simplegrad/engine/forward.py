@@ -104,8 +104,8 @@ def _sweep(ops: Ops, y: Variable, xs: list, tangents: list, values: list,
         if recording:
             t = out.prim.jvp(o, ts, out, *out.inputs, **(out.attrs or {}))
         else:
-            t = out.prim.jvp(o, ts, out.raw, *[getattr(x, "raw", x) for x in out.inputs],
-                             **(out.attrs or {}))
+            args = [x.raw if type(x) is Entry else x for x in out.inputs]
+            t = out.prim.jvp(o, ts, out.raw, *args, **(out.attrs or {}))
         if t is not None and dtype_of(t) != out.dtype:
             t = o.cast(t, out.dtype)
         return t

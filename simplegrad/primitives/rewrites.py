@@ -77,12 +77,12 @@ def constant_key(x: Any) -> Hashable:
     t = type(x)
     if t is float or t is int:
         return (t.__name__, repr(x))            # repr tells -0.0 from 0.0; nan matches nan
-    if isinstance(x, np.ndarray | np.generic):
+    if isinstance(x, (np.ndarray, np.generic)):
         arr = np.asarray(x)
         if arr.size > LARGE:        # hashing megabytes per entry would cost more than it saves
             return ("same array", id(x))
         return ("array", arr.dtype.str, arr.shape, arr.tobytes())
-    if isinstance(x, bool | int | float):
+    if isinstance(x, (bool, int, float)):
         return (type(x).__name__, repr(x))
     return _freeze(x)
 
@@ -91,7 +91,7 @@ def operand_key(x: Any) -> Hashable:
     """How an input counts in a key: constants by value, anything else by identity/equality."""
     t = type(x)
     if t is float or t is int or t is np.ndarray or \
-            isinstance(x, np.ndarray | np.generic | bool | int | float):
+            isinstance(x, (np.ndarray, np.generic, bool, int, float)):
         return constant_key(x)
     return x
 
@@ -135,7 +135,7 @@ def _freeze(x: Any) -> Hashable:
         return ("slice", _freeze(x.start), _freeze(x.stop), _freeze(x.step))
     if t is tuple:
         return ("tuple", *(_freeze(i) for i in x))
-    if isinstance(x, np.ndarray | np.generic | bool | int | float):
+    if isinstance(x, (np.ndarray, np.generic, bool, int, float)):
         return constant_key(x)
     if x is None or x is Ellipsis or isinstance(x, str):
         return x
@@ -143,7 +143,7 @@ def _freeze(x: Any) -> Hashable:
         return ("dtype", x.str)
     if isinstance(x, slice):
         return ("slice", _freeze(x.start), _freeze(x.stop), _freeze(x.step))
-    if isinstance(x, tuple | list):
+    if isinstance(x, (tuple, list)):
         return (type(x).__name__, *(_freeze(i) for i in x))
     if isinstance(x, dict):
         return ("dict", attrs_key(x))
@@ -161,9 +161,9 @@ def describe_variable(x: Any) -> Operand:
     t = type(x)
     if t is float or t is int or t is bool or t is complex:
         return Operand((), None, True, x)
-    if t is np.ndarray or isinstance(x, np.ndarray | np.generic):
+    if t is np.ndarray or isinstance(x, (np.ndarray, np.generic)):
         return Operand(np.shape(x), np.asarray(x).dtype, True, x)
-    if isinstance(x, bool | int | float | complex):
+    if isinstance(x, (bool, int, float, complex)):
         return Operand((), None, True, x)
     # an entry (its value may be freed: its shape and dtype stay) or a Variable
     return Operand(x.shape, x.dtype, False, None, x.prim, x.inputs, x.attrs)
@@ -420,7 +420,7 @@ def _unit_side(inputs: Sequence[Any], describe: Callable, unit: int, kept: tuple
 def _all_equal(value: Any, unit: int) -> bool:
     if isinstance(value, bool):
         return False
-    if isinstance(value, int | float):
+    if isinstance(value, (int, float)):
         return value == unit
     arr = np.asarray(value)
     if arr.dtype.kind not in "iuf" or arr.size and arr.flat[0] != unit:    # (quick: most differ)

@@ -76,7 +76,7 @@ def jacobian_cost(f: Callable, *args: Any) -> JacobianCost:
     op = Ops()
     xs = [op.var(getattr(a, "raw", a)) for a in args]
     y = f(*xs)
-    outs = [y] if isinstance(y, Variable) else list(y) if isinstance(y, tuple | list) else None
+    outs = [y] if isinstance(y, Variable) else list(y) if isinstance(y, (tuple, list)) else None
     if not outs or not all(isinstance(v, Variable) and v.rec is op.recorder for v in outs):
         raise ArgumentError("jacobian_cost: f must return a Variable (or a tuple of them) "
                             "computed from its arguments")

@@ -84,7 +84,7 @@ class Declared:
         v = self.values.get((r.kind, r.index))
         if type(v) is int:
             return True
-        return isinstance(v, np.ndarray | np.generic) and v.dtype.kind in "iu"
+        return isinstance(v, (np.ndarray, np.generic)) and v.dtype.kind in "iu"
 
     def value(self, r: Any) -> Any:
         """A constant as it is; a stand-in for anything else."""

@@ -164,7 +164,7 @@ def _edge(g: nx.DiGraph, src: str, dst: str, position: int) -> None:
 
 
 def _dtype(x: Any) -> np.dtype | None:
-    return None if isinstance(x, bool | int | float | complex) else np.asarray(x).dtype
+    return None if isinstance(x, (bool, int, float, complex)) else np.asarray(x).dtype
 
 # ---------------------------------------------------------------- statistics
 

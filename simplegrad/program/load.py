@@ -222,7 +222,7 @@ class _Reader:
         x = self.fields(x, where, {"name", "value"})
         value = self.value(x["value"], where)
         if not (type(value) in (bool, int, float, complex) or
-                isinstance(value, np.ndarray | np.generic)):
+                isinstance(value, (np.ndarray, np.generic))):
             raise self.fail(where, f"a constant is a number or an array, got "
                                    f"{type(value).__name__}")
         return Constant(value, None if x["name"] is None else self.name(x["name"], where))

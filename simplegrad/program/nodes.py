@@ -90,7 +90,7 @@ def slot_entry(kind: str, index: int, name: str | None, shape: tuple, dtype: Any
 
 def constant_dtype(value: Any) -> np.dtype | None:
     """A constant's dtype; None for a Python number (it takes the other operand's)."""
-    if isinstance(value, bool | int | float | complex) and not isinstance(value, np.generic):
+    if isinstance(value, (bool, int, float, complex)) and not isinstance(value, np.generic):
         return None
     return np.asarray(value).dtype
 

@@ -85,7 +85,7 @@ def resize(prog: Program, shapes: Sequence[tuple], who: str = "program") -> Prog
                              f"its reduction divides by (less ddof {k.ddof}) would be "
                              f"{Count(*k[:4]).value(shape)}")
         value = k.value(shape)
-        constants[k.const] = Constant(type(old.value)(value) if isinstance(old.value, int | float)
+        constants[k.const] = Constant(type(old.value)(value) if isinstance(old.value, (int, float))
                                       else np.asarray(value, np.result_type(old.value)),
                                       old.name)
     slots = [slot_entry(INPUT, i, spec.name, spec.shape, spec.dtype)

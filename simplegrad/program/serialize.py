@@ -243,7 +243,7 @@ def _encode(x: Any, arrays: dict, where: str) -> Any:
         return {"complex": [_encode(x.real, arrays, where), _encode(x.imag, arrays, where)]}
     if x is Ellipsis:
         return {"ellipsis": None}
-    if isinstance(x, tuple | list):
+    if isinstance(x, (tuple, list)):
         return {type(x).__name__: [_encode(v, arrays, where) for v in x]}
     if isinstance(x, slice):
         return {"slice": [_encode(v, arrays, where) for v in (x.start, x.stop, x.step)]}

@@ -168,7 +168,7 @@ def _structure(body: Body) -> Hashable | None:
     consts = []
     for c in prog.constants:
         v = c.value
-        if not isinstance(v, np.ndarray | np.generic | bool | int | float | complex):
+        if not isinstance(v, (np.ndarray, np.generic, bool, int, float, complex)):
             return None
         consts.append((c.name, constant_key(v)))
     try:
