@@ -440,6 +440,8 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
     if pullbacks is not None:       # (Pullbacks.add, inlined below: once per rule call)
         spans, pulled = pullbacks.spans, pullbacks.entries
     keep = wanted or ()
+    hold = () if recording else keep    # (values only: the totals handed back as they pass)
+    sparse = type(seed) is Sparse       # (whether any cotangent so far is a Sparse one)
     older = wanted is not None and stop > base  # (whether an input can be older than every wrt)
     # the entries from L back to ``stop``, newest first
     path = entries[max(stop, base) - base:L.position - base + 1]
@@ -451,11 +453,11 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
             continue
         if owned:               # (handed to rules from here on: no longer the sweep's alone)
             owned.discard(out)
-        if type(g) is Sparse:
+        if sparse and type(g) is Sparse:
             g = densify(o, tape, out, g)
             if recording:
                 grads[out] = g
-        if not recording and out in keep:
+        if out in hold:
             grads[out] = g
         if only is not None and out not in only:
             continue
@@ -588,6 +590,7 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
             start = len(entries)
             if prim.sparse_vjp:    # indexing: same dtype, added up later
                 ct = Sparse(g, attrs["index"], x.shape)
+                sparse = True
             elif prim.variadic:
                 ct = prim.vjp[0](o, g, outv, i, *args, **(attrs or {}))
                 if ct is HELD:
