@@ -635,7 +635,8 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
         g = ct = old = cts = args = outv = None
         if last:
             out.raw = None     # (Entry.forget, inlined)
-    for v, g in grads.items():
-        if type(g) is Sparse:
-            grads[v] = densify(o, tape, v, g)
+    if sparse:
+        for v, g in grads.items():
+            if type(g) is Sparse:
+                grads[v] = densify(o, tape, v, g)
     return grads

@@ -386,6 +386,14 @@ def materialize(entries: Iterable[Entry]) -> None:
         if v.raw is None:
             value_of(v)
         more = v.more
-        for x in (v.in0, v.in1) if more is None else more:
+        if more is None:        # (the input slots read as they are: no tuple per entry)
+            x = v.in0
+            if type(x) is Entry and x.raw is None:
+                value_of(x)
+            x = v.in1
+            if type(x) is Entry and x.raw is None:
+                value_of(x)
+            continue
+        for x in more:
             if type(x) is Entry and x.raw is None:
                 value_of(x)
