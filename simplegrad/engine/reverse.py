@@ -496,11 +496,12 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
             # the rules for an input of the output's shape (nothing to unbroadcast) and, on
             # plain arrays of FUSED_SIZE entries or more, the fused ones (into the sweep's new
             # buffer); unless the rules were replaced
-            beside, same, fused = prim.vjp_same
+            beside, same = prim.vjp_same
+            fused = None if recording else prim.vjp_fused
             if beside is not rules:
                 same = rules
                 fused = None
-            elif fused is not None and (recording or type(outv) is not np.ndarray or
+            elif fused is not None and (type(outv) is not np.ndarray or
                                         outv.size < FUSED_SIZE):
                 fused = None
             shape = out.shape

@@ -284,10 +284,10 @@ class Primitive:
         # None when no structural zeros pass through this primitive
         self.mask = mask
         self.mask_source = mask_source  # the mask rule runs even when m is None (where)
-        # (vjp, the rules for an input whose shape is the output's: no unbroadcast to do,
-        # vjp_fused), an elementwise record's derivative rules (elementwise() sets them), else
-        # vjp again; a sweep uses them only while ``vjp`` is the tuple they were made beside
-        self.vjp_same = (self.vjp, self.vjp, None)
+        # (vjp, the rules for an input whose shape is the output's: no unbroadcast to do),
+        # an elementwise record's derivative rules (elementwise() sets them), else vjp again;
+        # a sweep uses them (and vjp_fused) only while ``vjp`` is the tuple they were made beside
+        self.vjp_same = (self.vjp, self.vjp)
         # one FusedVjpRule per input (None: none), or None: the cotangent of an input of the
         # output's shape on plain arrays, in one new buffer by in-place ufuncs; value-only
         # sweeps use them beside the ``vjp`` that ``vjp_same`` was made with (elementwise())

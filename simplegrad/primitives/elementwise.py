@@ -118,7 +118,7 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
         numpy=numpy, schema=schema, saves=saves)
     if fused is not None:
         prim.vjp_fused = tuple(fused)
-    prim.vjp_same = (prim.vjp, tuple(d), prim.vjp_fused)
+    prim.vjp_same = (prim.vjp, tuple(d))
     if masked:
         prim.vjp_masked = tuple(masked_vjp(r, i, nin) for i, r in enumerate(d))
     return register(prim) if registered else prim
