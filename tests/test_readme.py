@@ -151,6 +151,8 @@ EXPECTED: dict[str, list[str]] = {
     "compile.md": [
         "def seed_grad2(a, b):\n    # v3 = [1.0000, 1.0000, 1.0000, 1.0000]",
         "[ 2.692   4.9204 13.6568  8.0724]",
+        "-186136829308596.12\n        if not (finite(x0_f)): raise ToNumpyError\n"
+        "        v1 = float(np.tanh(x0_f))\n",                    # a program of numbers on floats
         "5.0\nReplayError True\n",                               # a compiled program's guard
     ],
     "sparse.md": ["csr_array (8, 8) 22\n##......\n###.....", "9 9\n#...#\n.#.#.\n..#..",

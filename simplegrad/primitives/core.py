@@ -244,7 +244,8 @@ class Primitive:
                  "taylor", "numpy", "schema",
                  "saves", "saved_inputs", "saves_out", "linear", "commutative", "associative",
                  "ring", "unit", "reduces", "rewrites", "simplifies", "on_stacks",
-                 "on_diagonal", "numpy_at", "numba", "sympy", "alias", "accumulation", "sized",
+                 "on_diagonal", "numpy_at", "numba", "python", "python_check", "sympy", "alias",
+                 "accumulation", "sized",
                  "counted", "scales", "maps_rows", "sparsity", "release", "work", "trips",
                  "statement", "__weakref__")
 
@@ -262,7 +263,8 @@ class Primitive:
                  rewrites: Callable | None = None, simplifies: Callable | None = None,
                  on_stacks: StackRule | None = None, on_diagonal: DiagonalRule | None = None,
                  numpy_at: Callable[[list, dict], str | None] | None = None,
-                 numba: str | None = None, sympy: SymPyForm | None = None,
+                 numba: str | None = None, python: str | None = None,
+                 python_check: str | None = None, sympy: SymPyForm | None = None,
                  alias: bool = False,
                  accumulation: str | None = None, sized: str | None = None,
                  counted: bool | float = False, scales: str | None = None,
@@ -346,6 +348,17 @@ class Primitive:
         # {0}, {1}, ... (``_w_exp`` and ``_w_tanh`` are the loop's own functions); for a full
         # reduction the loop can accumulate, the accumulating operator ("+=")
         self.numba = numba
+        # python: the entry on Python floats in a compiled program of float64 numbers alone
+        # (every value of shape (): program/floats.py), a template with {0}, {1}, ... whose
+        # double is numpy's float64 result bit for bit and which, where numpy would warn (a
+        # division by zero, an overflow), raises an ArithmeticError or gives a number that is
+        # not finite, once the condition ``python_check`` (a template as well, with the name
+        # ``finite``: math.isfinite) holds before it runs: for a ufunc, the inputs on which
+        # it raises no floating-point error; for a form a value that is not finite could
+        # vanish in (tanh(inf) is 1, x / inf is 0), that it is finite. None: such a program
+        # stays in numpy
+        self.python = python
+        self.python_check = python_check
         self.sympy = sympy      # its SymPy forms (SymPyForm), None: no closed form
         # alias: an entry of it whose output has its input's shape under a given name is that
         # value renamed (``dW = v12``); accumulation: how the trace names an accumulation

@@ -124,6 +124,18 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
     return register(prim) if registered else prim
 
 
+FINITE = "finite({0})"
+_LARGEST = "1.7976931348623157e308"     # the largest float64
+
+
+def ufunc_on_floats(ufunc: np.ufunc, check: str = FINITE) -> dict[str, str]:
+    """The fields of a ufunc's form on Python floats (``Primitive.python``): numpy's own loop
+    on the numbers (the same double), where ``check`` holds (inputs it raises no
+    floating-point error on, and that are finite)."""
+    args = ", ".join(f"{{{i}}}" for i in range(ufunc.nin))
+    return {"python": f"float(np.{ufunc.__name__}({args}))", "python_check": check}
+
+
 # ---------------------------------------------------------------- arithmetic
 #
 # Identities (rewrites.py): ``x + x`` is ``x * 2.0``, ``x * -1`` is ``-x``, ``x + -y`` and
@@ -193,7 +205,7 @@ ADD = elementwise("add", np.add, "{0} + {1}", (
     lambda o, g, out, x, y: g), rewrites=_add_sub_rewrite, simplifies=_add_sub_simplifies,
     sympy=SymPyForm(lambda sp, x, y: x + y, _both_matrices(lambda x, y: x + y)),
     linear=JOINTLY, commutative=True, ring="add", unit=Unit(0, (0, 1), exact=False),
-    numba="({0} + {1})",
+    numba="({0} + {1})", python="({0} + {1})",
     taylor=linear("add"), numpy="{0} + {1}", saves=())
 
 SUB = elementwise("sub", np.subtract, "{0} - {1}", (
@@ -201,7 +213,7 @@ SUB = elementwise("sub", np.subtract, "{0} - {1}", (
     lambda o, g, out, x, y: o.neg(g)), rewrites=_add_sub_rewrite, simplifies=_add_sub_simplifies,
     sympy=SymPyForm(lambda sp, x, y: x - y, _both_matrices(lambda x, y: x - y)),
     linear=JOINTLY, ring="sub", unit=Unit(0, (0,), exact=False), numba="({0} - {1})",
-    taylor=linear("sub"),
+    python="({0} - {1})", taylor=linear("sub"),
     numpy="{0} - {1}", saves=())
 
 def _mul_jvp(o: PrimitiveMethods, ts, out, x, y):
@@ -229,7 +241,7 @@ MUL = elementwise("mul", np.multiply, "{0} * {1}", _MUL_RULES,
     sympy=SymPyForm(lambda sp, x, y: x * y, _scaling),
     linear=EACH_ALONE, commutative=True, associative=operator.mul, ring="mul",
     unit=Unit(1, (0, 1), exact=True),
-    numba="({0} * {1})", scales="times", jvp=_mul_jvp,
+    numba="({0} * {1})", python="({0} * {1})", scales="times", jvp=_mul_jvp,
                   taylor=multilinear("mul", elementwise=True), numpy="{0} * {1}", saves=("inputs",))
 
 
@@ -244,12 +256,13 @@ DIV = elementwise("div", np.divide, "{0} / {1}", (
     lambda o, g, out, x, y: o.neg(o.mul(g, o.div(out, y)))), simplifies=_div_simplifies,
     sympy=SymPyForm(lambda sp, x, y: x / y),
     linear=Linear(JOINT, (0,)), unit=Unit(1, (0,), exact=True), numba="({0} / {1})", scales="over",
-    domain=(ANY, NONZERO), taylor=_div_taylor, numpy="{0} / {1}", saves=(1, "out"))
+    python="({0} / {1})", python_check="finite({1})", domain=(ANY, NONZERO), taylor=_div_taylor,
+    numpy="{0} / {1}", saves=(1, "out"))
 
 NEG = elementwise("neg", np.negative, "-{0}", (
     lambda o, g, out, x: o.neg(g),),
     reduces=involution, sympy=SymPyForm(lambda sp, x: -x, lambda sp, x: -x), ring="neg",
-    linear=JOINTLY, numba="(-{0})", taylor=linear("neg"), numpy="-{0}", saves=())
+    linear=JOINTLY, numba="(-{0})", python="(-{0})", taylor=linear("neg"), numpy="-{0}", saves=())
 
 
 def _pow_dx(o: PrimitiveMethods, g, out, x, y):
@@ -365,7 +378,8 @@ def _exp_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 EXP = elementwise("exp", np.exp, "{0}.exp()", (
     lambda o, g, out, x: o.mul(g, out),), sympy=sympy_call("exp"),
-    numba="_w_exp({0})", taylor=_exp_taylor, saves=("out",))
+    numba="_w_exp({0})", taylor=_exp_taylor, saves=("out",),
+    **ufunc_on_floats(np.exp, "-708.0 < {0} < 709.0"))
 
 
 def _log_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -375,7 +389,8 @@ def _log_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 LOG = elementwise("log", np.log, "{0}.log()", (
     lambda o, g, out, x: o.div(g, x),),
-    sympy=sympy_call("log"), domain=POSITIVE, taylor=_log_taylor, saves=("inputs",))
+    sympy=sympy_call("log"), domain=POSITIVE, taylor=_log_taylor, saves=("inputs",),
+    **ufunc_on_floats(np.log, f"0.0 < {{0}} <= {_LARGEST}"))
 
 
 def _sqrt_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -385,7 +400,8 @@ def _sqrt_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Ser
 
 SQRT = elementwise("sqrt", np.sqrt, "{0}.sqrt()", (
     lambda o, g, out, x: o.div(g, o.mul(out, 2)),),
-    sympy=sympy_call("sqrt"), domain=POSITIVE, taylor=_sqrt_taylor, saves=("out",))
+    sympy=sympy_call("sqrt"), domain=POSITIVE, taylor=_sqrt_taylor, saves=("out",),
+    **ufunc_on_floats(np.sqrt, f"0.0 <= {{0}} <= {_LARGEST}"))
 
 
 def _sin_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -395,7 +411,7 @@ def _sin_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 SIN = elementwise("sin", np.sin, "{0}.sin()", (
     lambda o, g, out, x: o.mul(g, o.cos(x)),), sympy=sympy_call("sin"), taylor=_sin_taylor,
-    saves=("inputs",))
+    **ufunc_on_floats(np.sin), saves=("inputs",))
 
 
 def _cos_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -405,7 +421,7 @@ def _cos_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 
 COS = elementwise("cos", np.cos, "{0}.cos()", (
     lambda o, g, out, x: o.neg(o.mul(g, o.sin(x))),), sympy=sympy_call("cos"), taylor=_cos_taylor,
-    saves=("inputs",))
+    **ufunc_on_floats(np.cos), saves=("inputs",))
 
 
 def _tanh_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Series:
@@ -431,7 +447,7 @@ def _tanh_fused(g, out, x):
 
 TANH = elementwise("tanh", np.tanh, "{0}.tanh()", (_tanh_d,), fused=(_tanh_fused,),
                    sympy=sympy_call("tanh"),
-    numba="_w_tanh({0})",
+    numba="_w_tanh({0})", **ufunc_on_floats(np.tanh),
                    jvp=lambda o, ts, out, x: _tanh_d(o, ts[0], out, x), taylor=_tanh_taylor,
                    saves=("out",))
 

@@ -29,7 +29,7 @@ from .core import (
     shape_of,
     sympy_call,
 )
-from .elementwise import elementwise
+from .elementwise import elementwise, ufunc_on_floats
 from .rewrites import repeated_choice
 from .schema import attrs
 from .series import Series, cauchy, sqrt_series
@@ -84,7 +84,8 @@ def _abs_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Seri
 _abs_linear = linear("abs")
 ABS = elementwise("abs", np.abs, "{0}.abs()", (
     _abs_d,),
-    sympy=sympy_call("Abs"), domain=NONZERO, taylor=_abs_taylor, saves=("inputs",))
+    sympy=sympy_call("Abs"), domain=NONZERO, taylor=_abs_taylor, saves=("inputs",),
+    python="abs({0})")
 
 
 def _share(o: PrimitiveMethods, x: Any, y: Any, sense: float) -> Any:
@@ -97,13 +98,15 @@ MAXIMUM = elementwise("maximum", np.maximum, "maximum({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share(o, x, y, 1.0)),
     lambda o, g, out, x, y: o.mul(g, _share(o, y, x, 1.0))),
     sympy=SymPyForm(lambda sp, x, y: sp.Max(x, y)),
-    commutative=True, taylor=linear("maximum"), saves=("inputs",))
+    commutative=True, taylor=linear("maximum"), saves=("inputs",),
+    **ufunc_on_floats(np.maximum, "finite({0}) and finite({1})"))
 
 MINIMUM = elementwise("minimum", np.minimum, "minimum({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share(o, x, y, -1.0)),
     lambda o, g, out, x, y: o.mul(g, _share(o, y, x, -1.0))),
     sympy=SymPyForm(lambda sp, x, y: sp.Min(x, y)),
-    commutative=True, taylor=linear("minimum"), saves=("inputs",))
+    commutative=True, taylor=linear("minimum"), saves=("inputs",),
+    **ufunc_on_floats(np.minimum, "finite({0}) and finite({1})"))
 
 
 # ---------------------------------------------------------------- where

@@ -82,6 +82,7 @@ SUM = register(Primitive(
     method_fmt("sum", "axis", "keepdims"), REDUCE,
     sympy=SymPyForm(PASSES_ON.entry, single=True, array=True),
     linear=JOINTLY, numba="+=", batch=along("sum"), mask=_spread_mask,
+    python="({0} + 0.0)",       # (numpy's sum of one number starts from 0.0: -0.0 gives 0.0)
     taylor=linear("sum"), numpy="np.add.reduce({0}{reduce_axis}{keepdims})",
     schema=reducing(ACCUMULATING), saves=()))
 

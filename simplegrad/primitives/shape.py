@@ -92,7 +92,7 @@ EXPAND = register(Primitive(
     lambda o, ts, out, x, shape: o.expand(ts[0], shape),
     "{0}.expand({shape})", reduces=same_shape, simplifies=reshapes_if_needed,
     sympy=SymPyForm(PASSES_ON.entry, lambda sp, x, shape: x, array=True), linear=JOINTLY,
-    sized="broadcast",
+    sized="broadcast", python="{0}",
     mask=lambda o, m, i, out, x, shape: None if m is None else mask_down(o, m, shape, shape_of(x)),
     cases=[Case(((),), {"shape": (4,)}), Case(((3, 1),), {"shape": (3, 4)}),
      Case(((3,),), {"shape": (2, 3)}), Case(((1, 4),), {"shape": (2, 3, 4)})],
@@ -129,7 +129,7 @@ RESHAPE = register(Primitive(
     "{0}.reshape({shape})", reduces=same_shape, simplifies=reshapes_if_needed,
     sympy=SymPyForm(PASSES_ON.entry, lambda sp, x, shape: x, array=True), linear=JOINTLY,
     on_stacks=_reshape_stacks, on_diagonal=_reshape_diagonal, alias=True,
-    sized="reshape",
+    sized="reshape", python="{0}",
     mask=lambda o, m, i, out, x, shape:
         None if m is None else o.reshape(full_mask(o, m, shape_of(out)), shape_of(x)),
     cases=[Case(((),), {"shape": (1, 1)}), Case(((3, 4),), {"shape": (12,)}),

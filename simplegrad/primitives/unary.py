@@ -36,7 +36,7 @@ from .core import (
     sympy_call,
     uniform,
 )
-from .elementwise import elementwise
+from .elementwise import FINITE, elementwise, ufunc_on_floats
 from .schema import attrs, integer
 from .series import (
     Series,
@@ -118,22 +118,26 @@ def _cosh_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> Ser
 
 
 TAN = _unary("tan", np.tan, lambda o, g, out, x: o.mul(g, o.add(o.mul(out, out), 1)),
-             uniform(-1.2, 1.2), sympy=sympy_call("tan"), taylor=_tan_taylor, saves=("out",))
+             uniform(-1.2, 1.2), sympy=sympy_call("tan"), taylor=_tan_taylor, saves=("out",),
+             **ufunc_on_floats(np.tan))
 ARCSIN = _unary("arcsin", np.arcsin, lambda o, g, out, x: o.div(g, _sqrt_one_minus_square(o, x)),
                 uniform(-0.9, 0.9), sympy=sympy_call("asin"), taylor=_inverse(_root(1.0, -1.0)),
-                saves=("inputs",))
+                saves=("inputs",), **ufunc_on_floats(np.arcsin, "-1.0 <= {0} <= 1.0"))
 ARCCOS = _unary("arccos", np.arccos,
                 lambda o, g, out, x: o.neg(o.div(g, _sqrt_one_minus_square(o, x))),
                 uniform(-0.9, 0.9),
                 sympy=sympy_call("acos"), taylor=_inverse(_root(1.0, -1.0), -1.0),
-                saves=("inputs",))
+                saves=("inputs",), **ufunc_on_floats(np.arccos, "-1.0 <= {0} <= 1.0"))
 ARCTAN = _unary("arctan", np.arctan, lambda o, g, out, x: o.div(g, o.add(o.mul(x, x), 1)),
     sympy=sympy_call("atan"),
-                taylor=_inverse(_poly(1.0, 1.0)), saves=("inputs",))
+                taylor=_inverse(_poly(1.0, 1.0)), saves=("inputs",),
+                **ufunc_on_floats(np.arctan))
 SINH = _unary("sinh", np.sinh, lambda o, g, out, x: o.mul(g, o.cosh(x)),
-    sympy=sympy_call("sinh"), taylor=_sinh_taylor, saves=("inputs",))
+    sympy=sympy_call("sinh"), taylor=_sinh_taylor, saves=("inputs",),
+    **ufunc_on_floats(np.sinh, "-709.0 < {0} < 709.0"))
 COSH = _unary("cosh", np.cosh, lambda o, g, out, x: o.mul(g, o.sinh(x)),
-    sympy=sympy_call("cosh"), taylor=_cosh_taylor, saves=("inputs",))
+    sympy=sympy_call("cosh"), taylor=_cosh_taylor, saves=("inputs",),
+    **ufunc_on_floats(np.cosh, "-709.0 < {0} < 709.0"))
 ARCSINH = _unary("arcsinh", np.arcsinh,
                  lambda o, g, out, x: o.div(g, o.sqrt(o.add(o.mul(x, x), 1))),
                  sympy=sympy_call("asinh"),
@@ -189,10 +193,12 @@ def _reciprocal_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) 
 
 LOG1P = _unary("log1p", np.log1p, lambda o, g, out, x: o.div(g, o.add(x, 1)), uniform(-0.5, 2.0),
     sympy=SymPyForm(lambda sp, x: sp.log(1 + x)),
-               taylor=_log1p_taylor, saves=("inputs",))
+               taylor=_log1p_taylor, saves=("inputs",),
+               **ufunc_on_floats(np.log1p, "-1.0 < {0} <= 1.7976931348623157e308"))
 EXPM1 = _unary("expm1", np.expm1, lambda o, g, out, x: o.mul(g, o.add(out, 1)),
     sympy=SymPyForm(lambda sp, x: sp.exp(x) - 1),
-               taylor=_expm1_taylor, saves=("out",))
+               taylor=_expm1_taylor, saves=("out",),
+               **ufunc_on_floats(np.expm1, "-700.0 < {0} < 709.0"))
 LOG2 = _unary("log2", np.log2, lambda o, g, out, x: o.div(g, o.mul(x, LN2)), POSITIVE,
     sympy=SymPyForm(lambda sp, x: sp.log(x, 2)),
               taylor=_log_base(1 / LN2), saves=("inputs",))
@@ -203,11 +209,12 @@ EXP2 = _unary("exp2", np.exp2, lambda o, g, out, x: o.mul(g, o.mul(out, LN2)),
     sympy=SymPyForm(lambda sp, x: 2 ** x), taylor=_exp2_taylor, saves=("out",))
 SQUARE = _unary("square", np.square, lambda o, g, out, x: o.mul(g, o.mul(x, 2)),
     sympy=SymPyForm(lambda sp, x: x ** 2),
-                taylor=_square_taylor, saves=("inputs",))
+                taylor=_square_taylor, saves=("inputs",), python="({0} * {0})")
 RECIPROCAL = _unary("reciprocal", np.reciprocal,
                     lambda o, g, out, x: o.neg(o.mul(g, o.mul(out, out))), NONZERO,
                     sympy=SymPyForm(lambda sp, x: 1 / x),
-                    taylor=_reciprocal_taylor, saves=("out",))
+                    taylor=_reciprocal_taylor, saves=("out",), python="(1.0 / {0})",
+                    python_check=FINITE)
 
 # ---------------------------------------------------------------- rounding (no gradient)
 
@@ -254,7 +261,8 @@ def _constant_series(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) ->
 
 STOP_GRADIENT = elementwise("stop_gradient", _stop_gradient, "{0}.detach()", (None,),
                             jvp=_no_tangent, taylor=_constant_series, masked=False,
-                            differentiable=False, numpy="{0}", numba="{0}", sympy=PASSES_ON,
+                            differentiable=False, numpy="{0}", numba="{0}", python="{0}",
+                            sympy=PASSES_ON,
                             schema=attrs(shape_rule=same_shape(SAME)), saves=())
 
 

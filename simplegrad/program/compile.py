@@ -36,6 +36,7 @@ from ..errors import ArgumentError, MaterializeError
 from ..primitives.core import REGISTRY
 from ..primitives.lazy import is_lazy
 from .core import Program
+from .floats import floats_function
 from .inputs import RESIZED, input_value
 from .nodes import CONST, INPUT, NODE, Guard, Names
 
@@ -43,13 +44,16 @@ RESERVED = {"np", "F", "slice"}
 
 
 class Compiled:
-    """A compiled program: call it on arrays; ``.source`` is its numpy code."""
+    """A compiled program: call it on arrays; ``.source`` is its numpy code (and
+    ``.floats_source`` the code it runs for a program of float64 numbers: floats.py)."""
 
     def __init__(self, prog: Program, source: str, fn: Callable, name: str = "program"):
         self.program = prog
         self.source = source
+        self.floats_source: str | None = None
         self.name = name
-        self._fn = fn
+        self._fn = fn           # what a call runs (on Python floats where it can)
+        self._numpy = fn        # the numpy source's function
         self._dispatching: tuple[str, Callable] | None = None
         self._specs = tuple((tuple(i.shape), np.dtype(i.dtype)) for i in prog.inputs)
         self.backend = "numpy"
@@ -151,6 +155,10 @@ def compile(prog: Program, name: str = "program",  # noqa: A001 (sg.compile)
         prog, kernels, fallback = fuse(prog)
     source, fn, folded = _generate(prog, name, dispatch=False, backend=backend)
     out = Compiled(original, source, fn, name)
+    if backend == "numpy":
+        floats = floats_function(prog, name, fn)
+        if floats is not None:
+            out.floats_source, out._fn = floats
     out.folded = folded
     out.backend, out.fallback = backend, tuple(fallback)
     out.kernels = tuple(k.source for k in kernels)
@@ -498,7 +506,7 @@ class _Emitter:
             stem = "".join(ch if ch.isalnum() else "_" for ch in str(b.name))
             got = self.made[id(b)] = self.names.take(f"body_{stem}"[:60])
             inner = compile(b.program, name=got, backend=self.backend)
-            fn = inner._fn
+            fn = inner._numpy       # (its loop passes arrays on: numpy's own values)
             self.namespace[got] = (lambda *v: [fn(*v)]) if b.program.single else fn
             self.header.append(f"    # {got}: the sub-program {_comment(b.name)!r}, compiled:")
             self.header += [f"    #   {_comment(line)}" for line in inner.source.splitlines()]

@@ -1,0 +1,120 @@
+"""Programs of float64 numbers run on Python floats: what ``sg.compile`` calls for a program
+whose every input, constant and entry is one float64 number (a Taylor series at a point, a
+nested derivative of a function of one number, scalar code under ``sg.jit``).
+
+numpy takes about a microsecond for an operation on a 0-d array; CPython takes tens of
+nanoseconds for the same IEEE double operation on floats. So such a program gets a second
+function, each entry one line of its record's form on floats (``Primitive.python``: operators
+for the arithmetic, ``float(np.tanh(x))`` for a ufunc, which runs numpy's own loop on the
+number), giving numpy's values bit for bit. Where numpy would warn (or raise, under
+``np.errstate``), the operators either raise (``ZeroDivisionError``) or go on silently with a
+number that is not finite (an overflow is inf, inf - inf is nan, and a value that is not
+finite stays so through the arithmetic); the function then runs the numpy program instead,
+which gives the same values with numpy's warnings. So before an entry runs it checks its
+record's condition (``Primitive.python_check``: a ufunc's inputs on which it raises no
+floating-point error; a value that is not finite could vanish in, finite: tanh(inf) is 1,
+x / inf is 0), and before it returns, that the outputs are finite. One thing it does not see:
+numpy's setting for underflow (ignored unless set otherwise with ``np.seterr``), since a
+subnormal or zero result of an operator is no error of Python's.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..primitives.core import REGISTRY
+from .core import Program
+from .nodes import Names
+
+EXACT_INT = 2 ** 53     # a Python int constant below this is a float64 exactly, as numpy takes it
+
+
+class ToNumpyError(ArithmeticError):
+    """A value the Python floats cannot follow numpy through: run the numpy program."""
+
+
+def floats_function(prog: Program, name: str, fallback: Callable) -> tuple[str, Callable] | None:
+    """The source and function running ``prog`` on Python floats (``fallback``, the numpy
+    function, where they cannot answer as numpy would), or None when the program is not one of
+    float64 numbers alone or an entry's record has no form on floats."""
+    if prog.guards or any(tuple(s.shape) != () or np.dtype(s.dtype) != np.float64
+                          for s in prog.inputs):
+        return None
+    names = Names({"np", "finite", "fallback", "ToNumpyError", "float", "abs"})
+    params = [names.take(i.name) for i in prog.inputs]
+    namespace: dict[str, Any] = {"np": np, "finite": math.isfinite, "fallback": fallback,
+                                 "ToNumpyError": ToNumpyError, "float": float, "abs": abs,
+                                 "__builtins__": {"ArithmeticError": builtins.ArithmeticError}}
+    lines, text_of = [], {}
+    for p, slot in zip(params, prog.slots):
+        text_of[slot] = names.take(f"{p}_f")
+        lines.append(f"{text_of[slot]} = float({p})")
+    outputs = {prog.at(r) for r in prog.outputs}
+    for c, leaf in zip(prog.constants, prog.fixed):
+        text = _constant(c.value, leaf in outputs)
+        if text is None:
+            return None
+        if text == "bind":
+            text = names.take(c.name or "c")
+            namespace[text] = float(c.value)
+        text_of[leaf] = text
+    reached = _reaching(prog, outputs)
+    for node in prog.entries:
+        prim = node.prim
+        if REGISTRY.get(prim.name) is not prim or prim.python is None or \
+                tuple(node.shape) != () or np.dtype(node.dtype) != np.float64:
+            return None
+        args = [text_of[x] for x in node.inputs]
+        if prim.python == "{0}":        # (the value itself: no line)
+            text_of[node] = args[0]
+            continue
+        if prim.python_check is not None:
+            lines.append(f"if not ({prim.python_check.format(*args)}): raise ToNumpyError")
+        target = text_of[node] = names.take(node.name)
+        lines.append(f"{target} = {prim.python.format(*args)}")
+        if node not in reached:         # (read by nothing: its value checked with the outputs)
+            outputs.add(node)
+    outs = [text_of[prog.at(r)] for r in prog.outputs]
+    checked = sorted({text_of[x] for x in outputs if text_of[x].isidentifier()})
+    ret = outs[0] if prog.single else "[" + ", ".join(outs) + "]"
+    test = " and ".join(f"finite({t})" for t in checked) or "True"
+    source = "\n".join([
+        f"def {name}({', '.join(params)}):",
+        "    try:",
+        *(f"        {line}" for line in lines),
+        f"        if {test}:",
+        f"            return {ret}",
+        "    except ArithmeticError:",
+        "        pass",
+        f"    return fallback({', '.join(params)})"]) + "\n"
+    code = builtins.compile(source, f"<simplegrad compiled {name} on floats>", "exec")
+    exec(code, namespace)  # noqa: S102 -- source generated above from registry records
+    return source, namespace[name]
+
+
+def _constant(value: Any, output: bool) -> str | None:
+    """A constant's text in the floats' source: a literal, "bind" (a name bound to the float),
+    or None when the program cannot run on floats (not a float64 number; an int output)."""
+    if type(value) is int:
+        return None if output or abs(value) >= EXACT_INT else repr(value)
+    if type(value) is float or isinstance(value, (np.ndarray, np.generic)) and \
+            np.shape(value) == () and np.result_type(value) == np.float64:
+        v = float(value)
+        if not math.isfinite(v):
+            return "bind"
+        return repr(v) if math.copysign(1.0, v) > 0 else f"({v!r})"
+    return None
+
+
+def _reaching(prog: Program, outputs: set) -> set:
+    """The entries whose values reach an output."""
+    reached = set(outputs)
+    for node in reversed(prog.entries):
+        if node in reached:
+            reached.update(node.inputs)
+    return reached

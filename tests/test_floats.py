@@ -1,0 +1,156 @@
+"""Compiled programs of float64 numbers run on Python floats (program/floats.py): numpy's
+values bit for bit, numpy's warnings and errors, and numpy's code wherever floats cannot follow.
+
+Each record's form on floats (``Primitive.python``) is checked against its numpy forward on
+0-d arrays over values that reach every edge of IEEE arithmetic (signed zeros, subnormals,
+overflow, inf, nan), with the warnings each gives and under ``np.errstate(all="raise")``; the
+test picks up every record that states a form.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import simplegrad as sg
+from simplegrad.primitives import REGISTRY
+
+EDGES = (0.3, -2.5, 0.0, -0.0, 1e-310, -4e-320, 1e308, -1e308, 1e200, 710.0, math.inf,
+         -math.inf, math.nan, 3.0)
+FORMS = [p for p in REGISTRY.values() if p.python is not None]
+
+
+def _recorded(prim, arity):
+    """A program applying ``prim`` to ``arity`` float64 numbers, with the attributes of a
+    0-d case of its record (or none, or a 0-d shape): compiled."""
+    tried = [c.attrs for c in prim.cases if all(tuple(s) == () for s in c.shapes)]
+    for attrs in [*tried, {}, {"shape": ()}]:
+        op = sg.Ops()
+        xs = [op.var(np.asarray(0.5 + k)) for k in range(arity)]
+        try:
+            out = op.apply(prim, xs, dict(attrs))
+        except Exception:       # noqa: BLE001 (an attribute set this record does not take)
+            continue
+        if out.shape == () and out.dtype == np.float64:
+            return sg.compile(op.program(xs, out)), attrs
+    raise AssertionError(f"{prim.name}: no 0-d float64 case to check its form on floats")
+
+
+def _run(fn, args):
+    """(the value's bytes or the error's type, the warnings' categories and messages)."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            value = fn(*args)
+            got = (np.asarray(value).dtype, np.asarray(value).shape,
+                   np.asarray(value).tobytes())
+        except FloatingPointError as e:
+            got = ("raised", str(e))
+    return got, [(w.category, str(w.message)) for w in seen]
+
+
+@pytest.mark.parametrize("prim", FORMS, ids=lambda p: p.name)
+def test_each_form_on_floats_is_numpys_forward(prim):
+    arity = len(prim.vjp)
+    compiled, attrs = _recorded(prim, arity)
+    assert compiled.floats_source is not None, compiled.source
+    for values in itertools.product(EDGES, repeat=arity):
+        arrays = [np.asarray(v) for v in values]
+        want = _run(lambda *a: prim.forward(*a, **attrs), arrays)
+        assert _run(compiled, arrays) == want, (prim.name, values)
+        with np.errstate(all="raise", under="ignore"):
+            want = _run(lambda *a: prim.forward(*a, **attrs), arrays)
+            assert _run(compiled, arrays) == want, (prim.name, values, "raise")
+
+
+def _compiled(f, *xs):
+    op = sg.Ops()
+    vs = [op.var(np.asarray(x)) for x in xs]
+    out = f(*vs)
+    return sg.compile(op.program(vs, out))
+
+
+def test_taylor_at_a_point_runs_on_floats_and_gives_the_eager_bits():
+    # d^n tanh = P_n(tanh): P_0 = t, P_{n+1} = (1 - t^2) P_n'  (a hand-derived recurrence)
+    x0 = 0.3
+    for n in (10, 16, 20):
+        d = sg.taylor_derivative(lambda x: x.tanh(), n)
+        jitted = sg.jit(d)
+        got = jitted(np.asarray(x0))
+        assert jitted.programs(np.asarray(x0))[0].floats_source is not None
+        assert got.dtype == np.float64 and got.shape == ()
+        assert got.tobytes() == np.asarray(d(x0)).tobytes()
+        poly = np.polynomial.Polynomial([0, 1])
+        for _ in range(n):
+            poly = np.polynomial.Polynomial([1, 0, -1]) * poly.deriv()
+        assert got == pytest.approx(poly(math.tanh(x0)), rel=1e-11)
+
+
+def test_nested_gradients_of_a_number_run_on_floats():
+    g = lambda x: (x * x.sin()).tanh()       # noqa: E731
+    for _ in range(4):
+        g = sg.grad(g)
+    jitted = sg.jit(g)
+    for x0 in (0.3, -1.7):
+        got = jitted(np.asarray(x0))
+        assert jitted.programs(np.asarray(x0))[0].floats_source is not None
+        assert got.tobytes() == np.asarray(g(np.asarray(x0))).tobytes()
+    h = 1e-3        # central differences of the third derivative, step h: error O(h^2)
+    g3 = sg.grad(sg.grad(sg.grad(lambda x: (x * x.sin()).tanh())))
+    fd = (g3(np.asarray(0.3 + h)) - g3(np.asarray(0.3 - h))) / (2 * h)
+    assert float(jitted(np.asarray(0.3))) == pytest.approx(float(fd), rel=1e-5)
+
+
+@pytest.mark.parametrize("f, x, message", [
+    (lambda x: (x * x).tanh(), 1e200, "overflow encountered in multiply"),      # tanh(inf)
+    (lambda x: 1.0 / x, 0.0, "divide by zero encountered in divide"),
+    (lambda x: x / (x * x), 1e200, "overflow encountered in multiply"),         # x / inf
+    (lambda x: (x * x) - (x * x), 1e200, "invalid value encountered in"),   # inf - inf
+    (lambda x: (x * 1e308 * 0.0).sin(), 10.0, "overflow encountered in multiply"),
+])
+def test_where_numpy_warns_the_numpy_program_runs(f, x, message):
+    compiled = _compiled(f, 1.0)
+    assert compiled.floats_source is not None
+    want = _run(compiled._numpy, [np.asarray(x)])
+    got = _run(compiled, [np.asarray(x)])
+    assert got == want and any(message in m for _, m in got[1])
+    with np.errstate(all="raise"), pytest.raises(FloatingPointError):
+        compiled(np.asarray(x))
+
+
+def test_outputs_inputs_and_constants_come_back_as_numpy_gives_them():
+    op = sg.Ops()
+    x, y = op.var(np.asarray(2.0)), op.var(np.asarray(-0.0))
+    c = op.var(np.asarray(-0.0), requires_grad=False)
+    compiled = sg.compile(op.program([x, y], [x * y, y, (x * 2 + 1).sum(), c * x]))
+    assert compiled.floats_source is not None
+    for got, want in zip(compiled(np.asarray(2.0), np.asarray(-0.0)),
+                         compiled._numpy(np.asarray(2.0), np.asarray(-0.0))):
+        assert type(got) is np.ndarray and got.dtype == np.float64 and got.shape == ()
+        assert got.tobytes() == np.asarray(want).tobytes()
+
+
+def test_programs_not_of_float64_numbers_stay_in_numpy():
+    assert _compiled(lambda x: x * 2.0, np.ones(3)).floats_source is None      # a vector
+    assert _compiled(lambda x: x.sigmoid(), 0.5).floats_source is None      # no form on floats
+    assert _compiled(lambda x: x * 2.0, np.float32(0.5)).floats_source is None
+    op = sg.Ops()
+    x = op.var(np.asarray(0.5))
+    prog = op.program([x], x * 2.0)
+    assert sg.compile(prog, backend="numpy").floats_source is not None
+    jitted = sg.jit(lambda x: x * 3.0 if x > 0 else x)      # a guard: numpy's code
+    assert jitted(np.asarray(2.0)) == 6.0
+    assert jitted.programs(np.asarray(2.0))[0].floats_source is None
+
+
+def test_a_scalar_loop_body_compiled_inside_a_scan_keeps_its_values():
+    def f(x):
+        carry, ys = sg.scan(lambda c, t: (c * 0.9 + t.tanh(), c * t), x, np.linspace(0, 1, 7))
+        return carry + ys.sum()
+    jitted = sg.jit(sg.grad(f))
+    want = sg.grad(f)(np.asarray(0.4))
+    assert jitted(np.asarray(0.4)).tobytes() == np.asarray(want).tobytes()
