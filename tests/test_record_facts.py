@@ -197,6 +197,37 @@ def test_no_module_outside_primitives_special_cases_a_primitive():
         "\n".join(f"  simplegrad/{rel}:{line}: {what}" for rel, line, what in found)
 
 
+def test_no_module_inside_primitives_chooses_a_form_by_a_primitives_name():
+    """Inside ``primitives/`` a family's rules may name its own records (``x + -y``), but no
+    module picks another primitive's form by its name (``prim.name == "matmul"``): that
+    form goes on the record (``LoopForms`` for compiled loops)."""
+    found = []
+    for path in sorted((PACKAGE / "primitives").rglob("*.py")):
+        for line, what in violations(path.read_text(), RECORDS, PRIM_NAMES):
+            if what.startswith(("comparison with a primitive's name", "table keyed")):
+                found.append(f"  {path.relative_to(PACKAGE)}:{line}: {what}")
+    assert not found, "a primitive's form chosen by its name:\n" + "\n".join(found)
+
+
+def test_loop_forms_are_on_their_records():
+    from simplegrad.primitives.loops import kernel_form, step_form
+    forms = {name: p.loop_forms for name, p in REGISTRY.items() if p.loop_forms is not None}
+    assert {"reshape", "expand", "matmul"} <= set(forms)
+
+    class Node:
+        def __init__(self, prim, shape, inputs=(), attrs=None):
+            self.prim, self.shape, self.dtype = prim, shape, np.dtype(np.float64)
+            self.inputs, self.attrs = inputs, attrs
+    a, x = Node(None, (3, 3)), Node(None, (3,))
+    matvec = Node(REGISTRY["matmul"], (3,), (a, x))
+    assert kernel_form(matvec, [(3, 3), (3,)]) == ("matvec", 0, 1, True)
+    assert kernel_form(Node(REGISTRY["reshape"], (9,)), [(3, 3)]) == ("alias",)
+    assert kernel_form(Node(REGISTRY["expand"], (2, 3)), [(3,)]) == ("copy",)
+    fn, args, arg = step_form(matvec, ["A", "x"], ["fixed", "new"], [(3, 3), (3,)])
+    m = np.arange(9.0).reshape(3, 3)
+    assert args == ["A"] and arg == "x" and np.array_equal(fn(m)(np.ones(3)), m @ np.ones(3))
+
+
 def test_allow_list_is_short_and_each_entry_still_applies():
     assert len(ALLOWED) <= 5
     for (rel, text), reason in ALLOWED.items():

@@ -213,6 +213,21 @@ PASSES_ON = SymPyForm(lambda sp, x, **attrs: x)      # each entry's value passes
 ON_ENTRIES = SymPyForm(array=True)      # numpy's forward on arrays of expressions is the form
 
 
+class LoopForms(NamedTuple):
+    """How a loop compiled by ``sg.compile`` writes an entry of a primitive whose form there is
+    its own (primitives/loops.py; the others' forms follow from their records' other facts):
+    ``kernel(node, shapes)``, its form in a loop compiled whole (a tuple ``kernel_form``
+    names, or None: not written there); ``stacked(node, args, stacked, shapes, steps)``, the
+    source of the entry on the arrays of all steps at once doing each step's arithmetic
+    exactly (None: left in the loop); ``step(node, args, kinds, shapes)``, a function called
+    once before the loop on some arguments, making the callable each trip calls on one (with
+    those arguments and that one), or None."""
+
+    kernel: Callable | None = None
+    stacked: Callable | None = None
+    step: Callable | None = None
+
+
 class StackRule(Protocol):
     """A primitive's output on stacked values (engine/batched.py's value-only sweep) computed
     more directly than by its batching rule: ``inputs`` as given (a ``stack`` instance holds K
@@ -247,7 +262,7 @@ class Primitive:
                  "on_diagonal", "numpy_at", "numba", "python", "python_check", "sympy", "alias",
                  "accumulation", "sized",
                  "counted", "scales", "maps_rows", "sparsity", "release", "work", "trips",
-                 "statement", "__weakref__")
+                 "statement", "loop_forms", "__weakref__")
 
     def __init__(self, name: str, forward: Forward,
                  vjp: Sequence[VjpRule | None] | Sequence[VariadicVjpRule],
@@ -268,7 +283,8 @@ class Primitive:
                  alias: bool = False,
                  accumulation: str | None = None, sized: str | None = None,
                  counted: bool | float = False, scales: str | None = None,
-                 maps_rows: bool = False, saves: Sequence[str | int] = ("inputs", "out")):
+                 maps_rows: bool = False, loop_forms: LoopForms | None = None,
+                 saves: Sequence[str | int] = ("inputs", "out")):
         self.name = name
         self.forward = forward
         # one VjpRule per input (None: no gradient flows to it); variadic: one VariadicVjpRule
@@ -395,6 +411,9 @@ class Primitive:
         # sub-programs' compiled functions, fresh names and values (loops.Emitter); None: the
         # one expression above
         self.statement = None
+        # loop_forms: its own forms in a compiled loop (LoopForms); None: those its other
+        # facts give (elementwise, ring, numba)
+        self.loop_forms = loop_forms
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

@@ -1927,22 +1927,13 @@ def kernel_form(node: Any, shapes: list) -> tuple | None:
     prim = node.prim
     if REGISTRY.get(prim.name) is not prim:       # (never the form of a look-alike)
         return None
-    if prim.name == "reshape":
-        return ("alias",)
-    if prim.name == "expand":
-        return ("copy",)
+    forms = prim.loop_forms
+    if forms is not None and forms.kernel is not None:     # (its record's own: LoopForms)
+        return forms.kernel(node, shapes)
     if prim.numba == "+=" and len(shapes) == 1 and shapes[0] is not None:
         axis, rank = (node.attrs or {}).get("axis"), len(shapes[0])
         axes = range(rank) if axis is None else (axis,) if isinstance(axis, int) else axis
         return ("sum", tuple(sorted({int(a) % rank for a in axes})) if rank else ())
-    if prim.name == "matmul" and not node.attrs and len(shapes) == 2 and \
-            all(s is not None for s in shapes):
-        (sa, sb) = shapes
-        if len(sa) == 2 and len(sb) == 1:
-            return ("matvec", 0, 1, True)
-        if len(sa) == 1 and len(sb) == 2:
-            return ("matvec", 1, 0, False)
-        return None
     if node.attrs or not (prim.elementwise or isinstance(prim.forward, np.ufunc)):
         return None
     return ("map",)
@@ -1961,26 +1952,10 @@ def stacked_form(node: Any, args: list[str], stacked: list[bool], shapes: list,
         return expression([f"{a}.reshape(({steps},) + {(1,) * (rank - len(s)) + tuple(s)!r})"
                            if st and len(s) < rank else a
                            for a, st, s in zip(args, stacked, shapes)])
-    if prim.name == "reshape":     # (row-major: each step's block of the stack reshaped)
-        return f"{args[0]}.reshape(({steps},) + {shape!r})" if stacked[0] else None
-    if prim.name == "matmul" and not node.attrs and len(args) == 2 and \
-            np.dtype(node.dtype) in (np.dtype(np.float64), np.dtype(np.float32)) and \
-            all(s is not None for s in shapes) and \
-            all(np.dtype(x.dtype) == np.dtype(node.dtype) for x in node.inputs):
-        (a, b), (sa, sb) = args, stacked
-        if sb and not sa and len(shapes[0]) == 2 and len(shapes[1]) == 1:      # A @ x
-            return f"np.matmul({a}, {b}[:, :, None])[:, :, 0]"
-        if sa and not sb and len(shapes[0]) == 1 and len(shapes[1]) == 2:      # x @ A
-            return f"np.matmul({a}[:, None, :], {b})[:, 0, :]"
+    forms = prim.loop_forms
+    if forms is not None and forms.stacked is not None:    # (its record's own: LoopForms)
+        return forms.stacked(node, args, stacked, shapes, steps)
     return None
-
-
-# A matrix fixed in a loop times a vector a trip makes: ``A.dot(x)``, bound once, which costs
-# half of ``A @ x`` on small arrays, where both make the same BLAS call: for a matrix of two or
-# more rows and columns, C- or F-contiguous, and a vector of two or more elements with a
-# positive stride (an array numpy makes: a ufunc's; a carry is one from its second step, and
-# its first value is checked), np.dot and np.matmul both call gemv with the same order,
-# transposition, sizes, leading dimension and strides; otherwise the matmul itself.
 
 
 def step_form(node: Any, args: list[str], kinds: list,
@@ -1988,26 +1963,11 @@ def step_form(node: Any, args: list[str], kinds: list,
     """For an entry in a trip, a function called once before the loop (and its arguments)
     making the callable a trip calls on its argument, or None (``kinds``: per input "fixed",
     "new" (an array numpy makes each trip), ("carry", first value) (one from the second trip
-    on), or None)."""
-    if node.prim.name != "matmul" or node.attrs or len(args) != 2 or \
-            np.dtype(node.dtype) not in (np.dtype(np.float64), np.dtype(np.float32)) or \
-            any(np.dtype(x.dtype) != np.dtype(node.dtype) for x in node.inputs):
+    on), or None): its record's own (``LoopForms.step``)."""
+    forms = node.prim.loop_forms
+    if forms is None or forms.step is None:
         return None
-    (a, x), (ka, kx), (sa, sx) = args, kinds, shapes
-    if ka != "fixed" or sa is None or sx is None or len(sa) != 2 or len(sx) != 1 or \
-            min(*sa, *sx) < 2 or kx != "new" and not (type(kx) is tuple and kx[0] == "carry"):
-        return None
-    return matvec_of, [a] if type(kx) is not tuple else [a, kx[1]], x
-
-
-def matvec_of(a: Any, first: Any = None) -> Callable:
-    """``a.dot`` where it makes the BLAS call ``a @ x`` makes (a C- or F-contiguous matrix;
-    ``first``: a vector's first value, of a positive stride), else ``a.__matmul__``."""
-    if type(a) is np.ndarray and (a.flags.c_contiguous or a.flags.f_contiguous) and (
-            first is None or type(first) is np.ndarray and first.strides[0] > 0 and
-            first.strides[0] % first.itemsize == 0):
-        return a.dot
-    return a.__matmul__
+    return forms.step(node, args, kinds, shapes)
 
 
 def _trip(code: Emitter, body: Body, args: list[str], fixed: int, stem: str,

@@ -20,6 +20,7 @@ from .core import (
     PASSES_ON,
     Case,
     Linear,
+    LoopForms,
     Primitive,
     SymPyForm,
     align,
@@ -86,6 +87,11 @@ def _broadcast_strides(x: np.ndarray, shape: tuple) -> tuple | None:
     return tuple(strides)
 
 
+def _loop_copy(node: Any, shapes: list) -> tuple:
+    """In a loop compiled whole: its input broadcast to its shape."""
+    return ("copy",)
+
+
 EXPAND = register(Primitive(
     "expand", _expand,
     [lambda o, g, out, x, shape: unbroadcast(o, g, shape_of(x))],
@@ -99,6 +105,7 @@ EXPAND = register(Primitive(
     batch=lambda o, xs, batched, shape: o.expand(
         align(o, xs, batched, len(shape))[0], (batch_size(xs, batched),) + tuple(shape)),
     taylor=linear("expand"), numpy="np.broadcast_to({0}, {shape})",
+    loop_forms=LoopForms(kernel=_loop_copy),
     schema=attrs(shape_rule=expanded, shape=need(SHAPE)), saves=()))
 
 
@@ -122,6 +129,17 @@ def _reshape_diagonal(inputs, attrs, stack):
     return x if tuple(attrs["shape"]) == x.shape else None
 
 
+def _loop_alias(node: Any, shapes: list) -> tuple:
+    """In a loop compiled whole: the same elements in the same order."""
+    return ("alias",)
+
+
+def _loop_stacked(node: Any, args: list[str], stacked: list[bool], shapes: list,
+                  steps: str) -> str | None:
+    """On all steps: each step's block of the stack reshaped (row-major)."""
+    return f"{args[0]}.reshape(({steps},) + {tuple(node.shape)!r})" if stacked[0] else None
+
+
 RESHAPE = register(Primitive(
     "reshape", _reshape,
     [lambda o, g, out, x, shape: o.reshape(g, shape_of(x))],
@@ -136,6 +154,7 @@ RESHAPE = register(Primitive(
      Case(((2, 3, 4),), {"shape": (6, -1)}), Case(((3, 1),), {"shape": (3,)})],
     batch=lambda o, xs, batched, shape: o.reshape(xs[0], shape_of(xs[0])[:1] + tuple(shape)),
     taylor=linear("reshape"), numpy="{0}.reshape({shape})",
+    loop_forms=LoopForms(kernel=_loop_alias, stacked=_loop_stacked),
     schema=attrs(shape_rule=reshaped, shape=need(RESHAPE_SHAPE)), saves=()))
 
 

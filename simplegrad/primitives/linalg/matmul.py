@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core import EACH_ALONE, Case, Primitive, SymPyForm, matrix, register, shape_of, unbroadcast
+from ..core import (
+    EACH_ALONE,
+    Case,
+    LoopForms,
+    Primitive,
+    SymPyForm,
+    matrix,
+    register,
+    shape_of,
+    unbroadcast,
+)
 from ..schema import attrs
 from ..shape_rules import matmul
 from ..taylor import multilinear
@@ -151,6 +162,75 @@ def _matmul_diagonal(inputs, attrs, stack):
     return stack(np.multiply(m, d[:, None]), fresh=True)
 
 
+# ---------------------------------------------------------------- in compiled loops
+# (primitives/loops.py reads these through the record's ``loop_forms``)
+
+
+def _same_float_dtype(node: Any) -> bool:
+    """A float64 or float32 product of operands of its dtype, with no attributes."""
+    dtype = np.dtype(node.dtype)
+    return not node.attrs and dtype in (np.dtype(np.float64), np.dtype(np.float32)) and \
+        all(np.dtype(x.dtype) == dtype for x in node.inputs)
+
+
+def _loop_kernel(node: Any, shapes: list) -> tuple | None:
+    """In a loop compiled whole: a matrix times a vector (``A @ x``: transposed; ``x @ A``)."""
+    if node.attrs or len(shapes) != 2 or any(s is None for s in shapes):
+        return None
+    sa, sb = shapes
+    if len(sa) == 2 and len(sb) == 1:
+        return ("matvec", 0, 1, True)
+    if len(sa) == 1 and len(sb) == 2:
+        return ("matvec", 1, 0, False)
+    return None
+
+
+def _loop_stacked(node: Any, args: list[str], stacked: list[bool], shapes: list,
+                  steps: str) -> str | None:
+    """On all steps: a fixed matrix times the stack of each step's vector as one ``np.matmul``
+    of the matrix and the vectors as columns, which makes per step the BLAS matrix-vector
+    call ``A @ x`` makes, with the same arguments (numpy's matmul loop takes each stacked pair
+    as the single one)."""
+    if len(args) != 2 or not _same_float_dtype(node) or any(s is None for s in shapes):
+        return None
+    (a, b), (sa, sb) = args, stacked
+    if sb and not sa and len(shapes[0]) == 2 and len(shapes[1]) == 1:      # A @ x
+        return f"np.matmul({a}, {b}[:, :, None])[:, :, 0]"
+    if sa and not sb and len(shapes[0]) == 1 and len(shapes[1]) == 2:      # x @ A
+        return f"np.matmul({a}[:, None, :], {b})[:, 0, :]"
+    return None
+
+
+# A matrix fixed in a loop times a vector a trip makes: ``A.dot(x)``, bound once, which costs
+# half of ``A @ x`` on small arrays, where both make the same BLAS call: for a matrix of two or
+# more rows and columns, C- or F-contiguous, and a vector of two or more elements with a
+# positive stride (an array numpy makes: a ufunc's; a carry is one from its second step, and
+# its first value is checked), np.dot and np.matmul both call gemv with the same order,
+# transposition, sizes, leading dimension and strides; otherwise the matmul itself.
+
+
+def _loop_step(node: Any, args: list[str], kinds: list, shapes: list) -> tuple | None:
+    """In a trip: a fixed matrix times a vector the trip makes, as ``matvec_of(A)``'s callable
+    (``kinds``: how each operand comes, primitives/loops.py ``step_form``)."""
+    if len(args) != 2 or not _same_float_dtype(node):
+        return None
+    (a, x), (ka, kx), (sa, sx) = args, kinds, shapes
+    if ka != "fixed" or sa is None or sx is None or len(sa) != 2 or len(sx) != 1 or \
+            min(*sa, *sx) < 2 or kx != "new" and not (type(kx) is tuple and kx[0] == "carry"):
+        return None
+    return matvec_of, [a] if type(kx) is not tuple else [a, kx[1]], x
+
+
+def matvec_of(a: Any, first: Any = None) -> Callable:
+    """``a.dot`` where it makes the BLAS call ``a @ x`` makes (a C- or F-contiguous matrix;
+    ``first``: a vector's first value, of a positive stride), else ``a.__matmul__``."""
+    if type(a) is np.ndarray and (a.flags.c_contiguous or a.flags.f_contiguous) and (
+            first is None or type(first) is np.ndarray and first.strides[0] > 0 and
+            first.strides[0] % first.itemsize == 0):
+        return a.dot
+    return a.__matmul__
+
+
 MATMUL = register(Primitive(
     "matmul", _matmul, [_matmul_vjp(0), _matmul_vjp(1)], _matmul_jvp, "{0} @ {1}",
     [Case(((3,), (3,))), Case(((2, 3), (3, 4))), Case(((3,), (3, 4))), Case(((2, 3), (3,))),
@@ -159,7 +239,8 @@ MATMUL = register(Primitive(
     linear=EACH_ALONE, maps_rows=True, on_stacks=_matmul_stacks,
     on_diagonal=_matmul_diagonal, numpy_at=_matmul_numpy,
     batch=lambda o, xs, batched: _batch_matmul(o, xs, batched),
-    taylor=multilinear("matmul"), schema=attrs(shape_rule=matmul), saves=("inputs",)))
+    taylor=multilinear("matmul"), schema=attrs(shape_rule=matmul), saves=("inputs",),
+    loop_forms=LoopForms(_loop_kernel, _loop_stacked, _loop_step)))
 
 
 def _batch_matmul(o: PrimitiveMethods, xs, batched):
