@@ -11,6 +11,7 @@ arithmetic), and the gradients of ``checkpoints="all"``.
 from __future__ import annotations
 
 import json
+import re
 import tracemalloc
 from pathlib import Path
 
@@ -262,3 +263,32 @@ def test_a_recorded_10000_step_gradient_with_k_checkpoints_keeps_k_carries() -> 
         1.5 * (k + 2) * size * 8
     assert np.isfinite(got[0].value)
     assert recorded_gradient(n, 3, k)[2].value == recorded_gradient(n, 3, "all")[2].value
+
+
+@pytest.mark.parametrize("width", [3, 1])
+def test_a_compiled_scan_computes_each_steps_row_in_place(width: int) -> None:
+    """A ufunc's value a trip keeps (a ys row, the history its gradient reads) is computed into
+    its row, the carry reading it there: the values are the loop's, bit for bit; a 0-d step
+    value (width 1 reshaped to a number) and a row the trip does not compute are copied."""
+    rng = np.random.default_rng(3)
+    W = rng.normal(size=(3, 3)) / 2
+    xs = rng.normal(size=(9, 3))
+    c = np.linspace(0.1, 0.3, 3)
+
+    def f(w):
+        def cell(h, x):
+            h = np.tanh(W @ h * w + x) if width == 3 else (h * w + x[0]).reshape(()).tanh()
+            return h, (h * 2.0, c * 1.0)        # a new array each trip, one made once
+        h, (ys, same) = sg.scan(cell, np.zeros(3) if width == 3 else np.asarray(0.0), xs)
+        return (h * h).sum() + ys.sum() + same.sum()
+
+    grad = sg.jit(sg.grad(f))
+    for w in (0.7, -1.3):
+        got = grad(np.asarray(w))
+        assert got.tobytes() == np.asarray(sg.grad(f)(np.asarray(w))).tobytes()
+        eps = 1e-6      # central differences, step 1e-6: error O(eps^2) plus round-off
+        fd = (f(np.asarray(w + eps)) - f(np.asarray(w - eps))) / (2 * eps)
+        assert float(got) == pytest.approx(float(fd), rel=1e-7, abs=1e-9)
+    source = grad.programs(np.asarray(0.7))[0].source
+    in_place = re.search(r"= np\.\w+\(.*, out=\w+_(ys|kept)\w*\[\w+\]\)", source)
+    assert (in_place is not None) == (width == 3), source

@@ -1886,6 +1886,10 @@ class Stacks:
         self.names, self.step, self.steps = names, step, steps
         self.form, self.per_step = stacked_form, step_form
         self.into = into or {}      # output position -> the buffer a trip writes it into
+        # output position -> (its row of an array of all steps, the row's shape and dtype):
+        # a trip may compute it there (``written``: those it does, no copy after)
+        self.rows: dict[int, tuple[str, tuple, Any]] = {}
+        self.written: set[int] = set()
         # the carries: input position -> the output that is its next value; their first values
         self.carries, self.inits = carries or {}, inits or {}
         self.same: set[int] = set()     # inputs past the first ``fixed`` the same every trip
@@ -2059,12 +2063,16 @@ def scan_statement(target: str, args: list[str], attrs: dict, code: Emitter) -> 
         shifted, written = whole
         lines += written
     else:
+        row_avals = [*body.outs[nk:], *run_body.outs[len(body.outs):]]
+        stacks.rows = {nk + k: (f"{y}[{t}]", shape, dtype)
+                       for k, (y, (shape, dtype)) in enumerate(zip([*ys, *rs], row_avals))}
         once, run, outs, sliced = _trip(code, run_body, [*consts, *cs, *xt], nc, target, stacks)
         lines += once
         shifted = _shifted(hs, rs, outs, nk, len(ys))
         trip = [*(f"{x} = {s}[{t}]" for x, s in zip(xt, seqs) if not sliced),
                 *(f"{h}[{t}] = {c}" for j, (h, c) in enumerate(zip(hs, cs)) if j not in shifted),
-                *run, *(f"{y}[{t}] = {o}" for y, o in zip([*ys, *rs], outs[nk:])),
+                *run, *(f"{y}[{t}] = {o}" for k, (y, o) in enumerate(zip([*ys, *rs], outs[nk:]))
+                        if nk + k not in stacks.written),
                 *_assign(cs, outs[:nk])]
         lines += [f"for {t} in {order}:", *(f"    {line}" for line in trip or ["pass"])]
     for j, r in shifted.items():

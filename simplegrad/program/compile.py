@@ -360,6 +360,20 @@ class _Emitter:
             read = {x for node in prog.entries for x in node.inputs}
             into = {outs[i]: buf for i, buf in stacks.into.items()
                     if outs.count(outs[i]) == 1 and outs[i] not in read}
+        # outputs a trip writes into its own row of an array of all steps (``stacks.rows``):
+        # a ufunc's new array, each at most once; the row is its value from then on (the
+        # carry too, when it is one: a row is never written again)
+        rows: dict[Entry, str] = {}
+        written: set[Entry] = set()     # (those a trip's line computes into their row)
+        if stacks is not None and stacks.rows and trace is None:
+            outs = [prog.at(r) for r in prog.outputs]
+            for i, (row, shape, dtype) in stacks.rows.items():
+                node = outs[i]
+                if node not in rows and node not in into and type(node) is Entry and \
+                        node.prim is not None and tuple(node.shape) == tuple(shape) != () and \
+                        np.dtype(node.dtype) == np.dtype(dtype) and _new_array(node) and \
+                        node.prim.forward.nout == 1:
+                    rows[node] = row
 
         # the entries of the outputs a trip may leave to after the loop (``stacks.defer``, the
         # terms of sums), and those only they read: computed on the arrays of all steps
@@ -394,12 +408,22 @@ class _Emitter:
                 names[("kept", x)] = self.names.take(f"{text_of[x]}_kept")
             return names[("kept", x)]
 
+        # a trip's line computing a ufunc's new array (not a number): its index in ``each``
+        # and its arguments, so that a value kept for the chunks is computed into its row
+        line_of: dict[Entry, tuple[int, list[str]]] = {}
+
         def keep(x: Entry) -> None:         # the trip keeps x's values for the chunks
             if x not in kept:
                 kept[x] = kept_of(x)
                 once.append(f"{kept[x]} = np.empty(({stacks.steps},) + "
                             f"{self.value(tuple(x.shape))}, {self.value(np.dtype(x.dtype))})")
-                each.append(f"{kept[x]}[{stacks.step}] = {text_of[x]}")
+                row = f"{kept[x]}[{stacks.step}]"
+                if x in line_of:
+                    k, ins = line_of.pop(x)
+                    each[k] = f"{text_of[x]} = np.{x.prim.forward.__name__}(" \
+                              f"{', '.join(ins)}, out={row})"
+                else:
+                    each.append(f"{row} = {text_of[x]}")
 
         def step_of(xs: Any) -> None:      # each step's value, where a trip reads it
             for x in xs:
@@ -451,6 +475,9 @@ class _Emitter:
                 if node in into and _new_array(node):
                     text_of[node] = into[node]
                     block = [f"np.{fn.__name__}({', '.join(ins)}, out={into[node]})"]
+                elif node in rows:
+                    block = [f"{target} = np.{fn.__name__}({', '.join(ins)}, out={rows[node]})"]
+                    written.add(node)
                 elif stacks is not None and trace is None and \
                         REGISTRY.get(node.prim.name) is node.prim:
                     got = stacks.per_step(node, ins, [kinds.get(x, "fixed" if x not in varies and
@@ -462,6 +489,10 @@ class _Emitter:
                         once.append(f"{bound} = {self.value(got[0])}({', '.join(got[1])})")
                         block = [f"{target} = {bound}({got[2]})"]
                 each += block
+                if trace is None and len(block) == 1 and block[0].startswith(f"{target} = ") \
+                        and node not in into and node not in rows and _new_array(node) and \
+                        node.prim.forward.nout == 1 and tuple(node.shape) != ():
+                    line_of[node] = (len(each) - 1, ins)
                 if trace is not None:
                     trace.append(("entry", node, target, ins, [_shape(x) for x in node.inputs],
                                   [_dtype(x) for x in node.inputs]))
@@ -494,6 +525,9 @@ class _Emitter:
             stacks.after = [*(f"{c} = {name}[{stacks.lo}:{stacks.hi}]"
                               for name, c in chunks.items()), *after]
         step_of(o for o in outs if o not in later)
+        if stacks is not None:
+            stacks.written = {i for i, x in enumerate(outs) if x in written and
+                              i in stacks.rows and rows[x] == stacks.rows[i][0]}
         return once, each, [later.get(x) or text_of[x] for x in outs]
 
     def _stacked(self, node: Entry, args: list[str]) -> str:
