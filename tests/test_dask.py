@@ -110,7 +110,7 @@ def test_compiled_keeps_the_fast_path_for_ndarrays(rng):
     c = sg.compile(prog)
     assert "np.add.reduce(" in c.source and "np.add.reduce(" not in c.dispatch_source
     assert "np.sum(" in c.dispatch_source
-    assert c._fn.__globals__["__builtins__"] == {"slice": slice}
+    assert c._numpy.__globals__["__builtins__"] == {"slice": slice}
     outs = c(*values)
     assert all(type(o) is np.ndarray for o in outs)
     close(outs, prog(*values), rtol=0)                    # the same numpy calls: bit for bit

@@ -80,8 +80,9 @@ def test_taylor_at_a_point_runs_on_floats_and_gives_the_eager_bits():
     for n in (10, 16, 20):
         d = sg.taylor_derivative(lambda x: x.tanh(), n)
         jitted = sg.jit(d)
+        jitted(np.asarray(x0))
+        assert jitted.programs(np.asarray(x0))[0].floats_source is not None    # (made now)
         got = jitted(np.asarray(x0))
-        assert jitted.programs(np.asarray(x0))[0].floats_source is not None
         assert got.dtype == np.float64 and got.shape == ()
         assert got.tobytes() == np.asarray(d(x0)).tobytes()
         poly = np.polynomial.Polynomial([0, 1])
@@ -96,8 +97,9 @@ def test_nested_gradients_of_a_number_run_on_floats():
         g = sg.grad(g)
     jitted = sg.jit(g)
     for x0 in (0.3, -1.7):
-        got = jitted(np.asarray(x0))
+        jitted(np.asarray(x0))
         assert jitted.programs(np.asarray(x0))[0].floats_source is not None
+        got = jitted(np.asarray(x0))
         assert got.tobytes() == np.asarray(g(np.asarray(x0))).tobytes()
     h = 1e-3        # central differences of the third derivative, step h: error O(h^2)
     g3 = sg.grad(sg.grad(sg.grad(lambda x: (x * x.sin()).tanh())))
@@ -154,3 +156,17 @@ def test_a_scalar_loop_body_compiled_inside_a_scan_keeps_its_values():
     jitted = sg.jit(sg.grad(f))
     want = sg.grad(f)(np.asarray(0.4))
     assert jitted(np.asarray(0.4)).tobytes() == np.asarray(want).tobytes()
+
+
+def test_a_program_runs_on_floats_from_its_sixteenth_call():
+    from simplegrad.program.floats import FLOATS_AFTER
+    compiled = _compiled(lambda x: (x * 3.0).tanh(), 1.0)
+    for _ in range(FLOATS_AFTER - 1):     # (the floats' function costs half a compile)
+        assert compiled(np.asarray(0.5)) == np.tanh(1.5)
+    assert compiled._floats is None
+    assert compiled(np.asarray(0.5)) == np.tanh(1.5)
+    assert compiled._floats is not None and compiled._fn is compiled._floats[1]
+    jitted = sg.jit(lambda x: (x * 3.0).tanh())
+    for _ in range(FLOATS_AFTER + 1):
+        assert jitted(np.asarray(0.5)) == np.tanh(1.5)
+    assert jitted.programs(np.asarray(0.5))[0]._floats is not None

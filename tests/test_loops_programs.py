@@ -159,7 +159,7 @@ def test_compile_writes_a_loop_as_a_python_loop(kind: str) -> None:
     prog = PROGRAMS[kind]()
     fn = sg.compile(prog)
     statement = {"scan": "    for ", "while_loop": "    while ", "cond": "[min(max(int("}[kind]
-    assert fn._fn.__globals__["__builtins__"] == {"slice": slice}
+    assert fn._numpy.__globals__["__builtins__"] == {"slice": slice}
     assert statement in fn.source and f"F['{kind}']" not in fn.source
     if kind == "cond":      # each branch's compiled source, in the header
         assert "# body_" in fn.source

@@ -93,9 +93,9 @@ class Body:
         except Exception:       # (a program the compiler does not take runs as it did)
             return
         self._compiled = (lambda *v: [fn(*v)]) if self.program.single else fn
-        raw, array, asarray = fn._fn, np.ndarray, np.asarray
-        self._raw = (lambda *v: [asarray(raw(*v))]) if self.program.single else \
-            (lambda *v: [o if type(o) is array else asarray(o) for o in raw(*v)])
+        array, asarray = np.ndarray, np.asarray
+        self._raw = (lambda *v: [asarray(fn._fn(*v))]) if self.program.single else \
+            (lambda *v: [o if type(o) is array else asarray(o) for o in fn._fn(*v)])
 
     def runner(self, trips: int) -> Callable:
         """What a loop of ``trips`` steps calls, on numpy arrays of the inputs' shapes and

@@ -36,7 +36,7 @@ from ..errors import ArgumentError, MaterializeError
 from ..primitives.core import REGISTRY
 from ..primitives.lazy import is_lazy
 from .core import Program
-from .floats import floats_function
+from .floats import FLOATS_AFTER, floats_function, may_run_on_floats
 from .inputs import RESIZED, input_value
 from .nodes import CONST, INPUT, NODE, Guard, Names
 
@@ -50,10 +50,10 @@ class Compiled:
     def __init__(self, prog: Program, source: str, fn: Callable, name: str = "program"):
         self.program = prog
         self.source = source
-        self.floats_source: str | None = None
         self.name = name
-        self._fn = fn           # what a call runs (on Python floats where it can)
+        self._fn = fn           # what a call runs (on Python floats, once made: floats.py)
         self._numpy = fn        # the numpy source's function
+        self._floats: tuple[str, Callable] | None = None
         self._dispatching: tuple[str, Callable] | None = None
         self._specs = tuple((tuple(i.shape), np.dtype(i.dtype)) for i in prog.inputs)
         self.backend = "numpy"
@@ -97,6 +97,16 @@ class Compiled:
                 self._resized.pop(next(iter(self._resized)))
             self._resized[prog] = out
         return out
+
+    @property
+    def floats_source(self) -> str | None:
+        """The source a program of float64 numbers runs on Python floats (floats.py), made
+        now if not yet; None for any other program."""
+        if self._floats is None and self.backend == "numpy":
+            self._floats = floats_function(self.program, self.name, self._numpy) or ("", None)
+            if self._floats[1] is not None:
+                self._fn = self._floats[1]
+        return self._floats[0] or None if self._floats is not None else None
 
     @property
     def dispatch_source(self) -> str:
@@ -155,14 +165,28 @@ def compile(prog: Program, name: str = "program",  # noqa: A001 (sg.compile)
         prog, kernels, fallback = fuse(prog)
     source, fn, folded = _generate(prog, name, dispatch=False, backend=backend)
     out = Compiled(original, source, fn, name)
-    if backend == "numpy":
-        floats = floats_function(prog, name, fn)
-        if floats is not None:
-            out.floats_source, out._fn = floats
+    if backend == "numpy" and may_run_on_floats(prog):
+        out._fn = _warming(out)
     out.folded = folded
     out.backend, out.fallback = backend, tuple(fallback)
     out.kernels = tuple(k.source for k in kernels)
     return out
+
+
+def _warming(compiled: Compiled) -> Callable:
+    """The numpy function, counting calls: from the ``FLOATS_AFTER``-th on the program runs on
+    Python floats (the floats' function is made then: it costs about half of compiling, which
+    a program called a few times would not make up)."""
+    fn, calls = compiled._numpy, 0
+
+    def warming(*arrays: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls >= FLOATS_AFTER:
+            compiled._fn = fn        # (the floats' function, when it is made, replaces it)
+            compiled.floats_source  # noqa: B018 (made now)
+        return fn(*arrays)
+    return warming
 
 
 # the builtins the generated code may need: ``slice`` (in attribute literals; a loop's

@@ -32,18 +32,25 @@ from .core import Program
 from .nodes import Names
 
 EXACT_INT = 2 ** 53     # a Python int constant below this is a float64 exactly, as numpy takes it
+FLOATS_AFTER = 16       # calls of a compiled program after which it runs on floats
 
 
 class ToNumpyError(ArithmeticError):
     """A value the Python floats cannot follow numpy through: run the numpy program."""
 
 
+def may_run_on_floats(prog: Program) -> bool:
+    """Whether a program's inputs are float64 numbers and it has no guard (the quick test;
+    ``floats_function`` reads its entries)."""
+    return not prog.guards and all(tuple(s.shape) == () and np.dtype(s.dtype) == np.float64
+                                   for s in prog.inputs)
+
+
 def floats_function(prog: Program, name: str, fallback: Callable) -> tuple[str, Callable] | None:
     """The source and function running ``prog`` on Python floats (``fallback``, the numpy
     function, where they cannot answer as numpy would), or None when the program is not one of
     float64 numbers alone or an entry's record has no form on floats."""
-    if prog.guards or any(tuple(s.shape) != () or np.dtype(s.dtype) != np.float64
-                          for s in prog.inputs):
+    if not may_run_on_floats(prog):
         return None
     names = Names({"np", "finite", "fallback", "ToNumpyError", "float", "abs"})
     params = [names.take(i.name) for i in prog.inputs]

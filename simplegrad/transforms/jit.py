@@ -446,7 +446,7 @@ def _run(src: _Source, compiled: Compiled | None, traced: list[str]) -> list[str
         return []
     n = len(compiled.program.outputs)
     results = [f"r{k}" for k in range(n)]
-    call = f"{src.bind(compiled._fn)}({', '.join(traced)})"
+    call = f"{src.bind(compiled)}._fn({', '.join(traced)})"    # (on floats once it is made)
     src.line("try:")
     if compiled.program.single:
         src.line(f"    r0 = {call}")
