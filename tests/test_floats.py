@@ -25,8 +25,8 @@ FORMS = [p for p in REGISTRY.values() if p.python is not None]
 
 
 def _recorded(prim, arity):
-    """A program applying ``prim`` to ``arity`` float64 numbers, with the attributes of a
-    0-d case of its record (or none, or a 0-d shape): compiled."""
+    """A program applying ``prim`` to ``arity`` float64 numbers (to a float64 number or a
+    bool), with the attributes of a 0-d case of its record (or none, or a 0-d shape): compiled."""
     tried = [c.attrs for c in prim.cases if all(tuple(s) == () for s in c.shapes)]
     for attrs in [*tried, {}, {"shape": ()}]:
         op = sg.Ops()
@@ -35,9 +35,9 @@ def _recorded(prim, arity):
             out = op.apply(prim, xs, dict(attrs))
         except Exception:       # noqa: BLE001 (an attribute set this record does not take)
             continue
-        if out.shape == () and out.dtype == np.float64:
+        if out.shape == () and out.dtype in (np.float64, np.bool_):   # (a number, a decision)
             return sg.compile(op.program(xs, out)), attrs
-    raise AssertionError(f"{prim.name}: no 0-d float64 case to check its form on floats")
+    raise AssertionError(f"{prim.name}: no 0-d case to check its form on floats")
 
 
 def _run(fn, args):
@@ -144,9 +144,6 @@ def test_programs_not_of_float64_numbers_stay_in_numpy():
     x = op.var(np.asarray(0.5))
     prog = op.program([x], x * 2.0)
     assert sg.compile(prog, backend="numpy").floats_source is not None
-    jitted = sg.jit(lambda x: x * 3.0 if x > 0 else x)      # a guard: numpy's code
-    assert jitted(np.asarray(2.0)) == 6.0
-    assert jitted.programs(np.asarray(2.0))[0].floats_source is None
 
 
 def test_a_scalar_loop_body_compiled_inside_a_scan_keeps_its_values():
@@ -170,3 +167,31 @@ def test_a_program_runs_on_floats_from_its_sixteenth_call():
     for _ in range(FLOATS_AFTER + 1):
         assert jitted(np.asarray(0.5)) == np.tanh(1.5)
     assert jitted.programs(np.asarray(0.5))[0]._floats is not None
+
+
+def test_decisions_and_guards_run_on_floats_as_recorded():
+    def f(x):
+        y = np.where(x > 1.0, x * x, -x) + (x * 2).tanh()
+        return y * 3 if x > 0 else y - 1       # a guard: the branch taken is recorded
+    jitted = sg.jit(sg.grad(f))
+    want = {x0: sg.grad(f)(np.asarray(x0)) for x0 in (0.5, 2.0, -0.5)}
+    jitted(np.asarray(0.5))
+    compiled = jitted.programs(np.asarray(0.5))[0]
+    assert compiled.floats_source is not None and "G0(" in compiled.floats_source
+    for x0 in (0.5, 2.0, -0.5, 0.5):        # -0.5 takes the other branch: recorded again
+        got = jitted(np.asarray(x0))
+        assert got.tobytes() == np.asarray(want[x0]).tobytes()
+    # d/dx of 3 (x^2 + tanh 2x) at 2 and of 3 (-x + tanh 2x) at 0.5, by hand
+    assert float(jitted(np.asarray(2.0))) == pytest.approx(3 * (4 + 2 / math.cosh(4) ** 2))
+    assert float(jitted(np.asarray(0.5))) == pytest.approx(3 * (-1 + 2 / math.cosh(1) ** 2))
+    with pytest.raises(sg.ReplayError, match="was True"):
+        compiled(np.asarray(-0.5))
+    op = sg.Ops()
+    x = op.var(np.asarray(0.5))
+    k = (x * 4).item()                      # a value guard: replays only where it is 2.0
+    prog = sg.compile(op.program([x], [x * k, x > 0.25]))
+    assert prog.floats_source is not None and "!= 2.0" in prog.floats_source
+    got = prog(np.asarray(0.5))
+    assert got[0] == 1.0 and got[1].dtype == np.bool_ and bool(got[1])
+    with pytest.raises(sg.ReplayError):
+        prog(np.asarray(0.75))

@@ -133,7 +133,7 @@ WHERE = elementwise("where", np.where, "where({0}, {1}, {2})", (
     lambda o, g, out, cond, x, y: o.where(cond, g, 0),
     lambda o, g, out, cond, x, y: o.where(cond, 0, g)), reduces=repeated_choice,
     sympy=SymPyForm(lambda sp, c, x, y: sp.Piecewise((x, c), (y, True))),
-    linear=Linear(JOINT, (1, 2)), numba="({1} if {0} else {2})",
+    linear=Linear(JOINT, (1, 2)), numba="({1} if {0} else {2})", python="({1} if {0} else {2})",
     cases=[Case(((3,), (3,), (3,)), conditions=(0,)),
            Case(((3, 4), (3, 1), (1, 4)), conditions=(0,)),
            Case(((2, 3, 4), (2, 3, 4), (3, 4)), conditions=(0,)),

@@ -24,7 +24,6 @@ import builtins
 import functools
 import keyword
 import math
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -38,7 +37,7 @@ from ..primitives.lazy import is_lazy
 from .core import Program
 from .floats import FLOATS_AFTER, floats_function, may_run_on_floats
 from .inputs import RESIZED, input_value
-from .nodes import CONST, INPUT, NODE, Guard, Names
+from .nodes import CONST, INPUT, NODE, Names, guard_lines
 
 RESERVED = {"np", "F", "slice"}
 
@@ -253,7 +252,7 @@ def _generate(prog: Program, name: str, dispatch: bool, backend: str = "numpy"
     for k, g in enumerate(prog.guards):
         checks.setdefault((g.ref.kind, g.ref.index), []).append((k, g))
     lines = [line for i in range(len(prog.inputs))
-             for line in _guard_lines(checks.get((INPUT, i), ()), text_of[prog.slots[i]],
+             for line in guard_lines(checks.get((INPUT, i), ()), text_of[prog.slots[i]],
                                       namespace, dispatch)]
     code = _Emitter(namespace, names, header, backend)
     for i, node in enumerate(prog.entries):
@@ -276,7 +275,7 @@ def _generate(prog: Program, name: str, dispatch: bool, backend: str = "numpy"
             expr = _expression(node, args, namespace, names,
                                [_shape(x) for x in node.inputs], dispatch)
             lines.append((f"    {target} = {expr}{drop}", comment))
-        lines += _guard_lines(checks.get((NODE, i), ()), target, namespace, dispatch)
+        lines += guard_lines(checks.get((NODE, i), ()), target, namespace, dispatch)
     width = min(max((len(code) for code, _ in lines), default=0), 60)
     body = [f"{text.ljust(width)}  # {_comment(comment)}" if comment else text
             for text, comment in lines]
@@ -576,35 +575,6 @@ def _new_array(node: Entry) -> bool:
     record): C-contiguous, positive strides."""
     return isinstance(node.prim.forward, np.ufunc) and node.prim.elementwise and \
         not node.attrs and REGISTRY.get(node.prim.name) is node.prim
-
-
-def _guard_lines(guards: Any, name: str, namespace: dict, dispatch: bool) -> list[tuple]:
-    """The lines checking the guards on the value ``name``: a test as cheap as the recording's
-    decision, and on failure a call that raises ``ReplayError`` (nan is nan there)."""
-    lines = []
-    for k, g in guards:
-        fail = f"G{k}"
-        namespace[fail] = functools.partial(_guard_failed, g)
-        if dispatch:        # (arrays of other libraries: the check computes the value)
-            test = "True"
-        elif g.kind == "bool":
-            test = f"not {name}" if g.seen else name
-        else:
-            want = _number(g.seen) if type(g.seen) is not bool else repr(g.seen)
-            if want is None:
-                want = f"W{k}"
-                namespace[want] = g.seen
-            test = f"{name}.item() != {want}"
-        where = f"{os.path.basename(g.file)}:{g.line}"
-        lines.append((f"    if {test}: {fail}({name})",
-                      f"guard: {g.text or name} was {g.seen!r} (at {where})"))
-    return lines
-
-
-def _guard_failed(g: Guard, value: Any) -> None:
-    """Raise the guard's ``ReplayError`` unless ``value`` decides as recorded."""
-    if not g.holds(value):
-        raise g.error(value)
 
 
 def _fold(node: Entry, known: dict) -> Any:

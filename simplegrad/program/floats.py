@@ -1,6 +1,7 @@
 """Programs of float64 numbers run on Python floats: what ``sg.compile`` calls for a program
-whose every input, constant and entry is one float64 number (a Taylor series at a point, a
-nested derivative of a function of one number, scalar code under ``sg.jit``).
+whose every input, constant and entry is one float64 number or one decision (a bool: ``x > 0``,
+read by ``where`` or by a guard), such as a Taylor series at a point, a nested derivative of a
+function of one number, or scalar code under ``sg.jit``.
 
 numpy takes about a microsecond for an operation on a 0-d array; CPython takes tens of
 nanoseconds for the same IEEE double operation on floats. So such a program gets a second
@@ -15,7 +16,9 @@ record's condition (``Primitive.python_check``: a ufunc's inputs on which it rai
 floating-point error; a value that is not finite could vanish in, finite: tanh(inf) is 1,
 x / inf is 0), and before it returns, that the outputs are finite. One thing it does not see:
 numpy's setting for underflow (ignored unless set otherwise with ``np.seterr``), since a
-subnormal or zero result of an operator is no error of Python's.
+subnormal or zero result of an operator is no error of Python's. The program's guards are
+checked as in its numpy source, on the numbers (``ReplayError`` where a decision goes the
+other way).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import numpy as np
 
 from ..primitives.core import REGISTRY
 from .core import Program
-from .nodes import Names
+from .nodes import INPUT, NODE, Names, guard_lines
 
 EXACT_INT = 2 ** 53     # a Python int constant below this is a float64 exactly, as numpy takes it
 FLOATS_AFTER = 16       # calls of a compiled program after which it runs on floats
@@ -40,10 +43,9 @@ class ToNumpyError(ArithmeticError):
 
 
 def may_run_on_floats(prog: Program) -> bool:
-    """Whether a program's inputs are float64 numbers and it has no guard (the quick test;
-    ``floats_function`` reads its entries)."""
-    return not prog.guards and all(tuple(s.shape) == () and np.dtype(s.dtype) == np.float64
-                                   for s in prog.inputs)
+    """Whether a program's inputs are float64 numbers (the quick test; ``floats_function``
+    reads its entries)."""
+    return all(tuple(s.shape) == () and np.dtype(s.dtype) == np.float64 for s in prog.inputs)
 
 
 def floats_function(prog: Program, name: str, fallback: Callable) -> tuple[str, Callable] | None:
@@ -52,15 +54,26 @@ def floats_function(prog: Program, name: str, fallback: Callable) -> tuple[str, 
     float64 numbers alone or an entry's record has no form on floats."""
     if not may_run_on_floats(prog):
         return None
-    names = Names({"np", "finite", "fallback", "ToNumpyError", "float", "abs"})
+    names = Names({"np", "finite", "fallback", "ToNumpyError", "float", "abs", "bool"} |
+                  {f"G{k}" for k in range(len(prog.guards))} |
+                  {f"W{k}" for k in range(len(prog.guards))})
     params = [names.take(i.name) for i in prog.inputs]
     namespace: dict[str, Any] = {"np": np, "finite": math.isfinite, "fallback": fallback,
                                  "ToNumpyError": ToNumpyError, "float": float, "abs": abs,
+                                 "bool": bool,
                                  "__builtins__": {"ArithmeticError": builtins.ArithmeticError}}
+    checks: dict[tuple, list] = {}      # (kind, index) -> the guards on that value
+    for k, g in enumerate(prog.guards):
+        checks.setdefault((g.ref.kind, g.ref.index), []).append((k, g))
     lines, text_of = [], {}
-    for p, slot in zip(params, prog.slots):
+
+    def guarded(kind: str, i: int, text: str) -> None:
+        lines.extend(line.strip() for line, _ in
+                     guard_lines(checks.get((kind, i), ()), text, namespace, False, True))
+    for i, (p, slot) in enumerate(zip(params, prog.slots)):
         text_of[slot] = names.take(f"{p}_f")
         lines.append(f"{text_of[slot]} = float({p})")
+        guarded(INPUT, i, text_of[slot])
     outputs = {prog.at(r) for r in prog.outputs}
     for c, leaf in zip(prog.constants, prog.fixed):
         text = _constant(c.value, leaf in outputs)
@@ -71,23 +84,28 @@ def floats_function(prog: Program, name: str, fallback: Callable) -> tuple[str, 
             namespace[text] = float(c.value)
         text_of[leaf] = text
     reached = _reaching(prog, outputs)
-    for node in prog.entries:
+    for i, node in enumerate(prog.entries):
         prim = node.prim
         if REGISTRY.get(prim.name) is not prim or prim.python is None or \
-                tuple(node.shape) != () or np.dtype(node.dtype) != np.float64:
+                tuple(node.shape) != () or np.dtype(node.dtype) not in (_FLOAT, _BOOL):
             return None
         args = [text_of[x] for x in node.inputs]
         if prim.python == "{0}":        # (the value itself: no line)
             text_of[node] = args[0]
-            continue
-        if prim.python_check is not None:
-            lines.append(f"if not ({prim.python_check.format(*args)}): raise ToNumpyError")
-        target = text_of[node] = names.take(node.name)
-        lines.append(f"{target} = {prim.python.format(*args)}")
+        else:
+            if prim.python_check is not None:
+                lines.append(f"if not ({prim.python_check.format(*args)}): raise ToNumpyError")
+            text_of[node] = names.take(node.name)
+            form = prim.python.format(*args)
+            if np.dtype(node.dtype) == _BOOL:       # (numpy's sum of bools is their or;
+                form = f"bool({form})"              # Python's is an int)
+            lines.append(f"{text_of[node]} = {form}")
+        guarded(NODE, i, text_of[node])
         if node not in reached:         # (read by nothing: its value checked with the outputs)
             outputs.add(node)
     outs = [text_of[prog.at(r)] for r in prog.outputs]
-    checked = sorted({text_of[x] for x in outputs if text_of[x].isidentifier()})
+    checked = sorted({text_of[x] for x in outputs if text_of[x].isidentifier() and
+                      np.dtype(x.dtype) != _BOOL})     # (a decision is always finite)
     ret = outs[0] if prog.single else "[" + ", ".join(outs) + "]"
     test = " and ".join(f"finite({t})" for t in checked) or "True"
     source = "\n".join([
@@ -104,11 +122,15 @@ def floats_function(prog: Program, name: str, fallback: Callable) -> tuple[str, 
     return source, namespace[name]
 
 
+_FLOAT, _BOOL = np.dtype(np.float64), np.dtype(np.bool_)
+
+
 def _constant(value: Any, output: bool) -> str | None:
     """A constant's text in the floats' source: a literal, "bind" (a name bound to the float),
-    or None when the program cannot run on floats (not a float64 number; an int output)."""
+    or None when the program cannot run on floats (not a float64 number; an int output). An
+    int operand is written as its float, which is the float64 numpy takes it as."""
     if type(value) is int:
-        return None if output or abs(value) >= EXACT_INT else repr(value)
+        return None if output or abs(value) >= EXACT_INT else repr(float(value))
     if type(value) is float or isinstance(value, (np.ndarray, np.generic)) and \
             np.shape(value) == () and np.result_type(value) == np.float64:
         v = float(value)

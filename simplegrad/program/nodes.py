@@ -17,7 +17,9 @@ from by hand or by a loader, and what ``prog.nodes`` shows.
 
 from __future__ import annotations
 
+import functools
 import keyword
+import math
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
@@ -179,6 +181,41 @@ class Guard(NamedTuple):
             f"this program was recorded where {what} (at {os.path.basename(self.file)}:"
             f"{self.line}) was {self.seen!r}; at these inputs it is {got!r}: record it again, "
             "or write the branch with where()")
+
+
+def guard_lines(guards: Any, name: str, namespace: dict, dispatch: bool,
+                numbers: bool = False) -> list[tuple]:
+    """The source lines checking the guards (``(k, guard)`` pairs) on the value ``name``, each
+    with its comment: a test as cheap as the recording's decision, and on failure a call that
+    raises ``ReplayError`` (nan is nan there), bound in ``namespace``; ``dispatch``: arrays
+    of other libraries (the check computes the value); ``numbers``: the value is a Python
+    number, not an array."""
+    lines = []
+    for k, g in guards:
+        fail = f"G{k}"
+        namespace[fail] = functools.partial(_guard_failed, g)
+        if dispatch:
+            test = "True"
+        elif g.kind == "bool":
+            test = f"not {name}" if g.seen else name
+        else:
+            seen = g.seen
+            if type(seen) in (bool, int) or type(seen) is float and math.isfinite(seen):
+                want = repr(seen)
+            else:
+                want = f"W{k}"
+                namespace[want] = seen
+            test = f"{name} != {want}" if numbers else f"{name}.item() != {want}"
+        where = f"{os.path.basename(g.file)}:{g.line}"
+        lines.append((f"    if {test}: {fail}({name})",
+                      f"guard: {g.text or name} was {g.seen!r} (at {where})"))
+    return lines
+
+
+def _guard_failed(g: Guard, value: Any) -> None:
+    """Raise the guard's ``ReplayError`` unless ``value`` decides as recorded."""
+    if not g.holds(value):
+        raise g.error(value)
 
 
 class Names:
