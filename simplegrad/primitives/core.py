@@ -364,15 +364,15 @@ class Primitive:
         # {0}, {1}, ... (``_w_exp`` and ``_w_tanh`` are the loop's own functions); for a full
         # reduction the loop can accumulate, the accumulating operator ("+=")
         self.numba = numba
-        # python: the entry on Python floats in a compiled program of float64 numbers alone
-        # (every value of shape (): program/floats.py), a template with {0}, {1}, ... whose
-        # double is numpy's float64 result bit for bit and which, where numpy would warn (a
-        # division by zero, an overflow), raises an ArithmeticError or gives a number that is
-        # not finite, once the condition ``python_check`` (a template as well, with the name
-        # ``finite``: math.isfinite) holds before it runs: for a ufunc, the inputs on which
-        # it raises no floating-point error; for a form a value that is not finite could
-        # vanish in (tanh(inf) is 1, x / inf is 0), that it is finite. None: such a program
-        # stays in numpy
+        # python: the entry on Python floats in a compiled program of float64 numbers and
+        # decisions alone (every value of shape (): program/floats.py), a template with {0},
+        # {1}, ... whose double (or bool) is numpy's result bit for bit and which, where numpy
+        # would warn (a division by zero, an overflow), raises an ArithmeticError or gives a
+        # number that is not finite, once the condition ``python_check`` (a template as well,
+        # with the name ``finite``: math.isfinite) holds before it runs: for a ufunc, the
+        # inputs on which it raises no floating-point error; for a form a value that is not
+        # finite could vanish in (tanh(inf) is 1, x / inf is 0), that it is finite. None: such
+        # a program stays in numpy
         self.python = python
         self.python_check = python_check
         self.sympy = sympy      # its SymPy forms (SymPyForm), None: no closed form

@@ -51,7 +51,7 @@ class Compiled:
         self.source = source
         self.name = name
         self._fn = fn           # what a call runs (on Python floats, once made: floats.py)
-        self._numpy = fn        # the numpy source's function
+        self._numpy = fn        # the generated source's function (the backend's)
         self._floats: tuple[str, Callable] | None = None
         self._dispatching: tuple[str, Callable] | None = None
         self._specs = tuple((tuple(i.shape), np.dtype(i.dtype)) for i in prog.inputs)
