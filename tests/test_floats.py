@@ -155,18 +155,27 @@ def test_a_scalar_loop_body_compiled_inside_a_scan_keeps_its_values():
     assert jitted(np.asarray(0.4)).tobytes() == np.asarray(want).tobytes()
 
 
-def test_a_program_runs_on_floats_from_its_sixteenth_call():
-    from simplegrad.program.floats import FLOATS_AFTER
-    compiled = _compiled(lambda x: (x * 3.0).tanh(), 1.0)
+def test_a_small_program_runs_on_floats_at_once_a_large_one_from_its_sixteenth_call():
+    from simplegrad.program.floats import FLOATS_AFTER, FLOATS_AT_ONCE
+    small = _compiled(lambda x: (x * 3.0).tanh(), 1.0)
+    assert small._floats is not None and small._fn is small._floats[1]
+
+    def chain(x):
+        for _ in range(FLOATS_AT_ONCE):
+            x = x * 0.5 + 0.25
+        return x
+    large = _compiled(chain, 1.0)
+    want = large._numpy(np.asarray(0.5))
     for _ in range(FLOATS_AFTER - 1):     # (the floats' function costs half a compile)
-        assert compiled(np.asarray(0.5)) == np.tanh(1.5)
-    assert compiled._floats is None
-    assert compiled(np.asarray(0.5)) == np.tanh(1.5)
-    assert compiled._floats is not None and compiled._fn is compiled._floats[1]
-    jitted = sg.jit(lambda x: (x * 3.0).tanh())
+        assert large(np.asarray(0.5)) == want
+    assert large._floats is None
+    assert large(np.asarray(0.5)) == want
+    assert large._floats is not None and large._fn is large._floats[1]
+    jitted = sg.jit(chain)
     for _ in range(FLOATS_AFTER + 1):
-        assert jitted(np.asarray(0.5)) == np.tanh(1.5)
-    assert jitted.programs(np.asarray(0.5))[0]._floats is not None
+        assert jitted(np.asarray(0.5)) == want
+    assert jitted.programs(np.asarray(0.5))[0]._fn is not jitted.programs(
+        np.asarray(0.5))[0]._numpy
 
 
 def test_decisions_and_guards_run_on_floats_as_recorded():

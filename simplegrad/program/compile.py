@@ -35,7 +35,7 @@ from ..errors import ArgumentError, MaterializeError
 from ..primitives.core import REGISTRY
 from ..primitives.lazy import is_lazy
 from .core import Program
-from .floats import FLOATS_AFTER, floats_function, may_run_on_floats
+from .floats import FLOATS_AFTER, FLOATS_AT_ONCE, floats_function, may_run_on_floats
 from .inputs import RESIZED, input_value
 from .nodes import CONST, INPUT, NODE, Names, guard_lines
 
@@ -165,7 +165,10 @@ def compile(prog: Program, name: str = "program",  # noqa: A001 (sg.compile)
     source, fn, folded = _generate(prog, name, dispatch=False, backend=backend)
     out = Compiled(original, source, fn, name)
     if backend == "numpy" and may_run_on_floats(prog):
-        out._fn = _warming(out)
+        if len(prog.entries) <= FLOATS_AT_ONCE:
+            out.floats_source       # noqa: B018 (made now: a fraction of a millisecond)
+        else:
+            out._fn = _warming(out)
     out.folded = folded
     out.backend, out.fallback = backend, tuple(fallback)
     out.kernels = tuple(k.source for k in kernels)

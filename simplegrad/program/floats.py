@@ -35,7 +35,11 @@ from .core import Program
 from .nodes import INPUT, NODE, Names, guard_lines
 
 EXACT_INT = 2 ** 53     # a Python int constant below this is a float64 exactly, as numpy takes it
-FLOATS_AFTER = 16       # calls of a compiled program after which it runs on floats
+# a program of at most FLOATS_AT_ONCE entries runs on floats from its first call (its floats'
+# function takes a fraction of a millisecond to make); a larger one from its FLOATS_AFTER-th,
+# as making it costs about half of compiling, which a few calls would not make up
+FLOATS_AT_ONCE = 64
+FLOATS_AFTER = 16
 
 
 class ToNumpyError(ArithmeticError):
