@@ -15,6 +15,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import simplegrad as sg
 from simplegrad.primitives import REGISTRY
@@ -70,7 +72,8 @@ def test_each_form_on_floats_is_numpys_forward(prim):
 def _compiled(f, *xs):
     op = sg.Ops()
     vs = [op.var(np.asarray(x)) for x in xs]
-    out = f(*vs)
+    with np.errstate(all="ignore"):     # (recorded where it may overflow: the program is one)
+        out = f(*vs)
     return sg.compile(op.program(vs, out))
 
 
@@ -113,6 +116,8 @@ def test_nested_gradients_of_a_number_run_on_floats():
     (lambda x: x / (x * x), 1e200, "overflow encountered in multiply"),         # x / inf
     (lambda x: (x * x) - (x * x), 1e200, "invalid value encountered in"),   # inf - inf
     (lambda x: (x * 1e308 * 0.0).sin(), 10.0, "overflow encountered in multiply"),
+    (lambda x: np.where(x > 0, x * 1e308 * 10, x), -1.0, "overflow encountered in"),
+    (lambda x: np.where(x * 1e308 * 10 > 0, 1.0, x), 1.0, "overflow encountered in"),
 ])
 def test_where_numpy_warns_the_numpy_program_runs(f, x, message):
     compiled = _compiled(f, 1.0)
@@ -204,3 +209,35 @@ def test_decisions_and_guards_run_on_floats_as_recorded():
     assert got[0] == 1.0 and got[1].dtype == np.bool_ and bool(got[1])
     with pytest.raises(sg.ReplayError):
         prog(np.asarray(0.75))
+
+
+_UNARY = {"neg": lambda x: -x, "tanh": lambda x: x.tanh(), "sin": lambda x: x.sin(),
+          "exp": lambda x: x.exp(), "log": lambda x: abs(x).log(), "sqrt": lambda x: x.sqrt(),
+          "square": lambda x: x * x, "recip": lambda x: 1.0 / x}
+_BINARY = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+           "div": lambda x, y: x / y, "max": lambda x, y: np.maximum(x, y),
+           "where": lambda x, y: np.where(x > y, x * 2.0, y - 1.0)}
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(st.one_of(
+    st.tuples(st.sampled_from(sorted(_UNARY)), st.integers(0, 99)),
+    st.tuples(st.sampled_from(sorted(_BINARY)), st.integers(0, 99), st.integers(0, 99))),
+    min_size=1, max_size=12),
+    a=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(EDGES)),
+    b=st.one_of(st.floats(-3, 3), st.sampled_from(EDGES)))
+def test_random_programs_of_numbers_give_numpys_values_and_warnings(steps, a, b):
+    """Compositions of the forms, on any float64 inputs (nan, inf, overflow, zero divisors):
+    the floats' function and the numpy function agree in bits, warnings and errors."""
+    op = sg.Ops()
+    with np.errstate(all="ignore"):
+        pool = [op.var(np.asarray(0.7)), op.var(np.asarray(-0.4))]
+        for step in steps:
+            name, args = step[0], [pool[i % len(pool)] for i in step[1:]]
+            pool.append((_UNARY.get(name) or _BINARY[name])(*args))
+        compiled = sg.compile(op.program(pool[:2], [pool[-1], pool[len(pool) // 2]]))
+    assert compiled.floats_source is not None
+    inputs = [np.asarray(a), np.asarray(b)]
+    assert _run(compiled, inputs) == _run(compiled._numpy, inputs)
+    with np.errstate(all="raise", under="ignore"):
+        assert _run(compiled, inputs) == _run(compiled._numpy, inputs)

@@ -125,6 +125,7 @@ def elementwise(name: str, forward: Callable, fmt: str | PrintRule, d: Sequence[
 
 
 FINITE = "finite({0})"
+BOTH_FINITE = "finite({0}) and finite({1})"    # (a decision on them hides inf and nan)
 _LARGEST = "1.7976931348623157e308"     # the largest float64
 
 

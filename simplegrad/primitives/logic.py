@@ -25,6 +25,7 @@ from .core import (
     pointwise,
     register,
 )
+from .elementwise import BOTH_FINITE, FINITE
 from .rewrites import idempotent, involution
 from .schema import attrs
 from .shape_rules import BOOL_OUT, reducing, ufunc
@@ -50,24 +51,31 @@ def _logic(name: str, forward: Callable, fmt: str | Callable, nin: int, cases=No
                               reducing(BOOL_OUT), saves=()))   # (no rules: nothing read)
 
 
-LESS = _logic("less", np.less, "{0} < {1}", 2, python="({0} < {1})",
+def _comparison(name: str, forward: Callable, fmt: str, op: str, **facts: Any) -> Primitive:
+    """A comparison of two values: on Python floats (``Primitive.python``) the operator, once
+    both numbers are finite (a decision on them would hide an inf or a nan)."""
+    return _logic(name, forward, fmt, 2, python=f"({{0}} {op} {{1}})",
+                  python_check=BOTH_FINITE, **facts)
+
+
+LESS = _comparison("less", np.less, "{0} < {1}", "<",
     sympy=SymPyForm(lambda sp, x, y: sp.StrictLessThan(x, y)))
-LESS_EQUAL = _logic("less_equal", np.less_equal, "{0} <= {1}", 2, python="({0} <= {1})",
+LESS_EQUAL = _comparison("less_equal", np.less_equal, "{0} <= {1}", "<=",
     sympy=SymPyForm(lambda sp, x, y: sp.LessThan(x, y)))
-GREATER = _logic("greater", np.greater, "{0} > {1}", 2, python="({0} > {1})",
+GREATER = _comparison("greater", np.greater, "{0} > {1}", ">",
     sympy=SymPyForm(lambda sp, x, y: sp.StrictGreaterThan(x, y)))
-GREATER_EQUAL = _logic("greater_equal", np.greater_equal, "{0} >= {1}", 2, python="({0} >= {1})",
+GREATER_EQUAL = _comparison("greater_equal", np.greater_equal, "{0} >= {1}", ">=",
     sympy=SymPyForm(lambda sp, x, y: sp.GreaterThan(x, y)))
-EQUAL = _logic("equal", np.equal, "equal({0}, {1})", 2, python="({0} == {1})",
+EQUAL = _comparison("equal", np.equal, "equal({0}, {1})", "==",
     sympy=SymPyForm(lambda sp, x, y: sp.Eq(x, y)), commutative=True)
-NOT_EQUAL = _logic("not_equal", np.not_equal, "not_equal({0}, {1})", 2, python="({0} != {1})",
+NOT_EQUAL = _comparison("not_equal", np.not_equal, "not_equal({0}, {1})", "!=",
     sympy=SymPyForm(lambda sp, x, y: sp.Ne(x, y)), commutative=True)
 LOGICAL_AND = _logic("logical_and", np.logical_and, "{0} & {1}", 2, reduces=idempotent,
     sympy=SymPyForm(lambda sp, x, y: sp.And(x, y)), commutative=True)
 LOGICAL_OR = _logic("logical_or", np.logical_or, "{0} | {1}", 2, reduces=idempotent,
     sympy=SymPyForm(lambda sp, x, y: sp.Or(x, y)), commutative=True)
 LOGICAL_NOT = _logic("logical_not", np.logical_not, "~{0}", 1, reduces=involution,
-    python="(not {0})",
+    python="(not {0})", python_check=FINITE,
     sympy=SymPyForm(lambda sp, x: sp.Not(x)))
 ISFINITE = _logic("isfinite", np.isfinite, "isfinite({0})", 1)
 ISNAN = _logic("isnan", np.isnan, "isnan({0})", 1)

@@ -29,7 +29,7 @@ from .core import (
     shape_of,
     sympy_call,
 )
-from .elementwise import elementwise, ufunc_on_floats
+from .elementwise import BOTH_FINITE, elementwise, ufunc_on_floats
 from .rewrites import repeated_choice
 from .schema import attrs
 from .series import Series, cauchy, sqrt_series
@@ -99,14 +99,14 @@ MAXIMUM = elementwise("maximum", np.maximum, "maximum({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share(o, y, x, 1.0))),
     sympy=SymPyForm(lambda sp, x, y: sp.Max(x, y)),
     commutative=True, taylor=linear("maximum"), saves=("inputs",),
-    **ufunc_on_floats(np.maximum, "finite({0}) and finite({1})"))
+    **ufunc_on_floats(np.maximum, BOTH_FINITE))
 
 MINIMUM = elementwise("minimum", np.minimum, "minimum({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share(o, x, y, -1.0)),
     lambda o, g, out, x, y: o.mul(g, _share(o, y, x, -1.0))),
     sympy=SymPyForm(lambda sp, x, y: sp.Min(x, y)),
     commutative=True, taylor=linear("minimum"), saves=("inputs",),
-    **ufunc_on_floats(np.minimum, "finite({0}) and finite({1})"))
+    **ufunc_on_floats(np.minimum, BOTH_FINITE))
 
 
 # ---------------------------------------------------------------- where
@@ -133,7 +133,8 @@ WHERE = elementwise("where", np.where, "where({0}, {1}, {2})", (
     lambda o, g, out, cond, x, y: o.where(cond, g, 0),
     lambda o, g, out, cond, x, y: o.where(cond, 0, g)), reduces=repeated_choice,
     sympy=SymPyForm(lambda sp, c, x, y: sp.Piecewise((x, c), (y, True))),
-    linear=Linear(JOINT, (1, 2)), numba="({1} if {0} else {2})", python="({1} if {0} else {2})",
+    linear=Linear(JOINT, (1, 2)), numba="({1} if {0} else {2})",
+    python="({1} if {0} else {2})", python_check="finite({1}) and finite({2})",   # (both made)
     cases=[Case(((3,), (3,), (3,)), conditions=(0,)),
            Case(((3, 4), (3, 1), (1, 4)), conditions=(0,)),
            Case(((2, 3, 4), (2, 3, 4), (3, 4)), conditions=(0,)),

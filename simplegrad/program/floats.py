@@ -71,13 +71,16 @@ def floats_function(prog: Program, name: str, fallback: Callable) -> tuple[str, 
         checks.setdefault((g.ref.kind, g.ref.index), []).append((k, g))
     lines, text_of = [], {}
 
-    def guarded(kind: str, i: int, text: str) -> None:
+    def guarded(kind: str, i: int, text: str, number: bool) -> None:
+        found = checks.get((kind, i), ())
+        if found and number:        # (a number not finite decides where numpy would warn)
+            lines.append(f"if not finite({text}): raise ToNumpyError")
         lines.extend(line.strip() for line, _ in
-                     guard_lines(checks.get((kind, i), ()), text, namespace, False, True))
+                     guard_lines(found, text, namespace, False, True))
     for i, (p, slot) in enumerate(zip(params, prog.slots)):
         text_of[slot] = names.take(f"{p}_f")
         lines.append(f"{text_of[slot]} = float({p})")
-        guarded(INPUT, i, text_of[slot])
+        guarded(INPUT, i, text_of[slot], True)
     outputs = {prog.at(r) for r in prog.outputs}
     for c, leaf in zip(prog.constants, prog.fixed):
         text = _constant(c.value, leaf in outputs)
@@ -104,7 +107,7 @@ def floats_function(prog: Program, name: str, fallback: Callable) -> tuple[str, 
             if np.dtype(node.dtype) == _BOOL:       # (numpy's sum of bools is their or;
                 form = f"bool({form})"              # Python's is an int)
             lines.append(f"{text_of[node]} = {form}")
-        guarded(NODE, i, text_of[node])
+        guarded(NODE, i, text_of[node], np.dtype(node.dtype) == _FLOAT)
         if node not in reached:         # (read by nothing: its value checked with the outputs)
             outputs.add(node)
     outs = [text_of[prog.at(r)] for r in prog.outputs]
