@@ -280,3 +280,19 @@ def test_trace_takes_pytree_arguments_and_names_leaves_by_path():
     np.testing.assert_allclose(g[1].value, np.full(3, 2.0), rtol=1e-12)      # d/dw w b = b
     np.testing.assert_allclose(g[2].value, params["layers"][0].w.sum(), rtol=1e-12)
     assert "dv" in t.format_trace(raw=False) and "params_W" in t.format_trace(raw=False)
+
+
+def test_a_negative_base_of_a_power_prints_in_parentheses() -> None:
+    """``(-3) ** x`` prints with its parentheses (Python reads ``-3 ** x`` as ``-(3 ** x)``),
+    in the trace and in the compiled source's comments, and each printed expression, run as
+    Python on the inputs' values, gives the recorded value; a negative exponent stays bare."""
+    op = sg.Ops()
+    x = op.var(np.array([2.0, 3.0]), name="x")
+    ys = [(-3) ** x, (-2.5) ** x, x ** -2, 2.0 ** x]
+    lines = op.format_trace().splitlines()[1:]
+    assert lines == ["v0 = (-3) ** x", "v1 = (-2.5) ** x", "v2 = x ** -2", "v3 = 2.0 ** x"]
+    for line, y in zip(lines, ys):
+        # (-3) ** 2 = 9 and (-3) ** 3 = -27, where -(3 ** x) would give -9 and -27
+        np.testing.assert_array_equal(eval(line.split(" = ", 1)[1], {"x": x.value}), y.value)
+    source = sg.compile(op.program([x], ys)).source
+    assert "# v0 = (-3) ** x" in source and "# v2 = x ** -2" in source

@@ -94,8 +94,17 @@ def format_line(name: str, prim: Primitive, args: list[str], attrs: dict | None,
     if callable(fmt):
         expr = fmt(args, attrs, lambda a, key="": format_attr(key, a, explain))
     else:
+        if "**" in fmt:
+            args = _powers_bound(fmt, args)
         expr = fmt.format(*args, **{k: format_attr(k, a) for k, a in attrs.items()})
     return f"{name} = {expr}"
+
+
+def _powers_bound(fmt: str, args: list[str]) -> list[str]:
+    """``args`` with a negative one written left of ``**`` in parentheses: ``(-3) ** x``,
+    since Python reads ``-3 ** x`` as ``-(3 ** x)``."""
+    return [f"({a})" if a.startswith("-") and f"{{{i}}} **" in fmt else a
+            for i, a in enumerate(args)]
 
 
 def is_alias(prim: Primitive, named: bool, in_shape: tuple, out_shape: tuple) -> bool:
