@@ -8,7 +8,9 @@ Workloads (float64, same-run medians measured round-robin):
    gradient's time (``sg.grad`` on arrays: a sweep on values), ``sg.scan`` against the Python
    loop unrolled and against PyTorch eager unrolled (when installed); ``sg.jit`` of the
    gradient (numpy backend; and ``backend="numba"``, each loop one compiled kernel, when numba
-   is installed) against ``jax.jit(jax.grad)`` of ``lax.scan`` (when JAX is installed);
+   is installed) against ``jax.jit(jax.grad)`` of ``lax.scan`` (when JAX is installed), and
+   the limit of a numpy backend beside them: the gradient written by hand in numpy (the
+   numpy backend's values bit for bit, and with W's cotangent as one matrix product);
 2. the Hessian in 3 parameters of a 100-step RK4 solve of a damped pendulum
    (``sg.odeint(method="rk4")``) against the same steps unrolled: entries recorded by the
    Hessian (two recorded reverse sweeps on an Ops) and ``sg.hessian``'s time.
@@ -85,6 +87,55 @@ def rnn_peers(steps: int, units: int) -> dict:
     return found
 
 
+def rnn_by_hand(steps: int, units: int) -> dict:
+    """The same RNN's gradient in W written by hand in numpy, as few numpy calls a step as its
+    values allow (a matrix-vector product, an add and a tanh forward; a multiply and a
+    product backward): the limit of a numpy backend. "in the loop's order" adds the 200
+    outer products of W's cotangent one after another, newest first, as the replay does (its
+    values are the numpy backend's, bit for bit); "one matrix product" adds them in BLAS's
+    order instead (to rounding)."""
+    rng = np.random.default_rng(0)
+    rng.normal(size=(units, units))     # (W: the argument)
+    U = rng.normal(size=(units, 8)) / np.sqrt(8)
+    xs = rng.normal(size=(steps, 8))
+
+    def carries(W):
+        """h_0..h_T, and the cotangent of each step's pre-activation."""
+        ux = np.matmul(U, xs[:, :, None])[:, :, 0]
+        hs = np.empty((steps + 1, units))
+        hs[0] = 0.0
+        dot = W.dot
+        for t, (u, row) in enumerate(zip(ux, hs[1:])):
+            np.add(dot(hs[t]), u, out=row)
+            np.tanh(row, out=row)
+        g = 2 * hs[-1]
+        slopes = 1 - hs[1:] * hs[1:]
+        gs = np.empty((steps, units))
+        back = W.T.dot
+        for t in range(steps - 1, -1, -1):
+            g = back(np.multiply(g, slopes[t], out=gs[t]))
+        return hs, gs
+
+    def in_order(W):
+        hs, gs = carries(W)
+        chunk = 32          # outer products a chunk, summed along the stack's first axis
+        stack = np.empty((chunk + 1, units, units))
+        total = np.zeros((units, units))
+        for hi in range(steps, 0, -chunk):
+            lo = max(hi - chunk, 0)
+            newest = slice(hi - 1, lo - 1 if lo else None, -1)
+            stack[0] = total
+            np.multiply(gs[newest, :, None], hs[newest, None, :], out=stack[1:hi - lo + 1])
+            np.add.reduce(stack[:hi - lo + 1], axis=0, out=total)
+        return total
+
+    def one_product(W):
+        hs, gs = carries(W)
+        return gs.T @ hs[:-1]
+    return {"numpy by hand, in the loop's order": in_order,
+            "numpy by hand, one matrix product": one_product}
+
+
 def numba_installed() -> bool:
     return importlib.util.find_spec("numba") is not None
 
@@ -150,6 +201,12 @@ def main() -> None:
     jitted = sg.jit(sg.grad(scanned))
     assert np.allclose(jitted(W), want, rtol=1e-12, atol=1e-14)
     compiled = {"sg.jit": jitted}
+    limits = rnn_by_hand(steps, 32)
+    for name, fn in limits.items():
+        assert np.allclose(fn(W), want, rtol=1e-12, atol=1e-14), name
+    # the numpy backend adds the outer products in the loop's order, as the replay does
+    assert limits["numpy by hand, in the loop's order"](W).tobytes() == jitted(W).tobytes()
+    compiled.update(limits)
     if numba_installed():
         compiled["sg.jit numba"] = sg.jit(sg.grad(scanned), backend="numba")
         assert np.allclose(compiled["sg.jit numba"](W), want, rtol=1e-12, atol=1e-14)
@@ -178,7 +235,8 @@ def main() -> None:
         print(f"  torch eager unrolled {t['torch eager unrolled'] * 1e3:.1f} ms (scan / torch "
               f"{t['scan'] / t['torch eager unrolled']:.2f}; target <= 1.0)")
     for name in compiled:
-        label = "sg.jit(sg.grad" + (", backend='numba')" if "numba" in name else ")")
+        label = name if name in limits else \
+            "sg.jit(sg.grad" + (", backend='numba')" if "numba" in name else ")")
         print(f"  {label} {t[name] * 1e3:.2f} ms CPU" + (
             f", {jax_name} {t[jax_name] * 1e3:.2f} ms (/ jax {t[name] / t[jax_name]:.2f}; "
             "target <= 2)" if jax_name in t else ""))
