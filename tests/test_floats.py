@@ -110,6 +110,38 @@ def test_nested_gradients_of_a_number_run_on_floats():
     assert float(jitted(np.asarray(0.3))) == pytest.approx(float(fd), rel=1e-5)
 
 
+
+def test_powers_run_on_floats_within_their_condition_and_on_numpy_beyond_it():
+    """x ** y on floats where np.power raises no floating-point error (the base's magnitude in
+    [2 ** -15, 2 ** 15], the exponent in [-64, 64], positive or whole; a zero base, a positive
+    exponent), numpy's bits; at and past each bound of the condition, and where numpy warns
+    (overflow, a negative base to a fraction, zero to a negative power), numpy's bits and
+    warnings from the numpy program. A power of a constant exponent is on floats too."""
+    compiled = _compiled(lambda x, y: x ** y, 2.0, 3.0)
+    assert compiled.floats_source is not None and "np.power" in compiled.floats_source
+    bases = (0.3, 2.0 ** 15, 2.0 ** 15 * (1 + 2 ** -52), 2.0 ** -15, 2.0 ** -16, -2.5, 0.0,
+             -0.0, 1e200, -1e-310, math.inf, math.nan)
+    exponents = (3.0, -64.0, 64.0, 64.5, -64.5, 0.5, -1.0, 0.0, -0.0, 2.0 ** 53, math.inf)
+    for a, b in itertools.product(bases, exponents):
+        args = [np.asarray(a), np.asarray(b)]
+        assert _run(compiled, args) == _run(lambda *v: np.power(*v), args), (a, b)
+        with np.errstate(all="raise", under="ignore"):
+            assert _run(compiled, args) == _run(lambda *v: np.power(*v), args), (a, b)
+    # (within the condition the floats answer: the numpy program is not called)
+    calls, numpy_fn = [], compiled._numpy
+    compiled._fn.__globals__["fallback"] = lambda *v: calls.append(v) or numpy_fn(*v)
+    for a, b in [(0.3, 3.0), (-2.5, 3.0), (2.0 ** 15, 64.0), (0.0, 0.5), (1.5, -64.0)]:
+        assert compiled(np.asarray(a), np.asarray(b)).tobytes() == \
+            np.power(np.asarray(a), np.asarray(b)).tobytes()
+    assert calls == []
+    with pytest.warns(RuntimeWarning, match="invalid value encountered in power"):
+        compiled(np.asarray(-2.5), np.asarray(0.5))     # nan: numpy's program says so
+    assert len(calls) == 1
+    square = _compiled(lambda x: (x ** 2).tanh() ** 0.5, 0.7)
+    assert square.floats_source is not None
+    assert square(np.asarray(0.7)).tobytes() == \
+        np.power(np.tanh(np.power(np.asarray(0.7), 2)), 0.5).tobytes()
+
 @pytest.mark.parametrize("f, x, message", [
     (lambda x: (x * x).tanh(), 1e200, "overflow encountered in multiply"),      # tanh(inf)
     (lambda x: 1.0 / x, 0.0, "divide by zero encountered in divide"),

@@ -366,9 +366,17 @@ def _pow_at_zero(o: PrimitiveMethods, xs: Series, a: Any, zero: Any, order: int)
     return out
 
 
+# np.power on numbers raises no floating-point error where the base's magnitude lies in
+# [2 ** -15, 2 ** 15] and the exponent in [-64, 64] (|y log2 x| <= 960: no overflow, no
+# underflow), the base being positive or the exponent whole; or where the base is zero and the
+# exponent positive
+_POW_ON_FLOATS = ("-64.0 <= {1} <= 64.0 and (3.0517578125e-05 <= abs({0}) <= 32768.0 and "
+                  "({0} > 0.0 or {1} % 1.0 == 0.0) or {0} == 0.0 and {1} > 0.0)")
+
 POW = elementwise("pow", np.power, "{0} ** {1}", (_pow_dx, _pow_dy),
     sympy=SymPyForm(lambda sp, x, y: x ** y), domain=(POSITIVE, ANY),
-                  taylor=_pow_taylor, saves=("inputs", "out"))
+                  taylor=_pow_taylor, saves=("inputs", "out"),
+                  **ufunc_on_floats(np.power, _POW_ON_FLOATS))
 
 # ---------------------------------------------------------------- transcendental
 
