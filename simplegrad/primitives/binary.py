@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from .core import ANY, NONZERO, Case, SymPyForm, dtype_of, is_constant, uniform
-from .elementwise import elementwise
+from .elementwise import BOTH_FINITE, elementwise, ufunc_on_floats
 from .schema import attrs
 from .series import (
     Series,
@@ -86,6 +86,8 @@ CLIP = elementwise("clip", np.clip, _clip_fmt, (
     lambda o, g, out, x, lo, hi: o.where(_below(o, x, lo, hi), g, 0),
     lambda o, g, out, x, lo, hi: o.where(_above(o, x, lo, hi), g, 0)),
     sympy=SymPyForm(lambda sp, x, lo, hi: sp.Min(sp.Max(x, lo), hi)),
+    python="float(np.clip({0}, {1}, {2}))",
+    python_check="finite({0}) and finite({1}) and finite({2})",
     domain=(ANY, uniform(-1.2, -0.2), uniform(0.2, 1.2)),
     cases=[Case(((3,), (3,), (3,))), Case(((2, 3), (), ())), Case(((3, 4), (3, 1), (1, 4))),
            Case(((3,), (), (3,))),
@@ -123,19 +125,22 @@ def _nan_other(o: PrimitiveMethods, x, y, sense):
 FMAX = elementwise("fmax", np.fmax, "fmax({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _nan_share(o, x, y, 1.0)),
     lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, 1.0))),
-    sympy=SymPyForm(lambda sp, x, y: sp.Max(x, y)), taylor=linear("fmax"), saves=("inputs",))
+    sympy=SymPyForm(lambda sp, x, y: sp.Max(x, y)), taylor=linear("fmax"), saves=("inputs",),
+    **ufunc_on_floats(np.fmax, BOTH_FINITE))
 
 FMIN = elementwise("fmin", np.fmin, "fmin({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _nan_share(o, x, y, -1.0)),
     lambda o, g, out, x, y: o.mul(g, _nan_other(o, x, y, -1.0))),
-    sympy=SymPyForm(lambda sp, x, y: sp.Min(x, y)), taylor=linear("fmin"), saves=("inputs",))
+    sympy=SymPyForm(lambda sp, x, y: sp.Min(x, y)), taylor=linear("fmin"), saves=("inputs",),
+    **ufunc_on_floats(np.fmin, BOTH_FINITE))
 
 # ---------------------------------------------------------------- mod, arctan2, hypot
 
 MOD = elementwise("mod", np.remainder, "{0} % {1}", (
     lambda o, g, out, x, y: g,
     lambda o, g, out, x, y: o.neg(o.mul(g, o.floor(o.div(x, y))))),
-    domain=(ANY, NONZERO), taylor=linear("mod"), saves=("inputs",))
+    domain=(ANY, NONZERO), taylor=linear("mod"), saves=("inputs",),
+    **ufunc_on_floats(np.remainder, "finite({0}) and finite({1}) and {1} != 0.0"))
 
 
 def _radius2(o: PrimitiveMethods, x, y):
@@ -161,7 +166,8 @@ ARCTAN2 = elementwise("arctan2", np.arctan2, "arctan2({0}, {1})", (
     lambda o, g, out, y, x: o.div(o.mul(g, x), _radius2(o, x, y)),
     lambda o, g, out, y, x: o.neg(o.div(o.mul(g, y), _radius2(o, x, y)))),
     sympy=SymPyForm(lambda sp, y, x: sp.atan2(y, x)),
-    domain=(NONZERO, NONZERO), taylor=_arctan2_taylor, saves=("inputs",))
+    domain=(NONZERO, NONZERO), taylor=_arctan2_taylor, saves=("inputs",),
+    **ufunc_on_floats(np.arctan2, BOTH_FINITE))
 
 
 
@@ -176,7 +182,8 @@ HYPOT = elementwise("hypot", np.hypot, "hypot({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, o.div(x, out)),
     lambda o, g, out, x, y: o.mul(g, o.div(y, out))),
     sympy=SymPyForm(lambda sp, x, y: sp.sqrt(x**2 + y**2)),
-    domain=(NONZERO, NONZERO), taylor=_hypot_taylor, saves=("inputs", "out"))
+    domain=(NONZERO, NONZERO), taylor=_hypot_taylor, saves=("inputs", "out"),
+    **ufunc_on_floats(np.hypot, "abs({0}) <= 1e300 and abs({1}) <= 1e300"))
 
 # ---------------------------------------------------------------- logaddexp, logaddexp2
 
@@ -211,12 +218,12 @@ LOGADDEXP = elementwise("logaddexp", np.logaddexp, "logaddexp({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share_of(o, x, y)),
     lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x))),
     sympy=SymPyForm(lambda sp, x, y: sp.log(sp.exp(x) + sp.exp(y))), taylor=_logaddexp_taylor,
-    saves=("inputs",))
+    saves=("inputs",), **ufunc_on_floats(np.logaddexp, BOTH_FINITE))
 
 LOGADDEXP2 = elementwise("logaddexp2", np.logaddexp2, "logaddexp2({0}, {1})", (
     lambda o, g, out, x, y: o.mul(g, _share_of(o, x, y, LN2)),
     lambda o, g, out, x, y: o.mul(g, _share_of(o, y, x, LN2))), taylor=_logaddexp2_taylor,
-    saves=("inputs",))
+    saves=("inputs",), **ufunc_on_floats(np.logaddexp2, BOTH_FINITE))
 
 
 # ---------------------------------------------------------------- Ops methods

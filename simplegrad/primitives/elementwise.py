@@ -480,7 +480,11 @@ def _sigmoid_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> 
 SIGMOID = elementwise("sigmoid", _sigmoid, "{0}.sigmoid()", (
     lambda o, g, out, x: o.mul(g, o.mul(out, o.sub(1, out))),),
     sympy=SymPyForm(lambda sp, x: 1 / (1 + sp.exp(-x))), taylor=_sigmoid_taylor,
-    schema=attrs(shape_rule=ufunc(np.absolute, np.negative, np.exp)), saves=("out",))
+    schema=attrs(shape_rule=ufunc(np.absolute, np.negative, np.exp)), saves=("out",),
+    # (_sigmoid's operations on the number: numpy's exp loop, the same IEEE divisions)
+    python="(1.0 / (1.0 + float(np.exp(-abs({0})))) if {0} >= 0.0 else "
+           "float(np.exp(-abs({0}))) / (1.0 + float(np.exp(-abs({0})))))",
+    python_check=FINITE)
 
 # ---------------------------------------------------------------- Ops methods
 

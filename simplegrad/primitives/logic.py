@@ -71,8 +71,10 @@ EQUAL = _comparison("equal", np.equal, "equal({0}, {1})", "==",
 NOT_EQUAL = _comparison("not_equal", np.not_equal, "not_equal({0}, {1})", "!=",
     sympy=SymPyForm(lambda sp, x, y: sp.Ne(x, y)), commutative=True)
 LOGICAL_AND = _logic("logical_and", np.logical_and, "{0} & {1}", 2, reduces=idempotent,
+    python="({0} and {1})", python_check=BOTH_FINITE,
     sympy=SymPyForm(lambda sp, x, y: sp.And(x, y)), commutative=True)
 LOGICAL_OR = _logic("logical_or", np.logical_or, "{0} | {1}", 2, reduces=idempotent,
+    python="({0} or {1})", python_check=BOTH_FINITE,
     sympy=SymPyForm(lambda sp, x, y: sp.Or(x, y)), commutative=True)
 LOGICAL_NOT = _logic("logical_not", np.logical_not, "~{0}", 1, reduces=involution,
     python="(not {0})", python_check=FINITE,

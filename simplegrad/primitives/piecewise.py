@@ -29,7 +29,7 @@ from .core import (
     shape_of,
     sympy_call,
 )
-from .elementwise import BOTH_FINITE, elementwise, ufunc_on_floats
+from .elementwise import BOTH_FINITE, FINITE, elementwise, ufunc_on_floats
 from .rewrites import repeated_choice
 from .schema import attrs
 from .series import Series, cauchy, sqrt_series
@@ -58,7 +58,7 @@ RELU = elementwise("relu", _relu, "{0}.relu()", (
     numpy="np.maximum({0}, 0)", schema=attrs(shape_rule=broadcasting(RECTIFIED)), saves=("inputs",))
 
 SIGN = elementwise("sign", np.sign, "{0}.sign()", (None,),
-    sympy=sympy_call("sign"), taylor=linear("sign"), saves=())
+    sympy=sympy_call("sign"), taylor=linear("sign"), saves=(), **ufunc_on_floats(np.sign, FINITE))
 
 def _abs_d(o: PrimitiveMethods, g: Any, out: Any, x: Any) -> Any:
     """g sign(x); for a complex x, g conj(x) / |x| (JAX's convention, complex.py), whose

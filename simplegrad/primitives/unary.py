@@ -141,15 +141,17 @@ COSH = _unary("cosh", np.cosh, lambda o, g, out, x: o.mul(g, o.sinh(x)),
 ARCSINH = _unary("arcsinh", np.arcsinh,
                  lambda o, g, out, x: o.div(g, o.sqrt(o.add(o.mul(x, x), 1))),
                  sympy=sympy_call("asinh"),
-                 taylor=_inverse(_root(1.0, 1.0)), saves=("inputs",))
+                 taylor=_inverse(_root(1.0, 1.0)), saves=("inputs",),
+                 **ufunc_on_floats(np.arcsinh))
 ARCCOSH = _unary("arccosh", np.arccosh,       # sqrt((x - 1)(x + 1)): exact near x = 1
                  lambda o, g, out, x: o.div(g, o.sqrt(o.mul(o.sub(x, 1), o.add(x, 1)))),
                  uniform(1.1, 3.0), sympy=sympy_call("acosh"), taylor=_inverse(_root(-1.0, 1.0)),
-                 saves=("inputs",))
+                 saves=("inputs",),
+                 **ufunc_on_floats(np.arccosh, "1.0 <= {0} <= 1.7976931348623157e308"))
 ARCTANH = _unary("arctanh", np.arctanh,
                  lambda o, g, out, x: o.div(g, o.mul(o.sub(1, x), o.add(x, 1))),
                  uniform(-0.9, 0.9), sympy=sympy_call("atanh"), taylor=_inverse(_poly(1.0, -1.0)),
-                 saves=("inputs",))
+                 saves=("inputs",), **ufunc_on_floats(np.arctanh, "-1.0 < {0} < 1.0"))
 
 # ---------------------------------------------------------------- logs, exponentials, powers
 
@@ -201,12 +203,15 @@ EXPM1 = _unary("expm1", np.expm1, lambda o, g, out, x: o.mul(g, o.add(out, 1)),
                **ufunc_on_floats(np.expm1, "-700.0 < {0} < 709.0"))
 LOG2 = _unary("log2", np.log2, lambda o, g, out, x: o.div(g, o.mul(x, LN2)), POSITIVE,
     sympy=SymPyForm(lambda sp, x: sp.log(x, 2)),
-              taylor=_log_base(1 / LN2), saves=("inputs",))
+              taylor=_log_base(1 / LN2), saves=("inputs",),
+              **ufunc_on_floats(np.log2, "0.0 < {0} <= 1.7976931348623157e308"))
 LOG10 = _unary("log10", np.log10, lambda o, g, out, x: o.div(g, o.mul(x, LN10)), POSITIVE,
     sympy=SymPyForm(lambda sp, x: sp.log(x, 10)),
-               taylor=_log_base(1 / LN10), saves=("inputs",))
+               taylor=_log_base(1 / LN10), saves=("inputs",),
+               **ufunc_on_floats(np.log10, "0.0 < {0} <= 1.7976931348623157e308"))
 EXP2 = _unary("exp2", np.exp2, lambda o, g, out, x: o.mul(g, o.mul(out, LN2)),
-    sympy=SymPyForm(lambda sp, x: 2 ** x), taylor=_exp2_taylor, saves=("out",))
+    sympy=SymPyForm(lambda sp, x: 2 ** x), taylor=_exp2_taylor, saves=("out",),
+    **ufunc_on_floats(np.exp2, "-1022.0 < {0} < 1024.0"))
 SQUARE = _unary("square", np.square, lambda o, g, out, x: o.mul(g, o.mul(x, 2)),
     sympy=SymPyForm(lambda sp, x: x ** 2),
                 taylor=_square_taylor, saves=("inputs",), python="({0} * {0})")
@@ -218,11 +223,13 @@ RECIPROCAL = _unary("reciprocal", np.reciprocal,
 
 # ---------------------------------------------------------------- rounding (no gradient)
 
-FLOOR = _unary("floor", np.floor, None, sympy=sympy_call("floor"), taylor=linear("floor"), saves=())
-CEIL = _unary("ceil", np.ceil, None, sympy=sympy_call("ceiling"), taylor=linear("ceil"), saves=())
+FLOOR = _unary("floor", np.floor, None, sympy=sympy_call("floor"), taylor=linear("floor"), saves=(),
+               **ufunc_on_floats(np.floor))
+CEIL = _unary("ceil", np.ceil, None, sympy=sympy_call("ceiling"), taylor=linear("ceil"), saves=(),
+              **ufunc_on_floats(np.ceil))
 TRUNC = _unary("trunc", np.trunc, None,
     sympy=SymPyForm(lambda sp, x: sp.sign(x) * sp.floor(sp.Abs(x))), taylor=linear("trunc"),
-    saves=())
+    saves=(), **ufunc_on_floats(np.trunc))
 
 
 def _round(x, decimals=0):
