@@ -255,7 +255,8 @@ _BINARY = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x
            "pow": lambda x, y: x ** y, "hypot": lambda x, y: np.hypot(x, y),
            "arctan2": lambda x, y: np.arctan2(x, y),
            "logaddexp": lambda x, y: np.logaddexp(x, y),
-           "and": lambda x, y: np.where((x > 0) & (y < x), x, y)}
+           "and": lambda x, y: np.where((x > 0) & (y < x), x, y),
+           "step": lambda x, y: (x > y).astype(np.float64) * x.relu()}
 
 
 @settings(max_examples=60, deadline=None)

@@ -55,7 +55,8 @@ def _step(o: PrimitiveMethods, x: Any) -> Any:
 RELU = elementwise("relu", _relu, "{0}.relu()", (
     lambda o, g, out, x: o.mul(g, _step(o, x)),),
     sympy=SymPyForm(lambda sp, x: sp.Max(x, 0)), domain=NONZERO, taylor=linear("relu"),
-    numpy="np.maximum({0}, 0)", schema=attrs(shape_rule=broadcasting(RECTIFIED)), saves=("inputs",))
+    numpy="np.maximum({0}, 0)", schema=attrs(shape_rule=broadcasting(RECTIFIED)), saves=("inputs",),
+    python="float(np.maximum({0}, 0))", python_check=FINITE)
 
 SIGN = elementwise("sign", np.sign, "{0}.sign()", (None,),
     sympy=sympy_call("sign"), taylor=linear("sign"), saves=(), **ufunc_on_floats(np.sign, FINITE))

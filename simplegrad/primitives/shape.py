@@ -319,8 +319,11 @@ CAST = register(Primitive(
     [lambda o, g, out, x, dtype: o.cast(g, dtype_of(x))],
     lambda o, ts, out, x, dtype: o.cast(ts[0], dtype),
     method_fmt("astype", "dtype"),
-    [Case(((3,),), {"dtype": np.dtype(np.float64)})],
+    [Case(((3,),), {"dtype": np.dtype(np.float64)}), Case(((),), {"dtype": np.dtype(np.float64)})],
     reduces=_cast_reduces, simplifies=_cast_simplifies, sympy=SymPyForm(_cast_sympy),
+    # (on floats an entry is a float64 number or a decision: a decision's cast to a number is
+    # 0.0 or 1.0, a number's to a decision is bool(x), which the floats wrap it in)
+    python="float({0})",
     linear=Linear(JOINT, when=_to_inexact), batch=mapped("cast"),
     taylor=linear("cast"), numpy_at=_cast_numpy,
     schema=attrs(shape_rule=cast, dtype=need(DTYPE)), saves=()))
