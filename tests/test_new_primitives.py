@@ -257,6 +257,17 @@ def test_betainc_with_recorded_a_and_b_held_fixed(rng):
         sg.taylor(lambda t: t.ops.betainc(t, 3.0, x), np.array(2.0), np.array(1.0), 2)
 
 
+def test_gammaln_is_inf_where_it_overflows_and_at_poles_and_infinities():
+    """log |Gamma| past 2.55e305 overflows to inf with numpy's overflow warning (math.lgamma
+    raised OverflowError there, and math.floor(-inf) did for -inf); at a pole and at +-inf it
+    is inf, at nan nan."""
+    op = sg.Ops()
+    x = op.var(np.array([1e308, 2.5e305, -math.inf, math.inf, math.nan, -2.0]))
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        got = x.gammaln().value
+    assert np.isinf(got[0]) and got[1] == math.lgamma(2.5e305)
+    assert np.isinf(got[2:4]).all() and np.isnan(got[4]) and np.isinf(got[5])
+
 def test_gamma_functions_closed_forms_and_scipy():
     op = sg.Ops()
     n = op.var([1.0, 2.0, 5.0, 0.5])

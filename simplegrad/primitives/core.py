@@ -371,8 +371,10 @@ class Primitive:
         # number that is not finite, once the condition ``python_check`` (a template as well,
         # with the name ``finite``: math.isfinite) holds before it runs: for a ufunc, the
         # inputs on which it raises no floating-point error; for a form a value that is not
-        # finite could vanish in (tanh(inf) is 1, x / inf is 0), that it is finite. None: such
-        # a program stays in numpy
+        # finite could vanish in (tanh(inf) is 1, x / inf is 0), that it is finite; ``{f}`` in
+        # it names the record's own forward (``float({f}({0}))``: the forward on the number,
+        # for a record whose forward is numpy code, not a ufunc). None: such a program stays
+        # in numpy
         self.python = python
         self.python_check = python_check
         self.sympy = sympy      # its SymPy forms (SymPyForm), None: no closed form

@@ -37,8 +37,22 @@ if TYPE_CHECKING:
 _BERNOULLI = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510,
               43867 / 798, -174611 / 330]
 _SERIES_LARGEST_N = 90   # the series forms (n + 19)! w^-(n + 20) in floats: overflow from n = 98
-_lgamma = np.vectorize(lambda v: math.inf if v <= 0 and v == math.floor(v) else math.lgamma(v),
-                       otypes=[np.float64])
+
+
+def _lgamma_number(v: float) -> float:
+    """log |Gamma(v)|: inf at the poles (0, -1, -2, ...) and past 2.5e305, where it overflows
+    (math.lgamma raises there; scipy's gammaln gives inf)."""
+    if not math.isfinite(v):
+        return abs(v)       # (inf at +-inf, nan at nan, as math.lgamma gives, with no flag)
+    if v <= 0 and v == math.floor(v):
+        return math.inf
+    try:
+        return math.lgamma(v)
+    except OverflowError:
+        return math.inf
+
+
+_lgamma = np.vectorize(_lgamma_number, otypes=[np.float64])
 
 
 def _gammaln(x):
@@ -142,7 +156,9 @@ GAMMALN = elementwise("gammaln", blockwise(_gammaln), "gammaln({0})",
                       (lambda o, g, out, x: o.mul(g, o.polygamma(0, x)),),
                       sympy=sympy_call("loggamma"), domain=POSITIVE,
                       taylor=known_derivatives(lambda o, x, j: o.polygamma(j - 1, x)),
-                      schema=attrs(shape_rule=broadcasting(FLOAT_OUT)), saves=("inputs",))
+                      schema=attrs(shape_rule=broadcasting(FLOAT_OUT)), saves=("inputs",),
+                      python="float({f}({0}))",
+                      python_check="0.0 < {0} < 2.5e305")      # (lgamma overflows past it)
 POLYGAMMA = elementwise(
     "polygamma", _polygamma, _polygamma_fmt,
     (lambda o, g, out, x, n=0: o.mul(g, o.polygamma(n + 1, x)),),

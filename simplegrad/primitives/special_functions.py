@@ -38,7 +38,7 @@ from .core import (
     unbroadcast,
     uniform,
 )
-from .elementwise import elementwise
+from .elementwise import FINITE, elementwise
 from .lazy import blockwise, refuse
 from .schema import MAX_RANK, ShapeRule, ShapeRuleError, attrs, is_real
 from .series import Series, affine_square, exp_series, new, ode, plus, quotient_series, square_coef
@@ -188,17 +188,19 @@ def _erfinv_taylor(o: PrimitiveMethods, ss: list[Series], out: Any, x: Any) -> S
 ERF = elementwise("erf", blockwise(_erf), "{0}.erf()",
                   (lambda o, g, out, x: o.mul(g, _gauss(o, x)),),
                   sympy=sympy_call("erf"), taylor=_erf_series(1.0),
-                  schema=attrs(shape_rule=broadcasting(FLOATING)), saves=("inputs",))
+                  schema=attrs(shape_rule=broadcasting(FLOATING)), saves=("inputs",),
+                  python="float({f}({0}))", python_check=FINITE)
 ERFC = elementwise("erfc", blockwise(_erfc), "{0}.erfc()",
                    (lambda o, g, out, x: o.neg(o.mul(g, _gauss(o, x))),), sympy=sympy_call("erfc"),
                    taylor=_erf_series(-1.0), schema=attrs(shape_rule=broadcasting(FLOATING)),
-                   saves=("inputs",))
+                   saves=("inputs",), python="float({f}({0}))", python_check=FINITE)
 ERFINV = elementwise("erfinv", blockwise(_erfinv), "{0}.erfinv()",
                      (lambda o, g, out, x: o.mul(g, o.mul(o.exp(o.mul(out, out)),
                                                          SQRT_PI_OVER_TWO)),),
     sympy=sympy_call("erfinv"),
                      domain=uniform(-0.95, 0.95), taylor=_erfinv_taylor,
-                     schema=attrs(shape_rule=broadcasting(FLOATING)), saves=("out",))
+                     schema=attrs(shape_rule=broadcasting(FLOATING)), saves=("out",),
+                     python="float({f}({0}))", python_check="-1.0 < {0} < 1.0")
 
 # ---------------------------------------------------------------- betainc
 #

@@ -91,6 +91,7 @@ def floats_function(prog: Program, name: str, fallback: Callable) -> tuple[str, 
             namespace[text] = float(c.value)
         text_of[leaf] = text
     reached = _reaching(prog, outputs)
+    forwards: dict[Any, str] = {}       # a record whose form calls its own forward: its name
     for i, node in enumerate(prog.entries):
         prim = node.prim
         if REGISTRY.get(prim.name) is not prim or prim.python is None or \
@@ -103,7 +104,10 @@ def floats_function(prog: Program, name: str, fallback: Callable) -> tuple[str, 
             if prim.python_check is not None:
                 lines.append(f"if not ({prim.python_check.format(*args)}): raise ToNumpyError")
             text_of[node] = names.take(node.name)
-            form = prim.python.format(*args)
+            if "{f}" in prim.python and prim not in forwards:
+                forwards[prim] = names.take(f"{prim.name}_forward")
+                namespace[forwards[prim]] = prim.forward
+            form = prim.python.format(*args, f=forwards.get(prim))
             if np.dtype(node.dtype) == _BOOL:       # (numpy's sum of bools is their or;
                 form = f"bool({form})"              # Python's is an int)
             lines.append(f"{text_of[node]} = {form}")
