@@ -174,6 +174,32 @@ def test_outputs_inputs_and_constants_come_back_as_numpy_gives_them():
         assert got.tobytes() == np.asarray(want).tobytes()
 
 
+def test_a_hessian_and_a_jacobian_at_a_point_run_on_floats():
+    """sg.hessian and sg.jacobian of a function of one number record its unit stack, a value
+    of shape (1,) (one number): the program runs on floats, numpy's bits, its output 0-d; a
+    program whose output has shape (1,) stays in numpy (its output is handed back as it is).
+    (sg.jit records with the rules of sg.simplify, so its values are its numpy program's, and
+    the eager transform's to rounding.)"""
+    f = lambda x: x.sin() * x.exp() + (x * x).sigmoid()     # noqa: E731
+    for transform in (sg.hessian, sg.jacobian, lambda g: sg.jacobian(sg.grad(g))):
+        jitted = sg.jit(transform(f))
+        for x0 in (0.7, -1.3):
+            got = jitted(np.asarray(x0))
+            compiled = jitted.programs(np.asarray(x0))[0]
+            assert compiled.floats_source is not None, compiled.source
+            want = np.asarray(compiled._numpy(np.asarray(x0))[0])
+            assert got.shape == want.shape == () and got.tobytes() == want.tobytes()
+            assert float(got) == pytest.approx(float(transform(f)(np.asarray(x0))), rel=1e-13)
+    # d^2/dx^2 (sin x e^x) = 2 cos x e^x; at 0.7 with the sigmoid term's by central differences
+    h = 1e-4        # second central difference of f, step h: error O(h^2) plus round-off
+    f0 = lambda x: math.sin(x) * math.exp(x) + 1 / (1 + math.exp(-x * x))     # noqa: E731
+    fd = (f0(0.7 + h) - 2 * f0(0.7) + f0(0.7 - h)) / h ** 2
+    assert float(sg.jit(sg.hessian(f))(np.asarray(0.7))) == pytest.approx(float(fd), rel=1e-6)
+    op = sg.Ops()
+    x = op.var(np.asarray(0.5))
+    vector = sg.compile(op.program([x], (x * 2.0).reshape((1,))))
+    assert vector.floats_source is None and vector(np.asarray(0.5)).shape == (1,)
+
 def test_programs_not_of_float64_numbers_stay_in_numpy():
     assert _compiled(lambda x: x * 2.0, np.ones(3)).floats_source is None      # a vector
     assert _compiled(lambda x: x.ops.polygamma(1, x), 0.5).floats_source is None   # no form

@@ -1,7 +1,8 @@
 """Programs of float64 numbers run on Python floats: what ``sg.compile`` calls for a program
 whose every input, constant and entry is one float64 number or one decision (a bool: ``x > 0``,
 read by ``where`` or by a guard), such as a Taylor series at a point, a nested derivative of a
-function of one number, or scalar code under ``sg.jit``.
+function of one number, a Hessian at a point (its unit stack has shape (1,): one number too;
+the outputs are 0-d), or scalar code under ``sg.jit``.
 
 numpy takes about a microsecond for an operation on a 0-d array; CPython takes tens of
 nanoseconds for the same IEEE double operation on floats. So such a program gets a second
@@ -82,6 +83,8 @@ def floats_function(prog: Program, name: str, fallback: Callable) -> tuple[str, 
         lines.append(f"{text_of[slot]} = float({p})")
         guarded(INPUT, i, text_of[slot], True)
     outputs = {prog.at(r) for r in prog.outputs}
+    if any(tuple(x.shape) != () for x in outputs):
+        return None     # (an output is handed back as a 0-d array: numbers only)
     for c, leaf in zip(prog.constants, prog.fixed):
         text = _constant(c.value, leaf in outputs)
         if text is None:
@@ -95,7 +98,7 @@ def floats_function(prog: Program, name: str, fallback: Callable) -> tuple[str, 
     for i, node in enumerate(prog.entries):
         prim = node.prim
         if REGISTRY.get(prim.name) is not prim or prim.python is None or \
-                tuple(node.shape) != () or np.dtype(node.dtype) not in (_FLOAT, _BOOL):
+                not _single(node.shape) or np.dtype(node.dtype) not in (_FLOAT, _BOOL):
             return None
         args = [text_of[x] for x in node.inputs]
         if prim.python == "{0}":        # (the value itself: no line)
@@ -136,6 +139,12 @@ def floats_function(prog: Program, name: str, fallback: Callable) -> tuple[str, 
 _FLOAT, _BOOL = np.dtype(np.float64), np.dtype(np.bool_)
 
 
+def _single(shape: tuple) -> bool:
+    """Whether a value of this shape is one number: () or ones alone, (1,) and (1, 1) (the
+    unit stacks of a Jacobian at a point), whose arithmetic is the number's."""
+    return all(n == 1 for n in shape)
+
+
 def _constant(value: Any, output: bool) -> str | None:
     """A constant's text in the floats' source: a literal, "bind" (a name bound to the float),
     or None when the program cannot run on floats (not a float64 number; an int output). An
@@ -143,8 +152,9 @@ def _constant(value: Any, output: bool) -> str | None:
     if type(value) is int:
         return None if output or abs(value) >= EXACT_INT else repr(float(value))
     if type(value) is float or isinstance(value, (np.ndarray, np.generic)) and \
-            np.shape(value) == () and np.result_type(value) == np.float64:
-        v = float(value)
+            _single(np.shape(value)) and (np.shape(value) == () or not output) and \
+            np.result_type(value) == np.float64:
+        v = float(np.asarray(value).reshape(()))
         if not math.isfinite(v):
             return "bind"
         return repr(v) if math.copysign(1.0, v) > 0 else f"({v!r})"
