@@ -91,7 +91,7 @@ def floats_function(prog: Program, name: str, fallback: Callable) -> tuple[str, 
             return None
         if text == "bind":
             text = names.take(c.name or "c")
-            namespace[text] = float(c.value)
+            namespace[text] = float(np.asarray(c.value).reshape(()))
         text_of[leaf] = text
     reached = _reaching(prog, outputs)
     forwards: dict[Any, str] = {}       # a record whose form calls its own forward: its name
@@ -152,8 +152,7 @@ def _constant(value: Any, output: bool) -> str | None:
     if type(value) is int:
         return None if output or abs(value) >= EXACT_INT else repr(float(value))
     if type(value) is float or isinstance(value, (np.ndarray, np.generic)) and \
-            _single(np.shape(value)) and (np.shape(value) == () or not output) and \
-            np.result_type(value) == np.float64:
+            _single(np.shape(value)) and np.result_type(value) == np.float64:
         v = float(np.asarray(value).reshape(()))
         if not math.isfinite(v):
             return "bind"
