@@ -31,11 +31,16 @@ from timing import interleaved_medians
 import simplegrad as sg
 
 
-def rnn(steps: int, units: int):
+def rnn_data(steps: int, units: int) -> tuple:
+    """The RNN's weights W and U and its inputs xs (seeded: every run and peer the same)."""
     rng = np.random.default_rng(0)
     W = rng.normal(size=(units, units)) / np.sqrt(units)
     U = rng.normal(size=(units, 8)) / np.sqrt(8)
-    xs = rng.normal(size=(steps, 8))
+    return W, U, rng.normal(size=(steps, 8))
+
+
+def rnn(steps: int, units: int):
+    W, U, xs = rnn_data(steps, units)
     h0 = np.zeros(units)
 
     def scanned(W):
@@ -53,10 +58,7 @@ def rnn(steps: int, units: int):
 def rnn_peers(steps: int, units: int) -> dict:
     """The same RNN's gradient in W by PyTorch eager (unrolled) and by jax.jit(jax.grad) of
     lax.scan, as functions of no arguments (those installed), with the gradients they give."""
-    rng = np.random.default_rng(0)
-    W = rng.normal(size=(units, units)) / np.sqrt(units)
-    U = rng.normal(size=(units, 8)) / np.sqrt(8)
-    xs = rng.normal(size=(steps, 8))
+    W, U, xs = rnn_data(steps, units)
     found = {}
     jax = jax_or_none()
     if jax is not None:
@@ -94,10 +96,7 @@ def rnn_by_hand(steps: int, units: int) -> dict:
     outer products of W's cotangent one after another, newest first, as the replay does (its
     values are the numpy backend's, bit for bit); "one matrix product" adds them in BLAS's
     order instead (to rounding)."""
-    rng = np.random.default_rng(0)
-    rng.normal(size=(units, units))     # (W: the argument)
-    U = rng.normal(size=(units, 8)) / np.sqrt(8)
-    xs = rng.normal(size=(steps, 8))
+    _, U, xs = rnn_data(steps, units)
 
     def carries(W):
         """h_0..h_T, and the cotangent of each step's pre-activation."""
