@@ -132,6 +132,38 @@ def test_powers_share_one_chain():
     assert len(simple.entries) <= 6, simple.format(raw=True)
 
 
+def test_common_factor_taken_out_the_largest_factor_last():
+    """2 W t^3 - 2 W t (a matrix W, a vector t) is written as (2 t^2 - 2) t times W: one
+    product at W's size, every other entry at t's (by hand: the same polynomial)."""
+    W = np.random.default_rng(5).normal(size=(4, 3))
+    prog = record(lambda t, W: (t * t * t * 2.0) * W - (W * t) * 2.0, np.ones(3), W)
+    simple = sg.simplify(prog, expand=True)
+    big = [e for e in simple.entries if e.shape == (4, 3)]
+    assert len(big) == 1 and big[0].prim.name == "mul", simple.format(raw=True)
+    t = np.array([0.5, -1.25, 2.0])
+    np.testing.assert_allclose(simple(t, W), W * (2 * t ** 3 - 2 * t), rtol=4 * EPS)
+    # one term: its number multiplies the smaller power, W comes last
+    prog = record(lambda t, W: (t * W) * t * -3.0, np.ones(3), W)
+    simple = sg.simplify(prog, expand=True)
+    assert [e.shape for e in simple.entries] == [(3,), (3,), (4, 3)], simple.format(raw=True)
+    np.testing.assert_allclose(simple(t, W), -3 * t * t * W, rtol=2 * EPS)
+
+
+def test_jit_hessian_of_a_layer_computes_one_matrix_product_by_hand():
+    """sg.jit(sg.hessian) of sum(tanh(W x)): the closed form W^T diag(-2 t (1 - t^2)) W
+    computed as numpy by hand would, one elementwise entry at the matrix's size."""
+    rng = np.random.default_rng(6)
+    W, x = rng.normal(size=(5, 5)) / 2, rng.normal(size=5)
+    jitted = sg.jit(sg.hessian(lambda x: (W @ x).tanh().sum()))
+    t = np.tanh(W @ x)
+    np.testing.assert_allclose(jitted(x), W.T @ ((-2 * t * (1 - t * t))[:, None] * W),
+                               rtol=1e-13, atol=1e-15)
+    entries = jitted.programs(x)[0].program.entries
+    big = [e for e in entries if e.shape == (5, 5) and e.prim.name != "matmul" and
+           e.prim.name != "transpose"]
+    assert len(big) == 1, [e.prim.name for e in entries]
+
+
 def test_cancelled_atoms_stay_as_recorded():
     for f in (lambda x: x - x, lambda x: x * 0.0, lambda x: (x + 1.0) * 2.0 - x * 2.0):
         prog = record(f, np.array([1.0, 2.0]))

@@ -12,7 +12,10 @@ power below it by the atom (``t3 = t2 * t``, shared by every polynomial that nee
 term one multiplication by its coefficient, and the terms are added (a negative coefficient
 subtracted), highest degree first; where the expanded form would compute as many values as the
 recorded one or more (entries weighed by their sizes: ``g * (1 - t * t)`` with a matrix g and a
-vector t stays so), the recorded form is written instead.
+vector t stays so), the recorded form is written instead; where every term shares a factor
+and taking it out computes fewer values, the rest is written at its own atoms' size and the
+shared atoms multiply it after, the largest last (``W * (2 t^3 - 2 t)`` as
+``((2 t^2 - 2) * t) * W``: one product at W's size).
 
 What stays exact: the expanded polynomial equals the recorded entry at every finite point, to
 float64 round-off (its coefficients are products of the recorded numbers, its terms summed in
@@ -180,10 +183,14 @@ class Expansion:
         """The operand ``p`` is written out as (recorded on first use, then shared)."""
         if p.entry is None:
             cost = self._cost(p)
-            if p.made is not None and self._recorded_cost(p, cost) <= cost:
+            factored = self._factoring(p)
+            best = cost if factored is None else min(cost, factored[0])
+            if p.made is not None and self._recorded_cost(p, best) <= best:
                 prim, inputs = p.made       # the recorded form takes fewer entries
                 p.entry = self.emit(prim, tuple(self.entry(x) if type(x) is Polynomial
                                                 else x for x in inputs), p, True)
+            elif factored is not None and factored[0] < cost:
+                p.entry = self._written_factored(p, *factored[1:])
             else:
                 p.entry = self._written(p)
         return p.entry
@@ -223,7 +230,64 @@ class Expansion:
     def _shape(self, a: int) -> tuple:
         return tuple(self.describe(self.operands[a]).shape)
 
-    def _written(self, p: Polynomial) -> Any:
+    def _factoring(self, p: Polynomial) -> tuple | None:
+        """The common factor of p's terms taken out, as (the values it computes, the common
+        atoms' powers smallest atom first, the rest of p as terms), or None when p has a
+        number term. Written so, the rest is computed at its atoms' size and the common atoms
+        multiply it in after, the largest last (``W * (t * (2 t^2 - 2))``, not ``2 W t^3 -
+        2 W t``)."""
+        common: dict | None = None
+        for m in p.terms:
+            if not m:
+                return None
+            powers = dict(m)
+            common = powers if common is None else \
+                {a: min(k, powers[a]) for a, k in common.items() if a in powers}
+            if not common:
+                return None
+        factors = sorted(common.items(), key=lambda ak: (_count(self._shape(ak[0])), ak[0]))
+        rest = {tuple((a, k - common.get(a, 0)) for a, k in m if k > common.get(a, 0)): c
+                for m, c in p.terms.items()}
+        cost = 0
+        for a, k in factors:
+            cost += sum(_count(self._shape(a)) for j in range(2, k + 1)
+                        if ((a, j),) not in self.powers)
+        if len(rest) == 1:      # one term: its number multiplies the smallest power
+            shape = self._shape(factors[0][0])
+            c = rest[()]
+            cost += 0 if c == 1 else _count(shape)
+            later = factors[1:]
+        else:
+            shape = _broadcast([self._shape(a) for m in rest for a, _ in m])
+            cost += self._cost(Polynomial(rest, shape, p.dtype))
+            later = factors
+        for a, _ in later:
+            shape = _broadcast([shape, self._shape(a)])
+            cost += _count(shape)
+        return cost, factors, rest
+
+    def _written_factored(self, p: Polynomial, factors: list, rest: dict) -> Any:
+        """p written as its common factor times the rest (``_factoring``)."""
+        mul = ring_record(MUL)
+        if len(rest) == 1:
+            (a, k), later = factors[0], factors[1:]
+            x = self._monomial(((a, k),), p)
+            c = rest[()]
+            if c == -1:
+                x = self.emit(ring_record(NEG), (x,), p, not later)
+            elif c != 1:
+                x = self.emit(mul, (x, c), p, not later)
+        else:
+            later = factors
+            q = Polynomial(rest, _broadcast([self._shape(a) for m in rest for a, _ in m]),
+                           p.dtype)
+            q.tag = p.tag
+            x = self._written(q, final=False)
+        for i, (a, k) in enumerate(later):
+            x = self.emit(mul, (x, self._monomial(((a, k),), p)), p, i == len(later) - 1)
+        return x
+
+    def _written(self, p: Polynomial, final: bool = True) -> Any:
         mul = ring_record(MUL)
         signed = []     # (operand, +1 or -1) per term; (None, c) for the number
         for m in sorted(p.terms, key=_degree_first):
@@ -245,14 +309,14 @@ class Expansion:
         total = signed[first][0]
         rest = [t for i, t in enumerate(signed) if i != first]
         for k, (x, s) in enumerate(rest):
-            last = k == len(rest) - 1 and not negate
+            last = final and k == len(rest) - 1 and not negate
             if x is None:       # the number
                 below = not isinstance(s, complex) and s < 0
                 total = self.emit(ring_record(SUB if below else ADD),
                                   (total, -s if below else s), p, last)
             else:
                 total = self.emit(ring_record(ADD if s == 1 else SUB), (total, x), p, last)
-        return self.emit(ring_record(NEG), (total,), p, True) if negate else total
+        return self.emit(ring_record(NEG), (total,), p, final) if negate else total
 
     def _monomial(self, m: tuple, p: Polynomial) -> Any:
         """A monomial's operand: each power the one below times its atom, then the powers
