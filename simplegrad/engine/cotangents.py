@@ -73,8 +73,9 @@ def add_values(o: PrimitiveMethods, tape: Tape, x: Entry, old: Any, new: Any, ow
     owned from then on. Never into a user's array, a value kept on the tape, a broadcast view
     or an array a rule handed on; below ``FUSED_SIZE`` entries, a new array (a buffer saves
     less than its checks cost). The same value as ``old + new`` (the same operation)."""
-    if type(old) is np.ndarray and type(new) is np.ndarray and old.size >= FUSED_SIZE and \
-            old.shape == new.shape and old.dtype == new.dtype:
+    if type(old) is np.ndarray and type(new) is np.ndarray:
+        if old.size < FUSED_SIZE or old.shape != new.shape or old.dtype != new.dtype:
+            return o.add(old, new)      # (values: nothing recorded, no accumulation to note)
         if x in owned:
             return np.add(old, new, out=old)
         if fresh:

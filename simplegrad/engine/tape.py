@@ -367,7 +367,13 @@ def descendants(tape: Tape, sources: Iterable[Any], start: int, end: int) -> set
     entries, base = tape.entries, tape.base
     for p in range(max(start, base), min(end, tape.end)):
         v = entries[p - base]
-        for x in v.inputs:
+        more = v.more           # Entry.inputs, inlined (UNARY is no Entry)
+        if more is None:
+            a, b = v.in0, v.in1
+            if type(a) is Entry and a in reached or type(b) is Entry and b in reached:
+                reached.add(v)
+            continue
+        for x in more:
             if type(x) is Entry and x in reached:
                 reached.add(v)
                 break
