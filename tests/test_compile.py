@@ -176,3 +176,20 @@ def test_an_entry_nobody_reads_is_compiled_and_deleted_on_its_own_line(tmp_path)
     assert "v0 = np.tanh(x); del v0" in fn.source
     np.testing.assert_allclose(fn(np.array([1.0, 2.0, 3.0])), 14.0, rtol=1e-15)
     assert edited(np.array([1.0, 2.0, 3.0])) == fn(np.array([1.0, 2.0, 3.0]))
+
+
+def test_number_constants_are_literals_negative_ones_parenthesised():
+    """-0.0, -2 and 1.5 are written into the source (a negative one in parentheses, so it binds
+    as one operand), nan is a bound name; the compiled values equal the program's to the bit
+    (the sign of zero too)."""
+    from simplegrad.program.nodes import literal
+    assert [literal(v) for v in (1.5, -0.0, 0.0, -2, 3, float("nan"), float("inf"), True)] == \
+        ["1.5", "(-0.0)", "0.0", "(-2)", "3", None, None, None]
+    op = sg.Ops()
+    x = op.var(np.array([2.0, -3.0, 0.0]), name="x")
+    prog = op.program(x, (x * -0.0 - (-2)) * 1.5 + x * np.nan)
+    compiled = sg.compile(prog)
+    assert "(-0.0)" in compiled.source and "(-2)" in compiled.source, compiled.source
+    assert not any("nan" in line.split("#")[0] for line in compiled.source.splitlines())
+    for v in (np.array([2.0, -3.0, 0.0]), np.array([-0.0, 5.0, -1e300])):
+        assert compiled(v).tobytes() == prog(v).tobytes()

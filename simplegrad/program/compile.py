@@ -37,7 +37,7 @@ from ..primitives.lazy import is_lazy
 from .core import Program
 from .floats import FLOATS_AFTER, FLOATS_AT_ONCE, floats_function, may_run_on_floats
 from .inputs import RESIZED, input_value
-from .nodes import CONST, INPUT, NODE, Names, guard_lines
+from .nodes import CONST, INPUT, NODE, Names, guard_lines, literal
 
 RESERVED = {"np", "F", "slice"}
 
@@ -236,7 +236,7 @@ def _generate(prog: Program, name: str, dispatch: bool, backend: str = "numpy"
     used = {x for i, n in enumerate(prog.entries) if i not in folded for x in n.inputs} | \
         {prog.at(r) for r in prog.outputs} | {prog.at(g.ref) for g in prog.guards}
     for i, (c, leaf) in enumerate(zip(prog.constants, prog.fixed)):
-        text = _number(c.value) if c.name is None else None
+        text = literal(c.value) if c.name is None else None
         if text is None:
             text = names.take(c.name or f"c{i}")
             if leaf in used:
@@ -350,7 +350,7 @@ class _Emitter:
         varies = set(prog.slots[fixed:])
         known: dict[Entry, Any] = {c: c.raw for c in prog.fixed}
         for c, leaf in zip(prog.constants, prog.fixed):
-            text = _number(c.value) if c.name is None else None
+            text = literal(c.value) if c.name is None else None
             if text is None:
                 text = self.names.take(c.name or "c")
                 self.namespace[text] = c.value
@@ -602,13 +602,6 @@ def _comment(text: str) -> str:
     """Text safe inside a comment: no line breaks or other unprintable characters (names come
     from the program, and a loaded program's names from a file)."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def _number(x: Any) -> str | None:
-    """A Python number constant as a literal, or None (arrays, nan and inf are bound names)."""
-    if type(x) is int or (type(x) is float and math.isfinite(x)):
-        return repr(x) if x >= 0 or type(x) is int else f"({x!r})"
-    return None
 
 
 def _describe(x: Any) -> str:

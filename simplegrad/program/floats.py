@@ -33,7 +33,7 @@ import numpy as np
 
 from ..primitives.core import REGISTRY
 from .core import Program
-from .nodes import INPUT, NODE, Names, guard_lines
+from .nodes import INPUT, NODE, Names, guard_lines, literal
 
 EXACT_INT = 2 ** 53     # a Python int constant below this is a float64 exactly, as numpy takes it
 # a program of at most FLOATS_AT_ONCE entries runs on floats from its first call (its floats'
@@ -153,10 +153,7 @@ def _constant(value: Any, output: bool) -> str | None:
         return None if output or abs(value) >= EXACT_INT else repr(float(value))
     if type(value) is float or isinstance(value, (np.ndarray, np.generic)) and \
             _single(np.shape(value)) and np.result_type(value) == np.float64:
-        v = float(np.asarray(value).reshape(()))
-        if not math.isfinite(v):
-            return "bind"
-        return repr(v) if math.copysign(1.0, v) > 0 else f"({v!r})"
+        return literal(float(np.asarray(value).reshape(()))) or "bind"
     return None
 
 

@@ -183,6 +183,17 @@ class Guard(NamedTuple):
             "or write the branch with where()")
 
 
+def literal(x: Any) -> str | None:
+    """An int or a finite float as Python source, a negative one (-0.0 too) in parentheses so
+    that it binds as one operand anywhere; None for anything else (nan, inf, bools, arrays:
+    the caller binds a name or writes its own)."""
+    if type(x) is int:
+        return repr(x) if x >= 0 else f"({x!r})"
+    if type(x) is float and math.isfinite(x):
+        return repr(x) if math.copysign(1.0, x) > 0 else f"({x!r})"
+    return None
+
+
 def guard_lines(guards: Any, name: str, namespace: dict, dispatch: bool,
                 numbers: bool = False) -> list[tuple]:
     """The source lines checking the guards (``(k, guard)`` pairs) on the value ``name``, each
@@ -200,9 +211,8 @@ def guard_lines(guards: Any, name: str, namespace: dict, dispatch: bool,
             test = f"not {name}" if g.seen else name
         else:
             seen = g.seen
-            if type(seen) in (bool, int) or type(seen) is float and math.isfinite(seen):
-                want = repr(seen)
-            else:
+            want = repr(seen) if type(seen) is bool else literal(seen)
+            if want is None:
                 want = f"W{k}"
                 namespace[want] = seen
             test = f"{name} != {want}" if numbers else f"{name}.item() != {want}"

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..primitives.core import Primitive
 from .core import Program
-from .nodes import CONST, INPUT, NODE, Ref, refs_of
+from .nodes import CONST, INPUT, NODE, Ref, literal, refs_of
 
 BLOCK = 1024        # values per partial sum
 CHAINS = 2          # independent elements per iteration (each a vector): latency overlapped
@@ -160,7 +160,7 @@ def _scalar_expr(prim: Primitive, args: list[str], helpers: dict) -> str:
 def _number(x: float | int | bool) -> str:
     if type(x) is float and not math.isfinite(x):
         return "np.nan" if x != x else ("np.inf" if x > 0 else "(-np.inf)")
-    return repr(x) if x >= 0 else f"({x!r})"
+    return repr(x) if type(x) is bool else literal(x)
 
 
 class Kernel:
