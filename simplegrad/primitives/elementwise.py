@@ -481,9 +481,10 @@ SIGMOID = elementwise("sigmoid", _sigmoid, "{0}.sigmoid()", (
     lambda o, g, out, x: o.mul(g, o.mul(out, o.sub(1, out))),),
     sympy=SymPyForm(lambda sp, x: 1 / (1 + sp.exp(-x))), taylor=_sigmoid_taylor,
     schema=attrs(shape_rule=ufunc(np.absolute, np.negative, np.exp)), saves=("out",),
-    # (_sigmoid's operations on the number: numpy's exp loop, the same IEEE divisions)
+    # (_sigmoid's operations on the number: numpy's exp loop, the same IEEE divisions; below
+    # 0, -|x| is x and its exp is taken once)
     python="(1.0 / (1.0 + float(np.exp(-abs({0})))) if {0} >= 0.0 else "
-           "float(np.exp(-abs({0}))) / (1.0 + float(np.exp(-abs({0})))))",
+           "(_sigmoid_e := float(np.exp({0}))) / (1.0 + _sigmoid_e))",
     python_check=FINITE)
 
 # ---------------------------------------------------------------- Ops methods
