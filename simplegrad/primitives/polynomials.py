@@ -23,7 +23,8 @@ another order). A polynomial is formed only in a float or complex dtype its atom
 every atom still present (so ``x - x`` and ``x * 0`` stay as recorded: x may be inf or nan,
 and the entry keeps its shape), and only while it is small (``MOST_TERMS`` terms, a product of
 at most ``MOST_PRODUCT`` pairs of terms). Where an intermediate value overflows, the expanded
-form may give inf where the recorded one gives nan.
+form may give inf, or a number (``x * (y + z)`` for ``x y + x z`` at x = y = -z = 1e200),
+where the recorded one gives nan.
 """
 
 from __future__ import annotations
