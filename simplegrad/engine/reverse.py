@@ -382,14 +382,14 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
             _failed(e)
             raise
         kinds = set(map(type, grads.values()))
-        if kinds != {Variable}:     # (every cotangent a Variable, the common case: at once)
+        if kinds != {Variable}:
             for v, g in grads.items():      # a constant seed stands for itself as a leaf
-                if type(g) is not Variable and not isinstance(g, (Variable, Entry)):
+                if not isinstance(g, (Variable, Entry)):
                     grads[v] = ops.leaf(g, None, False, "leaf")
         if Batched in kinds or Entry in kinds:
             found = {v: g.node if type(g) is Variable else innermost(g).node
                      if type(g) is Batched else g for v, g in grads.items()}
-        else:
+        else:       # (Variables only, the common case: at once)
             found = dict(zip(grads, map(_NODE, grads.values())))
         if tape.keep or tape.listeners:
             tape.add(BlockEnd(tape.end, "grad", target, found))     # (entries: no cycle)
