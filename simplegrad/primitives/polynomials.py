@@ -233,10 +233,10 @@ class Expansion:
 
     def _factoring(self, p: Polynomial) -> tuple | None:
         """The common factor of p's terms taken out, as (the values it computes, the common
-        atoms' powers smallest atom first, the rest of p as terms), or None when p has a
-        number term. Written so, the rest is computed at its atoms' size and the common atoms
-        multiply it in after, the largest last (``W * (t * (2 t^2 - 2))``, not ``2 W t^3 -
-        2 W t``)."""
+        atoms' powers smallest atom first, the rest of p as terms, the rest's shape), or None
+        when p has a number term. Written so, the rest is computed at its atoms' size and the
+        common atoms multiply it in after, the largest last (``W * (t * (2 t^2 - 2))``, not
+        ``2 W t^3 - 2 W t``)."""
         common: dict | None = None
         for m in p.terms:
             if not m:
@@ -254,20 +254,21 @@ class Expansion:
             cost += sum(_count(self._shape(a)) for j in range(2, k + 1)
                         if ((a, j),) not in self.powers)
         if len(rest) == 1:      # one term: its number multiplies the smallest power
-            shape = self._shape(factors[0][0])
+            rest_shape = shape = self._shape(factors[0][0])
             c = rest[()]
             cost += 0 if c == 1 else _count(shape)
             later = factors[1:]
         else:
-            shape = _broadcast([self._shape(a) for m in rest for a, _ in m])
+            rest_shape = shape = _broadcast([self._shape(a) for m in rest for a, _ in m])
             cost += self._cost(Polynomial(rest, shape, p.dtype))
             later = factors
         for a, _ in later:
             shape = _broadcast([shape, self._shape(a)])
             cost += _count(shape)
-        return cost, factors, rest
+        return cost, factors, rest, rest_shape
 
-    def _written_factored(self, p: Polynomial, factors: list, rest: dict) -> Any:
+    def _written_factored(self, p: Polynomial, factors: list, rest: dict,
+                          rest_shape: tuple) -> Any:
         """p written as its common factor times the rest (``_factoring``)."""
         mul = ring_record(MUL)
         if len(rest) == 1:
@@ -280,8 +281,7 @@ class Expansion:
                 x = self.emit(mul, (x, c), p, not later)
         else:
             later = factors
-            q = Polynomial(rest, _broadcast([self._shape(a) for m in rest for a, _ in m]),
-                           p.dtype)
+            q = Polynomial(rest, rest_shape, p.dtype)
             q.tag = p.tag
             x = self._written(q, final=False)
         for i, (a, k) in enumerate(later):
