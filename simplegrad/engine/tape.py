@@ -22,10 +22,12 @@ from .variable import RELEASED, Entry, Variable, value_of
 #
 # What happens between entries (leaves, derivative blocks), each at the position of the entry
 # that follows it, so a renderer can interleave them with the entries. They name entries,
-# never Variables (an event holding a Variable would hold its Ops: a cycle).
+# never Variables (an event holding a Variable would hold its Ops: a cycle). Nothing changes an
+# event once made; they are not frozen dataclasses only because a frozen one's ``__init__`` sets
+# each field through ``object.__setattr__`` (3.5x the cost, and every transform call makes some).
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Leaf:
     """An entry computed by no primitive: a user's leaf, a seed or zeros."""
 
@@ -35,7 +37,7 @@ class Leaf:
     source: Any = None              # the Parameter a leaf stands for
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class BlockBegin:
     """The start of a derivative block: a reverse sweep of ``target`` or a jvp of it."""
 
@@ -45,7 +47,7 @@ class BlockBegin:
     inputs: tuple = ()              # a jvp's inputs
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class BlockEnd:
     """The end of a derivative block, with the derivative found for each variable."""
 
@@ -60,7 +62,7 @@ class BlockEnd:
         return tuple(self.derivatives.items())
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(slots=True, eq=False)
 class Asked:
     """What a recorded ``grad`` call asked for: the gradients of ``target`` for ``wrt``, in
     order (pruned traces print these and what they need; names are in the alias entries)."""
@@ -71,7 +73,7 @@ class Asked:
     grads: tuple
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(slots=True, eq=False)
 class Labels:
     """Names for the entries of ``entry``, in C order, that a pruned trace prints instead of
     its line when each is a printed value (``H[x, y] = v18``: a transform's result), and the

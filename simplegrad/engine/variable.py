@@ -279,6 +279,8 @@ _FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64),
 def float_array(value: Any, name: str | None, borrow: bool = False) -> np.ndarray:
     """A fresh float array from user data (bool and int become float64); ``borrow``: a view of
     a float array, not a copy."""
+    if type(value) is np.ndarray and value.dtype in _FLOATS:    # (the common call)
+        return value.view() if borrow else np.array(value)
     if isinstance(value, Variable):
         value = value.raw
     if isinstance(value, np.ma.MaskedArray):

@@ -81,9 +81,9 @@ def _large_outer(xs: tuple, ys: tuple) -> bool:
 
 
 def _matmul(x, y):
-    if type(x) is np.ndarray and type(y) is np.ndarray and x.ndim == 2 and y.ndim == 2 and \
-            x.shape[1] != 1:    # two matrices (the common case, checked first)
-        return np.matmul(x, y)
+    if type(x) is np.ndarray and type(y) is np.ndarray and x.ndim <= 2 and y.ndim <= 2 and (
+            x.ndim == 1 or y.ndim == 1 or x.shape[1] != 1):
+        return np.matmul(x, y)      # matrices and vectors (the common case, checked first)
     # a contraction of length 1 is an outer product (per-example gradients of a dense layer
     # are stacks of them): a broadcast multiply for small ones, and for large float ones
     # einsum, which writes the product about 1.6x faster; both several times faster than
