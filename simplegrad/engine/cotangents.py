@@ -85,6 +85,8 @@ def add_values(o: PrimitiveMethods, tape: Tape, x: Entry, old: Any, new: Any, ow
         if type(total) is np.ndarray:
             owned.add(x)
         return total
+    if type(old) is not Sparse and type(new) is not Sparse:
+        return _add_existing(o, tape, x, old, new)      # (numbers, stacks: accumulate's end)
     return accumulate(o, tape, x, old, new)
 
 

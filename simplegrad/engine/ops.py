@@ -211,18 +211,32 @@ def apply_simplified(self: Any, prim: Primitive, inputs: Sequence[Any],
     paused = self._paused       # (``recording``, inlined: once an entry)
     if paused and _thread() in paused or name is not None:  # a named result: as asked
         return self.record_exactly(prim, inputs, attrs, name)
-    nodes = []
-    for x in inputs:
-        tx = type(x)
-        if tx is Variable and x.rec is self:
-            nodes.append(x.node if x.node.raw is not None else _held(x))
-        elif tx is Entry:
-            nodes.append(x)
-        else:
+    if len(inputs) == 2:        # (two inputs, the common call: no list)
+        a, b = inputs
+        ta, tb = type(a), type(b)
+        if ta is Variable and a.rec is self:
+            a = a.node if a.node.raw is not None else _held(a)
+        elif ta is not Entry:
             return _mixed(self, prim, tuple(inputs), attrs)
+        if tb is Variable and b.rec is self:
+            b = b.node if b.node.raw is not None else _held(b)
+        elif tb is not Entry:
+            return _mixed(self, prim, tuple(inputs), attrs)
+        nodes = (a, b)
+    else:
+        nodes = []
+        for x in inputs:
+            tx = type(x)
+            if tx is Variable and x.rec is self:
+                nodes.append(x.node if x.node.raw is not None else _held(x))
+            elif tx is Entry:
+                nodes.append(x)
+            else:
+                return _mixed(self, prim, tuple(inputs), attrs)
+        nodes = tuple(nodes)
     # entries of this tape only (the sweeps' common case): the key is cse_key's, inline
-    nodes = tuple(nodes)
-    if rewrites.may_simplify(prim, nodes, attrs):
+    quick = prim.simplifies     # (rewrites.may_simplify, inlined)
+    if quick is not None and quick(prim, nodes, attrs):
         return _mixed(self, prim, nodes, attrs)
     if not self.tape.keep:      # (a tape that keeps no trace keeps no table)
         return self.record_exactly(prim, nodes, attrs)
