@@ -145,7 +145,9 @@ class Stack:
     @classmethod
     def identity(cls, k: int, dtype: Any) -> Stack:
         """The identity basis of K vectors of K entries (the seed of a Jacobian's sweep)."""
-        return cls.diagonal(np.ones(k, dtype), eye=True)
+        dtype = np.dtype(dtype)
+        return cls.diagonal(_ones(k, dtype) if k * dtype.itemsize <= 1 << 20 else
+                            np.ones(k, dtype), eye=True)
 
     @property
     def inner(self) -> Any:
@@ -181,6 +183,15 @@ class Stack:
         """dtype of the values."""
         d = self.diag
         return self.dense.dtype if d is None else d.dtype
+
+
+@functools.lru_cache(maxsize=8)
+def _ones(k: int, dtype: np.dtype) -> np.ndarray:
+    """K ones, read-only: the identity basis's diagonal, kept for the next Jacobian of its size
+    up to 1 MB (no rule writes a diagonal it was not handed as its own: ``fresh`` is False)."""
+    ones = np.ones(k, dtype)
+    ones.flags.writeable = False
+    return ones
 
 
 class StackValues(PrimitiveMethods):
@@ -320,10 +331,11 @@ def _by_unit(unit: Unit, inputs: Sequence[Any], xs: list, flags: list) -> Stack 
     if fa == fb or (0 if fa else 1) not in unit.kept:
         return None
     s, p = (inputs[0], b) if fa else (inputs[1], a)
-    if type(p) is not np.ndarray or p.dtype != s.inner.dtype or any(p.strides) or \
+    dense = s.inner     # (read once: a property)
+    if type(p) is not np.ndarray or any(p.strides) or p.dtype != dense.dtype or \
             not p.size or p.flat[0] != unit.value:
         return None
-    shape = s.inner.shape[1:]       # p broadcasts to one example's shape, not beyond
+    shape = dense.shape[1:]         # p broadcasts to one example's shape, not beyond
     if p.ndim > len(shape) or any(n != 1 and n != m for n, m in zip(p.shape[::-1],
                                                                      shape[::-1])):
         return None
@@ -358,7 +370,10 @@ def batched_jvp_values(ops: Ops, y: Variable, x: Variable,
         t = prim.jvp(STACKS, ts, raw, *args, **attrs) if attrs else \
             prim.jvp(STACKS, ts, raw, *args)
         if t is not None:
-            dtype = t.dtype if type(t) is Stack else getattr(t, "dtype", None)
+            if type(t) is Stack:    # (Stack.dtype, inlined: a property)
+                dtype = t.dense.dtype if t.diag is None else t.diag.dtype
+            else:
+                dtype = getattr(t, "dtype", None)
             if dtype is not raw.dtype and dtype != raw.dtype:
                 t = STACKS.cast(t, raw.dtype)
         return t

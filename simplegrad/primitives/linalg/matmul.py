@@ -147,16 +147,22 @@ def _matmul_diagonal(inputs, attrs, stack):
     other rows of it); on the identity basis no multiply at all (a view of the matrix)."""
     a, b = inputs
     s, p = (b, a) if type(b) is stack else (a, b)
-    if type(p) is stack or np.ndim(p) not in (1, 2):
+    if type(p) is stack:
+        return None
+    # (an array's attributes read directly: numpy's function forms dispatch, 0.3 us a call)
+    array = type(p) is np.ndarray
+    shape = p.shape if array else np.shape(p)
+    if len(shape) not in (1, 2):
         return None
     d = s.diag
     k = d.shape[0]
-    if p is a and np.shape(a)[-1] != k or p is b and np.shape(b)[0] != k:
+    if p is a and shape[-1] != k or p is b and shape[0] != k:
         return None
-    if np.ndim(p) == 1:                     # v @ (d[k] e_k) and (d[k] e_k) @ v: d[k] v[k]
+    if len(shape) == 1:                     # v @ (d[k] e_k) and (d[k] e_k) @ v: d[k] v[k]
         return stack(np.multiply(p, d), fresh=True)
-    m = np.swapaxes(a, 0, 1) if p is a else b   # column k of a, or row k of b, for each k
-    dtype = np.result_type(a, d)
+    # column k of a, or row k of b, for each k
+    m = (p.T if array else np.swapaxes(p, 0, 1)) if p is a else p
+    dtype = p.dtype if array and p.dtype == d.dtype else np.result_type(p, d)
     if s.eye:
         return stack(m) if m.dtype == dtype else stack(m.astype(dtype), fresh=True)
     return stack(np.multiply(m, d[:, None]), fresh=True)
