@@ -190,7 +190,7 @@ def _ones(k: int, dtype: np.dtype) -> np.ndarray:
     """K ones, read-only: the identity basis's diagonal, kept for the next Jacobian of its size
     up to 1 MB (no rule writes a diagonal it was not handed as its own: ``fresh`` is False)."""
     ones = np.ones(k, dtype)
-    ones.flags.writeable = False
+    ones.setflags(write=False)
     return ones
 
 

@@ -73,7 +73,7 @@ def constant(prim: Primitive, inputs: tuple, x: Any, dtype: np.dtype | None,
             return x
         if borrow:
             out = x.view()
-            out.flags.writeable = False
+            out.setflags(write=False)
             return out
     if isinstance(x, (bool, np.bool_)):     # a condition or mask: stays bool
         return bool(x)
@@ -99,7 +99,7 @@ def constant(prim: Primitive, inputs: tuple, x: Any, dtype: np.dtype | None,
         out = arr.copy()
     else:
         out = np.array(arr, dtype=dtype)    # the caller may mutate theirs later
-    out.flags.writeable = False
+    out.setflags(write=False)
     return out
 
 
@@ -710,7 +710,7 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
              kind: str = "leaf", source: Variable | None = None) -> Variable:
         """A leaf holding ``value`` itself (made read-only, not copied), with a leaf event."""
         arr = value if type(value) is np.ndarray else np.asarray(value)
-        arr.flags.writeable = False
+        arr.setflags(write=False)
         tape = self.tape
         v = self._bare(arr, tape.number() if name is None else name, requires_grad)
         if requires_grad and kind == "leaf":    # backward() sets its .grad while it lives
@@ -735,7 +735,7 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
         z = np.zeros(w.shape, dtype=w.dtype)
         if record:
             return self.leaf(z, None, w.dtype.kind == "f", "zeros")
-        z.flags.writeable = False
+        z.setflags(write=False)
         return self.unrecorded(z)
 
     def _bare(self, value: Any, label: str | int | None, requires_grad: bool) -> Variable:

@@ -97,7 +97,7 @@ FREE = FreeOps()
 def free(value: Any, name: str | None, requires_grad: bool, cls: type | None = None) -> Variable:
     """A Variable bound to no Ops (its array made read-only)."""
     if type(value) is np.ndarray:
-        value.flags.writeable = False
+        value.setflags(write=False)
     return leaf_variable(value, FREE, name, requires_grad, 0, cls)
 
 
@@ -126,6 +126,6 @@ class Parameter(Variable):
         if arr.shape != self.raw.shape:
             raise ShapeError(f"assign: {self.name} has shape {self.raw.shape}, the new value "
                              f"{arr.shape}")
-        arr.flags.writeable = False
+        arr.setflags(write=False)
         self.raw = self.node.raw = arr
         FREE.finish()

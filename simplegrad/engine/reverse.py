@@ -126,7 +126,9 @@ def seed_value(ops: Ops, op: str, L: Variable, seed: Any) -> np.ndarray:
         if L.raw.size != 1:
             raise ShapeError(f"{op}: {L.name} has shape {L.shape}, not a scalar: pass "
                              f"seed= of that shape or reduce it with .sum()")
-        return np.ones(L.shape, dtype=L.dtype)
+        one = np.array(1, dtype=L.dtype)    # (np.ones is a Python function: 4x the cost)
+        shape = L.shape
+        return one if shape == () else one.reshape(shape)
     if isinstance(seed, Variable) and seed.rec is not ops:
         raise GraphError(f"{op}: the seed {seed.name} belongs to another Ops")
     arr = np.asarray(value_of(seed))
@@ -372,7 +374,7 @@ def _reverse(ops: Ops, L: Variable, seed: Any, recording: bool, stop: int, keep:
         if isinstance(seed, Variable):
             seed_var = seed
         elif ops.simplify and seed is None:     # ones, as a constant the rules can see
-            seed_array.flags.writeable = False
+            seed_array.setflags(write=False)
             seed_var = seed_array
         else:
             seed_var = ops.leaf(seed_array, None, True, "seed")

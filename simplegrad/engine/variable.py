@@ -418,11 +418,11 @@ class Variable(Operators, VariableMethods):
         if type(v) is not np.ndarray:
             return v
         if v.flags.writeable:
-            v.flags.writeable = False
+            v.setflags(write=False)
         base = v.base       # numpy refuses writeable=True on a view whose bases are read-only
         if type(base) is np.ndarray and base.flags.writeable and \
                 not getattr(self.rec, "borrow", False):     # (a borrowed base is the caller's)
-            base.flags.writeable = False
+            base.setflags(write=False)
         return v.view()
 
     @property

@@ -739,7 +739,7 @@ def read_only(x: np.ndarray) -> np.ndarray:
     """A read-only view of ``x``: a value handed on without a copy can be written by nobody
     (and, being a view, is copied by whatever hands arrays over to their caller)."""
     view = x.view()
-    view.flags.writeable = False
+    view.setflags(write=False)
     return view
 
 

@@ -261,7 +261,7 @@ def _indices(ops: PrimitiveMethods, op: str, x: Any, indices: Any) -> Any:
     if arr.dtype.kind not in "iu":
         raise error(op, (x,), f"indices must be integers, not {arr.dtype}", ArgumentError)
     arr = arr.astype(np.int64)
-    arr.flags.writeable = False
+    arr.setflags(write=False)
     return arr
 
 

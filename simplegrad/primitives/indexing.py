@@ -244,7 +244,7 @@ def normalize_index(index: Any, shape: tuple) -> tuple:
             if arr.dtype.kind not in "iu":
                 raise TypeError(f"index arrays must hold integers, not {arr.dtype}")
             arr = arr.astype(np.int64, copy=True)
-            arr.flags.writeable = False
+            arr.setflags(write=False)
             out.append(arr)
         elif isinstance(i, (int, np.integer)) and not isinstance(i, bool):
             out.append(int(i))
@@ -254,7 +254,7 @@ def normalize_index(index: Any, shape: tuple) -> tuple:
             raise TypeError(f"unsupported index {i!r}")
     for a in out:
         if isinstance(a, np.ndarray):
-            a.flags.writeable = False
+            a.setflags(write=False)
     return tuple(out)
 
 

@@ -63,7 +63,7 @@ def _expand(x, shape):
         strides = _broadcast_strides(x, shape)
         if strides is not None:
             out = np.ndarray(shape, x.dtype, x, 0, strides)
-            out.flags.writeable = False
+            out.setflags(write=False)
             return out
     return np.broadcast_to(x, shape)
 

@@ -367,7 +367,7 @@ def _attr(v: Any) -> Any:
     arr = np.array(v, dtype=np.float64)
     if arr.ndim == 0:
         return float(arr)
-    arr.flags.writeable = False
+    arr.setflags(write=False)
     return arr
 
 

@@ -51,7 +51,7 @@ class Builder:
         if r is None:
             if isinstance(value, np.ndarray) and value.flags.writeable:
                 value = value.copy()
-                value.flags.writeable = False
+                value.setflags(write=False)
             r = self._by_key[key] = Ref(CONST, len(self.constants))
             self.constants.append(Constant(value, name))
             self.fixed.append(constant_entry(value, name, r.index))

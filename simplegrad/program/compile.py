@@ -593,7 +593,7 @@ def _fold(node: Entry, known: dict) -> Any:
     except Exception:       # left to the function, which raises it as before
         return None
     if isinstance(value, np.ndarray) and value.flags.writeable:
-        value.flags.writeable = False
+        value.setflags(write=False)
     return value
 
 

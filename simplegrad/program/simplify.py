@@ -172,7 +172,7 @@ class _Constants:
         if e is None:
             if isinstance(value, np.ndarray) and value.flags.writeable:
                 value = value.copy()
-                value.flags.writeable = False
+                value.setflags(write=False)
             e = self._by_key[key] = constant_entry(value, name, len(self.entries))
             self.entries.append(e)
         return e

@@ -522,7 +522,7 @@ def jacobian_fwd_values(ops: Ops, y: Variable, x: Variable) -> np.ndarray | None
 @functools.lru_cache(maxsize=8)
 def _identity(n: int, dtype: np.dtype) -> np.ndarray:
     eye = np.eye(n, dtype=dtype)
-    eye.flags.writeable = False
+    eye.setflags(write=False)
     return eye
 
 

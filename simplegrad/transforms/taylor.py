@@ -191,7 +191,7 @@ _UNSCALED_ANY = min(_UNSCALED.values())     # unscaled in every float dtype up t
 
 
 _ONE = np.ones(())      # the direction at a point (read, never written)
-_ONE.flags.writeable = False
+_ONE.setflags(write=False)
 
 
 @functools.lru_cache(maxsize=256)
