@@ -551,6 +551,9 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                         grads[x] = ct
                         if f is not None:
                             owned.add(x)
+                    elif type(old) is np.ndarray and type(ct) is np.ndarray and \
+                            old.size < FUSED_SIZE:  # (add_values' first case, inlined)
+                        grads[x] = o.add(old, ct)
                     else:
                         grads[x] = add_values(o, tape, x, old, ct, owned, f is not None)
                     continue
