@@ -249,8 +249,7 @@ def _riccati_values(xs: Series, z0: Any, w0: Any, b: float) -> Series:
     order = len(xs) - 1
     if type(z0) is np.float64 and type(w0) is np.float64 and order:
         if type(xs[1]) is np.float64 and xs.count(None) == order - 1 and xs[0] is not None:
-            line = [None, float(xs[1])] + [None] * (order - 1)      # x + t v
-            z = _riccati_floats(line, [1], float(z0), float(w0), float(b))
+            z = _riccati_line(float(xs[1]), float(z0), float(w0), float(b), order)  # x + t v
             if math.isfinite(sum(z)):
                 z[0] = z0
                 return z
@@ -282,6 +281,26 @@ def _riccati_floats(xs: list, moving: list[int], z0: float, w0: float, b: float)
             if j > k:
                 break
             acc = acc + xs[j] * w[k - j] * float(j)
+        if k > 1:
+            acc = acc * (1.0 / k)
+        z.append(acc)
+        acc = z0 * acc                      # square_coef(z, k)
+        for j in range(1, (k + 1) // 2):
+            acc = acc + z[j] * z[k - j]
+        acc = acc * 2.0
+        if not k & 1:
+            m = z[k >> 1]
+            acc = acc + m * m
+        w.append(acc if b == 1 else acc * b)
+    return z
+
+
+def _riccati_line(x1: float, z0: float, w0: float, b: float, order: int) -> list:
+    """``_riccati_floats`` along a line x + t v (x1 its only moving coefficient): the same
+    operations in the same order, without the loop over the others."""
+    z, w = [z0], [w0]
+    for k in range(1, order + 1):
+        acc = x1 * w[k - 1]                 # ode(xs, w, k)
         if k > 1:
             acc = acc * (1.0 / k)
         z.append(acc)
