@@ -542,7 +542,8 @@ class Ops(JoinsParameters, PrimitiveMethods, Display):
         self.keep_values = bool(keep_values or self.simplify)
         self._adoptions: Adoptions | None = None    # the leaves standing for Parameters here
         self._leaves: dict[Entry, weakref.ref] = {}    # leaf entry -> its Variable, for backward
-        self.echo = echo
+        if echo:
+            self.echo = True        # (a listener on the tape: render.echo)
         self._cse: dict = {}
         # recorded passes without the rules still to come (None: not made from_derivatives)
         self._plain_passes = 1 if simplify and from_derivatives else None

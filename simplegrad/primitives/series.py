@@ -285,34 +285,42 @@ def _riccati_floats(xs: list, moving: list[int], z0: float, w0: float, b: float)
             acc = acc * (1.0 / k)
         z.append(acc)
         acc = z0 * acc                      # square_coef(z, k)
-        for j in range(1, (k + 1) // 2):
-            acc = acc + z[j] * z[k - j]
+        j, i = 1, k - 1
+        while j < i:
+            acc = acc + z[j] * z[i]
+            j += 1
+            i -= 1
         acc = acc * 2.0
-        if not k & 1:
-            m = z[k >> 1]
-            acc = acc + m * m
+        if j == i:
+            acc = acc + z[j] * z[j]
         w.append(acc if b == 1 else acc * b)
     return z
 
 
 def _riccati_line(x1: float, z0: float, w0: float, b: float, order: int) -> list:
     """``_riccati_floats`` along a line x + t v (x1 its only moving coefficient): the same
-    operations in the same order, without the loop over the others."""
-    z, w = [z0], [w0]
+    values, without the loop over the others; only the last w kept, and the two products
+    by 1 (1 / k at k = 1, b = 1) that leave a double as it is taken as they come."""
+    z = [z0] * (order + 1)
+    wk = w0
+    inv = _INVERSES if order < len(_INVERSES) else [1.0 / max(k, 1) for k in range(order + 1)]
     for k in range(1, order + 1):
-        acc = x1 * w[k - 1]                 # ode(xs, w, k)
-        if k > 1:
-            acc = acc * (1.0 / k)
-        z.append(acc)
-        acc = z0 * acc                      # square_coef(z, k)
-        for j in range(1, (k + 1) // 2):
-            acc = acc + z[j] * z[k - j]
+        acc = x1 * wk * inv[k]              # ode(xs, w, k)
+        z[k] = acc
+        acc = z0 * acc                      # square_coef(z, k): z[j] z[i] for j < i = k - j
+        j, i = 1, k - 1
+        while j < i:
+            acc = acc + z[j] * z[i]
+            j += 1
+            i -= 1
         acc = acc * 2.0
-        if not k & 1:
-            m = z[k >> 1]
-            acc = acc + m * m
-        w.append(acc if b == 1 else acc * b)
+        if j == i:
+            acc = acc + z[j] * z[j]
+        wk = acc * b
     return z
+
+
+_INVERSES = tuple(1.0 / max(k, 1) for k in range(65))     # 1 / k as ``ode`` rounds it
 
 
 def _riccati_loop(xs: Series, moving: list[int], z0: Any, w0: Any, b: float) -> Series:
