@@ -230,15 +230,19 @@ def _scatter_jvp(o: PrimitiveMethods, ts, indices, shape):
 
 def normalize_index(index: Any, shape: tuple) -> tuple:
     """An index as a tuple whose integer arrays are read-only int64 arrays (masks become arrays)."""
+    kind = type(index)
+    if kind is slice or kind is int:    # (the common index, as it is)
+        return (index,)
     items = index if isinstance(index, tuple) else (index,)
-    _check_masks(items, shape)
     out = []
+    masked = False
     for i in items:
         if not is_constant(i):
             raise TypeError("an index must be a constant, not a Variable")
         if isinstance(i, (list, np.ndarray)):
             arr = np.asarray(i)
             if arr.dtype == bool:
+                masked = True
                 out.extend(np.nonzero(arr))
                 continue
             if arr.dtype.kind not in "iu":
@@ -252,6 +256,8 @@ def normalize_index(index: Any, shape: tuple) -> tuple:
             out.append(i)
         else:
             raise TypeError(f"unsupported index {i!r}")
+    if masked:
+        _check_masks(items, shape)
     for a in out:
         if isinstance(a, np.ndarray):
             a.setflags(write=False)
