@@ -4,7 +4,8 @@
   stands for, run on plain values, on every registry case with an input of the output's shape
   (stacked along a new leading axis to ``FUSED_SIZE`` entries, the fewest a fused rule takes):
   within 1 ulp (``np.testing.assert_array_max_ulp``), into a new array of its own, its
-  arguments untouched.
+  arguments untouched; or, for a rule that only hands an input on (mul under the cotangent of
+  a total), that input read-only, exactly the rule's value.
 - Every registered rule given the cotangent of a total as a broadcast view (strides 0, the
   number 1) answers what it answers for the same ones materialised, bit for bit, and writes
   into neither.
@@ -55,7 +56,9 @@ def test_fused_rule_is_the_rule_within_one_ulp(prim: sg.Primitive, case: sg.Case
                                                rng: np.random.Generator) -> None:
     small = np.broadcast_shapes(*case.shapes)
     stack = -(-FUSED_SIZE // max(int(np.prod(small)), 1))     # (elementwise: any leading axis)
-    big = sg.Case(tuple((stack, *s) for s in case.shapes), case.attrs, case.domain)
+    rank = max(len(s) for s in case.shapes)     # (lower ranks keep numpy's alignment)
+    big = sg.Case(tuple((stack, *(1,) * (rank - len(s)), *s) for s in case.shapes), case.attrs,
+                  case.domain)
     xs = sample(prim, big, rng)
     out = np.asarray(prim.forward(*xs, **case.attrs))
     assert out.size >= FUSED_SIZE
@@ -65,6 +68,20 @@ def test_fused_rule_is_the_rule_within_one_ulp(prim: sg.Primitive, case: sg.Case
     kept = [a.copy() for a in (g, out, *xs)]
     fused = prim.vjp_fused[i](g, out, *xs, **case.attrs)
     rule = prim.vjp_same[1][i]      # the derivative rule, with nothing to unbroadcast
+    if fused is None:   # a rule that hands an input on, under the cotangent of a total only
+        g = np.broadcast_to(np.ones((), out.dtype), out.shape)
+        fused = prim.vjp_fused[i](g, out, *xs, **case.attrs)
+        if all(a.shape != out.shape for k, a in enumerate(xs) if k != i):
+            assert fused is None    # (no other input is the cotangent: nothing to hand on)
+            return
+        expected = np.asarray(rule(VALUES, g, out, *xs, **case.attrs))
+        assert type(fused) is np.ndarray and not fused.flags.writeable
+        assert any(np.shares_memory(fused, a) for a in xs)
+        assert fused.dtype == expected.dtype
+        np.testing.assert_array_equal(fused, expected)      # (exactly: a value handed on)
+        for a, before in zip((out, *xs), kept[1:]):
+            np.testing.assert_array_equal(a, before)
+        return
     expected = np.asarray(rule(VALUES, g, out, *xs, **case.attrs))
     assert type(fused) is np.ndarray and fused.shape == expected.shape
     assert fused.dtype == expected.dtype
@@ -79,18 +96,23 @@ def test_fused_rule_is_the_rule_within_one_ulp(prim: sg.Primitive, case: sg.Case
 
 def test_fused_rule_declines_what_it_does_not_cover(rng: np.random.Generator) -> None:
     """A fused rule answers None (the sweep calls the rule) for a cotangent of another dtype or
-    shape, a value that is not a plain array, or fewer than FUSED_SIZE entries."""
+    shape, a value that is not a plain array, or fewer than FUSED_SIZE entries; it answers
+    for the cotangent of a total (ones broadcast), which every fused rule covers."""
     n = FUSED_SIZE
     for prim in sg.REGISTRY.values():
         for f in prim.vjp_fused or ():
             if f is None:
                 continue
             out = rng.uniform(-0.5, 0.5, (n,))
-            assert f(np.ones(n, np.float32), out, out) is None
-            assert f(np.ones((2, n)), out, out) is None
-            assert f(np.ones(n), list(out), out) is None
-            assert f(np.ones(n - 1), out[1:], out[1:]) is None
-            assert f(np.ones(n), out, out) is not None
+            k = len(prim.vjp)       # (an input of the output's shape for each)
+
+            def unit(m, dtype=np.float64):
+                return np.broadcast_to(np.ones((), dtype), (m,))
+            assert f(unit(n, np.float32), out, *[out] * k) is None
+            assert f(np.broadcast_to(1.0, (2, n)), out, *[out] * k) is None
+            assert f(unit(n), list(out), *[list(out)] * k) is None
+            assert f(unit(n - 1), out[1:], *[out[1:]] * k) is None
+            assert f(unit(n), out, *[out] * k) is not None
 
 
 # ---------------------------------------------------------------- the cotangent of a total
@@ -145,12 +167,15 @@ def test_broadcast_ones_cotangent_is_the_materialised_ones(prim: sg.Primitive, c
 
 
 def test_times_a_total_is_the_operand_read_only() -> None:
-    """mul's rule given the broadcast 1 hands the other operand on as a read-only view (from
-    FUSED_SIZE entries on): no copy, and equal to ``1.0 * y`` also at -0.0, infinities and
-    nan; below that size it computes the product, a new array of the same value."""
+    """mul's fused rule given the broadcast 1 hands the other operand on as a read-only view
+    (from FUSED_SIZE entries on): no copy, and equal to ``1.0 * y`` also at -0.0, infinities
+    and nan; below that size, or under another cotangent, it declines and the rule computes
+    the product, a new array of the same value."""
+    mul = sg.REGISTRY["mul"]
     small = np.array([-0.0, 0.0, np.inf, -np.inf, np.nan, 5e-324, -1.5])
-    rule = sg.REGISTRY["mul"].vjp[0]
-    got = rule(VALUES, np.broadcast_to(np.ones(()), small.shape), small, small, small)
+    ones_small = np.broadcast_to(np.ones(()), small.shape)
+    assert mul.vjp_fused[0](ones_small, small, small, small) is None
+    got = mul.vjp[0](VALUES, ones_small, small, small, small)
     assert got.flags.writeable and not np.shares_memory(got, small)
     assert np.array_equal(np.signbit(got), np.signbit(small))
     y = np.resize(small, FUSED_SIZE)
@@ -158,17 +183,19 @@ def test_times_a_total_is_the_operand_read_only() -> None:
     ones = np.broadcast_to(np.ones(()), y.shape)
     with np.errstate(invalid="ignore"):
         out = x * y
-    for i, rule in enumerate(sg.REGISTRY["mul"].vjp):
+    for i, fused in enumerate(mul.vjp_fused):
         other = (y, x)[i]
-        got = rule(VALUES, ones, out, x, y)
+        got = fused(ones, out, x, y)
         assert np.shares_memory(got, other) and not got.flags.writeable
         expected = np.multiply(ones, other)
         assert np.array_equal(got, expected, equal_nan=True)
         assert np.array_equal(np.signbit(got), np.signbit(expected))
     # a number other than 1, another dtype or shape: the product, as before
     twos = np.broadcast_to(np.full((), 2.0), y.shape)
-    got = sg.REGISTRY["mul"].vjp[0](VALUES, twos, out, x, y)
+    assert mul.vjp_fused[0](twos, out, x, y) is None
+    got = mul.vjp[0](VALUES, twos, out, x, y)
     assert got.flags.writeable and not np.shares_memory(got, y)
+    np.testing.assert_array_equal(got, 2.0 * y)
     wide = broadcast_vjp(lambda o, g, out, x, y: o.mul(g, y), 0, 2)
     assert wide(VALUES, np.ones((2, 7)), None, np.ones((2, 7)), small).shape == (2, 7)
 

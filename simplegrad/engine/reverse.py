@@ -507,9 +507,8 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
             if beside is not rules:
                 same = rules
                 fused = None
-            elif fused is not None and (type(outv) is not np.ndarray or
-                                        outv.size < FUSED_SIZE):
-                fused = None
+            elif fused is not None and (type(g) is not np.ndarray or g.size < FUSED_SIZE):
+                fused = None        # (g has the output's shape: its value may be freed)
             shape = out.shape
             i = -1
             for x in (x0,) if unary else (x0, b):
@@ -549,13 +548,14 @@ def sweep(o: PrimitiveMethods, tape: Tape, L: Entry, seed: Any, stop: int,
                     old = get(x)
                     if old is None:
                         grads[x] = ct
-                        if f is not None:
+                        if f is not None and ct.flags.writeable:    # (else a value handed on)
                             owned.add(x)
                     elif type(old) is np.ndarray and type(ct) is np.ndarray and \
                             old.size < FUSED_SIZE:  # (add_values' first case, inlined)
                         grads[x] = o.add(old, ct)
                     else:
-                        grads[x] = add_values(o, tape, x, old, ct, owned, f is not None)
+                        grads[x] = add_values(o, tape, x, old, ct, owned,
+                                              f is not None and ct.flags.writeable)
                     continue
                 if pullbacks is not None and len(entries) > start:
                     spans += (base + start, base + len(entries), i)

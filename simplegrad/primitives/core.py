@@ -79,8 +79,10 @@ class VjpRule(Protocol):
 class FusedVjpRule(Protocol):
     """A vjp rule's value on plain numpy arrays, for an input of the output's shape, computed
     into one new array that nothing else holds (a value-only sweep owns it and may add into
-    it in place), equal to the rule's value within 1 ulp; None where it does not apply (the
-    sweep then calls the rule), among them arrays of fewer than ``FUSED_SIZE`` entries."""
+    it in place), equal to the rule's value within 1 ulp, or a read-only view of a value the
+    rule's value equals exactly (handed on: the sweep does not own it); None where it does
+    not apply (the sweep then calls the rule), among them arrays of fewer than
+    ``FUSED_SIZE`` entries."""
 
     def __call__(self, g: Any, out: Any, /, *xs: Any, **attrs: Any) -> Any: ...
 

@@ -228,16 +228,15 @@ def _mul_jvp(o: PrimitiveMethods, ts, out, x, y):
     return _MUL_SUMMED(o, ts, out, x, y)
 
 
-# g * y; on values of FUSED_SIZE entries or more, y itself (read-only) when g is the number 1
-# broadcast over y (the cotangent of a total): the same value, as x * 1.0 is x, without a pass
-# over memory or a new array (on fewer, the checks cost more than the product)
-_MUL_RULES = (
-    lambda o, g, out, x, y: read_only(y) if o.plain_values and type(y) is np.ndarray and
-    y.size >= FUSED_SIZE and unit_cotangent(g, y) else o.mul(g, y),
-    lambda o, g, out, x, y: read_only(x) if o.plain_values and type(x) is np.ndarray and
-    x.size >= FUSED_SIZE and unit_cotangent(g, x) else o.mul(g, x))
+_MUL_RULES = (lambda o, g, out, x, y: o.mul(g, y), lambda o, g, out, x, y: o.mul(g, x))
 _MUL_SUMMED = summed_jvp(_MUL_RULES)
-MUL = elementwise("mul", np.multiply, "{0} * {1}", _MUL_RULES,
+# in a value-only sweep on FUSED_SIZE entries or more, g * y is y itself (read-only) when g is
+# the number 1 broadcast over y (the cotangent of a total): the same value, as y * 1.0 is y,
+# without a pass over memory or a new array (on fewer, the checks cost more than the product)
+_MUL_FUSED = (
+    lambda g, out, x, y: read_only(y) if unit_cotangent(g, y) and y.size >= FUSED_SIZE else None,
+    lambda g, out, x, y: read_only(x) if unit_cotangent(g, x) and x.size >= FUSED_SIZE else None)
+MUL = elementwise("mul", np.multiply, "{0} * {1}", _MUL_RULES, fused=_MUL_FUSED,
     rewrites=_mul_rewrite, simplifies=_mul_simplifies,
     sympy=SymPyForm(lambda sp, x, y: x * y, _scaling),
     linear=EACH_ALONE, commutative=True, associative=operator.mul, ring="mul",
