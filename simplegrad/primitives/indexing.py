@@ -233,6 +233,13 @@ def normalize_index(index: Any, shape: tuple) -> tuple:
     kind = type(index)
     if kind is slice or kind is int:    # (the common index, as it is)
         return (index,)
+    if kind is tuple:
+        for i in index:
+            kind = type(i)
+            if kind is not slice and kind is not int:
+                break
+        else:
+            return index    # (slices and ints: normalized already, as a rule hands it on)
     items = index if isinstance(index, tuple) else (index,)
     out = []
     masked = False
