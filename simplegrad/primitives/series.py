@@ -299,8 +299,8 @@ def _riccati_floats(xs: list, moving: list[int], z0: float, w0: float, b: float)
 
 def _riccati_line(x1: float, z0: float, w0: float, b: float, order: int) -> list:
     """``_riccati_floats`` along a line x + t v (x1 its only moving coefficient): the same
-    values, without the loop over the others; only the last w kept, and the two products
-    by 1 (1 / k at k = 1, b = 1) that leave a double as it is taken as they come."""
+    values, without the loop over the others; only the last w kept, and no test for the
+    factors 1 / k at k = 1 and b = 1 (a double times 1 is that double)."""
     z = [z0] * (order + 1)
     wk = w0
     inv = _INVERSES if order < len(_INVERSES) else [1.0 / max(k, 1) for k in range(order + 1)]
